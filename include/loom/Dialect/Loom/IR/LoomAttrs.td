@@ -1,0 +1,123 @@
+//===- LoomAttrs.td - Loom enums and attributes ------------*- tablegen -*-===//
+
+#ifndef LOOM_DIALECT_LOOM_IR_LOOMATTRS_TD
+#define LOOM_DIALECT_LOOM_IR_LOOMATTRS_TD
+
+include "loom/Dialect/Loom/IR/LoomDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def Loom_CompareDirection : I32EnumAttr<"CompareDirection",
+    "comparison direction", [
+      I32EnumAttrCase<"eq", 0>, I32EnumAttrCase<"ne", 1>,
+      I32EnumAttrCase<"lt", 2>, I32EnumAttrCase<"le", 3>,
+      I32EnumAttrCase<"gt", 4>, I32EnumAttrCase<"ge", 5>]> {
+  let cppNamespace = "::mlir::loom";
+}
+
+def Loom_GeluApproximation : I32EnumAttr<"GeluApproximation",
+    "GELU approximation", [
+      I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"tanh", 1>]> {
+  let cppNamespace = "::mlir::loom";
+}
+
+def Loom_LossReduction : I32EnumAttr<"LossReduction",
+    "how a loss reduces over samples", [
+      I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"sum", 1>,
+      I32EnumAttrCase<"mean", 2>]> {
+  let cppNamespace = "::mlir::loom";
+}
+
+def Loom_PartialKind : I32EnumAttr<"PartialKind",
+    "pending cross-device reduction of a sharded value", [
+      I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"sum", 1>,
+      I32EnumAttrCase<"max", 2>]> {
+  let cppNamespace = "::mlir::loom";
+}
+
+//===----------------------------------------------------------------------===//
+// Mesh and sharding
+//===----------------------------------------------------------------------===//
+
+class Loom_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Loom_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def Loom_MeshAttr : Loom_Attr<"Mesh", "mesh"> {
+  let summary = "A logical device mesh with named axes";
+  let description = [{
+    A row-major grid of devices whose axes have names and sizes; the device
+    count is the product of the sizes. Axis names are identifiers and unique.
+
+    ```mlir
+    #loom.mesh<dp = 2, pp = 2, tp = 4>
+    ```
+  }];
+  let parameters = (ins
+    ArrayRefParameter<"::mlir::StringAttr", "axis names">:$axisNames,
+    ArrayRefParameter<"int64_t", "axis sizes">:$axisSizes);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Index of the axis called `name`, if any.
+    std::optional<unsigned> getAxisIndex(::llvm::StringRef name) const;
+    /// Size of the axis called `name`; the axis must exist.
+    int64_t getAxisSize(::llvm::StringRef name) const;
+    /// Number of devices: the product of all axis sizes.
+    int64_t getNumDevices() const;
+  }];
+}
+
+def Loom_ShardingAttr : Loom_Attr<"Sharding", "sharding"> {
+  let summary = "How a tensor is distributed over the axes of a mesh";
+  // Sharding literals end in `}]`, which would close a [{ }] block, so the
+  // example lines are plain strings.
+  let description = [{
+    Refers to a `loom.mesh` symbol and lists, for every tensor dimension, the
+    mesh axes the dimension is split over (major to minor; `{}` means the
+    dimension is replicated). An optional `partial<sum>` or `partial<max>`
+    names mesh axes over which the per-device values still have to be
+    reduced: a value is never partial implicitly.
+
+    ```mlir
+    // rows split over dp, columns over tp
+}] # "    #loom.sharding<@mesh, [{dp}, {tp}]>\n" # [{
+    // rows split over dp; every tp rank holds a partial sum of the value
+}] # "    #loom.sharding<@mesh, [{dp}, {}], partial<sum> {tp}>\n" # [{
+    ```
+
+    A mesh axis may appear only once in a sharding. Where the sharding is
+    attached to a value, the mesh must exist, know every axis, and the
+    product of the axis sizes must divide the static dimension it splits.
+  }];
+  let parameters = (ins
+    "::mlir::FlatSymbolRefAttr":$mesh,
+    "::mlir::ArrayAttr":$dims,
+    "::mlir::loom::PartialKind":$partialKind,
+    "::mlir::ArrayAttr":$partialAxes);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let builders = [
+    AttrBuilder<(ins "::mlir::FlatSymbolRefAttr":$mesh,
+                     "::llvm::ArrayRef<::llvm::SmallVector<::llvm::StringRef>>":$dimAxes,
+                     CArg<"::mlir::loom::PartialKind", "::mlir::loom::PartialKind::none">:$partialKind,
+                     CArg<"::llvm::ArrayRef<::llvm::StringRef>", "{}">:$partialAxes)>
+  ];
+  let extraClassDeclaration = [{
+    /// Number of tensor dimensions this sharding describes.
+    unsigned getRank() const { return getDims().size(); }
+    /// Mesh axes that split dimension `dim`, major to minor.
+    ::llvm::SmallVector<::llvm::StringRef> getDimAxes(unsigned dim) const;
+    /// Mesh axes over which the value is pending reduction.
+    ::llvm::SmallVector<::llvm::StringRef> getPartialAxesNames() const;
+    /// True if no dimension is split and nothing is partial.
+    bool isFullyReplicated() const;
+  }];
+}
+
+#endif // LOOM_DIALECT_LOOM_IR_LOOMATTRS_TD

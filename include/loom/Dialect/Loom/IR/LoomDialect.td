@@ -1,0 +1,57 @@
+//===- LoomDialect.td - The loom dialect -------------------*- tablegen -*-===//
+//
+// Loom's tensor-level dialect: the ops of MLP and transformer training graphs,
+// each describing itself through factor rules (see LoomInterfaces.td) so that
+// sharding propagation, partitioning and cost estimation share one registry.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIALECT_LOOM_IR_LOOMDIALECT_TD
+#define LOOM_DIALECT_LOOM_IR_LOOMDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def Loom_Dialect : Dialect {
+  let name = "loom";
+  let cppNamespace = "::mlir::loom";
+  let summary = "Tensor-level ops for neural-network training graphs";
+  let description = [{
+    The `loom` dialect holds the forward and training graphs of neural
+    networks at the tensor level: matmuls, elementwise math with numpy
+    broadcasting, shape manipulation, reductions and the fused layers of
+    transformer models (softmax, layer norm, cross-entropy, ...).
+
+    Conventions shared by every op:
+
+    * Tensors are ranked with **static shapes**. Symbolic dimensions are
+      resolved when a model is imported; the planner and the partitioner
+      reason about exact sizes (divisibility of splits, memory).
+    * Axis attributes are **non-negative** (the importer normalizes ONNX's
+      negative axes), so passes never re-normalize.
+    * Every op implements `FactorRuleOpInterface`: its iteration space as
+      factors (parallel, contracting, reduction or needing replication) and
+      the indexing map of every operand and result into it.
+    * Model state lives in `loom.parameter` symbols, read with `loom.param`;
+      the device layout is a `loom.mesh` symbol that `#loom.sharding`
+      attributes refer to.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Name of the discardable attribute that carries the sharding of an op's
+    /// results, of a function argument or of a function result.
+    static constexpr ::llvm::StringLiteral kShardingAttrName = "loom.sharding";
+
+  private:
+    void registerAttributes();
+  public:
+  }];
+}
+
+class Loom_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Loom_Dialect, mnemonic, traits>;
+
+#endif // LOOM_DIALECT_LOOM_IR_LOOMDIALECT_TD

@@ -1,0 +1,641 @@
+//===- LoomOps.td - Loom operations ------------------------*- tablegen -*-===//
+
+#ifndef LOOM_DIALECT_LOOM_IR_LOOMOPS_TD
+#define LOOM_DIALECT_LOOM_IR_LOOMOPS_TD
+
+include "loom/Dialect/Loom/IR/LoomAttrs.td"
+include "loom/Dialect/Loom/IR/LoomDialect.td"
+include "loom/Dialect/Loom/IR/LoomInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Loom_Tensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I1, I32, I64]>;
+def Loom_FloatTensor : StaticShapeTensorOf<[F16, BF16, F32, F64]>;
+def Loom_NumericTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I32, I64]>;
+def Loom_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Loom_BoolTensor : StaticShapeTensorOf<[I1]>;
+
+//===----------------------------------------------------------------------===//
+// Mesh, parameters, constants, sharding annotations
+//===----------------------------------------------------------------------===//
+
+def Loom_MeshOp : Loom_Op<"mesh", [Symbol]> {
+  let summary = "Declares a device mesh";
+  let description = [{
+    Declares a device mesh with named axes; `#loom.sharding` attributes refer
+    to it by symbol name.
+
+    ```mlir
+    loom.mesh @mesh = <dp = 2, pp = 2, tp = 4>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Loom_MeshAttr:$mesh);
+  let assemblyFormat = "$sym_name `=` $mesh attr-dict";
+}
+
+def Loom_ParameterOp : Loom_Op<"parameter", [
+    Symbol, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Declares a model parameter (a weight that persists across steps)";
+  let description = [{
+    Declares a named tensor of model state. `trainable` parameters receive
+    gradients and optimizer updates; the others (frozen weights, integer
+    tables) are only read. The initial value is optional: without it the
+    module is *shapes-only* and can still be planned and partitioned. Large
+    values are `dense_resource` blobs, never inline text. An optional
+    `sharding` is a user annotation for the parameter's layout.
+
+    ```mlir
+    loom.parameter @fc1.weight trainable : tensor<512x2048xf32>
+}] # "    loom.parameter @fc1.bias trainable : tensor<2048xf32>\n" #
+     "        sharding <@mesh, [{tp}]> = dense<0.0> : tensor<2048xf32>\n" # [{
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    TypeAttrOf<Loom_Tensor>:$type,
+    UnitAttr:$trainable,
+    OptionalAttr<Loom_ShardingAttr>:$sharding,
+    OptionalAttr<ElementsAttr>:$initial_value);
+  let assemblyFormat = [{
+    $sym_name (`trainable` $trainable^)? `:` $type
+    (`sharding` $sharding^)? (`=` $initial_value^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def Loom_ParamOp : Loom_Op<"param", [
+    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Reads a model parameter";
+  let description = [{
+    Yields the current value of the `loom.parameter` named by `name`; the
+    result type must equal the parameter's type.
+
+    ```mlir
+    %w = loom.param @fc1.weight : tensor<512x2048xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Loom_ConstantOp : Loom_Op<"constant", [
+    ConstantLike, Pure, AllTypesMatch<["value", "result"]>,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "A constant tensor";
+  let description = [{
+    A constant tensor: `dense` for small values, `dense_resource` for large
+    ones so that they never appear as text.
+
+    ```mlir
+    %c = loom.constant dense<1.0> : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+def Loom_ShardOp : Loom_Op<"shard", [
+    Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Pins the sharding of a value";
+  let description = [{
+    Returns its operand unchanged and states the sharding its result must
+    have. Sharding propagation treats it as a user annotation; where the
+    operand's sharding differs, the partitioner inserts the resharding
+    collectives here.
+
+    ```mlir
+}] # "    %y = loom.shard %x to <@mesh, [{dp}, {}]> : tensor<8x512xf32>\n" # [{
+    ```
+  }];
+  let arguments = (ins Loom_Tensor:$input, Loom_ShardingAttr:$sharding);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = "$input `to` $sharding attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+// Elementwise ops share one factor rule: one parallel factor per result
+// dimension, operands mapped with numpy broadcasting.
+defvar Loom_ElementwiseFactorRule = [{
+  ::mlir::loom::FactorRule getFactorRule() {
+    return ::mlir::loom::getElementwiseFactorRule(getOperation());
+  }
+}];
+
+class Loom_UnaryOp<string mnemonic, Type type, string doc,
+                   list<Trait> traits = []>
+    : Loom_Op<mnemonic, traits # [Pure, SameOperandsAndResultType,
+                                  Loom_FactorRuleOpInterface]> {
+  let summary = "Elementwise " # mnemonic;
+  let description = doc # [{
+
+    ```mlir
+    %y = loom.}] # mnemonic # [{ %x : tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins type:$input);
+  let results = (outs type:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasFolder = 1;
+  let extraClassDeclaration = Loom_ElementwiseFactorRule;
+}
+
+def Loom_SqrtOp : Loom_UnaryOp<"sqrt", Loom_FloatTensor, "Square root.">;
+def Loom_RsqrtOp : Loom_UnaryOp<"rsqrt", Loom_FloatTensor,
+    "Reciprocal square root, `1 / sqrt(x)`.">;
+def Loom_ExpOp : Loom_UnaryOp<"exp", Loom_FloatTensor, "Natural exponential.">;
+def Loom_LogOp : Loom_UnaryOp<"log", Loom_FloatTensor, "Natural logarithm.">;
+def Loom_NegOp : Loom_UnaryOp<"neg", Loom_NumericTensor, "Negation.">;
+def Loom_ErfOp : Loom_UnaryOp<"erf", Loom_FloatTensor, "Gauss error function.">;
+def Loom_TanhOp : Loom_UnaryOp<"tanh", Loom_FloatTensor, "Hyperbolic tangent.">;
+def Loom_SigmoidOp : Loom_UnaryOp<"sigmoid", Loom_FloatTensor,
+    "Logistic sigmoid, `1 / (1 + exp(-x))`.">;
+def Loom_ReluOp : Loom_UnaryOp<"relu", Loom_FloatTensor,
+    "Rectified linear unit, `max(x, 0)`.">;
+def Loom_ReciprocalOp : Loom_UnaryOp<"reciprocal", Loom_FloatTensor,
+    "Reciprocal, `1 / x`.">;
+
+def Loom_GeluOp : Loom_Op<"gelu", [Pure, SameOperandsAndResultType,
+                                   Loom_FactorRuleOpInterface]> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    `x * Phi(x)` with the exact normal CDF (`approximate none`, the default)
+    or the tanh approximation (`approximate tanh`), as `torch.nn.GELU`.
+
+    ```mlir
+    %y = loom.gelu %x : tensor<8x2048xf32>
+    %z = loom.gelu %x approximate tanh : tensor<8x2048xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input,
+      DefaultValuedAttr<Loom_GeluApproximation,
+                        "::mlir::loom::GeluApproximation::none">:$approximate);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`approximate` $approximate^)? attr-dict `:` type($result)
+  }];
+  let hasFolder = 1;
+  let extraClassDeclaration = Loom_ElementwiseFactorRule;
+}
+
+def Loom_CastOp : Loom_Op<"cast", [Pure, SameOperandsAndResultShape,
+                                   Loom_FactorRuleOpInterface]> {
+  let summary = "Elementwise element-type conversion";
+  let description = [{
+    Converts every element to the result's element type. Float to integer
+    rounds toward zero, anything to `i1` tests for non-zero, `i1` converts
+    to 0 or 1.
+
+    ```mlir
+    %y = loom.cast %x : tensor<8x16xf32> -> tensor<8x16xbf16>
+    ```
+  }];
+  let arguments = (ins Loom_Tensor:$input);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
+  let extraClassDeclaration = Loom_ElementwiseFactorRule;
+}
+
+class Loom_BinaryOp<string mnemonic, Type type, string doc>
+    : Loom_Op<mnemonic, [Pure, InferTypeOpAdaptor,
+                         SameOperandsAndResultElementType,
+                         Loom_FactorRuleOpInterface]> {
+  let summary = "Elementwise " # mnemonic # " with numpy broadcasting";
+  let description = doc # [{ Operands broadcast as in numpy: shapes are
+    right-aligned and each pair of dimensions must be equal or one of them 1.
+    The type is printed once when operands and result share it.
+
+    ```mlir
+    %y = loom.}] # mnemonic # [{ %a, %b : tensor<8x16xf32>
+    %z = loom.}] # mnemonic # [{ %a, %c : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins type:$lhs, type:$rhs);
+  let results = (outs type:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:`
+    custom<ElementwiseTypes>(type($lhs), type($rhs), type($result))
+  }];
+  let hasFolder = 1;
+  let extraClassDeclaration = Loom_ElementwiseFactorRule;
+}
+
+def Loom_AddOp : Loom_BinaryOp<"add", Loom_NumericTensor, "Addition.">;
+def Loom_SubOp : Loom_BinaryOp<"sub", Loom_NumericTensor, "Subtraction.">;
+def Loom_MulOp : Loom_BinaryOp<"mul", Loom_NumericTensor, "Multiplication.">;
+def Loom_DivOp : Loom_BinaryOp<"div", Loom_NumericTensor,
+    "Division (integers round toward zero).">;
+def Loom_PowOp : Loom_BinaryOp<"pow", Loom_FloatTensor, "Power, `lhs ^ rhs`.">;
+
+def Loom_CompareOp : Loom_Op<"compare", [Pure, InferTypeOpAdaptor,
+                                         Loom_FactorRuleOpInterface]> {
+  let summary = "Elementwise comparison with numpy broadcasting";
+  let description = [{
+    Compares `lhs` and `rhs` elementwise (broadcast as in numpy) and yields
+    an `i1` tensor. Comparisons involving NaN are false, except `ne`.
+
+    ```mlir
+    %m = loom.compare lt, %a, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xi1>
+    ```
+  }];
+  let arguments = (ins Loom_CompareDirection:$direction,
+                       Loom_NumericTensor:$lhs, Loom_NumericTensor:$rhs);
+  let results = (outs Loom_BoolTensor:$result);
+  let assemblyFormat = [{
+    $direction `,` $lhs `,` $rhs attr-dict `:`
+    custom<ElementwiseTypes>(type($lhs), type($rhs), type($result))
+  }];
+  let hasFolder = 1;
+  let extraClassDeclaration = Loom_ElementwiseFactorRule;
+}
+
+def Loom_SelectOp : Loom_Op<"select", [Pure, InferTypeOpAdaptor,
+                                       Loom_FactorRuleOpInterface]> {
+  let summary = "Elementwise choice with numpy broadcasting (ONNX Where)";
+  let description = [{
+    Yields `on_true` where `condition` holds and `on_false` elsewhere; the
+    three operands broadcast together as in numpy.
+
+    ```mlir
+    %y = loom.select %mask, %scores, %neg_inf
+        : (tensor<1x1x128x128xi1>, tensor<8x12x128x128xf32>, tensor<f32>)
+        -> tensor<8x12x128x128xf32>
+    ```
+  }];
+  let arguments = (ins Loom_BoolTensor:$condition, Loom_Tensor:$on_true,
+                       Loom_Tensor:$on_false);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $on_true `,` $on_false attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasFolder = 1;
+  let extraClassDeclaration = Loom_ElementwiseFactorRule;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+def Loom_MatmulOp : Loom_Op<"matmul", [
+    Pure, InferTypeOpAdaptor, SameOperandsAndResultElementType,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Batched matrix multiplication with optional transposes";
+  let description = [{
+    Multiplies the trailing two dimensions, `[..., M, K] x [..., K, N] ->
+    [..., M, N]`; `transpose_lhs` / `transpose_rhs` read an operand's two
+    trailing dimensions swapped. Leading (batch) dimensions are aligned from
+    the right and must be equal where both operands have them; the operand
+    with more of them contributes the rest (a rank-2 `rhs` is a weight
+    shared by every batch). Size-1 batch broadcasting is not implicit: use
+    `loom.broadcast`.
+
+    ```mlir
+    %h = loom.matmul %x, %w : (tensor<8x128x768xf32>, tensor<768x3072xf32>) -> tensor<8x128x3072xf32>
+    %s = loom.matmul %q, %k transpose_rhs
+        : (tensor<8x12x128x64xf32>, tensor<8x12x128x64xf32>) -> tensor<8x12x128x128xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)?
+    (`transpose_rhs` $transpose_rhs^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Loom_BiasAddOp : Loom_Op<"bias_add", [
+    Pure, AllTypesMatch<["input", "result"]>, SameOperandsElementType,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Adds a bias vector along the last dimension";
+  let description = [{
+    `input[..., n] + bias[n]`: the bias of a linear layer. Kept apart from
+    `loom.add` so that GEMM epilogues can fuse it and its gradient is a plain
+    column sum.
+
+    ```mlir
+    %y = loom.bias_add %h, %b : tensor<8x128x3072xf32>, tensor<3072xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$bias);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $bias attr-dict `:` type($input) `,` type($bias)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+def Loom_ReshapeOp : Loom_Op<"reshape", [
+    Pure, SameOperandsAndResultElementType,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Reinterprets a tensor with another shape (row-major)";
+  let description = [{
+    Same elements in the same row-major order, another shape; the element
+    counts must be equal.
+
+    ```mlir
+    %y = loom.reshape %x : tensor<8x128x768xf32> -> tensor<8x128x12x64xf32>
+    ```
+  }];
+  let arguments = (ins Loom_Tensor:$input);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Loom_TransposeOp : Loom_Op<"transpose", [
+    Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Permutes dimensions";
+  let description = [{
+    Result dimension `i` is input dimension `permutation[i]`.
+
+    ```mlir
+    %y = loom.transpose %x [0, 2, 1, 3] : tensor<8x128x12x64xf32> -> tensor<8x12x128x64xf32>
+    ```
+  }];
+  let arguments = (ins Loom_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    $input $permutation attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasFolder = 1;
+}
+
+def Loom_SliceOp : Loom_Op<"slice", [
+    Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Takes a strided window of a tensor";
+  let description = [{
+    For every dimension `d`, keeps indices `start[d], start[d] + stride[d],
+    ...` below `limit[d]`, with `0 <= start <= limit <= size` and
+    `stride >= 1`. Written `start:limit` or `start:limit:stride` per
+    dimension.
+
+    ```mlir
+    %y = loom.slice %x [0:8, 0:128, 768:1536] : tensor<8x128x2304xf32> -> tensor<8x128x768xf32>
+    %z = loom.slice %x [0:8:2] : tensor<8xf32> -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Loom_Tensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    $input custom<SliceRanges>($starts, $limits, $strides) attr-dict
+    `:` type($input) `->` type($result)
+  }];
+  let hasFolder = 1;
+}
+
+def Loom_ConcatOp : Loom_Op<"concat", [
+    Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Concatenates tensors along one axis";
+  let description = [{
+    All inputs have the same rank and element type and agree on every
+    dimension except `axis`.
+
+    ```mlir
+    %y = loom.concat %a, %b axis 1 : (tensor<4x3xf32>, tensor<4x5xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Loom_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    $inputs `axis` $axis attr-dict `:` functional-type($inputs, $result)
+  }];
+  let hasFolder = 1;
+}
+
+def Loom_SplitOp : Loom_Op<"split", [
+    Pure, DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Splits a tensor into consecutive pieces along one axis";
+  let description = [{
+    The result types give the piece sizes along `axis`; they must add up to
+    the input's size there and agree with the input elsewhere.
+
+    ```mlir
+    %q, %k, %v = loom.split %qkv axis 2 : tensor<8x128x2304xf32>
+        -> tensor<8x128x768xf32>, tensor<8x128x768xf32>, tensor<8x128x768xf32>
+    ```
+  }];
+  let arguments = (ins Loom_Tensor:$input, I64Attr:$axis);
+  let results = (outs Variadic<Loom_Tensor>:$results);
+  let assemblyFormat = [{
+    $input `axis` $axis attr-dict `:` type($input) `->` type($results)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Loom_BroadcastOp : Loom_Op<"broadcast", [
+    Pure, SameOperandsAndResultElementType,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Broadcasts a tensor to a larger shape (ONNX Expand)";
+  let description = [{
+    Numpy broadcasting to the result shape: input dimensions are aligned
+    with the trailing result dimensions and must equal them or be 1.
+
+    ```mlir
+    %y = loom.broadcast %b : tensor<1x768xf32> -> tensor<8x128x768xf32>
+    ```
+  }];
+  let arguments = (ins Loom_Tensor:$input);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Loom_GatherOp : Loom_Op<"gather", [
+    Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Gathers slices along an axis by index (embedding lookup)";
+  let description = [{
+    ONNX Gather: the result shape is `input.shape[:axis] + indices.shape +
+    input.shape[axis+1:]`. Negative indices count from the end; indices out
+    of range are a runtime error. An embedding lookup is `axis 0`, the
+    default.
+
+    ```mlir
+    %e = loom.gather %wte[%ids] : (tensor<50257x768xf32>, tensor<8x128xi64>) -> tensor<8x128x768xf32>
+    ```
+  }];
+  let arguments = (ins Loom_Tensor:$input, Loom_IndexTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    $input `[` $indices `]` (`axis` $axis^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Loom_ReduceOp<string mnemonic, Type type, string doc>
+    : Loom_Op<mnemonic, [Pure, InferTypeOpAdaptor,
+                         SameOperandsAndResultElementType,
+                         DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = doc # " over the given axes";
+  let description = doc # [{ over `axes` (sorted, unique, in range); the
+    reduced dimensions are dropped, or kept with size 1 under `keepdims`.
+    Empty `axes` reduce nothing.
+
+    ```mlir
+    %y = loom.}] # mnemonic # [{ %x [1] : tensor<8x16xf32> -> tensor<8xf32>
+    %z = loom.}] # mnemonic # [{ %x [1] keepdims : tensor<8x16xf32> -> tensor<8x1xf32>
+    ```
+  }];
+  let arguments = (ins type:$input, DenseI64ArrayAttr:$axes,
+                       UnitAttr:$keepdims);
+  let results = (outs type:$result);
+  let assemblyFormat = [{
+    $input $axes (`keepdims` $keepdims^)? attr-dict `:` type($input) `->`
+    type($result)
+  }];
+  let hasFolder = 1;
+}
+
+def Loom_ReduceSumOp : Loom_ReduceOp<"reduce_sum", Loom_NumericTensor, "Sum">;
+def Loom_ReduceMeanOp : Loom_ReduceOp<"reduce_mean", Loom_FloatTensor, "Mean">;
+def Loom_ReduceMaxOp : Loom_ReduceOp<"reduce_max", Loom_NumericTensor, "Maximum">;
+
+//===----------------------------------------------------------------------===//
+// Neural-network layers
+//===----------------------------------------------------------------------===//
+
+class Loom_SoftmaxLikeOp<string mnemonic, string doc>
+    : Loom_Op<mnemonic, [Pure, SameOperandsAndResultType,
+                         DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = doc;
+  let description = doc # [{ along `axis`, computed stably (the maximum is
+    subtracted first).
+
+    ```mlir
+    %p = loom.}] # mnemonic # [{ %scores axis 3 : tensor<8x12x128x128xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$input `axis` $axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Loom_SoftmaxOp : Loom_SoftmaxLikeOp<"softmax", "Softmax">;
+def Loom_LogSoftmaxOp : Loom_SoftmaxLikeOp<"log_softmax", "Log-softmax">;
+
+def Loom_LayerNormOp : Loom_Op<"layer_norm", [
+    Pure, AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>,
+    SameOperandsElementType,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Layer normalization over the trailing dimensions";
+  let description = [{
+    Normalizes over dimensions `axis..rank-1` to zero mean and unit variance
+    (biased variance, `epsilon` added before the square root), then applies
+    `scale` and `bias`, whose shape is the normalized shape. As
+    `torch.nn.LayerNorm` and ONNX LayerNormalization.
+
+    ```mlir
+    %y = loom.layer_norm %x, %g, %b axis 2 : tensor<8x128x768xf32>, tensor<768xf32>
+    %z = loom.layer_norm %x, %g, %b axis 2 epsilon 1.000000e-06 : tensor<8x128x768xf32>, tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$scale,
+                       Loom_FloatTensor:$bias, I64Attr:$axis,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $bias `axis` $axis (`epsilon` $epsilon^)? attr-dict
+    `:` type($input) `,` type($scale)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_DropoutOp : Loom_Op<"dropout", [
+    Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Inverted dropout with a reproducible mask";
+  let description = [{
+    Zeroes each element with probability `ratio` and scales the kept ones by
+    `1 / (1 - ratio)`. The mask is a counter-based random function of
+    `seed`, the training step and the element's global index, so it does not
+    depend on how the tensor is sharded; it is returned for the backward
+    pass.
+
+    ```mlir
+    %y, %mask = loom.dropout %x ratio 1.000000e-01 seed 7 : tensor<8x128x768xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, F64Attr:$ratio,
+                       DefaultValuedAttr<I64Attr, "0">:$seed);
+  let results = (outs Loom_FloatTensor:$output, Loom_BoolTensor:$mask);
+  let assemblyFormat = [{
+    $input `ratio` $ratio (`seed` $seed^)? attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [
+    Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Softmax cross-entropy against class indices";
+  let description = [{
+    `logits` are `[..., C]` with the classes last; `labels` hold class
+    indices of shape `[...]`. Per sample the loss is
+    `logsumexp(logits) - logits[label]`; samples whose label equals
+    `ignore_index` contribute 0 and are not counted. `reduction` is `mean`
+    (the default: over the counted samples, as `torch.nn.functional.
+    cross_entropy`), `sum`, or `none` (the per-sample losses).
+
+    ```mlir
+    %l = loom.cross_entropy %logits, %labels : (tensor<1024x50257xf32>, tensor<1024xi64>) -> tensor<f32>
+    %p = loom.cross_entropy %logits, %labels reduction none ignore_index -100
+        : (tensor<8x128x50257xf32>, tensor<8x128xi64>) -> tensor<8x128xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels,
+      DefaultValuedAttr<Loom_LossReduction,
+                        "::mlir::loom::LossReduction::mean">:$reduction,
+      OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels (`reduction` $reduction^)?
+    (`ignore_index` $ignore_index^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+#endif // LOOM_DIALECT_LOOM_IR_LOOMOPS_TD

@@ -1,0 +1,321 @@
+//===- ElementwiseOps.cpp - Elementwise loom ops --------------------------===//
+//
+// Type inference (numpy broadcasting) and folders of the unary, binary,
+// compare, select and cast ops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ConstantFold.h"
+#include "OpUtils.h"
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::loom;
+using opimpl::emitInferError;
+using opimpl::foldElementwise;
+using opimpl::isSplatOf;
+using opimpl::Scalar;
+
+//===----------------------------------------------------------------------===//
+// Type inference
+//===----------------------------------------------------------------------===//
+
+/// The broadcast type of `lhs` and `rhs`, with `elementType` (or theirs).
+template <typename OpTy>
+static LogicalResult inferBroadcast(std::optional<Location> loc, Type lhs,
+                                    Type rhs, Type elementType,
+                                    SmallVectorImpl<Type> &results) {
+  auto lhsType = dyn_cast<RankedTensorType>(lhs);
+  auto rhsType = dyn_cast<RankedTensorType>(rhs);
+  if (!lhsType || !rhsType)
+    return emitInferError<OpTy>(loc, "operands must be ranked tensors");
+  if (lhsType.getElementType() != rhsType.getElementType())
+    return emitInferError<OpTy>(loc, "operand element types differ: ",
+                                lhsType.getElementType(), " vs ",
+                                rhsType.getElementType());
+  std::string error;
+  FailureOr<SmallVector<int64_t>> shape =
+      opimpl::broadcastShapes(lhsType.getShape(), rhsType.getShape(), error);
+  if (failed(shape))
+    return emitInferError<OpTy>(loc, error);
+  results.push_back(RankedTensorType::get(
+      *shape, elementType ? elementType : lhsType.getElementType()));
+  return success();
+}
+
+#define LOOM_INFER_BINARY(OpTy)                                                \
+  LogicalResult OpTy::inferReturnTypes(                                        \
+      MLIRContext *, std::optional<Location> loc, Adaptor adaptor,             \
+      SmallVectorImpl<Type> &results) {                                        \
+    return inferBroadcast<OpTy>(loc, adaptor.getLhs().getType(),               \
+                                adaptor.getRhs().getType(), Type(), results);  \
+  }
+LOOM_INFER_BINARY(AddOp)
+LOOM_INFER_BINARY(SubOp)
+LOOM_INFER_BINARY(MulOp)
+LOOM_INFER_BINARY(DivOp)
+LOOM_INFER_BINARY(PowOp)
+#undef LOOM_INFER_BINARY
+
+LogicalResult CompareOp::inferReturnTypes(MLIRContext *context,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  return inferBroadcast<CompareOp>(loc, adaptor.getLhs().getType(),
+                                   adaptor.getRhs().getType(),
+                                   IntegerType::get(context, 1), results);
+}
+
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  // Broadcast the branches first (this checks their element types), then
+  // the condition against them.
+  SmallVector<Type, 1> branches;
+  if (failed(inferBroadcast<SelectOp>(loc, adaptor.getOnTrue().getType(),
+                                      adaptor.getOnFalse().getType(), Type(),
+                                      branches)))
+    return failure();
+  auto branchType = cast<RankedTensorType>(branches.front());
+  auto conditionType =
+      dyn_cast<RankedTensorType>(adaptor.getCondition().getType());
+  if (!conditionType)
+    return emitInferError<SelectOp>(loc, "condition must be a ranked tensor");
+  std::string error;
+  FailureOr<SmallVector<int64_t>> shape = opimpl::broadcastShapes(
+      conditionType.getShape(), branchType.getShape(), error);
+  if (failed(shape))
+    return emitInferError<SelectOp>(loc, "condition and branches: ", error);
+  results.push_back(
+      RankedTensorType::get(*shape, branchType.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Unary folders
+//===----------------------------------------------------------------------===//
+
+/// Folds a float unary op on a constant operand.
+static OpFoldResult foldUnaryFloat(Attribute operand, Type resultType,
+                                   double (*fn)(double)) {
+  return foldElementwise(
+      operand, cast<ShapedType>(resultType),
+      [&](ArrayRef<Scalar> args) -> std::optional<Scalar> {
+        return Scalar::ofFloat(fn(args[0].f));
+      });
+}
+
+static double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+static double relu(double x) { return x > 0.0 ? x : (std::isnan(x) ? x : 0.0); }
+static double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+static double reciprocal(double x) { return 1.0 / x; }
+static double sqrtFn(double x) { return std::sqrt(x); }
+static double expFn(double x) { return std::exp(x); }
+static double logFn(double x) { return std::log(x); }
+static double erfFn(double x) { return std::erf(x); }
+static double tanhFn(double x) { return std::tanh(x); }
+
+#define LOOM_FOLD_UNARY_FLOAT(OpTy, fn)                                        \
+  OpFoldResult OpTy::fold(FoldAdaptor adaptor) {                               \
+    return foldUnaryFloat(adaptor.getInput(), getType(), fn);                  \
+  }
+LOOM_FOLD_UNARY_FLOAT(SqrtOp, sqrtFn)
+LOOM_FOLD_UNARY_FLOAT(RsqrtOp, rsqrt)
+LOOM_FOLD_UNARY_FLOAT(ExpOp, expFn)
+LOOM_FOLD_UNARY_FLOAT(LogOp, logFn)
+LOOM_FOLD_UNARY_FLOAT(ErfOp, erfFn)
+LOOM_FOLD_UNARY_FLOAT(TanhOp, tanhFn)
+LOOM_FOLD_UNARY_FLOAT(SigmoidOp, sigmoid)
+LOOM_FOLD_UNARY_FLOAT(ReluOp, relu)
+LOOM_FOLD_UNARY_FLOAT(ReciprocalOp, reciprocal)
+#undef LOOM_FOLD_UNARY_FLOAT
+
+OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
+  // neg(neg(x)) -> x
+  if (auto inner = getInput().getDefiningOp<NegOp>())
+    return inner.getInput();
+  bool isFloat = isa<FloatType>(getType().getElementType());
+  return foldElementwise(adaptor.getInput(), getType(),
+                         [&](ArrayRef<Scalar> args) -> std::optional<Scalar> {
+                           if (isFloat)
+                             return Scalar::ofFloat(-args[0].f);
+                           return Scalar::ofInt(-args[0].i);
+                         });
+}
+
+OpFoldResult GeluOp::fold(FoldAdaptor adaptor) {
+  bool useTanh = getApproximate() == GeluApproximation::tanh;
+  return foldElementwise(
+      adaptor.getInput(), getType(),
+      [&](ArrayRef<Scalar> args) -> std::optional<Scalar> {
+        double x = args[0].f;
+        if (useTanh) {
+          const double kAlpha = std::sqrt(2.0 / M_PI);
+          return Scalar::ofFloat(
+              0.5 * x * (1.0 + std::tanh(kAlpha * (x + 0.044715 * x * x * x))));
+        }
+        return Scalar::ofFloat(0.5 * x * (1.0 + std::erf(x / M_SQRT2)));
+      });
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  Type from = getInput().getType().getElementType();
+  Type to = getType().getElementType();
+  bool fromFloat = isa<FloatType>(from), toFloat = isa<FloatType>(to);
+  bool toBool = to.isInteger(1);
+  return foldElementwise(
+      adaptor.getInput(), getType(),
+      [&](ArrayRef<Scalar> args) -> std::optional<Scalar> {
+        const Scalar &x = args[0];
+        if (toBool)
+          return Scalar::ofInt(fromFloat ? x.f != 0.0 : x.i != 0);
+        if (toFloat)
+          return Scalar::ofFloat(fromFloat ? x.f : static_cast<double>(x.i));
+        if (!fromFloat)
+          return Scalar::ofInt(x.i);
+        // Float to integer rounds toward zero; leave out-of-range values
+        // (and NaN) to the runtime rather than folding an arbitrary result.
+        double truncated = std::trunc(x.f);
+        if (!(truncated >= -9.2e18 && truncated <= 9.2e18))
+          return std::nullopt;
+        return Scalar::ofInt(static_cast<int64_t>(truncated));
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// Binary folders
+//===----------------------------------------------------------------------===//
+
+/// Folds an arithmetic binary op on constant operands.
+template <typename FloatFn, typename IntFn>
+static OpFoldResult foldArith(ArrayRef<Attribute> operands,
+                              ShapedType resultType, FloatFn floatFn,
+                              IntFn intFn) {
+  bool isFloat = isa<FloatType>(resultType.getElementType());
+  return foldElementwise(operands, resultType,
+                         [&](ArrayRef<Scalar> args) -> std::optional<Scalar> {
+                           if (isFloat)
+                             return Scalar::ofFloat(floatFn(args[0].f, args[1].f));
+                           return intFn(args[0].i, args[1].i);
+                         });
+}
+
+/// `x op c -> x` when `c` is the identity and no broadcasting changes x.
+static bool isIdentityOperand(Attribute constant, double identity,
+                              Value other, Type resultType) {
+  return isSplatOf(constant, identity) && other.getType() == resultType;
+}
+
+OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
+  // x + 0 -> x. Loom does not distinguish -0.0 from +0.0 (see
+  // docs/design/dialect.md), so this also applies to float x.
+  if (isIdentityOperand(adaptor.getRhs(), 0.0, getLhs(), getType()))
+    return getLhs();
+  if (isIdentityOperand(adaptor.getLhs(), 0.0, getRhs(), getType()))
+    return getRhs();
+  return foldArith(
+      adaptor.getOperands(), getType(),
+      [](double a, double b) { return a + b; },
+      [](int64_t a, int64_t b) -> std::optional<Scalar> {
+        return Scalar::ofInt(static_cast<int64_t>(static_cast<uint64_t>(a) +
+                                                  static_cast<uint64_t>(b)));
+      });
+}
+
+OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
+  if (isIdentityOperand(adaptor.getRhs(), 0.0, getLhs(), getType()))
+    return getLhs();
+  return foldArith(
+      adaptor.getOperands(), getType(),
+      [](double a, double b) { return a - b; },
+      [](int64_t a, int64_t b) -> std::optional<Scalar> {
+        return Scalar::ofInt(static_cast<int64_t>(static_cast<uint64_t>(a) -
+                                                  static_cast<uint64_t>(b)));
+      });
+}
+
+OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
+  if (isIdentityOperand(adaptor.getRhs(), 1.0, getLhs(), getType()))
+    return getLhs();
+  if (isIdentityOperand(adaptor.getLhs(), 1.0, getRhs(), getType()))
+    return getRhs();
+  return foldArith(
+      adaptor.getOperands(), getType(),
+      [](double a, double b) { return a * b; },
+      [](int64_t a, int64_t b) -> std::optional<Scalar> {
+        return Scalar::ofInt(static_cast<int64_t>(static_cast<uint64_t>(a) *
+                                                  static_cast<uint64_t>(b)));
+      });
+}
+
+OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
+  if (isIdentityOperand(adaptor.getRhs(), 1.0, getLhs(), getType()))
+    return getLhs();
+  return foldArith(
+      adaptor.getOperands(), getType(),
+      [](double a, double b) { return a / b; },
+      [](int64_t a, int64_t b) -> std::optional<Scalar> {
+        // Integer division by zero is a runtime error, never a fold.
+        if (b == 0 || (b == -1 && a == std::numeric_limits<int64_t>::min()))
+          return std::nullopt;
+        return Scalar::ofInt(a / b);
+      });
+}
+
+OpFoldResult PowOp::fold(FoldAdaptor adaptor) {
+  if (isIdentityOperand(adaptor.getRhs(), 1.0, getLhs(), getType()))
+    return getLhs();
+  return foldArith(
+      adaptor.getOperands(), getType(),
+      [](double a, double b) { return std::pow(a, b); },
+      [](int64_t, int64_t) -> std::optional<Scalar> { return std::nullopt; });
+}
+
+OpFoldResult CompareOp::fold(FoldAdaptor adaptor) {
+  bool isFloat = isa<FloatType>(getLhs().getType().getElementType());
+  CompareDirection direction = getDirection();
+  return foldElementwise(
+      adaptor.getOperands(), getType(),
+      [&](ArrayRef<Scalar> args) -> std::optional<Scalar> {
+        auto compare = [&](auto a, auto b) -> bool {
+          switch (direction) {
+          case CompareDirection::eq:
+            return a == b;
+          case CompareDirection::ne:
+            return a != b;
+          case CompareDirection::lt:
+            return a < b;
+          case CompareDirection::le:
+            return a <= b;
+          case CompareDirection::gt:
+            return a > b;
+          case CompareDirection::ge:
+            return a >= b;
+          }
+          llvm_unreachable("unknown compare direction");
+        };
+        return Scalar::ofInt(isFloat ? compare(args[0].f, args[1].f)
+                                     : compare(args[0].i, args[1].i));
+      });
+}
+
+OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {
+  // A uniform condition picks one branch when it already has the result type.
+  if (isSplatOf(adaptor.getCondition(), 1.0) &&
+      getOnTrue().getType() == getType())
+    return getOnTrue();
+  if (isSplatOf(adaptor.getCondition(), 0.0) &&
+      getOnFalse().getType() == getType())
+    return getOnFalse();
+  if (getOnTrue() == getOnFalse() && getOnTrue().getType() == getType())
+    return getOnTrue();
+  return foldElementwise(adaptor.getOperands(), getType(),
+                         [](ArrayRef<Scalar> args) -> std::optional<Scalar> {
+                           return args[0].i ? args[1] : args[2];
+                         });
+}

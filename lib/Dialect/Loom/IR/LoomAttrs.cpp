@@ -1,0 +1,334 @@
+//===- LoomAttrs.cpp - Mesh and sharding attributes -----------------------===//
+
+#include "loom/Dialect/Loom/IR/LoomAttrs.h"
+
+#include "loom/Dialect/Loom/IR/LoomDialect.h"
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+#include "loom/Dialect/Loom/IR/LoomEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "loom/Dialect/Loom/IR/LoomAttrs.cpp.inc"
+
+void LoomDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "loom/Dialect/Loom/IR/LoomAttrs.cpp.inc"
+      >();
+}
+
+/// Axis names are printed as bare keywords, so they must be identifiers.
+static bool isIdentifier(StringRef name) {
+  if (name.empty() || !(isalpha(name[0]) || name[0] == '_'))
+    return false;
+  return llvm::all_of(name.drop_front(),
+                      [](char c) { return isalnum(c) || c == '_'; });
+}
+
+//===----------------------------------------------------------------------===//
+// MeshAttr
+//===----------------------------------------------------------------------===//
+
+Attribute MeshAttr::parse(AsmParser &parser, Type) {
+  SmallVector<StringAttr> names;
+  SmallVector<int64_t> sizes;
+  auto parseAxis = [&]() -> ParseResult {
+    std::string name;
+    int64_t size;
+    if (parser.parseKeywordOrString(&name) || parser.parseEqual() ||
+        parser.parseInteger(size))
+      return failure();
+    names.push_back(parser.getBuilder().getStringAttr(name));
+    sizes.push_back(size);
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::LessGreater,
+                                     parseAxis))
+    return {};
+  return parser.getChecked<MeshAttr>(parser.getContext(), names, sizes);
+}
+
+void MeshAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  llvm::interleaveComma(
+      llvm::zip(getAxisNames(), getAxisSizes()), printer, [&](auto axis) {
+        printer << std::get<0>(axis).getValue() << " = " << std::get<1>(axis);
+      });
+  printer << ">";
+}
+
+LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               ArrayRef<StringAttr> axisNames,
+                               ArrayRef<int64_t> axisSizes) {
+  if (axisNames.size() != axisSizes.size())
+    return emitError() << "mesh has " << axisNames.size() << " axis names but "
+                       << axisSizes.size() << " sizes";
+  if (axisNames.empty())
+    return emitError() << "a mesh needs at least one axis";
+  llvm::StringSet<> seen;
+  for (auto [name, size] : llvm::zip(axisNames, axisSizes)) {
+    if (!isIdentifier(name.getValue()))
+      return emitError() << "mesh axis name '" << name.getValue()
+                         << "' is not an identifier";
+    if (!seen.insert(name.getValue()).second)
+      return emitError() << "mesh axis '" << name.getValue()
+                         << "' is declared twice";
+    if (size < 1)
+      return emitError() << "mesh axis '" << name.getValue() << "' has size "
+                         << size << "; sizes must be positive";
+  }
+  return success();
+}
+
+std::optional<unsigned> MeshAttr::getAxisIndex(StringRef name) const {
+  for (auto [index, axis] : llvm::enumerate(getAxisNames()))
+    if (axis.getValue() == name)
+      return index;
+  return std::nullopt;
+}
+
+int64_t MeshAttr::getAxisSize(StringRef name) const {
+  std::optional<unsigned> index = getAxisIndex(name);
+  assert(index && "unknown mesh axis");
+  return getAxisSizes()[*index];
+}
+
+int64_t MeshAttr::getNumDevices() const {
+  int64_t devices = 1;
+  for (int64_t size : getAxisSizes())
+    devices *= size;
+  return devices;
+}
+
+//===----------------------------------------------------------------------===//
+// ShardingAttr
+//===----------------------------------------------------------------------===//
+
+/// Parses `{axis, axis, ...}` into an array of string attributes.
+static ParseResult parseAxisSet(AsmParser &parser, ArrayAttr &axes) {
+  SmallVector<Attribute> names;
+  auto parseName = [&]() -> ParseResult {
+    std::string name;
+    if (parser.parseKeywordOrString(&name))
+      return failure();
+    names.push_back(parser.getBuilder().getStringAttr(name));
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Braces, parseName))
+    return failure();
+  axes = parser.getBuilder().getArrayAttr(names);
+  return success();
+}
+
+static void printAxisSet(AsmPrinter &printer, ArrayAttr axes) {
+  printer << "{";
+  llvm::interleaveComma(axes, printer, [&](Attribute axis) {
+    printer << llvm::cast<StringAttr>(axis).getValue();
+  });
+  printer << "}";
+}
+
+Attribute ShardingAttr::parse(AsmParser &parser, Type) {
+  StringAttr meshName;
+  SmallVector<Attribute> dims;
+  if (parser.parseLess() || parser.parseSymbolName(meshName) ||
+      parser.parseComma())
+    return {};
+  if (parser.parseCommaSeparatedList(
+          AsmParser::Delimiter::Square, [&]() -> ParseResult {
+            ArrayAttr axes;
+            if (parseAxisSet(parser, axes))
+              return failure();
+            dims.push_back(axes);
+            return success();
+          }))
+    return {};
+
+  PartialKind partialKind = PartialKind::none;
+  ArrayAttr partialAxes = parser.getBuilder().getArrayAttr({});
+  if (succeeded(parser.parseOptionalComma())) {
+    std::string kind;
+    SMLoc kindLoc;
+    if (parser.parseKeyword("partial") || parser.parseLess() ||
+        (kindLoc = parser.getCurrentLocation(), false) ||
+        parser.parseKeywordOrString(&kind) || parser.parseGreater())
+      return {};
+    std::optional<PartialKind> parsed = symbolizePartialKind(kind);
+    if (!parsed || *parsed == PartialKind::none) {
+      parser.emitError(kindLoc) << "expected 'sum' or 'max', got '" << kind
+                                << "'";
+      return {};
+    }
+    partialKind = *parsed;
+    if (parseAxisSet(parser, partialAxes))
+      return {};
+  }
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<ShardingAttr>(
+      parser.getContext(), FlatSymbolRefAttr::get(meshName),
+      parser.getBuilder().getArrayAttr(dims), partialKind, partialAxes);
+}
+
+void ShardingAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  printer.printSymbolName(getMesh().getValue());
+  printer << ", [";
+  llvm::interleaveComma(getDims(), printer, [&](Attribute dim) {
+    printAxisSet(printer, llvm::cast<ArrayAttr>(dim));
+  });
+  printer << "]";
+  if (getPartialKind() != PartialKind::none) {
+    printer << ", partial<" << stringifyPartialKind(getPartialKind()) << "> ";
+    printAxisSet(printer, getPartialAxes());
+  }
+  printer << ">";
+}
+
+LogicalResult
+ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                     FlatSymbolRefAttr mesh, ArrayAttr dims,
+                     PartialKind partialKind, ArrayAttr partialAxes) {
+  if (!mesh)
+    return emitError() << "sharding needs a mesh symbol";
+  llvm::StringSet<> seen;
+  auto checkAxes = [&](ArrayAttr axes) -> LogicalResult {
+    for (Attribute axis : axes) {
+      auto name = llvm::dyn_cast<StringAttr>(axis);
+      if (!name)
+        return emitError() << "sharding axes must be strings, got " << axis;
+      if (!seen.insert(name.getValue()).second)
+        return emitError() << "mesh axis '" << name.getValue()
+                           << "' is used more than once in a sharding";
+    }
+    return success();
+  };
+  for (Attribute dim : dims) {
+    auto axes = llvm::dyn_cast<ArrayAttr>(dim);
+    if (!axes)
+      return emitError() << "each sharded dimension must be a list of axes";
+    if (failed(checkAxes(axes)))
+      return failure();
+  }
+  if (failed(checkAxes(partialAxes)))
+    return failure();
+  if (partialKind == PartialKind::none && !partialAxes.empty())
+    return emitError() << "partial axes given without a partial kind";
+  if (partialKind != PartialKind::none && partialAxes.empty())
+    return emitError() << "partial<" << stringifyPartialKind(partialKind)
+                       << "> needs at least one mesh axis";
+  return success();
+}
+
+ShardingAttr ShardingAttr::get(MLIRContext *context, FlatSymbolRefAttr mesh,
+                               ArrayRef<SmallVector<StringRef>> dimAxes,
+                               PartialKind partialKind,
+                               ArrayRef<StringRef> partialAxes) {
+  Builder builder(context);
+  SmallVector<Attribute> dims;
+  for (const SmallVector<StringRef> &axes : dimAxes)
+    dims.push_back(builder.getStrArrayAttr(axes));
+  return get(context, mesh, builder.getArrayAttr(dims), partialKind,
+             builder.getStrArrayAttr(partialAxes));
+}
+
+static SmallVector<StringRef> toStringRefs(ArrayAttr array) {
+  return llvm::to_vector(llvm::map_range(array, [](Attribute axis) {
+    return llvm::cast<StringAttr>(axis).getValue();
+  }));
+}
+
+SmallVector<StringRef> ShardingAttr::getDimAxes(unsigned dim) const {
+  return toStringRefs(llvm::cast<ArrayAttr>(getDims()[dim]));
+}
+
+SmallVector<StringRef> ShardingAttr::getPartialAxesNames() const {
+  return toStringRefs(getPartialAxes());
+}
+
+bool ShardingAttr::isFullyReplicated() const {
+  return getPartialKind() == PartialKind::none &&
+         llvm::all_of(getDims(), [](Attribute dim) {
+           return llvm::cast<ArrayAttr>(dim).empty();
+         });
+}
+
+//===----------------------------------------------------------------------===//
+// Verification against a mesh and a type
+//===----------------------------------------------------------------------===//
+
+FailureOr<MeshAttr> mlir::loom::lookupMesh(Operation *from,
+                                           FlatSymbolRefAttr name,
+                                           SymbolTableCollection *tables) {
+  Operation *symbol =
+      tables ? tables->lookupNearestSymbolFrom(from, name)
+             : SymbolTable::lookupNearestSymbolFrom(from, name);
+  if (!symbol)
+    return from->emitOpError() << "refers to mesh " << name
+                               << ", which is not defined";
+  auto mesh = llvm::dyn_cast<MeshOp>(symbol);
+  if (!mesh)
+    return from->emitOpError() << "refers to " << name
+                               << " as a mesh, but it is not a loom.mesh";
+  return mesh.getMesh();
+}
+
+LogicalResult
+mlir::loom::verifySharding(ShardingAttr sharding, MeshAttr mesh, Type type,
+                           function_ref<InFlightDiagnostic()> emitError) {
+  auto tensorType = llvm::dyn_cast<RankedTensorType>(type);
+  if (!tensorType)
+    return emitError() << "a sharding describes a ranked tensor, not " << type;
+  if (sharding.getRank() != tensorType.getRank())
+    return emitError() << "sharding has " << sharding.getRank()
+                       << " dimension(s) but " << type << " has rank "
+                       << tensorType.getRank();
+
+  auto checkKnown = [&](StringRef axis) -> LogicalResult {
+    if (mesh.getAxisIndex(axis))
+      return success();
+    InFlightDiagnostic diag = emitError();
+    diag << "unknown mesh axis '" << axis << "'; mesh "
+         << sharding.getMesh() << " has axes ";
+    llvm::interleaveComma(mesh.getAxisNames(), diag,
+                          [&](StringAttr name) { diag << name.getValue(); });
+    return diag;
+  };
+  for (StringRef axis : sharding.getPartialAxesNames())
+    if (failed(checkKnown(axis)))
+      return failure();
+  for (unsigned dim = 0; dim < sharding.getRank(); ++dim) {
+    int64_t shards = 1;
+    for (StringRef axis : sharding.getDimAxes(dim)) {
+      if (failed(checkKnown(axis)))
+        return failure();
+      shards *= mesh.getAxisSize(axis);
+    }
+    int64_t size = tensorType.getDimSize(dim);
+    if (size % shards != 0)
+      return emitError() << "dimension " << dim << " of " << type
+                         << " has size " << size << ", which " << shards
+                         << " shards do not divide evenly";
+  }
+  return success();
+}
+
+LogicalResult mlir::loom::verifyShardingOf(Operation *op,
+                                           ShardingAttr sharding, Type type,
+                                           StringRef what,
+                                           SymbolTableCollection *tables) {
+  FailureOr<MeshAttr> mesh = lookupMesh(op, sharding.getMesh(), tables);
+  if (failed(mesh))
+    return failure();
+  return verifySharding(sharding, *mesh, type, [&]() {
+    return op->emitOpError() << "has an invalid sharding of " << what << ": ";
+  });
+}

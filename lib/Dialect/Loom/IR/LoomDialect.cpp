@@ -1,0 +1,119 @@
+//===- LoomDialect.cpp - The loom dialect ---------------------------------===//
+
+#include "loom/Dialect/Loom/IR/LoomDialect.h"
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+#include "loom/Dialect/Loom/IR/LoomDialect.cpp.inc"
+
+void LoomDialect::initialize() {
+  registerAttributes();
+  addOperations<
+#define GET_OP_LIST
+#include "loom/Dialect/Loom/IR/LoomOps.cpp.inc"
+      >();
+}
+
+Operation *LoomDialect::materializeConstant(OpBuilder &builder,
+                                            Attribute value, Type type,
+                                            Location loc) {
+  auto elements = dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return builder.create<ConstantOp>(loc, type, elements);
+}
+
+//===----------------------------------------------------------------------===//
+// Discardable `loom.*` attributes
+//===----------------------------------------------------------------------===//
+
+/// Only `loom.sharding` may appear as a discardable attribute.
+static LogicalResult checkAttrName(Operation *op, NamedAttribute attr) {
+  if (attr.getName() == LoomDialect::kShardingAttrName)
+    return success();
+  return op->emitOpError() << "has unknown loom attribute '" << attr.getName()
+                         << "'; the only one is '"
+                         << LoomDialect::kShardingAttrName << "'";
+}
+
+LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  if (failed(checkAttrName(op, attr)))
+    return failure();
+  // One sharding per result: a bare attribute for single-result ops, an
+  // array otherwise.
+  SmallVector<ShardingAttr> shardings;
+  if (auto sharding = dyn_cast<ShardingAttr>(attr.getValue())) {
+    shardings.push_back(sharding);
+  } else if (auto array = dyn_cast<ArrayAttr>(attr.getValue())) {
+    for (Attribute element : array) {
+      auto sharding = dyn_cast<ShardingAttr>(element);
+      if (!sharding)
+        return op->emitOpError() << "'" << kShardingAttrName
+                               << "' array elements must be #loom.sharding, "
+                                  "got "
+                               << element;
+      shardings.push_back(sharding);
+    }
+  } else {
+    return op->emitOpError() << "'" << kShardingAttrName
+                           << "' must be a #loom.sharding or an array of "
+                              "them, got "
+                           << attr.getValue();
+  }
+  if (shardings.size() != op->getNumResults())
+    return op->emitOpError() << "'" << kShardingAttrName << "' gives "
+                           << shardings.size() << " sharding(s) for "
+                           << op->getNumResults() << " result(s)";
+  for (auto [index, sharding] : llvm::enumerate(shardings)) {
+    std::string what = "result #" + std::to_string(index);
+    if (failed(verifyShardingOf(op, sharding, op->getResult(index).getType(),
+                                what)))
+      return failure();
+  }
+  return success();
+}
+
+/// Shared by argument and result attributes of function-like ops.
+static LogicalResult verifyFunctionShardingAttr(Operation *op,
+                                                NamedAttribute attr,
+                                                Type type, StringRef what) {
+  if (failed(checkAttrName(op, attr)))
+    return failure();
+  auto sharding = dyn_cast<ShardingAttr>(attr.getValue());
+  if (!sharding)
+    return op->emitOpError() << "'" << LoomDialect::kShardingAttrName
+                           << "' on " << what << " must be a #loom.sharding";
+  return verifyShardingOf(op, sharding, type, what);
+}
+
+LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned regionIndex,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  // Use the function type rather than the region: declarations have none.
+  Type type;
+  if (auto function = dyn_cast<FunctionOpInterface>(op))
+    type = function.getArgumentTypes()[argIndex];
+  else
+    type = op->getRegion(regionIndex).getArgument(argIndex).getType();
+  return verifyFunctionShardingAttr(op, attr, type,
+                                    "argument #" + std::to_string(argIndex));
+}
+
+LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op,
+                                                       unsigned regionIndex,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  if (!function)
+    return op->emitOpError() << "'" << kShardingAttrName
+                           << "' result attributes need a function op";
+  return verifyFunctionShardingAttr(op, attr,
+                                    function.getResultTypes()[resultIndex],
+                                    "result #" + std::to_string(resultIndex));
+}

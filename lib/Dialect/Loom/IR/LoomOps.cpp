@@ -1,0 +1,159 @@
+//===- LoomOps.cpp - Loom op definitions and state ops --------------------===//
+//
+// Holds the generated op classes, the custom assembly directives they use,
+// and the verifiers of the ops that declare or read module state (mesh,
+// parameters, constants, sharding annotations). The other op families live
+// in ElementwiseOps.cpp, ShapeOps.cpp and NNOps.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+//===----------------------------------------------------------------------===//
+// Custom directives
+//===----------------------------------------------------------------------===//
+
+/// `T` when both operands and the result have type T, else `(L, R) -> T`.
+static ParseResult parseElementwiseTypes(OpAsmParser &parser, Type &lhs,
+                                         Type &rhs, Type &result) {
+  SMLoc loc = parser.getCurrentLocation();
+  Type type;
+  if (parser.parseType(type))
+    return failure();
+  auto function = dyn_cast<FunctionType>(type);
+  if (!function) {
+    lhs = rhs = result = type;
+    return success();
+  }
+  if (function.getNumInputs() != 2 || function.getNumResults() != 1)
+    return parser.emitError(loc, "expected '(lhs type, rhs type) -> result "
+                                 "type' or a single type");
+  lhs = function.getInput(0);
+  rhs = function.getInput(1);
+  result = function.getResult(0);
+  return success();
+}
+
+static void printElementwiseTypes(OpAsmPrinter &printer, Operation *,
+                                  Type lhs, Type rhs, Type result) {
+  if (lhs == rhs && rhs == result) {
+    printer << lhs;
+    return;
+  }
+  printer.printFunctionalType(TypeRange{lhs, rhs}, TypeRange{result});
+}
+
+/// `[start:limit, start:limit:stride, ...]`, one entry per dimension.
+static ParseResult parseSliceRanges(OpAsmParser &parser,
+                                    DenseI64ArrayAttr &starts,
+                                    DenseI64ArrayAttr &limits,
+                                    DenseI64ArrayAttr &strides) {
+  SmallVector<int64_t> startValues, limitValues, strideValues;
+  auto parseRange = [&]() -> ParseResult {
+    int64_t start, limit, stride = 1;
+    if (parser.parseInteger(start) || parser.parseColon() ||
+        parser.parseInteger(limit))
+      return failure();
+    if (succeeded(parser.parseOptionalColon()) && parser.parseInteger(stride))
+      return failure();
+    startValues.push_back(start);
+    limitValues.push_back(limit);
+    strideValues.push_back(stride);
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Square,
+                                     parseRange))
+    return failure();
+  Builder &builder = parser.getBuilder();
+  starts = builder.getDenseI64ArrayAttr(startValues);
+  limits = builder.getDenseI64ArrayAttr(limitValues);
+  strides = builder.getDenseI64ArrayAttr(strideValues);
+  return success();
+}
+
+static void printSliceRanges(OpAsmPrinter &printer, Operation *,
+                             DenseI64ArrayAttr starts, DenseI64ArrayAttr limits,
+                             DenseI64ArrayAttr strides) {
+  printer << "[";
+  for (size_t i = 0, e = starts.size(); i < e; ++i) {
+    if (i)
+      printer << ", ";
+    printer << starts[i] << ":" << limits[i];
+    if (i < strides.size() && strides[i] != 1)
+      printer << ":" << strides[i];
+  }
+  printer << "]";
+}
+
+#define GET_OP_CLASSES
+#include "loom/Dialect/Loom/IR/LoomOps.cpp.inc"
+
+#include "loom/Dialect/Loom/IR/LoomInterfaces.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// ParameterOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParameterOp::verify() {
+  RankedTensorType type = getTensorType();
+  if (getTrainable() && !isa<FloatType>(type.getElementType()))
+    return emitOpError() << "is trainable but has element type "
+                         << type.getElementType()
+                         << "; only floating-point parameters can be trained";
+  if (std::optional<ElementsAttr> value = getInitialValue()) {
+    if (value->getType() != type)
+      return emitOpError() << "has initial value of type " << value->getType()
+                           << " but is declared as " << type;
+  }
+  return success();
+}
+
+LogicalResult
+ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  std::optional<ShardingAttr> sharding = getSharding();
+  if (!sharding)
+    return success();
+  return verifyShardingOf(*this, *sharding, getType(), "the parameter",
+                          &symbolTable);
+}
+
+//===----------------------------------------------------------------------===//
+// ParamOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  Operation *symbol =
+      symbolTable.lookupNearestSymbolFrom(getOperation(), getNameAttr());
+  if (!symbol)
+    return emitOpError() << "reads " << getNameAttr()
+                         << ", which is not defined";
+  auto parameter = dyn_cast<ParameterOp>(symbol);
+  if (!parameter)
+    return emitOpError() << "reads " << getNameAttr()
+                         << ", which is not a loom.parameter";
+  if (parameter.getType() != getType())
+    return emitOpError() << "has type " << getType() << " but parameter "
+                         << getNameAttr() << " is " << parameter.getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ConstantOp
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValueAttr(); }
+
+//===----------------------------------------------------------------------===//
+// ShardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyShardingOf(*this, getSharding(), getType(), "the result",
+                          &symbolTable);
+}

@@ -1,0 +1,256 @@
+//===- NNOps.cpp - Linear algebra, reductions and layers ------------------===//
+//
+// Verifiers, type inference, folders and canonicalizations of matmul,
+// bias_add, the reductions, softmax, layer_norm, dropout and cross_entropy.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ConstantFold.h"
+#include "OpUtils.h"
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+
+#include "mlir/IR/PatternMatch.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+using opimpl::emitInferError;
+using opimpl::formatShape;
+using opimpl::isValidAxis;
+
+//===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto lhs = dyn_cast<RankedTensorType>(adaptor.getLhs().getType());
+  auto rhs = dyn_cast<RankedTensorType>(adaptor.getRhs().getType());
+  if (!lhs || !rhs)
+    return emitInferError<MatmulOp>(loc, "operands must be ranked tensors");
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitInferError<MatmulOp>(loc, "operand element types differ: ",
+                                    lhs.getElementType(), " vs ",
+                                    rhs.getElementType());
+  for (auto [name, type] : {std::pair{"lhs", lhs}, std::pair{"rhs", rhs}})
+    if (type.getRank() < 2)
+      return emitInferError<MatmulOp>(loc, name, " has rank ",
+                                      type.getRank(),
+                                      "; matmul needs rank >= 2 (reshape "
+                                      "vectors to matrices)");
+
+  ArrayRef<int64_t> l = lhs.getShape(), r = rhs.getShape();
+  int64_t lr = l.size(), rr = r.size();
+  bool tl = adaptor.getTransposeLhs(), tr = adaptor.getTransposeRhs();
+  int64_t m = tl ? l[lr - 1] : l[lr - 2];
+  int64_t lhsK = tl ? l[lr - 2] : l[lr - 1];
+  int64_t rhsK = tr ? r[rr - 1] : r[rr - 2];
+  int64_t n = tr ? r[rr - 2] : r[rr - 1];
+  if (lhsK != rhsK)
+    return emitInferError<MatmulOp>(loc, "contracting dimensions differ: lhs ",
+                                    formatShape(l), " has K = ", lhsK,
+                                    ", rhs ", formatShape(r), " has K = ",
+                                    rhsK);
+
+  // Batch dimensions align from the right; the longer list supplies the
+  // rest.
+  ArrayRef<int64_t> lhsBatch = l.drop_back(2), rhsBatch = r.drop_back(2);
+  ArrayRef<int64_t> longer = lhsBatch.size() >= rhsBatch.size() ? lhsBatch
+                                                                : rhsBatch;
+  size_t common = std::min(lhsBatch.size(), rhsBatch.size());
+  for (size_t i = 0; i < common; ++i) {
+    int64_t a = lhsBatch[lhsBatch.size() - 1 - i];
+    int64_t b = rhsBatch[rhsBatch.size() - 1 - i];
+    if (a != b)
+      return emitInferError<MatmulOp>(
+          loc, "batch dimensions differ: lhs ", formatShape(l), " vs rhs ",
+          formatShape(r), " (", a, " vs ", b,
+          "); broadcast them explicitly with loom.broadcast");
+  }
+  SmallVector<int64_t> shape(longer);
+  shape.push_back(m);
+  shape.push_back(n);
+  results.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// BiasAddOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BiasAddOp::verify() {
+  RankedTensorType input = getInput().getType(), bias = getBias().getType();
+  if (bias.getRank() != 1)
+    return emitOpError() << "bias must have rank 1, got " << bias;
+  if (input.getRank() < 1 ||
+      input.getDimSize(input.getRank() - 1) != bias.getDimSize(0))
+    return emitOpError() << "bias has " << bias.getDimSize(0)
+                         << " elements but the last dimension of " << input
+                         << " must match it";
+  return success();
+}
+
+OpFoldResult BiasAddOp::fold(FoldAdaptor adaptor) {
+  if (opimpl::isSplatOf(adaptor.getBias(), 0.0))
+    return getInput();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy>
+static LogicalResult inferReduce(std::optional<Location> loc, Type inputType,
+                                 ArrayRef<int64_t> axes, bool keepdims,
+                                 SmallVectorImpl<Type> &results) {
+  auto input = dyn_cast<RankedTensorType>(inputType);
+  if (!input)
+    return emitInferError<OpTy>(loc, "input must be a ranked tensor");
+  int64_t rank = input.getRank();
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (!isValidAxis(axes[i], rank) || (i > 0 && axes[i] <= axes[i - 1]))
+      return emitInferError<OpTy>(
+          loc, "axes [", llvm::make_range(axes.begin(), axes.end()),
+          "] must be sorted, unique and within [0, ", rank, ")");
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!llvm::is_contained(axes, d))
+      shape.push_back(input.getDimSize(d));
+    else if (keepdims)
+      shape.push_back(1);
+  }
+  results.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+#define LOOM_REDUCE_OP(OpTy)                                                   \
+  LogicalResult OpTy::inferReturnTypes(                                        \
+      MLIRContext *, std::optional<Location> loc, Adaptor adaptor,             \
+      SmallVectorImpl<Type> &results) {                                        \
+    return inferReduce<OpTy>(loc, adaptor.getInput().getType(),                \
+                             adaptor.getAxes(), adaptor.getKeepdims(),         \
+                             results);                                         \
+  }                                                                            \
+  OpFoldResult OpTy::fold(FoldAdaptor) {                                       \
+    /* Reducing over no axes is the identity. */                               \
+    if (getAxes().empty() && getInput().getType() == getType())                \
+      return getInput();                                                       \
+    return {};                                                                 \
+  }
+LOOM_REDUCE_OP(ReduceSumOp)
+LOOM_REDUCE_OP(ReduceMeanOp)
+LOOM_REDUCE_OP(ReduceMaxOp)
+#undef LOOM_REDUCE_OP
+
+//===----------------------------------------------------------------------===//
+// Softmax, log-softmax, layer norm
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyAxis(Operation *op, int64_t axis,
+                                RankedTensorType type) {
+  if (isValidAxis(axis, type.getRank()))
+    return success();
+  return op->emitOpError() << "axis " << axis << " is out of range for "
+                           << type;
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return verifyAxis(*this, getAxisAttr().getInt(), getType());
+}
+
+LogicalResult LogSoftmaxOp::verify() {
+  return verifyAxis(*this, getAxisAttr().getInt(), getType());
+}
+
+LogicalResult LayerNormOp::verify() {
+  RankedTensorType input = getInput().getType();
+  int64_t axis = getAxisAttr().getInt();
+  if (failed(verifyAxis(*this, axis, input)))
+    return failure();
+  ArrayRef<int64_t> normalized = input.getShape().drop_front(axis);
+  if (getScale().getType().getShape() != normalized)
+    return emitOpError() << "scale and bias have shape "
+                         << formatShape(getScale().getType().getShape())
+                         << " but the normalized dimensions " << axis << ".."
+                         << input.getRank() - 1 << " of the input have shape "
+                         << formatShape(normalized);
+  if (getEpsilon().convertToDouble() < 0.0)
+    return emitOpError() << "epsilon must be non-negative";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// DropoutOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult DropoutOp::inferReturnTypes(MLIRContext *context,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  auto input = dyn_cast<RankedTensorType>(adaptor.getInput().getType());
+  if (!input)
+    return emitInferError<DropoutOp>(loc, "input must be a ranked tensor");
+  results.push_back(input);
+  results.push_back(input.clone(IntegerType::get(context, 1)));
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  double ratio = getRatio().convertToDouble();
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return emitOpError() << "ratio " << ratio << " must be in [0, 1)";
+  return success();
+}
+
+namespace {
+/// dropout with ratio 0 keeps everything: the input, and an all-true mask.
+struct EraseZeroDropout : OpRewritePattern<DropoutOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(DropoutOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.getRatio().isZero())
+      return failure();
+    auto maskType = cast<RankedTensorType>(op.getMask().getType());
+    Value mask = rewriter.create<ConstantOp>(
+        op.getLoc(), maskType, DenseElementsAttr::get(maskType, true));
+    rewriter.replaceOp(op, {op.getInput(), mask});
+    return success();
+  }
+};
+} // namespace
+
+void DropoutOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                            MLIRContext *context) {
+  patterns.add<EraseZeroDropout>(context);
+}
+
+//===----------------------------------------------------------------------===//
+// CrossEntropyOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  auto logits = dyn_cast<RankedTensorType>(adaptor.getLogits().getType());
+  auto labels = dyn_cast<RankedTensorType>(adaptor.getLabels().getType());
+  if (!logits || !labels)
+    return emitInferError<CrossEntropyOp>(loc,
+                                          "operands must be ranked tensors");
+  if (logits.getRank() < 1)
+    return emitInferError<CrossEntropyOp>(
+        loc, "logits need a class dimension (rank >= 1)");
+  ArrayRef<int64_t> samples = logits.getShape().drop_back();
+  if (labels.getShape() != samples)
+    return emitInferError<CrossEntropyOp>(
+        loc, "labels have shape ", formatShape(labels.getShape()),
+        " but logits ", formatShape(logits.getShape()),
+        " (classes last) need labels of shape ", formatShape(samples));
+  if (adaptor.getReduction() == LossReduction::none)
+    results.push_back(RankedTensorType::get(samples, logits.getElementType()));
+  else
+    results.push_back(RankedTensorType::get({}, logits.getElementType()));
+  return success();
+}

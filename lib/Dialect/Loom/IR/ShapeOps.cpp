@@ -1,0 +1,401 @@
+//===- ShapeOps.cpp - Shape-manipulating loom ops -------------------------===//
+//
+// Verifiers, type inference and folders of reshape, transpose, slice,
+// concat, split, broadcast and gather.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ConstantFold.h"
+#include "OpUtils.h"
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+using opimpl::delinearize;
+using opimpl::emitInferError;
+using opimpl::foldGather;
+using opimpl::formatShape;
+using opimpl::isValidAxis;
+using opimpl::linearize;
+
+/// The ranked tensor type of `value`, or a diagnostic if it is not one.
+template <typename OpTy>
+static FailureOr<RankedTensorType> getRankedType(std::optional<Location> loc,
+                                                 Value value,
+                                                 StringRef name) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type)
+    return emitInferError<OpTy>(loc, name, " must be a ranked tensor");
+  return type;
+}
+
+/// Folds an op on `dense` constants of any element type by picking, for
+/// every result element, one element of one input.
+static Attribute
+foldByPicking(ArrayRef<Attribute> inputs, ShapedType resultType,
+              function_ref<std::pair<unsigned, int64_t>(int64_t)> pick) {
+  SmallVector<DenseElementsAttr> dense;
+  for (Attribute input : inputs) {
+    auto attr = dyn_cast_or_null<DenseElementsAttr>(input);
+    if (!attr)
+      return {};
+    dense.push_back(attr);
+  }
+  if (resultType.getNumElements() > opimpl::kMaxFoldedElements)
+    return {};
+  SmallVector<Attribute> values;
+  values.reserve(resultType.getNumElements());
+  for (int64_t linear = 0, e = resultType.getNumElements(); linear < e;
+       ++linear) {
+    auto [input, index] = pick(linear);
+    values.push_back(dense[input].getValues<Attribute>()[index]);
+  }
+  return DenseElementsAttr::get(resultType, values);
+}
+
+//===----------------------------------------------------------------------===//
+// ReshapeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  int64_t from = getInput().getType().getNumElements();
+  int64_t to = getType().getNumElements();
+  if (from != to)
+    return emitOpError() << "cannot reshape " << getInput().getType() << " ("
+                         << from << " elements) to " << getType() << " (" << to
+                         << " elements)";
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  // reshape(reshape(x)) -> reshape(x): only the final shape matters.
+  if (auto producer = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(producer.getInput());
+    return getResult();
+  }
+  if (auto dense = dyn_cast_or_null<DenseElementsAttr>(adaptor.getInput()))
+    return dense.reshape(getType());
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// TransposeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  auto type = getRankedType<TransposeOp>(loc, adaptor.getInput(), "input");
+  if (failed(type))
+    return failure();
+  ArrayRef<int64_t> permutation = adaptor.getPermutation();
+  int64_t rank = type->getRank();
+  if (static_cast<int64_t>(permutation.size()) != rank)
+    return emitInferError<TransposeOp>(loc, "permutation has ",
+                                       permutation.size(),
+                                       " entries for an input of rank ", rank);
+  SmallVector<bool> seen(rank, false);
+  SmallVector<int64_t> shape;
+  for (int64_t dim : permutation) {
+    if (!isValidAxis(dim, rank) || seen[dim])
+      return emitInferError<TransposeOp>(
+          loc, "[", llvm::make_range(permutation.begin(), permutation.end()),
+          "] is not a permutation of 0..", rank - 1);
+    seen[dim] = true;
+    shape.push_back(type->getDimSize(dim));
+  }
+  results.push_back(RankedTensorType::get(shape, type->getElementType()));
+  return success();
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
+  ArrayRef<int64_t> permutation = getPermutation();
+  if (llvm::equal(permutation, llvm::seq<int64_t>(0, permutation.size())))
+    return getInput();
+  // transpose(transpose(x, inner), outer) -> transpose(x, inner o outer).
+  if (auto producer = getInput().getDefiningOp<TransposeOp>()) {
+    ArrayRef<int64_t> inner = producer.getPermutation();
+    SmallVector<int64_t> composed = llvm::to_vector(
+        llvm::map_range(permutation, [&](int64_t d) { return inner[d]; }));
+    getInputMutable().assign(producer.getInput());
+    setPermutation(composed);
+    return getResult();
+  }
+  ArrayRef<int64_t> inputShape = getInput().getType().getShape();
+  ArrayRef<int64_t> resultShape = getType().getShape();
+  return foldGather(adaptor.getInput(), getType(), [&](int64_t linear) {
+    SmallVector<int64_t> index = delinearize(linear, resultShape);
+    SmallVector<int64_t> source(index.size());
+    for (auto [d, p] : llvm::enumerate(permutation))
+      source[p] = index[d];
+    return linearize(source, inputShape);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// SliceOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  auto type = getRankedType<SliceOp>(loc, adaptor.getInput(), "input");
+  if (failed(type))
+    return failure();
+  ArrayRef<int64_t> starts = adaptor.getStarts();
+  ArrayRef<int64_t> limits = adaptor.getLimits();
+  ArrayRef<int64_t> strides = adaptor.getStrides();
+  int64_t rank = type->getRank();
+  if (static_cast<int64_t>(starts.size()) != rank ||
+      limits.size() != starts.size() || strides.size() != starts.size())
+    return emitInferError<SliceOp>(loc, "expected ", rank,
+                                   " ranges (one per dimension), got ",
+                                   starts.size());
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t size = type->getDimSize(d);
+    if (strides[d] < 1)
+      return emitInferError<SliceOp>(loc, "stride ", strides[d],
+                                     " of dimension ", d, " must be positive");
+    if (starts[d] < 0 || starts[d] > limits[d] || limits[d] > size)
+      return emitInferError<SliceOp>(
+          loc, "range ", starts[d], ":", limits[d], " of dimension ", d,
+          " is not within 0:", size, " with start <= limit");
+    shape.push_back(llvm::divideCeil(limits[d] - starts[d], strides[d]));
+  }
+  results.push_back(RankedTensorType::get(shape, type->getElementType()));
+  return success();
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput(); // Same shape means every range is full.
+  ArrayRef<int64_t> starts = getStarts(), strides = getStrides();
+  ArrayRef<int64_t> inputShape = getInput().getType().getShape();
+  ArrayRef<int64_t> resultShape = getType().getShape();
+  return foldGather(adaptor.getInput(), getType(), [&](int64_t linear) {
+    SmallVector<int64_t> index = delinearize(linear, resultShape);
+    for (size_t d = 0; d < index.size(); ++d)
+      index[d] = starts[d] + index[d] * strides[d];
+    return linearize(index, inputShape);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// ConcatOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  ValueRange inputs = adaptor.getInputs();
+  if (inputs.empty())
+    return emitInferError<ConcatOp>(loc, "needs at least one input");
+  auto first = getRankedType<ConcatOp>(loc, inputs.front(), "inputs");
+  if (failed(first))
+    return failure();
+  int64_t axis = adaptor.getAxisAttr().getInt();
+  if (!isValidAxis(axis, first->getRank()))
+    return emitInferError<ConcatOp>(loc, "axis ", axis,
+                                    " is out of range for inputs of rank ",
+                                    first->getRank());
+  SmallVector<int64_t> shape(first->getShape());
+  for (auto [index, input] : llvm::enumerate(inputs.drop_front())) {
+    auto type = getRankedType<ConcatOp>(loc, input, "inputs");
+    if (failed(type))
+      return failure();
+    if (type->getElementType() != first->getElementType() ||
+        type->getRank() != first->getRank())
+      return emitInferError<ConcatOp>(loc, "input #", index + 1, " is ",
+                                      *type, " but input #0 is ", *first,
+                                      "; inputs need one rank and element type");
+    for (int64_t d = 0; d < first->getRank(); ++d) {
+      if (d == axis)
+        continue;
+      if (type->getDimSize(d) != first->getDimSize(d))
+        return emitInferError<ConcatOp>(
+            loc, "input #", index + 1, " has size ", type->getDimSize(d),
+            " in dimension ", d, " but input #0 has ", first->getDimSize(d),
+            "; only the axis dimension ", axis, " may differ");
+    }
+    shape[axis] += type->getDimSize(axis);
+  }
+  results.push_back(RankedTensorType::get(shape, first->getElementType()));
+  return success();
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
+  if (getInputs().size() == 1)
+    return getInputs().front();
+  int64_t axis = getAxis();
+  ArrayRef<int64_t> resultShape = getType().getShape();
+  return foldByPicking(
+      adaptor.getInputs(), getType(),
+      [&](int64_t linear) -> std::pair<unsigned, int64_t> {
+        SmallVector<int64_t> index = delinearize(linear, resultShape);
+        for (auto [i, input] : llvm::enumerate(getInputs())) {
+          ArrayRef<int64_t> shape =
+              cast<RankedTensorType>(input.getType()).getShape();
+          if (index[axis] < shape[axis])
+            return {i, linearize(index, shape)};
+          index[axis] -= shape[axis];
+        }
+        llvm_unreachable("index beyond the concatenated inputs");
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// SplitOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SplitOp::verify() {
+  RankedTensorType inputType = getInput().getType();
+  int64_t axis = getAxisAttr().getInt();
+  if (!isValidAxis(axis, inputType.getRank()))
+    return emitOpError() << "axis " << axis
+                         << " is out of range for an input of rank "
+                         << inputType.getRank();
+  if (getResults().empty())
+    return emitOpError() << "needs at least one result";
+  int64_t total = 0;
+  for (auto [index, result] : llvm::enumerate(getResults())) {
+    auto type = cast<RankedTensorType>(result.getType());
+    if (type.getElementType() != inputType.getElementType() ||
+        type.getRank() != inputType.getRank())
+      return emitOpError() << "result #" << index << " is " << type
+                           << " but the input is " << inputType
+                           << "; pieces keep the rank and element type";
+    for (int64_t d = 0; d < inputType.getRank(); ++d) {
+      if (d != axis && type.getDimSize(d) != inputType.getDimSize(d))
+        return emitOpError() << "result #" << index << " has size "
+                             << type.getDimSize(d) << " in dimension " << d
+                             << " but the input has "
+                             << inputType.getDimSize(d);
+    }
+    total += type.getDimSize(axis);
+  }
+  if (total != inputType.getDimSize(axis))
+    return emitOpError() << "result sizes along axis " << axis
+                         << " add up to " << total << " but the input has "
+                         << inputType.getDimSize(axis);
+  return success();
+}
+
+LogicalResult SplitOp::fold(FoldAdaptor adaptor,
+                            SmallVectorImpl<OpFoldResult> &results) {
+  if (getNumResults() == 1) {
+    results.push_back(getInput());
+    return success();
+  }
+  int64_t axis = getAxis();
+  ArrayRef<int64_t> inputShape = getInput().getType().getShape();
+  int64_t offset = 0;
+  for (Value result : getResults()) {
+    auto type = cast<RankedTensorType>(result.getType());
+    Attribute piece =
+        foldGather(adaptor.getInput(), type, [&](int64_t linear) {
+          SmallVector<int64_t> index = delinearize(linear, type.getShape());
+          index[axis] += offset;
+          return linearize(index, inputShape);
+        });
+    if (!piece)
+      return failure();
+    results.push_back(piece);
+    offset += type.getDimSize(axis);
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// BroadcastOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BroadcastOp::verify() {
+  ArrayRef<int64_t> from = getInput().getType().getShape();
+  ArrayRef<int64_t> to = getType().getShape();
+  if (!opimpl::isBroadcastableTo(from, to))
+    return emitOpError() << "cannot broadcast " << formatShape(from) << " to "
+                         << formatShape(to)
+                         << ": input dimensions, aligned with the trailing "
+                            "result dimensions, must equal them or be 1";
+  return success();
+}
+
+OpFoldResult BroadcastOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  // broadcast(broadcast(x)) -> broadcast(x): broadcasting composes.
+  if (auto producer = getInput().getDefiningOp<BroadcastOp>()) {
+    getInputMutable().assign(producer.getInput());
+    return getResult();
+  }
+  return opimpl::foldElementwise(
+      adaptor.getInput(), getType(),
+      [](ArrayRef<opimpl::Scalar> args) -> std::optional<opimpl::Scalar> {
+        return args[0];
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// GatherOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto input = getRankedType<GatherOp>(loc, adaptor.getInput(), "input");
+  auto indices = getRankedType<GatherOp>(loc, adaptor.getIndices(), "indices");
+  if (failed(input) || failed(indices))
+    return failure();
+  int64_t axis = adaptor.getAxisAttr().getInt();
+  if (!isValidAxis(axis, input->getRank()))
+    return emitInferError<GatherOp>(loc, "axis ", axis,
+                                    " is out of range for an input of rank ",
+                                    input->getRank());
+  SmallVector<int64_t> shape(input->getShape().take_front(axis));
+  llvm::append_range(shape, indices->getShape());
+  llvm::append_range(shape, input->getShape().drop_front(axis + 1));
+  results.push_back(RankedTensorType::get(shape, input->getElementType()));
+  return success();
+}
+
+OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
+  auto indices = dyn_cast_or_null<DenseElementsAttr>(adaptor.getIndices());
+  if (!indices || indices.getNumElements() > opimpl::kMaxFoldedElements)
+    return {};
+  int64_t axis = getAxis();
+  ArrayRef<int64_t> inputShape = getInput().getType().getShape();
+  ArrayRef<int64_t> indicesShape = getIndices().getType().getShape();
+  ArrayRef<int64_t> resultShape = getType().getShape();
+  SmallVector<int64_t> rows;
+  for (const APInt &value : indices.getValues<APInt>()) {
+    int64_t row = value.getSExtValue();
+    if (row < 0)
+      row += inputShape[axis];
+    // Out-of-range indices are a runtime error, not something to fold.
+    if (row < 0 || row >= inputShape[axis])
+      return {};
+    rows.push_back(row);
+  }
+  int64_t indicesRank = indicesShape.size();
+  return foldByPicking(
+      adaptor.getInput(), getType(),
+      [&](int64_t linear) -> std::pair<unsigned, int64_t> {
+        // Result index = outer dims, indices dims, inner dims.
+        SmallVector<int64_t> index = delinearize(linear, resultShape);
+        ArrayRef<int64_t> all(index);
+        SmallVector<int64_t> source(all.take_front(axis));
+        source.push_back(
+            rows[linearize(all.slice(axis, indicesRank), indicesShape)]);
+        llvm::append_range(source, all.drop_front(axis + indicesRank));
+        return {0, linearize(source, inputShape)};
+      });
+}

@@ -1,0 +1,24 @@
+# -*- Python -*-
+# Lit configuration of Loom's FileCheck tests.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "Loom"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.loom_obj_root, "test")
+# Unit tests run through ctest; helper files are not tests.
+config.excludes = ["Unit", "Inputs", "CMakeLists.txt", "lit.cfg.py",
+                   "lit.site.cfg.py"]
+
+llvm_config.with_system_environment(["HOME", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+config.substitutions.append(("%python", config.python_executable))
+
+tool_dirs = [config.loom_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["loom-opt"], tool_dirs)

@@ -1,0 +1,26 @@
+//===- loom-opt.cpp - Loom's mlir-opt -------------------------------------===//
+//
+// Runs Loom and upstream passes on .mlir files; the driver of Loom's lit
+// tests and the tool pass developers use.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Dialect/Loom/IR/LoomDialect.h"
+#include "loom/Transforms/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::registerTransformsPasses();
+  mlir::loom::registerLoomPasses();
+
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::loom::LoomDialect, mlir::func::FuncDialect,
+                  mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "Loom optimizer driver\n", registry));
+}
