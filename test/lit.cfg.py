@@ -19,6 +19,7 @@ llvm_config.with_system_environment(["HOME", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%loom_src", config.loom_src_root))
 
 tool_dirs = [config.loom_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["loom-opt"], tool_dirs)

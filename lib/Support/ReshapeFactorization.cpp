@@ -18,10 +18,10 @@ struct Group {
 
 /// Gives every dimension of size != 1 in [begin, end) its own unsplittable
 /// factor.
-static void addWholeFactors(ReshapeFactorization &result,
-                            llvm::ArrayRef<int64_t> shape, size_t begin,
-                            size_t end,
-                            llvm::SmallVectorImpl<llvm::SmallVector<unsigned, 2>> &dims) {
+static void
+addWholeFactors(ReshapeFactorization &result, llvm::ArrayRef<int64_t> shape,
+                size_t begin, size_t end,
+                llvm::SmallVectorImpl<llvm::SmallVector<unsigned, 2>> &dims) {
   for (size_t d = begin; d < end; ++d) {
     if (shape[d] == 1)
       continue;
@@ -45,10 +45,10 @@ static llvm::SmallVector<int64_t> cumulativeSizes(llvm::ArrayRef<int64_t> shape,
 /// Assigns factors to the dimensions of one side of a refined group: a
 /// dimension spanning cumulative sizes (start, end] gets every factor whose
 /// boundaries lie in that range.
-static void assignFactors(llvm::ArrayRef<int64_t> shape, size_t begin,
-                          size_t end, llvm::ArrayRef<int64_t> boundaries,
-                          unsigned firstFactor,
-                          llvm::SmallVectorImpl<llvm::SmallVector<unsigned, 2>> &dims) {
+static void
+assignFactors(llvm::ArrayRef<int64_t> shape, size_t begin, size_t end,
+              llvm::ArrayRef<int64_t> boundaries, unsigned firstFactor,
+              llvm::SmallVectorImpl<llvm::SmallVector<unsigned, 2>> &dims) {
   int64_t start = 1;
   for (size_t d = begin; d < end; ++d) {
     int64_t stop = start * shape[d];
@@ -66,18 +66,18 @@ static void factorizeGroup(ReshapeFactorization &result,
                            llvm::ArrayRef<int64_t> output, const Group &group) {
   llvm::SmallVector<int64_t> boundaries =
       cumulativeSizes(input, group.inputBegin, group.inputEnd);
-  llvm::append_range(boundaries, cumulativeSizes(output, group.outputBegin,
-                                                 group.outputEnd));
+  llvm::append_range(
+      boundaries, cumulativeSizes(output, group.outputBegin, group.outputEnd));
   llvm::sort(boundaries);
   boundaries.erase(std::unique(boundaries.begin(), boundaries.end()),
                    boundaries.end());
   if (!boundaries.empty() && boundaries.front() == 1)
     boundaries.erase(boundaries.begin()); // From size-1 leading dimensions.
 
-  bool isChain = llvm::all_of(llvm::seq<size_t>(1, boundaries.size()),
-                              [&](size_t k) {
-                                return boundaries[k] % boundaries[k - 1] == 0;
-                              });
+  bool isChain =
+      llvm::all_of(llvm::seq<size_t>(1, boundaries.size()), [&](size_t k) {
+        return boundaries[k] % boundaries[k - 1] == 0;
+      });
   if (!isChain) {
     addWholeFactors(result, input, group.inputBegin, group.inputEnd,
                     result.inputDims);
@@ -97,8 +97,9 @@ static void factorizeGroup(ReshapeFactorization &result,
                 firstFactor, result.outputDims);
 }
 
-ReshapeFactorization mlir::loom::factorizeReshape(llvm::ArrayRef<int64_t> input,
-                                            llvm::ArrayRef<int64_t> output) {
+ReshapeFactorization
+mlir::loom::factorizeReshape(llvm::ArrayRef<int64_t> input,
+                             llvm::ArrayRef<int64_t> output) {
   ReshapeFactorization result;
   result.inputDims.resize(input.size());
   result.outputDims.resize(output.size());

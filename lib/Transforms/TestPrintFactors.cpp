@@ -19,6 +19,7 @@ struct TestPrintFactorsPass
         return WalkResult::interrupt();
       std::string text;
       llvm::raw_string_ostream os(text);
+      os << op->getName() << ": ";
       rule.print(os, op->getContext());
       op->emitRemark() << text;
       return WalkResult::advance();

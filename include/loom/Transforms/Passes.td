@@ -13,7 +13,7 @@ def LoomTestPrintFactors : Pass<"loom-test-print-factors"> {
   let summary = "Print every loom op's factor rule as a remark (for tests)";
   let description = [{
     Emits one remark per op that implements `FactorRuleOpInterface`, giving
-    its factors' kinds (`iterators`), their `sizes`, and the indexing map of
+    the op's name, its factors' kinds (`iterators`), their `sizes`, and the indexing map of
     every operand and then every result, in the linalg style. A rule that
     does not fit its op (wrong rank, sizes that do not multiply out) is an
     error. Lit tests pin each op's rule with `-verify-diagnostics`.
@@ -24,7 +24,7 @@ def LoomTestPrintFactors : Pass<"loom-test-print-factors"> {
     ```
     Remark:
     ```
-    iterators = [parallel, parallel, contracting], sizes = [8, 2048, 512],
+    loom.matmul: iterators = [parallel, parallel, contracting], sizes = [8, 2048, 512],
     maps = [(d0, d1, d2) -> (d0, d2), (d0, d1, d2) -> (d2, d1),
             (d0, d1, d2) -> (d0, d1)]
     ```

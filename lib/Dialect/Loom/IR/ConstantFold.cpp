@@ -16,9 +16,7 @@ struct Elements {
   llvm::SmallVector<int64_t> shape;
   bool splat = false;
 
-  const Scalar &at(int64_t linear) const {
-    return values[splat ? 0 : linear];
-  }
+  const Scalar &at(int64_t linear) const { return values[splat ? 0 : linear]; }
 };
 } // namespace
 
@@ -127,7 +125,8 @@ Attribute opimpl::foldElementwise(ArrayRef<Attribute> operands,
       return {};
     inputs.push_back(std::move(*elements));
   }
-  bool allSplat = llvm::all_of(inputs, [](const Elements &e) { return e.splat; });
+  bool allSplat =
+      llvm::all_of(inputs, [](const Elements &e) { return e.splat; });
   int64_t count = allSplat ? 1 : resultType.getNumElements();
   if (count > kMaxFoldedElements)
     return {};

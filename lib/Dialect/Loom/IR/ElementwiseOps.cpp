@@ -32,9 +32,9 @@ static LogicalResult inferBroadcast(std::optional<Location> loc, Type lhs,
   if (!lhsType || !rhsType)
     return emitInferError<OpTy>(loc, "operands must be ranked tensors");
   if (lhsType.getElementType() != rhsType.getElementType())
-    return emitInferError<OpTy>(loc, "operand element types differ: ",
-                                lhsType.getElementType(), " vs ",
-                                rhsType.getElementType());
+    return emitInferError<OpTy>(
+        loc, "operand element types differ: ", lhsType.getElementType(), " vs ",
+        rhsType.getElementType());
   std::string error;
   FailureOr<SmallVector<int64_t>> shape =
       opimpl::broadcastShapes(lhsType.getShape(), rhsType.getShape(), error);
@@ -89,8 +89,7 @@ LogicalResult SelectOp::inferReturnTypes(MLIRContext *,
       conditionType.getShape(), branchType.getShape(), error);
   if (failed(shape))
     return emitInferError<SelectOp>(loc, "condition and branches: ", error);
-  results.push_back(
-      RankedTensorType::get(*shape, branchType.getElementType()));
+  results.push_back(RankedTensorType::get(*shape, branchType.getElementType()));
   return success();
 }
 
@@ -101,11 +100,10 @@ LogicalResult SelectOp::inferReturnTypes(MLIRContext *,
 /// Folds a float unary op on a constant operand.
 static OpFoldResult foldUnaryFloat(Attribute operand, Type resultType,
                                    double (*fn)(double)) {
-  return foldElementwise(
-      operand, cast<ShapedType>(resultType),
-      [&](ArrayRef<Scalar> args) -> std::optional<Scalar> {
-        return Scalar::ofFloat(fn(args[0].f));
-      });
+  return foldElementwise(operand, cast<ShapedType>(resultType),
+                         [&](ArrayRef<Scalar> args) -> std::optional<Scalar> {
+                           return Scalar::ofFloat(fn(args[0].f));
+                         });
 }
 
 static double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
@@ -200,14 +198,15 @@ static OpFoldResult foldArith(ArrayRef<Attribute> operands,
   return foldElementwise(operands, resultType,
                          [&](ArrayRef<Scalar> args) -> std::optional<Scalar> {
                            if (isFloat)
-                             return Scalar::ofFloat(floatFn(args[0].f, args[1].f));
+                             return Scalar::ofFloat(
+                                 floatFn(args[0].f, args[1].f));
                            return intFn(args[0].i, args[1].i);
                          });
 }
 
 /// `x op c -> x` when `c` is the identity and no broadcasting changes x.
-static bool isIdentityOperand(Attribute constant, double identity,
-                              Value other, Type resultType) {
+static bool isIdentityOperand(Attribute constant, double identity, Value other,
+                              Type resultType) {
   return isSplatOf(constant, identity) && other.getType() == resultType;
 }
 
@@ -279,29 +278,29 @@ OpFoldResult PowOp::fold(FoldAdaptor adaptor) {
 OpFoldResult CompareOp::fold(FoldAdaptor adaptor) {
   bool isFloat = isa<FloatType>(getLhs().getType().getElementType());
   CompareDirection direction = getDirection();
-  return foldElementwise(
-      adaptor.getOperands(), getType(),
-      [&](ArrayRef<Scalar> args) -> std::optional<Scalar> {
-        auto compare = [&](auto a, auto b) -> bool {
-          switch (direction) {
-          case CompareDirection::eq:
-            return a == b;
-          case CompareDirection::ne:
-            return a != b;
-          case CompareDirection::lt:
-            return a < b;
-          case CompareDirection::le:
-            return a <= b;
-          case CompareDirection::gt:
-            return a > b;
-          case CompareDirection::ge:
-            return a >= b;
-          }
-          llvm_unreachable("unknown compare direction");
-        };
-        return Scalar::ofInt(isFloat ? compare(args[0].f, args[1].f)
-                                     : compare(args[0].i, args[1].i));
-      });
+  return foldElementwise(adaptor.getOperands(), getType(),
+                         [&](ArrayRef<Scalar> args) -> std::optional<Scalar> {
+                           auto compare = [&](auto a, auto b) -> bool {
+                             switch (direction) {
+                             case CompareDirection::eq:
+                               return a == b;
+                             case CompareDirection::ne:
+                               return a != b;
+                             case CompareDirection::lt:
+                               return a < b;
+                             case CompareDirection::le:
+                               return a <= b;
+                             case CompareDirection::gt:
+                               return a > b;
+                             case CompareDirection::ge:
+                               return a >= b;
+                             }
+                             llvm_unreachable("unknown compare direction");
+                           };
+                           return Scalar::ofInt(
+                               isFloat ? compare(args[0].f, args[1].f)
+                                       : compare(args[0].i, args[1].i));
+                         });
 }
 
 OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {

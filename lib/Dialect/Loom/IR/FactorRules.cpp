@@ -60,11 +60,10 @@ SmallVector<AffineMap> FactorRule::getIndexingMaps(MLIRContext *context) const {
 LogicalResult FactorRule::verify(Operation *op) const {
   if (operands.size() != op->getNumOperands() ||
       results.size() != op->getNumResults())
-    return op->emitOpError() << "factor rule describes " << operands.size()
-                             << " operand(s) and " << results.size()
-                             << " result(s), the op has "
-                             << op->getNumOperands() << " and "
-                             << op->getNumResults();
+    return op->emitOpError()
+           << "factor rule describes " << operands.size() << " operand(s) and "
+           << results.size() << " result(s), the op has "
+           << op->getNumOperands() << " and " << op->getNumResults();
   SmallVector<bool> used(factors.size(), false);
   auto check = [&](const TensorFactors &tensor, Type type, StringRef what,
                    unsigned index) -> LogicalResult {
@@ -77,8 +76,8 @@ LogicalResult FactorRule::verify(Operation *op) const {
       int64_t product = 1;
       for (unsigned factor : dim) {
         if (factor >= factors.size())
-          return op->emitOpError() << "factor rule uses unknown factor d"
-                                   << factor;
+          return op->emitOpError()
+                 << "factor rule uses unknown factor d" << factor;
         used[factor] = true;
         product *= factors[factor].size;
       }
@@ -91,8 +90,8 @@ LogicalResult FactorRule::verify(Operation *op) const {
     return success();
   };
   for (auto [index, tensor] : llvm::enumerate(operands))
-    if (failed(check(tensor, op->getOperand(index).getType(), "operand",
-                     index)))
+    if (failed(
+            check(tensor, op->getOperand(index).getType(), "operand", index)))
       return failure();
   for (auto [index, tensor] : llvm::enumerate(results))
     if (failed(check(tensor, op->getResult(index).getType(), "result", index)))
@@ -162,8 +161,7 @@ static void appendIdentity(TensorFactors &dims, unsigned first,
 /// One factor per dimension of `type`, `kind` for dimensions in `special`
 /// and parallel for the others; `type`'s dimension d becomes factor d.
 static FactorRule perDimensionRule(RankedTensorType type,
-                                   ArrayRef<int64_t> special,
-                                   FactorKind kind) {
+                                   ArrayRef<int64_t> special, FactorKind kind) {
   FactorRule rule;
   for (int64_t d = 0; d < type.getRank(); ++d)
     rule.addFactor(type.getDimSize(d), llvm::is_contained(special, d)
@@ -176,9 +174,7 @@ static FactorRule perDimensionRule(RankedTensorType type,
 // Per-op rules
 //===----------------------------------------------------------------------===//
 
-FactorRule ParamOp::getFactorRule() {
-  return getElementwiseFactorRule(*this);
-}
+FactorRule ParamOp::getFactorRule() { return getElementwiseFactorRule(*this); }
 
 FactorRule ConstantOp::getFactorRule() {
   return getElementwiseFactorRule(*this);
@@ -233,8 +229,8 @@ FactorRule MatmulOp::getFactorRule() {
 }
 
 FactorRule ReshapeOp::getFactorRule() {
-  ReshapeFactorization factorization = factorizeReshape(
-      getInput().getType().getShape(), getType().getShape());
+  ReshapeFactorization factorization =
+      factorizeReshape(getInput().getType().getShape(), getType().getShape());
   FactorRule rule;
   for (const ReshapeFactor &factor : factorization.factors)
     rule.addFactor(factor.size, factor.splittable
@@ -268,8 +264,8 @@ FactorRule SliceOp::getFactorRule() {
   TensorFactors inputDims, resultDims;
   for (int64_t d = 0; d < input.getRank(); ++d) {
     if (input.getDimSize(d) == result.getDimSize(d)) {
-      unsigned factor = rule.addFactor(input.getDimSize(d),
-                                       FactorKind::Parallel);
+      unsigned factor =
+          rule.addFactor(input.getDimSize(d), FactorKind::Parallel);
       inputDims.push_back({factor});
       resultDims.push_back({factor});
       continue;
@@ -402,8 +398,7 @@ FactorRule ReduceMaxOp::getFactorRule() {
 /// dimensions in `whole` needed whole.
 static FactorRule sameLayoutRule(RankedTensorType input,
                                  ArrayRef<int64_t> whole) {
-  FactorRule rule =
-      perDimensionRule(input, whole, FactorKind::NeedReplication);
+  FactorRule rule = perDimensionRule(input, whole, FactorKind::NeedReplication);
   TensorFactors dims;
   appendIdentity(dims, 0, input.getRank());
   rule.addOperand(dims);

@@ -142,14 +142,14 @@ Attribute ShardingAttr::parse(AsmParser &parser, Type) {
   if (parser.parseLess() || parser.parseSymbolName(meshName) ||
       parser.parseComma())
     return {};
-  if (parser.parseCommaSeparatedList(
-          AsmParser::Delimiter::Square, [&]() -> ParseResult {
-            ArrayAttr axes;
-            if (parseAxisSet(parser, axes))
-              return failure();
-            dims.push_back(axes);
-            return success();
-          }))
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square,
+                                     [&]() -> ParseResult {
+                                       ArrayAttr axes;
+                                       if (parseAxisSet(parser, axes))
+                                         return failure();
+                                       dims.push_back(axes);
+                                       return success();
+                                     }))
     return {};
 
   PartialKind partialKind = PartialKind::none;
@@ -163,8 +163,8 @@ Attribute ShardingAttr::parse(AsmParser &parser, Type) {
       return {};
     std::optional<PartialKind> parsed = symbolizePartialKind(kind);
     if (!parsed || *parsed == PartialKind::none) {
-      parser.emitError(kindLoc) << "expected 'sum' or 'max', got '" << kind
-                                << "'";
+      parser.emitError(kindLoc)
+          << "expected 'sum' or 'max', got '" << kind << "'";
       return {};
     }
     partialKind = *parsed;
@@ -193,10 +193,10 @@ void ShardingAttr::print(AsmPrinter &printer) const {
   printer << ">";
 }
 
-LogicalResult
-ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     FlatSymbolRefAttr mesh, ArrayAttr dims,
-                     PartialKind partialKind, ArrayAttr partialAxes) {
+LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   FlatSymbolRefAttr mesh, ArrayAttr dims,
+                                   PartialKind partialKind,
+                                   ArrayAttr partialAxes) {
   if (!mesh)
     return emitError() << "sharding needs a mesh symbol";
   llvm::StringSet<> seen;
@@ -268,16 +268,15 @@ bool ShardingAttr::isFullyReplicated() const {
 FailureOr<MeshAttr> mlir::loom::lookupMesh(Operation *from,
                                            FlatSymbolRefAttr name,
                                            SymbolTableCollection *tables) {
-  Operation *symbol =
-      tables ? tables->lookupNearestSymbolFrom(from, name)
-             : SymbolTable::lookupNearestSymbolFrom(from, name);
+  Operation *symbol = tables ? tables->lookupNearestSymbolFrom(from, name)
+                             : SymbolTable::lookupNearestSymbolFrom(from, name);
   if (!symbol)
-    return from->emitOpError() << "refers to mesh " << name
-                               << ", which is not defined";
+    return from->emitOpError()
+           << "refers to mesh " << name << ", which is not defined";
   auto mesh = llvm::dyn_cast<MeshOp>(symbol);
   if (!mesh)
-    return from->emitOpError() << "refers to " << name
-                               << " as a mesh, but it is not a loom.mesh";
+    return from->emitOpError()
+           << "refers to " << name << " as a mesh, but it is not a loom.mesh";
   return mesh.getMesh();
 }
 
@@ -296,8 +295,8 @@ mlir::loom::verifySharding(ShardingAttr sharding, MeshAttr mesh, Type type,
     if (mesh.getAxisIndex(axis))
       return success();
     InFlightDiagnostic diag = emitError();
-    diag << "unknown mesh axis '" << axis << "'; mesh "
-         << sharding.getMesh() << " has axes ";
+    diag << "unknown mesh axis '" << axis << "'; mesh " << sharding.getMesh()
+         << " has axes ";
     llvm::interleaveComma(mesh.getAxisNames(), diag,
                           [&](StringAttr name) { diag << name.getValue(); });
     return diag;
@@ -321,9 +320,8 @@ mlir::loom::verifySharding(ShardingAttr sharding, MeshAttr mesh, Type type,
   return success();
 }
 
-LogicalResult mlir::loom::verifyShardingOf(Operation *op,
-                                           ShardingAttr sharding, Type type,
-                                           StringRef what,
+LogicalResult mlir::loom::verifyShardingOf(Operation *op, ShardingAttr sharding,
+                                           Type type, StringRef what,
                                            SymbolTableCollection *tables) {
   FailureOr<MeshAttr> mesh = lookupMesh(op, sharding.getMesh(), tables);
   if (failed(mesh))

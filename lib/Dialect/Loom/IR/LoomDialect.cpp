@@ -18,9 +18,8 @@ void LoomDialect::initialize() {
       >();
 }
 
-Operation *LoomDialect::materializeConstant(OpBuilder &builder,
-                                            Attribute value, Type type,
-                                            Location loc) {
+Operation *LoomDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                            Type type, Location loc) {
   auto elements = dyn_cast<ElementsAttr>(value);
   if (!elements || elements.getType() != type)
     return nullptr;
@@ -35,9 +34,10 @@ Operation *LoomDialect::materializeConstant(OpBuilder &builder,
 static LogicalResult checkAttrName(Operation *op, NamedAttribute attr) {
   if (attr.getName() == LoomDialect::kShardingAttrName)
     return success();
-  return op->emitOpError() << "has unknown loom attribute '" << attr.getName()
-                         << "'; the only one is '"
-                         << LoomDialect::kShardingAttrName << "'";
+  return op->emitOpError() << "has unknown loom attribute '"
+                           << attr.getName().getValue()
+                           << "'; the only one is '"
+                           << LoomDialect::kShardingAttrName << "'";
 }
 
 LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
@@ -54,21 +54,21 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       auto sharding = dyn_cast<ShardingAttr>(element);
       if (!sharding)
         return op->emitOpError() << "'" << kShardingAttrName
-                               << "' array elements must be #loom.sharding, "
-                                  "got "
-                               << element;
+                                 << "' array elements must be #loom.sharding, "
+                                    "got "
+                                 << element;
       shardings.push_back(sharding);
     }
   } else {
     return op->emitOpError() << "'" << kShardingAttrName
-                           << "' must be a #loom.sharding or an array of "
-                              "them, got "
-                           << attr.getValue();
+                             << "' must be a #loom.sharding or an array of "
+                                "them, got "
+                             << attr.getValue();
   }
   if (shardings.size() != op->getNumResults())
-    return op->emitOpError() << "'" << kShardingAttrName << "' gives "
-                           << shardings.size() << " sharding(s) for "
-                           << op->getNumResults() << " result(s)";
+    return op->emitOpError()
+           << "'" << kShardingAttrName << "' gives " << shardings.size()
+           << " sharding(s) for " << op->getNumResults() << " result(s)";
   for (auto [index, sharding] : llvm::enumerate(shardings)) {
     std::string what = "result #" + std::to_string(index);
     if (failed(verifyShardingOf(op, sharding, op->getResult(index).getType(),
@@ -80,14 +80,14 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
 
 /// Shared by argument and result attributes of function-like ops.
 static LogicalResult verifyFunctionShardingAttr(Operation *op,
-                                                NamedAttribute attr,
-                                                Type type, StringRef what) {
+                                                NamedAttribute attr, Type type,
+                                                StringRef what) {
   if (failed(checkAttrName(op, attr)))
     return failure();
   auto sharding = dyn_cast<ShardingAttr>(attr.getValue());
   if (!sharding)
-    return op->emitOpError() << "'" << LoomDialect::kShardingAttrName
-                           << "' on " << what << " must be a #loom.sharding";
+    return op->emitOpError() << "'" << LoomDialect::kShardingAttrName << "' on "
+                             << what << " must be a #loom.sharding";
   return verifyShardingOf(op, sharding, type, what);
 }
 
@@ -112,7 +112,7 @@ LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op,
   auto function = dyn_cast<FunctionOpInterface>(op);
   if (!function)
     return op->emitOpError() << "'" << kShardingAttrName
-                           << "' result attributes need a function op";
+                             << "' result attributes need a function op";
   return verifyFunctionShardingAttr(op, attr,
                                     function.getResultTypes()[resultIndex],
                                     "result #" + std::to_string(resultIndex));

@@ -40,8 +40,8 @@ static ParseResult parseElementwiseTypes(OpAsmParser &parser, Type &lhs,
   return success();
 }
 
-static void printElementwiseTypes(OpAsmPrinter &printer, Operation *,
-                                  Type lhs, Type rhs, Type result) {
+static void printElementwiseTypes(OpAsmPrinter &printer, Operation *, Type lhs,
+                                  Type rhs, Type result) {
   if (lhs == rhs && rhs == result) {
     printer << lhs;
     return;

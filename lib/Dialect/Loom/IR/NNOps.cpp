@@ -30,13 +30,12 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   if (!lhs || !rhs)
     return emitInferError<MatmulOp>(loc, "operands must be ranked tensors");
   if (lhs.getElementType() != rhs.getElementType())
-    return emitInferError<MatmulOp>(loc, "operand element types differ: ",
-                                    lhs.getElementType(), " vs ",
-                                    rhs.getElementType());
+    return emitInferError<MatmulOp>(
+        loc, "operand element types differ: ", lhs.getElementType(), " vs ",
+        rhs.getElementType());
   for (auto [name, type] : {std::pair{"lhs", lhs}, std::pair{"rhs", rhs}})
     if (type.getRank() < 2)
-      return emitInferError<MatmulOp>(loc, name, " has rank ",
-                                      type.getRank(),
+      return emitInferError<MatmulOp>(loc, name, " has rank ", type.getRank(),
                                       "; matmul needs rank >= 2 (reshape "
                                       "vectors to matrices)");
 
@@ -49,15 +48,14 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   int64_t n = tr ? r[rr - 2] : r[rr - 1];
   if (lhsK != rhsK)
     return emitInferError<MatmulOp>(loc, "contracting dimensions differ: lhs ",
-                                    formatShape(l), " has K = ", lhsK,
-                                    ", rhs ", formatShape(r), " has K = ",
-                                    rhsK);
+                                    formatShape(l), " has K = ", lhsK, ", rhs ",
+                                    formatShape(r), " has K = ", rhsK);
 
   // Batch dimensions align from the right; the longer list supplies the
   // rest.
   ArrayRef<int64_t> lhsBatch = l.drop_back(2), rhsBatch = r.drop_back(2);
-  ArrayRef<int64_t> longer = lhsBatch.size() >= rhsBatch.size() ? lhsBatch
-                                                                : rhsBatch;
+  ArrayRef<int64_t> longer =
+      lhsBatch.size() >= rhsBatch.size() ? lhsBatch : rhsBatch;
   size_t common = std::min(lhsBatch.size(), rhsBatch.size());
   for (size_t i = 0; i < common; ++i) {
     int64_t a = lhsBatch[lhsBatch.size() - 1 - i];
@@ -231,9 +229,10 @@ void DropoutOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 // CrossEntropyOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult CrossEntropyOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &results) {
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
+                                               std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &results) {
   auto logits = dyn_cast<RankedTensorType>(adaptor.getLogits().getType());
   auto labels = dyn_cast<RankedTensorType>(adaptor.getLabels().getType());
   if (!logits || !labels)

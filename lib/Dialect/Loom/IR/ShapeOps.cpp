@@ -23,8 +23,7 @@ using opimpl::linearize;
 /// The ranked tensor type of `value`, or a diagnostic if it is not one.
 template <typename OpTy>
 static FailureOr<RankedTensorType> getRankedType(std::optional<Location> loc,
-                                                 Value value,
-                                                 StringRef name) {
+                                                 Value value, StringRef name) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   if (!type)
     return emitInferError<OpTy>(loc, name, " must be a ranked tensor");
@@ -213,9 +212,9 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
       return failure();
     if (type->getElementType() != first->getElementType() ||
         type->getRank() != first->getRank())
-      return emitInferError<ConcatOp>(loc, "input #", index + 1, " is ",
-                                      *type, " but input #0 is ", *first,
-                                      "; inputs need one rank and element type");
+      return emitInferError<ConcatOp>(
+          loc, "input #", index + 1, " is ", *type, " but input #0 is ", *first,
+          "; inputs need one rank and element type");
     for (int64_t d = 0; d < first->getRank(); ++d) {
       if (d == axis)
         continue;
@@ -274,16 +273,16 @@ LogicalResult SplitOp::verify() {
                            << "; pieces keep the rank and element type";
     for (int64_t d = 0; d < inputType.getRank(); ++d) {
       if (d != axis && type.getDimSize(d) != inputType.getDimSize(d))
-        return emitOpError() << "result #" << index << " has size "
-                             << type.getDimSize(d) << " in dimension " << d
-                             << " but the input has "
-                             << inputType.getDimSize(d);
+        return emitOpError()
+               << "result #" << index << " has size " << type.getDimSize(d)
+               << " in dimension " << d << " but the input has "
+               << inputType.getDimSize(d);
     }
     total += type.getDimSize(axis);
   }
   if (total != inputType.getDimSize(axis))
-    return emitOpError() << "result sizes along axis " << axis
-                         << " add up to " << total << " but the input has "
+    return emitOpError() << "result sizes along axis " << axis << " add up to "
+                         << total << " but the input has "
                          << inputType.getDimSize(axis);
   return success();
 }
@@ -299,12 +298,11 @@ LogicalResult SplitOp::fold(FoldAdaptor adaptor,
   int64_t offset = 0;
   for (Value result : getResults()) {
     auto type = cast<RankedTensorType>(result.getType());
-    Attribute piece =
-        foldGather(adaptor.getInput(), type, [&](int64_t linear) {
-          SmallVector<int64_t> index = delinearize(linear, type.getShape());
-          index[axis] += offset;
-          return linearize(index, inputShape);
-        });
+    Attribute piece = foldGather(adaptor.getInput(), type, [&](int64_t linear) {
+      SmallVector<int64_t> index = delinearize(linear, type.getShape());
+      index[axis] += offset;
+      return linearize(index, inputShape);
+    });
     if (!piece)
       return failure();
     results.push_back(piece);

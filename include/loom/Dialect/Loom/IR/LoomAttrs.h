@@ -27,13 +27,14 @@ FailureOr<MeshAttr> lookupMesh(Operation *from, FlatSymbolRefAttr name,
 /// Checks `sharding` against the mesh it refers to and the tensor type it
 /// describes: known axes, matching rank, and every split dividing its
 /// static dimension.
-LogicalResult verifySharding(ShardingAttr sharding, MeshAttr mesh, Type type,
-                             llvm::function_ref<InFlightDiagnostic()> emitError);
+LogicalResult
+verifySharding(ShardingAttr sharding, MeshAttr mesh, Type type,
+               llvm::function_ref<InFlightDiagnostic()> emitError);
 
 /// lookupMesh + verifySharding, with errors reported on `op`; `what` names
 /// the sharded value in messages ("result #0").
-LogicalResult verifyShardingOf(Operation *op, ShardingAttr sharding,
-                               Type type, llvm::StringRef what,
+LogicalResult verifyShardingOf(Operation *op, ShardingAttr sharding, Type type,
+                               llvm::StringRef what,
                                SymbolTableCollection *tables = nullptr);
 
 } // namespace loom

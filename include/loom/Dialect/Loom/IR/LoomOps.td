@@ -13,6 +13,18 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 //===----------------------------------------------------------------------===//
+// Traits
+//===----------------------------------------------------------------------===//
+
+def Loom_VerifyInferredTypes : NativeOpTrait<"VerifyInferredTypes"> {
+  let cppNamespace = "::mlir::loom";
+}
+
+// Result types inferred from operands and attributes; shape errors are
+// reported once, precisely (see LoomTraits.h).
+def Loom_InferTypes : TraitList<[Loom_VerifyInferredTypes, InferTypeOpAdaptor]>;
+
+//===----------------------------------------------------------------------===//
 // Type constraints
 //===----------------------------------------------------------------------===//
 
@@ -147,7 +159,7 @@ class Loom_UnaryOp<string mnemonic, Type type, string doc,
     : Loom_Op<mnemonic, traits # [Pure, SameOperandsAndResultType,
                                   Loom_FactorRuleOpInterface]> {
   let summary = "Elementwise " # mnemonic;
-  let description = doc # [{
+  let description = "    " # doc # [{
 
     ```mlir
     %y = loom.}] # mnemonic # [{ %x : tensor<8x16xf32>
@@ -218,11 +230,11 @@ def Loom_CastOp : Loom_Op<"cast", [Pure, SameOperandsAndResultShape,
 }
 
 class Loom_BinaryOp<string mnemonic, Type type, string doc>
-    : Loom_Op<mnemonic, [Pure, InferTypeOpAdaptor,
+    : Loom_Op<mnemonic, [Pure, Loom_InferTypes,
                          SameOperandsAndResultElementType,
                          Loom_FactorRuleOpInterface]> {
   let summary = "Elementwise " # mnemonic # " with numpy broadcasting";
-  let description = doc # [{ Operands broadcast as in numpy: shapes are
+  let description = "    " # doc # [{ Operands broadcast as in numpy: shapes are
     right-aligned and each pair of dimensions must be equal or one of them 1.
     The type is printed once when operands and result share it.
 
@@ -248,19 +260,20 @@ def Loom_DivOp : Loom_BinaryOp<"div", Loom_NumericTensor,
     "Division (integers round toward zero).">;
 def Loom_PowOp : Loom_BinaryOp<"pow", Loom_FloatTensor, "Power, `lhs ^ rhs`.">;
 
-def Loom_CompareOp : Loom_Op<"compare", [Pure, InferTypeOpAdaptor,
+def Loom_CompareOp : Loom_Op<"compare", [Pure, Loom_InferTypes,
                                          Loom_FactorRuleOpInterface]> {
   let summary = "Elementwise comparison with numpy broadcasting";
   let description = [{
     Compares `lhs` and `rhs` elementwise (broadcast as in numpy) and yields
-    an `i1` tensor. Comparisons involving NaN are false, except `ne`.
+    an `i1` tensor. Comparisons involving NaN are false, except `ne`;
+    booleans order `false < true`.
 
     ```mlir
     %m = loom.compare lt, %a, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xi1>
     ```
   }];
   let arguments = (ins Loom_CompareDirection:$direction,
-                       Loom_NumericTensor:$lhs, Loom_NumericTensor:$rhs);
+                       Loom_Tensor:$lhs, Loom_Tensor:$rhs);
   let results = (outs Loom_BoolTensor:$result);
   let assemblyFormat = [{
     $direction `,` $lhs `,` $rhs attr-dict `:`
@@ -270,7 +283,7 @@ def Loom_CompareOp : Loom_Op<"compare", [Pure, InferTypeOpAdaptor,
   let extraClassDeclaration = Loom_ElementwiseFactorRule;
 }
 
-def Loom_SelectOp : Loom_Op<"select", [Pure, InferTypeOpAdaptor,
+def Loom_SelectOp : Loom_Op<"select", [Pure, Loom_InferTypes,
                                        Loom_FactorRuleOpInterface]> {
   let summary = "Elementwise choice with numpy broadcasting (ONNX Where)";
   let description = [{
@@ -299,7 +312,7 @@ def Loom_SelectOp : Loom_Op<"select", [Pure, InferTypeOpAdaptor,
 //===----------------------------------------------------------------------===//
 
 def Loom_MatmulOp : Loom_Op<"matmul", [
-    Pure, InferTypeOpAdaptor, SameOperandsAndResultElementType,
+    Pure, Loom_InferTypes, SameOperandsAndResultElementType,
     DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
   let summary = "Batched matrix multiplication with optional transposes";
   let description = [{
@@ -373,7 +386,7 @@ def Loom_ReshapeOp : Loom_Op<"reshape", [
 }
 
 def Loom_TransposeOp : Loom_Op<"transpose", [
-    Pure, InferTypeOpAdaptor,
+    Pure, Loom_InferTypes,
     DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
   let summary = "Permutes dimensions";
   let description = [{
@@ -392,7 +405,7 @@ def Loom_TransposeOp : Loom_Op<"transpose", [
 }
 
 def Loom_SliceOp : Loom_Op<"slice", [
-    Pure, InferTypeOpAdaptor,
+    Pure, Loom_InferTypes,
     DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
   let summary = "Takes a strided window of a tensor";
   let description = [{
@@ -417,7 +430,7 @@ def Loom_SliceOp : Loom_Op<"slice", [
 }
 
 def Loom_ConcatOp : Loom_Op<"concat", [
-    Pure, InferTypeOpAdaptor,
+    Pure, Loom_InferTypes,
     DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
   let summary = "Concatenates tensors along one axis";
   let description = [{
@@ -477,7 +490,7 @@ def Loom_BroadcastOp : Loom_Op<"broadcast", [
 }
 
 def Loom_GatherOp : Loom_Op<"gather", [
-    Pure, InferTypeOpAdaptor,
+    Pure, Loom_InferTypes,
     DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
   let summary = "Gathers slices along an axis by index (embedding lookup)";
   let description = [{
@@ -505,11 +518,11 @@ def Loom_GatherOp : Loom_Op<"gather", [
 //===----------------------------------------------------------------------===//
 
 class Loom_ReduceOp<string mnemonic, Type type, string doc>
-    : Loom_Op<mnemonic, [Pure, InferTypeOpAdaptor,
+    : Loom_Op<mnemonic, [Pure, Loom_InferTypes,
                          SameOperandsAndResultElementType,
                          DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
   let summary = doc # " over the given axes";
-  let description = doc # [{ over `axes` (sorted, unique, in range); the
+  let description = "    " # doc # [{ over `axes` (sorted, unique, in range); the
     reduced dimensions are dropped, or kept with size 1 under `keepdims`.
     Empty `axes` reduce nothing.
 
@@ -540,7 +553,7 @@ class Loom_SoftmaxLikeOp<string mnemonic, string doc>
     : Loom_Op<mnemonic, [Pure, SameOperandsAndResultType,
                          DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
   let summary = doc;
-  let description = doc # [{ along `axis`, computed stably (the maximum is
+  let description = "    " # doc # [{ along `axis`, computed stably (the maximum is
     subtracted first).
 
     ```mlir
@@ -584,7 +597,7 @@ def Loom_LayerNormOp : Loom_Op<"layer_norm", [
 }
 
 def Loom_DropoutOp : Loom_Op<"dropout", [
-    Pure, InferTypeOpAdaptor,
+    Pure, Loom_InferTypes,
     DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
   let summary = "Inverted dropout with a reproducible mask";
   let description = [{
@@ -609,7 +622,7 @@ def Loom_DropoutOp : Loom_Op<"dropout", [
 }
 
 def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [
-    Pure, InferTypeOpAdaptor,
+    Pure, Loom_InferTypes,
     DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
   let summary = "Softmax cross-entropy against class indices";
   let description = [{

@@ -1,0 +1,42 @@
+//===- LoomTraits.h - Loom op traits ----------------------------*- C++ -*-===//
+
+#ifndef LOOM_DIALECT_LOOM_IR_LOOMTRAITS_H
+#define LOOM_DIALECT_LOOM_IR_LOOMTRAITS_H
+
+#include "mlir/IR/OpDefinition.h"
+
+namespace mlir {
+namespace loom {
+
+/// Verifies an op whose result types follow from its operands and
+/// attributes: runs the op's `inferReturnTypes` with the op's location, so a
+/// shape error is reported once and precisely, then checks the declared
+/// result types against the inferred ones. Listed before
+/// InferTypeOpInterface, whose own verifier would otherwise add a generic
+/// "failed to infer returned types" to every such error.
+template <typename ConcreteType>
+class VerifyInferredTypes
+    : public OpTrait::TraitBase<ConcreteType, VerifyInferredTypes> {
+public:
+  static LogicalResult verifyTrait(Operation *op) {
+    SmallVector<Type, 2> inferred;
+    typename ConcreteType::Adaptor adaptor(cast<ConcreteType>(op));
+    if (failed(ConcreteType::inferReturnTypes(op->getContext(), op->getLoc(),
+                                              adaptor, inferred)))
+      return failure();
+    if (TypeRange(inferred) == op->getResultTypes())
+      return success();
+    InFlightDiagnostic diag = op->emitOpError();
+    diag << (inferred.size() == 1 ? "has result type " : "has result types ");
+    llvm::interleaveComma(op->getResultTypes(), diag,
+                          [&](Type type) { diag << type; });
+    diag << " but its operands and attributes give ";
+    llvm::interleaveComma(inferred, diag, [&](Type type) { diag << type; });
+    return diag;
+  }
+};
+
+} // namespace loom
+} // namespace mlir
+
+#endif // LOOM_DIALECT_LOOM_IR_LOOMTRAITS_H

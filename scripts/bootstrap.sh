@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs Loom's dependencies (Debian packages; idempotent, quiet when all
+# are present) and builds Loom with CMake + Ninja + ccache.
+#
+#   scripts/bootstrap.sh                 full build in build/
+#   scripts/bootstrap.sh --runtime-only  runtime only (no LLVM/MLIR) in build-runtime/
+#   scripts/bootstrap.sh --deps-only     install dependencies, build nothing
+#
+# BUILD_DIR overrides the build directory.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+mode=full
+for arg in "$@"; do
+  case "$arg" in
+    --runtime-only) mode=runtime ;;
+    --deps-only) mode=deps ;;
+    *) echo "bootstrap.sh: unknown option '$arg'" >&2; exit 2 ;;
+  esac
+done
+
+runtime_packages=(cmake ninja-build ccache g++ libgtest-dev)
+compiler_packages=(python3 llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools)
+packages=("${runtime_packages[@]}")
+[[ $mode == runtime ]] || packages+=("${compiler_packages[@]}")
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "bootstrap: installing ${missing[*]}"
+  sudo=()
+  if [[ $(id -u) != 0 ]]; then
+    command -v sudo >/dev/null || { echo "bootstrap: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+[[ $mode == deps ]] && exit 0
+
+# ccache hits across clones: hash paths relative to the checkout.
+export CCACHE_BASEDIR="$root"
+export CCACHE_NOHASHDIR=1
+
+if [[ $mode == runtime ]]; then
+  build="${BUILD_DIR:-$root/build-runtime}"
+  cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+    -DLOOM_RUNTIME_ONLY=ON >/dev/null
+else
+  build="${BUILD_DIR:-$root/build}"
+  if [[ ! -f $build/build.ninja ]]; then
+    cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  fi
+fi
+cmake --build "$build"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Regenerates docs/reference from the ODS definitions (after editing .td files).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${BUILD_DIR:-$root/build}"
+cmake --build "$build" --target mlir-doc
+mkdir -p "$root/docs/reference"
+cp "$build/docs/Dialects/LoomDialect.md" "$build/docs/LoomPasses.md" "$root/docs/reference/"
+echo "updated docs/reference"

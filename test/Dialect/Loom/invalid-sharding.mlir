@@ -1,0 +1,168 @@
+// Every verifier error of meshes, shardings and the attributes carrying them.
+// RUN: loom-opt %s --split-input-file --verify-diagnostics
+
+// expected-error @+1 {{mesh axis 'dp' is declared twice}}
+loom.mesh @mesh = <dp = 2, dp = 4>
+
+// -----
+
+// expected-error @+1 {{mesh axis 'tp' has size 0; sizes must be positive}}
+loom.mesh @mesh = <tp = 0>
+
+// -----
+
+// expected-error @+1 {{a mesh needs at least one axis}}
+loom.mesh @mesh = <>
+
+// -----
+
+// expected-error @+1 {{mesh axis name 'tensor-parallel' is not an identifier}}
+loom.mesh @mesh = <"tensor-parallel" = 2>
+
+// -----
+
+loom.mesh @mesh = <dp = 2, tp = 4>
+// expected-error @+1 {{mesh axis 'tp' is used more than once in a sharding}}
+loom.parameter @w : tensor<8x8xf32> sharding <@mesh, [{tp}, {tp}]>
+
+// -----
+
+loom.mesh @mesh = <dp = 2, tp = 4>
+// expected-error @+1 {{mesh axis 'tp' is used more than once in a sharding}}
+loom.parameter @w : tensor<8x8xf32> sharding <@mesh, [{tp}, {}], partial<sum> {tp}>
+
+// -----
+
+loom.mesh @mesh = <dp = 2, tp = 4>
+// expected-error @+1 {{partial<sum> needs at least one mesh axis}}
+loom.parameter @w : tensor<8x8xf32> sharding <@mesh, [{tp}, {}], partial<sum> {}>
+
+// -----
+
+loom.mesh @mesh = <dp = 2, tp = 4>
+// expected-error @+1 {{expected 'sum' or 'max', got 'min'}}
+loom.parameter @w : tensor<8x8xf32> sharding <@mesh, [{tp}, {}], partial<min> {dp}>
+
+// -----
+
+func.func @undefined_mesh(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.shard' op refers to mesh @nowhere, which is not defined}}
+  %0 = loom.shard %x to <@nowhere, [{tp}]> : tensor<8xf32>
+  return
+}
+
+// -----
+
+loom.parameter @w : tensor<8xf32>
+func.func @not_a_mesh(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.shard' op refers to @w as a mesh, but it is not a loom.mesh}}
+  %0 = loom.shard %x to <@w, [{tp}]> : tensor<8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @mesh = <dp = 2, tp = 4>
+func.func @rank_mismatch(%x: tensor<8x8xf32>) {
+  // expected-error @+1 {{'loom.shard' op has an invalid sharding of the result: sharding has 1 dimension(s) but 'tensor<8x8xf32>' has rank 2}}
+  %0 = loom.shard %x to <@mesh, [{tp}]> : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @mesh = <dp = 2, tp = 4>
+func.func @unknown_axis(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.shard' op has an invalid sharding of the result: unknown mesh axis 'pp'; mesh @mesh has axes dp, tp}}
+  %0 = loom.shard %x to <@mesh, [{pp}]> : tensor<8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @mesh = <dp = 2, tp = 4>
+func.func @unknown_partial_axis(%x: tensor<8xf32>) {
+  // expected-error @+1 {{unknown mesh axis 'sp'; mesh @mesh has axes dp, tp}}
+  %0 = loom.shard %x to <@mesh, [{tp}], partial<sum> {sp}> : tensor<8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @mesh = <dp = 2, tp = 4>
+func.func @uneven_split(%x: tensor<6x8xf32>) {
+  // expected-error @+1 {{'loom.shard' op has an invalid sharding of the result: dimension 0 of 'tensor<6x8xf32>' has size 6, which 4 shards do not divide evenly}}
+  %0 = loom.shard %x to <@mesh, [{tp}, {}]> : tensor<6x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @mesh = <dp = 2, tp = 4>
+func.func @uneven_two_axes(%x: tensor<12xf32>) {
+  // expected-error @+1 {{dimension 0 of 'tensor<12xf32>' has size 12, which 8 shards do not divide evenly}}
+  %0 = loom.shard %x to <@mesh, [{dp, tp}]> : tensor<12xf32>
+  return
+}
+
+// -----
+
+loom.mesh @mesh = <dp = 2, tp = 4>
+func.func @op_attribute(%x: tensor<8x6xf32>) {
+  // expected-error @+1 {{'loom.exp' op has an invalid sharding of result #0: dimension 1 of 'tensor<8x6xf32>' has size 6, which 4 shards do not divide evenly}}
+  %0 = loom.exp %x {loom.sharding = #loom.sharding<@mesh, [{dp}, {tp}]>} : tensor<8x6xf32>
+  return
+}
+
+// -----
+
+loom.mesh @mesh = <dp = 2, tp = 4>
+func.func @op_attribute_count(%x: tensor<8x8xf32>) {
+  // expected-error @+1 {{'loom.split' op 'loom.sharding' gives 1 sharding(s) for 2 result(s)}}
+  %0:2 = loom.split %x axis 0 {loom.sharding = #loom.sharding<@mesh, [{dp}, {tp}]>}
+      : tensor<8x8xf32> -> tensor<4x8xf32>, tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @op_attribute_kind(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.exp' op 'loom.sharding' must be a #loom.sharding or an array of them, got 42 : i64}}
+  %0 = loom.exp %x {loom.sharding = 42} : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @op_attribute_array(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.exp' op 'loom.sharding' array elements must be #loom.sharding, got "dp"}}
+  %0 = loom.exp %x {loom.sharding = ["dp"]} : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @unknown_attribute(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.exp' op has unknown loom attribute 'loom.shard'; the only one is 'loom.sharding'}}
+  %0 = loom.exp %x {loom.shard = 1} : tensor<8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @mesh = <dp = 2, tp = 4>
+// expected-error @+1 {{'func.func' op has an invalid sharding of argument #0: dimension 0 of 'tensor<6xf32>' has size 6, which 4 shards do not divide evenly}}
+func.func @argument(%x: tensor<6xf32> {loom.sharding = #loom.sharding<@mesh, [{tp}]>}) {
+  return
+}
+
+// -----
+
+loom.mesh @mesh = <dp = 2, tp = 4>
+// expected-error @+1 {{'func.func' op has an invalid sharding of result #0: unknown mesh axis 'x'; mesh @mesh has axes dp, tp}}
+func.func private @result() -> (tensor<8xf32> {loom.sharding = #loom.sharding<@mesh, [{x}]>})
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'loom.sharding' on argument #0 must be a #loom.sharding}}
+func.func private @argument_kind(%x: tensor<8xf32> {loom.sharding = "tp"})

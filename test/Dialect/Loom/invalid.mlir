@@ -1,0 +1,490 @@
+// Every verifier error of the loom ops.
+// RUN: loom-opt %s --split-input-file --verify-diagnostics
+
+func.func @dynamic_shape(%x: tensor<?x4xf32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor}}
+  %0 = loom.exp %x : tensor<?x4xf32>
+  return
+}
+
+// -----
+
+func.func @unsupported_element(%x: tensor<4xi8>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float or 1-bit signless integer or 32-bit signless integer or 64-bit signless integer values}}
+  %0 = loom.reshape %x : tensor<4xi8> -> tensor<2x2xi8>
+  return
+}
+
+// -----
+
+func.func @float_op_on_ints(%x: tensor<4xi32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values}}
+  %0 = loom.exp %x : tensor<4xi32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Parameters
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{'loom.parameter' op is trainable but has element type 'i64'; only floating-point parameters can be trained}}
+loom.parameter @ids trainable : tensor<4xi64>
+
+// -----
+
+// expected-error @+1 {{'loom.parameter' op has initial value of type 'tensor<3xf32>' but is declared as 'tensor<4xf32>'}}
+loom.parameter @w : tensor<4xf32> = dense<0.0> : tensor<3xf32>
+
+// -----
+
+loom.mesh @mesh = <tp = 4>
+// expected-error @+1 {{'loom.parameter' op has an invalid sharding of the parameter: dimension 0 of 'tensor<6xf32>' has size 6, which 4 shards do not divide evenly}}
+loom.parameter @w : tensor<6xf32> sharding <@mesh, [{tp}]>
+
+// -----
+
+func.func @undefined_parameter() {
+  // expected-error @+1 {{'loom.param' op reads @missing, which is not defined}}
+  %0 = loom.param @missing : tensor<4xf32>
+  return
+}
+
+// -----
+
+loom.mesh @mesh = <tp = 4>
+func.func @not_a_parameter() {
+  // expected-error @+1 {{'loom.param' op reads @mesh, which is not a loom.parameter}}
+  %0 = loom.param @mesh : tensor<4xf32>
+  return
+}
+
+// -----
+
+loom.parameter @w : tensor<4xf32>
+func.func @parameter_type_mismatch() {
+  // expected-error @+1 {{'loom.param' op has type 'tensor<8xf32>' but parameter @w is 'tensor<4xf32>'}}
+  %0 = loom.param @w : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @constant_type_mismatch() {
+  // expected-error @+1 {{'loom.constant' op failed to verify that all of {value, result} have same type}}
+  %0 = "loom.constant"() {value = dense<1.0> : tensor<4xf32>} : () -> tensor<8xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+func.func @no_broadcast(%a: tensor<4x8xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{'loom.add' op shapes 4x8 and 3 do not broadcast: trailing dimension 0 is 8 vs 3}}
+  %0 = loom.add %a, %b : (tensor<4x8xf32>, tensor<3xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @element_types_differ(%a: tensor<4xf32>, %b: tensor<4xbf16>) {
+  // expected-error @+1 {{'loom.mul' op operand element types differ: 'f32' vs 'bf16'}}
+  %0 = loom.mul %a, %b : (tensor<4xf32>, tensor<4xbf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @wrong_result_shape(%a: tensor<4x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.sub' op has result type 'tensor<4x4xf32>' but its operands and attributes give 'tensor<4x8xf32>'}}
+  %0 = loom.sub %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @pow_on_ints(%a: tensor<4xi32>) {
+  // expected-error @+1 {{'loom.pow' op operand #0 must be statically shaped tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values}}
+  %0 = loom.pow %a, %a : tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @bad_elementwise_types(%a: tensor<4xf32>) {
+  // expected-error @+1 {{expected '(lhs type, rhs type) -> result type' or a single type}}
+  %0 = loom.add %a, %a : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @compare_not_bool(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.compare' op result #0 must be statically shaped tensor of 1-bit signless integer values}}
+  %0 = loom.compare lt, %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @compare_no_broadcast(%a: tensor<4xf32>, %b: tensor<5xf32>) {
+  // expected-error @+1 {{'loom.compare' op shapes 4 and 5 do not broadcast}}
+  %0 = loom.compare ge, %a, %b : (tensor<4xf32>, tensor<5xf32>) -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @select_condition(%c: tensor<3xi1>, %a: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.select' op condition and branches: shapes 3 and 4 do not broadcast}}
+  %0 = loom.select %c, %a, %a : (tensor<3xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @select_branches(%c: tensor<4xi1>, %a: tensor<4xf32>, %b: tensor<4xi32>) {
+  // expected-error @+1 {{'loom.select' op operand element types differ: 'f32' vs 'i32'}}
+  %0 = loom.select %c, %a, %b : (tensor<4xi1>, tensor<4xf32>, tensor<4xi32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @cast_shape(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.cast' op requires the same shape for all operands and results}}
+  %0 = loom.cast %a : tensor<4xf32> -> tensor<2x2xbf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+func.func @matmul_vector(%a: tensor<4xf32>, %b: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.matmul' op lhs has rank 1; matmul needs rank >= 2 (reshape vectors to matrices)}}
+  %0 = loom.matmul %a, %b : (tensor<4xf32>, tensor<4x8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_contracting(%a: tensor<4x64xf32>, %b: tensor<32x8xf32>) {
+  // expected-error @+1 {{'loom.matmul' op contracting dimensions differ: lhs 4x64 has K = 64, rhs 32x8 has K = 32}}
+  %0 = loom.matmul %a, %b : (tensor<4x64xf32>, tensor<32x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch(%a: tensor<4x2x8xf32>, %b: tensor<8x8x3xf32>) {
+  // expected-error @+1 {{'loom.matmul' op batch dimensions differ: lhs 4x2x8 vs rhs 8x8x3 (4 vs 8); broadcast them explicitly with loom.broadcast}}
+  %0 = loom.matmul %a, %b : (tensor<4x2x8xf32>, tensor<8x8x3xf32>) -> tensor<4x2x3xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_element_types(%a: tensor<4x8xf32>, %b: tensor<8x4xbf16>) {
+  // expected-error @+1 {{'loom.matmul' op operand element types differ: 'f32' vs 'bf16'}}
+  %0 = loom.matmul %a, %b : (tensor<4x8xf32>, tensor<8x4xbf16>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @bias_rank(%x: tensor<4x8xf32>, %b: tensor<1x8xf32>) {
+  // expected-error @+1 {{'loom.bias_add' op bias must have rank 1, got 'tensor<1x8xf32>'}}
+  %0 = loom.bias_add %x, %b : tensor<4x8xf32>, tensor<1x8xf32>
+  return
+}
+
+// -----
+
+func.func @bias_size(%x: tensor<4x8xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.bias_add' op bias has 4 elements but the last dimension of 'tensor<4x8xf32>' must match it}}
+  %0 = loom.bias_add %x, %b : tensor<4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+func.func @reshape_count(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.reshape' op cannot reshape 'tensor<4x8xf32>' (32 elements) to 'tensor<4x4xf32>' (16 elements)}}
+  %0 = loom.reshape %x : tensor<4x8xf32> -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_length(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.transpose' op permutation has 3 entries for an input of rank 2}}
+  %0 = loom.transpose %x [0, 1, 2] : tensor<4x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_not_permutation(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.transpose' op [1, 1] is not a permutation of 0..1}}
+  %0 = loom.transpose %x [1, 1] : tensor<4x8xf32> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @slice_ranges(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.slice' op expected 2 ranges (one per dimension), got 1}}
+  %0 = loom.slice %x [0:2] : tensor<4x8xf32> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @slice_bounds(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.slice' op range 2:9 of dimension 1 is not within 0:8 with start <= limit}}
+  %0 = loom.slice %x [0:4, 2:9] : tensor<4x8xf32> -> tensor<4x7xf32>
+  return
+}
+
+// -----
+
+func.func @slice_reversed(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.slice' op range 3:1 of dimension 0 is not within 0:4 with start <= limit}}
+  %0 = loom.slice %x [3:1, 0:8] : tensor<4x8xf32> -> tensor<0x8xf32>
+  return
+}
+
+// -----
+
+func.func @slice_stride(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.slice' op stride 0 of dimension 0 must be positive}}
+  %0 = loom.slice %x [0:4:0, 0:8] : tensor<4x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @concat_empty() {
+  // expected-error @+1 {{'loom.concat' op needs at least one input}}
+  %0 = loom.concat axis 0 : () -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @concat_axis(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.concat' op axis 1 is out of range for inputs of rank 1}}
+  %0 = loom.concat %a, %a axis 1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @concat_rank(%a: tensor<4xf32>, %b: tensor<4x1xf32>) {
+  // expected-error @+1 {{'loom.concat' op input #1 is 'tensor<4x1xf32>' but input #0 is 'tensor<4xf32>'; inputs need one rank and element type}}
+  %0 = loom.concat %a, %b axis 0 : (tensor<4xf32>, tensor<4x1xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @concat_other_dims(%a: tensor<4x3xf32>, %b: tensor<5x3xf32>) {
+  // expected-error @+1 {{'loom.concat' op input #1 has size 5 in dimension 0 but input #0 has 4; only the axis dimension 1 may differ}}
+  %0 = loom.concat %a, %b axis 1 : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x6xf32>
+  return
+}
+
+// -----
+
+func.func @split_axis(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.split' op axis 2 is out of range for an input of rank 2}}
+  %0:2 = loom.split %x axis 2 : tensor<4x8xf32> -> tensor<4x4xf32>, tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @split_sizes(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.split' op result sizes along axis 1 add up to 7 but the input has 8}}
+  %0:2 = loom.split %x axis 1 : tensor<4x8xf32> -> tensor<4x3xf32>, tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @split_other_dims(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.split' op result #1 has size 2 in dimension 0 but the input has 4}}
+  %0:2 = loom.split %x axis 1 : tensor<4x8xf32> -> tensor<4x4xf32>, tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @split_element_type(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.split' op result #0 is 'tensor<4x4xbf16>' but the input is 'tensor<4x8xf32>'; pieces keep the rank and element type}}
+  %0:2 = loom.split %x axis 1 : tensor<4x8xf32> -> tensor<4x4xbf16>, tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @split_nothing(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.split' op needs at least one result}}
+  "loom.split"(%x) {axis = 1 : i64} : (tensor<4x8xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @broadcast_shape(%x: tensor<3x4xf32>) {
+  // expected-error @+1 {{'loom.broadcast' op cannot broadcast 3x4 to 8x5: input dimensions, aligned with the trailing result dimensions, must equal them or be 1}}
+  %0 = loom.broadcast %x : tensor<3x4xf32> -> tensor<8x5xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_rank(%x: tensor<2x3x4xf32>) {
+  // expected-error @+1 {{'loom.broadcast' op cannot broadcast 2x3x4 to 3x4}}
+  %0 = loom.broadcast %x : tensor<2x3x4xf32> -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+func.func @gather_axis(%t: tensor<10x4xf32>, %i: tensor<3xi64>) {
+  // expected-error @+1 {{'loom.gather' op axis 2 is out of range for an input of rank 2}}
+  %0 = loom.gather %t[%i] axis 2 : (tensor<10x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+func.func @gather_float_indices(%t: tensor<10x4xf32>, %i: tensor<3xf32>) {
+  // expected-error @+1 {{'loom.gather' op operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = loom.gather %t[%i] : (tensor<10x4xf32>, tensor<3xf32>) -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+func.func @gather_result(%t: tensor<10x4xf32>, %i: tensor<3xi64>) {
+  // expected-error @+1 {{'loom.gather' op has result type 'tensor<4x3xf32>' but its operands and attributes give 'tensor<3x4xf32>'}}
+  %0 = loom.gather %t[%i] : (tensor<10x4xf32>, tensor<3xi64>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+func.func @reduce_unsorted(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.reduce_sum' op axes [1, 0] must be sorted, unique and within [0, 2)}}
+  %0 = loom.reduce_sum %x [1, 0] : tensor<4x8xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @reduce_out_of_range(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.reduce_max' op axes [2] must be sorted, unique and within [0, 2)}}
+  %0 = loom.reduce_max %x [2] : tensor<4x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_keepdims(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.reduce_mean' op has result type 'tensor<4xf32>' but its operands and attributes give 'tensor<4x1xf32>'}}
+  %0 = loom.reduce_mean %x [1] keepdims : tensor<4x8xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Layers
+//===----------------------------------------------------------------------===//
+
+func.func @softmax_axis(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.softmax' op axis 2 is out of range for 'tensor<4x8xf32>'}}
+  %0 = loom.softmax %x axis 2 : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @log_softmax_axis(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.log_softmax' op axis -1 is out of range for 'tensor<4x8xf32>'}}
+  %0 = loom.log_softmax %x axis -1 : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_axis(%x: tensor<4x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.layer_norm' op axis 2 is out of range for 'tensor<4x8xf32>'}}
+  %0 = loom.layer_norm %x, %g, %g axis 2 : tensor<4x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_scale(%x: tensor<4x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.layer_norm' op scale and bias have shape 4 but the normalized dimensions 1..1 of the input have shape 8}}
+  %0 = loom.layer_norm %x, %g, %g axis 1 : tensor<4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_epsilon(%x: tensor<4x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.layer_norm' op epsilon must be non-negative}}
+  %0 = loom.layer_norm %x, %g, %g axis 1 epsilon -1.0 : tensor<4x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_ratio(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.dropout' op ratio 1.000000e+00 must be in [0, 1)}}
+  %0:2 = loom.dropout %x ratio 1.0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_labels(%l: tensor<8x127x100xf32>, %y: tensor<8x128xi64>) {
+  // expected-error @+1 {{'loom.cross_entropy' op labels have shape 8x128 but logits 8x127x100 (classes last) need labels of shape 8x127}}
+  %0 = loom.cross_entropy %l, %y : (tensor<8x127x100xf32>, tensor<8x128xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_scalar_logits(%l: tensor<f32>, %y: tensor<i64>) {
+  // expected-error @+1 {{'loom.cross_entropy' op logits need a class dimension (rank >= 1)}}
+  %0 = loom.cross_entropy %l, %y : (tensor<f32>, tensor<i64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_none_result(%l: tensor<8x100xf32>, %y: tensor<8xi64>) {
+  // expected-error @+1 {{'loom.cross_entropy' op has result type 'tensor<f32>' but its operands and attributes give 'tensor<8xf32>'}}
+  %0 = loom.cross_entropy %l, %y reduction none : (tensor<8x100xf32>, tensor<8xi64>) -> tensor<f32>
+  return
+}

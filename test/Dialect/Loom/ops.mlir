@@ -1,0 +1,192 @@
+// Every loom op round-trips through its custom assembly and the generic form.
+// RUN: loom-opt %s --split-input-file | loom-opt --split-input-file | FileCheck %s
+// RUN: loom-opt %s --split-input-file --mlir-print-op-generic | loom-opt --split-input-file | FileCheck %s
+
+// CHECK: loom.mesh @mesh = <dp = 2, pp = 2, tp = 4>
+loom.mesh @mesh = <dp = 2, pp = 2, tp = 4>
+// CHECK: loom.parameter @fc1.weight trainable : tensor<512x2048xf32>{{$}}
+loom.parameter @fc1.weight trainable : tensor<512x2048xf32>
+// CHECK: loom.parameter @fc1.bias trainable : tensor<2048xf32> sharding <@mesh, [{tp}]> = dense<0.000000e+00> : tensor<2048xf32>
+loom.parameter @fc1.bias trainable : tensor<2048xf32> sharding <@mesh, [{tp}]> = dense<0.0> : tensor<2048xf32>
+// CHECK: loom.parameter @positions : tensor<4xi64> = dense<[0, 1, 2, 3]> : tensor<4xi64>
+loom.parameter @positions : tensor<4xi64> = dense<[0, 1, 2, 3]> : tensor<4xi64>
+// CHECK: loom.parameter @"onnx::MatMul_7" : tensor<2x2xf32>
+loom.parameter @"onnx::MatMul_7" : tensor<2x2xf32>
+// CHECK: loom.parameter @blob trainable : tensor<2xf32> = dense_resource<blob> : tensor<2xf32>
+loom.parameter @blob trainable : tensor<2xf32> = dense_resource<blob> : tensor<2xf32>
+
+// CHECK-LABEL: func @state
+func.func @state(%x: tensor<8x512xf32>) -> tensor<8x512xf32> {
+  // CHECK: loom.param @fc1.weight : tensor<512x2048xf32>
+  %w = loom.param @fc1.weight : tensor<512x2048xf32>
+  // CHECK: loom.param @"onnx::MatMul_7" : tensor<2x2xf32>
+  %m = loom.param @"onnx::MatMul_7" : tensor<2x2xf32>
+  // CHECK: loom.constant dense<1.000000e+00> : tensor<4xf32>
+  %c = loom.constant dense<1.0> : tensor<4xf32>
+  // CHECK: loom.constant dense<true> : tensor<2xi1>
+  %b = loom.constant dense<true> : tensor<2xi1>
+  // CHECK: loom.shard %{{.*}} to <@mesh, [{dp}, {}]> : tensor<8x512xf32>
+  %s = loom.shard %x to <@mesh, [{dp}, {}]> : tensor<8x512xf32>
+  return %s : tensor<8x512xf32>
+}
+
+{-#
+  dialect_resources: {
+    builtin: {
+      blob: "0x040000000000803F00000040"
+    }
+  }
+#-}
+
+// -----
+
+// CHECK-LABEL: func @unary
+func.func @unary(%x: tensor<8x16xf32>, %i: tensor<4xi64>) {
+  // CHECK: loom.sqrt %{{.*}} : tensor<8x16xf32>
+  %0 = loom.sqrt %x : tensor<8x16xf32>
+  // CHECK: loom.rsqrt %{{.*}} : tensor<8x16xf32>
+  %1 = loom.rsqrt %x : tensor<8x16xf32>
+  // CHECK: loom.exp %{{.*}} : tensor<8x16xf32>
+  %2 = loom.exp %x : tensor<8x16xf32>
+  // CHECK: loom.log %{{.*}} : tensor<8x16xf32>
+  %3 = loom.log %x : tensor<8x16xf32>
+  // CHECK: loom.neg %{{.*}} : tensor<8x16xf32>
+  %4 = loom.neg %x : tensor<8x16xf32>
+  // CHECK: loom.neg %{{.*}} : tensor<4xi64>
+  %5 = loom.neg %i : tensor<4xi64>
+  // CHECK: loom.erf %{{.*}} : tensor<8x16xf32>
+  %6 = loom.erf %x : tensor<8x16xf32>
+  // CHECK: loom.tanh %{{.*}} : tensor<8x16xf32>
+  %7 = loom.tanh %x : tensor<8x16xf32>
+  // CHECK: loom.sigmoid %{{.*}} : tensor<8x16xf32>
+  %8 = loom.sigmoid %x : tensor<8x16xf32>
+  // CHECK: loom.relu %{{.*}} : tensor<8x16xf32>
+  %9 = loom.relu %x : tensor<8x16xf32>
+  // CHECK: loom.reciprocal %{{.*}} : tensor<8x16xf32>
+  %10 = loom.reciprocal %x : tensor<8x16xf32>
+  // CHECK: loom.gelu %{{.*}} : tensor<8x16xf32>
+  %11 = loom.gelu %x : tensor<8x16xf32>
+  // CHECK: loom.gelu %{{.*}} approximate tanh : tensor<8x16xf32>
+  %12 = loom.gelu %x approximate tanh : tensor<8x16xf32>
+  // CHECK: loom.cast %{{.*}} : tensor<8x16xf32> -> tensor<8x16xbf16>
+  %13 = loom.cast %x : tensor<8x16xf32> -> tensor<8x16xbf16>
+  // CHECK: loom.cast %{{.*}} : tensor<4xi64> -> tensor<4xi1>
+  %14 = loom.cast %i : tensor<4xi64> -> tensor<4xi1>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func @binary
+func.func @binary(%a: tensor<8x16xf32>, %b: tensor<16xf32>, %c: tensor<8x1xf32>,
+                  %i: tensor<4xi32>, %h: tensor<8x16xf16>) {
+  // CHECK: loom.add %{{.*}}, %{{.*}} : tensor<8x16xf32>
+  %0 = loom.add %a, %a : tensor<8x16xf32>
+  // CHECK: loom.add %{{.*}}, %{{.*}} : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %1 = loom.add %a, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  // CHECK: loom.sub %{{.*}}, %{{.*}} : (tensor<8x1xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %2 = loom.sub %c, %b : (tensor<8x1xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  // CHECK: loom.mul %{{.*}}, %{{.*}} : tensor<4xi32>
+  %3 = loom.mul %i, %i : tensor<4xi32>
+  // CHECK: loom.div %{{.*}}, %{{.*}} : tensor<8x16xf16>
+  %4 = loom.div %h, %h : tensor<8x16xf16>
+  // CHECK: loom.pow %{{.*}}, %{{.*}} : (tensor<8x16xf32>, tensor<8x1xf32>) -> tensor<8x16xf32>
+  %5 = loom.pow %a, %c : (tensor<8x16xf32>, tensor<8x1xf32>) -> tensor<8x16xf32>
+  // CHECK: loom.compare lt, %{{.*}}, %{{.*}} : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xi1>
+  %6 = loom.compare lt, %a, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xi1>
+  // CHECK: loom.compare eq, %{{.*}}, %{{.*}} : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi1>
+  %7 = loom.compare eq, %i, %i : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi1>
+  // CHECK: loom.select %{{.*}}, %{{.*}}, %{{.*}} : (tensor<8x16xi1>, tensor<8x1xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %8 = loom.select %6, %c, %b : (tensor<8x16xi1>, tensor<8x1xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func @linear
+func.func @linear(%x: tensor<8x128x768xf32>, %w: tensor<768x3072xf32>, %bias: tensor<3072xf32>,
+                  %q: tensor<8x12x128x64xbf16>, %wt: tensor<3072x768xf32>) {
+  // CHECK: loom.matmul %{{.*}}, %{{.*}} : (tensor<8x128x768xf32>, tensor<768x3072xf32>) -> tensor<8x128x3072xf32>
+  %0 = loom.matmul %x, %w : (tensor<8x128x768xf32>, tensor<768x3072xf32>) -> tensor<8x128x3072xf32>
+  // CHECK: loom.matmul %{{.*}}, %{{.*}} transpose_rhs : (tensor<8x12x128x64xbf16>, tensor<8x12x128x64xbf16>) -> tensor<8x12x128x128xbf16>
+  %1 = loom.matmul %q, %q transpose_rhs : (tensor<8x12x128x64xbf16>, tensor<8x12x128x64xbf16>) -> tensor<8x12x128x128xbf16>
+  // CHECK: loom.matmul %{{.*}}, %{{.*}} transpose_lhs : (tensor<768x3072xf32>, tensor<768x3072xf32>) -> tensor<3072x3072xf32>
+  %2 = loom.matmul %w, %w transpose_lhs : (tensor<768x3072xf32>, tensor<768x3072xf32>) -> tensor<3072x3072xf32>
+  // CHECK: loom.matmul %{{.*}}, %{{.*}} transpose_lhs transpose_rhs : (tensor<3072x768xf32>, tensor<768x3072xf32>) -> tensor<768x768xf32>
+  %5 = loom.matmul %wt, %w transpose_lhs transpose_rhs : (tensor<3072x768xf32>, tensor<768x3072xf32>) -> tensor<768x768xf32>
+  // CHECK: loom.matmul %{{.*}}, %{{.*}} transpose_rhs : (tensor<8x128x768xf32>, tensor<3072x768xf32>) -> tensor<8x128x3072xf32>
+  %3 = loom.matmul %x, %wt transpose_rhs : (tensor<8x128x768xf32>, tensor<3072x768xf32>) -> tensor<8x128x3072xf32>
+  // CHECK: loom.bias_add %{{.*}}, %{{.*}} : tensor<8x128x3072xf32>, tensor<3072xf32>
+  %4 = loom.bias_add %0, %bias : tensor<8x128x3072xf32>, tensor<3072xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func @shapes
+func.func @shapes(%x: tensor<8x128x768xf32>, %qkv: tensor<8x128x2304xf32>, %v: tensor<1x768xf32>,
+                  %table: tensor<50257x768xf32>, %ids: tensor<8x128xi64>) {
+  // CHECK: loom.reshape %{{.*}} : tensor<8x128x768xf32> -> tensor<8x128x12x64xf32>
+  %0 = loom.reshape %x : tensor<8x128x768xf32> -> tensor<8x128x12x64xf32>
+  // CHECK: loom.transpose %{{.*}} [0, 2, 1, 3] : tensor<8x128x12x64xf32> -> tensor<8x12x128x64xf32>
+  %1 = loom.transpose %0 [0, 2, 1, 3] : tensor<8x128x12x64xf32> -> tensor<8x12x128x64xf32>
+  // CHECK: loom.slice %{{.*}} [0:8, 0:128, 768:1536] : tensor<8x128x2304xf32> -> tensor<8x128x768xf32>
+  %2 = loom.slice %qkv [0:8, 0:128, 768:1536] : tensor<8x128x2304xf32> -> tensor<8x128x768xf32>
+  // CHECK: loom.slice %{{.*}} [0:8:3, 0:128, 1:768:2] : tensor<8x128x768xf32> -> tensor<3x128x384xf32>
+  %3 = loom.slice %x [0:8:3, 0:128:1, 1:768:2] : tensor<8x128x768xf32> -> tensor<3x128x384xf32>
+  // CHECK: loom.concat %{{.*}}, %{{.*}} axis 2 : (tensor<8x128x768xf32>, tensor<8x128x2304xf32>) -> tensor<8x128x3072xf32>
+  %4 = loom.concat %x, %qkv axis 2 : (tensor<8x128x768xf32>, tensor<8x128x2304xf32>) -> tensor<8x128x3072xf32>
+  // CHECK: loom.split %{{.*}} axis 2 : tensor<8x128x2304xf32> -> tensor<8x128x768xf32>, tensor<8x128x1536xf32>
+  %5:2 = loom.split %qkv axis 2 : tensor<8x128x2304xf32> -> tensor<8x128x768xf32>, tensor<8x128x1536xf32>
+  // CHECK: loom.broadcast %{{.*}} : tensor<1x768xf32> -> tensor<8x128x768xf32>
+  %6 = loom.broadcast %v : tensor<1x768xf32> -> tensor<8x128x768xf32>
+  // CHECK: loom.gather %{{.*}}[%{{.*}}] : (tensor<50257x768xf32>, tensor<8x128xi64>) -> tensor<8x128x768xf32>
+  %7 = loom.gather %table[%ids] : (tensor<50257x768xf32>, tensor<8x128xi64>) -> tensor<8x128x768xf32>
+  // CHECK: loom.gather %{{.*}}[%{{.*}}] axis 1 : (tensor<50257x768xf32>, tensor<8x128xi64>) -> tensor<50257x8x128xf32>
+  %8 = loom.gather %table[%ids] axis 1 : (tensor<50257x768xf32>, tensor<8x128xi64>) -> tensor<50257x8x128xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func @reductions
+func.func @reductions(%x: tensor<8x16x4xf32>, %i: tensor<8x16xi32>) {
+  // CHECK: loom.reduce_sum %{{.*}} [1] : tensor<8x16x4xf32> -> tensor<8x4xf32>
+  %0 = loom.reduce_sum %x [1] : tensor<8x16x4xf32> -> tensor<8x4xf32>
+  // CHECK: loom.reduce_sum %{{.*}} [0, 1] : tensor<8x16xi32> -> tensor<i32>
+  %1 = loom.reduce_sum %i [0, 1] : tensor<8x16xi32> -> tensor<i32>
+  // CHECK: loom.reduce_mean %{{.*}} [2] keepdims : tensor<8x16x4xf32> -> tensor<8x16x1xf32>
+  %2 = loom.reduce_mean %x [2] keepdims : tensor<8x16x4xf32> -> tensor<8x16x1xf32>
+  // CHECK: loom.reduce_max %{{.*}} [0, 2] : tensor<8x16x4xf32> -> tensor<16xf32>
+  %3 = loom.reduce_max %x [0, 2] : tensor<8x16x4xf32> -> tensor<16xf32>
+  // CHECK: loom.reduce_sum %{{.*}} [] : tensor<8x16x4xf32> -> tensor<8x16x4xf32>
+  %4 = loom.reduce_sum %x [] : tensor<8x16x4xf32> -> tensor<8x16x4xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func @layers
+func.func @layers(%s: tensor<8x12x128x128xf32>, %x: tensor<8x128x768xf32>, %g: tensor<768xf32>,
+                  %b: tensor<768xf32>, %logits: tensor<1024x50257xf32>, %labels: tensor<1024xi64>,
+                  %logits3: tensor<8x128x50257xf32>, %labels3: tensor<8x128xi32>) {
+  // CHECK: loom.softmax %{{.*}} axis 3 : tensor<8x12x128x128xf32>
+  %0 = loom.softmax %s axis 3 : tensor<8x12x128x128xf32>
+  // CHECK: loom.log_softmax %{{.*}} axis 0 : tensor<8x12x128x128xf32>
+  %1 = loom.log_softmax %s axis 0 : tensor<8x12x128x128xf32>
+  // CHECK: loom.layer_norm %{{.*}}, %{{.*}}, %{{.*}} axis 2 : tensor<8x128x768xf32>, tensor<768xf32>
+  %2 = loom.layer_norm %x, %g, %b axis 2 : tensor<8x128x768xf32>, tensor<768xf32>
+  // CHECK: loom.layer_norm %{{.*}}, %{{.*}}, %{{.*}} axis 2 epsilon 9.9999999999999995E-7 : tensor<8x128x768xf32>, tensor<768xf32>
+  %3 = loom.layer_norm %x, %g, %b axis 2 epsilon 1.0e-6 : tensor<8x128x768xf32>, tensor<768xf32>
+  // CHECK: %{{.*}}, %{{.*}} = loom.dropout %{{.*}} ratio 1.000000e-01 seed 7 : tensor<8x128x768xf32>
+  %4:2 = loom.dropout %x ratio 0.1 seed 7 : tensor<8x128x768xf32>
+  // CHECK: loom.dropout %{{.*}} ratio 5.000000e-01 : tensor<8x128x768xf32>
+  %5:2 = loom.dropout %x ratio 0.5 : tensor<8x128x768xf32>
+  // CHECK: loom.cross_entropy %{{.*}}, %{{.*}} : (tensor<1024x50257xf32>, tensor<1024xi64>) -> tensor<f32>
+  %6 = loom.cross_entropy %logits, %labels : (tensor<1024x50257xf32>, tensor<1024xi64>) -> tensor<f32>
+  // CHECK: loom.cross_entropy %{{.*}}, %{{.*}} reduction none ignore_index -100 : (tensor<8x128x50257xf32>, tensor<8x128xi32>) -> tensor<8x128xf32>
+  %7 = loom.cross_entropy %logits3, %labels3 reduction none ignore_index -100 : (tensor<8x128x50257xf32>, tensor<8x128xi32>) -> tensor<8x128xf32>
+  // CHECK: loom.cross_entropy %{{.*}}, %{{.*}} reduction sum : (tensor<1024x50257xf32>, tensor<1024xi64>) -> tensor<f32>
+  %8 = loom.cross_entropy %logits, %labels reduction sum : (tensor<1024x50257xf32>, tensor<1024xi64>) -> tensor<f32>
+  return
+}

@@ -1,0 +1,102 @@
+// Pins the factor rule (iterator types + indexing maps) of every loom op.
+// RUN: loom-opt %s --loom-test-print-factors --verify-diagnostics -o /dev/null
+
+loom.parameter @w : tensor<768x3072xf32>
+func.func @f(%x: tensor<8x128x768xf32>, %w: tensor<768x3072xf32>, %wt: tensor<3072x768xf32>,
+             %q: tensor<8x12x128x64xf32>, %a: tensor<2x4x8xf32>, %r: tensor<8xf32>, %c: tensor<4x1xf32>,
+             %t: tensor<50257x768xf32>, %ids: tensor<8x128xi64>, %g: tensor<768xf32>,
+             %l: tensor<8x128x50257xf32>, %y: tensor<8x128xi64>, %s: tensor<6x4xf32>,
+             %m: tensor<2x4x8xi1>, %b: tensor<3072xf32>) {
+  // Rank-3 activations times a shared weight: batch, M and N parallel, K contracting.
+  // expected-remark @below {{loom.matmul: iterators = [parallel, parallel, parallel, contracting], sizes = [8, 128, 3072, 768], maps = [(d0, d1, d2, d3) -> (d0, d1, d3), (d0, d1, d2, d3) -> (d3, d2), (d0, d1, d2, d3) -> (d0, d1, d2)]}}
+  %0 = loom.matmul %x, %w : (tensor<8x128x768xf32>, tensor<768x3072xf32>) -> tensor<8x128x3072xf32>
+  // transpose_rhs reads the weight as [N, K].
+  // expected-remark @below {{loom.matmul: iterators = [parallel, parallel, parallel, contracting], sizes = [8, 128, 3072, 768], maps = [(d0, d1, d2, d3) -> (d0, d1, d3), (d0, d1, d2, d3) -> (d2, d3), (d0, d1, d2, d3) -> (d0, d1, d2)]}}
+  %1 = loom.matmul %x, %wt transpose_rhs : (tensor<8x128x768xf32>, tensor<3072x768xf32>) -> tensor<8x128x3072xf32>
+  // Attention scores: two batch dims, both operands batched.
+  // expected-remark @below {{loom.matmul: iterators = [parallel, parallel, parallel, parallel, contracting], sizes = [8, 12, 128, 128, 64], maps = [(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4), (d0, d1, d2, d3, d4) -> (d0, d1, d3, d4), (d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)]}}
+  %2 = loom.matmul %q, %q transpose_rhs : (tensor<8x12x128x64xf32>, tensor<8x12x128x64xf32>) -> tensor<8x12x128x128xf32>
+  // Both transposed; the batch dims come from the rhs.
+  // expected-remark @below {{loom.matmul: iterators = [parallel, parallel, parallel, contracting], sizes = [8, 3072, 128, 768], maps = [(d0, d1, d2, d3) -> (d3, d1), (d0, d1, d2, d3) -> (d0, d2, d3), (d0, d1, d2, d3) -> (d0, d1, d2)]}}
+  %3 = loom.matmul %w, %x transpose_lhs transpose_rhs : (tensor<768x3072xf32>, tensor<8x128x768xf32>) -> tensor<8x3072x128xf32>
+  // Elementwise with a broadcast rank-1 operand.
+  // expected-remark @below {{loom.add: iterators = [parallel, parallel, parallel], sizes = [2, 4, 8], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d2), (d0, d1, d2) -> (d0, d1, d2)]}}
+  %4 = loom.add %a, %r : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  // Size-1 broadcast dimensions map to the constant 0.
+  // expected-remark @below {{loom.mul: iterators = [parallel, parallel], sizes = [4, 8], maps = [(d0, d1) -> (d0, 0), (d0, d1) -> (d1), (d0, d1) -> (d0, d1)]}}
+  %5 = loom.mul %c, %r : (tensor<4x1xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  // expected-remark @below {{loom.exp: iterators = [parallel, parallel, parallel], sizes = [2, 4, 8], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d1, d2)]}}
+  %6 = loom.exp %a : tensor<2x4x8xf32>
+  // expected-remark @below {{loom.select: iterators = [parallel, parallel, parallel], sizes = [2, 4, 8], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d2), (d0, d1, d2) -> (d0, d1, d2)]}}
+  %7 = loom.select %m, %a, %r : (tensor<2x4x8xi1>, tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  // expected-remark @below {{loom.compare: iterators = [parallel, parallel], sizes = [4, 8], maps = [(d0, d1) -> (d0, 0), (d0, d1) -> (d1), (d0, d1) -> (d0, d1)]}}
+  %8 = loom.compare lt, %c, %r : (tensor<4x1xf32>, tensor<8xf32>) -> tensor<4x8xi1>
+  // expected-remark @below {{loom.cast: iterators = [parallel, parallel, parallel], sizes = [2, 4, 8], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d1, d2)]}}
+  %9 = loom.cast %a : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
+  // Reductions: reduced dims are reduction factors.
+  // expected-remark @below {{loom.reduce_sum: iterators = [parallel, reduction_sum, parallel], sizes = [2, 4, 8], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d2)]}}
+  %10 = loom.reduce_sum %a [1] : tensor<2x4x8xf32> -> tensor<2x8xf32>
+  // A mean is a sum divided by a constant; keepdims maps to 0.
+  // expected-remark @below {{loom.reduce_mean: iterators = [parallel, parallel, reduction_sum], sizes = [2, 4, 8], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d1, 0)]}}
+  %11 = loom.reduce_mean %a [2] keepdims : tensor<2x4x8xf32> -> tensor<2x4x1xf32>
+  // Max reductions leave partial maxima.
+  // expected-remark @below {{loom.reduce_max: iterators = [reduction_max, parallel, reduction_max], sizes = [2, 4, 8], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d1)]}}
+  %12 = loom.reduce_max %a [0, 2] : tensor<2x4x8xf32> -> tensor<4xf32>
+  // Softmax needs its axis whole.
+  // expected-remark @below {{loom.softmax: iterators = [parallel, parallel, parallel, need_replication], sizes = [8, 12, 128, 64], maps = [(d0, d1, d2, d3) -> (d0, d1, d2, d3), (d0, d1, d2, d3) -> (d0, d1, d2, d3)]}}
+  %13 = loom.softmax %q axis 3 : tensor<8x12x128x64xf32>
+  // expected-remark @below {{loom.log_softmax: iterators = [parallel, need_replication, parallel], sizes = [2, 4, 8], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d1, d2)]}}
+  %14 = loom.log_softmax %a axis 1 : tensor<2x4x8xf32>
+  // Layer norm needs the normalized dims whole; scale and bias follow them.
+  // expected-remark @below {{loom.layer_norm: iterators = [parallel, parallel, need_replication], sizes = [8, 128, 768], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d2), (d0, d1, d2) -> (d2), (d0, d1, d2) -> (d0, d1, d2)]}}
+  %15 = loom.layer_norm %x, %g, %g axis 2 : tensor<8x128x768xf32>, tensor<768xf32>
+  // Embedding lookup: the vocabulary dim contracts (one-hot product).
+  // expected-remark @below {{loom.gather: iterators = [parallel, parallel, contracting, parallel], sizes = [8, 128, 50257, 768], maps = [(d0, d1, d2, d3) -> (d2, d3), (d0, d1, d2, d3) -> (d0, d1), (d0, d1, d2, d3) -> (d0, d1, d3)]}}
+  %16 = loom.gather %t[%ids] : (tensor<50257x768xf32>, tensor<8x128xi64>) -> tensor<8x128x768xf32>
+  // Gather along an inner axis: outer, index and inner dims are parallel.
+  // expected-remark @below {{loom.gather: iterators = [parallel, parallel, parallel, contracting, parallel], sizes = [2, 8, 128, 4, 8], maps = [(d0, d1, d2, d3, d4) -> (d0, d3, d4), (d0, d1, d2, d3, d4) -> (d1, d2), (d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)]}}
+  %17 = loom.gather %a[%ids] axis 1 : (tensor<2x4x8xf32>, tensor<8x128xi64>) -> tensor<2x8x128x8xf32>
+  // Splitting heads: D = H x Dh.
+  // expected-remark @below {{loom.reshape: iterators = [parallel, parallel, parallel, parallel], sizes = [8, 128, 12, 64], maps = [(d0, d1, d2, d3) -> (d0, d1, d2 * 64 + d3), (d0, d1, d2, d3) -> (d0, d1, d2, d3)]}}
+  %18 = loom.reshape %x : tensor<8x128x768xf32> -> tensor<8x128x12x64xf32>
+  // Merging batch and sequence.
+  // expected-remark @below {{loom.reshape: iterators = [parallel, parallel, parallel], sizes = [8, 128, 768], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0 * 128 + d1, d2)]}}
+  %19 = loom.reshape %x : tensor<8x128x768xf32> -> tensor<1024x768xf32>
+  // No common refinement: every dim needs replication, on its side only.
+  // expected-remark @below {{loom.reshape: iterators = [need_replication, need_replication, need_replication, need_replication], sizes = [6, 4, 4, 6], maps = [(d0, d1, d2, d3) -> (d0, d1), (d0, d1, d2, d3) -> (d2, d3)]}}
+  %20 = loom.reshape %s : tensor<6x4xf32> -> tensor<4x6xf32>
+  // Unit dims map to no factor.
+  // expected-remark @below {{loom.reshape: iterators = [parallel, parallel, parallel], sizes = [2, 4, 8], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (0, (d0 * 4 + d1) * 8 + d2, 0)]}}
+  %21 = loom.reshape %a : tensor<2x4x8xf32> -> tensor<1x64x1xf32>
+  // Splitting heads: D = H x Dh.
+  // expected-remark @below {{loom.transpose: iterators = [parallel, parallel, parallel, parallel], sizes = [8, 12, 128, 64], maps = [(d0, d1, d2, d3) -> (d0, d1, d2, d3), (d0, d1, d2, d3) -> (d0, d2, d1, d3)]}}
+  %22 = loom.transpose %q [0, 2, 1, 3] : tensor<8x12x128x64xf32> -> tensor<8x128x12x64xf32>
+  // A whole dim stays parallel; a sliced dim needs replication.
+  // expected-remark @below {{loom.slice: iterators = [parallel, need_replication, need_replication], sizes = [6, 4, 2], maps = [(d0, d1, d2) -> (d0, d1), (d0, d1, d2) -> (d0, d2)]}}
+  %23 = loom.slice %s [0:6, 1:3] : tensor<6x4xf32> -> tensor<6x2xf32>
+  // Concat: the axis needs replication, one factor per tensor.
+  // expected-remark @below {{loom.concat: iterators = [parallel, need_replication, need_replication, need_replication], sizes = [6, 4, 4, 8], maps = [(d0, d1, d2, d3) -> (d0, d1), (d0, d1, d2, d3) -> (d0, d2), (d0, d1, d2, d3) -> (d0, d3)]}}
+  %24 = loom.concat %s, %s axis 1 : (tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<6x8xf32>
+  // Split mirrors concat.
+  // expected-remark @below {{loom.split: iterators = [parallel, need_replication, need_replication, need_replication], sizes = [4, 2, 4, 6], maps = [(d0, d1, d2, d3) -> (d3, d0), (d0, d1, d2, d3) -> (d1, d0), (d0, d1, d2, d3) -> (d2, d0)]}}
+  %25:2 = loom.split %s axis 0 : tensor<6x4xf32> -> tensor<2x4xf32>, tensor<4x4xf32>
+  // Broadcast: new and size-1 dims exist only in the result.
+  // expected-remark @below {{loom.broadcast: iterators = [parallel, parallel, parallel], sizes = [3, 4, 8], maps = [(d0, d1, d2) -> (d1, 0), (d0, d1, d2) -> (d0, d1, d2)]}}
+  %26 = loom.broadcast %c : tensor<4x1xf32> -> tensor<3x4x8xf32>
+  // expected-remark @below {{loom.bias_add: iterators = [parallel, parallel, parallel], sizes = [8, 128, 3072], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d2), (d0, d1, d2) -> (d0, d1, d2)]}}
+  %27 = loom.bias_add %0, %b : tensor<8x128x3072xf32>, tensor<3072xf32>
+  // expected-remark @below {{loom.dropout: iterators = [parallel, parallel, parallel], sizes = [2, 4, 8], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d1, d2)]}}
+  %28:2 = loom.dropout %a ratio 0.1 : tensor<2x4x8xf32>
+  // Mean loss: samples are summed, classes needed whole.
+  // expected-remark @below {{loom.cross_entropy: iterators = [reduction_sum, reduction_sum, need_replication], sizes = [8, 128, 50257], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d1), (d0, d1, d2) -> ()]}}
+  %29 = loom.cross_entropy %l, %y : (tensor<8x128x50257xf32>, tensor<8x128xi64>) -> tensor<f32>
+  // Per-sample loss: samples stay parallel.
+  // expected-remark @below {{loom.cross_entropy: iterators = [parallel, parallel, need_replication], sizes = [8, 128, 50257], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d1), (d0, d1, d2) -> (d0, d1)]}}
+  %30 = loom.cross_entropy %l, %y reduction none : (tensor<8x128x50257xf32>, tensor<8x128xi64>) -> tensor<8x128xf32>
+  // expected-remark @below {{loom.param: iterators = [parallel, parallel], sizes = [768, 3072], maps = [(d0, d1) -> (d0, d1)]}}
+  %31 = loom.param @w : tensor<768x3072xf32>
+  // Scalars have no factors.
+  // expected-remark @below {{loom.constant: iterators = [], sizes = [], maps = [() -> ()]}}
+  %32 = loom.constant dense<1.0> : tensor<f32>
+  return
+}
