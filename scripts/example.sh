@@ -9,7 +9,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 input="${1:-$root/examples/gpt-block/gpt_block.mlir}"
 
-"$root/scripts/bootstrap.sh" >/dev/null
+# Set-up progress goes to stderr; stdout is the result.
+"$root/scripts/bootstrap.sh" >&2
 
 out="$build/examples/$(basename "${input%.mlir}").opt.mlir"
 mkdir -p "$(dirname "$out")"

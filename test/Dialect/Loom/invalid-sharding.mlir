@@ -166,3 +166,20 @@ func.func private @result() -> (tensor<8xf32> {loom.sharding = #loom.sharding<@m
 
 // expected-error @+1 {{'func.func' op 'loom.sharding' on argument #0 must be a #loom.sharding}}
 func.func private @argument_kind(%x: tensor<8xf32> {loom.sharding = "tp"})
+
+// -----
+
+// expected-error @+1 {{mesh has more devices than fit in 64 bits}}
+loom.mesh @mesh = <a = 4294967296, b = 4294967296>
+
+// -----
+
+loom.mesh @mesh = <tp = 2>
+// expected-error @+1 {{'func.func' op has an invalid sharding of argument #0: dimension 0 of 'tensor<?xf32>' is dynamic; only static dimensions can be split}}
+func.func private @dynamic(%x: tensor<?xf32> {loom.sharding = #loom.sharding<@mesh, [{tp}]>})
+
+// -----
+
+loom.mesh @mesh = <tp = 2>
+// expected-error @+1 {{sharding axis name 'a b' is not an identifier}}
+func.func private @bad_axis_name(%x: tensor<4xf32> {loom.sharding = #loom.sharding<@mesh, [{"a b"}]>})

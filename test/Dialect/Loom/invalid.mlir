@@ -488,3 +488,62 @@ func.func @cross_entropy_none_result(%l: tensor<8x100xf32>, %y: tensor<8xi64>) {
   %0 = loom.cross_entropy %l, %y reduction none : (tensor<8x100xf32>, tensor<8xi64>) -> tensor<f32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Sizes that do not fit in 64 bits
+//===----------------------------------------------------------------------===//
+
+func.func @too_many_elements(%x: tensor<8589934592x2147483648xf32>) {
+  // expected-error @+1 {{'loom.reshape' op operand #0 of type 'tensor<8589934592x2147483648xf32>' has more elements than fit in 64 bits}}
+  %0 = loom.reshape %x : tensor<8589934592x2147483648xf32> -> tensor<4294967296x4294967296xf32>
+  return
+}
+
+// -----
+
+func.func @too_many_result_elements(%x: tensor<2xi32>) {
+  // expected-error @+1 {{'loom.reshape' op result #0 of type 'tensor<3x6148914691236517206xi32>' has more elements than fit in 64 bits}}
+  %0 = loom.reshape %x : tensor<2xi32> -> tensor<3x6148914691236517206xi32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.parameter' op has type 'tensor<4294967296x4294967296xf32>', which has more elements than fit in 64 bits}}
+loom.parameter @huge : tensor<4294967296x4294967296xf32>
+
+// -----
+
+func.func @concat_overflow(%x: tensor<6917529027641081856xi1>) {
+  // expected-error @+1 {{'loom.concat' op concatenated size along axis 0 does not fit in 64 bits}}
+  %0 = loom.concat %x, %x axis 0 : (tensor<6917529027641081856xi1>, tensor<6917529027641081856xi1>) -> tensor<2xi1>
+  return
+}
+
+// -----
+
+func.func @split_overflow(%x: tensor<2xf32>) {
+  // expected-error @+1 {{'loom.split' op result sizes along axis 0 add up to more than fits in 64 bits}}
+  %0:3 = loom.split %x axis 0 : tensor<2xf32>
+      -> tensor<6148914691236517206xf32>, tensor<6148914691236517206xf32>, tensor<6148914691236517206xf32>
+  return
+}
+
+// -----
+
+func.func @slice_attribute_lengths(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.slice' op expected 2 ranges (one per dimension), got 2 starts, 2 limits and 1 strides}}
+  %0 = "loom.slice"(%x) {starts = array<i64: 0, 0>, limits = array<i64: 4, 8>, strides = array<i64: 1>}
+      : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_nan_epsilon(%x: tensor<4x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.layer_norm' op epsilon must be non-negative, got nan}}
+  %0 = loom.layer_norm %x, %g, %g axis 1 epsilon 0x7FF8000000000000 : tensor<4x8xf32>, tensor<8xf32>
+  return
+}

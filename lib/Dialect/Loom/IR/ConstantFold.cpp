@@ -128,7 +128,7 @@ Attribute opimpl::foldElementwise(ArrayRef<Attribute> operands,
   bool allSplat =
       llvm::all_of(inputs, [](const Elements &e) { return e.splat; });
   int64_t count = allSplat ? 1 : resultType.getNumElements();
-  if (count > kMaxFoldedElements)
+  if (count < 0 || count > kMaxFoldedElements)
     return {};
 
   SmallVector<Scalar> results;
@@ -165,7 +165,8 @@ Attribute opimpl::foldGather(Attribute input, ShapedType resultType,
     return {};
   if (elements->splat)
     return makeDense(resultType, elements->values);
-  if (resultType.getNumElements() > kMaxFoldedElements)
+  int64_t count = resultType.getNumElements();
+  if (count < 0 || count > kMaxFoldedElements)
     return {};
   SmallVector<Scalar> results;
   results.reserve(resultType.getNumElements());

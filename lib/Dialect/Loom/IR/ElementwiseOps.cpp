@@ -9,6 +9,9 @@
 #include "OpUtils.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 
+#include "llvm/ADT/APSInt.h"
+#include "llvm/Support/MathExtras.h"
+
 #include <cmath>
 
 using namespace mlir;
@@ -140,7 +143,9 @@ OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
                          [&](ArrayRef<Scalar> args) -> std::optional<Scalar> {
                            if (isFloat)
                              return Scalar::ofFloat(-args[0].f);
-                           return Scalar::ofInt(-args[0].i);
+                           // Wraps like the runtime (and avoids C++ UB).
+                           return Scalar::ofInt(static_cast<int64_t>(
+                               0 - static_cast<uint64_t>(args[0].i)));
                          });
 }
 
@@ -151,12 +156,37 @@ OpFoldResult GeluOp::fold(FoldAdaptor adaptor) {
       [&](ArrayRef<Scalar> args) -> std::optional<Scalar> {
         double x = args[0].f;
         if (useTanh) {
-          const double kAlpha = std::sqrt(2.0 / M_PI);
+          const double kAlpha = std::sqrt(2.0 / llvm::numbers::pi);
           return Scalar::ofFloat(
               0.5 * x * (1.0 + std::tanh(kAlpha * (x + 0.044715 * x * x * x))));
         }
-        return Scalar::ofFloat(0.5 * x * (1.0 + std::erf(x / M_SQRT2)));
+        return Scalar::ofFloat(0.5 * x *
+                               (1.0 + std::erf(x / llvm::numbers::sqrt2)));
       });
+}
+
+/// Folds an integer-to-float cast by converting each integer straight into
+/// the target format: going through double would round twice for |x| > 2^53.
+static Attribute foldIntToFloat(Attribute input, ShapedType resultType) {
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(input);
+  if (!dense ||
+      (!dense.isSplat() && dense.getNumElements() > opimpl::kMaxFoldedElements))
+    return {};
+  const llvm::fltSemantics &semantics =
+      cast<FloatType>(resultType.getElementType()).getFloatSemantics();
+  bool isSigned = !dense.getElementType().isInteger(1);
+  auto convert = [&](const APInt &value) {
+    APFloat result(semantics);
+    result.convertFromAPInt(value, isSigned, APFloat::rmNearestTiesToEven);
+    return result;
+  };
+  if (dense.isSplat())
+    return DenseElementsAttr::get(resultType,
+                                  convert(dense.getSplatValue<APInt>()));
+  SmallVector<APFloat> values;
+  for (const APInt &value : dense.getValues<APInt>())
+    values.push_back(convert(value));
+  return DenseElementsAttr::get(resultType, values);
 }
 
 OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
@@ -165,23 +195,31 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   Type from = getInput().getType().getElementType();
   Type to = getType().getElementType();
   bool fromFloat = isa<FloatType>(from), toFloat = isa<FloatType>(to);
+  if (!fromFloat && toFloat)
+    return foldIntToFloat(adaptor.getInput(), getType());
   bool toBool = to.isInteger(1);
+  unsigned width = to.getIntOrFloatBitWidth();
   return foldElementwise(
       adaptor.getInput(), getType(),
       [&](ArrayRef<Scalar> args) -> std::optional<Scalar> {
         const Scalar &x = args[0];
         if (toBool)
           return Scalar::ofInt(fromFloat ? x.f != 0.0 : x.i != 0);
+        // A double holds every f16/bf16/f32/f64 value exactly, so float to
+        // float rounds once, when the result is built.
         if (toFloat)
-          return Scalar::ofFloat(fromFloat ? x.f : static_cast<double>(x.i));
+          return Scalar::ofFloat(x.f);
+        // Integer to integer wraps to the target width when built.
         if (!fromFloat)
           return Scalar::ofInt(x.i);
-        // Float to integer rounds toward zero; leave out-of-range values
-        // (and NaN) to the runtime rather than folding an arbitrary result.
-        double truncated = std::trunc(x.f);
-        if (!(truncated >= -9.2e18 && truncated <= 9.2e18))
+        // Float to integer rounds toward zero. Values outside the target's
+        // range, and NaN, have no defined result: leave them to the runtime.
+        llvm::APSInt result(width, /*isUnsigned=*/false);
+        bool isExact;
+        if (APFloat(x.f).convertToInteger(result, APFloat::rmTowardZero,
+                                          &isExact) == APFloat::opInvalidOp)
           return std::nullopt;
-        return Scalar::ofInt(static_cast<int64_t>(truncated));
+        return Scalar::ofInt(result.getSExtValue());
       });
 }
 
@@ -255,12 +293,15 @@ OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
 OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
   if (isIdentityOperand(adaptor.getRhs(), 1.0, getLhs(), getType()))
     return getLhs();
+  unsigned width = getType().getElementType().getIntOrFloatBitWidth();
+  int64_t minValue = llvm::minIntN(width);
   return foldArith(
       adaptor.getOperands(), getType(),
       [](double a, double b) { return a / b; },
-      [](int64_t a, int64_t b) -> std::optional<Scalar> {
-        // Integer division by zero is a runtime error, never a fold.
-        if (b == 0 || (b == -1 && a == std::numeric_limits<int64_t>::min()))
+      [&](int64_t a, int64_t b) -> std::optional<Scalar> {
+        // Division by zero and MIN / -1 (which overflows at the element
+        // width) are left to the runtime, never folded.
+        if (b == 0 || (b == -1 && a == minValue))
           return std::nullopt;
         return Scalar::ofInt(a / b);
       });

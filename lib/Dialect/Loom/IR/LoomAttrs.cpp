@@ -7,8 +7,10 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -27,10 +29,10 @@ void LoomDialect::registerAttributes() {
 
 /// Axis names are printed as bare keywords, so they must be identifiers.
 static bool isIdentifier(StringRef name) {
-  if (name.empty() || !(isalpha(name[0]) || name[0] == '_'))
+  if (name.empty() || !(llvm::isAlpha(name[0]) || name[0] == '_'))
     return false;
   return llvm::all_of(name.drop_front(),
-                      [](char c) { return isalnum(c) || c == '_'; });
+                      [](char c) { return llvm::isAlnum(c) || c == '_'; });
 }
 
 //===----------------------------------------------------------------------===//
@@ -74,6 +76,7 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (axisNames.empty())
     return emitError() << "a mesh needs at least one axis";
   llvm::StringSet<> seen;
+  int64_t devices = 1;
   for (auto [name, size] : llvm::zip(axisNames, axisSizes)) {
     if (!isIdentifier(name.getValue()))
       return emitError() << "mesh axis name '" << name.getValue()
@@ -84,6 +87,8 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (size < 1)
       return emitError() << "mesh axis '" << name.getValue() << "' has size "
                          << size << "; sizes must be positive";
+    if (llvm::MulOverflow(devices, size, devices))
+      return emitError() << "mesh has more devices than fit in 64 bits";
   }
   return success();
 }
@@ -205,6 +210,9 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       auto name = llvm::dyn_cast<StringAttr>(axis);
       if (!name)
         return emitError() << "sharding axes must be strings, got " << axis;
+      if (!isIdentifier(name.getValue()))
+        return emitError() << "sharding axis name '" << name.getValue()
+                           << "' is not an identifier";
       if (!seen.insert(name.getValue()).second)
         return emitError() << "mesh axis '" << name.getValue()
                            << "' is used more than once in a sharding";
@@ -306,12 +314,22 @@ mlir::loom::verifySharding(ShardingAttr sharding, MeshAttr mesh, Type type,
       return failure();
   for (unsigned dim = 0; dim < sharding.getRank(); ++dim) {
     int64_t shards = 1;
-    for (StringRef axis : sharding.getDimAxes(dim)) {
+    SmallVector<StringRef> axes = sharding.getDimAxes(dim);
+    for (StringRef axis : axes) {
       if (failed(checkKnown(axis)))
         return failure();
-      shards *= mesh.getAxisSize(axis);
+      // Cannot overflow for a verified mesh; checked for hand-built ones.
+      if (llvm::MulOverflow(shards, mesh.getAxisSize(axis), shards))
+        return emitError() << "dimension " << dim
+                           << " is split into more shards than fit in 64 bits";
     }
     int64_t size = tensorType.getDimSize(dim);
+    if (ShapedType::isDynamic(size)) {
+      if (axes.empty())
+        continue;
+      return emitError() << "dimension " << dim << " of " << type
+                         << " is dynamic; only static dimensions can be split";
+    }
     if (size % shards != 0)
       return emitError() << "dimension " << dim << " of " << type
                          << " has size " << size << ", which " << shards

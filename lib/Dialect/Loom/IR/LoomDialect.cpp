@@ -97,10 +97,16 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
                                                     NamedAttribute attr) {
   // Use the function type rather than the region: declarations have none.
   Type type;
-  if (auto function = dyn_cast<FunctionOpInterface>(op))
+  if (auto function = dyn_cast<FunctionOpInterface>(op)) {
     type = function.getArgumentTypes()[argIndex];
-  else
-    type = op->getRegion(regionIndex).getArgument(argIndex).getType();
+  } else {
+    Region &region = op->getRegion(regionIndex);
+    if (region.empty() || argIndex >= region.getNumArguments())
+      return op->emitOpError()
+             << "'" << kShardingAttrName << "' on argument #" << argIndex
+             << " of region #" << regionIndex << ", which has no such argument";
+    type = region.getArgument(argIndex).getType();
+  }
   return verifyFunctionShardingAttr(op, attr, type,
                                     "argument #" + std::to_string(argIndex));
 }

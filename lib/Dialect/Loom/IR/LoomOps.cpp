@@ -102,6 +102,9 @@ static void printSliceRanges(OpAsmPrinter &printer, Operation *,
 
 LogicalResult ParameterOp::verify() {
   RankedTensorType type = getTensorType();
+  if (!hasRepresentableElementCount(type))
+    return emitOpError() << "has type " << type
+                         << ", which has more elements than fit in 64 bits";
   if (getTrainable() && !isa<FloatType>(type.getElementType()))
     return emitOpError() << "is trainable but has element type "
                          << type.getElementType()

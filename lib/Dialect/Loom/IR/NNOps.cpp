@@ -175,8 +175,9 @@ LogicalResult LayerNormOp::verify() {
                          << " but the normalized dimensions " << axis << ".."
                          << input.getRank() - 1 << " of the input have shape "
                          << formatShape(normalized);
-  if (getEpsilon().convertToDouble() < 0.0)
-    return emitOpError() << "epsilon must be non-negative";
+  if (!(getEpsilon().convertToDouble() >= 0.0))
+    return emitOpError() << "epsilon must be non-negative, got "
+                         << getEpsilon().convertToDouble();
   return success();
 }
 

@@ -10,6 +10,7 @@
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -42,7 +43,8 @@ foldByPicking(ArrayRef<Attribute> inputs, ShapedType resultType,
       return {};
     dense.push_back(attr);
   }
-  if (resultType.getNumElements() > opimpl::kMaxFoldedElements)
+  int64_t count = resultType.getNumElements();
+  if (count < 0 || count > opimpl::kMaxFoldedElements)
     return {};
   SmallVector<Attribute> values;
   values.reserve(resultType.getNumElements());
@@ -76,8 +78,10 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
     getInputMutable().assign(producer.getInput());
     return getResult();
   }
+  // Reshaping copies the buffer, so large constants stay as they are.
   if (auto dense = dyn_cast_or_null<DenseElementsAttr>(adaptor.getInput()))
-    return dense.reshape(getType());
+    if (dense.isSplat() || dense.getNumElements() <= opimpl::kMaxFoldedElements)
+      return dense.reshape(getType());
   return {};
 }
 
@@ -155,7 +159,8 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
       limits.size() != starts.size() || strides.size() != starts.size())
     return emitInferError<SliceOp>(loc, "expected ", rank,
                                    " ranges (one per dimension), got ",
-                                   starts.size());
+                                   starts.size(), " starts, ", limits.size(),
+                                   " limits and ", strides.size(), " strides");
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < rank; ++d) {
     int64_t size = type->getDimSize(d);
@@ -224,7 +229,9 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
             " in dimension ", d, " but input #0 has ", first->getDimSize(d),
             "; only the axis dimension ", axis, " may differ");
     }
-    shape[axis] += type->getDimSize(axis);
+    if (llvm::AddOverflow(shape[axis], type->getDimSize(axis), shape[axis]))
+      return emitInferError<ConcatOp>(loc, "concatenated size along axis ",
+                                      axis, " does not fit in 64 bits");
   }
   results.push_back(RankedTensorType::get(shape, first->getElementType()));
   return success();
@@ -278,7 +285,9 @@ LogicalResult SplitOp::verify() {
                << " in dimension " << d << " but the input has "
                << inputType.getDimSize(d);
     }
-    total += type.getDimSize(axis);
+    if (llvm::AddOverflow(total, type.getDimSize(axis), total))
+      return emitOpError() << "result sizes along axis " << axis
+                           << " add up to more than fits in 64 bits";
   }
   if (total != inputType.getDimSize(axis))
     return emitOpError() << "result sizes along axis " << axis << " add up to "
@@ -303,8 +312,10 @@ LogicalResult SplitOp::fold(FoldAdaptor adaptor,
       index[axis] += offset;
       return linearize(index, inputShape);
     });
-    if (!piece)
+    if (!piece) {
+      results.clear(); // A fold produces all results or none.
       return failure();
+    }
     results.push_back(piece);
     offset += type.getDimSize(axis);
   }

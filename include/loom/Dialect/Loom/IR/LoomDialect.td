@@ -51,7 +51,13 @@ def Loom_Dialect : Dialect {
   }];
 }
 
+def Loom_ValidTensorSizes : NativeOpTrait<"ValidTensorSizes"> {
+  let cppNamespace = "::mlir::loom";
+}
+
+// Tensor sizes are checked first, so later verifiers can multiply
+// dimensions without overflow.
 class Loom_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Loom_Dialect, mnemonic, traits>;
+    : Op<Loom_Dialect, mnemonic, !listconcat([Loom_ValidTensorSizes], traits)>;
 
 #endif // LOOM_DIALECT_LOOM_IR_LOOMDIALECT_TD

@@ -3,10 +3,30 @@
 #ifndef LOOM_DIALECT_LOOM_IR_LOOMTRAITS_H
 #define LOOM_DIALECT_LOOM_IR_LOOMTRAITS_H
 
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 
 namespace mlir {
 namespace loom {
+
+/// True if the element count of `type` fits in int64_t, so that shape
+/// arithmetic (getNumElements, products of dimensions) cannot overflow.
+bool hasRepresentableElementCount(ShapedType type);
+
+namespace opimpl {
+LogicalResult verifyTensorSizes(Operation *op);
+} // namespace opimpl
+
+/// Rejects operands and results whose element count does not fit in 64 bits,
+/// before any other verifier multiplies dimensions. Every loom op has it.
+template <typename ConcreteType>
+class ValidTensorSizes
+    : public OpTrait::TraitBase<ConcreteType, ValidTensorSizes> {
+public:
+  static LogicalResult verifyTrait(Operation *op) {
+    return opimpl::verifyTensorSizes(op);
+  }
+};
 
 /// Verifies an op whose result types follow from its operands and
 /// attributes: runs the op's `inferReturnTypes` with the op's location, so a
