@@ -183,3 +183,12 @@ func.func private @dynamic(%x: tensor<?xf32> {loom.sharding = #loom.sharding<@me
 loom.mesh @mesh = <tp = 2>
 // expected-error @+1 {{sharding axis name 'a b' is not an identifier}}
 func.func private @bad_axis_name(%x: tensor<4xf32> {loom.sharding = #loom.sharding<@mesh, [{"a b"}]>})
+
+// -----
+
+loom.mesh @mesh = <tp = 2>
+func.func @not_a_tensor() {
+  // expected-error @+1 {{'arith.constant' op has an invalid sharding of result #0: a sharding describes a ranked tensor, not 'i32'}}
+  %0 = arith.constant {loom.sharding = #loom.sharding<@mesh, []>} 1 : i32
+  return
+}

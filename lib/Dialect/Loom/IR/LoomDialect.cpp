@@ -91,28 +91,22 @@ static LogicalResult verifyFunctionShardingAttr(Operation *op,
   return verifyShardingOf(op, sharding, type, what);
 }
 
-LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
-                                                    unsigned regionIndex,
+// MLIR calls the two hooks below only for function-like ops
+// (FunctionOpInterface), whose types exist even for declarations.
+
+LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                     unsigned argIndex,
                                                     NamedAttribute attr) {
-  // Use the function type rather than the region: declarations have none.
-  Type type;
-  if (auto function = dyn_cast<FunctionOpInterface>(op)) {
-    type = function.getArgumentTypes()[argIndex];
-  } else {
-    Region &region = op->getRegion(regionIndex);
-    if (region.empty() || argIndex >= region.getNumArguments())
-      return op->emitOpError()
-             << "'" << kShardingAttrName << "' on argument #" << argIndex
-             << " of region #" << regionIndex << ", which has no such argument";
-    type = region.getArgument(argIndex).getType();
-  }
-  return verifyFunctionShardingAttr(op, attr, type,
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  if (!function)
+    return op->emitOpError() << "'" << kShardingAttrName
+                             << "' argument attributes need a function op";
+  return verifyFunctionShardingAttr(op, attr,
+                                    function.getArgumentTypes()[argIndex],
                                     "argument #" + std::to_string(argIndex));
 }
 
-LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op,
-                                                       unsigned regionIndex,
+LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                        unsigned resultIndex,
                                                        NamedAttribute attr) {
   auto function = dyn_cast<FunctionOpInterface>(op);
