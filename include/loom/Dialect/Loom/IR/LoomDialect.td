@@ -45,9 +45,8 @@ def Loom_Dialect : Dialect {
     /// results, of a function argument or of a function result.
     static constexpr ::llvm::StringLiteral kShardingAttrName = "loom.sharding";
 
-  private:
+    /// Registers the attributes of LoomAttrs.td (defined in LoomAttrs.cpp).
     void registerAttributes();
-  public:
   }];
 }
 
