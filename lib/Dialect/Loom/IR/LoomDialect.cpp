@@ -91,29 +91,30 @@ static LogicalResult verifyFunctionShardingAttr(Operation *op,
   return verifyShardingOf(op, sharding, type, what);
 }
 
-// MLIR calls the two hooks below only for function-like ops
-// (FunctionOpInterface), whose types exist even for declarations.
+/// Shardings on a function's argument or result #index. MLIR calls the two
+/// hooks below only for function-like ops (FunctionOpInterface), whose types
+/// exist even for declarations.
+static LogicalResult verifySignatureAttr(Operation *op, NamedAttribute attr,
+                                         unsigned index, bool isResult) {
+  StringRef kind = isResult ? "result" : "argument";
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  if (!function)
+    return op->emitOpError() << "'" << LoomDialect::kShardingAttrName << "' "
+                             << kind << " attributes need a function op";
+  Type type = isResult ? function.getResultTypes()[index]
+                       : function.getArgumentTypes()[index];
+  return verifyFunctionShardingAttr(op, attr, type,
+                                    (kind + " #" + Twine(index)).str());
+}
 
 LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                     unsigned argIndex,
                                                     NamedAttribute attr) {
-  auto function = dyn_cast<FunctionOpInterface>(op);
-  if (!function)
-    return op->emitOpError() << "'" << kShardingAttrName
-                             << "' argument attributes need a function op";
-  return verifyFunctionShardingAttr(op, attr,
-                                    function.getArgumentTypes()[argIndex],
-                                    "argument #" + std::to_string(argIndex));
+  return verifySignatureAttr(op, attr, argIndex, /*isResult=*/false);
 }
 
 LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                        unsigned resultIndex,
                                                        NamedAttribute attr) {
-  auto function = dyn_cast<FunctionOpInterface>(op);
-  if (!function)
-    return op->emitOpError() << "'" << kShardingAttrName
-                             << "' result attributes need a function op";
-  return verifyFunctionShardingAttr(op, attr,
-                                    function.getResultTypes()[resultIndex],
-                                    "result #" + std::to_string(resultIndex));
+  return verifySignatureAttr(op, attr, resultIndex, /*isResult=*/true);
 }
