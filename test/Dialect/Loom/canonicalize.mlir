@@ -375,3 +375,16 @@ func.func @no_fold_large_reshape() -> tensor<2x16400xi1> {
   %0 = loom.reshape %c : tensor<32800xi1> -> tensor<2x16400xi1>
   return %0 : tensor<2x16400xi1>
 }
+
+// Moving elements of a splat gives a splat, at any size.
+// CHECK-LABEL: func @rearrange_splat
+// CHECK-DAG: loom.constant dense<5> : tensor<4096x2048xi32>
+// CHECK-DAG: loom.constant dense<5> : tensor<1000x2048xi32>
+// CHECK-NOT: loom.transpose
+// CHECK-NOT: loom.slice
+func.func @rearrange_splat() -> (tensor<4096x2048xi32>, tensor<1000x2048xi32>) {
+  %c = loom.constant dense<5> : tensor<2048x4096xi32>
+  %0 = loom.transpose %c [1, 0] : tensor<2048x4096xi32> -> tensor<4096x2048xi32>
+  %1 = loom.slice %0 [0:1000, 0:2048] : tensor<4096x2048xi32> -> tensor<1000x2048xi32>
+  return %0, %1 : tensor<4096x2048xi32>, tensor<1000x2048xi32>
+}

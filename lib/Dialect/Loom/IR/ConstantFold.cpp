@@ -158,20 +158,27 @@ bool opimpl::isSplatOf(Attribute attr, double value) {
   return static_cast<double>(readInt(dense.getSplatValue<APInt>()).i) == value;
 }
 
-Attribute opimpl::foldGather(Attribute input, ShapedType resultType,
-                             llvm::function_ref<int64_t(int64_t)> sourceIndex) {
-  std::optional<Elements> elements = readElements(input);
-  if (!elements)
-    return {};
-  if (elements->splat)
-    return makeDense(resultType, elements->values);
+Attribute opimpl::foldRearrange(
+    ArrayRef<Attribute> inputs, ShapedType resultType,
+    llvm::function_ref<std::pair<unsigned, int64_t>(int64_t)> pick) {
+  SmallVector<DenseElementsAttr> dense;
+  for (Attribute input : inputs) {
+    auto attr = dyn_cast_or_null<DenseElementsAttr>(input);
+    if (!attr)
+      return {};
+    dense.push_back(attr);
+  }
+  if (dense.size() == 1 && dense.front().isSplat())
+    return DenseElementsAttr::get(resultType,
+                                  dense.front().getSplatValue<Attribute>());
   int64_t count = resultType.getNumElements();
   if (count < 0 || count > kMaxFoldedElements)
     return {};
-  SmallVector<Scalar> results;
-  results.reserve(resultType.getNumElements());
-  for (int64_t linear = 0, e = resultType.getNumElements(); linear < e;
-       ++linear)
-    results.push_back(elements->at(sourceIndex(linear)));
-  return makeDense(resultType, results);
+  SmallVector<Attribute> values;
+  values.reserve(count);
+  for (int64_t linear = 0; linear < count; ++linear) {
+    auto [input, index] = pick(linear);
+    values.push_back(dense[input].getValues<Attribute>()[index]);
+  }
+  return DenseElementsAttr::get(resultType, values);
 }

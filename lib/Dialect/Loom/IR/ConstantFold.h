@@ -46,10 +46,13 @@ Attribute foldElementwise(llvm::ArrayRef<Attribute> operands,
 /// True if `attr` is a `dense` splat whose every element equals `value`.
 bool isSplatOf(Attribute attr, double value);
 
-/// Rearranges the elements of a small `dense` constant: element `i` of the
-/// result is element `sourceIndex(i)` of `input`. Splat inputs stay splats.
-Attribute foldGather(Attribute input, ShapedType resultType,
-                     llvm::function_ref<int64_t(int64_t)> sourceIndex);
+/// Folds an op that only moves elements (transpose, slice, concat, split,
+/// gather) on `dense` constants of any element type: element `i` of the
+/// result is element `pick(i).second` of input `pick(i).first`. A single
+/// splat input gives a splat.
+Attribute
+foldRearrange(llvm::ArrayRef<Attribute> inputs, ShapedType resultType,
+              llvm::function_ref<std::pair<unsigned, int64_t>(int64_t)> pick);
 
 /// The multi-index of linear index `linear` in `shape` (row-major).
 llvm::SmallVector<int64_t> delinearize(int64_t linear,

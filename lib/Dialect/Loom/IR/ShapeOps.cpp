@@ -16,7 +16,7 @@ using namespace mlir;
 using namespace mlir::loom;
 using opimpl::delinearize;
 using opimpl::emitInferError;
-using opimpl::foldGather;
+using opimpl::foldRearrange;
 using opimpl::formatShape;
 using opimpl::isValidAxis;
 using opimpl::linearize;
@@ -29,31 +29,6 @@ static FailureOr<RankedTensorType> getRankedType(std::optional<Location> loc,
   if (!type)
     return emitInferError<OpTy>(loc, name, " must be a ranked tensor");
   return type;
-}
-
-/// Folds an op on `dense` constants of any element type by picking, for
-/// every result element, one element of one input.
-static Attribute
-foldByPicking(ArrayRef<Attribute> inputs, ShapedType resultType,
-              function_ref<std::pair<unsigned, int64_t>(int64_t)> pick) {
-  SmallVector<DenseElementsAttr> dense;
-  for (Attribute input : inputs) {
-    auto attr = dyn_cast_or_null<DenseElementsAttr>(input);
-    if (!attr)
-      return {};
-    dense.push_back(attr);
-  }
-  int64_t count = resultType.getNumElements();
-  if (count < 0 || count > opimpl::kMaxFoldedElements)
-    return {};
-  SmallVector<Attribute> values;
-  values.reserve(resultType.getNumElements());
-  for (int64_t linear = 0, e = resultType.getNumElements(); linear < e;
-       ++linear) {
-    auto [input, index] = pick(linear);
-    values.push_back(dense[input].getValues<Attribute>()[index]);
-  }
-  return DenseElementsAttr::get(resultType, values);
 }
 
 //===----------------------------------------------------------------------===//
@@ -131,13 +106,15 @@ OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
   }
   ArrayRef<int64_t> inputShape = getInput().getType().getShape();
   ArrayRef<int64_t> resultShape = getType().getShape();
-  return foldGather(adaptor.getInput(), getType(), [&](int64_t linear) {
-    SmallVector<int64_t> index = delinearize(linear, resultShape);
-    SmallVector<int64_t> source(index.size());
-    for (auto [d, p] : llvm::enumerate(permutation))
-      source[p] = index[d];
-    return linearize(source, inputShape);
-  });
+  return foldRearrange(adaptor.getInput(), getType(),
+                       [&](int64_t linear) -> std::pair<unsigned, int64_t> {
+                         SmallVector<int64_t> index =
+                             delinearize(linear, resultShape);
+                         SmallVector<int64_t> source(index.size());
+                         for (auto [d, p] : llvm::enumerate(permutation))
+                           source[p] = index[d];
+                         return {0, linearize(source, inputShape)};
+                       });
 }
 
 //===----------------------------------------------------------------------===//
@@ -183,12 +160,14 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   ArrayRef<int64_t> starts = getStarts(), strides = getStrides();
   ArrayRef<int64_t> inputShape = getInput().getType().getShape();
   ArrayRef<int64_t> resultShape = getType().getShape();
-  return foldGather(adaptor.getInput(), getType(), [&](int64_t linear) {
-    SmallVector<int64_t> index = delinearize(linear, resultShape);
-    for (size_t d = 0; d < index.size(); ++d)
-      index[d] = starts[d] + index[d] * strides[d];
-    return linearize(index, inputShape);
-  });
+  return foldRearrange(adaptor.getInput(), getType(),
+                       [&](int64_t linear) -> std::pair<unsigned, int64_t> {
+                         SmallVector<int64_t> index =
+                             delinearize(linear, resultShape);
+                         for (size_t d = 0; d < index.size(); ++d)
+                           index[d] = starts[d] + index[d] * strides[d];
+                         return {0, linearize(index, inputShape)};
+                       });
 }
 
 //===----------------------------------------------------------------------===//
@@ -242,7 +221,7 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
     return getInputs().front();
   int64_t axis = getAxis();
   ArrayRef<int64_t> resultShape = getType().getShape();
-  return foldByPicking(
+  return foldRearrange(
       adaptor.getInputs(), getType(),
       [&](int64_t linear) -> std::pair<unsigned, int64_t> {
         SmallVector<int64_t> index = delinearize(linear, resultShape);
@@ -307,11 +286,14 @@ LogicalResult SplitOp::fold(FoldAdaptor adaptor,
   int64_t offset = 0;
   for (Value result : getResults()) {
     auto type = cast<RankedTensorType>(result.getType());
-    Attribute piece = foldGather(adaptor.getInput(), type, [&](int64_t linear) {
-      SmallVector<int64_t> index = delinearize(linear, type.getShape());
-      index[axis] += offset;
-      return linearize(index, inputShape);
-    });
+    Attribute piece =
+        foldRearrange(adaptor.getInput(), type,
+                      [&](int64_t linear) -> std::pair<unsigned, int64_t> {
+                        SmallVector<int64_t> index =
+                            delinearize(linear, type.getShape());
+                        index[axis] += offset;
+                        return {0, linearize(index, inputShape)};
+                      });
     if (!piece) {
       results.clear(); // A fold produces all results or none.
       return failure();
@@ -395,7 +377,7 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
     rows.push_back(row);
   }
   int64_t indicesRank = indicesShape.size();
-  return foldByPicking(
+  return foldRearrange(
       adaptor.getInput(), getType(),
       [&](int64_t linear) -> std::pair<unsigned, int64_t> {
         // Result index = outer dims, indices dims, inner dims.
