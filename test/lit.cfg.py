@@ -8,7 +8,7 @@ from lit.llvm import llvm_config
 
 config.name = "Loom"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir"]
+config.suffixes = [".mlir", ".onnxtext"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 # Unit tests run through ctest; helper files are not tests.
@@ -22,4 +22,4 @@ config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%loom_src", config.loom_src_root))
 
 tool_dirs = [config.loom_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["loom-opt"], tool_dirs)
+llvm_config.add_tool_substitutions(["loom-opt", "loom-translate"], tool_dirs)

@@ -338,6 +338,25 @@ mlir::loom::verifySharding(ShardingAttr sharding, MeshAttr mesh, Type type,
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// ExternalDataAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+ExternalDataAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                         StringRef path, int64_t offset, int64_t length) {
+  if (path.empty())
+    return emitError() << "external data needs a file path";
+  if (offset < 0 || length < 0)
+    return emitError() << "external data offset and length must be "
+                          "non-negative, got offset "
+                       << offset << " and length " << length;
+  int64_t end;
+  if (llvm::AddOverflow(offset, length, end))
+    return emitError() << "external data ends past 2^63 bytes";
+  return success();
+}
+
 LogicalResult mlir::loom::verifyShardingOf(Operation *op, ShardingAttr sharding,
                                            Type type, StringRef what,
                                            SymbolTableCollection *tables) {

@@ -11,6 +11,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -109,11 +110,26 @@ LogicalResult ParameterOp::verify() {
     return emitOpError() << "is trainable but has element type "
                          << type.getElementType()
                          << "; only floating-point parameters can be trained";
-  if (std::optional<ElementsAttr> value = getInitialValue()) {
-    if (value->getType() != type)
-      return emitOpError() << "has initial value of type " << value->getType()
+  std::optional<Attribute> value = getInitialValue();
+  if (!value)
+    return success();
+  if (auto elements = dyn_cast<ElementsAttr>(*value)) {
+    if (elements.getType() != type)
+      return emitOpError() << "has initial value of type " << elements.getType()
                            << " but is declared as " << type;
+    return success();
   }
+  // External data is raw little-endian bytes; i1 takes one byte.
+  auto external = cast<ExternalDataAttr>(*value);
+  int64_t elementBytes =
+      llvm::divideCeil(type.getElementType().getIntOrFloatBitWidth(), 8);
+  int64_t expected;
+  if (llvm::MulOverflow(type.getNumElements(), elementBytes, expected) ||
+      external.getLength() != expected)
+    return emitOpError() << "has external data of " << external.getLength()
+                         << " bytes but " << type << " takes "
+                         << type.getNumElements() << " x " << elementBytes
+                         << " bytes";
   return success();
 }
 

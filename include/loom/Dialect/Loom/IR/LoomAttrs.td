@@ -120,4 +120,33 @@ def Loom_ShardingAttr : Loom_Attr<"Sharding", "sharding"> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Weights stored outside the module
+//===----------------------------------------------------------------------===//
+
+def Loom_ExternalDataAttr : Loom_Attr<"ExternalData", "external_data"> {
+  let summary = "Tensor bytes that live in a file next to the module";
+  let description = [{
+    Names `length` bytes at byte `offset` of the file `path`, in the raw
+    little-endian layout of ONNX external data (one byte per `i1`). Large
+    models keep their weights in such files rather than in the module, so
+    that importing, planning and partitioning never copy them; the runtime
+    maps the file when it loads the parameter. A relative `path` is relative
+    to the working directory of the tool that reads it.
+
+    ```mlir
+    loom.parameter @wte trainable : tensor<50257x1600xf32>
+        = #loom.external_data<"gpt.onnx.data", offset = 0, length = 321644800>
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"file holding the bytes">:$path,
+    "int64_t":$offset,
+    "int64_t":$length);
+  let assemblyFormat = [{
+    `<` $path `,` `offset` `=` $offset `,` `length` `=` $length `>`
+  }];
+  let genVerifyDecl = 1;
+}
+
 #endif // LOOM_DIALECT_LOOM_IR_LOOMATTRS_TD

@@ -60,7 +60,8 @@ def Loom_ParameterOp : Loom_Op<"parameter", [
     gradients and optimizer updates; the others (frozen weights, integer
     tables) are only read. The initial value is optional: without it the
     module is *shapes-only* and can still be planned and partitioned. Large
-    values are `dense_resource` blobs, never inline text. An optional
+    values are `dense_resource` blobs or `#loom.external_data` references to
+    a weights file, never inline text. An optional
     `sharding` is a user annotation for the parameter's layout.
 
     ```mlir
@@ -74,7 +75,8 @@ def Loom_ParameterOp : Loom_Op<"parameter", [
     TypeAttrOf<Loom_Tensor>:$type,
     UnitAttr:$trainable,
     OptionalAttr<Loom_ShardingAttr>:$sharding,
-    OptionalAttr<ElementsAttr>:$initial_value);
+    OptionalAttr<AnyAttrOf<[ElementsAttr, Loom_ExternalDataAttr]>>
+        :$initial_value);
   let assemblyFormat = [{
     $sym_name (`trainable` $trainable^)? `:` $type
     (`sharding` $sharding^)? (`=` $initial_value^)? attr-dict

@@ -1,0 +1,56 @@
+//===- ImportONNX.h - ONNX models into the loom dialect ---------*- C++ -*-===//
+//
+// Entry point of the ONNX importer (lib/Import/ONNX). The header stays free
+// of ONNX and protobuf headers so that tools including it build quickly.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_IMPORT_ONNX_IMPORTONNX_H
+#define LOOM_IMPORT_ONNX_IMPORTONNX_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringRef.h"
+#include <cstdint>
+#include <string>
+
+namespace mlir {
+namespace loom {
+
+/// What becomes of weights that an ONNX model keeps in external data files.
+enum class ExternalWeights {
+  /// Parameters refer to the bytes in place (`#loom.external_data`): nothing
+  /// is read or copied, so models of any size import in constant memory.
+  Reference,
+  /// The files are memory-mapped into `dense_resource` blobs, which makes the
+  /// module self-contained (best written as bytecode).
+  Load,
+};
+
+struct ONNXImportOptions {
+  /// Values for symbolic dimensions (`dim_param`), as given by `--dim`.
+  llvm::StringMap<int64_t> dims;
+  /// Without weights parameters carry no initial value (shapes-only mode).
+  bool withWeights = true;
+  ExternalWeights externalWeights = ExternalWeights::Reference;
+  /// Initializers with more elements than this become `dense_resource`
+  /// blobs instead of inline `dense<...>` literals.
+  int64_t inlineElementLimit = 64;
+  /// Name of the imported `func.func`.
+  std::string functionName = "forward";
+};
+
+/// Imports the ONNX model in `bytes` (a serialized ModelProto, or the ONNX
+/// text syntax when `isText`) into a new module. `modelPath` names the model
+/// in diagnostics and anchors relative external-data locations. On failure
+/// the errors have been emitted through `context` and the result is null.
+OwningOpRef<ModuleOp> importONNX(llvm::StringRef bytes,
+                                 llvm::StringRef modelPath, bool isText,
+                                 MLIRContext *context,
+                                 const ONNXImportOptions &options);
+
+} // namespace loom
+} // namespace mlir
+
+#endif // LOOM_IMPORT_ONNX_IMPORTONNX_H

@@ -1,0 +1,230 @@
+//===- ImportONNX.cpp - ONNX models into the loom dialect -----------------===//
+//
+// Parses and validates a model (opset, node schemas, symbolic dimensions),
+// runs ONNX's own shape inference, then hands the graph to GraphImporter.
+// Every check that ONNX can make is left to ONNX, reported with the node.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Import/ONNX/ImportONNX.h"
+
+#include "GraphImporter.h"
+
+#include "loom/Dialect/Loom/IR/LoomDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "onnx/defs/parser.h"
+#include "onnx/defs/schema.h"
+#include "onnx/shape_inference/implementation.h"
+#include "llvm/ADT/StringSet.h"
+#include <climits>
+
+using namespace mlir;
+using namespace mlir::loom;
+using namespace mlir::loom::onnx_import;
+
+namespace {
+/// One model import: holds the ModelProto while the module is built.
+class ModelImport {
+public:
+  ModelImport(StringRef modelPath, MLIRContext *context,
+              const ONNXImportOptions &options)
+      : modelPath(modelPath), context(context), options(options),
+        fileLoc(FileLineColLoc::get(context, modelPath, 0, 0)) {}
+
+  OwningOpRef<ModuleOp> run(StringRef bytes, bool isText);
+
+private:
+  LogicalResult parse(StringRef bytes, bool isText);
+  LogicalResult findOpset();
+  LogicalResult fixDimensions();
+  LogicalResult validateNodes();
+  LogicalResult inferShapes();
+
+  InFlightDiagnostic emitError() { return mlir::emitError(fileLoc); }
+
+  std::string modelPath;
+  MLIRContext *context;
+  const ONNXImportOptions &options;
+  Location fileLoc;
+  onnx::ModelProto model;
+  int64_t opset = 0;
+};
+} // namespace
+
+LogicalResult ModelImport::parse(StringRef bytes, bool isText) {
+  if (isText) {
+    // The parser keeps pointing into the text.
+    std::string text = bytes.str();
+    onnx::OnnxParser parser(text.c_str());
+    onnx::Common::Status status = parser.Parse(model);
+    if (!status.IsOK())
+      return emitError() << "cannot parse ONNX text: " << status.ErrorMessage();
+    return success();
+  }
+  if (bytes.empty())
+    return emitError() << "the file is empty, not an ONNX model";
+  if (bytes.size() > static_cast<size_t>(INT_MAX))
+    return emitError()
+           << "the model is larger than 2 GiB, the protobuf limit; store "
+              "the weights as ONNX external data";
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return emitError() << "not an ONNX model: protobuf parsing failed "
+                          "(truncated file, or not ONNX)";
+  if (!model.has_graph())
+    return emitError() << "not an ONNX model: it has no graph";
+  return success();
+}
+
+LogicalResult ModelImport::findOpset() {
+  for (const onnx::OperatorSetIdProto &entry : model.opset_import())
+    if (entry.domain().empty() || entry.domain() == "ai.onnx")
+      opset = entry.version();
+  if (opset <= 0)
+    return emitError() << "the model imports no opset of the default ONNX "
+                          "domain";
+  int64_t newest = onnx::OpSchemaRegistry::DomainToVersionRange::Instance()
+                       .Map()
+                       .at(onnx::ONNX_DOMAIN)
+                       .second;
+  if (opset > newest)
+    return emitError() << "the model uses opset " << opset
+                       << ", newer than this ONNX library knows (" << newest
+                       << ")";
+  return success();
+}
+
+/// Applies `--dim` values to every declared shape and rejects graph inputs
+/// left with symbolic or unknown dimensions: Loom compiles static shapes.
+LogicalResult ModelImport::fixDimensions() {
+  onnx::GraphProto &graph = *model.mutable_graph();
+  llvm::StringSet<> used;
+  auto fix = [&](onnx::ValueInfoProto &info) {
+    if (!info.type().has_tensor_type() ||
+        !info.type().tensor_type().has_shape())
+      return;
+    for (onnx::TensorShapeProto::Dimension &dim : *info.mutable_type()
+                                                       ->mutable_tensor_type()
+                                                       ->mutable_shape()
+                                                       ->mutable_dim()) {
+      if (!dim.has_dim_param())
+        continue;
+      auto it = options.dims.find(dim.dim_param());
+      if (it == options.dims.end())
+        continue;
+      used.insert(dim.dim_param());
+      dim.set_dim_value(it->second);
+    }
+  };
+  for (onnx::ValueInfoProto &info : *graph.mutable_input())
+    fix(info);
+  for (onnx::ValueInfoProto &info : *graph.mutable_output())
+    fix(info);
+  for (onnx::ValueInfoProto &info : *graph.mutable_value_info())
+    fix(info);
+
+  llvm::StringSet<> initializers;
+  for (const onnx::TensorProto &tensor : graph.initializer())
+    initializers.insert(tensor.name());
+  for (const onnx::ValueInfoProto &input : graph.input()) {
+    if (initializers.contains(input.name()) || !input.type().has_tensor_type())
+      continue;
+    if (!input.type().tensor_type().has_shape())
+      return mlir::emitError(
+                 NameLoc::get(StringAttr::get(context, input.name())))
+             << "graph input '" << input.name()
+             << "' has no shape; Loom needs static shapes";
+    for (auto [index, dim] :
+         llvm::enumerate(input.type().tensor_type().shape().dim())) {
+      if (dim.has_dim_value())
+        continue;
+      InFlightDiagnostic diag =
+          mlir::emitError(NameLoc::get(StringAttr::get(context, input.name())));
+      diag << "graph input '" << input.name() << "' has unresolved dimension "
+           << index;
+      if (dim.has_dim_param())
+        return diag << " '" << dim.dim_param() << "'; fix it with --dim "
+                    << dim.dim_param() << "=<size>";
+      return diag << " (no size and no name)";
+    }
+  }
+  for (const auto &entry : options.dims)
+    if (!used.contains(entry.getKey()))
+      return emitError() << "--dim " << entry.getKey()
+                         << " names no symbolic dimension of the model";
+  return success();
+}
+
+LogicalResult ModelImport::validateNodes() {
+  ConverterRegistry converters;
+  registerElementwiseConverters(converters);
+  registerShapeConverters(converters);
+  registerNNConverters(converters);
+  for (const onnx::NodeProto &node : model.graph().node()) {
+    Location loc = getNodeLoc(context, node);
+    auto prefix = [&]() {
+      return mlir::emitError(loc)
+             << "node '" << cast<NameLoc>(loc).getName().getValue() << "' ("
+             << node.op_type() << ", opset " << opset << "): ";
+    };
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+      return prefix() << "domain '" << node.domain()
+                      << "' is not supported (only the default ONNX domain)";
+    const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
+        node.op_type(), static_cast<int>(opset), node.domain());
+    if (!schema)
+      return prefix() << "ONNX has no op '" << node.op_type() << "' at opset "
+                      << opset;
+    try {
+      schema->Verify(node);
+    } catch (const std::exception &error) {
+      return prefix() << "invalid node: " << error.what();
+    }
+    int since = schema->since_version();
+    if (converters.lookup(node.op_type(), since))
+      continue;
+    SmallVector<int> supported = converters.getSinceVersions(node.op_type());
+    if (supported.empty())
+      return prefix() << "op '" << node.op_type()
+                      << "' is not supported by the Loom importer";
+    InFlightDiagnostic diag = prefix();
+    diag << node.op_type() << "-" << since << " (the version at opset " << opset
+         << ") is not supported; Loom imports ";
+    llvm::interleave(
+        supported,
+        [&](int version) { diag << node.op_type() << "-" << version; },
+        [&] { diag << ", "; });
+    return diag;
+  }
+  return success();
+}
+
+LogicalResult ModelImport::inferShapes() {
+  // Strict mode: shape contradictions in the model are errors, reported by
+  // ONNX with the offending node.
+  onnx::ShapeInferenceOptions inferenceOptions(/*check_type_val=*/true,
+                                               /*strict_mode_val=*/1,
+                                               /*data_prop_val=*/false);
+  try {
+    onnx::shape_inference::InferShapes(
+        model, onnx::OpSchemaRegistry::Instance(), inferenceOptions);
+  } catch (const std::exception &error) {
+    return emitError() << "ONNX shape inference failed: " << error.what();
+  }
+  return success();
+}
+
+OwningOpRef<ModuleOp> ModelImport::run(StringRef bytes, bool isText) {
+  if (failed(parse(bytes, isText)) || failed(findOpset()) ||
+      failed(fixDimensions()) || failed(validateNodes()) ||
+      failed(inferShapes()))
+    return nullptr;
+  return GraphImporter(context, model, opset, modelPath, options).run();
+}
+
+OwningOpRef<ModuleOp> mlir::loom::importONNX(StringRef bytes,
+                                             StringRef modelPath, bool isText,
+                                             MLIRContext *context,
+                                             const ONNXImportOptions &options) {
+  context->loadDialect<LoomDialect, func::FuncDialect>();
+  return ModelImport(modelPath, context, options).run(bytes, isText);
+}

@@ -1,0 +1,415 @@
+//===- ShapeConverters.cpp - Shape, layout and constant ONNX ops ----------===//
+//
+// Shape-computing subgraphs (Shape -> Gather -> Unsqueeze -> Concat ->
+// Reshape, as PyTorch exports views) fold while importing: Shape yields a
+// constant, the loom ops in between fold on constants, and Reshape, Expand,
+// Unsqueeze, ... read their shape operands as compile-time constants.
+//
+//===----------------------------------------------------------------------===//
+
+#include "NodeContext.h"
+#include "Tensors.h"
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "mlir/Dialect/Traits.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+using namespace mlir::loom::onnx_import;
+
+static LogicalResult setResult(NodeContext &ctx, FailureOr<Value> result) {
+  if (failed(result))
+    return failure();
+  ctx.setOutput(0, *result);
+  return success();
+}
+
+static LogicalResult convertIdentity(NodeContext &ctx) {
+  ctx.setOutput(0, ctx.getInput(0));
+  return success();
+}
+
+/// Shape-15 adds `start` / `end`, clamped like Python slicing bounds.
+static LogicalResult convertShape(NodeContext &ctx) {
+  ArrayRef<int64_t> shape = ctx.getInputType(0).getShape();
+  int64_t rank = shape.size();
+  auto clamp = [&](int64_t bound) {
+    if (bound < 0)
+      bound += rank;
+    return std::clamp<int64_t>(bound, 0, rank);
+  };
+  int64_t start = clamp(ctx.getInt("start", 0));
+  int64_t end = clamp(ctx.getInt("end", rank));
+  SmallVector<int64_t> dims;
+  if (start < end)
+    dims.assign(shape.begin() + start, shape.begin() + end);
+  auto type = RankedTensorType::get({static_cast<int64_t>(dims.size())},
+                                    ctx.getBuilder().getI64Type());
+  ctx.setOutput(0, ctx.createConstant(
+                       DenseElementsAttr::get(type, ArrayRef<int64_t>(dims))));
+  return success();
+}
+
+static LogicalResult convertReshape(NodeContext &ctx) {
+  FailureOr<SmallVector<int64_t>> target =
+      ctx.getConstantInts(1, "the target shape");
+  if (failed(target))
+    return failure();
+  ArrayRef<int64_t> inputShape = ctx.getInputType(0).getShape();
+  bool allowZero = ctx.getInt("allowzero", 0) != 0;
+  SmallVector<int64_t> shape;
+  std::optional<size_t> inferred;
+  int64_t known = 1;
+  for (auto [index, dim] : llvm::enumerate(*target)) {
+    if (dim == 0 && !allowZero) {
+      if (index >= inputShape.size())
+        return ctx.emitError()
+               << "target shape copies dimension " << index
+               << " (0), but the input has rank " << inputShape.size();
+      dim = inputShape[index];
+    } else if (dim == -1) {
+      if (inferred)
+        return ctx.emitError() << "target shape has more than one -1";
+      inferred = index;
+      shape.push_back(1);
+      continue;
+    } else if (dim < 0) {
+      return ctx.emitError() << "target shape has invalid dimension " << dim;
+    }
+    shape.push_back(dim);
+    known *= dim;
+  }
+  int64_t elements = ctx.getInputType(0).getNumElements();
+  if (inferred) {
+    if (known == 0 || elements % known != 0)
+      return ctx.emitError()
+             << "cannot infer the -1 dimension: " << elements
+             << " elements do not divide into parts of " << known;
+    shape[*inferred] = elements / known;
+  } else if (known != elements) {
+    return ctx.emitError() << "cannot reshape " << ctx.getInputType(0) << " ("
+                           << elements << " elements) to " << known
+                           << " elements";
+  }
+  return setResult(ctx, ctx.reshape(ctx.getInput(0), shape));
+}
+
+static LogicalResult convertTranspose(NodeContext &ctx) {
+  int64_t rank = ctx.getInputType(0).getRank();
+  SmallVector<int64_t> permutation;
+  if (std::optional<SmallVector<int64_t>> perm = ctx.getInts("perm"))
+    permutation = *perm;
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      permutation.push_back(i);
+  return setResult(
+      ctx,
+      ctx.create<TransposeOp>(
+          ctx.getInput(0),
+          {ctx.namedAttr("permutation",
+                         ctx.getBuilder().getDenseI64ArrayAttr(permutation))}));
+}
+
+static LogicalResult convertSlice(NodeContext &ctx) {
+  RankedTensorType type = ctx.getInputType(0);
+  int64_t rank = type.getRank();
+  FailureOr<SmallVector<int64_t>> starts = ctx.getConstantInts(1, "starts");
+  FailureOr<SmallVector<int64_t>> ends = ctx.getConstantInts(2, "ends");
+  if (failed(starts) || failed(ends))
+    return failure();
+  SmallVector<int64_t> axes, steps;
+  if (ctx.hasInput(3)) {
+    FailureOr<SmallVector<int64_t>> given = ctx.getConstantInts(3, "axes");
+    if (failed(given))
+      return failure();
+    axes = *given;
+  } else {
+    for (size_t i = 0; i < starts->size(); ++i)
+      axes.push_back(i);
+  }
+  if (ctx.hasInput(4)) {
+    FailureOr<SmallVector<int64_t>> given = ctx.getConstantInts(4, "steps");
+    if (failed(given))
+      return failure();
+    steps = *given;
+  } else {
+    steps.assign(starts->size(), 1);
+  }
+  if (ends->size() != starts->size() || axes.size() != starts->size() ||
+      steps.size() != starts->size())
+    return ctx.emitError() << "starts, ends, axes and steps differ in length";
+
+  SmallVector<int64_t> lo(rank, 0), hi(type.getShape()), stride(rank, 1);
+  llvm::SmallBitVector seen(rank);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    FailureOr<int64_t> axis = ctx.normalizeAxis(axes[i], rank);
+    if (failed(axis))
+      return failure();
+    if (seen.test(*axis))
+      return ctx.emitError() << "axis " << axes[i] << " is sliced twice";
+    seen.set(*axis);
+    if (steps[i] <= 0)
+      return ctx.emitError() << "step " << steps[i] << " on axis " << axes[i]
+                             << " is not supported (only positive steps)";
+    // Python-style bounds: negative counts from the end, then clamp.
+    int64_t size = type.getDimSize(*axis);
+    auto clamp = [&](int64_t bound) {
+      if (bound < 0)
+        bound = bound < -size ? 0 : bound + size;
+      return std::min(bound, size);
+    };
+    lo[*axis] = clamp((*starts)[i]);
+    hi[*axis] = std::max(clamp((*ends)[i]), lo[*axis]);
+    stride[*axis] = steps[i];
+  }
+  Builder &b = ctx.getBuilder();
+  return setResult(
+      ctx, ctx.create<SliceOp>(
+               ctx.getInput(0),
+               {ctx.namedAttr("starts", b.getDenseI64ArrayAttr(lo)),
+                ctx.namedAttr("limits", b.getDenseI64ArrayAttr(hi)),
+                ctx.namedAttr("strides", b.getDenseI64ArrayAttr(stride))}));
+}
+
+static LogicalResult convertGather(NodeContext &ctx) {
+  FailureOr<int64_t> axis =
+      ctx.normalizeAxis(ctx.getInt("axis", 0), ctx.getInputType(0).getRank());
+  if (failed(axis))
+    return failure();
+  return setResult(
+      ctx,
+      ctx.create<GatherOp>(
+          {ctx.getInput(0), ctx.getInput(1)},
+          {ctx.namedAttr("axis", ctx.getBuilder().getI64IntegerAttr(*axis))}));
+}
+
+static LogicalResult convertConcat(NodeContext &ctx) {
+  FailureOr<int64_t> axis =
+      ctx.normalizeAxis(ctx.getInt("axis", 0), ctx.getInputType(0).getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<Value> inputs;
+  for (int i = 0, e = ctx.getNode().input_size(); i < e; ++i)
+    if (ctx.hasInput(i))
+      inputs.push_back(ctx.getInput(i));
+  return setResult(
+      ctx,
+      ctx.create<ConcatOp>(
+          inputs,
+          {ctx.namedAttr("axis", ctx.getBuilder().getI64IntegerAttr(*axis))}));
+}
+
+static LogicalResult convertSplit(NodeContext &ctx) {
+  RankedTensorType type = ctx.getInputType(0);
+  FailureOr<int64_t> axis =
+      ctx.normalizeAxis(ctx.getInt("axis", 0), type.getRank());
+  if (failed(axis))
+    return failure();
+  int64_t size = type.getDimSize(*axis);
+  unsigned pieces = ctx.getNumOutputs();
+  SmallVector<int64_t> sizes;
+  if (ctx.hasInput(1)) {
+    FailureOr<SmallVector<int64_t>> split = ctx.getConstantInts(1, "split");
+    if (failed(split))
+      return failure();
+    sizes = *split;
+    if (sizes.size() != pieces)
+      return ctx.emitError() << "split gives " << sizes.size() << " sizes for "
+                             << pieces << " outputs";
+  } else {
+    if (size % pieces != 0)
+      return ctx.emitError()
+             << "cannot split dimension " << *axis << " of size " << size
+             << " into " << pieces << " equal parts";
+    sizes.assign(pieces, size / pieces);
+  }
+  SmallVector<Type> types;
+  for (int64_t piece : sizes) {
+    if (piece < 0)
+      return ctx.emitError() << "split size " << piece << " is negative";
+    SmallVector<int64_t> shape(type.getShape());
+    shape[*axis] = piece;
+    types.push_back(type.clone(shape));
+  }
+  FailureOr<SmallVector<Value>> results = ctx.createOp(
+      SplitOp::getOperationName(), ctx.getInput(0),
+      {ctx.namedAttr("axis", ctx.getBuilder().getI64IntegerAttr(*axis))}, types,
+      pieces);
+  if (failed(results))
+    return failure();
+  for (auto [index, value] : llvm::enumerate(*results))
+    ctx.setOutput(index, value);
+  return success();
+}
+
+static LogicalResult convertUnsqueeze(NodeContext &ctx) {
+  FailureOr<SmallVector<int64_t>> axes = ctx.getConstantInts(1, "axes");
+  if (failed(axes))
+    return failure();
+  ArrayRef<int64_t> inputShape = ctx.getInputType(0).getShape();
+  int64_t rank = inputShape.size() + axes->size();
+  FailureOr<SmallVector<int64_t>> normalized = ctx.normalizeAxes(*axes, rank);
+  if (failed(normalized))
+    return failure();
+  SmallVector<int64_t> shape;
+  const int64_t *next = inputShape.begin();
+  for (int64_t dim = 0; dim < rank; ++dim)
+    shape.push_back(llvm::is_contained(*normalized, dim) ? 1 : *next++);
+  return setResult(ctx, ctx.reshape(ctx.getInput(0), shape));
+}
+
+static LogicalResult convertSqueeze(NodeContext &ctx) {
+  ArrayRef<int64_t> inputShape = ctx.getInputType(0).getShape();
+  int64_t rank = inputShape.size();
+  SmallVector<int64_t> axes;
+  if (ctx.hasInput(1)) {
+    FailureOr<SmallVector<int64_t>> given = ctx.getConstantInts(1, "axes");
+    if (failed(given))
+      return failure();
+    FailureOr<SmallVector<int64_t>> normalized =
+        ctx.normalizeAxes(*given, rank);
+    if (failed(normalized))
+      return failure();
+    axes = *normalized;
+    for (int64_t axis : axes)
+      if (inputShape[axis] != 1)
+        return ctx.emitError() << "cannot squeeze dimension " << axis
+                               << " of size " << inputShape[axis];
+  } else {
+    for (int64_t dim = 0; dim < rank; ++dim)
+      if (inputShape[dim] == 1)
+        axes.push_back(dim);
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t dim = 0; dim < rank; ++dim)
+    if (!llvm::is_contained(axes, dim))
+      shape.push_back(inputShape[dim]);
+  return setResult(ctx, ctx.reshape(ctx.getInput(0), shape));
+}
+
+static LogicalResult convertExpand(NodeContext &ctx) {
+  FailureOr<SmallVector<int64_t>> target = ctx.getConstantInts(1, "shape");
+  if (failed(target))
+    return failure();
+  RankedTensorType type = ctx.getInputType(0);
+  SmallVector<int64_t> shape;
+  if (!OpTrait::util::getBroadcastedShape(type.getShape(), *target, shape) ||
+      llvm::any_of(shape, [](int64_t dim) { return dim < 0; }))
+    return ctx.emitError() << "cannot expand " << type << " to shape ["
+                           << llvm::make_range(target->begin(), target->end())
+                           << "]";
+  if (shape == type.getShape()) {
+    ctx.setOutput(0, ctx.getInput(0));
+    return success();
+  }
+  return setResult(
+      ctx, ctx.create<BroadcastOp>(ctx.getInput(0), {}, type.clone(shape)));
+}
+
+static LogicalResult convertFlatten(NodeContext &ctx) {
+  ArrayRef<int64_t> inputShape = ctx.getInputType(0).getShape();
+  int64_t rank = inputShape.size();
+  int64_t axis = ctx.getInt("axis", 1);
+  if (axis < -rank || axis > rank)
+    return ctx.emitError() << "axis " << axis << " is out of range for rank "
+                           << rank;
+  if (axis < 0)
+    axis += rank;
+  int64_t outer = 1, inner = 1;
+  for (int64_t dim = 0; dim < rank; ++dim)
+    (dim < axis ? outer : inner) *= inputShape[dim];
+  return setResult(ctx, ctx.reshape(ctx.getInput(0), {outer, inner}));
+}
+
+/// Integer constants stay dense literals so that shape subgraphs fold.
+static FailureOr<Value> createTensorConstant(NodeContext &ctx,
+                                             const onnx::TensorProto &proto) {
+  onnx::TensorProto tensor = proto;
+  if (tensor.name().empty())
+    tensor.set_name(ctx.getNode().output(0));
+  FailureOr<RankedTensorType> type =
+      ctx.getTensors().getType(tensor, ctx.getLoc());
+  if (failed(type))
+    return failure();
+  bool dense = !isa<FloatType>(type->getElementType());
+  FailureOr<Attribute> value = ctx.getTensors().load(
+      tensor, *type, ctx.getLoc(), /*mayReference=*/false, dense);
+  if (failed(value))
+    return failure();
+  return ctx.createConstant(cast<ElementsAttr>(*value));
+}
+
+static LogicalResult convertConstant(NodeContext &ctx) {
+  Builder &b = ctx.getBuilder();
+  const onnx::AttributeProto *attr = nullptr;
+  for (const onnx::AttributeProto &candidate : ctx.getNode().attribute())
+    attr = &candidate;
+  if (!attr || ctx.getNode().attribute_size() != 1)
+    return ctx.emitError() << "needs exactly one value attribute";
+  StringRef name = attr->name();
+  if (name == "value")
+    return setResult(ctx, createTensorConstant(ctx, attr->t()));
+  if (name == "value_float")
+    return setResult(ctx, ctx.createScalar(b.getF32Type(), attr->f()));
+  if (name == "value_int")
+    return setResult(ctx, ctx.createScalar(b.getI64Type(), attr->i()));
+  if (name == "value_floats") {
+    SmallVector<float> values(attr->floats().begin(), attr->floats().end());
+    auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                      b.getF32Type());
+    return setResult(ctx, ctx.createConstant(DenseElementsAttr::get(
+                              type, ArrayRef<float>(values))));
+  }
+  if (name == "value_ints") {
+    SmallVector<int64_t> values(attr->ints().begin(), attr->ints().end());
+    auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                      b.getI64Type());
+    return setResult(ctx, ctx.createConstant(DenseElementsAttr::get(
+                              type, ArrayRef<int64_t>(values))));
+  }
+  return ctx.emitError() << "constant attribute '" << name
+                         << "' is not supported (Loom has no sparse or "
+                            "string tensors)";
+}
+
+static LogicalResult convertConstantOfShape(NodeContext &ctx) {
+  FailureOr<SmallVector<int64_t>> shape = ctx.getConstantInts(0, "shape");
+  if (failed(shape))
+    return failure();
+  if (llvm::any_of(*shape, [](int64_t dim) { return dim < 0; }))
+    return ctx.emitError() << "shape has a negative dimension";
+  DenseElementsAttr element;
+  if (const onnx::AttributeProto *attr = ctx.findAttr("value")) {
+    FailureOr<Value> value = createTensorConstant(ctx, attr->t());
+    if (failed(value))
+      return failure();
+    auto cst = value->getDefiningOp<ConstantOp>();
+    element = dyn_cast<DenseElementsAttr>(cst.getValue());
+    cst.erase();
+    if (!element || element.getNumElements() != 1)
+      return ctx.emitError() << "value must hold exactly one element";
+  } else {
+    element = DenseElementsAttr::get(
+        RankedTensorType::get({1}, ctx.getBuilder().getF32Type()), 0.0f);
+  }
+  auto type = RankedTensorType::get(*shape, element.getElementType());
+  return setResult(ctx, ctx.createConstant(DenseElementsAttr::get(
+                            type, element.getSplatValue<Attribute>())));
+}
+
+void onnx_import::registerShapeConverters(ConverterRegistry &registry) {
+  registry.add("Identity", {13, 14, 16}, convertIdentity);
+  registry.add("Shape", {13, 15}, convertShape);
+  registry.add("Reshape", {13, 14}, convertReshape);
+  registry.add("Transpose", {13}, convertTranspose);
+  registry.add("Slice", {13}, convertSlice);
+  registry.add("Gather", {13}, convertGather);
+  registry.add("Concat", {13}, convertConcat);
+  registry.add("Split", {13}, convertSplit);
+  registry.add("Unsqueeze", {13}, convertUnsqueeze);
+  registry.add("Squeeze", {13}, convertSqueeze);
+  registry.add("Expand", {13}, convertExpand);
+  registry.add("Flatten", {13}, convertFlatten);
+  registry.add("Constant", {13}, convertConstant);
+  registry.add("ConstantOfShape", {9}, convertConstantOfShape);
+}
