@@ -17,6 +17,8 @@ config.excludes = ["Unit", "Inputs", "CMakeLists.txt", "lit.cfg.py",
 
 llvm_config.with_system_environment(["HOME", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
+# `not` and `split-file` at the start of a RUN line are found through PATH.
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%loom_src", config.loom_src_root))

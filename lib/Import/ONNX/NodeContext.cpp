@@ -134,10 +134,15 @@ NodeContext::createOp(StringRef name, ValueRange operands,
     op->erase();
     return failure();
   }
-  SmallVector<Value> results;
-  if (succeeded(builder.tryFold(op, results)) && !results.empty()) {
-    op->erase();
-    return results;
+  // An in-place fold (e.g. reshape of reshape) may enable another one.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    SmallVector<Value> results;
+    if (failed(builder.tryFold(op, results)))
+      break;
+    if (!results.empty()) {
+      op->erase();
+      return results;
+    }
   }
   return SmallVector<Value>(op->getResults());
 }
