@@ -22,7 +22,7 @@ done
 runtime_packages=(cmake ninja-build ccache g++ libgtest-dev)
 compiler_packages=(python3 llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools
   libonnx-dev libprotobuf-dev protobuf-compiler python3-onnx python3-numpy
-  python3-torch)
+  python3-torch clang-19 libclang-rt-19-dev)
 packages=("${runtime_packages[@]}")
 [[ $mode == runtime ]] || packages+=("${compiler_packages[@]}")
 

@@ -56,7 +56,15 @@ LogicalResult ModelImport::parse(StringRef bytes, bool isText) {
     // The parser keeps pointing into the text.
     std::string text = bytes.str();
     onnx::OnnxParser parser(text.c_str());
-    onnx::Common::Status status = parser.Parse(model);
+    onnx::Common::Status status;
+    // The parser also throws (std::stoi on malformed numbers).
+    try {
+      status = parser.Parse(model);
+    } catch (const std::exception &error) {
+      return emitError() << "cannot parse ONNX text: a malformed token made "
+                            "the parser fail in '"
+                         << error.what() << "'";
+    }
     if (!status.IsOK())
       return emitError() << "cannot parse ONNX text: " << status.ErrorMessage();
     return success();
@@ -214,11 +222,18 @@ LogicalResult ModelImport::inferShapes() {
 }
 
 OwningOpRef<ModuleOp> ModelImport::run(StringRef bytes, bool isText) {
-  if (failed(parse(bytes, isText)) || failed(findOpset()) ||
-      failed(fixDimensions()) || failed(validateNodes()) ||
-      failed(inferShapes()))
+  // libonnx reports some malformed input only by throwing; whatever escapes
+  // the targeted handlers still ends as an error, never as a crash.
+  try {
+    if (failed(parse(bytes, isText)) || failed(findOpset()) ||
+        failed(fixDimensions()) || failed(validateNodes()) ||
+        failed(inferShapes()))
+      return nullptr;
+    return GraphImporter(context, model, opset, modelPath, options).run();
+  } catch (const std::exception &error) {
+    emitError() << "ONNX library error: " << error.what();
     return nullptr;
-  return GraphImporter(context, model, opset, modelPath, options).run();
+  }
 }
 
 OwningOpRef<ModuleOp> mlir::loom::importONNX(StringRef bytes,

@@ -86,7 +86,7 @@ static void printSliceRanges(OpAsmPrinter &printer, Operation *,
     if (i)
       printer << ", ";
     printer << starts[i] << ":" << limits[i];
-    if (i < strides.size() && strides[i] != 1)
+    if (static_cast<int64_t>(i) < strides.size() && strides[i] != 1)
       printer << ":" << strides[i];
   }
   printer << "]";
