@@ -14,21 +14,13 @@ using namespace mlir;
 using namespace mlir::loom;
 using namespace mlir::loom::onnx_import;
 
-/// Records `result` as output #0 if it was built.
-static LogicalResult setResult(NodeContext &ctx, FailureOr<Value> result) {
-  if (failed(result))
-    return failure();
-  ctx.setOutput(0, *result);
-  return success();
-}
-
 template <typename OpTy> static LogicalResult convertUnary(NodeContext &ctx) {
   Value input = ctx.getInput(0);
-  return setResult(ctx, ctx.create<OpTy>(input, {}, input.getType()));
+  return ctx.setResult(ctx.create<OpTy>(input, {}, input.getType()));
 }
 
 template <typename OpTy> static LogicalResult convertBinary(NodeContext &ctx) {
-  return setResult(ctx, ctx.create<OpTy>({ctx.getInput(0), ctx.getInput(1)}));
+  return ctx.setResult(ctx.create<OpTy>({ctx.getInput(0), ctx.getInput(1)}));
 }
 
 /// ONNX Pow allows an exponent of another numeric type; loom.pow takes the
@@ -44,21 +36,20 @@ static LogicalResult convertPow(NodeContext &ctx) {
       return failure();
     exponent = *cast;
   }
-  return setResult(ctx, ctx.create<PowOp>({base, exponent}));
+  return ctx.setResult(ctx.create<PowOp>({base, exponent}));
 }
 
 template <CompareDirection direction>
 static LogicalResult convertCompare(NodeContext &ctx) {
-  return setResult(
-      ctx, ctx.create<CompareOp>(
-               {ctx.getInput(0), ctx.getInput(1)},
-               {ctx.namedAttr("direction", CompareDirectionAttr::get(
-                                               ctx.getContext(), direction))}));
+  return ctx.setResult(ctx.create<CompareOp>(
+      {ctx.getInput(0), ctx.getInput(1)},
+      {ctx.namedAttr("direction",
+                     CompareDirectionAttr::get(ctx.getContext(), direction))}));
 }
 
 static LogicalResult convertWhere(NodeContext &ctx) {
-  return setResult(ctx, ctx.create<SelectOp>({ctx.getInput(0), ctx.getInput(1),
-                                              ctx.getInput(2)}));
+  return ctx.setResult(ctx.create<SelectOp>(
+      {ctx.getInput(0), ctx.getInput(1), ctx.getInput(2)}));
 }
 
 static LogicalResult convertCast(NodeContext &ctx) {
@@ -72,8 +63,8 @@ static LogicalResult convertCast(NodeContext &ctx) {
     ctx.setOutput(0, ctx.getInput(0));
     return success();
   }
-  return setResult(
-      ctx, ctx.create<CastOp>(ctx.getInput(0), {}, type.clone(element)));
+  return ctx.setResult(
+      ctx.create<CastOp>(ctx.getInput(0), {}, type.clone(element)));
 }
 
 void onnx_import::registerElementwiseConverters(ConverterRegistry &registry) {

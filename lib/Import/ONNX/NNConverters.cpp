@@ -9,13 +9,6 @@ using namespace mlir;
 using namespace mlir::loom;
 using namespace mlir::loom::onnx_import;
 
-static LogicalResult setResult(NodeContext &ctx, FailureOr<Value> result) {
-  if (failed(result))
-    return failure();
-  ctx.setOutput(0, *result);
-  return success();
-}
-
 /// `value` broadcast to `batch` leading dimensions followed by its own two
 /// trailing (matrix) dimensions.
 static FailureOr<Value> broadcastBatch(NodeContext &ctx, Value value,
@@ -70,14 +63,14 @@ static LogicalResult convertMatMul(NodeContext &ctx) {
   if (failed(product))
     return failure();
   if (!vectorLhs && !vectorRhs)
-    return setResult(ctx, product);
+    return ctx.setResult(product);
   SmallVector<int64_t> shape(
       cast<RankedTensorType>(product->getType()).getShape());
   if (vectorRhs)
     shape.pop_back();
   if (vectorLhs)
     shape.erase(shape.end() - (vectorRhs ? 1 : 2));
-  return setResult(ctx, ctx.reshape(*product, shape));
+  return ctx.setResult(ctx.reshape(*product, shape));
 }
 
 /// Gemm: `alpha * A' B' + beta * C`; a rank-1 C of the output's width is a
@@ -103,7 +96,7 @@ static LogicalResult convertGemm(NodeContext &ctx) {
       return failure();
   }
   if (!ctx.hasInput(2) || beta == 0.0)
-    return setResult(ctx, result);
+    return ctx.setResult(result);
   Value c = ctx.getInput(2);
   if (beta != 1.0) {
     FailureOr<Value> scaled =
@@ -116,8 +109,8 @@ static LogicalResult convertGemm(NodeContext &ctx) {
   auto cType = cast<RankedTensorType>(c.getType());
   if (cType.getRank() == 1 && cType.getDimSize(0) == resultType.getDimSize(1) &&
       cType.getElementType() == resultType.getElementType())
-    return setResult(ctx, ctx.create<BiasAddOp>({*result, c}, {}, resultType));
-  return setResult(ctx, ctx.create<AddOp>({*result, c}));
+    return ctx.setResult(ctx.create<BiasAddOp>({*result, c}, {}, resultType));
+  return ctx.setResult(ctx.create<AddOp>({*result, c}));
 }
 
 template <typename OpTy> static LogicalResult convertSoftmax(NodeContext &ctx) {
@@ -126,12 +119,10 @@ template <typename OpTy> static LogicalResult convertSoftmax(NodeContext &ctx) {
       ctx.normalizeAxis(ctx.getInt("axis", -1), type.getRank());
   if (failed(axis))
     return failure();
-  return setResult(
-      ctx,
-      ctx.create<OpTy>(
-          ctx.getInput(0),
-          {ctx.namedAttr("axis", ctx.getBuilder().getI64IntegerAttr(*axis))},
-          type));
+  return ctx.setResult(ctx.create<OpTy>(
+      ctx.getInput(0),
+      {ctx.namedAttr("axis", ctx.getBuilder().getI64IntegerAttr(*axis))},
+      type));
 }
 
 static LogicalResult convertLayerNorm(NodeContext &ctx) {
@@ -165,13 +156,12 @@ static LogicalResult convertLayerNorm(NodeContext &ctx) {
   // Mean and InvStdDev (outputs 1, 2) are left undefined: the importer
   // reports a node that reads them.
   Builder &b = ctx.getBuilder();
-  return setResult(
-      ctx, ctx.create<LayerNormOp>(
-               {ctx.getInput(0), *scale, *bias},
-               {ctx.namedAttr("axis", b.getI64IntegerAttr(*axis)),
-                ctx.namedAttr("epsilon", b.getF64FloatAttr(
-                                             ctx.getFloat("epsilon", 1e-5)))},
-               type));
+  return ctx.setResult(ctx.create<LayerNormOp>(
+      {ctx.getInput(0), *scale, *bias},
+      {ctx.namedAttr("axis", b.getI64IntegerAttr(*axis)),
+       ctx.namedAttr("epsilon",
+                     b.getF64FloatAttr(ctx.getFloat("epsilon", 1e-5)))},
+      type));
 }
 
 /// Builds a reduction over `axes`; `std::nullopt` reduces every dimension.
@@ -194,7 +184,7 @@ static LogicalResult buildReduce(NodeContext &ctx,
       ctx.namedAttr("axes", b.getDenseI64ArrayAttr(normalized))};
   if (ctx.getInt("keepdims", 1))
     attrs.push_back(ctx.namedAttr("keepdims", b.getUnitAttr()));
-  return setResult(ctx, ctx.create<OpTy>(ctx.getInput(0), attrs));
+  return ctx.setResult(ctx.create<OpTy>(ctx.getInput(0), attrs));
 }
 
 /// ReduceMean-13 and ReduceMax-13 take `axes` as an attribute.
@@ -298,8 +288,8 @@ static LogicalResult convertSoftmaxCrossEntropy(NodeContext &ctx) {
   if (const onnx::AttributeProto *ignore = ctx.findAttr("ignore_index"))
     attrs.push_back(
         ctx.namedAttr("ignore_index", b.getI64IntegerAttr(ignore->i())));
-  if (failed(setResult(
-          ctx, ctx.create<CrossEntropyOp>({logits, ctx.getInput(1)}, attrs))))
+  if (failed(ctx.setResult(
+          ctx.create<CrossEntropyOp>({logits, ctx.getInput(1)}, attrs))))
     return failure();
   if (!ctx.hasOutput(1))
     return success();

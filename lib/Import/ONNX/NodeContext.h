@@ -123,6 +123,13 @@ public:
     return index < static_cast<unsigned>(node.output_size()) &&
            !node.output(index).empty();
   }
+  /// Records `result` as output #0 if it was built.
+  LogicalResult setResult(FailureOr<Value> result) {
+    if (failed(result))
+      return failure();
+    setOutput(0, *result);
+    return success();
+  }
   void setOutput(unsigned index, Value value) {
     if (hasOutput(index))
       values[node.output(index)] = value;

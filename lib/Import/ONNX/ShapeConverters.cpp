@@ -17,13 +17,6 @@ using namespace mlir;
 using namespace mlir::loom;
 using namespace mlir::loom::onnx_import;
 
-static LogicalResult setResult(NodeContext &ctx, FailureOr<Value> result) {
-  if (failed(result))
-    return failure();
-  ctx.setOutput(0, *result);
-  return success();
-}
-
 static LogicalResult convertIdentity(NodeContext &ctx) {
   ctx.setOutput(0, ctx.getInput(0));
   return success();
@@ -91,7 +84,7 @@ static LogicalResult convertReshape(NodeContext &ctx) {
                            << elements << " elements) to " << known
                            << " elements";
   }
-  return setResult(ctx, ctx.reshape(ctx.getInput(0), shape));
+  return ctx.setResult(ctx.reshape(ctx.getInput(0), shape));
 }
 
 static LogicalResult convertTranspose(NodeContext &ctx) {
@@ -102,12 +95,10 @@ static LogicalResult convertTranspose(NodeContext &ctx) {
   else
     for (int64_t i = rank - 1; i >= 0; --i)
       permutation.push_back(i);
-  return setResult(
-      ctx,
-      ctx.create<TransposeOp>(
-          ctx.getInput(0),
-          {ctx.namedAttr("permutation",
-                         ctx.getBuilder().getDenseI64ArrayAttr(permutation))}));
+  return ctx.setResult(ctx.create<TransposeOp>(
+      ctx.getInput(0),
+      {ctx.namedAttr("permutation",
+                     ctx.getBuilder().getDenseI64ArrayAttr(permutation))}));
 }
 
 static LogicalResult convertSlice(NodeContext &ctx) {
@@ -163,12 +154,11 @@ static LogicalResult convertSlice(NodeContext &ctx) {
     stride[*axis] = steps[i];
   }
   Builder &b = ctx.getBuilder();
-  return setResult(
-      ctx, ctx.create<SliceOp>(
-               ctx.getInput(0),
-               {ctx.namedAttr("starts", b.getDenseI64ArrayAttr(lo)),
-                ctx.namedAttr("limits", b.getDenseI64ArrayAttr(hi)),
-                ctx.namedAttr("strides", b.getDenseI64ArrayAttr(stride))}));
+  return ctx.setResult(ctx.create<SliceOp>(
+      ctx.getInput(0),
+      {ctx.namedAttr("starts", b.getDenseI64ArrayAttr(lo)),
+       ctx.namedAttr("limits", b.getDenseI64ArrayAttr(hi)),
+       ctx.namedAttr("strides", b.getDenseI64ArrayAttr(stride))}));
 }
 
 static LogicalResult convertGather(NodeContext &ctx) {
@@ -176,11 +166,9 @@ static LogicalResult convertGather(NodeContext &ctx) {
       ctx.normalizeAxis(ctx.getInt("axis", 0), ctx.getInputType(0).getRank());
   if (failed(axis))
     return failure();
-  return setResult(
-      ctx,
-      ctx.create<GatherOp>(
-          {ctx.getInput(0), ctx.getInput(1)},
-          {ctx.namedAttr("axis", ctx.getBuilder().getI64IntegerAttr(*axis))}));
+  return ctx.setResult(ctx.create<GatherOp>(
+      {ctx.getInput(0), ctx.getInput(1)},
+      {ctx.namedAttr("axis", ctx.getBuilder().getI64IntegerAttr(*axis))}));
 }
 
 static LogicalResult convertConcat(NodeContext &ctx) {
@@ -192,11 +180,9 @@ static LogicalResult convertConcat(NodeContext &ctx) {
   for (int i = 0, e = ctx.getNode().input_size(); i < e; ++i)
     if (ctx.hasInput(i))
       inputs.push_back(ctx.getInput(i));
-  return setResult(
-      ctx,
-      ctx.create<ConcatOp>(
-          inputs,
-          {ctx.namedAttr("axis", ctx.getBuilder().getI64IntegerAttr(*axis))}));
+  return ctx.setResult(ctx.create<ConcatOp>(
+      inputs,
+      {ctx.namedAttr("axis", ctx.getBuilder().getI64IntegerAttr(*axis))}));
 }
 
 static LogicalResult convertSplit(NodeContext &ctx) {
@@ -255,7 +241,7 @@ static LogicalResult convertUnsqueeze(NodeContext &ctx) {
   const int64_t *next = inputShape.begin();
   for (int64_t dim = 0; dim < rank; ++dim)
     shape.push_back(llvm::is_contained(*normalized, dim) ? 1 : *next++);
-  return setResult(ctx, ctx.reshape(ctx.getInput(0), shape));
+  return ctx.setResult(ctx.reshape(ctx.getInput(0), shape));
 }
 
 static LogicalResult convertSqueeze(NodeContext &ctx) {
@@ -284,7 +270,7 @@ static LogicalResult convertSqueeze(NodeContext &ctx) {
   for (int64_t dim = 0; dim < rank; ++dim)
     if (!llvm::is_contained(axes, dim))
       shape.push_back(inputShape[dim]);
-  return setResult(ctx, ctx.reshape(ctx.getInput(0), shape));
+  return ctx.setResult(ctx.reshape(ctx.getInput(0), shape));
 }
 
 static LogicalResult convertExpand(NodeContext &ctx) {
@@ -302,8 +288,8 @@ static LogicalResult convertExpand(NodeContext &ctx) {
     ctx.setOutput(0, ctx.getInput(0));
     return success();
   }
-  return setResult(
-      ctx, ctx.create<BroadcastOp>(ctx.getInput(0), {}, type.clone(shape)));
+  return ctx.setResult(
+      ctx.create<BroadcastOp>(ctx.getInput(0), {}, type.clone(shape)));
 }
 
 static LogicalResult convertFlatten(NodeContext &ctx) {
@@ -318,7 +304,7 @@ static LogicalResult convertFlatten(NodeContext &ctx) {
   int64_t outer = 1, inner = 1;
   for (int64_t dim = 0; dim < rank; ++dim)
     (dim < axis ? outer : inner) *= inputShape[dim];
-  return setResult(ctx, ctx.reshape(ctx.getInput(0), {outer, inner}));
+  return ctx.setResult(ctx.reshape(ctx.getInput(0), {outer, inner}));
 }
 
 /// Integer constants stay dense literals so that shape subgraphs fold.
@@ -348,24 +334,24 @@ static LogicalResult convertConstant(NodeContext &ctx) {
     return ctx.emitError() << "needs exactly one value attribute";
   StringRef name = attr->name();
   if (name == "value")
-    return setResult(ctx, createTensorConstant(ctx, attr->t()));
+    return ctx.setResult(createTensorConstant(ctx, attr->t()));
   if (name == "value_float")
-    return setResult(ctx, ctx.createScalar(b.getF32Type(), attr->f()));
+    return ctx.setResult(ctx.createScalar(b.getF32Type(), attr->f()));
   if (name == "value_int")
-    return setResult(ctx, ctx.createScalar(b.getI64Type(), attr->i()));
+    return ctx.setResult(ctx.createScalar(b.getI64Type(), attr->i()));
   if (name == "value_floats") {
     SmallVector<float> values(attr->floats().begin(), attr->floats().end());
     auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
                                       b.getF32Type());
-    return setResult(ctx, ctx.createConstant(DenseElementsAttr::get(
-                              type, ArrayRef<float>(values))));
+    return ctx.setResult(ctx.createConstant(
+        DenseElementsAttr::get(type, ArrayRef<float>(values))));
   }
   if (name == "value_ints") {
     SmallVector<int64_t> values(attr->ints().begin(), attr->ints().end());
     auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
                                       b.getI64Type());
-    return setResult(ctx, ctx.createConstant(DenseElementsAttr::get(
-                              type, ArrayRef<int64_t>(values))));
+    return ctx.setResult(ctx.createConstant(
+        DenseElementsAttr::get(type, ArrayRef<int64_t>(values))));
   }
   return ctx.emitError() << "constant attribute '" << name
                          << "' is not supported (Loom has no sparse or "
@@ -393,8 +379,8 @@ static LogicalResult convertConstantOfShape(NodeContext &ctx) {
         RankedTensorType::get({1}, ctx.getBuilder().getF32Type()), 0.0f);
   }
   auto type = RankedTensorType::get(*shape, element.getElementType());
-  return setResult(ctx, ctx.createConstant(DenseElementsAttr::get(
-                            type, element.getSplatValue<Attribute>())));
+  return ctx.setResult(ctx.createConstant(
+      DenseElementsAttr::get(type, element.getSplatValue<Attribute>())));
 }
 
 void onnx_import::registerShapeConverters(ConverterRegistry &registry) {
