@@ -21,25 +21,15 @@ with --with-loss) computed by PyTorch on the fixed seeded example input.
 """
 
 import argparse
-import collections
 import os
 import sys
 
-import numpy as np
-import onnx
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ALLOWED_OPS = {
-    "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Reciprocal",
-    "Erf", "Tanh", "Sigmoid", "Relu", "Exp", "Log", "Neg", "Softmax",
-    "LogSoftmax", "LayerNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
-    "Reshape", "Transpose", "Slice", "Gather", "Concat", "Split", "Unsqueeze",
-    "Squeeze", "Expand", "Shape", "Constant", "ConstantOfShape", "Identity",
-    "Cast", "Where", "Equal", "Less", "Greater", "Dropout", "Flatten",
-    "SoftmaxCrossEntropyLoss",
-}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from onnx_export import export  # noqa: E402
 
 IN_FEATURES, HIDDEN, CLASSES, EXAMPLE_BATCH = 32, 64, 10, 4
 
@@ -57,25 +47,6 @@ class MLP(nn.Module):
         if labels is None:
             return logits
         return logits, F.cross_entropy(logits, labels)  # SoftmaxCrossEntropyLoss
-
-
-def check_and_summarize(path, opset, n_params):
-    """onnx.checker + op allowlist; prints a summary to stderr. Returns exit code."""
-    model = onnx.load(path)
-    onnx.checker.check_model(model)
-    hist = collections.Counter(n.op_type for n in model.graph.node)
-    n_init = sum(int(np.prod(t.dims)) for t in model.graph.initializer)
-    print(f"[export] {path}: opset {opset}, {n_params} parameters, "
-          f"{len(model.graph.node)} nodes, {len(model.graph.initializer)} "
-          f"initializers ({n_init} elements)", file=sys.stderr)
-    for op, n in sorted(hist.items()):
-        print(f"  {op:26s} {n}", file=sys.stderr)
-    bad = sorted(set(hist) - ALLOWED_OPS)
-    if bad:
-        print(f"error: exported graph contains unsupported op types: {', '.join(bad)}",
-              file=sys.stderr)
-        return 1
-    return 0
 
 
 def main():
@@ -111,27 +82,8 @@ def main():
     if args.batch_dynamic:
         dynamic_axes = {n: {0: "batch"} for n in input_names + ["logits"]}
 
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    torch.onnx.export(model, example, args.out, export_params=True,
-                      opset_version=args.opset, do_constant_folding=True,
-                      input_names=input_names, output_names=output_names,
-                      dynamic_axes=dynamic_axes)
-
-    if args.save_reference:
-        os.makedirs(args.save_reference, exist_ok=True)
-        with torch.no_grad():
-            out = model(*example)
-        np.save(os.path.join(args.save_reference, "input.npy"), x.numpy())
-        if args.with_loss:
-            logits, loss = out
-            np.save(os.path.join(args.save_reference, "labels.npy"), labels.numpy())
-            np.save(os.path.join(args.save_reference, "loss.npy"), loss.numpy())
-        else:
-            logits = out
-        np.save(os.path.join(args.save_reference, "logits.npy"), logits.numpy())
-
-    n_params = sum(t.numel() for t in model.parameters())
-    return check_and_summarize(args.out, args.opset, n_params)
+    return export(model, example, input_names, output_names, dynamic_axes,
+                  args)
 
 
 if __name__ == "__main__":
