@@ -39,6 +39,32 @@ loom.parameter @w : tensor<4xf32> = dense<0.0> : tensor<3xf32>
 
 // -----
 
+// expected-error @+1 {{'loom.parameter' op has external data of 12 bytes but 'tensor<4xf32>' takes 4 x 4 bytes}}
+loom.parameter @w : tensor<4xf32> = #loom.external_data<"w.bin", offset = 0, length = 12>
+
+// -----
+
+// One byte per i1 element, as in ONNX (not bit-packed).
+// expected-error @+1 {{'loom.parameter' op has external data of 1 bytes but 'tensor<4xi1>' takes 4 x 1 bytes}}
+loom.parameter @mask : tensor<4xi1> = #loom.external_data<"m.bin", offset = 8, length = 1>
+
+// -----
+
+// expected-error @+1 {{external data offset and length must be non-negative, got offset -1 and length 16}}
+loom.parameter @w : tensor<4xf32> = #loom.external_data<"w.bin", offset = -1, length = 16>
+
+// -----
+
+// expected-error @+1 {{external data needs a file path}}
+loom.parameter @w : tensor<4xf32> = #loom.external_data<"", offset = 0, length = 16>
+
+// -----
+
+// expected-error @+1 {{external data ends past 2^63 bytes}}
+loom.parameter @w : tensor<4xf32> = #loom.external_data<"w.bin", offset = 9223372036854775800, length = 16>
+
+// -----
+
 loom.mesh @mesh = <tp = 4>
 // expected-error @+1 {{'loom.parameter' op has an invalid sharding of the parameter: dimension 0 of 'tensor<6xf32>' has size 6, which 4 shards do not divide evenly}}
 loom.parameter @w : tensor<6xf32> sharding <@mesh, [{tp}]>

@@ -14,6 +14,8 @@ loom.parameter @positions : tensor<4xi64> = dense<[0, 1, 2, 3]> : tensor<4xi64>
 loom.parameter @"onnx::MatMul_7" : tensor<2x2xf32>
 // CHECK: loom.parameter @blob trainable : tensor<2xf32> = dense_resource<blob> : tensor<2xf32>
 loom.parameter @blob trainable : tensor<2xf32> = dense_resource<blob> : tensor<2xf32>
+// CHECK: loom.parameter @wte trainable : tensor<4x2xf32> = #loom.external_data<"gpt.onnx.data", offset = 64, length = 32>
+loom.parameter @wte trainable : tensor<4x2xf32> = #loom.external_data<"gpt.onnx.data", offset = 64, length = 32>
 
 // CHECK-LABEL: func @state
 func.func @state(%x: tensor<8x512xf32>) -> tensor<8x512xf32> {
