@@ -1,24 +1,32 @@
 //===- loom-translate.cpp - Models in and out of the loom dialect ---------===//
 //
-// Translates between external formats and the loom dialect. Today:
+// Translates between external formats and the loom dialect:
 //
 //   loom-translate --import-onnx model.onnx [-o out.mlir] [--dim batch=8]
+//   loom-translate --emit-plan lowered.mlir [-o model.plan]
+//
+// --emit-plan writes the runtime plan (docs/design/plan-format.md) of a
+// module that went through `loom-opt --loom-lower-to-plan`.
 //
 // A `.onnxtext` input (or --onnx-text) is read in ONNX's textual syntax,
 // which keeps lit tests readable.
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Conversion/LoomToPlan/LoomToPlan.h"
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
+#include "loom/Dialect/Plan/IR/PlanDialect.h"
 #include "loom/Import/ONNX/ImportONNX.h"
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
@@ -34,6 +42,10 @@ static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
                                            cl::init("-"), cl::cat(category));
 static cl::opt<bool> importONNX("import-onnx", cl::desc("Import an ONNX model"),
                                 cl::cat(category));
+static cl::opt<bool> emitPlan("emit-plan",
+                              cl::desc("Write the runtime plan of a lowered "
+                                       "module"),
+                              cl::cat(category));
 static cl::opt<bool>
     onnxText("onnx-text",
              cl::desc("Read ONNX's text syntax (default for .onnxtext)"),
@@ -45,13 +57,13 @@ static cl::opt<bool>
     noWeights("no-weights",
               cl::desc("Shapes only: declare parameters without values"),
               cl::cat(category));
-static cl::opt<loom::ExternalWeights> externalWeights(
+static cl::opt<mlir::loom::ExternalWeights> externalWeights(
     "external-weights", cl::desc("What to do with ONNX external data"),
-    cl::values(clEnumValN(loom::ExternalWeights::Reference, "reference",
+    cl::values(clEnumValN(mlir::loom::ExternalWeights::Reference, "reference",
                           "refer to the bytes in place (default)"),
-               clEnumValN(loom::ExternalWeights::Load, "load",
+               clEnumValN(mlir::loom::ExternalWeights::Load, "load",
                           "map them into dense_resource blobs")),
-    cl::init(loom::ExternalWeights::Reference), cl::cat(category));
+    cl::init(mlir::loom::ExternalWeights::Reference), cl::cat(category));
 static cl::opt<int64_t> inlineLimit(
     "inline-limit",
     cl::desc("Largest initializer (in elements) printed as a dense literal"),
@@ -80,6 +92,30 @@ static LogicalResult parseDims(llvm::StringMap<int64_t> &result) {
   return success();
 }
 
+/// Writes the plan of the lowered module in `input` to `output`.
+static int writePlanFile(std::unique_ptr<llvm::MemoryBuffer> input,
+                         llvm::raw_ostream &output) {
+  DialectRegistry registry;
+  registry.insert<mlir::loom::LoomDialect, mlir::loom::plan::PlanDialect,
+                  func::FuncDialect>();
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(input), SMLoc());
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module =
+      parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+  FailureOr<::loom::runtime::Plan> plan =
+      mlir::loom::buildRuntimePlan(*module, functionName.getNumOccurrences()
+                                          ? StringRef(functionName)
+                                          : StringRef());
+  if (failed(plan))
+    return 1;
+  output << ::loom::runtime::writePlan(*plan);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
@@ -87,11 +123,27 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
   cl::ParseCommandLineOptions(argc, argv, "Loom translation tool\n");
 
-  if (!importONNX) {
-    llvm::errs() << "loom-translate: choose a translation (--import-onnx)\n";
+  if (importONNX == emitPlan) {
+    llvm::errs() << "loom-translate: choose one translation (--import-onnx "
+                    "or --emit-plan)\n";
     return 1;
   }
-  loom::ONNXImportOptions options;
+  std::string error;
+  if (emitPlan) {
+    std::unique_ptr<llvm::MemoryBuffer> input =
+        openInputFile(inputFilename, &error);
+    std::unique_ptr<llvm::ToolOutputFile> output =
+        input ? openOutputFile(outputFilename, &error) : nullptr;
+    if (!output) {
+      llvm::errs() << "loom-translate: " << error << "\n";
+      return 1;
+    }
+    int status = writePlanFile(std::move(input), output->os());
+    if (status == 0)
+      output->keep();
+    return status;
+  }
+  mlir::loom::ONNXImportOptions options;
   if (failed(parseDims(options.dims)))
     return 1;
   options.withWeights = !noWeights;
@@ -99,7 +151,6 @@ int main(int argc, char **argv) {
   options.inlineElementLimit = inlineLimit;
   options.functionName = functionName;
 
-  std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =
       openInputFile(inputFilename, &error);
   if (!input) {
@@ -131,7 +182,7 @@ int main(int argc, char **argv) {
     return success();
   });
   bool isText = onnxText || StringRef(inputFilename).ends_with(".onnxtext");
-  OwningOpRef<ModuleOp> module = loom::importONNX(
+  OwningOpRef<ModuleOp> module = mlir::loom::importONNX(
       input->getBuffer(), inputFilename, isText, &context, options);
   if (!module)
     return 1;

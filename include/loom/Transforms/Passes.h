@@ -4,6 +4,7 @@
 #define LOOM_TRANSFORMS_PASSES_H
 
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir {

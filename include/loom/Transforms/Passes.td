@@ -32,4 +32,39 @@ def LoomTestPrintFactors : Pass<"loom-test-print-factors"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomFuseElementwise : Pass<"loom-fuse-elementwise", "::mlir::func::FuncOp"> {
+  let summary = "Group chains of elementwise ops into loom.fusion kernels";
+  let description = [{
+    Walks each function in order and puts every elementwise op (unary and
+    binary math, `gelu`, `cast`, `compare`, `select`, `bias_add`,
+    `broadcast`) into a `loom.fusion` with the ops producing its operands,
+    when they compute over the same shape. A fusion reads each input once
+    and writes only the values used outside it, so a chain like
+    `bias_add -> gelu` or the tanh-GELU polynomial costs one pass over
+    memory instead of one per op. Splat constants are copied into the
+    bodies. Every elementwise op ends up in a fusion, alone if need be, so
+    the runtime has one elementwise kernel.
+
+    An op joins a fusion only if each of its other operands is defined
+    before the fusion's first op; the fusion is placed there, so the
+    rewrite never reorders a use before its definition.
+
+    Input:
+    ```mlir
+    %0 = loom.bias_add %h, %b : tensor<8x3072xf32>, tensor<3072xf32>
+    %1 = loom.gelu %0 : tensor<8x3072xf32>
+    ```
+    Output:
+    ```mlir
+    %1 = loom.fusion (%h, %b) : (tensor<8x3072xf32>, tensor<3072xf32>) -> tensor<8x3072xf32> {
+    ^bb0(%x: tensor<8x3072xf32>, %bias: tensor<3072xf32>):
+      %0 = loom.bias_add %x, %bias : tensor<8x3072xf32>, tensor<3072xf32>
+      %1 = loom.gelu %0 : tensor<8x3072xf32>
+      loom.yield %1 : tensor<8x3072xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PASSES_TD

@@ -36,6 +36,7 @@ public:
 private:
   LogicalResult parse(StringRef bytes, bool isText);
   LogicalResult findOpset();
+  LogicalResult bindInputShapes();
   LogicalResult fixDimensions();
   LogicalResult validateNodes();
   LogicalResult inferShapes();
@@ -48,6 +49,8 @@ private:
   Location fileLoc;
   onnx::ModelProto model;
   int64_t opset = 0;
+  /// --dim values plus the sizes bound from concrete input shapes.
+  llvm::StringMap<int64_t> dims;
 };
 } // namespace
 
@@ -101,11 +104,79 @@ LogicalResult ModelImport::findOpset() {
   return success();
 }
 
+/// Reads the symbolic dimensions of graph inputs off the concrete shapes the
+/// caller has for them (the files `loom-run` was given), checking that every
+/// fixed dimension agrees.
+LogicalResult ModelImport::bindInputShapes() {
+  dims = options.dims;
+  onnx::GraphProto &graph = *model.mutable_graph();
+  llvm::StringSet<> initializers;
+  for (const onnx::TensorProto &tensor : graph.initializer())
+    initializers.insert(tensor.name());
+  size_t position = 0;
+  for (onnx::ValueInfoProto &input : *graph.mutable_input()) {
+    if (initializers.contains(input.name()))
+      continue;
+    size_t index = position++;
+    ArrayRef<int64_t> shape;
+    auto named = options.inputShapes.find(input.name());
+    if (named != options.inputShapes.end())
+      shape = named->second;
+    else if (index < options.positionalInputShapes.size())
+      shape = options.positionalInputShapes[index];
+    else
+      continue;
+    if (!input.type().has_tensor_type() ||
+        !input.type().tensor_type().has_shape())
+      continue;
+    auto &declared =
+        *input.mutable_type()->mutable_tensor_type()->mutable_shape()
+             ->mutable_dim();
+    auto mismatch = [&]() {
+      InFlightDiagnostic diag = emitError();
+      diag << "input '" << input.name() << "' has shape [";
+      llvm::interleaveComma(shape, diag);
+      diag << "] but the model declares [";
+      llvm::interleaveComma(declared, diag,
+                            [&](const onnx::TensorShapeProto::Dimension &d) {
+                              if (d.has_dim_value())
+                                diag << d.dim_value();
+                              else
+                                diag << (d.dim_param().empty()
+                                             ? std::string("?")
+                                             : d.dim_param());
+                            });
+      diag << "]";
+      return diag;
+    };
+    if (int64_t(shape.size()) != declared.size())
+      return mismatch();
+    for (auto [dim, size] : llvm::zip(declared, shape)) {
+      if (dim.has_dim_value()) {
+        if (dim.dim_value() != size)
+          return mismatch();
+        continue;
+      }
+      if (!dim.has_dim_param()) {
+        dim.set_dim_value(size);
+        continue;
+      }
+      auto [it, inserted] = dims.try_emplace(dim.dim_param(), size);
+      if (!inserted && it->second != size)
+        return mismatch() << "; '" << dim.dim_param() << "' is already "
+                          << it->second;
+    }
+  }
+  return success();
+}
+
 /// Applies `--dim` values to every declared shape and rejects graph inputs
 /// left with symbolic or unknown dimensions: Loom compiles static shapes.
 LogicalResult ModelImport::fixDimensions() {
   onnx::GraphProto &graph = *model.mutable_graph();
   llvm::StringSet<> used;
+  if (failed(bindInputShapes()))
+    return failure();
   auto fix = [&](onnx::ValueInfoProto &info) {
     if (!info.type().has_tensor_type() ||
         !info.type().tensor_type().has_shape())
@@ -116,8 +187,8 @@ LogicalResult ModelImport::fixDimensions() {
                                                        ->mutable_dim()) {
       if (!dim.has_dim_param())
         continue;
-      auto it = options.dims.find(dim.dim_param());
-      if (it == options.dims.end())
+      auto it = dims.find(dim.dim_param());
+      if (it == dims.end())
         continue;
       used.insert(dim.dim_param());
       dim.set_dim_value(it->second);

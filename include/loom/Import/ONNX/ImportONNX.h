@@ -10,6 +10,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include <cstdint>
@@ -31,6 +32,11 @@ enum class ExternalWeights {
 struct ONNXImportOptions {
   /// Values for symbolic dimensions (`dim_param`), as given by `--dim`.
   llvm::StringMap<int64_t> dims;
+  /// Concrete shapes of graph inputs, by name or (for inputs not named
+  /// there) by position among the graph inputs; their sizes fix the
+  /// symbolic dimensions `dims` leaves open, and must agree with fixed ones.
+  llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  llvm::SmallVector<llvm::SmallVector<int64_t>> positionalInputShapes;
   /// Without weights parameters carry no initial value (shapes-only mode).
   bool withWeights = true;
   ExternalWeights externalWeights = ExternalWeights::Reference;

@@ -9,6 +9,7 @@ include "loom/Dialect/Loom/IR/LoomInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -651,6 +652,69 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [
     (`ignore_index` $ignore_index^)? attr-dict `:`
     functional-type(operands, results)
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+def Loom_FusionOp : Loom_Op<"fusion", [
+    IsolatedFromAbove, SingleBlockImplicitTerminator<"YieldOp">,
+    RecursiveMemoryEffects]> {
+  let summary = "Elementwise ops fused into one kernel";
+  let description = [{
+    Evaluates its body, a chain of elementwise loom ops, element by element
+    over one iteration space: the shape shared by every result. Each input
+    broadcasts numpy-style to that shape, so a kernel reads every input once
+    and writes every result once, with no intermediate tensors in memory.
+    Made by `loom-fuse-elementwise`; lowered to one `elementwise` kernel.
+    The body may also hold splat `loom.constant`s, which become immediates.
+
+    ```mlir
+    %y = loom.fusion (%h, %b) : (tensor<8x3072xf32>, tensor<3072xf32>) -> tensor<8x3072xf32> {
+    ^bb0(%x: tensor<8x3072xf32>, %bias: tensor<3072xf32>):
+      %0 = loom.bias_add %x, %bias : tensor<8x3072xf32>, tensor<3072xf32>
+      %1 = loom.gelu %0 : tensor<8x3072xf32>
+      loom.yield %1 : tensor<8x3072xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Loom_Tensor>:$inputs);
+  let results = (outs Variadic<Loom_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [OpBuilder<(ins "::mlir::TypeRange":$resultTypes,
+                                 "::mlir::ValueRange":$inputs)>];
+  let extraClassDeclaration = [{
+    /// The iteration space: the shape of every result.
+    ::llvm::ArrayRef<int64_t> getIterationShape() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getResult(0).getType())
+          .getShape();
+    }
+    /// Whether `op` may appear in a fusion body.
+    static bool isFusible(::mlir::Operation *op);
+  }];
+}
+
+def Loom_YieldOp : Loom_Op<"yield", [
+    Pure, Terminator, ReturnLike]> {
+  let summary = "Returns the results of an elementwise body";
+  let description = [{
+    Terminates the body of a `loom.fusion` and, after bufferization, of an
+    `elementwise` `plan.kernel`.
+
+    ```mlir
+    loom.yield %0, %1 : tensor<8x16xf32>, tensor<8x16xi1>
+    ```
+  }];
+  let arguments = (ins Variadic<Loom_Tensor>:$values);
+  let builders = [OpBuilder<(ins), [{ /* nothing */ }]>];
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }
 
 #endif // LOOM_DIALECT_LOOM_IR_LOOMOPS_TD

@@ -1,0 +1,96 @@
+//===- Executor.h - Runs one rank of a plan ---------------------*- C++ -*-===//
+//
+// An Executor owns one rank's arena and runs its instruction stream on the
+// CPU backend. Everything that can be checked is checked when it is created
+// (every kernel's operands and attributes), so `run` only fails on data-
+// dependent errors such as an out-of-range gather index.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_EXECUTOR_H
+#define LOOM_RUNTIME_EXECUTOR_H
+
+#include "loom/Runtime/Plan.h"
+#include "loom/Runtime/TensorIO.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace loom {
+namespace runtime {
+
+/// Time spent in one kernel kind during a profiled run.
+struct KernelProfile {
+  std::string kernel;
+  int64_t calls = 0;
+  double seconds = 0;
+};
+
+/// Time spent in one instruction during a profiled run.
+struct InstructionProfile {
+  size_t index = 0;
+  std::string kernel;
+  std::string loc;
+  double seconds = 0;
+};
+
+struct RunReport {
+  /// The plan's arena size: the compiler's planned peak.
+  uint64_t plannedArenaBytes = 0;
+  /// Arena bytes the step actually touched: resident pages of the arena
+  /// after the first run (mincore), in bytes. Equals the planned peak rounded
+  /// up to whole pages when the plan is tight.
+  uint64_t measuredArenaBytes = 0;
+  /// The planned peak rounded up to whole pages, for comparison.
+  uint64_t plannedArenaPageBytes = 0;
+  /// Bytes of weights the rank reads.
+  uint64_t weightBytes = 0;
+  /// Wall time of the last run.
+  double seconds = 0;
+  /// By kernel kind, most expensive first (profiled runs only).
+  std::vector<KernelProfile> kernels;
+  /// Every instruction, in stream order (profiled runs only).
+  std::vector<InstructionProfile> instructions;
+};
+
+class Executor {
+public:
+  /// Prepares `rank` of `plan` for execution; fails on an instruction the
+  /// CPU backend cannot run, naming its plan line.
+  static StatusOr<std::unique_ptr<Executor>>
+  create(std::shared_ptr<const Plan> plan, int rank = 0);
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  const RankProgram &program() const { return *program_; }
+
+  /// Copies `tensor` into the input named `name`; its dtype and shape must
+  /// be the plan's.
+  Status setInput(const std::string &name, const HostTensor &tensor);
+  /// Runs the instruction stream; every input must have been set.
+  /// `profile` times each instruction.
+  Status run(bool profile = false);
+  /// Output `index` (in plan order) after a run.
+  HostTensor output(size_t index) const;
+
+  const RunReport &report() const { return report_; }
+
+private:
+  Executor() = default;
+  const void *resolve(const TensorRef &ref) const;
+
+  std::shared_ptr<const Plan> plan_;
+  const RankProgram *program_ = nullptr;
+  uint8_t *arena_ = nullptr;
+  size_t arenaMapped_ = 0;
+  std::vector<bool> inputSet_;
+  bool measured_ = false;
+  RunReport report_;
+};
+
+} // namespace runtime
+} // namespace loom
+
+#endif // LOOM_RUNTIME_EXECUTOR_H

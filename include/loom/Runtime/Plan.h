@@ -1,0 +1,157 @@
+//===- Plan.h - The runtime plan: what the compiler hands the runtime -*- C++ -*-===//
+//
+// A plan is everything one training or inference step needs: the weights, and
+// per rank an instruction stream over one statically planned arena. The
+// compiler (lib/Conversion/LoomToPlan) builds a Plan and writes it with
+// writePlan; the runtime reads it with parsePlan. The file format is
+// documented in docs/design/plan-format.md. Plain C++17: no LLVM/MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_PLAN_H
+#define LOOM_RUNTIME_PLAN_H
+
+#include "loom/Runtime/Status.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace loom {
+namespace runtime {
+
+/// The format version written by writePlan and accepted by parsePlan.
+constexpr int kPlanVersion = 1;
+
+/// Element types. `i1` is stored as one byte holding 0 or 1.
+enum class DType : uint8_t { F16, BF16, F32, F64, I1, I32, I64 };
+
+/// Bytes per element.
+size_t dtypeSize(DType dtype);
+/// The plan/MLIR spelling: "f32", "i64", "i1", ...
+const char *dtypeName(DType dtype);
+/// Parses a dtypeName spelling; false when `name` is none.
+bool parseDType(std::string_view name, DType &dtype);
+
+/// Product of `shape` (1 for a scalar).
+int64_t numElements(const std::vector<int64_t> &shape);
+/// "[8,128,768]".
+std::string shapeString(const std::vector<int64_t> &shape);
+
+/// Where a tensor lives: in the rank's arena at a byte offset, or in a weight
+/// (the whole weight, possibly viewed with another shape of the same size).
+struct TensorRef {
+  enum class Space : uint8_t { Arena, Weight };
+  Space space = Space::Arena;
+  /// Byte offset into the arena, or the weight's id.
+  uint64_t offset = 0;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+
+  int64_t elements() const { return numElements(shape); }
+  uint64_t bytes() const { return uint64_t(elements()) * dtypeSize(dtype); }
+};
+
+/// Kernel and program-op attributes: integers, floats, integer lists and bare
+/// words (enum values such as `tanh` or `mean`).
+using AttrValue = std::variant<int64_t, double, std::vector<int64_t>,
+                               std::string>;
+using Attributes = std::map<std::string, AttrValue>;
+
+/// One operation of an `elementwise` kernel's program. Values are numbered:
+/// 0..n-1 are the kernel's inputs (each broadcast, numpy-style, to the
+/// kernel's iteration shape, which is its outputs' shape), then one value per
+/// program op in order.
+struct ProgramOp {
+  /// add sub mul div pow max min neg sqrt rsqrt exp log erf tanh sigmoid relu
+  /// reciprocal gelu cast compare select const.
+  std::string op;
+  /// Element type of the result.
+  DType dtype = DType::F32;
+  /// Value numbers of the operands.
+  std::vector<int> operands;
+  /// gelu: approximate=none|tanh; compare: direction=eq|ne|lt|le|gt|ge;
+  /// const: value=<double> (a scalar splat).
+  Attributes attrs;
+};
+
+/// One step of a rank's stream. Kernels are the only kind in version 1;
+/// collectives and point-to-point transfers (issue 6) are added as kinds.
+struct Instruction {
+  enum class Kind : uint8_t { Kernel };
+  Kind kind = Kind::Kernel;
+  /// The kernel, e.g. "matmul", "elementwise", "softmax" (see
+  /// docs/design/plan-format.md for every kernel and its attributes).
+  std::string kernel;
+  std::vector<TensorRef> inputs;
+  std::vector<TensorRef> outputs;
+  Attributes attrs;
+  /// `elementwise` only: the program, and for each output the value it
+  /// stores.
+  std::vector<ProgramOp> program;
+  std::vector<int> yields;
+  /// Where the instruction came from (the ONNX node name), for reports.
+  std::string loc;
+  /// Line in the plan file, for diagnostics (0 when built in memory).
+  int line = 0;
+};
+
+/// A graph input or output of a rank and the arena slot (or weight) holding
+/// it.
+struct Binding {
+  std::string name;
+  TensorRef ref;
+};
+
+/// What one rank runs.
+struct RankProgram {
+  int rank = 0;
+  /// Bytes of the rank's arena: the planned peak of its activations, inputs
+  /// and outputs.
+  uint64_t arenaBytes = 0;
+  std::vector<Binding> inputs;
+  std::vector<Binding> outputs;
+  std::vector<Instruction> instructions;
+};
+
+/// A weight: a named tensor stored in the plan's data section.
+struct Weight {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  /// Byte offset of the weight's data in Plan::data (64-byte aligned).
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+struct Plan {
+  int version = kPlanVersion;
+  /// Indexed by weight id.
+  std::vector<Weight> weights;
+  /// The data section: every weight's bytes, each at a 64-byte aligned offset.
+  std::vector<uint8_t> data;
+  std::vector<RankProgram> ranks;
+};
+
+/// Serializes `plan` (docs/design/plan-format.md).
+std::string writePlan(const Plan &plan);
+
+/// Parses a serialized plan. Every error names `sourceName` and the line.
+/// Structural checks are done here (references inside the arena and the data
+/// section, weight ids that exist, sizes that agree); whether a kernel exists
+/// and accepts its operands is checked by the backend that runs it.
+StatusOr<Plan> parsePlan(std::string_view bytes, const std::string &sourceName);
+
+/// Reads and parses the plan file at `path`.
+StatusOr<Plan> loadPlan(const std::string &path);
+
+/// True when `bytes` starts like a plan file.
+bool looksLikePlan(std::string_view bytes);
+
+} // namespace runtime
+} // namespace loom
+
+#endif // LOOM_RUNTIME_PLAN_H

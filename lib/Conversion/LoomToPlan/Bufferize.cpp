@@ -1,0 +1,167 @@
+//===- Bufferize.cpp - Tensors to arena buffers, ops to plan.kernel -------===//
+//
+// Loom functions have static shapes and no control flow, so bufferization is
+// a single walk: every kernel result gets a fresh buffer (memory planning
+// later makes buffers share bytes), reshapes alias their input, parameters
+// and constants are weights.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Conversion/Passes.h"
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir {
+namespace loom {
+#define GEN_PASS_DEF_LOOMBUFFERIZE
+#include "loom/Conversion/Passes.h.inc"
+
+namespace {
+
+MemRefType bufferType(Type tensor) {
+  auto ranked = cast<RankedTensorType>(tensor);
+  return MemRefType::get(ranked.getShape(), ranked.getElementType());
+}
+
+/// The graph name of argument or result `index`, from `onnx.name`.
+std::string ioName(DictionaryAttr attrs, StringRef fallback, unsigned index) {
+  if (attrs)
+    if (auto name = attrs.getAs<StringAttr>("onnx.name"))
+      return name.str();
+  return (fallback + Twine(index)).str();
+}
+
+class FunctionBufferizer {
+public:
+  FunctionBufferizer(func::FuncOp func, SymbolTable &symbols)
+      : func(func), symbols(symbols), builder(func.getContext()) {}
+
+  LogicalResult run() {
+    Block &body = func.getBody().front();
+    SmallVector<Operation *> old;
+    for (Operation &op : body)
+      old.push_back(&op);
+
+    builder.setInsertionPointToStart(&body);
+    for (BlockArgument arg : body.getArguments()) {
+      std::string name =
+          ioName(func.getArgAttrDict(arg.getArgNumber()), "arg",
+                 arg.getArgNumber());
+      buffers.map(arg, builder.create<plan::InputOp>(
+                           arg.getLoc(), bufferType(arg.getType()),
+                           builder.getStringAttr(name), IntegerAttr()));
+    }
+    for (Operation *op : old) {
+      builder.setInsertionPoint(op);
+      if (failed(convert(op)))
+        return failure();
+    }
+    for (Operation *op : llvm::reverse(old)) {
+      op->dropAllUses();
+      op->erase();
+    }
+    body.eraseArguments(0, body.getNumArguments());
+    func.setType(FunctionType::get(func.getContext(), {}, {}));
+    func.removeArgAttrsAttr();
+    func.removeResAttrsAttr();
+    return success();
+  }
+
+private:
+  LogicalResult convert(Operation *op) {
+    Location loc = op->getLoc();
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [index, value] : llvm::enumerate(ret.getOperands()))
+        builder.create<plan::OutputOp>(
+            loc, ioName(func.getResultAttrDict(index), "result", index),
+            buffers.lookup(value));
+      builder.create<func::ReturnOp>(loc);
+      return success();
+    }
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      buffers.map(param.getResult(),
+                  builder.create<plan::WeightOp>(
+                      loc, bufferType(param.getType()), param.getNameAttr()));
+      return success();
+    }
+    if (auto constant = dyn_cast<ConstantOp>(op))
+      return convertConstant(constant);
+    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+      buffers.map(reshape.getResult(),
+                  builder.create<plan::ViewOp>(
+                      loc, bufferType(reshape.getType()),
+                      buffers.lookup(reshape.getInput())));
+      return success();
+    }
+    auto kernel = op->getAttrOfType<StringAttr>("plan.kernel");
+    if (!kernel)
+      return op->emitOpError("has no kernel selected; run "
+                             "-loom-select-kernels first");
+    SmallVector<Value> inputs, outputs;
+    for (Value operand : op->getOperands())
+      inputs.push_back(buffers.lookup(operand));
+    for (Value result : op->getResults()) {
+      Value buffer =
+          builder.create<plan::AllocOp>(loc, bufferType(result.getType()),
+                                        IntegerAttr());
+      buffers.map(result, buffer);
+      outputs.push_back(buffer);
+    }
+    auto attrs = op->getAttrOfType<DictionaryAttr>("plan.kernel_attrs");
+    auto launch = builder.create<plan::KernelOp>(
+        loc, kernel, inputs, outputs,
+        attrs ? attrs : builder.getDictionaryAttr({}));
+    if (auto fusion = dyn_cast<FusionOp>(op))
+      launch.getBody().takeBody(fusion.getBody());
+    return success();
+  }
+
+  /// A constant becomes a (frozen) parameter, so that every value is either
+  /// in the arena or in the plan's weights.
+  LogicalResult convertConstant(ConstantOp constant) {
+    if (constant->use_empty())
+      return success();
+    auto module = func->getParentOfType<ModuleOp>();
+    OpBuilder moduleBuilder(module.getBodyRegion());
+    moduleBuilder.setInsertionPointToStart(module.getBody());
+    auto parameter = moduleBuilder.create<ParameterOp>(
+        constant.getLoc(), moduleBuilder.getStringAttr("constant"),
+        TypeAttr::get(constant.getType()),
+        /*trainable=*/UnitAttr(), /*sharding=*/ShardingAttr(),
+        constant.getValue());
+    StringAttr name = symbols.insert(parameter);
+    buffers.map(constant.getResult(),
+                builder.create<plan::WeightOp>(
+                    constant.getLoc(), bufferType(constant.getType()),
+                    FlatSymbolRefAttr::get(name)));
+    return success();
+  }
+
+  func::FuncOp func;
+  SymbolTable &symbols;
+  OpBuilder builder;
+  IRMapping buffers;
+};
+
+struct BufferizePass : impl::LoomBufferizeBase<BufferizePass> {
+  void runOnOperation() override {
+    SymbolTable symbols(getOperation());
+    for (auto func : llvm::make_early_inc_range(
+             getOperation().getOps<func::FuncOp>())) {
+      if (func.isExternal())
+        continue;
+      if (!func.getBody().hasOneBlock()) {
+        func.emitOpError("must have a single block to be bufferized");
+        return signalPassFailure();
+      }
+      if (failed(FunctionBufferizer(func, symbols).run()))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
+} // namespace loom
+} // namespace mlir

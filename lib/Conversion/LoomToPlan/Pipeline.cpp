@@ -1,0 +1,27 @@
+//===- Pipeline.cpp - The loom-lower-to-plan pipeline ---------------------===//
+
+#include "loom/Conversion/Passes.h"
+#include "loom/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void mlir::loom::buildLowerToPlanPipeline(OpPassManager &pm) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  OpPassManager &funcs = pm.nest<func::FuncOp>();
+  funcs.addPass(createLoomFuseElementwise());
+  funcs.addPass(createLoomSelectKernels());
+  pm.addPass(createLoomBufferize());
+  pm.nest<func::FuncOp>().addPass(createLoomPlanMemory());
+}
+
+void mlir::loom::registerLowerToPlanPipeline() {
+  PassPipelineRegistration<>(
+      "loom-lower-to-plan",
+      "Lower loom functions to the plan dialect: canonicalize, fuse "
+      "elementwise chains, select kernels, bufferize, plan memory",
+      buildLowerToPlanPipeline);
+}

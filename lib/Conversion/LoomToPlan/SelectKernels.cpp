@@ -1,0 +1,194 @@
+//===- SelectKernels.cpp - Choose the runtime kernel of every op ----------===//
+//
+// The one place that knows which runtime kernel executes which loom op and
+// how op attributes become kernel attributes; bufferization only moves the
+// result into a plan.kernel. Unsupported element types are rejected here, at
+// the op, rather than when a plan is loaded.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Conversion/Passes.h"
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir {
+namespace loom {
+#define GEN_PASS_DEF_LOOMSELECTKERNELS
+#include "loom/Conversion/Passes.h.inc"
+
+namespace {
+
+/// A selected kernel: its name and attributes.
+struct Selection {
+  StringRef kernel;
+  SmallVector<NamedAttribute> attrs;
+};
+
+class Selector {
+public:
+  explicit Selector(MLIRContext *context) : builder(context) {}
+
+  /// The kernel for `op`; std::nullopt for ops that need none (reshape,
+  /// param, constant); failure after emitting an error.
+  FailureOr<std::optional<Selection>> select(Operation *op) {
+    if (isa<ReshapeOp, ParamOp, ConstantOp>(op))
+      return std::optional<Selection>();
+    if (FusionOp::isFusible(op))
+      return op->emitOpError("must be fused before kernel selection; run "
+                             "-loom-fuse-elementwise first");
+    if (isa<ShardOp>(op))
+      return op->emitOpError("is a sharding annotation; partition the "
+                             "function before lowering it to a plan");
+    if (failed(checkElementTypes(op)))
+      return failure();
+    std::optional<Selection> selection =
+        llvm::TypeSwitch<Operation *, std::optional<Selection>>(op)
+            .Case([&](FusionOp) { return make("elementwise"); })
+            .Case([&](MatmulOp matmul) {
+              return make("matmul",
+                          {flag("transpose_lhs", matmul.getTransposeLhs()),
+                           flag("transpose_rhs", matmul.getTransposeRhs())});
+            })
+            .Case([&](ReduceSumOp reduce) {
+              return make("reduce_sum", {axes(reduce.getAxes())});
+            })
+            .Case([&](ReduceMeanOp reduce) {
+              return make("reduce_mean", {axes(reduce.getAxes())});
+            })
+            .Case([&](ReduceMaxOp reduce) {
+              return make("reduce_max", {axes(reduce.getAxes())});
+            })
+            .Case([&](SoftmaxOp softmax) {
+              return make("softmax", {integer("axis", softmax.getAxis())});
+            })
+            .Case([&](LogSoftmaxOp softmax) {
+              return make("log_softmax",
+                          {integer("axis", softmax.getAxis())});
+            })
+            .Case([&](LayerNormOp norm) {
+              return make("layer_norm",
+                          {integer("axis", norm.getAxis()),
+                           real("epsilon", norm.getEpsilon().convertToDouble())});
+            })
+            .Case([&](GatherOp gather) {
+              return make("gather", {integer("axis", gather.getAxis())});
+            })
+            .Case([&](CrossEntropyOp loss) {
+              Selection result = make(
+                  "cross_entropy",
+                  {word("reduction", stringifyLossReduction(loss.getReduction()))});
+              if (std::optional<int64_t> ignore = loss.getIgnoreIndex())
+                result.attrs.push_back(integer("ignore_index", *ignore));
+              return result;
+            })
+            .Case([&](TransposeOp transpose) {
+              return make("transpose",
+                          {list("permutation", transpose.getPermutation())});
+            })
+            .Case([&](SliceOp slice) {
+              return make("slice", {list("starts", slice.getStarts()),
+                                    list("strides", slice.getStrides())});
+            })
+            .Case([&](ConcatOp concat) {
+              return make("concat", {integer("axis", concat.getAxis())});
+            })
+            .Case([&](SplitOp split) {
+              return make("split", {integer("axis", split.getAxis())});
+            })
+            .Case([&](DropoutOp dropout) {
+              return make("dropout",
+                          {real("ratio", dropout.getRatio().convertToDouble()),
+                           integer("seed", dropout.getSeed())});
+            })
+            .Default([](Operation *) { return std::nullopt; });
+    if (!selection)
+      return op->emitOpError("has no kernel in the ")
+             << target << " backend";
+    return selection;
+  }
+
+  std::string target = "cpu";
+
+private:
+  /// The CPU backend computes floats in f32 and f64 only.
+  LogicalResult checkElementTypes(Operation *op) {
+    auto check = [&](Type type) -> LogicalResult {
+      Type element = getElementTypeOrSelf(type);
+      if (element.isF16() || element.isBF16())
+        return op->emitOpError("computes in ")
+               << element << ", which the " << target
+               << " backend does not support (it has f32 and f64 kernels)";
+      return success();
+    };
+    WalkResult result = op->walk([&](Operation *nested) {
+      for (Type type : nested->getResultTypes())
+        if (failed(check(type)))
+          return WalkResult::interrupt();
+      for (Type type : nested->getOperandTypes())
+        if (failed(check(type)))
+          return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    return failure(result.wasInterrupted());
+  }
+
+  Selection make(StringRef kernel, ArrayRef<NamedAttribute> attrs = {}) {
+    return {kernel, SmallVector<NamedAttribute>(attrs)};
+  }
+  NamedAttribute integer(StringRef name, int64_t value) {
+    return builder.getNamedAttr(name, builder.getI64IntegerAttr(value));
+  }
+  NamedAttribute flag(StringRef name, bool value) {
+    return integer(name, value ? 1 : 0);
+  }
+  NamedAttribute real(StringRef name, double value) {
+    return builder.getNamedAttr(name, builder.getF64FloatAttr(value));
+  }
+  NamedAttribute word(StringRef name, StringRef value) {
+    return builder.getNamedAttr(name, builder.getStringAttr(value));
+  }
+  NamedAttribute list(StringRef name, ArrayRef<int64_t> values) {
+    return builder.getNamedAttr(name, builder.getDenseI64ArrayAttr(values));
+  }
+  NamedAttribute axes(ArrayRef<int64_t> values) { return list("axes", values); }
+
+  Builder builder;
+};
+
+struct SelectKernelsPass : impl::LoomSelectKernelsBase<SelectKernelsPass> {
+  using LoomSelectKernelsBase::LoomSelectKernelsBase;
+
+  void runOnOperation() override {
+    if (target != "cpu") {
+      emitError(getOperation().getLoc())
+          << "unknown kernel target '" << target << "' (known: cpu)";
+      return signalPassFailure();
+    }
+    Selector selector(&getContext());
+    selector.target = target;
+    bool failed = false;
+    for (Operation &op : getOperation().getOps()) {
+      if (op.hasTrait<OpTrait::IsTerminator>())
+        continue;
+      FailureOr<std::optional<Selection>> selection = selector.select(&op);
+      if (mlir::failed(selection)) {
+        failed = true;
+        continue;
+      }
+      if (!*selection)
+        continue;
+      Builder builder(&getContext());
+      op.setAttr("plan.kernel", builder.getStringAttr((*selection)->kernel));
+      op.setAttr("plan.kernel_attrs",
+                 builder.getDictionaryAttr((*selection)->attrs));
+    }
+    if (failed)
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace loom
+} // namespace mlir

@@ -1,0 +1,277 @@
+//===- Gemm.cpp - The CPU matmul kernel -----------------------------------===//
+//
+// `matmul`: C[b..., M, N] = op(A)[b..., M, K] * op(B)[b..., K, N], where op
+// swaps the trailing two dims when transpose_lhs / transpose_rhs is 1 and the
+// batch dims of A and B are suffixes of C's (an operand with fewer batch dims
+// is shared by the batches it lacks).
+//
+// GEMMs go to OpenBLAS when it is available, else to a portable blocked loop.
+// Threading policy:
+//  - a linear layer (A not transposed, B shared by every batch) folds all
+//    batches into M and issues one GEMM, which OpenBLAS threads itself;
+//  - many small batched GEMMs (attention: 96 GEMMs of 128x64x128) run in
+//    parallel over batches with an OpenMP loop, OpenBLAS forced to one thread
+//    inside (its own threads would serialize on its lock and oversubscribe the
+//    cores);
+//  - few or large batched GEMMs run one after the other, each threaded by
+//    OpenBLAS.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CPUKernels.h"
+
+#include <cstring>
+#include <mutex>
+
+#ifdef LOOM_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+using namespace loom::runtime;
+using namespace loom::runtime::cpu;
+
+namespace {
+
+/// The validated geometry of one matmul instruction.
+struct MatmulShape {
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+  /// Batches of C, and of A and B (each divides batchC).
+  int64_t batchC = 1, batchA = 1, batchB = 1;
+};
+
+Status readShape(const Instruction &instruction, MatmulShape &shape) {
+  if (Status s = expectOperandCounts(instruction, 2, 1); !s)
+    return s;
+  if (Status s = expectKnownAttrs(instruction.attrs,
+                                  {"transpose_lhs", "transpose_rhs"});
+      !s)
+    return s;
+  int64_t transA, transB;
+  if (Status s = getIntAttr(instruction.attrs, "transpose_lhs", transA, false);
+      !s)
+    return s;
+  if (Status s = getIntAttr(instruction.attrs, "transpose_rhs", transB, false);
+      !s)
+    return s;
+  if ((transA != 0 && transA != 1) || (transB != 0 && transB != 1))
+    return Status::error("transpose_lhs and transpose_rhs must be 0 or 1");
+  shape.transA = transA;
+  shape.transB = transB;
+
+  const TensorRef &a = instruction.inputs[0], &b = instruction.inputs[1],
+                  &c = instruction.outputs[0];
+  if (Status s = expectFloat(a.dtype, "lhs"); !s)
+    return s;
+  if (Status s = expectSameDType(a, "lhs", b, "rhs"); !s)
+    return s;
+  if (Status s = expectSameDType(a, "lhs", c, "result"); !s)
+    return s;
+  if (a.shape.size() < 2 || b.shape.size() < 2 || c.shape.size() < 2)
+    return Status::error("lhs " + shapeString(a.shape) + ", rhs " +
+                         shapeString(b.shape) + " and result " +
+                         shapeString(c.shape) + " must have rank >= 2");
+
+  size_t ra = a.shape.size(), rb = b.shape.size(), rc = c.shape.size();
+  int64_t m = transA ? a.shape[ra - 1] : a.shape[ra - 2];
+  int64_t ka = transA ? a.shape[ra - 2] : a.shape[ra - 1];
+  int64_t kb = transB ? b.shape[rb - 1] : b.shape[rb - 2];
+  int64_t n = transB ? b.shape[rb - 2] : b.shape[rb - 1];
+  if (ka != kb)
+    return Status::error("lhs " + shapeString(a.shape) + " and rhs " +
+                         shapeString(b.shape) + " disagree on K (" +
+                         std::to_string(ka) + " vs " + std::to_string(kb) +
+                         ")");
+  if (c.shape[rc - 2] != m || c.shape[rc - 1] != n)
+    return Status::error("result " + shapeString(c.shape) + " should end in [" +
+                         std::to_string(m) + "," + std::to_string(n) +
+                         "] for lhs " + shapeString(a.shape) + " and rhs " +
+                         shapeString(b.shape));
+  // Batch dims of each operand must be a suffix of the result's.
+  for (const auto &[ref, name] :
+       {std::pair<const TensorRef *, const char *>{&a, "lhs"}, {&b, "rhs"}}) {
+    size_t r = ref->shape.size();
+    bool ok = r <= rc;
+    for (size_t i = 0; ok && i + 2 < r; ++i)
+      ok = ref->shape[i] == c.shape[rc - r + i];
+    if (!ok)
+      return Status::error(std::string(name) + " " + shapeString(ref->shape) +
+                           " has batch dims that are not a suffix of the "
+                           "result's " +
+                           shapeString(c.shape));
+  }
+  shape.m = m;
+  shape.n = n;
+  shape.k = ka;
+  shape.batchC = dimProduct(c.shape, 0, rc - 2);
+  shape.batchA = dimProduct(a.shape, 0, ra - 2);
+  shape.batchB = dimProduct(b.shape, 0, rb - 2);
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// One GEMM: C[M,N] = op(A) * op(B), row-major, beta = 0.
+//===----------------------------------------------------------------------===//
+
+/// The portable fallback: i-k-j order so the innermost loop runs along
+/// contiguous rows of B and C and vectorizes; B is copied untransposed first
+/// when transposed. Blocked over K and N to stay in cache.
+template <typename T>
+void portableGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                  const T *a, const T *b, T *c, bool parallel) {
+  std::vector<T> bCopy;
+  if (transB) {
+    bCopy.resize(size_t(k * n));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p)
+        bCopy[p * n + j] = b[j * k + p];
+    b = bCopy.data();
+  }
+  const int64_t aRow = transA ? 1 : k, aCol = transA ? m : 1;
+  constexpr int64_t kBlock = 256, nBlock = 1024;
+  int threads = parallel ? threadsFor(m * n * k, 1 << 16) : 1;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < m; ++i) {
+    T *cRow = c + i * n;
+    std::fill(cRow, cRow + n, T(0));
+    for (int64_t j0 = 0; j0 < n; j0 += nBlock) {
+      int64_t j1 = std::min(n, j0 + nBlock);
+      for (int64_t p0 = 0; p0 < k; p0 += kBlock) {
+        int64_t p1 = std::min(k, p0 + kBlock);
+        for (int64_t p = p0; p < p1; ++p) {
+          T av = a[i * aRow + p * aCol];
+          const T *bRow = b + p * n;
+          for (int64_t j = j0; j < j1; ++j)
+            cRow[j] += av * bRow[j];
+        }
+      }
+    }
+  }
+}
+
+#ifdef LOOM_HAVE_OPENBLAS
+void blasGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+              const float *a, const float *b, float *c) {
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, blasint(m), blasint(n),
+              blasint(k), 1.0f, a, blasint(transA ? m : k), b,
+              blasint(transB ? k : n), 0.0f, c, blasint(n));
+}
+void blasGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+              const double *a, const double *b, double *c) {
+  cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, blasint(m), blasint(n),
+              blasint(k), 1.0, a, blasint(transA ? m : k), b,
+              blasint(transB ? k : n), 0.0, c, blasint(n));
+}
+
+/// Lowers OpenBLAS to one thread while any scope is alive and restores the
+/// count when the last one ends. A counter rather than save/restore per scope
+/// so that kernels of several ranks running concurrently cannot restore each
+/// other's "1" as the saved value. This is the only mutable global state of
+/// the CPU kernels.
+class SingleThreadedBlas {
+public:
+  SingleThreadedBlas() {
+    std::lock_guard<std::mutex> lock(mutex());
+    if (depth()++ == 0) {
+      saved() = openblas_get_num_threads();
+      openblas_set_num_threads(1);
+    }
+  }
+  ~SingleThreadedBlas() {
+    std::lock_guard<std::mutex> lock(mutex());
+    if (--depth() == 0)
+      openblas_set_num_threads(saved());
+  }
+
+private:
+  static std::mutex &mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static int &depth() {
+    static int d = 0;
+    return d;
+  }
+  static int &saved() {
+    static int s = 1;
+    return s;
+  }
+};
+#endif
+
+/// One GEMM; `parallel` says whether it may use several threads (false when
+/// called inside a parallel loop over batches).
+template <typename T>
+void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+          const T *a, const T *b, T *c, bool parallel) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    std::fill(c, c + m * n, T(0));
+    return;
+  }
+#ifdef LOOM_HAVE_OPENBLAS
+  (void)parallel;
+  blasGemm(transA, transB, m, n, k, a, b, c);
+#else
+  portableGemm(transA, transB, m, n, k, a, b, c, parallel);
+#endif
+}
+
+/// Below this many multiply-adds per GEMM, batches run in parallel with
+/// single-threaded GEMMs; above, each GEMM is threaded by itself. Measured on
+/// the 2-core target: 128x64x128 GEMMs (1M MACs) are ~1.6x faster batched in
+/// parallel, and the two are even around 512x512x512.
+constexpr int64_t kParallelBatchMaxMacs = int64_t(1) << 26;
+
+template <typename T> void runTyped(const KernelArgs &args) {
+  MatmulShape s;
+  (void)readShape(args.instruction, s); // validated when the plan was loaded
+  const T *a = static_cast<const T *>(args.inputs[0]);
+  const T *b = static_cast<const T *>(args.inputs[1]);
+  T *c = static_cast<T *>(args.outputs[0]);
+
+  // A linear layer: every batch uses the same B, so the batches of A are
+  // consecutive rows of one [batch * M, K] matrix.
+  if (!s.transA && s.batchB == 1 && s.batchA == s.batchC) {
+    gemm(false, s.transB, s.batchC * s.m, s.n, s.k, a, b, c, true);
+    return;
+  }
+
+  const int64_t aSize = s.m * s.k, bSize = s.k * s.n, cSize = s.m * s.n;
+  auto one = [&](int64_t batch, bool parallel) {
+    gemm(s.transA, s.transB, s.m, s.n, s.k, a + (batch % s.batchA) * aSize,
+         b + (batch % s.batchB) * bSize, c + batch * cSize, parallel);
+  };
+  int threads = omp_get_max_threads();
+  bool batchParallel = threads > 1 && s.batchC >= threads &&
+                       s.m * s.n * s.k <= kParallelBatchMaxMacs &&
+                       !omp_in_parallel();
+  if (!batchParallel) {
+    for (int64_t batch = 0; batch < s.batchC; ++batch)
+      one(batch, true);
+    return;
+  }
+#ifdef LOOM_HAVE_OPENBLAS
+  SingleThreadedBlas singleThreaded;
+#endif
+#pragma omp parallel for schedule(static)
+  for (int64_t batch = 0; batch < s.batchC; ++batch)
+    one(batch, false);
+}
+
+} // namespace
+
+Status cpu::check_matmul(const Instruction &instruction) {
+  MatmulShape shape;
+  return readShape(instruction, shape);
+}
+
+void cpu::run_matmul(const KernelArgs &args) {
+  if (args.instruction.inputs[0].dtype == DType::F32)
+    runTyped<float>(args);
+  else
+    runTyped<double>(args);
+}

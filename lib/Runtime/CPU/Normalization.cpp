@@ -1,0 +1,372 @@
+//===- Normalization.cpp - CPU softmax, layer_norm, cross_entropy ---------===//
+//
+// Kernels that normalize along an axis. Each views its input as
+// outer x n x inner around the normalized dims: with inner = 1 (the last
+// axis, the common case) every row is contiguous and rows run in parallel;
+// otherwise the work is vectorized across `inner` lanes. Statistics (sums,
+// means, variances) accumulate in double.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CPUKernels.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace loom::runtime;
+using namespace loom::runtime::cpu;
+
+namespace {
+
+/// outer x n x inner around one axis.
+struct AxisView {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+AxisView viewAround(const std::vector<int64_t> &shape, int64_t axis) {
+  AxisView view;
+  view.outer = dimProduct(shape, 0, size_t(axis));
+  view.n = shape[size_t(axis)];
+  view.inner = dimProduct(shape, size_t(axis) + 1, shape.size());
+  return view;
+}
+
+//===----------------------------------------------------------------------===//
+// softmax, log_softmax
+//===----------------------------------------------------------------------===//
+
+Status readSoftmax(const Instruction &instruction, int64_t &axis) {
+  if (Status s = expectOperandCounts(instruction, 1, 1); !s)
+    return s;
+  if (Status s = expectKnownAttrs(instruction.attrs, {"axis"}); !s)
+    return s;
+  const TensorRef &x = instruction.inputs[0], &y = instruction.outputs[0];
+  if (Status s = expectFloat(x.dtype, "input"); !s)
+    return s;
+  if (Status s = expectSameDType(x, "input", y, "result"); !s)
+    return s;
+  if (Status s = expectSameShape(x, "input", y, "result"); !s)
+    return s;
+  int64_t raw;
+  if (Status s = getIntAttr(instruction.attrs, "axis", raw, false, -1); !s)
+    return s;
+  if (x.shape.empty())
+    return Status::error("input must have rank >= 1");
+  return normalizeAxis(raw, int64_t(x.shape.size()), axis);
+}
+
+/// Softmax (or log-softmax) of n contiguous elements.
+template <typename T, bool Log> void softmaxRow(const T *x, T *y, int64_t n) {
+  T max = -std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < n; ++i)
+    max = x[i] > max ? x[i] : max;
+  double sum = 0;
+  if constexpr (Log) {
+    for (int64_t i = 0; i < n; ++i)
+      sum += std::exp(x[i] - max);
+    // (x - max) - log(sum): subtracting max first keeps small results exact.
+    T logSum = T(std::log(sum));
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = (x[i] - max) - logSum;
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      T e = std::exp(x[i] - max);
+      y[i] = e;
+      sum += e;
+    }
+    T scale = T(1 / sum);
+    for (int64_t i = 0; i < n; ++i)
+      y[i] *= scale;
+  }
+}
+
+/// Softmax along the middle dim of one n x inner block, lanes across inner.
+template <typename T, bool Log>
+void softmaxStrided(const T *x, T *y, int64_t n, int64_t inner) {
+  std::vector<T> max(size_t(inner), -std::numeric_limits<T>::infinity());
+  std::vector<double> sum(size_t(inner), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < inner; ++j) {
+      T v = x[i * inner + j];
+      max[j] = v > max[j] ? v : max[j];
+    }
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < inner; ++j) {
+      T e = std::exp(x[i * inner + j] - max[j]);
+      if constexpr (!Log)
+        y[i * inner + j] = e;
+      sum[j] += e;
+    }
+  for (int64_t j = 0; j < inner; ++j)
+    sum[j] = Log ? std::log(sum[j]) : 1 / sum[j];
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < inner; ++j) {
+      if constexpr (Log)
+        y[i * inner + j] = (x[i * inner + j] - max[j]) - T(sum[j]);
+      else
+        y[i * inner + j] *= T(sum[j]);
+    }
+}
+
+template <typename T, bool Log> void softmaxTyped(const KernelArgs &args) {
+  int64_t axis;
+  (void)readSoftmax(args.instruction, axis);
+  AxisView v = viewAround(args.instruction.inputs[0].shape, axis);
+  const T *x = static_cast<const T *>(args.inputs[0]);
+  T *y = static_cast<T *>(args.outputs[0]);
+  int threads = threadsFor(v.outer * v.n * v.inner, 1 << 13);
+  if (v.inner == 1) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t o = 0; o < v.outer; ++o)
+      softmaxRow<T, Log>(x + o * v.n, y + o * v.n, v.n);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t o = 0; o < v.outer; ++o)
+    softmaxStrided<T, Log>(x + o * v.n * v.inner, y + o * v.n * v.inner, v.n,
+                           v.inner);
+}
+
+template <bool Log> void runSoftmax(const KernelArgs &args) {
+  if (args.instruction.inputs[0].dtype == DType::F32)
+    softmaxTyped<float, Log>(args);
+  else
+    softmaxTyped<double, Log>(args);
+}
+
+//===----------------------------------------------------------------------===//
+// layer_norm
+//===----------------------------------------------------------------------===//
+
+Status readLayerNorm(const Instruction &instruction, int64_t &axis,
+                     double &epsilon) {
+  if (Status s = expectOperandCounts(instruction, 3, 1); !s)
+    return s;
+  if (Status s = expectKnownAttrs(instruction.attrs, {"axis", "epsilon"}); !s)
+    return s;
+  const TensorRef &x = instruction.inputs[0], &y = instruction.outputs[0];
+  if (Status s = expectFloat(x.dtype, "input"); !s)
+    return s;
+  if (Status s = expectSameDType(x, "input", instruction.inputs[1], "scale");
+      !s)
+    return s;
+  if (Status s = expectSameDType(x, "input", instruction.inputs[2], "bias"); !s)
+    return s;
+  if (Status s = expectSameDType(x, "input", y, "result"); !s)
+    return s;
+  if (Status s = expectSameShape(x, "input", y, "result"); !s)
+    return s;
+  int64_t raw;
+  if (Status s = getIntAttr(instruction.attrs, "axis", raw, false, -1); !s)
+    return s;
+  if (Status s = getDoubleAttr(instruction.attrs, "epsilon", epsilon, false,
+                               1e-5);
+      !s)
+    return s;
+  if (!(epsilon >= 0))
+    return Status::error("epsilon must be >= 0");
+  if (x.shape.empty())
+    return Status::error("input must have rank >= 1");
+  if (Status s = normalizeAxis(raw, int64_t(x.shape.size()), axis); !s)
+    return s;
+  std::vector<int64_t> normalized(x.shape.begin() + axis, x.shape.end());
+  for (int i = 1; i <= 2; ++i) {
+    const TensorRef &param = instruction.inputs[size_t(i)];
+    if (param.shape != normalized)
+      return Status::error(std::string(i == 1 ? "scale " : "bias ") +
+                           shapeString(param.shape) + " should be " +
+                           shapeString(normalized) +
+                           ", the normalized dims of input " +
+                           shapeString(x.shape));
+  }
+  return Status::ok();
+}
+
+template <typename T> void layerNormTyped(const KernelArgs &args) {
+  int64_t axis;
+  double epsilon;
+  (void)readLayerNorm(args.instruction, axis, epsilon);
+  const std::vector<int64_t> &shape = args.instruction.inputs[0].shape;
+  int64_t rows = dimProduct(shape, 0, size_t(axis));
+  int64_t n = dimProduct(shape, size_t(axis), shape.size());
+  const T *x = static_cast<const T *>(args.inputs[0]);
+  const T *scale = static_cast<const T *>(args.inputs[1]);
+  const T *bias = static_cast<const T *>(args.inputs[2]);
+  T *y = static_cast<T *>(args.outputs[0]);
+  int threads = threadsFor(rows * n, 1 << 13);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *in = x + r * n;
+    T *out = y + r * n;
+    // Two passes (mean, then squared deviations): no cancellation.
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i)
+      sum += in[i];
+    double mean = n ? sum / double(n) : 0;
+    double squares = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double d = double(in[i]) - mean;
+      squares += d * d;
+    }
+    double variance = n ? squares / double(n) : 0;
+    T rstd = T(1 / std::sqrt(variance + epsilon));
+    T m = T(mean);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = (in[i] - m) * rstd * scale[i] + bias[i];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy
+//===----------------------------------------------------------------------===//
+
+enum class Reduction { None, Mean, Sum };
+
+struct CrossEntropyAttrs {
+  Reduction reduction = Reduction::Mean;
+  bool hasIgnore = false;
+  int64_t ignoreIndex = 0;
+};
+
+Status readCrossEntropy(const Instruction &instruction,
+                        CrossEntropyAttrs &attrs) {
+  if (Status s = expectOperandCounts(instruction, 2, 1); !s)
+    return s;
+  if (Status s =
+          expectKnownAttrs(instruction.attrs, {"reduction", "ignore_index"});
+      !s)
+    return s;
+  const TensorRef &logits = instruction.inputs[0],
+                  &labels = instruction.inputs[1],
+                  &loss = instruction.outputs[0];
+  if (Status s = expectFloat(logits.dtype, "logits"); !s)
+    return s;
+  if (Status s = expectSameDType(logits, "logits", loss, "loss"); !s)
+    return s;
+  if (labels.dtype != DType::I32 && labels.dtype != DType::I64)
+    return Status::error(std::string("labels have dtype ") +
+                         dtypeName(labels.dtype) + "; expected i32 or i64");
+  if (logits.shape.empty())
+    return Status::error("logits must have rank >= 1 (classes last)");
+  std::vector<int64_t> samples(logits.shape.begin(), logits.shape.end() - 1);
+  if (labels.shape != samples)
+    return Status::error("labels " + shapeString(labels.shape) + " should be " +
+                         shapeString(samples) + " for logits " +
+                         shapeString(logits.shape));
+  std::string reduction;
+  if (Status s = getWordAttr(instruction.attrs, "reduction", reduction, false,
+                             "mean");
+      !s)
+    return s;
+  if (reduction == "none")
+    attrs.reduction = Reduction::None;
+  else if (reduction == "mean")
+    attrs.reduction = Reduction::Mean;
+  else if (reduction == "sum")
+    attrs.reduction = Reduction::Sum;
+  else
+    return Status::error("reduction must be mean, sum or none, not '" +
+                         reduction + "'");
+  attrs.hasIgnore = instruction.attrs.count("ignore_index") != 0;
+  if (Status s = getIntAttr(instruction.attrs, "ignore_index",
+                            attrs.ignoreIndex, false);
+      !s)
+    return s;
+  if (attrs.reduction == Reduction::None) {
+    if (loss.shape != samples)
+      return Status::error("loss " + shapeString(loss.shape) + " should be " +
+                           shapeString(samples) + " with reduction=none");
+  } else if (loss.elements() != 1) {
+    return Status::error("loss " + shapeString(loss.shape) +
+                         " should be a scalar with reduction=" + reduction);
+  }
+  return Status::ok();
+}
+
+template <typename T, typename L>
+void crossEntropyTyped(const KernelArgs &args, const CrossEntropyAttrs &attrs) {
+  const std::vector<int64_t> &shape = args.instruction.inputs[0].shape;
+  const int64_t classes = shape.back();
+  const int64_t samples = dimProduct(shape, 0, shape.size() - 1);
+  const T *logits = static_cast<const T *>(args.inputs[0]);
+  const L *labels = static_cast<const L *>(args.inputs[1]);
+  T *loss = static_cast<T *>(args.outputs[0]);
+  double total = 0;
+  int64_t counted = 0;
+  int threads = threadsFor(samples * classes, 1 << 13);
+#pragma omp parallel for num_threads(threads) schedule(static)                 \
+    reduction(+ : total, counted)
+  for (int64_t i = 0; i < samples; ++i) {
+    int64_t label = int64_t(labels[i]);
+    double sampleLoss = 0;
+    if (attrs.hasIgnore && label == attrs.ignoreIndex) {
+      sampleLoss = 0;
+    } else if (label < 0 || label >= classes) {
+      reportError(args, "label " + std::to_string(label) + " of sample " +
+                            std::to_string(i) + " is outside [0, " +
+                            std::to_string(classes) + ")");
+      sampleLoss = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      const T *row = logits + i * classes;
+      T max = -std::numeric_limits<T>::infinity();
+      for (int64_t c = 0; c < classes; ++c)
+        max = row[c] > max ? row[c] : max;
+      double sum = 0;
+      for (int64_t c = 0; c < classes; ++c)
+        sum += std::exp(double(row[c] - max));
+      sampleLoss = double(max) + std::log(sum) - double(row[label]);
+      ++counted;
+    }
+    if (attrs.reduction == Reduction::None)
+      loss[i] = T(sampleLoss);
+    total += sampleLoss;
+  }
+  if (attrs.reduction == Reduction::Sum)
+    loss[0] = T(total);
+  else if (attrs.reduction == Reduction::Mean)
+    loss[0] = T(total / double(counted)); // NaN when nothing counted
+}
+
+} // namespace
+
+Status cpu::check_softmax(const Instruction &instruction) {
+  int64_t axis;
+  return readSoftmax(instruction, axis);
+}
+Status cpu::check_log_softmax(const Instruction &instruction) {
+  int64_t axis;
+  return readSoftmax(instruction, axis);
+}
+void cpu::run_softmax(const KernelArgs &args) { runSoftmax<false>(args); }
+void cpu::run_log_softmax(const KernelArgs &args) { runSoftmax<true>(args); }
+
+Status cpu::check_layer_norm(const Instruction &instruction) {
+  int64_t axis;
+  double epsilon;
+  return readLayerNorm(instruction, axis, epsilon);
+}
+void cpu::run_layer_norm(const KernelArgs &args) {
+  if (args.instruction.inputs[0].dtype == DType::F32)
+    layerNormTyped<float>(args);
+  else
+    layerNormTyped<double>(args);
+}
+
+Status cpu::check_cross_entropy(const Instruction &instruction) {
+  CrossEntropyAttrs attrs;
+  return readCrossEntropy(instruction, attrs);
+}
+void cpu::run_cross_entropy(const KernelArgs &args) {
+  CrossEntropyAttrs attrs;
+  (void)readCrossEntropy(args.instruction, attrs);
+  bool f32 = args.instruction.inputs[0].dtype == DType::F32;
+  bool i32 = args.instruction.inputs[1].dtype == DType::I32;
+  if (f32 && i32)
+    crossEntropyTyped<float, int32_t>(args, attrs);
+  else if (f32)
+    crossEntropyTyped<float, int64_t>(args, attrs);
+  else if (i32)
+    crossEntropyTyped<double, int32_t>(args, attrs);
+  else
+    crossEntropyTyped<double, int64_t>(args, attrs);
+}

@@ -1,0 +1,1332 @@
+//===- CPUKernelsTest.cpp - The CPU backend's kernels ---------------------===//
+//
+// Every kernel against a naive reference loop written here (random data,
+// broadcasting, transposes, shared batches, odd sizes, scalars), and every
+// kernel's check rejecting malformed instructions with a specific message.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Runtime/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+
+using namespace loom::runtime;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Test tensors and running kernels
+//===----------------------------------------------------------------------===//
+
+/// A dense tensor whose values the tests handle as doubles.
+struct Tensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  Tensor() = default;
+  Tensor(DType dtype, std::vector<int64_t> shape)
+      : dtype(dtype), shape(std::move(shape)),
+        bytes(size_t(numElements(this->shape)) * dtypeSize(dtype)) {}
+
+  int64_t size() const { return numElements(shape); }
+  TensorRef ref() const {
+    TensorRef r;
+    r.dtype = dtype;
+    r.shape = shape;
+    return r;
+  }
+  double get(int64_t i) const {
+    const uint8_t *p = bytes.data() + i * dtypeSize(dtype);
+    switch (dtype) {
+    case DType::F32:
+      return *reinterpret_cast<const float *>(p);
+    case DType::F64:
+      return *reinterpret_cast<const double *>(p);
+    case DType::I32:
+      return *reinterpret_cast<const int32_t *>(p);
+    case DType::I64:
+      return double(*reinterpret_cast<const int64_t *>(p));
+    case DType::I1:
+      return *p;
+    default:
+      return 0;
+    }
+  }
+  void set(int64_t i, double v) {
+    uint8_t *p = bytes.data() + i * dtypeSize(dtype);
+    switch (dtype) {
+    case DType::F32:
+      *reinterpret_cast<float *>(p) = float(v);
+      break;
+    case DType::F64:
+      *reinterpret_cast<double *>(p) = v;
+      break;
+    case DType::I32:
+      *reinterpret_cast<int32_t *>(p) = int32_t(v);
+      break;
+    case DType::I64:
+      *reinterpret_cast<int64_t *>(p) = int64_t(v);
+      break;
+    case DType::I1:
+      *p = v != 0;
+      break;
+    default:
+      break;
+    }
+  }
+};
+
+std::mt19937 &rng() {
+  static std::mt19937 generator(1234);
+  return generator;
+}
+
+/// Random values in [lo, hi) (integers for integer dtypes, 0/1 for i1).
+Tensor random(DType dtype, std::vector<int64_t> shape, double lo = -2,
+              double hi = 2) {
+  Tensor t(dtype, std::move(shape));
+  std::uniform_real_distribution<double> dist(lo, hi);
+  for (int64_t i = 0; i < t.size(); ++i) {
+    double v = dist(rng());
+    if (dtype == DType::I32 || dtype == DType::I64)
+      v = std::floor(v);
+    if (dtype == DType::I1)
+      v = v > (lo + hi) / 2;
+    t.set(i, v);
+  }
+  return t;
+}
+
+Tensor filled(DType dtype, std::vector<int64_t> shape,
+              const std::vector<double> &values) {
+  Tensor t(dtype, std::move(shape));
+  for (int64_t i = 0; i < t.size(); ++i)
+    t.set(i, values[size_t(i)]);
+  return t;
+}
+
+Instruction makeKernel(const std::string &kernel,
+                       const std::vector<const Tensor *> &inputs,
+                       const std::vector<Tensor> &outputs,
+                       Attributes attrs = {}) {
+  Instruction instruction;
+  instruction.kernel = kernel;
+  for (const Tensor *t : inputs)
+    instruction.inputs.push_back(t->ref());
+  for (const Tensor &t : outputs)
+    instruction.outputs.push_back(t.ref());
+  instruction.attrs = std::move(attrs);
+  return instruction;
+}
+
+/// Checks `instruction` (expecting success) and runs it on `inputs`, writing
+/// `outputs`; returns the runtime error, empty when none.
+std::string runKernel(const Instruction &instruction,
+                      const std::vector<const Tensor *> &inputs,
+                      std::vector<Tensor> &outputs) {
+  const KernelInfo *kernel = lookupCPUKernel(instruction.kernel);
+  EXPECT_NE(kernel, nullptr) << instruction.kernel;
+  if (!kernel)
+    return "no kernel";
+  Status status = kernel->check(instruction);
+  EXPECT_TRUE(status.isOk()) << instruction.kernel << ": " << status.message();
+  if (!status)
+    return status.message();
+  std::vector<const void *> in;
+  for (const Tensor *t : inputs)
+    in.push_back(t->bytes.data());
+  std::vector<void *> out;
+  for (Tensor &t : outputs)
+    out.push_back(t.bytes.data());
+  std::string error;
+  KernelArgs args{instruction, in.data(), out.data(), &error};
+  kernel->run(args);
+  return error;
+}
+
+/// Builds, checks and runs a one-output kernel.
+Tensor run1(const std::string &name, const std::vector<const Tensor *> &inputs,
+            DType dtype, std::vector<int64_t> shape, Attributes attrs = {}) {
+  std::vector<Tensor> outputs{Tensor(dtype, std::move(shape))};
+  Instruction instruction = makeKernel(name, inputs, outputs, std::move(attrs));
+  std::string error = runKernel(instruction, inputs, outputs);
+  EXPECT_EQ(error, "");
+  return outputs[0];
+}
+
+/// The check's message for `instruction` (empty when it passes).
+std::string checkMessage(const Instruction &instruction) {
+  const KernelInfo *kernel = lookupCPUKernel(instruction.kernel);
+  if (!kernel)
+    return "no kernel " + instruction.kernel;
+  Status status = kernel->check(instruction);
+  return status.isOk() ? "" : status.message();
+}
+
+#define EXPECT_REJECTED(instruction, fragment)                                 \
+  do {                                                                         \
+    std::string message = checkMessage(instruction);                           \
+    EXPECT_NE(message, "") << "accepted, expected: " << (fragment);            \
+    EXPECT_NE(message.find(fragment), std::string::npos)                      \
+        << "message: " << message;                                             \
+  } while (0)
+
+/// Compares element by element with |a - b| <= atol + rtol * |b|; NaNs must
+/// match.
+void expectClose(const Tensor &actual, const std::vector<double> &expected,
+                 double rtol = 1e-5, double atol = 1e-6) {
+  ASSERT_EQ(actual.size(), int64_t(expected.size()));
+  int failures = 0;
+  for (int64_t i = 0; i < actual.size() && failures < 10; ++i) {
+    double a = actual.get(i), e = expected[size_t(i)];
+    bool ok = std::isnan(e) ? std::isnan(a)
+              : std::isinf(e) ? a == e
+                              : std::abs(a - e) <= atol + rtol * std::abs(e);
+    if (!ok) {
+      ++failures;
+      ADD_FAILURE() << "element " << i << ": got " << a << ", expected " << e;
+    }
+  }
+}
+
+std::vector<double> values(const Tensor &t) {
+  std::vector<double> result(size_t(t.size()));
+  for (int64_t i = 0; i < t.size(); ++i)
+    result[size_t(i)] = t.get(i);
+  return result;
+}
+
+/// Multi-index of linear index `i` in `shape`.
+std::vector<int64_t> unravel(int64_t i, const std::vector<int64_t> &shape) {
+  std::vector<int64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = i % shape[d];
+    i /= shape[d];
+  }
+  return index;
+}
+
+int64_t ravel(const std::vector<int64_t> &index,
+              const std::vector<int64_t> &shape) {
+  int64_t i = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    i = i * shape[d] + index[d];
+  return i;
+}
+
+/// The element of `t` that broadcasts to output index `index`.
+double broadcastGet(const Tensor &t, const std::vector<int64_t> &index) {
+  size_t offset = index.size() - t.shape.size();
+  std::vector<int64_t> own(t.shape.size());
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    own[d] = t.shape[d] == 1 ? 0 : index[offset + d];
+  return t.get(ravel(own, t.shape));
+}
+
+std::vector<int64_t> withoutLast2(const std::vector<int64_t> &s) {
+  return std::vector<int64_t>(s.begin(), s.end() - 2);
+}
+
+//===----------------------------------------------------------------------===//
+// Registry
+//===----------------------------------------------------------------------===//
+
+TEST(CPUKernelsRegistry, NamesAreSortedAndResolve) {
+  std::vector<std::string> names = cpuKernelNames();
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  EXPECT_EQ(names.size(), 16u);
+  for (const std::string &name : names) {
+    const KernelInfo *kernel = lookupCPUKernel(name);
+    ASSERT_NE(kernel, nullptr) << name;
+    EXPECT_NE(kernel->check, nullptr);
+    EXPECT_NE(kernel->run, nullptr);
+  }
+  EXPECT_EQ(lookupCPUKernel("conv"), nullptr);
+  EXPECT_EQ(lookupCPUKernel(""), nullptr);
+  EXPECT_EQ(lookupCPUKernel("zzz"), nullptr);
+}
+
+//===----------------------------------------------------------------------===//
+// matmul
+//===----------------------------------------------------------------------===//
+
+/// Naive batched matmul following the kernel's contract.
+std::vector<double> referenceMatmul(const Tensor &a, const Tensor &b,
+                                    const std::vector<int64_t> &cShape,
+                                    bool transA, bool transB) {
+  size_t ra = a.shape.size(), rb = b.shape.size(), rc = cShape.size();
+  int64_t m = cShape[rc - 2], n = cShape[rc - 1];
+  int64_t k = transA ? a.shape[ra - 2] : a.shape[ra - 1];
+  int64_t batchA = numElements(withoutLast2(a.shape));
+  int64_t batchB = numElements(withoutLast2(b.shape));
+  int64_t batches = numElements(withoutLast2(cShape));
+  std::vector<double> c(size_t(batches * m * n));
+  for (int64_t batch = 0; batch < batches; ++batch) {
+    int64_t ab = batch % batchA, bb = batch % batchB;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          double av = a.get(ab * m * k + (transA ? p * m + i : i * k + p));
+          double bv = b.get(bb * k * n + (transB ? j * k + p : p * n + j));
+          sum += av * bv;
+        }
+        c[size_t((batch * m + i) * n + j)] = sum;
+      }
+  }
+  return c;
+}
+
+void testMatmul(DType dtype, std::vector<int64_t> aShape,
+                std::vector<int64_t> bShape, std::vector<int64_t> cShape,
+                bool transA, bool transB) {
+  SCOPED_TRACE(shapeString(aShape) + " x " + shapeString(bShape) + " -> " +
+               shapeString(cShape) + " transA=" + std::to_string(transA) +
+               " transB=" + std::to_string(transB));
+  Tensor a = random(dtype, aShape), b = random(dtype, bShape);
+  Attributes attrs;
+  if (transA)
+    attrs["transpose_lhs"] = int64_t(1);
+  if (transB)
+    attrs["transpose_rhs"] = int64_t(0 + 1);
+  Tensor c = run1("matmul", {&a, &b}, dtype, cShape, attrs);
+  expectClose(c, referenceMatmul(a, b, cShape, transA, transB),
+              dtype == DType::F32 ? 1e-4 : 1e-12,
+              dtype == DType::F32 ? 1e-4 : 1e-12);
+}
+
+TEST(CPUKernelsMatmul, PlainAndTransposed) {
+  for (DType dtype : {DType::F32, DType::F64})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        std::vector<int64_t> a = ta ? std::vector<int64_t>{7, 5}
+                                    : std::vector<int64_t>{5, 7};
+        std::vector<int64_t> b = tb ? std::vector<int64_t>{3, 7}
+                                    : std::vector<int64_t>{7, 3};
+        testMatmul(dtype, a, b, {5, 3}, ta, tb);
+      }
+}
+
+TEST(CPUKernelsMatmul, LinearLayerFoldsBatches) {
+  testMatmul(DType::F32, {2, 3, 4, 5}, {5, 6}, {2, 3, 4, 6}, false, false);
+  testMatmul(DType::F32, {2, 3, 4, 5}, {6, 5}, {2, 3, 4, 6}, false, true);
+  testMatmul(DType::F64, {3, 17, 33}, {33, 9}, {3, 17, 9}, false, false);
+}
+
+TEST(CPUKernelsMatmul, BatchedAndShared) {
+  testMatmul(DType::F32, {4, 8, 16}, {4, 16, 8}, {4, 8, 8}, false, false);
+  // A shared by all batches.
+  testMatmul(DType::F32, {6, 5}, {3, 5, 7}, {3, 6, 7}, false, false);
+  // B with fewer batch dims than A: a suffix of C's.
+  testMatmul(DType::F32, {2, 3, 4, 5}, {3, 5, 6}, {2, 3, 4, 6}, false, false);
+  testMatmul(DType::F64, {2, 3, 5, 4}, {3, 6, 5}, {2, 3, 4, 6}, true, true);
+  // Transposed A with a shared B cannot fold.
+  testMatmul(DType::F32, {3, 5, 4}, {5, 6}, {3, 4, 6}, true, false);
+  // Both shared: every batch is the same product.
+  testMatmul(DType::F32, {4, 5}, {5, 3}, {2, 4, 3}, false, false);
+}
+
+TEST(CPUKernelsMatmul, ManySmallBatchesRunInParallel) {
+  // The attention shape, scaled down: batches >= threads, small GEMMs.
+  testMatmul(DType::F32, {2, 12, 33, 16}, {2, 12, 16, 33}, {2, 12, 33, 33},
+             false, false);
+  testMatmul(DType::F32, {2, 12, 33, 16}, {2, 12, 33, 16}, {2, 12, 33, 33},
+             false, true);
+}
+
+TEST(CPUKernelsMatmul, OddAndDegenerateSizes) {
+  testMatmul(DType::F32, {1, 1}, {1, 1}, {1, 1}, false, false);
+  testMatmul(DType::F32, {67, 129}, {129, 31}, {67, 31}, false, false);
+  // K = 0: the result is zeros.
+  Tensor a(DType::F32, {3, 0}), b(DType::F32, {0, 2});
+  Tensor c = run1("matmul", {&a, &b}, DType::F32, {3, 2});
+  expectClose(c, std::vector<double>(6, 0.0));
+}
+
+TEST(CPUKernelsMatmul, CheckRejects) {
+  Tensor a(DType::F32, {8, 16}), b(DType::F32, {32, 4}), c(DType::F32, {8, 4});
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b}, {c}),
+                  "lhs [8,16] and rhs [32,4] disagree on K (16 vs 32)");
+  Tensor b2(DType::F32, {16, 4}), wrong(DType::F32, {8, 5});
+  EXPECT_EQ(checkMessage(makeKernel("matmul", {&a, &b2}, {c})), "");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {wrong}),
+                  "result [8,5] should end in [8,4]");
+  EXPECT_REJECTED(makeKernel("matmul", {&a}, {c}), "expected 2 input(s)");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {c, c}),
+                  "expected 2 input(s) and 1 output(s)");
+  Tensor ai(DType::I32, {8, 16}), bi(DType::I32, {16, 4}),
+      ci(DType::I32, {8, 4});
+  EXPECT_REJECTED(makeKernel("matmul", {&ai, &bi}, {ci}),
+                  "lhs has dtype i32; only f32 and f64");
+  Tensor b64(DType::F64, {16, 4});
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b64}, {c}), "same dtype");
+  EXPECT_REJECTED(
+      makeKernel("matmul", {&a, &b2}, {c}, {{"transpose_lhs", int64_t(2)}}),
+      "must be 0 or 1");
+  EXPECT_REJECTED(
+      makeKernel("matmul", {&a, &b2}, {c}, {{"transpose_rhs", 1.0}}),
+      "must be an integer");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {c}, {{"alpha", 1.0}}),
+                  "unknown attribute 'alpha'");
+  Tensor v(DType::F32, {16});
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &v}, {c}), "rank >= 2");
+  Tensor ab(DType::F32, {3, 8, 16}), cb(DType::F32, {2, 8, 4});
+  EXPECT_REJECTED(makeKernel("matmul", {&ab, &b2}, {cb}),
+                  "lhs [3,8,16] has batch dims that are not a suffix");
+  Tensor c2(DType::F32, {8, 4}), a3(DType::F32, {2, 8, 16});
+  EXPECT_REJECTED(makeKernel("matmul", {&a3, &b2}, {c2}), "not a suffix");
+}
+
+//===----------------------------------------------------------------------===//
+// elementwise
+//===----------------------------------------------------------------------===//
+
+ProgramOp op(const std::string &name, DType dtype, std::vector<int> operands,
+             Attributes attrs = {}) {
+  ProgramOp p;
+  p.op = name;
+  p.dtype = dtype;
+  p.operands = std::move(operands);
+  p.attrs = std::move(attrs);
+  return p;
+}
+
+Instruction makeProgram(const std::vector<const Tensor *> &inputs,
+                        const std::vector<Tensor> &outputs,
+                        std::vector<ProgramOp> program,
+                        std::vector<int> yields) {
+  Instruction instruction = makeKernel("elementwise", inputs, outputs);
+  instruction.program = std::move(program);
+  instruction.yields = std::move(yields);
+  return instruction;
+}
+
+/// Runs a one-op program `%n = name %0 .. %n-1` over `inputs`, output dtype
+/// `dtype` and shape `shape`.
+Tensor runOp(const std::string &name, const std::vector<const Tensor *> &inputs,
+             DType dtype, std::vector<int64_t> shape, Attributes attrs = {}) {
+  std::vector<int> operands(inputs.size());
+  std::iota(operands.begin(), operands.end(), 0);
+  std::vector<Tensor> outputs{Tensor(dtype, std::move(shape))};
+  Instruction instruction =
+      makeProgram(inputs, outputs, {op(name, dtype, operands, std::move(attrs))},
+                  {int(inputs.size())});
+  EXPECT_EQ(runKernel(instruction, inputs, outputs), "");
+  return outputs[0];
+}
+
+/// Reference for a broadcasting binary op.
+template <typename F>
+std::vector<double> referenceBinary(const Tensor &a, const Tensor &b,
+                                    const std::vector<int64_t> &shape, F f) {
+  std::vector<double> result(size_t(numElements(shape)));
+  for (int64_t i = 0; i < int64_t(result.size()); ++i) {
+    std::vector<int64_t> index = unravel(i, shape);
+    result[size_t(i)] = f(broadcastGet(a, index), broadcastGet(b, index));
+  }
+  return result;
+}
+
+TEST(CPUKernelsElementwise, BroadcastingAdd) {
+  struct Case {
+    std::vector<int64_t> a, b, out;
+  };
+  std::vector<Case> cases = {
+      {{4, 5}, {4, 5}, {4, 5}},           // same shape
+      {{37, 11}, {11}, {37, 11}},         // bias
+      {{7, 1300}, {1300}, {7, 1300}},     // long rows: bias read in place
+      {{3, 1}, {1, 5}, {3, 5}},           // outer product
+      {{2, 3, 4}, {}, {2, 3, 4}},         // scalar
+      {{}, {2, 1, 4}, {2, 1, 4}},         // scalar first
+      {{2, 1, 3, 1}, {4, 1, 5}, {2, 4, 3, 5}},
+      {{5, 1, 700}, {1, 3, 700}, {5, 3, 700}},
+      {{1}, {1}, {1}},
+      {{}, {}, {}},
+      {{3, 1000}, {3, 1}, {3, 1000}},     // column broadcast, long rows
+      {{9, 7, 5}, {9, 1, 5}, {9, 7, 5}},  // middle broadcast
+  };
+  for (DType dtype : {DType::F32, DType::F64, DType::I32, DType::I64})
+    for (const Case &c : cases) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + shapeString(c.a) +
+                   " + " + shapeString(c.b));
+      Tensor a = random(dtype, c.a, -50, 50), b = random(dtype, c.b, -50, 50);
+      Tensor y = runOp("add", {&a, &b}, dtype, c.out);
+      expectClose(y, referenceBinary(a, b, c.out,
+                                     [](double x, double z) { return x + z; }));
+    }
+}
+
+TEST(CPUKernelsElementwise, BinaryOps) {
+  std::vector<int64_t> shape{3, 257};
+  Tensor a = random(DType::F32, shape, 0.5, 3), b = random(DType::F32, shape);
+  auto check = [&](const char *name, double (*f)(double, double)) {
+    SCOPED_TRACE(name);
+    expectClose(runOp(name, {&a, &b}, DType::F32, shape),
+                referenceBinary(a, b, shape, f), 1e-5, 1e-6);
+  };
+  check("sub", [](double x, double y) { return x - y; });
+  check("mul", [](double x, double y) { return x * y; });
+  check("div", [](double x, double y) { return x / y; });
+  check("pow", [](double x, double y) { return std::pow(x, y); });
+  check("max", [](double x, double y) { return std::max(x, y); });
+  check("min", [](double x, double y) { return std::min(x, y); });
+}
+
+TEST(CPUKernelsElementwise, IntegerDivisionTruncatesAndDivByZeroIsZero) {
+  for (DType dtype : {DType::I32, DType::I64}) {
+    Tensor a = filled(dtype, {6}, {7, -7, 7, -7, 5, 0});
+    Tensor b = filled(dtype, {6}, {2, 2, -2, -2, 0, 3});
+    expectClose(runOp("div", {&a, &b}, dtype, {6}), {3, -3, -3, 3, 0, 0});
+    Tensor e = filled(dtype, {6}, {3, 0, -1, 2, 1, 2});
+    Tensor base = filled(dtype, {6}, {2, 5, 2, -3, 1, -1});
+    expectClose(runOp("pow", {&base, &e}, dtype, {6}), {8, 1, 0, 9, 1, 1});
+  }
+  Tensor minInt = filled(DType::I32, {1}, {-2147483648.0});
+  Tensor minusOne = filled(DType::I32, {1}, {-1});
+  expectClose(runOp("div", {&minInt, &minusOne}, DType::I32, {1}),
+              {-2147483648.0});
+}
+
+TEST(CPUKernelsElementwise, UnaryOps) {
+  std::vector<int64_t> shape{1031};
+  for (DType dtype : {DType::F32, DType::F64}) {
+    Tensor x = random(dtype, shape, -4, 4);
+    Tensor positive = random(dtype, shape, 0.01, 9);
+    double tol = dtype == DType::F32 ? 2e-6 : 1e-12;
+    auto check = [&](const char *name, const Tensor &in,
+                     double (*f)(double), Attributes attrs = {}) {
+      SCOPED_TRACE(std::string(name) + " " + dtypeName(dtype));
+      std::vector<double> expected(size_t(in.size()));
+      for (int64_t i = 0; i < in.size(); ++i)
+        expected[size_t(i)] = f(in.get(i));
+      expectClose(runOp(name, {&in}, dtype, shape, attrs), expected, tol,
+                  tol);
+    };
+    check("neg", x, [](double v) { return -v; });
+    check("sqrt", positive, [](double v) { return std::sqrt(v); });
+    check("rsqrt", positive, [](double v) { return 1 / std::sqrt(v); });
+    check("exp", x, [](double v) { return std::exp(v); });
+    check("log", positive, [](double v) { return std::log(v); });
+    check("erf", x, [](double v) { return std::erf(v); });
+    check("tanh", x, [](double v) { return std::tanh(v); });
+    check("sigmoid", x, [](double v) { return 1 / (1 + std::exp(-v)); });
+    check("relu", x, [](double v) { return v > 0 ? v : 0; });
+    check("reciprocal", positive, [](double v) { return 1 / v; });
+    check("gelu", x,
+          [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); });
+    check("gelu", x,
+          [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); },
+          {{"approximate", std::string("none")}});
+    check("gelu", x,
+          [](double v) {
+            return 0.5 * v *
+                   (1 + std::tanh(std::sqrt(2 / M_PI) *
+                                  (v + 0.044715 * v * v * v)));
+          },
+          {{"approximate", std::string("tanh")}});
+  }
+  // Extreme inputs stay finite where they should.
+  Tensor big = filled(DType::F32, {4}, {-200, 200, -1e30, 1e30});
+  expectClose(runOp("sigmoid", {&big}, DType::F32, {4}), {0, 1, 0, 1});
+  expectClose(runOp("gelu", {&big}, DType::F32, {4}), {0, 200, 0, 1e30});
+}
+
+TEST(CPUKernelsElementwise, IntegerUnaryAndMaxMinWithNaN) {
+  Tensor x = filled(DType::I64, {4}, {-3, 0, 5, -1});
+  expectClose(runOp("neg", {&x}, DType::I64, {4}), {3, 0, -5, 1});
+  expectClose(runOp("relu", {&x}, DType::I64, {4}), {0, 0, 5, 0});
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor a = filled(DType::F32, {3}, {nan, 1, 2});
+  Tensor b = filled(DType::F32, {3}, {1, nan, 3});
+  expectClose(runOp("max", {&a, &b}, DType::F32, {3}), {nan, nan, 3});
+  expectClose(runOp("min", {&a, &b}, DType::F32, {3}), {nan, nan, 2});
+  Tensor p = filled(DType::I1, {4}, {0, 1, 0, 1});
+  Tensor q = filled(DType::I1, {4}, {0, 0, 1, 1});
+  expectClose(runOp("max", {&p, &q}, DType::I1, {4}), {0, 1, 1, 1});
+  expectClose(runOp("min", {&p, &q}, DType::I1, {4}), {0, 0, 0, 1});
+}
+
+TEST(CPUKernelsElementwise, CastRules) {
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor f = filled(DType::F32, {6}, {2.7, -2.7, 0, 0.25, -0.0, nan});
+  expectClose(runOp("cast", {&f}, DType::I32, {6}), {2, -2, 0, 0, 0, 0});
+  expectClose(runOp("cast", {&f}, DType::I64, {6}), {2, -2, 0, 0, 0, 0});
+  expectClose(runOp("cast", {&f}, DType::I1, {6}), {1, 1, 0, 1, 0, 1});
+  expectClose(runOp("cast", {&f}, DType::F64, {6}),
+              {float(2.7), float(-2.7), 0, 0.25, 0, nan});
+  Tensor b = filled(DType::I1, {3}, {1, 0, 1});
+  expectClose(runOp("cast", {&b}, DType::F32, {3}), {1, 0, 1});
+  expectClose(runOp("cast", {&b}, DType::I64, {3}), {1, 0, 1});
+  Tensor i = filled(DType::I64, {3}, {-5, 0, 1LL << 40});
+  expectClose(runOp("cast", {&i}, DType::I1, {3}), {1, 0, 1});
+  expectClose(runOp("cast", {&i}, DType::F64, {3}), {-5, 0, double(1LL << 40)});
+  // Out of range saturates.
+  Tensor huge = filled(DType::F64, {2}, {1e20, -1e20});
+  expectClose(runOp("cast", {&huge}, DType::I32, {2}),
+              {2147483647.0, -2147483648.0});
+}
+
+TEST(CPUKernelsElementwise, CompareSelectConst) {
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor a = filled(DType::F32, {4}, {1, 2, nan, 3});
+  Tensor b = filled(DType::F32, {4}, {1, 3, 1, 2});
+  auto compare = [&](const char *direction) {
+    return runOp("compare", {&a, &b}, DType::I1, {4},
+                 {{"direction", std::string(direction)}});
+  };
+  expectClose(compare("eq"), {1, 0, 0, 0});
+  expectClose(compare("ne"), {0, 1, 1, 1});
+  expectClose(compare("lt"), {0, 1, 0, 0});
+  expectClose(compare("le"), {1, 1, 0, 0});
+  expectClose(compare("gt"), {0, 0, 0, 1});
+  expectClose(compare("ge"), {1, 0, 0, 1});
+
+  // where(x > 0, x, 0.1 * x) with a broadcast condition operand and consts.
+  Tensor x = random(DType::F64, {5, 300}, -1, 1);
+  std::vector<Tensor> outputs{Tensor(DType::F64, {5, 300}),
+                              Tensor(DType::I1, {5, 300})};
+  Instruction leaky = makeProgram(
+      {&x}, outputs,
+      {op("const", DType::F64, {}, {{"value", 0.0}}),
+       op("compare", DType::I1, {0, 1}, {{"direction", std::string("gt")}}),
+       op("const", DType::F64, {}, {{"value", 0.1}}),
+       op("mul", DType::F64, {3, 0}), op("select", DType::F64, {2, 0, 4})},
+      {5, 2});
+  ASSERT_EQ(runKernel(leaky, {&x}, outputs), "");
+  std::vector<double> expected, mask;
+  for (int64_t i = 0; i < x.size(); ++i) {
+    double v = x.get(i);
+    expected.push_back(v > 0 ? v : 0.1 * v);
+    mask.push_back(v > 0);
+  }
+  expectClose(outputs[0], expected, 1e-15, 0);
+  expectClose(outputs[1], mask);
+
+  // An integer const, and a program without inputs.
+  std::vector<Tensor> splat{Tensor(DType::I32, {3, 2})};
+  ASSERT_EQ(runKernel(makeProgram({}, splat,
+                                  {op("const", DType::I32, {},
+                                      {{"value", int64_t(-7)}})},
+                                  {0}),
+                      {}, splat),
+            "");
+  expectClose(splat[0], std::vector<double>(6, -7));
+}
+
+TEST(CPUKernelsElementwise, FusedProgramWithBroadcastAndYieldedInput) {
+  // y0 = gelu(x + bias) * scale, y1 = x (an input yielded as is).
+  Tensor x = random(DType::F32, {6, 130}), bias = random(DType::F32, {130});
+  Tensor scale = random(DType::F32, {6, 1});
+  std::vector<Tensor> outputs{Tensor(DType::F32, {6, 130}),
+                              Tensor(DType::F32, {6, 130})};
+  Instruction instruction = makeProgram(
+      {&x, &bias, &scale}, outputs,
+      {op("add", DType::F32, {0, 1}), op("gelu", DType::F32, {3}),
+       op("mul", DType::F32, {4, 2})},
+      {5, 0});
+  ASSERT_EQ(runKernel(instruction, {&x, &bias, &scale}, outputs), "");
+  std::vector<double> expected;
+  for (int64_t i = 0; i < x.size(); ++i) {
+    double v = x.get(i) + bias.get(i % 130);
+    expected.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))) *
+                       scale.get(i / 130));
+  }
+  expectClose(outputs[0], expected, 1e-5, 1e-6);
+  expectClose(outputs[1], values(x), 0, 0);
+}
+
+TEST(CPUKernelsElementwise, OutputMayAliasInput) {
+  Tensor x = random(DType::F32, {3000});
+  Tensor original = x;
+  Tensor two = filled(DType::F32, {}, {2});
+  Instruction instruction =
+      makeKernel("elementwise", {&x, &two}, {Tensor(DType::F32, {3000})});
+  instruction.program = {op("mul", DType::F32, {0, 1}),
+                         op("add", DType::F32, {2, 0})};
+  instruction.yields = {3};
+  const KernelInfo *kernel = lookupCPUKernel("elementwise");
+  ASSERT_TRUE(kernel->check(instruction).isOk());
+  const void *in[] = {x.bytes.data(), two.bytes.data()};
+  void *out[] = {x.bytes.data()};
+  kernel->run(KernelArgs{instruction, in, out});
+  std::vector<double> expected;
+  for (int64_t i = 0; i < x.size(); ++i)
+    expected.push_back(3 * original.get(i));
+  expectClose(x, expected);
+}
+
+TEST(CPUKernelsElementwise, CheckRejects) {
+  Tensor a(DType::F32, {4, 5}), b(DType::F32, {5}), y(DType::F32, {4, 5});
+  auto program = [&](std::vector<ProgramOp> ops, std::vector<int> yields,
+                     std::vector<Tensor> outputs = {}) {
+    if (outputs.empty())
+      outputs = {y};
+    return makeProgram({&a, &b}, outputs, std::move(ops), std::move(yields));
+  };
+  EXPECT_EQ(checkMessage(program({op("add", DType::F32, {0, 1})}, {2})), "");
+  EXPECT_REJECTED(program({op("frobnicate", DType::F32, {0, 1})}, {2}),
+                  "unknown op 'frobnicate'");
+  EXPECT_REJECTED(program({op("add", DType::F32, {0, 3})}, {2}),
+                  "operand %3 is not defined before it");
+  EXPECT_REJECTED(program({op("add", DType::F32, {0, -1})}, {2}),
+                  "operand %-1 is not defined");
+  EXPECT_REJECTED(program({op("add", DType::F32, {0})}, {2}),
+                  "expected 2 operand(s), got 1");
+  EXPECT_REJECTED(program({op("add", DType::F64, {0, 1})}, {2}),
+                  "operand %0 has dtype f32, expected f64");
+  EXPECT_REJECTED(program({op("add", DType::F16, {0, 1})}, {2}),
+                  "f16, which the CPU backend does not support");
+  EXPECT_REJECTED(program({op("add", DType::F32, {0, 1})}, {}),
+                  "yields 0 value(s) for 1 output(s)");
+  EXPECT_REJECTED(program({op("add", DType::F32, {0, 1})}, {7}),
+                  "yield of undefined value %7");
+  EXPECT_REJECTED(program({op("compare", DType::I1, {0, 1},
+                              {{"direction", std::string("eq")}})},
+                          {2}),
+                  "output 0 has dtype f32 but the program yields %2 of dtype "
+                  "i1");
+  EXPECT_REJECTED(program({op("compare", DType::I1, {0, 1},
+                              {{"direction", std::string("less")}})},
+                          {2}),
+                  "direction must be eq, ne, lt, le, gt or ge");
+  EXPECT_REJECTED(program({op("compare", DType::I1, {0, 1})}, {2}),
+                  "missing attribute 'direction'");
+  EXPECT_REJECTED(program({op("compare", DType::F32, {0, 1},
+                              {{"direction", std::string("eq")}})},
+                          {2}),
+                  "the result has dtype f32, expected i1");
+  EXPECT_REJECTED(program({op("select", DType::F32, {0, 1, 1})}, {2}),
+                  "the condition has dtype f32, expected i1");
+  EXPECT_REJECTED(program({op("gelu", DType::F32, {0},
+                              {{"approximate", std::string("fast")}})},
+                          {2}),
+                  "approximate must be none or tanh");
+  EXPECT_REJECTED(program({op("exp", DType::F32, {0}, {{"base", 2.0}})}, {2}),
+                  "unknown attribute 'base'");
+  EXPECT_REJECTED(program({op("const", DType::F32, {})}, {2}),
+                  "missing attribute 'value'");
+  EXPECT_REJECTED(program({op("const", DType::F32, {},
+                              {{"value", std::string("pi")}})},
+                          {2}),
+                  "attribute 'value' must be a number");
+  EXPECT_REJECTED(
+      program({op("add", DType::F32, {0, 1})}, {2}, {Tensor(DType::F32, {4, 6})}),
+      "input 0 [4,5] does not broadcast to the output shape [4,6]");
+  EXPECT_REJECTED(program({op("add", DType::F32, {0, 1})}, {2, 2},
+                          {y, Tensor(DType::F32, {5})}),
+                  "output 0 [4,5] and output 1 [5] must have the same shape");
+  EXPECT_REJECTED(makeProgram({&a}, {}, {}, {}), "at least one output");
+
+  Tensor i(DType::I32, {5}), yi(DType::I32, {5});
+  EXPECT_REJECTED(makeProgram({&i}, {yi}, {op("sqrt", DType::I32, {0})}, {1}),
+                  "the result has dtype i32, expected f32 or f64");
+  Tensor p(DType::I1, {5}), yp(DType::I1, {5});
+  EXPECT_REJECTED(
+      makeProgram({&p, &p}, {yp}, {op("add", DType::I1, {0, 1})}, {2}),
+      "expected f32, f64, i32 or i64");
+  Tensor h(DType::BF16, {5});
+  EXPECT_REJECTED(makeProgram({&h}, {yp}, {}, {0}),
+                  "input 0 has dtype bf16");
+  Instruction withAttr = program({op("add", DType::F32, {0, 1})}, {2});
+  withAttr.attrs["fast"] = int64_t(1);
+  EXPECT_REJECTED(withAttr, "unknown attribute 'fast'");
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+enum class RefReduce { Sum, Mean, Max };
+
+std::vector<double> referenceReduce(const Tensor &x,
+                                    const std::vector<int64_t> &axes,
+                                    RefReduce kind) {
+  std::vector<bool> reduced(x.shape.size(), false);
+  for (int64_t a : axes)
+    reduced[size_t(a < 0 ? a + int64_t(x.shape.size()) : a)] = true;
+  std::vector<int64_t> outShape;
+  for (size_t d = 0; d < x.shape.size(); ++d)
+    outShape.push_back(reduced[d] ? 1 : x.shape[d]);
+  int64_t outCount = numElements(outShape);
+  std::vector<double> acc(size_t(outCount),
+                          kind == RefReduce::Max ? -INFINITY : 0.0);
+  std::vector<int64_t> count(size_t(outCount), 0);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    std::vector<int64_t> index = unravel(i, x.shape);
+    for (size_t d = 0; d < index.size(); ++d)
+      if (reduced[d])
+        index[d] = 0;
+    size_t o = size_t(ravel(index, outShape));
+    double v = x.get(i);
+    acc[o] = kind == RefReduce::Max ? std::max(acc[o], v) : acc[o] + v;
+    ++count[o];
+  }
+  if (kind == RefReduce::Mean)
+    for (size_t o = 0; o < acc.size(); ++o)
+      acc[o] /= double(count[o]);
+  return acc;
+}
+
+std::vector<int64_t> reducedShape(const std::vector<int64_t> &shape,
+                                  const std::vector<int64_t> &axes,
+                                  bool keep) {
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    bool r = false;
+    for (int64_t a : axes)
+      r |= (a < 0 ? a + int64_t(shape.size()) : a) == int64_t(d);
+    if (!r)
+      out.push_back(shape[d]);
+    else if (keep)
+      out.push_back(1);
+  }
+  return out;
+}
+
+TEST(CPUKernelsReduce, AxesPatterns) {
+  struct Case {
+    std::vector<int64_t> shape, axes;
+  };
+  std::vector<Case> cases = {
+      {{6, 7}, {1}},          {{6, 7}, {0}},        {{4, 5, 6}, {1}},
+      {{4, 5, 6}, {0, 2}},    {{4, 5, 6}, {2, 1}},  {{4, 5, 6}, {0, 1, 2}},
+      {{3, 1, 4, 5}, {1, 3}}, {{2, 3, 4, 5}, {0, 2}}, {{5, 300}, {-1}},
+      {{4, 5, 6}, {}},        {{1, 7}, {0}},        {{200000}, {0}},
+      {{3, 600, 2}, {1}},
+  };
+  struct Kernel {
+    const char *name;
+    RefReduce kind;
+    std::vector<DType> dtypes;
+  };
+  std::vector<Kernel> kernels = {
+      {"reduce_sum", RefReduce::Sum,
+       {DType::F32, DType::F64, DType::I32, DType::I64}},
+      {"reduce_mean", RefReduce::Mean, {DType::F32, DType::F64}},
+      {"reduce_max", RefReduce::Max,
+       {DType::F32, DType::F64, DType::I32, DType::I64}},
+  };
+  for (const Kernel &kernel : kernels)
+    for (DType dtype : kernel.dtypes)
+      for (const Case &c : cases)
+        for (bool keep : {false, true}) {
+          SCOPED_TRACE(std::string(kernel.name) + " " + dtypeName(dtype) +
+                       " " + shapeString(c.shape) + " axes " +
+                       shapeString(c.axes) + (keep ? " keep" : ""));
+          Tensor x = random(dtype, c.shape, -100, 100);
+          Tensor y = run1(kernel.name, {&x}, dtype,
+                          reducedShape(c.shape, c.axes, keep),
+                          {{"axes", c.axes}});
+          expectClose(y, referenceReduce(x, c.axes, kernel.kind), 1e-6, 1e-4);
+        }
+}
+
+TEST(CPUKernelsReduce, EmptyReductionsAndNaN) {
+  Tensor x(DType::F32, {3, 0});
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  expectClose(run1("reduce_sum", {&x}, DType::F32, {3}, {{"axes", std::vector<int64_t>{1}}}),
+              {0, 0, 0});
+  expectClose(run1("reduce_mean", {&x}, DType::F32, {3}, {{"axes", std::vector<int64_t>{1}}}),
+              {nan, nan, nan});
+  Tensor withNaN = filled(DType::F32, {2, 3}, {1, nan, 2, 3, 4, 5});
+  expectClose(run1("reduce_max", {&withNaN}, DType::F32, {2},
+                   {{"axes", std::vector<int64_t>{1}}}),
+              {nan, 5});
+}
+
+TEST(CPUKernelsReduce, CheckRejects) {
+  Tensor x(DType::F32, {4, 5}), y(DType::F32, {4});
+  std::vector<int64_t> axis1{1};
+  EXPECT_EQ(checkMessage(makeKernel("reduce_sum", {&x}, {y}, {{"axes", axis1}})),
+            "");
+  EXPECT_REJECTED(makeKernel("reduce_sum", {&x}, {y}), "missing attribute 'axes'");
+  EXPECT_REJECTED(makeKernel("reduce_sum", {&x}, {y},
+                             {{"axes", std::vector<int64_t>{2}}}),
+                  "axis 2 is out of range for rank 2");
+  EXPECT_REJECTED(makeKernel("reduce_sum", {&x}, {Tensor(DType::F32, {5})},
+                             {{"axes", axis1}}),
+                  "result [5] should be [4] or [4,1]");
+  EXPECT_REJECTED(makeKernel("reduce_sum", {&x}, {Tensor(DType::F64, {4})},
+                             {{"axes", axis1}}),
+                  "same dtype");
+  Tensor xi(DType::I32, {4, 5}), yi(DType::I32, {4});
+  EXPECT_EQ(checkMessage(makeKernel("reduce_max", {&xi}, {yi}, {{"axes", axis1}})),
+            "");
+  EXPECT_REJECTED(makeKernel("reduce_mean", {&xi}, {yi}, {{"axes", axis1}}),
+                  "only f32 and f64");
+  Tensor xb(DType::I1, {4, 5}), yb(DType::I1, {4});
+  EXPECT_REJECTED(makeKernel("reduce_sum", {&xb}, {yb}, {{"axes", axis1}}),
+                  "input has dtype i1");
+  EXPECT_REJECTED(makeKernel("reduce_sum", {&x, &x}, {y}, {{"axes", axis1}}),
+                  "expected 1 input(s)");
+  EXPECT_REJECTED(makeKernel("reduce_sum", {&x}, {y}, {{"axes", int64_t(1)}}),
+                  "must be an integer list");
+}
+
+//===----------------------------------------------------------------------===//
+// softmax, log_softmax, layer_norm, cross_entropy
+//===----------------------------------------------------------------------===//
+
+std::vector<double> referenceSoftmax(const Tensor &x, int64_t axis, bool log) {
+  int64_t outer = numElements(std::vector<int64_t>(x.shape.begin(),
+                                                   x.shape.begin() + axis));
+  int64_t n = x.shape[size_t(axis)];
+  int64_t inner = x.size() / std::max<int64_t>(1, outer * n);
+  std::vector<double> y(size_t(x.size()));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) {
+      double max = -INFINITY, sum = 0;
+      for (int64_t i = 0; i < n; ++i)
+        max = std::max(max, x.get((o * n + i) * inner + j));
+      for (int64_t i = 0; i < n; ++i)
+        sum += std::exp(x.get((o * n + i) * inner + j) - max);
+      for (int64_t i = 0; i < n; ++i) {
+        double v = x.get((o * n + i) * inner + j) - max;
+        y[size_t((o * n + i) * inner + j)] =
+            log ? v - std::log(sum) : std::exp(v) / sum;
+      }
+    }
+  return y;
+}
+
+TEST(CPUKernelsNormalization, SoftmaxAndLogSoftmax) {
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t axis;
+  };
+  for (const Case &c : std::vector<Case>{{{4, 33}, -1},
+                                         {{2, 3, 128}, 2},
+                                         {{5, 7, 3}, 1},
+                                         {{6, 4}, 0},
+                                         {{17}, 0}})
+    for (DType dtype : {DType::F32, DType::F64})
+      for (bool log : {false, true}) {
+        SCOPED_TRACE(shapeString(c.shape) + " axis " + std::to_string(c.axis) +
+                     (log ? " log" : ""));
+        Tensor x = random(dtype, c.shape, -10, 10);
+        Tensor y = run1(log ? "log_softmax" : "softmax", {&x}, dtype, c.shape,
+                        {{"axis", c.axis}});
+        int64_t axis = c.axis < 0 ? c.axis + int64_t(c.shape.size()) : c.axis;
+        expectClose(y, referenceSoftmax(x, axis, log), 1e-5, 1e-7);
+      }
+  // Large values do not overflow.
+  Tensor big = filled(DType::F32, {3}, {1000, 1000, -1000});
+  expectClose(run1("softmax", {&big}, DType::F32, {3}), {0.5, 0.5, 0});
+}
+
+TEST(CPUKernelsNormalization, LayerNorm) {
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t axis;
+  };
+  for (const Case &c : std::vector<Case>{
+           {{8, 768}, -1}, {{2, 3, 4, 5}, 2}, {{3, 7}, 0}, {{5, 1}, 1}})
+    for (DType dtype : {DType::F32, DType::F64}) {
+      SCOPED_TRACE(shapeString(c.shape) + " axis " + std::to_string(c.axis));
+      int64_t axis = c.axis < 0 ? c.axis + int64_t(c.shape.size()) : c.axis;
+      std::vector<int64_t> normalized(c.shape.begin() + axis, c.shape.end());
+      Tensor x = random(dtype, c.shape, -3, 5);
+      Tensor scale = random(dtype, normalized), bias = random(dtype, normalized);
+      double eps = 1e-5;
+      Tensor y = run1("layer_norm", {&x, &scale, &bias}, dtype, c.shape,
+                      {{"axis", c.axis}, {"epsilon", eps}});
+      int64_t n = numElements(normalized), rows = x.size() / n;
+      std::vector<double> expected(size_t(x.size()));
+      for (int64_t r = 0; r < rows; ++r) {
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < n; ++i)
+          mean += x.get(r * n + i) / double(n);
+        for (int64_t i = 0; i < n; ++i)
+          var += std::pow(x.get(r * n + i) - mean, 2) / double(n);
+        for (int64_t i = 0; i < n; ++i)
+          expected[size_t(r * n + i)] = (x.get(r * n + i) - mean) /
+                                            std::sqrt(var + eps) *
+                                            scale.get(i) +
+                                        bias.get(i);
+      }
+      expectClose(y, expected, 1e-5, 1e-5);
+    }
+}
+
+TEST(CPUKernelsNormalization, CrossEntropy) {
+  const int64_t classes = 11;
+  Tensor logits = random(DType::F32, {3, 4, classes}, -5, 5);
+  for (DType labelType : {DType::I32, DType::I64}) {
+    Tensor labels(labelType, {3, 4});
+    for (int64_t i = 0; i < 12; ++i)
+      labels.set(i, double((i * 7) % classes));
+    labels.set(5, -100); // ignored below
+    std::vector<double> perSample;
+    double sum = 0;
+    int counted = 0;
+    for (int64_t i = 0; i < 12; ++i) {
+      int64_t label = int64_t(labels.get(i));
+      if (label == -100) {
+        perSample.push_back(0);
+        continue;
+      }
+      double max = -INFINITY, s = 0;
+      for (int64_t c = 0; c < classes; ++c)
+        max = std::max(max, logits.get(i * classes + c));
+      for (int64_t c = 0; c < classes; ++c)
+        s += std::exp(logits.get(i * classes + c) - max);
+      double loss = max + std::log(s) - logits.get(i * classes + label);
+      perSample.push_back(loss);
+      sum += loss;
+      ++counted;
+    }
+    Attributes ignore{{"ignore_index", int64_t(-100)}};
+    auto with = [&](const char *reduction) {
+      Attributes attrs = ignore;
+      attrs["reduction"] = std::string(reduction);
+      return attrs;
+    };
+    expectClose(run1("cross_entropy", {&logits, &labels}, DType::F32, {3, 4},
+                     with("none")),
+                perSample, 1e-5, 1e-6);
+    expectClose(run1("cross_entropy", {&logits, &labels}, DType::F32, {},
+                     with("sum")),
+                {sum}, 1e-5);
+    expectClose(run1("cross_entropy", {&logits, &labels}, DType::F32, {},
+                     ignore),
+                {sum / counted}, 1e-5);
+  }
+  // Every sample ignored: the mean is NaN.
+  Tensor ignored = filled(DType::I64, {2}, {-1, -1});
+  Tensor two = random(DType::F64, {2, 3});
+  expectClose(run1("cross_entropy", {&two, &ignored}, DType::F64, {},
+                   {{"ignore_index", int64_t(-1)}}),
+              {std::numeric_limits<double>::quiet_NaN()});
+}
+
+TEST(CPUKernelsNormalization, CrossEntropyLabelOutOfRangeIsRuntimeError) {
+  Tensor logits = random(DType::F32, {4, 64});
+  Tensor labels = filled(DType::I32, {4}, {1, 2, 3, 70});
+  std::vector<Tensor> outputs{Tensor(DType::F32, {})};
+  Instruction instruction = makeKernel("cross_entropy", {&logits, &labels},
+                                       outputs);
+  EXPECT_EQ(runKernel(instruction, {&logits, &labels}, outputs),
+            "label 70 of sample 3 is outside [0, 64)");
+}
+
+TEST(CPUKernelsNormalization, CheckRejects) {
+  Tensor x(DType::F32, {4, 5}), y(DType::F32, {4, 5});
+  EXPECT_REJECTED(makeKernel("softmax", {&x}, {y}, {{"axis", int64_t(2)}}),
+                  "axis 2 is out of range for rank 2");
+  EXPECT_REJECTED(makeKernel("softmax", {&x}, {Tensor(DType::F32, {5, 4})}),
+                  "input [4,5] and result [5,4] must have the same shape");
+  Tensor xi(DType::I32, {4, 5});
+  EXPECT_REJECTED(makeKernel("log_softmax", {&xi}, {xi}), "only f32 and f64");
+  EXPECT_REJECTED(makeKernel("softmax", {&x}, {y}, {{"dim", int64_t(1)}}),
+                  "unknown attribute 'dim'");
+
+  Tensor scale(DType::F32, {5}), bias(DType::F32, {5});
+  EXPECT_EQ(checkMessage(makeKernel("layer_norm", {&x, &scale, &bias}, {y},
+                                    {{"axis", int64_t(-1)}})),
+            "");
+  Tensor wrongScale(DType::F32, {4, 5});
+  EXPECT_REJECTED(makeKernel("layer_norm", {&x, &wrongScale, &bias}, {y}),
+                  "scale [4,5] should be [5]");
+  EXPECT_REJECTED(makeKernel("layer_norm", {&x, &scale, &bias}, {y},
+                             {{"axis", int64_t(0)}}),
+                  "scale [5] should be [4,5]");
+  EXPECT_REJECTED(makeKernel("layer_norm", {&x, &scale}, {y}),
+                  "expected 3 input(s)");
+  EXPECT_REJECTED(makeKernel("layer_norm", {&x, &scale, &bias}, {y},
+                             {{"epsilon", -1.0}}),
+                  "epsilon must be >= 0");
+  Tensor scale64(DType::F64, {5});
+  EXPECT_REJECTED(makeKernel("layer_norm", {&x, &scale64, &bias}, {y}),
+                  "same dtype");
+
+  Tensor labels(DType::I64, {4}), loss(DType::F32, {});
+  EXPECT_EQ(checkMessage(makeKernel("cross_entropy", {&x, &labels}, {loss})),
+            "");
+  Tensor badLabels(DType::I64, {5});
+  EXPECT_REJECTED(makeKernel("cross_entropy", {&x, &badLabels}, {loss}),
+                  "labels [5] should be [4]");
+  Tensor floatLabels(DType::F32, {4});
+  EXPECT_REJECTED(makeKernel("cross_entropy", {&x, &floatLabels}, {loss}),
+                  "labels have dtype f32; expected i32 or i64");
+  EXPECT_REJECTED(makeKernel("cross_entropy", {&x, &labels}, {loss},
+                             {{"reduction", std::string("avg")}}),
+                  "reduction must be mean, sum or none");
+  EXPECT_REJECTED(makeKernel("cross_entropy", {&x, &labels}, {loss},
+                             {{"reduction", std::string("none")}}),
+                  "loss [] should be [4] with reduction=none");
+  EXPECT_REJECTED(makeKernel("cross_entropy", {&x, &labels},
+                             {Tensor(DType::F32, {4})}),
+                  "should be a scalar");
+  EXPECT_REJECTED(makeKernel("cross_entropy", {&x, &labels}, {loss},
+                             {{"ignore_index", 1.5}}),
+                  "must be an integer");
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+TEST(CPUKernelsDataMovement, Gather) {
+  // Embedding lookup: axis 0.
+  Tensor table = random(DType::F32, {10, 6});
+  Tensor ids = filled(DType::I64, {2, 3}, {0, 9, -1, 4, 4, -10});
+  Tensor y = run1("gather", {&table, &ids}, DType::F32, {2, 3, 6});
+  std::vector<double> expected;
+  for (int64_t i = 0; i < 6; ++i) {
+    int64_t row = int64_t(ids.get(i));
+    row = row < 0 ? row + 10 : row;
+    for (int64_t j = 0; j < 6; ++j)
+      expected.push_back(table.get(row * 6 + j));
+  }
+  expectClose(y, expected, 0, 0);
+
+  // Middle axis, i32 indices, integer data, scalar index.
+  Tensor x = random(DType::I32, {3, 5, 4}, -100, 100);
+  Tensor idx = filled(DType::I32, {2}, {4, 1});
+  Tensor g = run1("gather", {&x, &idx}, DType::I32, {3, 2, 4},
+                  {{"axis", int64_t(1)}});
+  expected.clear();
+  for (int64_t o = 0; o < 3; ++o)
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 4; ++j)
+        expected.push_back(x.get((o * 5 + int64_t(idx.get(i))) * 4 + j));
+  expectClose(g, expected, 0, 0);
+  Tensor scalarIndex = filled(DType::I64, {}, {-1});
+  Tensor last = run1("gather", {&x, &scalarIndex}, DType::I32, {3, 5},
+                     {{"axis", int64_t(-1)}});
+  expected.clear();
+  for (int64_t i = 0; i < 15; ++i)
+    expected.push_back(x.get(i * 4 + 3));
+  expectClose(last, expected, 0, 0);
+}
+
+TEST(CPUKernelsDataMovement, GatherOutOfRangeIsRuntimeError) {
+  Tensor table = random(DType::F32, {10, 6});
+  Tensor ids = filled(DType::I32, {3}, {0, 10, 2});
+  std::vector<Tensor> outputs{Tensor(DType::F32, {3, 6})};
+  EXPECT_EQ(runKernel(makeKernel("gather", {&table, &ids}, outputs),
+                      {&table, &ids}, outputs),
+            "index 10 at position 1 is outside [-10, 10)");
+  Tensor negative = filled(DType::I32, {1}, {-11});
+  std::vector<Tensor> one{Tensor(DType::F32, {1, 6})};
+  EXPECT_NE(runKernel(makeKernel("gather", {&table, &negative}, one),
+                      {&table, &negative}, one),
+            "");
+}
+
+TEST(CPUKernelsDataMovement, Transpose) {
+  struct Case {
+    std::vector<int64_t> shape, permutation;
+  };
+  std::vector<Case> cases = {
+      {{5, 7}, {1, 0}},
+      {{67, 45}, {1, 0}},
+      {{2, 9, 3, 8}, {0, 2, 1, 3}}, // attention heads: contiguous rows
+      {{2, 9, 3, 8}, {0, 2, 3, 1}}, // keys transposed
+      {{3, 4, 5}, {2, 0, 1}},
+      {{3, 4, 5}, {0, 1, 2}},
+      {{3, 1, 5}, {2, 1, 0}},
+      {{4}, {0}},
+      {{}, {}},
+      {{2, 3, 4, 5, 6}, {4, 2, 0, 3, 1}},
+  };
+  for (DType dtype : {DType::F32, DType::F64, DType::I1, DType::I32})
+    for (const Case &c : cases) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + shapeString(c.shape) +
+                   " perm " + shapeString(c.permutation));
+      Tensor x = random(dtype, c.shape, -100, 100);
+      std::vector<int64_t> outShape;
+      for (int64_t p : c.permutation)
+        outShape.push_back(c.shape[size_t(p)]);
+      Tensor y = run1("transpose", {&x}, dtype, outShape,
+                      {{"permutation", c.permutation}});
+      std::vector<double> expected(size_t(x.size()));
+      for (int64_t i = 0; i < y.size(); ++i) {
+        std::vector<int64_t> out = unravel(i, outShape), in(c.shape.size());
+        for (size_t d = 0; d < out.size(); ++d)
+          in[size_t(c.permutation[d])] = out[d];
+        expected[size_t(i)] = x.get(ravel(in, c.shape));
+      }
+      expectClose(y, expected, 0, 0);
+    }
+}
+
+TEST(CPUKernelsDataMovement, Slice) {
+  Tensor x = random(DType::F32, {6, 7, 5});
+  struct Case {
+    std::vector<int64_t> starts, strides, out;
+  };
+  for (const Case &c : std::vector<Case>{
+           {{0, 0, 0}, {1, 1, 1}, {6, 7, 5}},
+           {{1, 2, 0}, {2, 1, 1}, {3, 4, 5}},
+           {{5, 6, 4}, {-1, -2, -1}, {6, 4, 5}},
+           {{0, 1, 1}, {1, 3, 2}, {2, 2, 2}},
+           {{0, 0, 0}, {1, 1, 1}, {0, 7, 5}},
+       }) {
+    SCOPED_TRACE("starts " + shapeString(c.starts) + " strides " +
+                 shapeString(c.strides));
+    Tensor y = run1("slice", {&x}, DType::F32, c.out,
+                    {{"starts", c.starts}, {"strides", c.strides}});
+    std::vector<double> expected;
+    for (int64_t i = 0; i < numElements(c.out); ++i) {
+      std::vector<int64_t> index = unravel(i, c.out);
+      for (size_t d = 0; d < 3; ++d)
+        index[d] = c.starts[d] + index[d] * c.strides[d];
+      expected.push_back(x.get(ravel(index, x.shape)));
+    }
+    expectClose(y, expected, 0, 0);
+  }
+}
+
+TEST(CPUKernelsDataMovement, ConcatSplitCopy) {
+  for (int64_t axis : {0, 1, 2, -1}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    int64_t a = axis < 0 ? axis + 3 : axis;
+    std::vector<int64_t> s0{2, 3, 4}, s1{2, 3, 4};
+    s1[size_t(a)] = 5;
+    std::vector<int64_t> whole = s0;
+    whole[size_t(a)] += 5;
+    Tensor x0 = random(DType::I64, s0, -9, 9), x1 = random(DType::I64, s1, -9, 9);
+    Tensor y = run1("concat", {&x0, &x1}, DType::I64, whole,
+                    {{"axis", axis}});
+    std::vector<double> expected;
+    for (int64_t i = 0; i < numElements(whole); ++i) {
+      std::vector<int64_t> index = unravel(i, whole);
+      if (index[size_t(a)] < s0[size_t(a)]) {
+        expected.push_back(x0.get(ravel(index, s0)));
+      } else {
+        index[size_t(a)] -= s0[size_t(a)];
+        expected.push_back(x1.get(ravel(index, s1)));
+      }
+    }
+    expectClose(y, expected, 0, 0);
+
+    std::vector<Tensor> pieces{Tensor(DType::I64, s0), Tensor(DType::I64, s1)};
+    Instruction split = makeKernel("split", {&y}, pieces, {{"axis", axis}});
+    ASSERT_EQ(runKernel(split, {&y}, pieces), "");
+    expectClose(pieces[0], values(x0), 0, 0);
+    expectClose(pieces[1], values(x1), 0, 0);
+  }
+  Tensor x = random(DType::F64, {3, 4});
+  expectClose(run1("copy", {&x}, DType::F64, {12}), values(x), 0, 0);
+}
+
+TEST(CPUKernelsDataMovement, Dropout) {
+  Tensor x = random(DType::F32, {40, 50});
+  const double ratio = 0.3;
+  const int64_t seed = 42;
+  std::vector<Tensor> outputs{Tensor(DType::F32, {40, 50}),
+                              Tensor(DType::I1, {40, 50})};
+  Instruction instruction =
+      makeKernel("dropout", {&x}, outputs,
+                 {{"ratio", ratio}, {"seed", seed}});
+  ASSERT_EQ(runKernel(instruction, {&x}, outputs), "");
+  std::vector<double> expectedY, expectedMask;
+  int kept = 0;
+  for (int64_t k = 0; k < x.size(); ++k) {
+    uint64_t z = uint64_t(seed) * 0x9E3779B97F4A7C15ull + uint64_t(k) +
+                 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    double u = double(z >> 40) / double(1 << 24);
+    bool keep = u >= ratio;
+    kept += keep;
+    expectedMask.push_back(keep);
+    expectedY.push_back(keep ? x.get(k) / (1 - ratio) : 0);
+  }
+  expectClose(outputs[0], expectedY, 1e-6, 1e-7);
+  expectClose(outputs[1], expectedMask, 0, 0);
+  EXPECT_NEAR(double(kept) / double(x.size()), 0.7, 0.05);
+}
+
+TEST(CPUKernelsDataMovement, CheckRejects) {
+  Tensor x(DType::F32, {4, 5});
+  Tensor ids(DType::I64, {3});
+  EXPECT_REJECTED(makeKernel("gather", {&x, &ids}, {Tensor(DType::F32, {3, 4})}),
+                  "result [3,4] should be [3,5]");
+  Tensor fids(DType::F32, {3});
+  EXPECT_REJECTED(makeKernel("gather", {&x, &fids}, {Tensor(DType::F32, {3, 5})}),
+                  "indices have dtype f32");
+  EXPECT_REJECTED(makeKernel("gather", {&x, &ids}, {Tensor(DType::F32, {3, 5})},
+                             {{"axis", int64_t(3)}}),
+                  "axis 3 is out of range");
+
+  Tensor y(DType::F32, {5, 4});
+  EXPECT_REJECTED(makeKernel("transpose", {&x}, {y},
+                             {{"permutation", std::vector<int64_t>{0, 0}}}),
+                  "is not a permutation");
+  EXPECT_REJECTED(makeKernel("transpose", {&x}, {y},
+                             {{"permutation", std::vector<int64_t>{1, 2}}}),
+                  "is not a permutation");
+  EXPECT_REJECTED(makeKernel("transpose", {&x}, {y},
+                             {{"permutation", std::vector<int64_t>{1}}}),
+                  "is not a permutation");
+  EXPECT_REJECTED(makeKernel("transpose", {&x}, {x},
+                             {{"permutation", std::vector<int64_t>{1, 0}}}),
+                  "result [4,5] should be [5,4]");
+  EXPECT_REJECTED(makeKernel("transpose", {&x}, {y}),
+                  "missing attribute 'permutation'");
+
+  auto slice = [&](std::vector<int64_t> starts, std::vector<int64_t> strides,
+                   std::vector<int64_t> out) {
+    return makeKernel("slice", {&x}, {Tensor(DType::F32, out)},
+                      {{"starts", starts}, {"strides", strides}});
+  };
+  EXPECT_EQ(checkMessage(slice({1, 0}, {1, 2}, {3, 3})), "");
+  EXPECT_REJECTED(slice({2, 0}, {1, 2}, {3, 3}),
+                  "dim 0 reads indices 2 to 4 of input [4,5], outside [0, 4)");
+  EXPECT_REJECTED(slice({0, 0}, {-1, 1}, {2, 5}), "outside [0, 4)");
+  EXPECT_REJECTED(slice({0, 0}, {0, 1}, {2, 5}), "stride of dim 0 is 0");
+  EXPECT_REJECTED(slice({0}, {1}, {2, 5}), "must have the same rank");
+
+  Tensor a(DType::F32, {2, 3}), b(DType::F32, {2, 4});
+  EXPECT_EQ(checkMessage(makeKernel("concat", {&a, &b},
+                                    {Tensor(DType::F32, {2, 7})},
+                                    {{"axis", int64_t(1)}})),
+            "");
+  EXPECT_REJECTED(makeKernel("concat", {&a, &b}, {Tensor(DType::F32, {2, 8})},
+                             {{"axis", int64_t(1)}}),
+                  "sizes along axis 1 sum to 7, not 8");
+  EXPECT_REJECTED(makeKernel("concat", {&a, &b}, {Tensor(DType::F32, {4, 3})},
+                             {{"axis", int64_t(0)}}),
+                  "input 1 [2,4] does not match result [4,3] outside axis 0");
+  Tensor ai(DType::I32, {2, 4});
+  EXPECT_REJECTED(makeKernel("concat", {&a, &ai}, {Tensor(DType::F32, {2, 7})},
+                             {{"axis", int64_t(1)}}),
+                  "same dtype");
+  EXPECT_REJECTED(makeKernel("concat", {}, {Tensor(DType::F32, {2, 7})},
+                             {{"axis", int64_t(1)}}),
+                  "at least one input");
+  EXPECT_REJECTED(makeKernel("split", {&x}, {a, a}, {{"axis", int64_t(0)}}),
+                  "does not match input [4,5]");
+  EXPECT_REJECTED(makeKernel("split", {&x}, {x}), "missing attribute 'axis'");
+
+  EXPECT_REJECTED(makeKernel("copy", {&x}, {Tensor(DType::F32, {21})}),
+                  "different element counts");
+  EXPECT_REJECTED(makeKernel("copy", {&x}, {Tensor(DType::I32, {20})}),
+                  "same dtype");
+
+  Tensor mask(DType::I1, {4, 5});
+  EXPECT_EQ(checkMessage(makeKernel("dropout", {&x}, {x, mask},
+                                    {{"ratio", 0.1}, {"seed", int64_t(1)}})),
+            "");
+  EXPECT_REJECTED(makeKernel("dropout", {&x}, {x, mask},
+                             {{"ratio", 1.5}, {"seed", int64_t(1)}}),
+                  "is outside [0, 1)");
+  EXPECT_REJECTED(makeKernel("dropout", {&x}, {x, x},
+                             {{"ratio", 0.1}, {"seed", int64_t(1)}}),
+                  "mask has dtype f32; expected i1");
+  EXPECT_REJECTED(makeKernel("dropout", {&x}, {x, mask}, {{"ratio", 0.1}}),
+                  "missing attribute 'seed'");
+}
+
+} // namespace

@@ -1,0 +1,17 @@
+//===- NoModelCompiler.cpp - loom-run without the compiler ----------------===//
+//
+// Linked into runtime-only builds, which run plans but cannot compile models.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ModelCompiler.h"
+
+bool loom::haveModelCompiler() { return false; }
+
+loom::runtime::StatusOr<loom::runtime::Plan>
+loom::compileModel(const std::string &path, const ModelCompileOptions &) {
+  return runtime::Status::error(
+      path + ": this loom-run was built without the compiler "
+             "(LOOM_RUNTIME_ONLY) and runs plan files only; compile the model "
+             "with a full build's `loom-run --emit-plan`");
+}
