@@ -56,7 +56,7 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise", "::mlir::func::FuncOp"> 
     ```
     Output:
     ```mlir
-    %1 = loom.fusion (%h, %b) : (tensor<8x3072xf32>, tensor<3072xf32>) -> tensor<8x3072xf32> {
+    %1 = loom.fusion(%h, %b) : (tensor<8x3072xf32>, tensor<3072xf32>) -> tensor<8x3072xf32> {
     ^bb0(%x: tensor<8x3072xf32>, %bias: tensor<3072xf32>):
       %0 = loom.bias_add %x, %bias : tensor<8x3072xf32>, tensor<3072xf32>
       %1 = loom.gelu %0 : tensor<8x3072xf32>

@@ -338,6 +338,43 @@ inline void binary(const void *x, const void *y, void *r, int64_t n, F f) {
     out[i] = f(a[i], b[i]);
 }
 
+/// f32 transcendental ops: vectorized fast math, one clone per ISA.
+#define LOOM_FAST_ARRAY(name, fn)                                              \
+  LOOM_VECTOR_CLONES void name(const void *x, void *r, int64_t n) {            \
+    const float *in = static_cast<const float *>(x);                           \
+    float *out = static_cast<float *>(r);                                      \
+    for (int64_t i = 0; i < n; ++i)                                            \
+      out[i] = fn(in[i]);                                                      \
+  }
+LOOM_FAST_ARRAY(expArray, fast::exp)
+LOOM_FAST_ARRAY(erfArray, fast::erf)
+LOOM_FAST_ARRAY(tanhArray, fast::tanh)
+LOOM_FAST_ARRAY(sigmoidArray, fast::sigmoid)
+LOOM_FAST_ARRAY(geluArray, fast::gelu)
+LOOM_FAST_ARRAY(geluTanhArray, fast::geluTanh)
+#undef LOOM_FAST_ARRAY
+
+/// Runs the f32 fast-math version of a transcendental op; false for other
+/// ops.
+bool evalFastFloat(Code code, const void *a, void *r, int64_t n) {
+  switch (code) {
+  case Code::Exp:
+    return expArray(a, r, n), true;
+  case Code::Erf:
+    return erfArray(a, r, n), true;
+  case Code::Tanh:
+    return tanhArray(a, r, n), true;
+  case Code::Sigmoid:
+    return sigmoidArray(a, r, n), true;
+  case Code::Gelu:
+    return geluArray(a, r, n), true;
+  case Code::GeluTanh:
+    return geluTanhArray(a, r, n), true;
+  default:
+    return false;
+  }
+}
+
 /// Ops whose operands and result share the dtype T.
 template <typename T>
 void evalSameType(const Step &s, void *const *v, int64_t n) {
@@ -402,6 +439,9 @@ void evalSameType(const Step &s, void *const *v, int64_t n) {
   default:
     break;
   }
+  if constexpr (std::is_same_v<T, float>)
+    if (evalFastFloat(s.code, a, r, n))
+      return;
   if constexpr (isFloat) {
     switch (s.code) {
     case Code::Sqrt:

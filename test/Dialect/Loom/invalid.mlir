@@ -573,3 +573,50 @@ func.func @layer_norm_nan_epsilon(%x: tensor<4x8xf32>, %g: tensor<8xf32>) {
   %0 = loom.layer_norm %x, %g, %g axis 1 epsilon 0x7FF8000000000000 : tensor<4x8xf32>, tensor<8xf32>
   return
 }
+
+// -----
+
+func.func @fusion_not_elementwise(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = loom.fusion(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xf32>):
+    // expected-error @+1 {{'loom.softmax' op is not elementwise and cannot be in a 'loom.fusion' body}}
+    %1 = loom.softmax %a axis 1 : tensor<4x8xf32>
+    loom.yield %1 : tensor<4x8xf32>
+  }
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @fusion_results_differ(%x: tensor<4x8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'loom.fusion' op results must share one shape, the iteration space; got 'tensor<4x8xf32>' and 'tensor<8xf32>'}}
+  %0:2 = loom.fusion(%x) : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  ^bb0(%a: tensor<4x8xf32>):
+    loom.yield %a, %a : tensor<4x8xf32>, tensor<4x8xf32>
+  }
+  return %0#1 : tensor<8xf32>
+}
+
+// -----
+
+func.func @fusion_input_does_not_broadcast(%x: tensor<3xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'loom.fusion' op input 0 of type 'tensor<3xf32>' does not broadcast to the iteration space 4x8}}
+  %0 = loom.fusion(%x) : (tensor<3xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<3xf32>):
+    %1 = loom.broadcast %a : tensor<3xf32> -> tensor<4x8xf32>
+    loom.yield %1 : tensor<4x8xf32>
+  }
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @fusion_yield_mismatch(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = loom.fusion(%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %1 = loom.compare lt, %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+    // expected-error @+1 {{'loom.yield' op yields 'tensor<4xi1>' but the fusion returns 'tensor<4xf32>'}}
+    loom.yield %1 : tensor<4xi1>
+  }
+  return %0 : tensor<4xf32>
+}

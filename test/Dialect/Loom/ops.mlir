@@ -192,3 +192,21 @@ func.func @layers(%s: tensor<8x12x128x128xf32>, %x: tensor<8x128x768xf32>, %g: t
   %8 = loom.cross_entropy %logits, %labels reduction sum : (tensor<1024x50257xf32>, tensor<1024xi64>) -> tensor<f32>
   return
 }
+
+// -----
+
+// CHECK-LABEL: func.func @fusion
+// CHECK:         %[[F:.*]] = loom.fusion(%{{.*}}, %{{.*}}) : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32> {
+// CHECK-NEXT:    ^bb0(%{{.*}}: tensor<8x32xf32>, %{{.*}}: tensor<32xf32>):
+// CHECK-NEXT:      loom.bias_add
+// CHECK-NEXT:      loom.gelu
+// CHECK-NEXT:      loom.yield
+func.func @fusion(%h: tensor<8x32xf32>, %b: tensor<32xf32>) -> tensor<8x32xf32> {
+  %0 = loom.fusion(%h, %b) : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32> {
+  ^bb0(%x: tensor<8x32xf32>, %bias: tensor<32xf32>):
+    %1 = loom.bias_add %x, %bias : tensor<8x32xf32>, tensor<32xf32>
+    %2 = loom.gelu %1 : tensor<8x32xf32>
+    loom.yield %2 : tensor<8x32xf32>
+  }
+  return %0 : tensor<8x32xf32>
+}

@@ -539,6 +539,54 @@ TEST(CPUKernelsElementwise, UnaryOps) {
   expectClose(runOp("gelu", {&big}, DType::F32, {4}), {0, 200, 0, 1e30});
 }
 
+TEST(CPUKernelsElementwise, FloatTranscendentalsAreAccurateEverywhere) {
+  // f32 uses vectorized approximations: sweep them, tails included, against
+  // double-precision references with a relative tolerance.
+  std::vector<double> xs;
+  for (double x = -30; x <= 30; x += 0.00731)
+    xs.push_back(float(x));
+  double inf = std::numeric_limits<double>::infinity();
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  for (double x : {0.0, 1e-7, -1e-7, 1e-30, 87.0, 88.7, 89.0, -87.0, -100.0,
+                   -103.0, -110.0, 1e30, -1e30, inf, -inf, nan})
+    xs.push_back(float(x));
+  Tensor x = filled(DType::F32, {int64_t(xs.size())}, xs);
+  struct Case {
+    const char *op;
+    double (*f)(double);
+    Attributes attrs;
+  };
+  std::vector<Case> cases = {
+      {"exp", [](double v) { return std::exp(v); }, {}},
+      {"erf", [](double v) { return std::erf(v); }, {}},
+      {"tanh", [](double v) { return std::tanh(v); }, {}},
+      {"sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }, {}},
+      {"gelu",
+       [](double v) {
+         return std::isinf(v) ? (v > 0 ? v : 0)
+                              : 0.5 * v * std::erfc(-v / std::sqrt(2.0));
+       },
+       {}},
+      {"gelu",
+       [](double v) {
+         double u = std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v);
+         return std::isinf(v) ? (v > 0 ? v : 0) : v / (1 + std::exp(-2 * u));
+       },
+       {{"approximate", std::string("tanh")}}},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string(c.op) + (c.attrs.empty() ? "" : " tanh"));
+    Tensor y = runOp(c.op, {&x}, DType::F32, x.shape, c.attrs);
+    std::vector<double> expected;
+    for (double v : xs) {
+      double e = c.f(v);
+      // Results below the smallest normal float may flush.
+      expected.push_back(std::abs(e) < 1e-37 ? 0 : e);
+    }
+    expectClose(y, expected, 2e-6, 1.2e-38);
+  }
+}
+
 TEST(CPUKernelsElementwise, IntegerUnaryAndMaxMinWithNaN) {
   Tensor x = filled(DType::I64, {4}, {-3, 0, 5, -1});
   expectClose(runOp("neg", {&x}, DType::I64, {4}), {3, 0, -5, 1});

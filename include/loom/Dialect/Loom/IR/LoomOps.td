@@ -671,7 +671,7 @@ def Loom_FusionOp : Loom_Op<"fusion", [
     The body may also hold splat `loom.constant`s, which become immediates.
 
     ```mlir
-    %y = loom.fusion (%h, %b) : (tensor<8x3072xf32>, tensor<3072xf32>) -> tensor<8x3072xf32> {
+    %y = loom.fusion(%h, %b) : (tensor<8x3072xf32>, tensor<3072xf32>) -> tensor<8x3072xf32> {
     ^bb0(%x: tensor<8x3072xf32>, %bias: tensor<3072xf32>):
       %0 = loom.bias_add %x, %bias : tensor<8x3072xf32>, tensor<3072xf32>
       %1 = loom.gelu %0 : tensor<8x3072xf32>

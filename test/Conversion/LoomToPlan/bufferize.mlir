@@ -1,0 +1,47 @@
+// RUN: loom-opt --loom-bufferize --split-input-file --verify-diagnostics %s | FileCheck %s
+
+// Arguments and results become named inputs and outputs, each kernel result
+// a fresh buffer, a reshape a view of its input's buffer, and a non-splat
+// constant a frozen parameter.
+// CHECK:       loom.parameter @constant : tensor<2xf32> = dense<[1.000000e+00, 2.000000e+00]>
+// CHECK-LABEL: func.func @forward() {
+// CHECK-NEXT:    %[[X:.*]] = plan.input "x" : memref<4x2xf32>
+// CHECK-NEXT:    %[[B:.*]] = plan.input "arg1" : memref<2xf32>
+// CHECK-NEXT:    %[[W:.*]] = plan.weight @w : memref<2x2xf32>
+// CHECK-NEXT:    %[[C:.*]] = plan.weight @constant : memref<2xf32>
+// CHECK-NEXT:    %[[H:.*]] = plan.alloc : memref<4x2xf32>
+// CHECK-NEXT:    plan.kernel "matmul" ins(%[[X]], %[[W]] : memref<4x2xf32>, memref<2x2xf32>) outs(%[[H]] : memref<4x2xf32>) attrs {transpose_lhs = 0 : i64, transpose_rhs = 0 : i64}
+// CHECK-NEXT:    %[[Y:.*]] = plan.alloc : memref<4x2xf32>
+// CHECK-NEXT:    plan.kernel "elementwise" ins(%[[H]], %[[C]], %[[B]] : memref<4x2xf32>, memref<2xf32>, memref<2xf32>) outs(%[[Y]] : memref<4x2xf32>) {
+// CHECK-NEXT:    ^bb0(%[[A0:.*]]: tensor<4x2xf32>, %[[A1:.*]]: tensor<2xf32>, %[[A2:.*]]: tensor<2xf32>):
+// CHECK-NEXT:      %[[S:.*]] = loom.add %[[A0]], %[[A1]]
+// CHECK-NEXT:      %[[T:.*]] = loom.mul %[[S]], %[[A2]]
+// CHECK-NEXT:      loom.yield %[[T]] : tensor<4x2xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %[[V:.*]] = plan.view %[[Y]] : memref<4x2xf32> to memref<8xf32>
+// CHECK-NEXT:    plan.output "y", %[[V]] : memref<8xf32>
+// CHECK-NEXT:    plan.output "result1", %[[X]] : memref<4x2xf32>
+// CHECK-NEXT:    return
+loom.parameter @w : tensor<2x2xf32> = dense<1.0> : tensor<2x2xf32>
+func.func @forward(%x: tensor<4x2xf32> {onnx.name = "x"}, %b: tensor<2xf32>)
+    -> (tensor<8xf32> {onnx.name = "y"}, tensor<4x2xf32>) {
+  %w = loom.param @w : tensor<2x2xf32>
+  %c = loom.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %h = loom.matmul %x, %w {plan.kernel = "matmul", plan.kernel_attrs = {transpose_lhs = 0 : i64, transpose_rhs = 0 : i64}} : (tensor<4x2xf32>, tensor<2x2xf32>) -> tensor<4x2xf32>
+  %y = loom.fusion(%h, %c, %b) {plan.kernel = "elementwise", plan.kernel_attrs = {}} : (tensor<4x2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<4x2xf32> {
+  ^bb0(%a0: tensor<4x2xf32>, %a1: tensor<2xf32>, %a2: tensor<2xf32>):
+    %s = loom.add %a0, %a1 : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+    %t = loom.mul %s, %a2 : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+    loom.yield %t : tensor<4x2xf32>
+  }
+  %r = loom.reshape %y : tensor<4x2xf32> -> tensor<8xf32>
+  return %r, %x : tensor<8xf32>, tensor<4x2xf32>
+}
+
+// -----
+
+func.func @unselected(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{'loom.softmax' op has no kernel selected; run -loom-select-kernels first}}
+  %0 = loom.softmax %x axis 1 : tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}

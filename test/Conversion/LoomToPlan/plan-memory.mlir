@@ -1,0 +1,43 @@
+// RUN: loom-opt --loom-plan-memory=print-summary --split-input-file --verify-diagnostics %s | FileCheck %s
+
+// %a dies at the second kernel, so %c reuses its bytes; %b, an output, lives
+// to the end in the bytes of the input, dead after the first kernel. Buffers
+// are 64-byte aligned (16 x f32 = 64 bytes, 20 x f32 = 80 -> 128).
+// CHECK-LABEL: func.func @reuse() attributes {plan.arena_size = 192 : i64}
+// CHECK:         plan.input "x" offset 128 : memref<16xf32>
+// CHECK:         plan.alloc offset 0 : memref<20xf32>
+// CHECK:         plan.alloc offset 128 : memref<16xf32>
+// CHECK:         plan.alloc offset 0 : memref<20xf32>
+// expected-remark @+1 {{arena 192 bytes for 4 buffers of 384 bytes in all}}
+func.func @reuse() {
+  %x = plan.input "x" : memref<16xf32>
+  %a = plan.alloc : memref<20xf32>
+  plan.kernel "k" ins(%x : memref<16xf32>) outs(%a : memref<20xf32>)
+  %b = plan.alloc : memref<16xf32>
+  plan.kernel "k" ins(%a : memref<20xf32>) outs(%b : memref<16xf32>)
+  %c = plan.alloc : memref<20xf32>
+  plan.kernel "k" ins(%b : memref<16xf32>) outs(%c : memref<20xf32>)
+  plan.output "b", %b : memref<16xf32>
+  plan.output "c", %c : memref<20xf32>
+  return
+}
+
+// -----
+
+// A view keeps the buffer behind it alive: %a is read through %v by the last
+// kernel, so %b cannot take its bytes.
+// CHECK-LABEL: func.func @views() attributes {plan.arena_size = 192 : i64}
+// CHECK:         plan.alloc offset 0 : memref<4x4xf32>
+// CHECK:         plan.alloc offset 64 : memref<16xf32>
+// CHECK:         plan.alloc offset 128 : memref<16xf32>
+// expected-remark @+1 {{arena 192 bytes for 3 buffers of 192 bytes in all}}
+func.func @views() {
+  %a = plan.alloc : memref<4x4xf32>
+  %v = plan.view %a : memref<4x4xf32> to memref<16xf32>
+  %b = plan.alloc : memref<16xf32>
+  plan.kernel "k" ins(%v : memref<16xf32>) outs(%b : memref<16xf32>)
+  %c = plan.alloc : memref<16xf32>
+  plan.kernel "k" ins(%v, %b : memref<16xf32>, memref<16xf32>) outs(%c : memref<16xf32>)
+  plan.output "c", %c : memref<16xf32>
+  return
+}

@@ -1,0 +1,71 @@
+// RUN: loom-opt --loom-select-kernels --split-input-file --verify-diagnostics %s | FileCheck %s
+
+// Op attributes become kernel attributes: unit flags as 0/1, enums as
+// words, arrays as i64 arrays.
+// CHECK-LABEL: func.func @kernels
+func.func @kernels(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<32xf32>,
+                   %ids: tensor<8xi64>, %table: tensor<64x32xf32>) -> (tensor<8x32xf32>, tensor<f32>, tensor<8x32xf32>, tensor<32x8xf32>, tensor<8xf32>, tensor<8x32xf32>, tensor<4x32xf32>, tensor<16x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) {
+  // CHECK: loom.matmul {{.*}} transpose_rhs {plan.kernel = "matmul", plan.kernel_attrs = {transpose_lhs = 0 : i64, transpose_rhs = 1 : i64}}
+  %h = loom.matmul %x, %w transpose_rhs : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
+  // CHECK: loom.cross_entropy {{.*}} {plan.kernel = "cross_entropy", plan.kernel_attrs = {ignore_index = -100 : i64, reduction = "mean"}}
+  %l = loom.cross_entropy %h, %ids ignore_index -100 : (tensor<8x32xf32>, tensor<8xi64>) -> tensor<f32>
+  // CHECK: loom.layer_norm {{.*}} {plan.kernel = "layer_norm", plan.kernel_attrs = {axis = 1 : i64, epsilon = 9.9999999999999995E-7 : f64}}
+  %n = loom.layer_norm %h, %g, %g axis 1 epsilon 1.0e-6 : tensor<8x32xf32>, tensor<32xf32>
+  // CHECK: loom.transpose {{.*}} {plan.kernel = "transpose", plan.kernel_attrs = {permutation = array<i64: 1, 0>}}
+  %t = loom.transpose %h [1, 0] : tensor<8x32xf32> -> tensor<32x8xf32>
+  // CHECK: loom.reduce_max {{.*}} {plan.kernel = "reduce_max", plan.kernel_attrs = {axes = array<i64: 1>}}
+  %m = loom.reduce_max %h [1] : tensor<8x32xf32> -> tensor<8xf32>
+  // CHECK: loom.softmax {{.*}} {plan.kernel = "softmax", plan.kernel_attrs = {axis = 1 : i64}}
+  %s = loom.softmax %h axis 1 : tensor<8x32xf32>
+  // CHECK: loom.slice {{.*}} {plan.kernel = "slice", plan.kernel_attrs = {starts = array<i64: 1, 0>, strides = array<i64: 2, 1>}}
+  %sl = loom.slice %h [1:8:2, 0:32] : tensor<8x32xf32> -> tensor<4x32xf32>
+  // CHECK: loom.concat {{.*}} {plan.kernel = "concat", plan.kernel_attrs = {axis = 0 : i64}}
+  %c = loom.concat %h, %h axis 0 : (tensor<8x32xf32>, tensor<8x32xf32>) -> tensor<16x32xf32>
+  // CHECK: loom.gather {{.*}} {plan.kernel = "gather", plan.kernel_attrs = {axis = 0 : i64}}
+  %e = loom.gather %table[%ids] : (tensor<64x32xf32>, tensor<8xi64>) -> tensor<8x32xf32>
+  // CHECK: loom.dropout {{.*}} {plan.kernel = "dropout", plan.kernel_attrs = {ratio = 1.000000e-01 : f64, seed = 7 : i64}}
+  %d, %mask = loom.dropout %h ratio 0.1 seed 7 : tensor<8x32xf32>
+  // Reshapes, parameters and constants need no kernel.
+  // CHECK: loom.reshape
+  // CHECK-NOT: plan.kernel
+  %r = loom.reshape %x : tensor<8x16xf32> -> tensor<128xf32>
+  return %h, %l, %n, %t, %m, %s, %sl, %c, %e, %d : tensor<8x32xf32>, tensor<f32>, tensor<8x32xf32>, tensor<32x8xf32>, tensor<8xf32>, tensor<8x32xf32>, tensor<4x32xf32>, tensor<16x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @fusion
+// CHECK: loom.fusion{{.*}}plan.kernel = "elementwise", plan.kernel_attrs = {}
+func.func @fusion(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = loom.fusion(%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %1 = loom.exp %a : tensor<4xf32>
+    loom.yield %1 : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @unfused(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'loom.exp' op must be fused before kernel selection; run -loom-fuse-elementwise first}}
+  %0 = loom.exp %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @half(%x: tensor<4x4xf16>) -> tensor<4x4xf16> {
+  // expected-error @+1 {{'loom.matmul' op computes in 'f16', which the cpu backend does not support (it has f32 and f64 kernels)}}
+  %0 = loom.matmul %x, %x : (tensor<4x4xf16>, tensor<4x4xf16>) -> tensor<4x4xf16>
+  return %0 : tensor<4x4xf16>
+}
+
+// -----
+
+loom.mesh @mesh = <tp = 2>
+func.func @sharded(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{'loom.shard' op is a sharding annotation; partition the function before lowering it to a plan}}
+  %0 = loom.shard %x to <@mesh, [{tp}, {}]> : tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}

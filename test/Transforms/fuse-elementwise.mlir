@@ -1,0 +1,86 @@
+// RUN: loom-opt --loom-fuse-elementwise --split-input-file %s | FileCheck %s
+
+// A bias and activation chain becomes one fusion; the splat constant of the
+// scale is copied into the body instead of being an input.
+// CHECK-LABEL: func.func @chain
+// CHECK:         %[[H:.*]] = loom.matmul
+// CHECK-NEXT:    %[[F:.*]] = loom.fusion(%[[H]], %{{.*}}) : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32> {
+// CHECK-NEXT:    ^bb0(%[[X:.*]]: tensor<8x32xf32>, %[[B:.*]]: tensor<32xf32>):
+// CHECK-NEXT:      %[[A:.*]] = loom.bias_add %[[X]], %[[B]]
+// CHECK-NEXT:      %[[G:.*]] = loom.gelu %[[A]]
+// CHECK-NEXT:      %[[C:.*]] = loom.constant dense<5.000000e-01> : tensor<f32>
+// CHECK-NEXT:      %[[M:.*]] = loom.mul %[[G]], %[[C]]
+// CHECK-NEXT:      loom.yield %[[M]] : tensor<8x32xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    return %[[F]]
+func.func @chain(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>) -> tensor<8x32xf32> {
+  %h = loom.matmul %x, %w : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %0 = loom.bias_add %h, %b : tensor<8x32xf32>, tensor<32xf32>
+  %1 = loom.gelu %0 : tensor<8x32xf32>
+  %c = loom.constant dense<0.5> : tensor<f32>
+  %2 = loom.mul %1, %c : (tensor<8x32xf32>, tensor<f32>) -> tensor<8x32xf32>
+  return %2 : tensor<8x32xf32>
+}
+
+// -----
+
+// A value used both inside and after the fusion is one of its results.
+// CHECK-LABEL: func.func @two_results
+// CHECK:         %[[F:.*]]:2 = loom.fusion(%{{.*}}) : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+// CHECK:           %[[E:.*]] = loom.exp
+// CHECK:           %[[N:.*]] = loom.neg %[[E]]
+// CHECK:           loom.yield %[[E]], %[[N]]
+// CHECK:         loom.reduce_sum %[[F]]#0
+// CHECK:         return %{{.*}}, %[[F]]#1
+func.func @two_results(%x: tensor<4xf32>) -> (tensor<f32>, tensor<4xf32>) {
+  %0 = loom.exp %x : tensor<4xf32>
+  %1 = loom.neg %0 : tensor<4xf32>
+  %s = loom.reduce_sum %0 [0] : tensor<4xf32> -> tensor<f32>
+  return %s, %1 : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// The division needs the sum, which is computed after the fusion of the
+// exp starts: joining would move a use above its definition, so the
+// division starts a fusion of its own.
+// CHECK-LABEL: func.func @no_reordering
+// CHECK:         %[[E:.*]] = loom.fusion
+// CHECK:           loom.exp
+// CHECK:         %[[S:.*]] = loom.reduce_sum %[[E]]
+// CHECK:         loom.fusion(%[[E]], %[[S]])
+// CHECK:           loom.div
+func.func @no_reordering(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %e = loom.exp %x : tensor<4x8xf32>
+  %s = loom.reduce_sum %e [1] keepdims : tensor<4x8xf32> -> tensor<4x1xf32>
+  %y = loom.div %e, %s : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// Ops over different shapes are different kernels; a broadcast fuses into
+// the op that consumes its result as a broadcasting load.
+// CHECK-LABEL: func.func @shapes
+// CHECK:         %[[A:.*]] = loom.fusion(%{{.*}}) : (tensor<8xf32>) -> tensor<8xf32>
+// CHECK:           loom.tanh
+// CHECK:         loom.fusion(%[[A]], %{{.*}}) : (tensor<8xf32>, tensor<4x8xf32>) -> tensor<4x8xi1>
+// CHECK:           loom.broadcast
+// CHECK:           loom.compare lt
+func.func @shapes(%x: tensor<8xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xi1> {
+  %0 = loom.tanh %x : tensor<8xf32>
+  %1 = loom.broadcast %0 : tensor<8xf32> -> tensor<4x8xf32>
+  %2 = loom.compare lt, %1, %y : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi1>
+  return %2 : tensor<4x8xi1>
+}
+
+// -----
+
+// Non-elementwise ops are left alone and dead elementwise ops are not fused.
+// CHECK-LABEL: func.func @nothing_to_fuse
+// CHECK-NOT:     loom.fusion
+func.func @nothing_to_fuse(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = loom.softmax %x axis 1 : tensor<4x8xf32>
+  %1 = loom.exp %x : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
