@@ -5,5 +5,6 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 cmake --build "$build" --target mlir-doc
 mkdir -p "$root/docs/reference"
-cp "$build/docs/Dialects/LoomDialect.md" "$build/docs/LoomPasses.md" "$root/docs/reference/"
+cp "$build/docs/Dialects/LoomDialect.md" "$build/docs/Dialects/PlanDialect.md" \
+  "$build/docs/LoomPasses.md" "$build/docs/LoomConversionPasses.md" "$root/docs/reference/"
 echo "updated docs/reference"

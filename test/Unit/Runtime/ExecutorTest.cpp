@@ -1,1 +1,126 @@
-// placeholder, being written
+//===- ExecutorTest.cpp - Running plans built in memory -------------------===//
+
+#include "loom/Runtime/Executor.h"
+
+#include <cstring>
+#include <gtest/gtest.h>
+
+using namespace loom::runtime;
+
+namespace {
+
+TensorRef arena(uint64_t offset, std::vector<int64_t> shape,
+                DType dtype = DType::F32) {
+  TensorRef ref;
+  ref.offset = offset;
+  ref.shape = std::move(shape);
+  ref.dtype = dtype;
+  return ref;
+}
+
+HostTensor floats(std::vector<int64_t> shape, std::vector<float> values) {
+  HostTensor tensor;
+  tensor.shape = std::move(shape);
+  tensor.data.resize(values.size() * sizeof(float));
+  std::memcpy(tensor.data.data(), values.data(), tensor.data.size());
+  return tensor;
+}
+
+/// y = relu(x @ w) with w a weight; x and y share no bytes, the product
+/// lives where x was.
+std::shared_ptr<Plan> linearReluPlan() {
+  auto plan = std::make_shared<Plan>();
+  Weight w;
+  w.name = "w";
+  w.shape = {2, 2};
+  w.bytes = 16;
+  plan->weights.push_back(w);
+  float values[] = {1, -1, 2, 0};
+  plan->data.resize(16);
+  std::memcpy(plan->data.data(), values, 16);
+
+  RankProgram &rank = plan->ranks.emplace_back();
+  rank.arenaBytes = 128;
+  rank.inputs.push_back({"x", arena(0, {1, 2})});
+  rank.outputs.push_back({"y", arena(64, {1, 2})});
+  Instruction matmul;
+  matmul.kernel = "matmul";
+  matmul.inputs = {arena(0, {1, 2})};
+  TensorRef weight = arena(0, {2, 2});
+  weight.space = TensorRef::Space::Weight;
+  matmul.inputs.push_back(weight);
+  matmul.outputs = {arena(64, {1, 2})};
+  rank.instructions.push_back(matmul);
+  Instruction relu;
+  relu.kernel = "elementwise";
+  relu.inputs = {arena(64, {1, 2})};
+  relu.outputs = {arena(64, {1, 2})};
+  ProgramOp op;
+  op.op = "relu";
+  op.operands = {0};
+  relu.program.push_back(op);
+  relu.yields = {1};
+  rank.instructions.push_back(relu);
+  return plan;
+}
+
+TEST(ExecutorTest, RunsAPlan) {
+  auto executor = Executor::create(linearReluPlan());
+  ASSERT_TRUE(executor.isOk()) << executor.status().message();
+  ASSERT_TRUE((*executor)->setInput("x", floats({1, 2}, {3, 1})).isOk());
+  ASSERT_TRUE((*executor)->run(/*profile=*/true).isOk());
+  HostTensor y = (*executor)->output(0);
+  EXPECT_EQ(y.name, "y");
+  ASSERT_EQ(y.shape, (std::vector<int64_t>{1, 2}));
+  const float *data = reinterpret_cast<const float *>(y.data.data());
+  // [3, 1] @ [[1, -1], [2, 0]] = [5, -3] -> relu -> [5, 0].
+  EXPECT_FLOAT_EQ(data[0], 5);
+  EXPECT_FLOAT_EQ(data[1], 0);
+
+  const RunReport &report = (*executor)->report();
+  EXPECT_EQ(report.plannedArenaBytes, 128u);
+  EXPECT_EQ(report.measuredArenaBytes, report.plannedArenaPageBytes);
+  EXPECT_EQ(report.weightBytes, 16u);
+  ASSERT_EQ(report.instructions.size(), 2u);
+  EXPECT_EQ(report.kernels.size(), 2u);
+}
+
+TEST(ExecutorTest, RejectsWrongInputs) {
+  auto executor = Executor::create(linearReluPlan());
+  ASSERT_TRUE(executor.isOk());
+  Executor &run = **executor;
+  EXPECT_EQ(run.run().message(), "input 'x' was not given");
+  EXPECT_EQ(run.setInput("z", floats({1, 2}, {0, 0})).message(),
+            "the model has no input 'z' (its inputs: 'x')");
+  EXPECT_EQ(run.setInput("x", floats({2, 1}, {0, 0})).message(),
+            "input 'x' is f32[2,1] but the model expects f32[1,2]");
+}
+
+TEST(ExecutorTest, RejectsUnknownKernels) {
+  auto plan = linearReluPlan();
+  plan->ranks[0].instructions[1].kernel = "frobnicate";
+  plan->ranks[0].instructions[1].loc = "/layer/Relu";
+  auto executor = Executor::create(plan);
+  ASSERT_FALSE(executor.isOk());
+  EXPECT_EQ(executor.status().message(),
+            "instruction 1 (frobnicate, at /layer/Relu): the CPU backend has "
+            "no kernel 'frobnicate'");
+}
+
+TEST(ExecutorTest, RejectsOperandsTheKernelCannotTake) {
+  auto plan = linearReluPlan();
+  plan->ranks[0].instructions[0].outputs[0].shape = {1, 3};
+  auto executor = Executor::create(plan);
+  ASSERT_FALSE(executor.isOk());
+  EXPECT_NE(executor.status().message().find("instruction 0 (matmul)"),
+            std::string::npos)
+      << executor.status().message();
+}
+
+TEST(ExecutorTest, RejectsMissingRank) {
+  auto executor = Executor::create(linearReluPlan(), 3);
+  ASSERT_FALSE(executor.isOk());
+  EXPECT_EQ(executor.status().message(), "the plan has no rank 3 (it has 1)");
+}
+
+} // namespace
