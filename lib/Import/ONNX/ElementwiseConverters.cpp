@@ -23,20 +23,52 @@ template <typename OpTy> static LogicalResult convertBinary(NodeContext &ctx) {
   return ctx.setResult(ctx.create<OpTy>({ctx.getInput(0), ctx.getInput(1)}));
 }
 
-/// ONNX Pow allows an exponent of another numeric type; loom.pow takes the
-/// base's type for both.
+/// Converts `value` to element type `element` unless it has it already.
+static FailureOr<Value> castTo(NodeContext &ctx, Value value, Type element) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getElementType() == element)
+    return value;
+  return ctx.create<CastOp>(value, {}, type.clone(element));
+}
+
+/// ONNX Pow allows integer bases and an exponent of another numeric type,
+/// computed as in numpy/C: `loom.pow` is float-only, so an integer base is
+/// raised in f64 and the result converted back (a fractional exponent of an
+/// integer base is not truncated first: 4 ^ 0.5 = 2); a float base takes the
+/// exponent in its own type.
 static LogicalResult convertPow(NodeContext &ctx) {
   Value base = ctx.getInput(0), exponent = ctx.getInput(1);
   Type baseElement = ctx.getInputType(0).getElementType();
-  RankedTensorType exponentType = ctx.getInputType(1);
-  if (exponentType.getElementType() != baseElement) {
-    FailureOr<Value> cast =
-        ctx.create<CastOp>(exponent, {}, exponentType.clone(baseElement));
-    if (failed(cast))
-      return failure();
-    exponent = *cast;
-  }
-  return ctx.setResult(ctx.create<PowOp>({base, exponent}));
+  Type computeElement = isa<FloatType>(baseElement)
+                            ? baseElement
+                            : Type(Float64Type::get(ctx.getContext()));
+  FailureOr<Value> lhs = castTo(ctx, base, computeElement);
+  if (failed(lhs))
+    return failure();
+  FailureOr<Value> rhs = castTo(ctx, exponent, computeElement);
+  if (failed(rhs))
+    return failure();
+  FailureOr<Value> power = ctx.create<PowOp>({*lhs, *rhs});
+  if (failed(power))
+    return failure();
+  return ctx.setResult(castTo(ctx, *power, baseElement));
+}
+
+/// Relu-14 also takes integers, which `loom.relu` (float-only) does not:
+/// `x > 0 ? x : 0`.
+static LogicalResult convertRelu(NodeContext &ctx) {
+  Value input = ctx.getInput(0);
+  Type element = ctx.getInputType(0).getElementType();
+  if (isa<FloatType>(element))
+    return ctx.setResult(ctx.create<ReluOp>(input, {}, input.getType()));
+  Value zero = ctx.createScalar(element, 0);
+  FailureOr<Value> positive = ctx.create<CompareOp>(
+      {input, zero},
+      {ctx.namedAttr("direction", CompareDirectionAttr::get(
+                                      ctx.getContext(), CompareDirection::gt))});
+  if (failed(positive))
+    return failure();
+  return ctx.setResult(ctx.create<SelectOp>({*positive, input, zero}));
 }
 
 template <CompareDirection direction>
@@ -73,7 +105,7 @@ void onnx_import::registerElementwiseConverters(ConverterRegistry &registry) {
   registry.add("Erf", {13}, convertUnary<ErfOp>);
   registry.add("Tanh", {13}, convertUnary<TanhOp>);
   registry.add("Sigmoid", {13}, convertUnary<SigmoidOp>);
-  registry.add("Relu", {13, 14}, convertUnary<ReluOp>);
+  registry.add("Relu", {13, 14}, convertRelu);
   registry.add("Exp", {13}, convertUnary<ExpOp>);
   registry.add("Log", {13}, convertUnary<LogOp>);
   registry.add("Neg", {13}, convertUnary<NegOp>);

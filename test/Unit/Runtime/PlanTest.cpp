@@ -294,9 +294,11 @@ TEST(PlanTest, DataSectionIsAligned) {
     for (size_t dataBytes : {0, 64, 100000}) {
       Plan plan;
       if (dataBytes) {
-        plan.weights.push_back(
-            {std::string(nameLength, 'n'), DType::I1,
-             {int64_t(dataBytes)}, 0, dataBytes});
+        plan.weights.push_back({std::string(nameLength, 'n'),
+                                DType::I1,
+                                {int64_t(dataBytes)},
+                                0,
+                                dataBytes});
       }
       plan.data.assign(dataBytes, 0xab);
       RankProgram rank;
@@ -387,12 +389,12 @@ TEST(PlanErrorTest, Header) {
   EXPECT_EQ(parseError("loom-plan one\n"),
             "plan.lp:1: expected a plan version, got 'one'");
   EXPECT_EQ(parseError("loom-plan 99999999999999999999999\n"),
-            "plan.lp:1: a plan version '99999999999999999999999' is out of "
-            "range");
+            "plan.lp:1: '99999999999999999999999' is out of range for a plan "
+            "version");
   EXPECT_EQ(parseError("loom-plan 1\n"),
             "plan.lp:2: unexpected end of file, expected 'weights COUNT'");
   EXPECT_EQ(parseError("loom-plan 1\nweights -1\n"),
-            "plan.lp:2: a weight count '-1' is out of range");
+            "plan.lp:2: '-1' is out of range for a weight count");
 }
 
 TEST(PlanErrorTest, Data) {
@@ -476,8 +478,7 @@ TEST(PlanErrorTest, References) {
             "plan.lp:7: weight reference w0:f32[3] views 12 bytes, but "
             "weight 0 has 16 bytes");
   // Another dtype of the same byte size is a valid view.
-  EXPECT_TRUE(
-      parsePlan(corrupt("w0:f32[2,2]", "w0:i64[2]"), "plan.lp").isOk());
+  EXPECT_TRUE(parsePlan(corrupt("w0:f32[2,2]", "w0:i64[2]"), "plan.lp").isOk());
   EXPECT_EQ(parseError(corrupt("a0:f32[2,2] w0", "b0:f32[2,2] w0")),
             "plan.lp:7: expected a tensor reference like a0:f32[8,128] or "
             "w0:f32[8], got 'b0:f32[2,2]'");
@@ -485,7 +486,7 @@ TEST(PlanErrorTest, References) {
             "plan.lp:7: expected a tensor reference like a0:f32[8,128] or "
             "w0:f32[8], got 'a0f32[2,2]'");
   EXPECT_EQ(parseError(corrupt("a0:f32[2,2] w0", "a-1:f32[2,2] w0")),
-            "plan.lp:7: an offset or weight id '-1' is out of range");
+            "plan.lp:7: '-1' is out of range for an offset or weight id");
   EXPECT_EQ(parseError(corrupt("a0:f32[2,2] w0", "a0:f32 w0")),
             "plan.lp:7: expected a tensor reference like a0:f32[8,128] or "
             "w0:f32[8], got 'a0:f32'");
@@ -502,21 +503,24 @@ TEST(PlanErrorTest, HugeNumbers) {
             "plan.lp:5: arena reference a9223372036854775807:f64[1] ends at "
             "byte 9223372036854775815, past the rank's arena of "
             "9223372036854775807 bytes");
-  EXPECT_EQ(parseError(corrupt("a0:f32[2,2] w0", "a9223372036854775808:f32[2,2] w0")),
-            "plan.lp:7: an offset or weight id '9223372036854775808' is out "
-            "of range");
-  EXPECT_EQ(parseError(corrupt("w0:f32[2,2]", "w18446744073709551615:f32[2,2]")),
-            "plan.lp:7: an offset or weight id '18446744073709551615' is out "
-            "of range");
+  EXPECT_EQ(
+      parseError(corrupt("a0:f32[2,2] w0", "a9223372036854775808:f32[2,2] w0")),
+      "plan.lp:7: '9223372036854775808' is out of range for an offset or "
+      "weight id");
+  EXPECT_EQ(
+      parseError(corrupt("w0:f32[2,2]", "w18446744073709551615:f32[2,2]")),
+      "plan.lp:7: '18446744073709551615' is out of range for an offset or "
+      "weight id");
   EXPECT_EQ(parseError(corrupt("rank 0", "rank 9223372036854775807")),
             "plan.lp:4: rank 9223372036854775807 where rank 0 was expected "
             "(ranks appear in order from 0)");
   EXPECT_EQ(parseError(corrupt("offset 0", "offset 9223372036854775744")),
             "plan.lp:3: weight 0 ends at byte 9223372036854775760, past the "
             "data section of 16 bytes");
-  EXPECT_EQ(parseError("loom-plan 1\n" + kWeights + kRank +
-                       "data 99999999999999999999\n"),
-            "plan.lp:9: a data size '99999999999999999999' is out of range");
+  EXPECT_EQ(
+      parseError("loom-plan 1\n" + kWeights + kRank +
+                 "data 99999999999999999999\n"),
+      "plan.lp:9: '99999999999999999999' is out of range for a data size");
 }
 
 TEST(PlanErrorTest, Ranks) {
@@ -531,9 +535,15 @@ TEST(PlanErrorTest, Ranks) {
   EXPECT_EQ(parseError(corrupt("arena 64", "arena")),
             "plan.lp:4: expected 'rank INT arena INT'");
   EXPECT_EQ(parseError(corrupt("arena 64", "arena -64")),
-            "plan.lp:4: an arena size '-64' is out of range");
-  EXPECT_EQ(parseError("loom-plan 1\n" + kWeights + replaced(kRank, "end\n", "")),
-            "plan.lp:8: unexpected end of file, expected 'end' of rank 0");
+            "plan.lp:4: '-64' is out of range for an arena size");
+  EXPECT_EQ(
+      parseError("loom-plan 1\n" + kWeights + replaced(kRank, "end\n", "")),
+      "plan.lp:8: unexpected end of file, expected 'end' of rank 0");
+  EXPECT_EQ(parseError(corrupt("end\n", "")),
+            "plan.lp:8: missing 'end' of rank 0 before 'data'");
+  EXPECT_EQ(
+      parseError(handPlan(kWeights + replaced(kRank, "end\n", "") + kRank)),
+      "plan.lp:8: missing 'end' of rank 0 before 'rank'");
   EXPECT_EQ(parseError(corrupt("end\n", "end now\n")),
             "plan.lp:8: expected 'end'");
   EXPECT_EQ(parseError(corrupt("end\n", "send\n")),
@@ -552,9 +562,9 @@ TEST(PlanErrorTest, Bindings) {
             "plan.lp:8: 'input' after 'output' or 'kernel' lines");
   EXPECT_EQ(parseError(corrupt("end\n", "output \"z\" a0:f32[1]\nend\n")),
             "plan.lp:8: 'output' after 'kernel' lines");
-  EXPECT_EQ(parseError(corrupt("input \"x\" a0:f32[2,2]",
-                               "input \"x\" w0:f32[2,2]")),
-            "plan.lp:5: input 'x' must be an arena reference");
+  EXPECT_EQ(
+      parseError(corrupt("input \"x\" a0:f32[2,2]", "input \"x\" w0:f32[2,2]")),
+      "plan.lp:5: input 'x' must be an arena reference");
   EXPECT_EQ(parseError(corrupt("input \"x\" a0:f32[2,2]", "input \"x\"")),
             "plan.lp:5: expected 'input \"NAME\" REF'");
   // A weight may be a graph output.
@@ -632,8 +642,7 @@ TEST(PlanErrorTest, Programs) {
   auto withBlock = [&](const std::string &lines) {
     return corrupt(kernel, kernel + " {\n" + lines);
   };
-  EXPECT_TRUE(parsePlan(withBlock("%2 = add f32 %0 %1\nyield %2\n}"),
-                        "plan.lp")
+  EXPECT_TRUE(parsePlan(withBlock("%2 = add f32 %0 %1\nyield %2\n}"), "plan.lp")
                   .isOk());
   EXPECT_EQ(parseError(withBlock("%2 = add f32 %0 %5\nyield %2\n}")),
             "plan.lp:8: program value %5 is used before it is defined");
@@ -663,8 +672,7 @@ TEST(PlanErrorTest, Programs) {
   EXPECT_EQ(parseError(withBlock("%2 = gelu f32 %0 approximate=tanh %1\n"
                                  "yield %2\n}")),
             "plan.lp:8: expected an attribute like key=value, got '%1'");
-  EXPECT_EQ(parseError(withBlock("yield %0\n} }")),
-            "plan.lp:9: expected '}'");
+  EXPECT_EQ(parseError(withBlock("yield %0\n} }")), "plan.lp:9: expected '}'");
   // The block is never closed: blame the kernel line.
   EXPECT_EQ(parseError(withBlock("yield %0\nend\n")),
             "plan.lp:9: expected '}' after 'yield'");

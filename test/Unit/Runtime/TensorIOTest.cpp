@@ -97,10 +97,9 @@ constexpr char kProtoInt32Data[] =
     "\x08\x02\x10\x06*\x0b\xfb\xff\xff\xff\xff\xff\xff\xff\xff\x01\x07"
     "B\x01n";
 
-constexpr char kProtoBool[] =
-    "\x08\x02\x10\x09*\x02\x01\x00"
-    "B\x01"
-    "b";
+constexpr char kProtoBool[] = "\x08\x02\x10\x09*\x02\x01\x00"
+                              "B\x01"
+                              "b";
 
 constexpr char kProtoDoubleData[] =
     "\x08\x02\x10\x0b"
@@ -108,27 +107,21 @@ constexpr char kProtoDoubleData[] =
     "dR\x10\x00\x00\x00\x00\x00\x00\xe0\x3f\x00\x00\x00\x00\x00\x00\xf4"
     "\xbf";
 
-constexpr char kProtoF16[] =
-    "\x08\x02\x10\x0a*\x05\x80x\x80\x82\x03"
-    "B\x01h";
+constexpr char kProtoF16[] = "\x08\x02\x10\x0a*\x05\x80x\x80\x82\x03"
+                             "B\x01h";
 
-constexpr char kProtoRawBool[] =
-    "\x08\x02\x08\x01\x10\x09"
-    "B\x02rbJ\x02\x01\x00";
+constexpr char kProtoRawBool[] = "\x08\x02\x08\x01\x10\x09"
+                                 "B\x02rbJ\x02\x01\x00";
 
-constexpr char kProtoScalarI64[] =
-    "\x10\x07"
-    "B\x01sJ\x08*\x00\x00\x00\x00\x00\x00\x00";
+constexpr char kProtoScalarI64[] = "\x10\x07"
+                                   "B\x01sJ\x08*\x00\x00\x00\x00\x00\x00\x00";
 
-constexpr char kProtoU8[] =
-    "\x08\x02\x10\x02"
-    "B\x01uJ\x02\x00\x01";
+constexpr char kProtoU8[] = "\x08\x02\x10\x02"
+                            "B\x01uJ\x02\x00\x01";
 
-constexpr char kProtoExternal[] =
-    "\x08\x02\x10\x01"
-    "B\x01"
-    "ej\x11\x0a\x08location\x12\x05w.binp\x01";
-
+constexpr char kProtoExternal[] = "\x08\x02\x10\x01"
+                                  "B\x01"
+                                  "ej\x11\x0a\x08location\x12\x05w.binp\x01";
 
 template <size_t N> std::string_view bytesOf(const char (&literal)[N]) {
   return std::string_view(literal, N - 1);
@@ -136,7 +129,8 @@ template <size_t N> std::string_view bytesOf(const char (&literal)[N]) {
 
 template <typename T> std::vector<T> valuesOf(const HostTensor &tensor) {
   std::vector<T> values(tensor.data.size() / sizeof(T));
-  std::memcpy(values.data(), tensor.data.data(), values.size() * sizeof(T));
+  if (!values.empty())
+    std::memcpy(values.data(), tensor.data.data(), values.size() * sizeof(T));
   return values;
 }
 
@@ -147,7 +141,8 @@ HostTensor makeTensor(DType dtype, std::vector<int64_t> shape,
   tensor.dtype = dtype;
   tensor.shape = std::move(shape);
   tensor.data.resize(values.size() * sizeof(T));
-  std::memcpy(tensor.data.data(), values.data(), tensor.data.size());
+  if (!values.empty())
+    std::memcpy(tensor.data.data(), values.data(), tensor.data.size());
   return tensor;
 }
 
@@ -264,8 +259,7 @@ TEST(NpyTest, ParsesNumPyFloat32) {
   HostTensor tensor = parsedNpy(bytesOf(kNpyF32));
   EXPECT_EQ(tensor.dtype, DType::F32);
   EXPECT_EQ(tensor.shape, (std::vector<int64_t>{2, 3}));
-  EXPECT_EQ(valuesOf<float>(tensor),
-            (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(valuesOf<float>(tensor), (std::vector<float>{0, 1, 2, 3, 4, 5}));
   // writeNpy reproduces NumPy's bytes exactly.
   EXPECT_EQ(writeNpy(tensor), bytesOf(kNpyF32));
 }
@@ -308,8 +302,8 @@ TEST(NpyTest, ParsesNumPyDTypes) {
 TEST(NpyTest, RoundTripsEveryDTypeAndShape) {
   const DType dtypes[] = {DType::F16, DType::F32, DType::F64,
                           DType::I1,  DType::I32, DType::I64};
-  const std::vector<int64_t> shapes[] = {{}, {0}, {5}, {2, 3}, {3, 0, 2},
-                                         {1, 1, 1, 1, 7}};
+  const std::vector<int64_t> shapes[] = {{},     {0},       {5},
+                                         {2, 3}, {3, 0, 2}, {1, 1, 1, 1, 7}};
   for (DType dtype : dtypes) {
     for (const std::vector<int64_t> &shape : shapes) {
       HostTensor tensor;
@@ -331,8 +325,7 @@ TEST(NpyTest, RoundTripsEveryDTypeAndShape) {
 
 TEST(NpyTest, WritesBF16AsF32) {
   // 1.0 and -2.5 in bfloat16: NumPy has no bfloat16, so they widen exactly.
-  HostTensor tensor =
-      makeTensor<uint16_t>(DType::BF16, {2}, {0x3f80, 0xc020});
+  HostTensor tensor = makeTensor<uint16_t>(DType::BF16, {2}, {0x3f80, 0xc020});
   HostTensor parsed = parsedNpy(writeNpy(tensor));
   EXPECT_EQ(parsed.dtype, DType::F32);
   EXPECT_EQ(valuesOf<float>(parsed), (std::vector<float>{1.0f, -2.5f}));
@@ -377,6 +370,9 @@ TEST(NpyTest, Errors) {
   std::string version4(f32);
   version4[6] = 4;
   EXPECT_EQ(npyError(version4), "unsupported .npy format version 4.0");
+  std::string version1_1(f32);
+  version1_1[7] = 1;
+  EXPECT_EQ(npyError(version1_1), "unsupported .npy format version 1.1");
 
   std::string badBool(bytesOf(kNpyBool));
   badBool[badBool.size() - 2] = 2;
@@ -495,8 +491,7 @@ TEST(TensorProtoTest, UnpackedFieldsAndUnknownFields) {
 TEST(TensorProtoTest, Errors) {
   EXPECT_EQ(protoError(bytesOf(kProtoU8)),
             "unsupported TensorProto data type UINT8");
-  EXPECT_EQ(protoError(bytesOf(kProtoExternal)),
-            "external data not supported");
+  EXPECT_EQ(protoError(bytesOf(kProtoExternal)), "external data not supported");
   EXPECT_EQ(protoError(Proto().addVarint(14, 1).bytes),
             "external data not supported");
   EXPECT_EQ(protoError(Proto().addVarint(kDataType, kString).bytes),
@@ -510,9 +505,10 @@ TEST(TensorProtoTest, Errors) {
 
   Proto floats3;
   floats3.addVarint(kDims, 3).addVarint(kDataType, kFloat);
-  EXPECT_EQ(protoError(Proto(floats3).addFloat(kFloatData, 1).addFloat(
-                                         kFloatData, 2).bytes),
-            "float_data holds 2 values, but the shape [3] has 3 elements");
+  EXPECT_EQ(
+      protoError(
+          Proto(floats3).addFloat(kFloatData, 1).addFloat(kFloatData, 2).bytes),
+      "float_data holds 2 values, but the shape [3] has 3 elements");
   EXPECT_EQ(protoError(Proto(floats3).addBytes(kRawData, "12345678").bytes),
             "raw_data has 8 bytes, but FLOAT[3] needs 12");
   EXPECT_EQ(protoError(Proto(floats3)
@@ -565,7 +561,8 @@ TEST(TensorProtoTest, WireFormatErrors) {
   EXPECT_EQ(protoError("\x80"), "truncated TensorProto (bad field key)");
   EXPECT_EQ(protoError("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02"),
             "truncated TensorProto (bad varint)");
-  EXPECT_EQ(protoError("\x4a\x05" "abc"),
+  EXPECT_EQ(protoError("\x4a\x05"
+                       "abc"),
             "truncated TensorProto (field 9 runs past the end)");
   EXPECT_EQ(protoError("\x4a\xff\xff\xff\xff\xff\xff\xff\xff\x7f"),
             "truncated TensorProto (field 9 runs past the end)");
@@ -626,8 +623,8 @@ TEST(TensorFileTest, ReadsByContentOrExtension) {
   writeBytes(notNpy, "hello");
   EXPECT_EQ(readTensorFile(notNpy).status().message(),
             notNpy + ": not a .npy file (bad magic)");
-  for (const std::string &path : {npyPath, pbPath, renamed, text, corrupt,
-                                  notNpy})
+  for (const std::string &path :
+       {npyPath, pbPath, renamed, text, corrupt, notNpy})
     std::remove(path.c_str());
 }
 
