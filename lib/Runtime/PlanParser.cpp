@@ -35,9 +35,7 @@ struct Token {
   std::string text;
   bool quoted = false;
 
-  bool is(std::string_view keyword) const {
-    return !quoted && text == keyword;
-  }
+  bool is(std::string_view keyword) const { return !quoted && text == keyword; }
 };
 
 /// `text` for an error message: printable ASCII only, and short, since it may
@@ -243,6 +241,8 @@ Status Parser::nextLine(bool &eof) {
       end = bytes.size();
     std::string_view text = bytes.substr(pos, end - pos);
     pos = newline ? end + 1 : end;
+    if (line == INT_MAX - 1)
+      return error("too many lines");
     ++line;
     if (Status status = tokenize(text); !status)
       return status;
@@ -329,8 +329,7 @@ Status Parser::parseInteger(const Token &token, int64_t min, int64_t max,
     return error(std::string("expected ") + what + ", got " +
                  quote(token.text));
   if (result == IntParse::OutOfRange || value < min || value > max)
-    return error(std::string(what) + " " + quote(token.text) +
-                 " is out of range");
+    return error(quote(token.text) + " is out of range for " + what);
   return Status::ok();
 }
 
@@ -341,8 +340,7 @@ Status Parser::parseDType(const Token &token, DType &dtype) const {
   return Status::ok();
 }
 
-Status Parser::parseIntList(std::string_view text,
-                            std::vector<int64_t> &values,
+Status Parser::parseIntList(std::string_view text, std::vector<int64_t> &values,
                             const std::string &context) const {
   auto bad = [&] {
     return error("expected a list like [1,2,3] in " + context + ", got " +
@@ -377,8 +375,8 @@ Status Parser::parseShape(std::string_view text, DType dtype,
     return status;
   for (int64_t dim : shape)
     if (dim < 0)
-      return error("negative dimension " + std::to_string(dim) +
-                   " in shape " + quote(text));
+      return error("negative dimension " + std::to_string(dim) + " in shape " +
+                   quote(text));
   if (!fitsInt64Bytes(shape, dtype))
     return error("shape " + quote(text) + " of " + dtypeName(dtype) +
                  " is too large");
@@ -397,8 +395,8 @@ Status Parser::parseRef(const Token &token, const RankProgram &rank,
     return error("expected a tensor reference like a0:f32[8,128] or "
                  "w0:f32[8], got " +
                  quote(text));
-  ref.space = text[0] == 'a' ? TensorRef::Space::Arena
-                             : TensorRef::Space::Weight;
+  ref.space =
+      text[0] == 'a' ? TensorRef::Space::Arena : TensorRef::Space::Weight;
   int64_t number;
   if (Status status = parseInteger(Token{text.substr(1, colon - 1)}, 0,
                                    INT64_MAX, "an offset or weight id", number);
@@ -559,8 +557,8 @@ Status Parser::parseHeader(Plan &plan) {
     if (Status status = expectLine("a 'weight' line"); !status)
       return status;
     if (!tokens[0].is("weight"))
-      return error("expected " + std::to_string(count) +
-                   " weight lines, got " + quote(tokens[0].text));
+      return error("expected " + std::to_string(count) + " weight lines, got " +
+                   quote(tokens[0].text));
     if (Status status = parseWeight(plan); !status)
       return status;
   }
@@ -591,12 +589,12 @@ Status Parser::parseWeight(Plan &plan) {
   if (Status status = parseShape(tokens[4].text, weight.dtype, weight.shape);
       !status)
     return status;
-  if (Status status = parseInteger(tokens[6], 0, INT64_MAX, "a weight offset",
-                                   offset);
+  if (Status status =
+          parseInteger(tokens[6], 0, INT64_MAX, "a weight offset", offset);
       !status)
     return status;
-  if (Status status = parseInteger(tokens[8], 0, INT64_MAX,
-                                   "a weight byte count", bytes);
+  if (Status status =
+          parseInteger(tokens[8], 0, INT64_MAX, "a weight byte count", bytes);
       !status)
     return status;
   weight.offset = uint64_t(offset);
@@ -639,8 +637,11 @@ Status Parser::parseRank(Plan &plan) {
   rank.rank = static_cast<int>(number);
   rank.arenaBytes = uint64_t(arena);
 
-  enum class Section { Inputs, Outputs, Instructions } section =
-      Section::Inputs;
+  enum class Section {
+    Inputs,
+    Outputs,
+    Instructions
+  } section = Section::Inputs;
   std::set<std::string> inputNames, outputNames;
   std::string endOfRank = "'end' of rank " + std::to_string(number);
   while (true) {
@@ -683,6 +684,9 @@ Status Parser::parseRank(Plan &plan) {
         if (Status status = parseProgram(inst); !status)
           return status;
       rank.instructions.push_back(std::move(inst));
+    } else if (keyword.is("rank") || keyword.is("data")) {
+      return error("missing 'end' of rank " + std::to_string(number) +
+                   " before '" + keyword.text + "'");
     } else {
       return error("expected 'input', 'output', 'kernel' or 'end', got " +
                    quote(keyword.text));
@@ -692,7 +696,7 @@ Status Parser::parseRank(Plan &plan) {
 
 /// ("input" | "output") STRING REF, with names unique per rank.
 Status Parser::parseBinding(const RankProgram &rank,
-                           std::set<std::string> &names, Binding &binding) {
+                            std::set<std::string> &names, Binding &binding) {
   const std::string &keyword = tokens[0].text;
   std::string usage = keyword + " \"NAME\" REF";
   if (Status status = expectTokens(3, usage.c_str()); !status)
@@ -723,8 +727,8 @@ Status Parser::parseKernel(const RankProgram &rank, Instruction &inst,
   auto isAttr = [&](size_t k) {
     return !tokens[k].quoted && tokens[k].text.find('=') != std::string::npos;
   };
-  for (++i; i < count && !tokens[i].is("loc") && !tokens[i].is("{") &&
-            !isAttr(i);
+  for (++i;
+       i < count && !tokens[i].is("loc") && !tokens[i].is("{") && !isAttr(i);
        ++i) {
     TensorRef ref;
     if (Status status = parseRef(tokens[i], rank, ref); !status)
@@ -776,7 +780,8 @@ Status Parser::parseProgram(Instruction &inst) {
     }
     if (tokens.size() < 2)
       return error("'yield' needs at least one value");
-    int64_t defined = int64_t(inst.inputs.size()) + int64_t(inst.program.size());
+    int64_t defined =
+        int64_t(inst.inputs.size()) + int64_t(inst.program.size());
     for (size_t i = 1; i < tokens.size(); ++i) {
       int value;
       if (Status status = parseValue(tokens[i], defined, value); !status)

@@ -533,16 +533,16 @@ Status typedData(const TensorProtoFields &fields, const OnnxType &type,
        tensor.dtype == DType::I32 || tensor.dtype == DType::I1 ||
            tensor.dtype == DType::F16 || tensor.dtype == DType::BF16},
   };
-  for (const Field &field : candidates) {
+  for (const Field &field : candidates)
     if (!field.holds && field.size != 0)
       return Status::error(std::string("TensorProto of type ") + type.name +
                            " has " + field.name);
+  for (const Field &field : candidates) {
     if (field.holds && field.size != count)
-      return Status::error(std::string(field.name) + " holds " +
-                           std::to_string(field.size) +
-                           " values, but the shape " +
-                           shapeString(tensor.shape) + " has " +
-                           std::to_string(count) + " elements");
+      return Status::error(
+          std::string(field.name) + " holds " + std::to_string(field.size) +
+          " values, but the shape " + shapeString(tensor.shape) + " has " +
+          std::to_string(count) + " elements");
   }
 
   size_t width = dtypeSize(tensor.dtype);
@@ -551,6 +551,8 @@ Status typedData(const TensorProtoFields &fields, const OnnxType &type,
     for (size_t i = 0; i < width; ++i)
       tensor.data[index * width + i] = uint8_t(value >> (8 * i));
   };
+  if (count == 0)
+    return Status::ok();
   switch (tensor.dtype) {
   case DType::F32:
     std::memcpy(tensor.data.data(), fields.floatBytes.data(), count * 4);
@@ -597,7 +599,7 @@ StatusOr<HostTensor> loom::runtime::parseNpy(std::string_view bytes) {
   int major = uint8_t(bytes[6]), minor = uint8_t(bytes[7]);
   // Version 1 has a 2-byte header length, versions 2 and 3 a 4-byte one.
   size_t lengthSize = major == 1 ? 2 : 4;
-  if (major < 1 || major > 3)
+  if (major < 1 || major > 3 || minor != 0)
     return Status::error("unsupported .npy format version " +
                          std::to_string(major) + "." + std::to_string(minor));
   size_t headerStart = 8 + lengthSize;
@@ -736,7 +738,8 @@ Status loom::runtime::writeNpyFile(const std::string &path,
   if (!file)
     return Status::error("cannot open '" + path +
                          "' for writing: " + std::strerror(errno));
-  bool failed = std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size();
+  bool failed =
+      std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size();
   int writeErrno = errno;
   if (std::fclose(file) != 0 && !failed) {
     failed = true;
@@ -751,8 +754,7 @@ Status loom::runtime::writeNpyFile(const std::string &path,
 StatusOr<std::string> loom::runtime::readFile(const std::string &path) {
   std::FILE *file = std::fopen(path.c_str(), "rb");
   if (!file)
-    return Status::error("cannot open '" + path +
-                         "': " + std::strerror(errno));
+    return Status::error("cannot open '" + path + "': " + std::strerror(errno));
   std::string bytes;
   char buffer[1 << 16];
   size_t count;

@@ -131,7 +131,8 @@ inline int threadsFor(int64_t work, int64_t grain) {
 }
 
 /// Row-major strides (in elements) of `shape`.
-inline std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape) {
+inline std::vector<int64_t>
+contiguousStrides(const std::vector<int64_t> &shape) {
   std::vector<int64_t> strides(shape.size(), 1);
   for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
     strides[i] = strides[i + 1] * shape[i + 1];
@@ -160,8 +161,7 @@ inline int64_t dimProduct(const std::vector<int64_t> &shape, size_t begin,
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 #define LOOM_VECTOR_CLONES                                                     \
-  __attribute__((target_clones("default", "arch=x86-64-v3",                   \
-                               "arch=x86-64-v4")))
+  __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define LOOM_VECTOR_CLONES
 #endif
@@ -174,16 +174,25 @@ inline float fromBits(int32_t bits) {
   return f;
 }
 
-/// e^x: Cephes' expf reduction and polynomial (~1 ulp); 2^n is applied in two
-/// halves so that results near overflow and gradual underflow stay right.
-inline float exp(float x) {
+inline int32_t toBits(float f) {
+  int32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  return bits;
+}
+
+/// e^(x + tail), where `tail` is a small correction to x that float could not
+/// hold in x itself (see erfcPositive). Cephes' expf reduction and polynomial
+/// (~1 ulp); 2^n is applied in two halves so that results near overflow and
+/// gradual underflow stay right.
+inline float exp(float x, float tail) {
   const float hi = 88.72283935546875f, lo = -104.0f;
   float xc = x < lo ? lo : (x > hi ? hi : x);
   xc = x != x ? 0.0f : xc;
   // Round to nearest by adding and subtracting 1.5 * 2^23.
-  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float n = ((xc + tail) * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  // n * 0.693359375 is exact (9 + 8 bits), and so is the subtraction.
   float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
+  r = (r + tail) - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -191,14 +200,24 @@ inline float exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
+  // Keep the int conversion defined when a non-finite tail made n so (the
+  // result is replaced below then).
+  n = n < -160.0f ? -160.0f : (n > 130.0f ? 130.0f : n);
+  n = n != n ? 0.0f : n;
   int32_t ni = int32_t(n), n1 = ni >> 1, n2 = ni - n1;
   float result = p * fromBits((n1 + 127) << 23) * fromBits((n2 + 127) << 23);
   result = x > hi ? __builtin_inff() : result;
+  result = x < lo ? 0.0f : result; // whatever the tail (inf - inf for erfc)
   return x != x ? x : result;
 }
 
-/// erfc(z) for z >= 0 (Numerical Recipes' erfcc: relative error < 1.2e-7).
-inline float erfcPositive(float z) {
+inline float exp(float x) { return fast::exp(x, 0.0f); }
+
+/// erfc(z) for z >= 0 (Numerical Recipes' erfcc: relative error < 1.2e-7),
+/// given -z*z as hi + lo: erfc(z) ~ e^-z^2 is so sensitive to z^2 (a
+/// relative error of z^2 * dz) that -z*z rounded to float would be off by
+/// 2e-6 relative for z ~ 6.
+inline float erfcCore(float z, float negSquareHi, float negSquareLo) {
   float t = 1.0f / (1.0f + 0.5f * z);
   float p = 0.17087277f;
   p = p * t - 0.82215223f;
@@ -210,7 +229,18 @@ inline float erfcPositive(float z) {
   p = p * t + 0.37409196f;
   p = p * t + 1.00002368f;
   p = p * t - 1.26551223f;
-  return t * fast::exp(p - z * z);
+  return t * fast::exp(negSquareHi, p + negSquareLo);
+}
+
+/// x with the low 12 mantissa bits cleared: its square is exact in float.
+inline float highHalf(float x) {
+  return fromBits(toBits(x) & int32_t(0xFFFFF000));
+}
+
+/// erfc(z) for z >= 0. -z*z = -zh*zh (exact) - (z - zh)(z + zh).
+inline float erfcPositive(float z) {
+  float zh = highHalf(z);
+  return erfcCore(z, -zh * zh, -(z - zh) * (z + zh));
 }
 
 /// erf: Taylor series near 0 (where 1 - erfc would lose relative accuracy),
@@ -254,14 +284,21 @@ inline float sigmoid(float x) { return 1.0f / (1.0f + fast::exp(-x)); }
 /// 0.5 x (1 + erf(x / sqrt 2)), written with erfc so that the negative tail
 /// keeps its relative accuracy.
 inline float gelu(float x) {
-  float e = erfcPositive((x < 0 ? -x : x) * 0.70710678118654752f);
-  return x < 0 ? 0.5f * x * e : x - 0.5f * x * e;
+  // erfc(|x| / sqrt 2), with -z*z = -x*x / 2 split from x itself (z is
+  // rounded).
+  float a = x < 0 ? -x : x, ah = highHalf(a);
+  float e = erfcCore(a * 0.70710678118654752f, -0.5f * ah * ah,
+                     -0.5f * (a - ah) * (a + ah));
+  // e == 0: the tail underflowed (x -> -inf gives 0, not -inf * 0).
+  float negative = e == 0.0f ? 0.0f : 0.5f * x * e;
+  return x < 0 ? negative : x * (1.0f - 0.5f * e);
 }
 
 /// 0.5 x (1 + tanh(u)) = x * sigmoid(2u): no cancellation for negative x.
 inline float geluTanh(float x) {
   float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-  return x / (1.0f + fast::exp(-2.0f * u));
+  float d = 1.0f + fast::exp(-2.0f * u);
+  return d == __builtin_inff() ? 0.0f : x / d; // x -> -inf gives 0
 }
 
 } // namespace fast

@@ -53,8 +53,8 @@ template <typename F> inline void withWidth(size_t size, F &&f) {
 
 /// Copies `count` elements `stride` elements apart from `src` to contiguous
 /// `dst`.
-void stridedCopy(const uint8_t *src, int64_t stride, int64_t count,
-                 size_t size, uint8_t *dst) {
+void stridedCopy(const uint8_t *src, int64_t stride, int64_t count, size_t size,
+                 uint8_t *dst) {
   if (stride == 1) {
     std::memcpy(dst, src, size_t(count) * size);
     return;
@@ -313,16 +313,14 @@ Status readSlice(const Instruction &instruction, std::vector<int64_t> &starts,
       !s)
     return s;
   size_t rank = x.shape.size();
-  if (y.shape.size() != rank || starts.size() != rank ||
-      strides.size() != rank)
+  if (y.shape.size() != rank || starts.size() != rank || strides.size() != rank)
     return Status::error("input " + shapeString(x.shape) + ", result " +
                          shapeString(y.shape) + ", starts " +
                          shapeString(starts) + " and strides " +
                          shapeString(strides) + " must have the same rank");
   for (size_t d = 0; d < rank; ++d) {
     if (strides[d] == 0)
-      return Status::error("stride of dim " + std::to_string(d) +
-                           " is 0");
+      return Status::error("stride of dim " + std::to_string(d) + " is 0");
     int64_t count = y.shape[d];
     if (count == 0)
       continue;
@@ -375,8 +373,7 @@ void sliceRun(const KernelArgs &args, const std::vector<int64_t> &starts,
 /// split).
 Status readPieces(const Instruction &instruction,
                   const std::vector<TensorRef> &pieces, const TensorRef &whole,
-                  const char *pieceName, const char *wholeName,
-                  int64_t &axis) {
+                  const char *pieceName, const char *wholeName, int64_t &axis) {
   if (Status s = expectKnownAttrs(instruction.attrs, {"axis"}); !s)
     return s;
   if (pieces.empty())
@@ -405,9 +402,9 @@ Status readPieces(const Instruction &instruction,
     sum += piece.shape[size_t(axis)];
   }
   if (sum != whole.shape[size_t(axis)])
-    return Status::error(std::string("the ") + pieceName + "s' sizes along axis " +
-                         std::to_string(axis) + " sum to " +
-                         std::to_string(sum) + ", not " +
+    return Status::error(std::string("the ") + pieceName +
+                         "s' sizes along axis " + std::to_string(axis) +
+                         " sum to " + std::to_string(sum) + ", not " +
                          std::to_string(whole.shape[size_t(axis)]));
   return Status::ok();
 }
@@ -578,9 +575,10 @@ void cpu::run_split(const KernelArgs &args) {
   std::vector<uint8_t *> pieces;
   for (size_t i = 0; i < instruction.outputs.size(); ++i)
     pieces.push_back(static_cast<uint8_t *>(args.outputs[i]));
-  movePieces(instruction.outputs, instruction.inputs[0], axis,
-             const_cast<uint8_t *>(static_cast<const uint8_t *>(args.inputs[0])),
-             pieces, false);
+  movePieces(
+      instruction.outputs, instruction.inputs[0], axis,
+      const_cast<uint8_t *>(static_cast<const uint8_t *>(args.inputs[0])),
+      pieces, false);
 }
 
 Status cpu::check_copy(const Instruction &instruction) {

@@ -32,11 +32,32 @@ using namespace loom::runtime::cpu;
 namespace {
 
 enum class Code : uint8_t {
-  Add, Sub, Mul, Div, Pow, Max, Min,
-  Neg, Sqrt, Rsqrt, Exp, Log, Erf, Tanh, Sigmoid, Relu, Reciprocal,
-  Gelu, GeluTanh,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Max,
+  Min,
+  Neg,
+  Sqrt,
+  Rsqrt,
+  Exp,
+  Log,
+  Erf,
+  Tanh,
+  Sigmoid,
+  Relu,
+  Reciprocal,
+  Gelu,
+  GeluTanh,
   Cast,
-  Eq, Ne, Lt, Le, Gt, Ge,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
   Select,
   Const,
 };
@@ -187,8 +208,9 @@ Status decodeOp(const ProgramOp &op, size_t index, Program &program) {
         found = true;
       }
     if (attrs && !found)
-      attrs = Status::error("direction must be eq, ne, lt, le, gt or ge, not '" +
-                            direction + "'");
+      attrs =
+          Status::error("direction must be eq, ne, lt, le, gt or ge, not '" +
+                        direction + "'");
     break;
   }
   case Code::Const:
@@ -540,13 +562,11 @@ void evalStep(const Step &s, const std::vector<DType> &types, void *const *v,
   case Code::Le:
   case Code::Gt:
   case Code::Ge:
-    return withType(types[s.a], [&](auto t) {
-      evalCompare<decltype(t)>(s, v, n);
-    });
+    return withType(types[s.a],
+                    [&](auto t) { evalCompare<decltype(t)>(s, v, n); });
   default:
-    return withType(s.dtype, [&](auto t) {
-      evalSameType<decltype(t)>(s, v, n);
-    });
+    return withType(s.dtype,
+                    [&](auto t) { evalSameType<decltype(t)>(s, v, n); });
   }
 }
 
@@ -577,8 +597,7 @@ Space buildSpace(const Instruction &instruction) {
   size_t rank = out.size(), inputs = instruction.inputs.size();
   space.total = numElements(out);
   // Per input, strides aligned to the output dims.
-  std::vector<std::vector<int64_t>> full(inputs,
-                                         std::vector<int64_t>(rank, 0));
+  std::vector<std::vector<int64_t>> full(inputs, std::vector<int64_t>(rank, 0));
   for (size_t i = 0; i < inputs; ++i) {
     const std::vector<int64_t> &shape = instruction.inputs[i].shape;
     std::vector<int64_t> own = contiguousStrides(shape);
@@ -653,8 +672,8 @@ void copyRun(const uint8_t *src, int64_t stride, int64_t count, size_t size,
 
 /// Fills `dst` with input `i`'s elements at space positions
 /// [start, start + count).
-void gatherBlock(const Space &space, size_t i, const uint8_t *base,
-                 size_t size, int64_t start, int64_t count, uint8_t *dst) {
+void gatherBlock(const Space &space, size_t i, const uint8_t *base, size_t size,
+                 int64_t start, int64_t count, uint8_t *dst) {
   size_t rank = space.shape.size();
   std::vector<int64_t> index(rank);
   int64_t rest = start;
@@ -734,11 +753,10 @@ Status cpu::check_elementwise(const Instruction &instruction) {
   if (Status s = decodeProgram(instruction, program); !s)
     return s;
   if (instruction.yields.size() != instruction.outputs.size())
-    return Status::error("the program yields " +
-                         std::to_string(instruction.yields.size()) +
-                         " value(s) for " +
-                         std::to_string(instruction.outputs.size()) +
-                         " output(s)");
+    return Status::error(
+        "the program yields " + std::to_string(instruction.yields.size()) +
+        " value(s) for " + std::to_string(instruction.outputs.size()) +
+        " output(s)");
   for (size_t i = 0; i < instruction.yields.size(); ++i) {
     int value = instruction.yields[i];
     if (value < 0 || value >= int(program.valueTypes.size()))
@@ -747,9 +765,8 @@ Status cpu::check_elementwise(const Instruction &instruction) {
     if (program.valueTypes[value] != instruction.outputs[i].dtype)
       return Status::error("output " + std::to_string(i) + " has dtype " +
                            dtypeName(instruction.outputs[i].dtype) +
-                           " but the program yields %" +
-                           std::to_string(value) + " of dtype " +
-                           dtypeName(program.valueTypes[value]));
+                           " but the program yields %" + std::to_string(value) +
+                           " of dtype " + dtypeName(program.valueTypes[value]));
   }
   return Status::ok();
 }
@@ -767,8 +784,8 @@ void cpu::run_elementwise(const KernelArgs &args) {
   // Blocks: within rows when rows are long (so row-aligned inputs can be read
   // in place), else runs of kBlock consecutive elements.
   const bool rowBlocks = space.inner >= kBlock;
-  const int64_t chunksPerRow = rowBlocks ? (space.inner + kBlock - 1) / kBlock
-                                         : 1;
+  const int64_t chunksPerRow =
+      rowBlocks ? (space.inner + kBlock - 1) / kBlock : 1;
   const int64_t blocks = rowBlocks ? (space.total / space.inner) * chunksPerRow
                                    : (space.total + kBlock - 1) / kBlock;
   // Elementwise work is memory bound: give each thread at least ~16K

@@ -204,8 +204,8 @@ private:
 /// One GEMM; `parallel` says whether it may use several threads (false when
 /// called inside a parallel loop over batches).
 template <typename T>
-void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-          const T *a, const T *b, T *c, bool parallel) {
+void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, const T *a,
+          const T *b, T *c, bool parallel) {
   if (m == 0 || n == 0)
     return;
   if (k == 0) {
@@ -221,9 +221,10 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 }
 
 /// Below this many multiply-adds per GEMM, batches run in parallel with
-/// single-threaded GEMMs; above, each GEMM is threaded by itself. Measured on
-/// the 2-core target: 128x64x128 GEMMs (1M MACs) are ~1.6x faster batched in
-/// parallel, and the two are even around 512x512x512.
+/// single-threaded GEMMs; above, each GEMM is threaded by itself. Small GEMMs
+/// (attention: 128x64x128, 1M MACs) cannot keep two OpenBLAS threads busy,
+/// while a 64M-MAC GEMM (~400x400x400) can. Not yet tuned on an idle machine
+/// (the development machine was shared): revisit with the GPT benchmark.
 constexpr int64_t kParallelBatchMaxMacs = int64_t(1) << 26;
 
 template <typename T> void runTyped(const KernelArgs &args) {

@@ -26,14 +26,12 @@ struct NamedKernel {
 
 // Sorted by name, so that cpuKernelNames needs no sort and lookup can bisect.
 const NamedKernel kKernels[] = {
-    LOOM_ENTRY(concat),        LOOM_ENTRY(copy),
-    LOOM_ENTRY(cross_entropy), LOOM_ENTRY(dropout),
-    LOOM_ENTRY(elementwise),   LOOM_ENTRY(gather),
-    LOOM_ENTRY(layer_norm),    LOOM_ENTRY(log_softmax),
-    LOOM_ENTRY(matmul),        LOOM_ENTRY(reduce_max),
-    LOOM_ENTRY(reduce_mean),   LOOM_ENTRY(reduce_sum),
-    LOOM_ENTRY(slice),         LOOM_ENTRY(softmax),
-    LOOM_ENTRY(split),         LOOM_ENTRY(transpose),
+    LOOM_ENTRY(concat),     LOOM_ENTRY(copy),        LOOM_ENTRY(cross_entropy),
+    LOOM_ENTRY(dropout),    LOOM_ENTRY(elementwise), LOOM_ENTRY(gather),
+    LOOM_ENTRY(layer_norm), LOOM_ENTRY(log_softmax), LOOM_ENTRY(matmul),
+    LOOM_ENTRY(reduce_max), LOOM_ENTRY(reduce_mean), LOOM_ENTRY(reduce_sum),
+    LOOM_ENTRY(slice),      LOOM_ENTRY(softmax),     LOOM_ENTRY(split),
+    LOOM_ENTRY(transpose),
 };
 #undef LOOM_ENTRY
 
@@ -67,9 +65,8 @@ std::mutex errorMutex;
 
 const KernelInfo *loom::runtime::lookupCPUKernel(const std::string &name) {
   const NamedKernel *begin = std::begin(kKernels), *end = std::end(kKernels);
-  const NamedKernel *it =
-      std::lower_bound(begin, end, name, [](const NamedKernel &k,
-                                            const std::string &n) {
+  const NamedKernel *it = std::lower_bound(
+      begin, end, name, [](const NamedKernel &k, const std::string &n) {
         return std::strcmp(k.name, n.c_str()) < 0;
       });
   if (it == end || name != it->name)
@@ -115,7 +112,8 @@ Status cpu::expectSameDType(const TensorRef &a, const std::string &aName,
   if (a.dtype == b.dtype)
     return Status::ok();
   return Status::error(aName + " (" + dtypeName(a.dtype) + ") and " + bName +
-                       " (" + dtypeName(b.dtype) + ") must have the same dtype");
+                       " (" + dtypeName(b.dtype) +
+                       ") must have the same dtype");
 }
 
 Status cpu::expectSameShape(const TensorRef &a, const std::string &aName,

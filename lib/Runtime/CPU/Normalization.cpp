@@ -55,25 +55,61 @@ Status readSoftmax(const Instruction &instruction, int64_t &axis) {
   return normalizeAxis(raw, int64_t(x.shape.size()), axis);
 }
 
+/// y = e^(x - shift) and the sum of y, f32: vectorized fast exp.
+LOOM_VECTOR_CLONES double expShifted(const float *x, float *y, int64_t n,
+                                     float shift) {
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) {
+    float e = fast::exp(x[i] - shift);
+    y[i] = e;
+    sum += e;
+  }
+  return sum;
+}
+
+/// The sum of e^(x - shift), f32 (log_softmax: nothing stored, so the output
+/// may alias the input).
+LOOM_VECTOR_CLONES double expShiftedSum(const float *x, int64_t n,
+                                        float shift) {
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i)
+    sum += fast::exp(x[i] - shift);
+  return sum;
+}
+
+double expShiftedSum(const double *x, int64_t n, double shift) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += std::exp(x[i] - shift);
+  return sum;
+}
+
+double expShifted(const double *x, double *y, int64_t n, double shift) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = std::exp(x[i] - shift);
+    sum += y[i];
+  }
+  return sum;
+}
+
 /// Softmax (or log-softmax) of n contiguous elements.
 template <typename T, bool Log> void softmaxRow(const T *x, T *y, int64_t n) {
   T max = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : max)
   for (int64_t i = 0; i < n; ++i)
     max = x[i] > max ? x[i] : max;
   double sum = 0;
   if constexpr (Log) {
-    for (int64_t i = 0; i < n; ++i)
-      sum += std::exp(x[i] - max);
+    sum = expShiftedSum(x, n, max);
     // (x - max) - log(sum): subtracting max first keeps small results exact.
     T logSum = T(std::log(sum));
     for (int64_t i = 0; i < n; ++i)
       y[i] = (x[i] - max) - logSum;
   } else {
-    for (int64_t i = 0; i < n; ++i) {
-      T e = std::exp(x[i] - max);
-      y[i] = e;
-      sum += e;
-    }
+    sum = expShifted(x, y, n, max);
     T scale = T(1 / sum);
     for (int64_t i = 0; i < n; ++i)
       y[i] *= scale;
@@ -159,8 +195,8 @@ Status readLayerNorm(const Instruction &instruction, int64_t &axis,
   int64_t raw;
   if (Status s = getIntAttr(instruction.attrs, "axis", raw, false, -1); !s)
     return s;
-  if (Status s = getDoubleAttr(instruction.attrs, "epsilon", epsilon, false,
-                               1e-5);
+  if (Status s =
+          getDoubleAttr(instruction.attrs, "epsilon", epsilon, false, 1e-5);
       !s)
     return s;
   if (!(epsilon >= 0))
@@ -173,11 +209,10 @@ Status readLayerNorm(const Instruction &instruction, int64_t &axis,
   for (int i = 1; i <= 2; ++i) {
     const TensorRef &param = instruction.inputs[size_t(i)];
     if (param.shape != normalized)
-      return Status::error(std::string(i == 1 ? "scale " : "bias ") +
-                           shapeString(param.shape) + " should be " +
-                           shapeString(normalized) +
-                           ", the normalized dims of input " +
-                           shapeString(x.shape));
+      return Status::error(
+          std::string(i == 1 ? "scale " : "bias ") + shapeString(param.shape) +
+          " should be " + shapeString(normalized) +
+          ", the normalized dims of input " + shapeString(x.shape));
   }
   return Status::ok();
 }
@@ -200,10 +235,12 @@ template <typename T> void layerNormTyped(const KernelArgs &args) {
     T *out = y + r * n;
     // Two passes (mean, then squared deviations): no cancellation.
     double sum = 0;
+#pragma omp simd reduction(+ : sum)
     for (int64_t i = 0; i < n; ++i)
       sum += in[i];
     double mean = n ? sum / double(n) : 0;
     double squares = 0;
+#pragma omp simd reduction(+ : squares)
     for (int64_t i = 0; i < n; ++i) {
       double d = double(in[i]) - mean;
       squares += d * d;
@@ -254,8 +291,8 @@ Status readCrossEntropy(const Instruction &instruction,
                          shapeString(samples) + " for logits " +
                          shapeString(logits.shape));
   std::string reduction;
-  if (Status s = getWordAttr(instruction.attrs, "reduction", reduction, false,
-                             "mean");
+  if (Status s =
+          getWordAttr(instruction.attrs, "reduction", reduction, false, "mean");
       !s)
     return s;
   if (reduction == "none")

@@ -63,11 +63,10 @@ Status readAxes(const Instruction &instruction, ReduceKind kind,
       dropped.push_back(x.shape[d]);
   }
   if (y.shape != dropped && y.shape != kept)
-    return Status::error("result " + shapeString(y.shape) +
-                         " should be " + shapeString(dropped) + " or " +
-                         shapeString(kept) + " for input " +
-                         shapeString(x.shape) + " reduced over axes " +
-                         shapeString(axes));
+    return Status::error("result " + shapeString(y.shape) + " should be " +
+                         shapeString(dropped) + " or " + shapeString(kept) +
+                         " for input " + shapeString(x.shape) +
+                         " reduced over axes " + shapeString(axes));
   return Status::ok();
 }
 
