@@ -2,6 +2,7 @@
 //
 //   loom-run MODEL [--input NAME=FILE | FILE]... [--output-dir DIR]
 //            [--emit-plan FILE] [--report] [--dim NAME=SIZE]...
+//            [--iterations N] [--warmup N]
 //
 // MODEL is an ONNX model (.onnx, .onnxtext), a loom module (.mlir) or a plan
 // file. Plain C++ on the runtime: in a runtime-only build it runs plans, and
@@ -41,7 +42,8 @@ options:
   --report            print planned vs measured peak memory and time per kernel
   --dim NAME=SIZE     size of a symbolic ONNX dimension (else read off the inputs)
   --function NAME     the function of a .mlir module to run
-  --iterations N      run N times (inputs are kept) and report the mean time
+  --iterations N      run N times and report the mean time
+  --warmup N          first run N untimed times (default 0)
   --help              this text
 )";
 
@@ -53,6 +55,7 @@ struct Options {
   std::string emitPlan;
   bool report = false;
   int iterations = 1;
+  int warmup = 0;
   ModelCompileOptions compile;
 };
 
@@ -98,7 +101,8 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       options.report = true;
     } else if (flag == "--input" || flag == "--output-dir" ||
                flag == "--emit-plan" || flag == "--dim" ||
-               flag == "--function" || flag == "--iterations") {
+               flag == "--function" || flag == "--iterations" ||
+               flag == "--warmup") {
       if (!value(text))
         return flag + " needs a value";
       if (flag == "--input") {
@@ -117,6 +121,11 @@ std::string parseOptions(int argc, char **argv, Options &options) {
         if (!parseInt(text, count) || count < 1 || count > 1000000)
           return "--iterations expects a positive count, got '" + text + "'";
         options.iterations = int(count);
+      } else if (flag == "--warmup") {
+        int64_t count;
+        if (!parseInt(text, count) || count < 0 || count > 1000000)
+          return "--warmup expects a count >= 0, got '" + text + "'";
+        options.warmup = int(count);
       } else {
         size_t eq = text.find('=');
         int64_t size;
@@ -299,11 +308,14 @@ int main(int argc, char **argv) {
                   "=FILE");
 
   double seconds = 0;
-  for (int iteration = 0; iteration < options.iterations; ++iteration) {
-    Status status = run.run(options.report);
+  for (int iteration = 0; iteration < options.warmup + options.iterations;
+       ++iteration) {
+    bool timed = iteration >= options.warmup;
+    Status status = run.run(options.report && timed);
     if (!status)
       return fail(options.model + ": " + status.message());
-    seconds += run.report().seconds;
+    if (timed)
+      seconds += run.report().seconds;
   }
 
   if (!options.outputDir.empty()) {

@@ -66,11 +66,12 @@ public:
 
   const RankProgram &program() const { return *program_; }
 
-  /// Copies `tensor` into the input named `name`; its dtype and shape must
-  /// be the plan's.
+  /// Binds `tensor` to the input named `name`; its dtype and shape must be
+  /// the plan's. The executor keeps a copy: the plan may reuse an input's
+  /// arena slot once the input is dead, so every run copies it in afresh.
   Status setInput(const std::string &name, const HostTensor &tensor);
-  /// Runs the instruction stream; every input must have been set.
-  /// `profile` times each instruction.
+  /// Copies the inputs into the arena and runs the instruction stream; every
+  /// input must have been set. `profile` times each instruction.
   Status run(bool profile = false);
   /// Output `index` (in plan order) after a run.
   HostTensor output(size_t index) const;
@@ -85,6 +86,7 @@ private:
   const RankProgram *program_ = nullptr;
   uint8_t *arena_ = nullptr;
   size_t arenaMapped_ = 0;
+  std::vector<HostTensor> inputs_;
   std::vector<bool> inputSet_;
   bool measured_ = false;
   RunReport report_;
