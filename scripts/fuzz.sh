@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds the ONNX importer's libFuzzer target with clang-19 (ASan + UBSan)
-# in build-fuzz/ and fuzzes it, seeded with the lit tests' models.
+# Builds Loom's libFuzzer targets with clang-19 (ASan + UBSan) in
+# build-fuzz/ and fuzzes each for SECONDS: the ONNX importer, seeded with the
+# lit tests' models, and the runtime's readers of untrusted files (plans,
+# .npy, TensorProto), seeded with tools/loom-plan-fuzzer/corpus.
 #
-#   scripts/fuzz.sh [SECONDS]     default 60; CI runs a short session
+#   scripts/fuzz.sh [SECONDS]     default 60 per target; CI runs a short session
 #
 # Crashing inputs are written to build-fuzz/crashes/ and fail the script.
 set -euo pipefail
@@ -19,7 +21,7 @@ if [[ ! -f $build/build.ninja ]]; then
     -DCMAKE_CXX_COMPILER=/usr/lib/llvm-19/bin/clang++ \
     -DLOOM_ENABLE_FUZZER=ON -DLOOM_BUILD_TESTS=OFF >/dev/null
 fi
-cmake --build "$build" --target loom-onnx-fuzzer
+cmake --build "$build" --target loom-onnx-fuzzer loom-plan-fuzzer
 
 # Seeds: every ONNX text test case (split at split-file markers) and the
 # binary models the tests generate.
@@ -38,6 +40,15 @@ rm -f "$corpus"/*.data
 
 echo "fuzz: running loom-onnx-fuzzer for ${seconds}s"
 ASAN_OPTIONS=detect_leaks=0 "$build/bin/loom-onnx-fuzzer" "$corpus" \
+  -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
+  -max_len=65536 -print_final_stats=1 \
+  -artifact_prefix="$build/crashes/" 2>&1 | tail -n 25
+
+plan_corpus="$build/plan-corpus"
+mkdir -p "$plan_corpus"
+cp "$root"/tools/loom-plan-fuzzer/corpus/* "$plan_corpus/"
+echo "fuzz: running loom-plan-fuzzer for ${seconds}s"
+ASAN_OPTIONS=detect_leaks=0 "$build/bin/loom-plan-fuzzer" "$plan_corpus" \
   -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
   -max_len=65536 -print_final_stats=1 \
   -artifact_prefix="$build/crashes/" 2>&1 | tail -n 25

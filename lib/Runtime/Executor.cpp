@@ -23,8 +23,8 @@ using namespace loom::runtime;
 namespace {
 
 std::string describe(const Instruction &instruction, size_t index) {
-  std::string text = "instruction " + std::to_string(index) + " (" +
-                     instruction.kernel;
+  std::string text =
+      "instruction " + std::to_string(index) + " (" + instruction.kernel;
   if (instruction.line)
     text += ", plan line " + std::to_string(instruction.line);
   if (!instruction.loc.empty())
@@ -59,14 +59,14 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank) {
   }
 
   size_t page = pageSize();
-  size_t mapped = std::max<size_t>(page, (program.arenaBytes + page - 1) /
-                                             page * page);
+  size_t mapped =
+      std::max<size_t>(page, (program.arenaBytes + page - 1) / page * page);
   void *arena = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (arena == MAP_FAILED)
     return Status::error("cannot map an arena of " +
-                         std::to_string(program.arenaBytes) + " bytes: " +
-                         std::strerror(errno));
+                         std::to_string(program.arenaBytes) +
+                         " bytes: " + std::strerror(errno));
   // Huge pages would make residency coarser than the plan's buffers.
   madvise(arena, mapped, MADV_NOHUGEPAGE);
   executor->arena_ = static_cast<uint8_t *>(arena);
@@ -112,10 +112,9 @@ Status Executor::setInput(const std::string &name, const HostTensor &tensor) {
   }
   const TensorRef &ref = it->ref;
   if (tensor.dtype != ref.dtype || tensor.shape != ref.shape)
-    return Status::error(
-        "input '" + name + "' is " + dtypeName(tensor.dtype) +
-        shapeString(tensor.shape) + " but the model expects " +
-        dtypeName(ref.dtype) + shapeString(ref.shape));
+    return Status::error("input '" + name + "' is " + dtypeName(tensor.dtype) +
+                         shapeString(tensor.shape) + " but the model expects " +
+                         dtypeName(ref.dtype) + shapeString(ref.shape));
   if (tensor.data.size() != ref.bytes())
     return Status::error("input '" + name + "' holds " +
                          std::to_string(tensor.data.size()) +
@@ -157,8 +156,7 @@ Status Executor::run(bool profile) {
     if (!error.empty())
       return Status::error(describe(instruction, index) + ": " + error);
   }
-  report_.seconds =
-      std::chrono::duration<double>(Clock::now() - start).count();
+  report_.seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
   if (!measured_) {
     size_t page = pageSize();

@@ -113,9 +113,9 @@ private:
     for (Operation *op : group.ops)
       locs.push_back(op->getLoc());
     OpBuilder builder(group.ops.front());
-    auto fusion = builder.create<FusionOp>(
-        builder.getFusedLoc(locs), ValueRange(outputs).getTypes(),
-        inputs.getArrayRef());
+    auto fusion = builder.create<FusionOp>(builder.getFusedLoc(locs),
+                                           ValueRange(outputs).getTypes(),
+                                           inputs.getArrayRef());
     Block &body = fusion.getBody().front();
     IRMapping mapping;
     for (auto [input, arg] : llvm::zip(inputs, body.getArguments()))

@@ -24,8 +24,8 @@ int main(int argc, char **argv) {
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::loom::LoomDialect, mlir::loom::plan::PlanDialect,
-                  mlir::func::FuncDialect,
-                  mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
+                  mlir::func::FuncDialect, mlir::arith::ArithDialect,
+                  mlir::tensor::TensorDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Loom optimizer driver\n", registry));
 }

@@ -109,7 +109,8 @@ std::string parseOptions(int argc, char **argv, Options &options) {
         size_t eq = text.find('=');
         if (eq == std::string::npos || eq == 0)
           return "--input expects NAME=FILE, got '" + text + "'";
-        options.namedInputs.push_back({text.substr(0, eq), text.substr(eq + 1)});
+        options.namedInputs.push_back(
+            {text.substr(0, eq), text.substr(eq + 1)});
       } else if (flag == "--output-dir") {
         options.outputDir = text;
       } else if (flag == "--emit-plan") {
@@ -173,8 +174,7 @@ void printReport(const RunReport &report, int iterations) {
   double total = 0;
   for (const KernelProfile &kernel : report.kernels)
     total += kernel.seconds;
-  std::printf("%-16s %6s %12s %7s\n", "kernel", "calls", "time (ms)",
-              "share");
+  std::printf("%-16s %6s %12s %7s\n", "kernel", "calls", "time (ms)", "share");
   for (const KernelProfile &kernel : report.kernels)
     std::printf("%-16s %6lld %12.3f %6.1f%%\n", kernel.kernel.c_str(),
                 static_cast<long long>(kernel.calls), kernel.seconds * 1e3,
@@ -195,8 +195,8 @@ void printReport(const RunReport &report, int iterations) {
 
 /// min / max / mean of a float output, for the summary without --output-dir.
 std::string summarize(const HostTensor &tensor) {
-  std::string text = tensor.name + ": " + dtypeName(tensor.dtype) +
-                     shapeString(tensor.shape);
+  std::string text =
+      tensor.name + ": " + dtypeName(tensor.dtype) + shapeString(tensor.shape);
   if (tensor.dtype != DType::F32 || tensor.elements() == 0)
     return text;
   const float *data = reinterpret_cast<const float *>(tensor.data.data());
@@ -207,8 +207,8 @@ std::string summarize(const HostTensor &tensor) {
     sum += data[i];
   }
   char stats[128];
-  std::snprintf(stats, sizeof(stats), "  min %.6g  max %.6g  mean %.6g", lo,
-                hi, sum / double(tensor.elements()));
+  std::snprintf(stats, sizeof(stats), "  min %.6g  max %.6g  mean %.6g", lo, hi,
+                sum / double(tensor.elements()));
   return text + stats;
 }
 

@@ -102,14 +102,12 @@ static int writePlanFile(std::unique_ptr<llvm::MemoryBuffer> input,
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(input), SMLoc());
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module =
-      parseSourceFile<ModuleOp>(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
-  FailureOr<::loom::runtime::Plan> plan =
-      mlir::loom::buildRuntimePlan(*module, functionName.getNumOccurrences()
-                                          ? StringRef(functionName)
-                                          : StringRef());
+  FailureOr<::loom::runtime::Plan> plan = mlir::loom::buildRuntimePlan(
+      *module,
+      functionName.getNumOccurrences() ? StringRef(functionName) : StringRef());
   if (failed(plan))
     return 1;
   output << ::loom::runtime::writePlan(*plan);

@@ -1,4 +1,5 @@
-//===- Plan.h - The runtime plan: what the compiler hands the runtime -*- C++ -*-===//
+//===- Plan.h - The runtime plan: what the compiler hands the runtime -*- C++
+//-*-===//
 //
 // A plan is everything one training or inference step needs: the weights, and
 // per rank an instruction stream over one statically planned arena. The
@@ -57,8 +58,8 @@ struct TensorRef {
 
 /// Kernel and program-op attributes: integers, floats, integer lists and bare
 /// words (enum values such as `tanh` or `mean`).
-using AttrValue = std::variant<int64_t, double, std::vector<int64_t>,
-                               std::string>;
+using AttrValue =
+    std::variant<int64_t, double, std::vector<int64_t>, std::string>;
 using Attributes = std::map<std::string, AttrValue>;
 
 /// One operation of an `elementwise` kernel's program. Values are numbered:

@@ -46,9 +46,8 @@ public:
 
     builder.setInsertionPointToStart(&body);
     for (BlockArgument arg : body.getArguments()) {
-      std::string name =
-          ioName(func.getArgAttrDict(arg.getArgNumber()), "arg",
-                 arg.getArgNumber());
+      std::string name = ioName(func.getArgAttrDict(arg.getArgNumber()), "arg",
+                                arg.getArgNumber());
       buffers.map(arg, builder.create<plan::InputOp>(
                            arg.getLoc(), bufferType(arg.getType()),
                            builder.getStringAttr(name), IntegerAttr()));
@@ -89,10 +88,9 @@ private:
     if (auto constant = dyn_cast<ConstantOp>(op))
       return convertConstant(constant);
     if (auto reshape = dyn_cast<ReshapeOp>(op)) {
-      buffers.map(reshape.getResult(),
-                  builder.create<plan::ViewOp>(
-                      loc, bufferType(reshape.getType()),
-                      buffers.lookup(reshape.getInput())));
+      buffers.map(reshape.getResult(), builder.create<plan::ViewOp>(
+                                           loc, bufferType(reshape.getType()),
+                                           buffers.lookup(reshape.getInput())));
       return success();
     }
     auto kernel = op->getAttrOfType<StringAttr>("plan.kernel");
@@ -103,9 +101,8 @@ private:
     for (Value operand : op->getOperands())
       inputs.push_back(buffers.lookup(operand));
     for (Value result : op->getResults()) {
-      Value buffer =
-          builder.create<plan::AllocOp>(loc, bufferType(result.getType()),
-                                        IntegerAttr());
+      Value buffer = builder.create<plan::AllocOp>(
+          loc, bufferType(result.getType()), IntegerAttr());
       buffers.map(result, buffer);
       outputs.push_back(buffer);
     }
@@ -133,9 +130,9 @@ private:
         constant.getValue());
     StringAttr name = symbols.insert(parameter);
     buffers.map(constant.getResult(),
-                builder.create<plan::WeightOp>(
-                    constant.getLoc(), bufferType(constant.getType()),
-                    FlatSymbolRefAttr::get(name)));
+                builder.create<plan::WeightOp>(constant.getLoc(),
+                                               bufferType(constant.getType()),
+                                               FlatSymbolRefAttr::get(name)));
     return success();
   }
 
@@ -148,8 +145,8 @@ private:
 struct BufferizePass : impl::LoomBufferizeBase<BufferizePass> {
   void runOnOperation() override {
     SymbolTable symbols(getOperation());
-    for (auto func : llvm::make_early_inc_range(
-             getOperation().getOps<func::FuncOp>())) {
+    for (auto func :
+         llvm::make_early_inc_range(getOperation().getOps<func::FuncOp>())) {
       if (func.isExternal())
         continue;
       if (!func.getBody().hasOneBlock()) {

@@ -65,8 +65,8 @@ public:
       : module(module), func(func) {}
 
   FailureOr<rt::Plan> build() {
-    auto arena = func->getAttrOfType<IntegerAttr>(
-        plan::PlanDialect::kArenaSizeAttrName);
+    auto arena =
+        func->getAttrOfType<IntegerAttr>(plan::PlanDialect::kArenaSizeAttrName);
     if (!arena)
       return func.emitOpError("has no planned arena; run -loom-plan-memory "
                               "(or the -loom-lower-to-plan pipeline) first");
@@ -157,8 +157,8 @@ private:
     info.bytes = uint64_t(type.getNumElements()) * rt::dtypeSize(info.dtype);
     info.offset = llvm::alignTo(plan.data.size(), 64);
     plan.data.resize(info.offset + info.bytes);
-    if (failed(copyValue(parameter, plan.data.data() + info.offset,
-                         info.bytes)))
+    if (failed(
+            copyValue(parameter, plan.data.data() + info.offset, info.bytes)))
       return failure();
     uint64_t id = plan.weights.size();
     plan.weights.push_back(std::move(info));
@@ -166,8 +166,7 @@ private:
     return id;
   }
 
-  LogicalResult copyValue(ParameterOp parameter, uint8_t *out,
-                          uint64_t bytes) {
+  LogicalResult copyValue(ParameterOp parameter, uint8_t *out, uint64_t bytes) {
     std::optional<Attribute> value = parameter.getInitialValue();
     if (!value)
       return parameter.emitOpError(
@@ -279,10 +278,10 @@ private:
               .Case([&](ConstantOp constant) {
                 auto splat = cast<SplatElementsAttr>(constant.getValue());
                 if (element.isIntOrIndex())
-                  programOp.attrs["value"] = double(
-                      element.isInteger(1)
-                          ? splat.getSplatValue<bool>()
-                          : splat.getSplatValue<APInt>().getSExtValue());
+                  programOp.attrs["value"] =
+                      double(element.isInteger(1)
+                                 ? splat.getSplatValue<bool>()
+                                 : splat.getSplatValue<APInt>().getSExtValue());
                 else
                   programOp.attrs["value"] =
                       splat.getSplatValue<APFloat>().convertToDouble();

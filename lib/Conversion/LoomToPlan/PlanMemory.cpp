@@ -28,7 +28,8 @@ struct Buffer {
 int64_t bufferBytes(MemRefType type) {
   int64_t width = type.getElementType().getIntOrFloatBitWidth();
   int64_t bytes = type.getNumElements() * std::max<int64_t>(1, width / 8);
-  return llvm::alignTo(std::max<int64_t>(bytes, 1), plan::PlanDialect::kAlignment);
+  return llvm::alignTo(std::max<int64_t>(bytes, 1),
+                       plan::PlanDialect::kAlignment);
 }
 
 struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
@@ -55,9 +56,9 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
         continue;
       unsigned first = isa<plan::InputOp>(op) ? 0 : position[&op];
       bufferOf[op.getResult(0)] = buffers.size();
-      buffers.push_back({&op,
-                         bufferBytes(cast<MemRefType>(op.getResult(0).getType())),
-                         first, first});
+      buffers.push_back(
+          {&op, bufferBytes(cast<MemRefType>(op.getResult(0).getType())), first,
+           first});
     }
     // Every use extends the lifetime of the buffer behind it; outputs are
     // read after the last kernel.
@@ -75,9 +76,8 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
     std::vector<Buffer *> order;
     for (Buffer &buffer : buffers)
       order.push_back(&buffer);
-    std::stable_sort(order.begin(), order.end(), [](Buffer *a, Buffer *b) {
-      return a->bytes > b->bytes;
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [](Buffer *a, Buffer *b) { return a->bytes > b->bytes; });
     int64_t arena = 0, total = 0;
     std::vector<Buffer *> placed;
     for (Buffer *buffer : order) {

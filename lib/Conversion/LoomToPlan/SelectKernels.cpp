@@ -64,21 +64,22 @@ public:
               return make("softmax", {integer("axis", softmax.getAxis())});
             })
             .Case([&](LogSoftmaxOp softmax) {
-              return make("log_softmax",
-                          {integer("axis", softmax.getAxis())});
+              return make("log_softmax", {integer("axis", softmax.getAxis())});
             })
             .Case([&](LayerNormOp norm) {
-              return make("layer_norm",
-                          {integer("axis", norm.getAxis()),
-                           real("epsilon", norm.getEpsilon().convertToDouble())});
+              return make(
+                  "layer_norm",
+                  {integer("axis", norm.getAxis()),
+                   real("epsilon", norm.getEpsilon().convertToDouble())});
             })
             .Case([&](GatherOp gather) {
               return make("gather", {integer("axis", gather.getAxis())});
             })
             .Case([&](CrossEntropyOp loss) {
-              Selection result = make(
-                  "cross_entropy",
-                  {word("reduction", stringifyLossReduction(loss.getReduction()))});
+              Selection result =
+                  make("cross_entropy",
+                       {word("reduction",
+                             stringifyLossReduction(loss.getReduction()))});
               if (std::optional<int64_t> ignore = loss.getIgnoreIndex())
                 result.attrs.push_back(integer("ignore_index", *ignore));
               return result;
@@ -104,8 +105,7 @@ public:
             })
             .Default([](Operation *) { return std::nullopt; });
     if (!selection)
-      return op->emitOpError("has no kernel in the ")
-             << target << " backend";
+      return op->emitOpError("has no kernel in the ") << target << " backend";
     return selection;
   }
 

@@ -63,9 +63,9 @@ static LogicalResult convertRelu(NodeContext &ctx) {
     return ctx.setResult(ctx.create<ReluOp>(input, {}, input.getType()));
   Value zero = ctx.createScalar(element, 0);
   FailureOr<Value> positive = ctx.create<CompareOp>(
-      {input, zero},
-      {ctx.namedAttr("direction", CompareDirectionAttr::get(
-                                      ctx.getContext(), CompareDirection::gt))});
+      {input, zero}, {ctx.namedAttr("direction", CompareDirectionAttr::get(
+                                                     ctx.getContext(),
+                                                     CompareDirection::gt))});
   if (failed(positive))
     return failure();
   return ctx.setResult(ctx.create<SelectOp>({*positive, input, zero}));

@@ -129,23 +129,23 @@ LogicalResult ModelImport::bindInputShapes() {
     if (!input.type().has_tensor_type() ||
         !input.type().tensor_type().has_shape())
       continue;
-    auto &declared =
-        *input.mutable_type()->mutable_tensor_type()->mutable_shape()
-             ->mutable_dim();
+    auto &declared = *input.mutable_type()
+                          ->mutable_tensor_type()
+                          ->mutable_shape()
+                          ->mutable_dim();
     auto mismatch = [&]() {
       InFlightDiagnostic diag = emitError();
       diag << "input '" << input.name() << "' has shape [";
       llvm::interleaveComma(shape, diag);
       diag << "] but the model declares [";
-      llvm::interleaveComma(declared, diag,
-                            [&](const onnx::TensorShapeProto::Dimension &d) {
-                              if (d.has_dim_value())
-                                diag << d.dim_value();
-                              else
-                                diag << (d.dim_param().empty()
-                                             ? std::string("?")
+      llvm::interleaveComma(
+          declared, diag, [&](const onnx::TensorShapeProto::Dimension &d) {
+            if (d.has_dim_value())
+              diag << d.dim_value();
+            else
+              diag << (d.dim_param().empty() ? std::string("?")
                                              : d.dim_param());
-                            });
+          });
       diag << "]";
       return diag;
     };

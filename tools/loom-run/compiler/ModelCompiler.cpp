@@ -79,8 +79,7 @@ auto ::loom::compileModel(const std::string &path,
     return success();
   });
   auto failure = [&](const std::string &fallback) {
-    return rt::Status::error(errors.empty() ? path + ": " + fallback
-                                            : errors);
+    return rt::Status::error(errors.empty() ? path + ": " + fallback : errors);
   };
 
   StringRef extension = llvm::StringRef(path).rsplit('.').second;

@@ -21,11 +21,11 @@ namespace loom {
 /// copied from the parameters' values (dense, dense_resource or external
 /// files). Errors are emitted at the offending op.
 FailureOr<::loom::runtime::Plan> buildRuntimePlan(ModuleOp module,
-                                          StringRef funcName = {});
+                                                  StringRef funcName = {});
 
 /// Runs `loom-lower-to-plan` on `module` (in place), then buildRuntimePlan.
 FailureOr<::loom::runtime::Plan> lowerToRuntimePlan(ModuleOp module,
-                                            StringRef funcName = {});
+                                                    StringRef funcName = {});
 
 } // namespace loom
 } // namespace mlir

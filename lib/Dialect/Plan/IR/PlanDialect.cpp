@@ -25,8 +25,7 @@ static int64_t bufferBytes(MemRefType type) {
   return type.getNumElements() * std::max<int64_t>(1, width / 8);
 }
 
-LogicalResult
-WeightOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+LogicalResult WeightOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto parameter =
       symbolTable.lookupNearestSymbolFrom<ParameterOp>(*this, getNameAttr());
   if (!parameter)
@@ -77,8 +76,8 @@ LogicalResult KernelOp::verify() {
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
     return emitOpError("body takes ")
-           << body.getNumArguments() << " arguments for "
-           << getInputs().size() << " inputs";
+           << body.getNumArguments() << " arguments for " << getInputs().size()
+           << " inputs";
   for (auto [arg, input] : llvm::zip(body.getArguments(), getInputs())) {
     auto tensor = dyn_cast<RankedTensorType>(arg.getType());
     auto buffer = cast<MemRefType>(input.getType());
