@@ -25,3 +25,4 @@ config.substitutions.append(("%loom_src", config.loom_src_root))
 
 tool_dirs = [config.loom_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["loom-opt", "loom-translate", "loom-run"], tool_dirs)
+config.substitutions.append(("%loom_bin", config.loom_tools_dir))

@@ -5,6 +5,7 @@
 
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir {

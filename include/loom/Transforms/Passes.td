@@ -67,4 +67,43 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise", "::mlir::func::FuncOp"> 
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomAutodiff : Pass<"loom-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Reverse-mode differentiation of a loss function";
+  let description = [{
+    Adds `@<function>_grad`, which computes what `function` does and, after
+    its results, the gradient of its scalar loss result (`loss-result`) with
+    respect to every trainable `loom.parameter` the loss depends on, in the
+    order the parameters are declared. Gradient results are named
+    `grad.<parameter>` (`onnx.name`) and carry `loom.gradient_of`.
+
+    Gradients are built from loom ops, so they are lowered and run like the
+    forward computation. Only values that depend on a trainable parameter
+    get adjoints: integer values, masks and shape computations are simply
+    not differentiated. Each op's rule is checked against finite
+    differences in f64 (test/Transforms/Inputs/check_gradients.py).
+
+    Input:
+    ```mlir
+    loom.parameter @w trainable : tensor<4xf32>
+    func.func @forward(%x: tensor<4xf32>) -> tensor<f32> {
+      %w = loom.param @w : tensor<4xf32>
+      %y = loom.mul %x, %w : tensor<4xf32>
+      %l = loom.reduce_sum %y [0] : tensor<4xf32> -> tensor<f32>
+      return %l : tensor<f32>
+    }
+    ```
+    Added:
+    ```mlir
+    func.func @forward_grad(%x: tensor<4xf32>) -> (tensor<f32>, tensor<4xf32> {loom.gradient_of = @w, onnx.name = "grad.w"})
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "The function to differentiate">,
+    Option<"lossResult", "loss-result", "unsigned", /*default=*/"0",
+           "Which result is the scalar loss">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PASSES_TD

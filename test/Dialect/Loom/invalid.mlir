@@ -620,3 +620,10 @@ func.func @fusion_yield_mismatch(%x: tensor<4xf32>) -> tensor<4xf32> {
   }
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'loom.gradient_of' on result #0 must name a loom.parameter}}
+func.func @gradient_of_not_symbol(%x: tensor<4xf32>) -> (tensor<4xf32> {loom.gradient_of = 3 : i64}) {
+  return %x : tensor<4xf32>
+}

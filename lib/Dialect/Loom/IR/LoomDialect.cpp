@@ -97,6 +97,13 @@ static LogicalResult verifyFunctionShardingAttr(Operation *op,
 static LogicalResult verifySignatureAttr(Operation *op, NamedAttribute attr,
                                          unsigned index, bool isResult) {
   StringRef kind = isResult ? "result" : "argument";
+  if (isResult && attr.getName() == LoomDialect::kGradientOfAttrName) {
+    if (!isa<FlatSymbolRefAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "'" << LoomDialect::kGradientOfAttrName << "' on result #"
+             << index << " must name a loom.parameter";
+    return success();
+  }
   auto function = dyn_cast<FunctionOpInterface>(op);
   if (!function)
     return op->emitOpError() << "'" << LoomDialect::kShardingAttrName << "' "

@@ -44,6 +44,11 @@ def Loom_Dialect : Dialect {
     /// Name of the discardable attribute that carries the sharding of an op's
     /// results, of a function argument or of a function result.
     static constexpr ::llvm::StringLiteral kShardingAttrName = "loom.sharding";
+    /// Name of the function-result attribute that marks the result as the
+    /// gradient of a `loom.parameter` (a flat symbol reference); set by
+    /// `loom-autodiff`.
+    static constexpr ::llvm::StringLiteral kGradientOfAttrName =
+        "loom.gradient_of";
 
     /// Registers the attributes of LoomAttrs.td (defined in LoomAttrs.cpp).
     void registerAttributes();

@@ -1,0 +1,580 @@
+//===- GradientRules.cpp - Reverse-mode rules of the loom ops -------------===//
+//
+// Each rule maps the adjoint of an op's results to adjoints of its operands,
+// using only loom ops. Broadcasting forward ops sum their gradients back to
+// the operand's shape (unbroadcast); rules recompute cheap intermediates
+// (softmax, layer-norm statistics) rather than keeping extra results alive.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GradientRules.h"
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+
+RankedTensorType tensorType(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+/// Builds loom ops at one location.
+class Emitter {
+public:
+  Emitter(OpBuilder &builder, Location loc) : b(builder), loc(loc) {}
+
+  Value add(Value x, Value y) { return b.create<AddOp>(loc, x, y); }
+  Value sub(Value x, Value y) { return b.create<SubOp>(loc, x, y); }
+  Value mul(Value x, Value y) { return b.create<MulOp>(loc, x, y); }
+  Value div(Value x, Value y) { return b.create<DivOp>(loc, x, y); }
+  Value neg(Value x) { return b.create<NegOp>(loc, x); }
+  Value exp(Value x) { return b.create<ExpOp>(loc, x); }
+  Value log(Value x) { return b.create<LogOp>(loc, x); }
+  Value erf(Value x) { return b.create<ErfOp>(loc, x); }
+  Value tanh(Value x) { return b.create<TanhOp>(loc, x); }
+  Value rsqrt(Value x) { return b.create<RsqrtOp>(loc, x); }
+  Value pow(Value x, Value y) { return b.create<PowOp>(loc, x, y); }
+  Value softmax(Value x, int64_t axis) {
+    return b.create<SoftmaxOp>(loc, x, axis);
+  }
+
+  /// A rank-0 constant with the element type of `like`.
+  Value scalar(Value like, double value) {
+    Type element = getElementTypeOrSelf(like.getType());
+    auto type = RankedTensorType::get({}, element);
+    Attribute attr = isa<FloatType>(element)
+                         ? Attribute(FloatAttr::get(element, value))
+                         : Attribute(IntegerAttr::get(element, int64_t(value)));
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, attr));
+  }
+  Value scale(Value x, double factor) { return mul(x, scalar(x, factor)); }
+
+  Value compare(CompareDirection direction, Value x, Value y) {
+    return b.create<CompareOp>(loc, direction, x, y);
+  }
+  Value select(Value condition, Value onTrue, Value onFalse) {
+    return b.create<SelectOp>(loc, condition, onTrue, onFalse);
+  }
+  Value cast(Value x, Type element) {
+    RankedTensorType type = tensorType(x);
+    if (type.getElementType() == element)
+      return x;
+    return b.create<CastOp>(loc, type.clone(element), x);
+  }
+  Value reshape(Value x, ArrayRef<int64_t> shape) {
+    RankedTensorType type = tensorType(x);
+    if (type.getShape() == shape)
+      return x;
+    return b.create<ReshapeOp>(loc, type.clone(shape), x);
+  }
+  Value broadcast(Value x, ArrayRef<int64_t> shape) {
+    RankedTensorType type = tensorType(x);
+    if (type.getShape() == shape)
+      return x;
+    return b.create<BroadcastOp>(loc, type.clone(shape), x);
+  }
+  Value transpose(Value x, ArrayRef<int64_t> permutation) {
+    return b.create<TransposeOp>(loc, x, permutation);
+  }
+  Value matmul(Value x, Value y, bool transposeX, bool transposeY) {
+    return b.create<MatmulOp>(loc, x, y, transposeX, transposeY);
+  }
+  Value reduceSum(Value x, ArrayRef<int64_t> axes, bool keepdims) {
+    if (axes.empty())
+      return x;
+    return b.create<ReduceSumOp>(loc, x, axes, keepdims);
+  }
+  Value reduceMean(Value x, ArrayRef<int64_t> axes, bool keepdims) {
+    return b.create<ReduceMeanOp>(loc, x, axes, keepdims);
+  }
+  Value zeros(RankedTensorType type) {
+    Type element = type.getElementType();
+    Attribute zero = isa<FloatType>(element)
+                         ? Attribute(FloatAttr::get(element, 0.0))
+                         : Attribute(IntegerAttr::get(element, 0));
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, zero));
+  }
+
+  /// Sums a gradient of a broadcast result back to `target`'s shape: over
+  /// the leading dimensions `target` lacks and where it has size 1.
+  Value unbroadcast(Value gradient, Type target) {
+    ArrayRef<int64_t> from = tensorType(gradient).getShape();
+    ArrayRef<int64_t> to = llvm::cast<RankedTensorType>(target).getShape();
+    if (from == to)
+      return gradient;
+    int64_t lead = int64_t(from.size()) - int64_t(to.size());
+    SmallVector<int64_t> axes;
+    for (int64_t i = 0; i < int64_t(from.size()); ++i)
+      if (i < lead || (to[i - lead] == 1 && from[i] != 1))
+        axes.push_back(i);
+    return reshape(reduceSum(gradient, axes, /*keepdims=*/true), to);
+  }
+
+  /// `gradient` of a reduction over `axes` spread back over `input`.
+  Value unreduce(Value gradient, ArrayRef<int64_t> axes,
+                 RankedTensorType input) {
+    SmallVector<int64_t> kept(input.getShape());
+    for (int64_t axis : axes)
+      kept[axis] = 1;
+    return broadcast(reshape(gradient, kept), input.getShape());
+  }
+
+  /// The integers 0..count-1 of `element` type, as a [count] constant.
+  Value iota(Type element, int64_t count) {
+    auto type = RankedTensorType::get({count}, element);
+    SmallVector<APInt> values;
+    for (int64_t i = 0; i < count; ++i)
+      values.push_back(APInt(element.getIntOrFloatBitWidth(), i));
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, values));
+  }
+
+  /// One-hot rows of `indices` (any shape) over `classes`: shape
+  /// indices.shape + [classes], element type `element`.
+  Value oneHot(Value indices, int64_t classes, Type element) {
+    RankedTensorType type = tensorType(indices);
+    SmallVector<int64_t> column(type.getShape());
+    column.push_back(1);
+    Value hot = compare(CompareDirection::eq, reshape(indices, column),
+                        iota(type.getElementType(), classes));
+    return cast(hot, element);
+  }
+
+  OpBuilder &b;
+  Location loc;
+};
+
+int64_t product(ArrayRef<int64_t> shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t(1),
+                         std::multiplies<int64_t>());
+}
+
+SmallVector<int64_t> range(int64_t begin, int64_t end) {
+  SmallVector<int64_t> values;
+  for (int64_t i = begin; i < end; ++i)
+    values.push_back(i);
+  return values;
+}
+
+class Rules {
+public:
+  Rules(Operation *op, ArrayRef<Value> gradients, GradientContext &context)
+      : op(op), gradients(gradients), ctx(context),
+        e(context.builder, op->getLoc()) {}
+
+  LogicalResult run() {
+    return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+        .Case([&](AddOp add) {
+          give(add.getLhs(),
+               [&] { return e.unbroadcast(g(), add.getLhs().getType()); });
+          give(add.getRhs(),
+               [&] { return e.unbroadcast(g(), add.getRhs().getType()); });
+          return success();
+        })
+        .Case([&](SubOp sub) {
+          give(sub.getLhs(),
+               [&] { return e.unbroadcast(g(), sub.getLhs().getType()); });
+          give(sub.getRhs(), [&] {
+            return e.unbroadcast(e.neg(g()), sub.getRhs().getType());
+          });
+          return success();
+        })
+        .Case([&](MulOp mul) {
+          give(mul.getLhs(), [&] {
+            return e.unbroadcast(e.mul(g(), mul.getRhs()),
+                                 mul.getLhs().getType());
+          });
+          give(mul.getRhs(), [&] {
+            return e.unbroadcast(e.mul(g(), mul.getLhs()),
+                                 mul.getRhs().getType());
+          });
+          return success();
+        })
+        .Case([&](DivOp div) {
+          give(div.getLhs(), [&] {
+            return e.unbroadcast(e.div(g(), div.getRhs()),
+                                 div.getLhs().getType());
+          });
+          // d(x/y)/dy = -(x/y)/y.
+          give(div.getRhs(), [&] {
+            return e.unbroadcast(
+                e.neg(e.div(e.mul(g(), div.getResult()), div.getRhs())),
+                div.getRhs().getType());
+          });
+          return success();
+        })
+        .Case([&](PowOp pow) {
+          Value x = pow.getLhs(), y = pow.getRhs();
+          give(x, [&] {
+            Value dx = e.mul(y, e.pow(x, e.sub(y, e.scalar(y, 1))));
+            return e.unbroadcast(e.mul(g(), dx), x.getType());
+          });
+          give(y, [&] {
+            return e.unbroadcast(e.mul(g(), e.mul(pow.getResult(), e.log(x))),
+                                 y.getType());
+          });
+          return success();
+        })
+        .Case([&](NegOp neg) { return unary(neg.getInput(), e.neg(g())); })
+        .Case([&](ExpOp exp) {
+          return unary(exp.getInput(), e.mul(g(), exp.getResult()));
+        })
+        .Case([&](LogOp log) {
+          return unary(log.getInput(), e.div(g(), log.getInput()));
+        })
+        .Case([&](SqrtOp sqrt) {
+          return unary(sqrt.getInput(),
+                       e.div(e.scale(g(), 0.5), sqrt.getResult()));
+        })
+        .Case([&](RsqrtOp rsqrt) {
+          Value y = rsqrt.getResult();
+          return unary(rsqrt.getInput(),
+                       e.scale(e.mul(g(), e.mul(y, e.mul(y, y))), -0.5));
+        })
+        .Case([&](ReciprocalOp reciprocal) {
+          Value y = reciprocal.getResult();
+          return unary(reciprocal.getInput(), e.neg(e.mul(g(), e.mul(y, y))));
+        })
+        .Case([&](TanhOp tanh) {
+          Value y = tanh.getResult();
+          return unary(tanh.getInput(),
+                       e.mul(g(), e.sub(e.scalar(y, 1), e.mul(y, y))));
+        })
+        .Case([&](SigmoidOp sigmoid) {
+          Value y = sigmoid.getResult();
+          return unary(sigmoid.getInput(),
+                       e.mul(g(), e.mul(y, e.sub(e.scalar(y, 1), y))));
+        })
+        .Case([&](ReluOp relu) {
+          Value x = relu.getInput();
+          Value positive = e.compare(CompareDirection::gt, x, e.scalar(x, 0));
+          return unary(x, e.select(positive, g(), e.scalar(x, 0)));
+        })
+        .Case([&](ErfOp erf) {
+          Value x = erf.getInput();
+          Value dx = e.scale(e.exp(e.neg(e.mul(x, x))), 2 / std::sqrt(M_PI));
+          return unary(x, e.mul(g(), dx));
+        })
+        .Case([&](GeluOp gelu) { return geluRule(gelu); })
+        .Case([&](CastOp cast) {
+          Value x = cast.getInput();
+          if (!isa<FloatType>(getElementTypeOrSelf(x.getType())))
+            return success();
+          return unary(x, e.cast(g(), getElementTypeOrSelf(x.getType())));
+        })
+        .Case([&](SelectOp select) {
+          Value zero = e.scalar(g(), 0);
+          give(select.getOnTrue(), [&] {
+            return e.unbroadcast(e.select(select.getCondition(), g(), zero),
+                                 select.getOnTrue().getType());
+          });
+          give(select.getOnFalse(), [&] {
+            return e.unbroadcast(e.select(select.getCondition(), zero, g()),
+                                 select.getOnFalse().getType());
+          });
+          return success();
+        })
+        .Case([&](BiasAddOp biasAdd) {
+          give(biasAdd.getInput(), [&] { return g(); });
+          give(biasAdd.getBias(),
+               [&] { return e.unbroadcast(g(), biasAdd.getBias().getType()); });
+          return success();
+        })
+        .Case([&](MatmulOp matmul) { return matmulRule(matmul); })
+        .Case([&](ReshapeOp reshape) {
+          return unary(
+              reshape.getInput(),
+              e.reshape(g(), tensorType(reshape.getInput()).getShape()));
+        })
+        .Case([&](TransposeOp transpose) {
+          ArrayRef<int64_t> permutation = transpose.getPermutation();
+          SmallVector<int64_t> inverse(permutation.size());
+          for (auto [i, p] : llvm::enumerate(permutation))
+            inverse[p] = i;
+          return unary(transpose.getInput(), e.transpose(g(), inverse));
+        })
+        .Case([&](BroadcastOp broadcast) {
+          return unary(broadcast.getInput(),
+                       e.unbroadcast(g(), broadcast.getInput().getType()));
+        })
+        .Case([&](ShardOp shard) { return unary(shard.getInput(), g()); })
+        .Case([&](ReduceSumOp reduce) {
+          return unary(
+              reduce.getInput(),
+              e.unreduce(g(), reduce.getAxes(), tensorType(reduce.getInput())));
+        })
+        .Case([&](ReduceMeanOp reduce) {
+          RankedTensorType input = tensorType(reduce.getInput());
+          int64_t count = 1;
+          for (int64_t axis : reduce.getAxes())
+            count *= input.getDimSize(axis);
+          return unary(reduce.getInput(),
+                       e.unreduce(e.scale(g(), 1.0 / double(count)),
+                                  reduce.getAxes(), input));
+        })
+        .Case([&](ReduceMaxOp reduce) { return reduceMaxRule(reduce); })
+        .Case([&](SoftmaxOp softmax) {
+          Value y = softmax.getResult();
+          Value dot = e.reduceSum(e.mul(g(), y), {softmax.getAxis()}, true);
+          return unary(softmax.getInput(), e.mul(y, e.sub(g(), dot)));
+        })
+        .Case([&](LogSoftmaxOp softmax) {
+          Value y = softmax.getResult();
+          Value total = e.reduceSum(g(), {softmax.getAxis()}, true);
+          return unary(softmax.getInput(), e.sub(g(), e.mul(e.exp(y), total)));
+        })
+        .Case([&](LayerNormOp norm) { return layerNormRule(norm); })
+        .Case([&](CrossEntropyOp loss) { return crossEntropyRule(loss); })
+        .Case([&](GatherOp gather) { return gatherRule(gather); })
+        .Case([&](SliceOp slice) { return sliceRule(slice); })
+        .Case([&](ConcatOp concat) { return concatRule(concat); })
+        .Case([&](SplitOp split) { return splitRule(split); })
+        .Case([&](DropoutOp dropout) {
+          Value keep =
+              e.cast(dropout.getMask(),
+                     getElementTypeOrSelf(dropout.getInput().getType()));
+          double scale = 1.0 / (1.0 - dropout.getRatio().convertToDouble());
+          return unary(dropout.getInput(), e.scale(e.mul(g(), keep), scale));
+        })
+        .Case<CompareOp>([](Operation *) { return success(); })
+        .Default([](Operation *op) {
+          return op->emitOpError("has no gradient rule");
+        });
+  }
+
+private:
+  /// The adjoint of result 0.
+  Value g() { return gradients[0]; }
+
+  /// Accumulates the gradient `make()` builds into `operand`, if it needs one.
+  void give(Value operand, llvm::function_ref<Value()> make) {
+    if (ctx.isActive(operand))
+      ctx.accumulate(operand, make());
+  }
+  LogicalResult unary(Value operand, Value gradient) {
+    if (ctx.isActive(operand))
+      ctx.accumulate(operand, gradient);
+    return success();
+  }
+
+  LogicalResult geluRule(GeluOp gelu) {
+    Value x = gelu.getInput();
+    if (!ctx.isActive(x))
+      return success();
+    Value dx;
+    if (gelu.getApproximate() == GeluApproximation::none) {
+      // Phi(x) + x * phi(x).
+      Value cdf =
+          e.scale(e.add(e.erf(e.scale(x, M_SQRT1_2)), e.scalar(x, 1)), 0.5);
+      Value pdf =
+          e.scale(e.exp(e.scale(e.mul(x, x), -0.5)), 1 / std::sqrt(2 * M_PI));
+      dx = e.add(cdf, e.mul(x, pdf));
+    } else {
+      // y = 0.5 x (1 + tanh(u)), u = k (x + 0.044715 x^3).
+      const double k = std::sqrt(2 / M_PI);
+      Value x2 = e.mul(x, x);
+      Value u = e.scale(e.add(x, e.scale(e.mul(x2, x), 0.044715)), k);
+      Value t = e.tanh(u);
+      Value one = e.scalar(x, 1);
+      Value du = e.scale(e.add(one, e.scale(x2, 3 * 0.044715)), k);
+      dx = e.add(e.scale(e.add(one, t), 0.5),
+                 e.mul(e.scale(x, 0.5), e.mul(e.sub(one, e.mul(t, t)), du)));
+    }
+    ctx.accumulate(x, e.mul(g(), dx));
+    return success();
+  }
+
+  /// C = op(A) op(B) with op a transpose of the trailing two dims or not:
+  /// dop(A) = dC op(B)^T and dop(B) = op(A)^T dC, transposed back where the
+  /// operand was read transposed; shared operands sum over the batch dims.
+  LogicalResult matmulRule(MatmulOp matmul) {
+    Value a = matmul.getLhs(), b = matmul.getRhs();
+    bool ta = matmul.getTransposeLhs(), tb = matmul.getTransposeRhs();
+    give(a, [&] {
+      Value da = ta ? e.matmul(b, g(), tb, true) : e.matmul(g(), b, false, !tb);
+      return e.unbroadcast(da, a.getType());
+    });
+    give(b, [&] {
+      Value db = tb ? e.matmul(g(), a, true, ta) : e.matmul(a, g(), !ta, false);
+      return e.unbroadcast(db, b.getType());
+    });
+    return success();
+  }
+
+  /// Evenly shared among the maxima, as torch.amax.
+  LogicalResult reduceMaxRule(ReduceMaxOp reduce) {
+    Value x = reduce.getInput();
+    if (!ctx.isActive(x))
+      return success();
+    RankedTensorType input = tensorType(x);
+    Value max = e.unreduce(reduce.getResult(), reduce.getAxes(), input);
+    Value hit =
+        e.cast(e.compare(CompareDirection::eq, x, max), input.getElementType());
+    Value count = e.unreduce(e.reduceSum(hit, reduce.getAxes(), false),
+                             reduce.getAxes(), input);
+    Value spread = e.unreduce(g(), reduce.getAxes(), input);
+    ctx.accumulate(x, e.div(e.mul(spread, hit), count));
+    return success();
+  }
+
+  LogicalResult layerNormRule(LayerNormOp norm) {
+    Value x = norm.getInput(), scale = norm.getScale(), bias = norm.getBias();
+    RankedTensorType type = tensorType(x);
+    int64_t axis = norm.getAxis(), rank = type.getRank();
+    SmallVector<int64_t> normalized = range(axis, rank),
+                         leading = range(0, axis);
+    Value mean = e.reduceMean(x, normalized, true);
+    Value centered = e.sub(x, mean);
+    Value variance = e.reduceMean(e.mul(centered, centered), normalized, true);
+    Value rstd = e.rsqrt(
+        e.add(variance, e.scalar(x, norm.getEpsilon().convertToDouble())));
+    Value xhat = e.mul(centered, rstd);
+    give(scale, [&] { return e.reduceSum(e.mul(g(), xhat), leading, false); });
+    give(bias, [&] { return e.reduceSum(g(), leading, false); });
+    give(x, [&] {
+      Value gx = e.mul(g(), scale);
+      Value meanG = e.reduceMean(gx, normalized, true);
+      Value meanGX = e.reduceMean(e.mul(gx, xhat), normalized, true);
+      return e.mul(rstd, e.sub(e.sub(gx, meanG), e.mul(xhat, meanGX)));
+    });
+    return success();
+  }
+
+  /// d loss / d logits = (softmax(logits) - onehot(label)) scaled by the
+  /// loss gradient, zero for ignored samples, over the counted ones for mean.
+  LogicalResult crossEntropyRule(CrossEntropyOp loss) {
+    Value logits = loss.getLogits(), labels = loss.getLabels();
+    if (!ctx.isActive(logits))
+      return success();
+    RankedTensorType type = tensorType(logits);
+    Type element = type.getElementType();
+    int64_t classes = type.getShape().back();
+    Value diff = e.sub(e.softmax(logits, type.getRank() - 1),
+                       e.oneHot(labels, classes, element));
+    SmallVector<int64_t> column(tensorType(labels).getShape());
+    column.push_back(1);
+    Value upstream = g();
+    if (loss.getReduction() == LossReduction::none)
+      upstream = e.reshape(upstream, column);
+    if (std::optional<int64_t> ignore = loss.getIgnoreIndex()) {
+      Value kept = e.compare(CompareDirection::ne, labels,
+                             e.scalar(labels, double(*ignore)));
+      Value weight = e.cast(kept, element);
+      if (loss.getReduction() == LossReduction::mean)
+        upstream = e.div(
+            upstream,
+            e.reduceSum(weight, range(0, tensorType(weight).getRank()), false));
+      diff = e.mul(diff, e.reshape(weight, column));
+    } else if (loss.getReduction() == LossReduction::mean) {
+      upstream = e.scale(upstream, 1.0 / double(product(column)));
+    }
+    ctx.accumulate(logits, e.mul(diff, upstream));
+    return success();
+  }
+
+  /// The gradient of a table lookup along axis 0: onehot(indices)^T @ dY,
+  /// which sums the rows of repeated indices.
+  LogicalResult gatherRule(GatherOp gather) {
+    Value table = gather.getInput(), indices = gather.getIndices();
+    if (!ctx.isActive(table))
+      return success();
+    RankedTensorType tableType = tensorType(table);
+    if (gather.getAxis() != 0)
+      return gather.emitOpError("has a gradient rule for axis 0 only");
+    int64_t rows = tableType.getDimSize(0);
+    int64_t count = product(tensorType(indices).getShape());
+    int64_t width = product(tableType.getShape().drop_front());
+    Value flat = e.reshape(indices, {count});
+    // Negative indices count from the end.
+    Value wrapped =
+        e.select(e.compare(CompareDirection::lt, flat, e.scalar(flat, 0)),
+                 e.add(flat, e.scalar(flat, double(rows))), flat);
+    Value hot = e.oneHot(wrapped, rows, tableType.getElementType());
+    Value rowsOfG = e.reshape(g(), {count, width});
+    Value sum = e.matmul(hot, rowsOfG, /*transposeX=*/true, false);
+    ctx.accumulate(table, e.reshape(sum, tableType.getShape()));
+    return success();
+  }
+
+  /// Zero everywhere but the window: the gradient padded with zeros along
+  /// each sliced dimension (unit strides only).
+  LogicalResult sliceRule(SliceOp slice) {
+    Value x = slice.getInput();
+    if (!ctx.isActive(x))
+      return success();
+    if (llvm::any_of(slice.getStrides(), [](int64_t s) { return s != 1; }))
+      return slice.emitOpError("has a gradient rule for unit strides only");
+    RankedTensorType input = tensorType(x);
+    Value grad = g();
+    for (int64_t dim = 0; dim < input.getRank(); ++dim) {
+      int64_t start = slice.getStarts()[dim], limit = slice.getLimits()[dim];
+      int64_t size = input.getDimSize(dim);
+      if (start == 0 && limit == size)
+        continue;
+      SmallVector<Value> pieces;
+      auto zerosOf = [&](int64_t length) {
+        SmallVector<int64_t> shape(tensorType(grad).getShape());
+        shape[dim] = length;
+        return e.zeros(tensorType(grad).clone(shape));
+      };
+      if (start > 0)
+        pieces.push_back(zerosOf(start));
+      pieces.push_back(grad);
+      if (limit < size)
+        pieces.push_back(zerosOf(size - limit));
+      grad = e.b.create<ConcatOp>(e.loc, pieces, dim);
+    }
+    ctx.accumulate(x, grad);
+    return success();
+  }
+
+  LogicalResult concatRule(ConcatOp concat) {
+    int64_t axis = concat.getAxis(), offset = 0;
+    RankedTensorType result = tensorType(concat.getResult());
+    for (Value input : concat.getInputs()) {
+      int64_t length = tensorType(input).getDimSize(axis);
+      give(input, [&] {
+        SmallVector<int64_t> starts(result.getRank(), 0);
+        SmallVector<int64_t> limits(result.getShape());
+        SmallVector<int64_t> strides(result.getRank(), 1);
+        starts[axis] = offset;
+        limits[axis] = offset + length;
+        return e.b.create<SliceOp>(e.loc, g(), starts, limits, strides)
+            .getResult();
+      });
+      offset += length;
+    }
+    return success();
+  }
+
+  LogicalResult splitRule(SplitOp split) {
+    if (!ctx.isActive(split.getInput()))
+      return success();
+    SmallVector<Value> pieces;
+    for (auto [result, gradient] : llvm::zip(split.getResults(), gradients))
+      pieces.push_back(gradient ? gradient : e.zeros(tensorType(result)));
+    ctx.accumulate(split.getInput(),
+                   e.b.create<ConcatOp>(e.loc, pieces, split.getAxis()));
+    return success();
+  }
+
+  Operation *op;
+  ArrayRef<Value> gradients;
+  GradientContext &ctx;
+  Emitter e;
+};
+
+} // namespace
+
+LogicalResult mlir::loom::backpropagate(Operation *op,
+                                        ArrayRef<Value> resultGradients,
+                                        GradientContext &context) {
+  return Rules(op, resultGradients, context).run();
+}

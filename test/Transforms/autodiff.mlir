@@ -1,0 +1,68 @@
+// RUN: loom-opt --loom-autodiff --split-input-file --verify-diagnostics %s | FileCheck %s
+
+// The gradient function returns the forward results, then one gradient per
+// trainable parameter the loss depends on, in declaration order. The frozen
+// @c and the unused @u get none; integer labels get no adjoint.
+// CHECK-LABEL: func.func @forward(
+// CHECK-LABEL: func.func @forward_grad(
+// CHECK-SAME:    -> (tensor<f32> {onnx.name = "loss"}, tensor<4x3xf32> {loom.gradient_of = @w, onnx.name = "grad.w"}, tensor<3xf32> {loom.gradient_of = @b, onnx.name = "grad.b"})
+// CHECK:         %[[W:.*]] = loom.param @w
+// CHECK:         %[[H:.*]] = loom.matmul
+// CHECK:         %[[L:.*]] = loom.cross_entropy
+// CHECK:         %[[ONE:.*]] = loom.constant dense<1.000000e+00> : tensor<f32>
+// CHECK:         loom.softmax
+// CHECK:         %[[DW:.*]] = loom.matmul %{{.*}}, %{{.*}} transpose_lhs : (tensor<2x4xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+// CHECK:         return %[[L]], %[[DW]], %{{.*}} : tensor<f32>, tensor<4x3xf32>, tensor<3xf32>
+loom.parameter @w trainable : tensor<4x3xf32>
+loom.parameter @b trainable : tensor<3xf32>
+loom.parameter @c : tensor<3xf32>
+loom.parameter @u trainable : tensor<3xf32>
+func.func @forward(%x: tensor<2x4xf32>, %labels: tensor<2xi64>) -> (tensor<f32> {onnx.name = "loss"}) {
+  %w = loom.param @w : tensor<4x3xf32>
+  %b = loom.param @b : tensor<3xf32>
+  %c = loom.param @c : tensor<3xf32>
+  %h = loom.matmul %x, %w : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
+  %y = loom.bias_add %h, %b : tensor<2x3xf32>, tensor<3xf32>
+  %z = loom.bias_add %y, %c : tensor<2x3xf32>, tensor<3xf32>
+  %l = loom.cross_entropy %z, %labels : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+loom.parameter @w trainable : tensor<4xf32>
+// expected-error @+1 {{'func.func' op result #0 is the loss and must be a float scalar, got 'tensor<4xf32>'}}
+func.func @forward() -> tensor<4xf32> {
+  %w = loom.param @w : tensor<4xf32>
+  return %w : tensor<4xf32>
+}
+
+// -----
+
+loom.parameter @w : tensor<4xf32>
+// expected-error @+1 {{'func.func' op result #0 (the loss) depends on no trainable loom.parameter}}
+func.func @forward() -> tensor<f32> {
+  %w = loom.param @w : tensor<4xf32>
+  %l = loom.reduce_sum %w [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+loom.parameter @w trainable : tensor<8xf32>
+func.func @forward() -> tensor<f32> {
+  %w = loom.param @w : tensor<8xf32>
+  // expected-error @+1 {{'loom.slice' op has a gradient rule for unit strides only}}
+  %s = loom.slice %w [0:8:2] : tensor<8xf32> -> tensor<4xf32>
+  %l = loom.reduce_sum %s [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{no function 'forward' to differentiate}}
+module {
+  func.func @other() {
+    return
+  }
+}
