@@ -106,4 +106,40 @@ def LoomAutodiff : Pass<"loom-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomAttachLoss : Pass<"loom-attach-loss", "::mlir::ModuleOp"> {
+  let summary = "Build the loss function of a model for training";
+  let description = [{
+    Adds `@<function>_loss`, which runs `function` and returns a scalar
+    training loss first, then the model's own results:
+
+    * `cross_entropy`: the model's first result are logits `[..., C]`; a new
+      last argument `labels : [...]` (i64) holds class indices; the loss is
+      their mean cross-entropy over all positions, as
+      `torch.nn.functional.cross_entropy` over the flattened logits.
+    * `mse`: a new last argument `labels` of the first result's type; the
+      loss is the mean of the squared differences (`torch.nn.MSELoss`).
+    * `none`: the model's first result already is the scalar loss (an ONNX
+      model that ends in SoftmaxCrossEntropyLoss); no argument is added.
+
+    `loom-autodiff{function=<function>_loss}` then differentiates it.
+
+    Input:
+    ```mlir
+    func.func @forward(%x: tensor<8x32xf32>) -> tensor<8x10xf32>
+    ```
+    Added (`kind=cross_entropy`):
+    ```mlir
+    func.func @forward_loss(%x: tensor<8x32xf32>, %labels: tensor<8xi64> {onnx.name = "labels"})
+        -> (tensor<f32> {onnx.name = "loss"}, tensor<8x10xf32>)
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "The model function">,
+    Option<"kind", "kind", "std::string", /*default=*/"\"cross_entropy\"",
+           "The loss: cross_entropy, mse or none">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PASSES_TD
