@@ -61,8 +61,7 @@ std::string locationName(Location loc) {
 
 class PlanBuilder {
 public:
-  PlanBuilder(ModuleOp module, func::FuncOp func)
-      : module(module), func(func) {}
+  explicit PlanBuilder(func::FuncOp func) : func(func) {}
 
   FailureOr<rt::Plan> build() {
     auto arena =
@@ -324,7 +323,6 @@ private:
     return success();
   }
 
-  ModuleOp module;
   func::FuncOp func;
   rt::Plan plan;
   llvm::DenseMap<Attribute, uint64_t> weightIds;
@@ -358,7 +356,7 @@ FailureOr<rt::Plan> mlir::loom::buildRuntimePlan(ModuleOp module,
   FailureOr<func::FuncOp> func = findFunction(module, funcName);
   if (failed(func))
     return failure();
-  return PlanBuilder(module, *func).build();
+  return PlanBuilder(*func).build();
 }
 
 FailureOr<rt::Plan> mlir::loom::lowerToRuntimePlan(ModuleOp module,

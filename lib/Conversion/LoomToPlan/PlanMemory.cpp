@@ -25,9 +25,10 @@ struct Buffer {
   int64_t offset = -1;
 };
 
+/// Arena bytes of a buffer: its size rounded up to the alignment, at least
+/// one alignment unit so that every buffer has its own address.
 int64_t bufferBytes(MemRefType type) {
-  int64_t width = type.getElementType().getIntOrFloatBitWidth();
-  int64_t bytes = type.getNumElements() * std::max<int64_t>(1, width / 8);
+  int64_t bytes = plan::PlanDialect::getBufferBytes(type);
   return llvm::alignTo(std::max<int64_t>(bytes, 1),
                        plan::PlanDialect::kAlignment);
 }

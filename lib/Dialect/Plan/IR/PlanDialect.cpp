@@ -19,8 +19,7 @@ void PlanDialect::initialize() {
       >();
 }
 
-/// Bytes of a buffer's elements (`i1` takes one byte).
-static int64_t bufferBytes(MemRefType type) {
+int64_t PlanDialect::getBufferBytes(MemRefType type) {
   int64_t width = type.getElementType().getIntOrFloatBitWidth();
   return type.getNumElements() * std::max<int64_t>(1, width / 8);
 }
@@ -43,7 +42,8 @@ LogicalResult ViewOp::verify() {
   MemRefType source = getSource().getType();
   MemRefType result = getResult().getType();
   if (source.getElementType() != result.getElementType() ||
-      bufferBytes(source) != bufferBytes(result))
+      PlanDialect::getBufferBytes(source) !=
+          PlanDialect::getBufferBytes(result))
     return emitOpError("cannot view ")
            << source << " as " << result
            << ": element types and sizes must match";

@@ -32,6 +32,9 @@ def Plan_Dialect : Dialect {
         "plan.arena_size";
     /// The alignment of every buffer in the arena, in bytes.
     static constexpr int64_t kAlignment = 64;
+    /// Bytes of a buffer's elements, as the runtime stores them (`i1` takes
+    /// one byte).
+    static int64_t getBufferBytes(::mlir::MemRefType type);
   }];
 }
 
