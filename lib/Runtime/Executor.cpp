@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <sys/mman.h>
@@ -70,6 +71,28 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank) {
   // Huge pages would make residency coarser than the plan's buffers.
   madvise(arena, mapped, MADV_NOHUGEPAGE);
   executor->arena_ = static_cast<uint8_t *>(arena);
+
+  // State weights are copied out of the (shared, immutable) plan so that
+  // several executors of one plan train independently.
+  uint64_t stateBytes = 0;
+  executor->stateOffsets_.assign(plan->weights.size(), 0);
+  for (size_t id = 0; id < plan->weights.size(); ++id)
+    if (plan->weights[id].state) {
+      executor->stateOffsets_[id] = stateBytes;
+      stateBytes += (plan->weights[id].bytes + 63) / 64 * 64;
+    }
+  if (stateBytes) {
+    executor->state_ =
+        static_cast<uint8_t *>(std::aligned_alloc(64, size_t(stateBytes)));
+    if (!executor->state_)
+      return Status::error("cannot allocate " + std::to_string(stateBytes) +
+                           " bytes of trainable state");
+    for (size_t id = 0; id < plan->weights.size(); ++id)
+      if (plan->weights[id].state)
+        std::memcpy(executor->state_ + executor->stateOffsets_[id],
+                    plan->data.data() + plan->weights[id].offset,
+                    plan->weights[id].bytes);
+  }
   executor->arenaMapped_ = mapped;
   executor->inputSet_.assign(program.inputs.size(), false);
   executor->inputs_.resize(program.inputs.size());
@@ -91,12 +114,45 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank) {
 Executor::~Executor() {
   if (arena_)
     munmap(arena_, arenaMapped_);
+  std::free(state_);
 }
 
 const void *Executor::resolve(const TensorRef &ref) const {
-  if (ref.space == TensorRef::Space::Weight)
+  if (ref.space == TensorRef::Space::Weight) {
+    if (plan_->weights[ref.offset].state)
+      return state_ + stateOffsets_[ref.offset];
     return plan_->data.data() + plan_->weights[ref.offset].offset;
+  }
   return arena_ + ref.offset;
+}
+
+HostTensor Executor::weight(size_t id) const {
+  const Weight &weight = plan_->weights.at(id);
+  HostTensor tensor;
+  tensor.name = weight.name;
+  tensor.dtype = weight.dtype;
+  tensor.shape = weight.shape;
+  const uint8_t *data = weight.state ? state_ + stateOffsets_[id]
+                                     : plan_->data.data() + weight.offset;
+  tensor.data.assign(data, data + weight.bytes);
+  return tensor;
+}
+
+Status Executor::setWeight(size_t id, const HostTensor &tensor) {
+  if (id >= plan_->weights.size())
+    return Status::error("the plan has no weight " + std::to_string(id));
+  const Weight &weight = plan_->weights[id];
+  if (!weight.state)
+    return Status::error("weight '" + weight.name +
+                         "' is not state and cannot be set");
+  if (tensor.dtype != weight.dtype || tensor.shape != weight.shape ||
+      tensor.data.size() != weight.bytes)
+    return Status::error("weight '" + weight.name + "' is " +
+                         dtypeName(weight.dtype) + shapeString(weight.shape) +
+                         ", not " + dtypeName(tensor.dtype) +
+                         shapeString(tensor.shape));
+  std::memcpy(state_ + stateOffsets_[id], tensor.data.data(), weight.bytes);
+  return Status::ok();
 }
 
 Status Executor::setInput(const std::string &name, const HostTensor &tensor) {

@@ -565,15 +565,18 @@ Status Parser::parseHeader(Plan &plan) {
   return Status::ok();
 }
 
-/// "weight" ID STRING DTYPE SHAPE "offset" INT "bytes" INT.
+/// "weight" ID STRING DTYPE SHAPE "offset" INT "bytes" INT "state"?.
 Status Parser::parseWeight(Plan &plan) {
-  const char *usage = "weight ID \"NAME\" DTYPE SHAPE offset INT bytes INT";
-  if (Status status = expectTokens(9, usage); !status)
-    return status;
-  if (!tokens[5].is("offset") || !tokens[7].is("bytes"))
+  const char *usage =
+      "weight ID \"NAME\" DTYPE SHAPE offset INT bytes INT [state]";
+  if (tokens.size() != 9 && tokens.size() != 10)
+    return error(std::string("expected '") + usage + "'");
+  if (!tokens[5].is("offset") || !tokens[7].is("bytes") ||
+      (tokens.size() == 10 && !tokens[9].is("state")))
     return error(std::string("expected '") + usage + "'");
   int64_t id, offset, bytes;
   Weight weight;
+  weight.state = tokens.size() == 10;
   if (Status status = parseInteger(tokens[1], 0, INT64_MAX, "a weight id", id);
       !status)
     return status;
@@ -733,6 +736,10 @@ Status Parser::parseKernel(const RankProgram &rank, Instruction &inst,
     TensorRef ref;
     if (Status status = parseRef(tokens[i], rank, ref); !status)
       return status;
+    if (ref.space == TensorRef::Space::Weight && !(*weights)[ref.offset].state)
+      return error("kernel output " + tokens[i].text + " writes weight " +
+                   std::to_string(ref.offset) +
+                   ", which is not marked 'state' (read-only)");
     inst.outputs.push_back(std::move(ref));
   }
   for (; i < count && isAttr(i); ++i)

@@ -204,7 +204,8 @@ void writeWeight(std::string &out, size_t id, const Weight &weight) {
   out += ' ';
   out += shapeString(weight.shape);
   out += " offset " + std::to_string(weight.offset) + " bytes " +
-         std::to_string(weight.bytes) + "\n";
+         std::to_string(weight.bytes);
+  out += weight.state ? " state\n" : "\n";
 }
 
 /// Appends a comment line of spaces and the data line so that the data

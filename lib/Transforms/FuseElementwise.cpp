@@ -61,35 +61,75 @@ public:
   }
 
 private:
-  /// Whether `value` is available before the first op of `group`.
-  bool definedBefore(Value value, const Group &group) {
-    Operation *def = value.getDefiningOp();
-    if (!def || def->getBlock() != &block)
-      return true;
-    return position.lookup(def) < position.lookup(group.ops.front());
-  }
-
+  /// The group `op` joins: one of its producers' groups, or several of them
+  /// merged (an optimizer update is a DAG of several chains, one per
+  /// state). A candidate must have `op`'s shape, and every operand from
+  /// outside the candidate must be available before its first op.
   std::optional<unsigned> findGroup(Operation *op) {
+    SmallVector<unsigned> candidates;
     for (Value operand : op->getOperands()) {
       auto it = groupOf.find(operand.getDefiningOp());
-      if (it == groupOf.end())
-        continue;
-      Group &group = groups[it->second];
-      if (group.shape != resultShape(op))
-        continue;
-      bool joinable = llvm::all_of(op->getOperands(), [&](Value other) {
-        auto owner = groupOf.find(other.getDefiningOp());
-        return (owner != groupOf.end() && owner->second == it->second) ||
-               isSplatConstant(other) || definedBefore(other, group);
-      });
-      if (joinable)
-        return it->second;
+      if (it != groupOf.end() && groups[it->second].shape == resultShape(op) &&
+          !llvm::is_contained(candidates, it->second))
+        candidates.push_back(it->second);
     }
+    if (candidates.size() > 1)
+      if (std::optional<unsigned> merged = merge(op, candidates))
+        return merged;
+    for (unsigned candidate : candidates)
+      if (canJoin(op, {candidate}))
+        return candidate;
     return std::nullopt;
+  }
+
+  /// Whether `op` can join the union of `members`.
+  bool canJoin(Operation *op, ArrayRef<unsigned> members) {
+    Operation *first = groups[members.front()].ops.front();
+    for (unsigned member : members)
+      if (position.lookup(groups[member].ops.front()) < position.lookup(first))
+        first = groups[member].ops.front();
+    auto available = [&](Value value) {
+      auto owner = groupOf.find(value.getDefiningOp());
+      if (owner != groupOf.end() && llvm::is_contained(members, owner->second))
+        return true;
+      if (isSplatConstant(value))
+        return true;
+      Operation *def = value.getDefiningOp();
+      return !def || def->getBlock() != &block ||
+             position.lookup(def) < position.lookup(first);
+    };
+    if (!llvm::all_of(op->getOperands(), available))
+      return false;
+    for (unsigned member : members)
+      for (Operation *memberOp : groups[member].ops)
+        if (!llvm::all_of(memberOp->getOperands(), available))
+          return false;
+    return true;
+  }
+
+  /// Merges `candidates` into the first of them when `op` can join them all.
+  std::optional<unsigned> merge(Operation *op, ArrayRef<unsigned> candidates) {
+    if (!canJoin(op, candidates))
+      return std::nullopt;
+    unsigned target = candidates.front();
+    Group &merged = groups[target];
+    for (unsigned other : candidates.drop_front()) {
+      for (Operation *memberOp : groups[other].ops) {
+        merged.ops.push_back(memberOp);
+        groupOf[memberOp] = target;
+      }
+      groups[other].ops.clear();
+    }
+    llvm::sort(merged.ops, [&](Operation *a, Operation *b) {
+      return position.lookup(a) < position.lookup(b);
+    });
+    return target;
   }
 
   void outline(unsigned index) {
     Group &group = groups[index];
+    if (group.ops.empty()) // merged into another group
+      return;
     llvm::SmallPtrSet<Operation *, 16> members(group.ops.begin(),
                                                group.ops.end());
     llvm::SetVector<Value> inputs;

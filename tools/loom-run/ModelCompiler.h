@@ -9,12 +9,30 @@
 #define LOOM_TOOLS_LOOM_RUN_MODELCOMPILER_H
 
 #include "loom/Runtime/Plan.h"
+#include "loom/Runtime/TensorIO.h"
 
 #include <map>
 #include <string>
 #include <vector>
 
 namespace loom {
+
+/// What `loom-run --train` compiles: the model, a loss, its gradients and
+/// one optimizer step (loom-attach-loss, loom-autodiff,
+/// loom-build-train-step). Negative hyper-parameters take torch's defaults.
+struct TrainCompileOptions {
+  bool enabled = false;
+  std::string loss = "cross_entropy";
+  std::string optimizer = "adamw";
+  double lr = -1, momentum = 0, dampening = 0;
+  bool nesterov = false;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = -1;
+  double clipGradNorm = 0;
+  int gradAccum = 1;
+  /// Parameters whose name this ECMAScript regex matches (search) stay
+  /// frozen; empty freezes none.
+  std::string freeze;
+};
 
 struct ModelCompileOptions {
   /// --dim NAME=SIZE values for symbolic ONNX dimensions.
@@ -25,6 +43,10 @@ struct ModelCompileOptions {
   std::vector<std::vector<int64_t>> positionalInputShapes;
   /// The function of a .mlir module to run (default: its only one).
   std::string functionName;
+  /// When enabled, the plan is one training step named `train_step`: the
+  /// model's inputs and `labels` (unless the loss is `none`) in, `loss` out;
+  /// trained parameters and optimizer state are the plan's state weights.
+  TrainCompileOptions train;
 };
 
 /// True when this loom-run can compile models (it was built with MLIR).
@@ -35,6 +57,13 @@ bool haveModelCompiler();
 /// file and the ONNX node name or line.
 runtime::StatusOr<runtime::Plan>
 compileModel(const std::string &path, const ModelCompileOptions &options);
+
+/// Writes the ONNX model at `modelPath` to `outPath` with the initializers
+/// named in `values` replaced by them (same names, types and shapes; names
+/// that are not initializers are skipped). Returns how many were replaced.
+runtime::StatusOr<size_t>
+saveTrainedModel(const std::string &modelPath, const std::string &outPath,
+                 const std::map<std::string, runtime::HostTensor> &values);
 
 } // namespace loom
 

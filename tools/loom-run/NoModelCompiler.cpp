@@ -15,3 +15,12 @@ loom::compileModel(const std::string &path, const ModelCompileOptions &) {
              "(LOOM_RUNTIME_ONLY) and runs plan files only; compile the model "
              "with a full build's `loom-run --emit-plan`");
 }
+
+loom::runtime::StatusOr<size_t>
+loom::saveTrainedModel(const std::string &, const std::string &outPath,
+                       const std::map<std::string, runtime::HostTensor> &) {
+  return runtime::Status::error(
+      "cannot write " + outPath +
+      ": this loom-run was built without the compiler (LOOM_RUNTIME_ONLY) "
+      "and cannot write ONNX models");
+}

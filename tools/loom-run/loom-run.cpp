@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ModelCompiler.h"
+#include "Train.h"
 
 #include "loom/Runtime/Executor.h"
 #include "loom/Runtime/TensorIO.h"
@@ -45,6 +46,32 @@ options:
   --iterations N      run N times and report the mean time
   --warmup N          first run N untimed times (default 0)
   --help              this text
+
+training (--train; docs/design/training.md):
+  --train             train MODEL: each step runs forward, loss, backward and
+                      one optimizer update; --input files hold the whole data set
+  --labels FILE       labels of the whole data set (first dimension = samples)
+  --loss KIND         cross_entropy (default), mse, or none (output 0 is the loss)
+  --batch-size B      samples per step (default 1); step i uses samples
+                      [i*B, (i+1)*B) modulo the sample count
+  --steps N           steps to train (default 1)
+  --shuffle SEED      a new seeded permutation of the samples every epoch
+  --grad-accum K      split each batch into K microbatches (B % K == 0)
+  --optimizer NAME    adamw (default) or sgd, as torch.optim.AdamW / SGD
+  --lr X              learning rate (adamw default 1e-3; sgd needs one)
+  --momentum X        sgd momentum (default 0)
+  --dampening X       sgd dampening (default 0)
+  --nesterov          sgd Nesterov momentum
+  --betas B1,B2       adamw betas (default 0.9,0.999)
+  --eps X             adamw epsilon (default 1e-8)
+  --weight-decay X    default: sgd 0, adamw 1e-2
+  --clip-grad-norm X  clip the gradients' global 2-norm to X
+  --freeze REGEX      do not train parameters whose name matches REGEX
+  --metrics FILE      one JSON object per step: step, loss, step_ms, samples_per_s
+  --save OUT.onnx     write MODEL with its trained initializers
+  --checkpoint DIR    save the training state to DIR after the last step and
+                      every --checkpoint-every K steps
+  --resume DIR        continue from the checkpoint in DIR up to --steps
 )";
 
 struct Options {
@@ -57,11 +84,24 @@ struct Options {
   int iterations = 1;
   int warmup = 0;
   ModelCompileOptions compile;
+  TrainOptions train;
+  std::string labelsPath;
+  /// Training flags seen without --train, for the error.
+  std::string trainingFlag;
 };
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "loom-run: %s\n", message.c_str());
   return 1;
+}
+
+bool parseDouble(const std::string &text, double &value) {
+  if (text.empty())
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  value = std::strtod(text.c_str(), &end);
+  return !errno && !*end && std::isfinite(value);
 }
 
 bool parseInt(const std::string &text, int64_t &value) {
@@ -73,6 +113,123 @@ bool parseInt(const std::string &text, int64_t &value) {
   if (errno || *end)
     return false;
   value = parsed;
+  return true;
+}
+
+/// Handles the training flags: true when `flag` is one (with `error` set
+/// when its value is bad).
+template <typename ValueFn>
+bool parseTrainingFlag(const std::string &flag, ValueFn &value,
+                       Options &options, std::string &error) {
+  TrainCompileOptions &compile = options.compile.train;
+  TrainOptions &train = options.train;
+  if (flag == "--train") {
+    compile.enabled = true;
+    return true;
+  }
+  if (flag == "--nesterov") {
+    compile.nesterov = true;
+    options.trainingFlag = flag;
+    return true;
+  }
+  static const char *const kValued[] = {"--labels",
+                                        "--loss",
+                                        "--batch-size",
+                                        "--steps",
+                                        "--shuffle",
+                                        "--grad-accum",
+                                        "--optimizer",
+                                        "--lr",
+                                        "--momentum",
+                                        "--dampening",
+                                        "--betas",
+                                        "--eps",
+                                        "--weight-decay",
+                                        "--clip-grad-norm",
+                                        "--freeze",
+                                        "--metrics",
+                                        "--save",
+                                        "--checkpoint",
+                                        "--checkpoint-every",
+                                        "--resume"};
+  if (std::find(std::begin(kValued), std::end(kValued), flag) ==
+      std::end(kValued))
+    return false;
+  options.trainingFlag = flag;
+  std::string text;
+  if (!value(text)) {
+    error = flag + " needs a value";
+    return true;
+  }
+  auto number = [&](double &out, double low) {
+    if (!parseDouble(text, out) || out < low)
+      error = flag +
+              " expects a number >= " + std::to_string(low).substr(0, 3) +
+              ", got '" + text + "'";
+  };
+  auto count = [&](int64_t &out, int64_t low) {
+    if (!parseInt(text, out) || out < low)
+      error = flag + " expects an integer >= " + std::to_string(low) +
+              ", got '" + text + "'";
+  };
+  if (flag == "--labels") {
+    options.labelsPath = text;
+  } else if (flag == "--loss") {
+    if (text != "cross_entropy" && text != "mse" && text != "none")
+      error = "--loss expects cross_entropy, mse or none, got '" + text + "'";
+    compile.loss = train.loss = text;
+  } else if (flag == "--batch-size") {
+    count(train.batchSize, 1);
+  } else if (flag == "--steps") {
+    count(train.steps, 1);
+  } else if (flag == "--shuffle") {
+    int64_t seed = 0;
+    count(seed, 0);
+    train.shuffle = true;
+    train.seed = uint64_t(seed);
+  } else if (flag == "--grad-accum") {
+    int64_t accum = 1;
+    count(accum, 1);
+    compile.gradAccum = int(std::min<int64_t>(accum, 1 << 20));
+  } else if (flag == "--optimizer") {
+    if (text != "sgd" && text != "adamw")
+      error = "--optimizer expects sgd or adamw, got '" + text + "'";
+    compile.optimizer = text;
+  } else if (flag == "--lr") {
+    number(compile.lr, 0);
+  } else if (flag == "--momentum") {
+    number(compile.momentum, 0);
+  } else if (flag == "--dampening") {
+    number(compile.dampening, 0);
+  } else if (flag == "--eps") {
+    number(compile.eps, 0);
+  } else if (flag == "--weight-decay") {
+    number(compile.weightDecay, 0);
+  } else if (flag == "--clip-grad-norm") {
+    number(compile.clipGradNorm, 0);
+    if (error.empty() && compile.clipGradNorm == 0)
+      error = "--clip-grad-norm expects a positive norm";
+  } else if (flag == "--betas") {
+    size_t comma = text.find(',');
+    if (comma == std::string::npos ||
+        !parseDouble(text.substr(0, comma), compile.beta1) ||
+        !parseDouble(text.substr(comma + 1), compile.beta2) ||
+        !(compile.beta1 >= 0 && compile.beta1 < 1) ||
+        !(compile.beta2 >= 0 && compile.beta2 < 1))
+      error = "--betas expects B1,B2 in [0, 1), got '" + text + "'";
+  } else if (flag == "--freeze") {
+    compile.freeze = text;
+  } else if (flag == "--metrics") {
+    train.metricsPath = text;
+  } else if (flag == "--save") {
+    train.savePath = text;
+  } else if (flag == "--checkpoint") {
+    train.checkpointDir = text;
+  } else if (flag == "--checkpoint-every") {
+    count(train.checkpointEvery, 1);
+  } else if (flag == "--resume") {
+    train.resumeDir = text;
+  }
   return true;
 }
 
@@ -97,7 +254,14 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     if (flag == "--help" || flag == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(0);
-    } else if (flag == "--report") {
+    }
+    std::string trainError;
+    if (parseTrainingFlag(flag, value, options, trainError)) {
+      if (!trainError.empty())
+        return trainError;
+      continue;
+    }
+    if (flag == "--report") {
       options.report = true;
     } else if (flag == "--input" || flag == "--output-dir" ||
                flag == "--emit-plan" || flag == "--dim" ||
@@ -145,6 +309,22 @@ std::string parseOptions(int argc, char **argv, Options &options) {
   }
   if (options.model.empty())
     return "no model given (see --help)";
+  const TrainCompileOptions &train = options.compile.train;
+  if (!train.enabled && !options.trainingFlag.empty())
+    return options.trainingFlag + " is a training option; add --train";
+  if (train.enabled) {
+    if (options.train.batchSize % train.gradAccum != 0)
+      return "--batch-size " + std::to_string(options.train.batchSize) +
+             " is not a multiple of --grad-accum " +
+             std::to_string(train.gradAccum);
+    if (train.optimizer == "sgd" && train.lr < 0)
+      return "--optimizer sgd needs --lr (torch.optim.SGD has no default)";
+    if (!options.emitPlan.empty() || options.report ||
+        !options.outputDir.empty() || options.iterations != 1)
+      return "--emit-plan, --report, --output-dir and --iterations are for "
+             "inference runs, not --train";
+    options.train.modelPath = options.model;
+  }
   return "";
 }
 
@@ -212,6 +392,59 @@ std::string summarize(const HostTensor &tensor) {
   return text + stats;
 }
 
+/// Reads the data set, compiles the training step for one microbatch of
+/// it, and trains.
+int train(Options &options) {
+  Dataset data;
+  int64_t microbatch =
+      options.train.batchSize / options.compile.train.gradAccum;
+  auto stepShape = [&](std::vector<int64_t> shape) {
+    if (!shape.empty())
+      shape[0] = microbatch;
+    return shape;
+  };
+  for (const auto &[name, path] : options.namedInputs) {
+    StatusOr<HostTensor> tensor = readTensorFile(path);
+    if (!tensor)
+      return fail(tensor.status().message());
+    options.compile.inputShapes[name] = stepShape(tensor->shape);
+    data.named.push_back({name, std::move(*tensor)});
+  }
+  for (const std::string &path : options.positionalInputs) {
+    StatusOr<HostTensor> tensor = readTensorFile(path);
+    if (!tensor)
+      return fail(tensor.status().message());
+    options.compile.positionalInputShapes.push_back(stepShape(tensor->shape));
+    data.positional.push_back(std::move(*tensor));
+    data.positionalPaths.push_back(path);
+  }
+  if (!options.labelsPath.empty()) {
+    StatusOr<HostTensor> labels = readTensorFile(options.labelsPath);
+    if (!labels)
+      return fail(labels.status().message());
+    data.labels = std::move(*labels);
+  }
+  StatusOr<std::string> bytes = readFile(options.model);
+  if (!bytes)
+    return fail(bytes.status().message());
+  std::shared_ptr<Plan> plan;
+  if (looksLikePlan(*bytes)) {
+    StatusOr<Plan> parsed = parsePlan(*bytes, options.model);
+    if (!parsed)
+      return fail(parsed.status().message());
+    plan = std::make_shared<Plan>(std::move(*parsed));
+  } else {
+    bytes = std::string();
+    StatusOr<Plan> compiled = compileModel(options.model, options.compile);
+    if (!compiled) {
+      std::fprintf(stderr, "%s\n", compiled.status().message().c_str());
+      return 1;
+    }
+    plan = std::make_shared<Plan>(std::move(*compiled));
+  }
+  return runTraining(plan, data, options.train);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -219,6 +452,8 @@ int main(int argc, char **argv) {
   std::string error = parseOptions(argc, argv, options);
   if (!error.empty())
     return fail(error);
+  if (options.compile.train.enabled)
+    return train(options);
 
   // Inputs are read first: their shapes fix the model's symbolic dims.
   std::vector<std::pair<std::string, HostTensor>> named;

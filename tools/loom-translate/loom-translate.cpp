@@ -72,6 +72,11 @@ static cl::opt<std::string> functionName("function-name",
                                          cl::desc("Name of the imported func"),
                                          cl::init("forward"),
                                          cl::cat(category));
+static cl::opt<bool> forTraining(
+    "for-training",
+    cl::desc("Warn about initializers an eval-mode export merged (training "
+             "would tie them)"),
+    cl::cat(category));
 static cl::opt<bool> emitBytecode("emit-bytecode",
                                   cl::desc("Write MLIR bytecode"),
                                   cl::cat(category));
@@ -148,6 +153,7 @@ int main(int argc, char **argv) {
   options.externalWeights = externalWeights;
   options.inlineElementLimit = inlineLimit;
   options.functionName = functionName;
+  options.warnTiedInitializers = forTraining;
 
   std::unique_ptr<llvm::MemoryBuffer> input =
       openInputFile(inputFilename, &error);

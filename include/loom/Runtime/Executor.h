@@ -76,6 +76,14 @@ public:
   /// Output `index` (in plan order) after a run.
   HostTensor output(size_t index) const;
 
+  /// The current value of weight `id`. State weights (trained parameters,
+  /// optimizer state) live in the executor, start from the plan's data and
+  /// change with every run; the others are the plan's.
+  HostTensor weight(size_t id) const;
+  /// Overwrites state weight `id` (resuming from a checkpoint); dtype and
+  /// shape must be the plan's.
+  Status setWeight(size_t id, const HostTensor &tensor);
+
   const RunReport &report() const { return report_; }
 
 private:
@@ -86,6 +94,10 @@ private:
   const RankProgram *program_ = nullptr;
   uint8_t *arena_ = nullptr;
   size_t arenaMapped_ = 0;
+  /// One 64-byte aligned block holding every state weight, and each state
+  /// weight's offset in it (unused for the others).
+  uint8_t *state_ = nullptr;
+  std::vector<uint64_t> stateOffsets_;
   std::vector<HostTensor> inputs_;
   std::vector<bool> inputSet_;
   bool measured_ = false;

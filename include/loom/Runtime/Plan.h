@@ -126,6 +126,10 @@ struct Weight {
   /// Byte offset of the weight's data in Plan::data (64-byte aligned).
   uint64_t offset = 0;
   uint64_t bytes = 0;
+  /// State persists across steps and is written by the step itself: a
+  /// trained parameter or optimizer state. Only state weights may be kernel
+  /// outputs; the others are read-only.
+  bool state = false;
 };
 
 struct Plan {

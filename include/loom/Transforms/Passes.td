@@ -142,4 +142,100 @@ def LoomAttachLoss : Pass<"loom-attach-loss", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
+  let summary = "Build one training step: accumulate, clip, update, assign";
+  let description = [{
+    Adds `@train_step`, one complete optimizer step over a gradient function
+    made by `loom-autodiff` (`function`, whose results carrying
+    `loom.gradient_of` are gradients). It returns the loss and, as side
+    effects (`loom.assign`), stores every trained parameter's new value and
+    the optimizer's state:
+
+    * `grad-accum` K > 1 splits every argument along dimension 0 into K
+      microbatches, runs the gradient function on each, and averages the
+      losses and the gradients (for a mean loss, the full batch's gradient).
+    * `clip-grad-norm` > 0 scales all gradients by
+      `min(1, max_norm / (total_norm + 1e-6))`, with `total_norm` the 2-norm
+      of all gradients together (`torch.nn.utils.clip_grad_norm_`).
+    * `optimizer` `sgd` or `adamw` adds one `loom.sgd_update` or
+      `loom.adamw_update` per parameter. Optimizer state lives in new
+      zero-initialized parameters named like torch's state
+      (`optimizer.<param>.momentum_buffer`, `.exp_avg`, `.exp_avg_sq`) and
+      the update count in `optimizer.step` (f64). Hyper-parameters left
+      negative take torch's defaults (AdamW: lr 1e-3, weight decay 1e-2;
+      SGD needs `lr`).
+
+    Input (from `loom-autodiff`):
+    ```mlir
+    func.func @forward_loss_grad(%x: tensor<8x4xf32>, %labels: tensor<8xi64>)
+        -> (tensor<f32>, tensor<8x3xf32>, tensor<4x3xf32> {loom.gradient_of = @w})
+    ```
+    Added (`optimizer=sgd lr=0.1`):
+    ```mlir
+    loom.parameter @optimizer.step : tensor<f64> = dense<0.0> : tensor<f64>
+    func.func @train_step(%x: tensor<8x4xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {onnx.name = "loss"}) {
+      ...
+      %w1 = loom.sgd_update %w, %g, %step {lr = 1.000000e-01 : f64} : ...
+      loom.assign @w, %w1 : tensor<4x3xf32>
+      loom.assign @optimizer.step, %step : tensor<f64>
+      return %loss : tensor<f32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string",
+           /*default=*/"\"forward_loss_grad\"",
+           "The gradient function (made by loom-autodiff)">,
+    Option<"lossResult", "loss-result", "unsigned", /*default=*/"0",
+           "Which result of the gradient function is the scalar loss">,
+    Option<"stepName", "name", "std::string", /*default=*/"\"train_step\"",
+           "The name of the added function">,
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "sgd or adamw">,
+    Option<"lr", "lr", "double", /*default=*/"-1", "Learning rate">,
+    Option<"momentum", "momentum", "double", /*default=*/"0", "SGD momentum">,
+    Option<"dampening", "dampening", "double", /*default=*/"0",
+           "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false",
+           "SGD Nesterov momentum">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1",
+           "Weight decay (negative: the optimizer's default)">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0",
+           "Clip the global gradient 2-norm to this value (0: off)">,
+    Option<"gradAccum", "grad-accum", "unsigned", /*default=*/"1",
+           "Microbatches per step">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
+def LoomExpandOptimizers : Pass<"loom-expand-optimizers",
+                                "::mlir::func::FuncOp"> {
+  let summary = "Expand optimizer updates into elementwise loom ops";
+  let description = [{
+    Rewrites every `loom.sgd_update` and `loom.adamw_update` into the
+    elementwise arithmetic it stands for, so that `loom-fuse-elementwise`
+    makes each parameter's whole update one kernel that reads the parameter,
+    its gradient and state once and writes them in place. Step-dependent
+    scalars (AdamW's bias corrections, SGD's first-step dampening) are
+    computed in f64 from the step count and cast to the parameter's type,
+    as torch computes them in Python floats.
+
+    Input:
+    ```mlir
+    %w1 = loom.sgd_update %w, %g, %step {lr = 1.000000e-01 : f64}
+        : (tensor<4xf32>, tensor<4xf32>, tensor<f64>) -> tensor<4xf32>
+    ```
+    Output:
+    ```mlir
+    %lr = loom.constant dense<1.000000e-01> : tensor<f32>
+    %0 = loom.mul %g, %lr : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+    %w1 = loom.sub %w, %0 : tensor<4xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PASSES_TD

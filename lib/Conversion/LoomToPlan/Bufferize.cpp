@@ -61,6 +61,8 @@ public:
       op->dropAllUses();
       op->erase();
     }
+    for (const PendingAssign &assign : assigns)
+      storeAssign(assign);
     body.eraseArguments(0, body.getNumArguments());
     func.setType(FunctionType::get(func.getContext(), {}, {}));
     func.removeArgAttrsAttr();
@@ -77,6 +79,11 @@ private:
             loc, ioName(func.getResultAttrDict(index), "result", index),
             buffers.lookup(value));
       builder.create<func::ReturnOp>(loc);
+      return success();
+    }
+    if (auto assign = dyn_cast<AssignOp>(op)) {
+      assigns.push_back(
+          {assign.getNameAttr(), buffers.lookup(assign.getValue()), loc});
       return success();
     }
     if (auto param = dyn_cast<ParamOp>(op)) {
@@ -136,10 +143,86 @@ private:
     return success();
   }
 
+  /// A loom.assign, stored once the whole function is bufferized (when every
+  /// read of the parameter is known).
+  struct PendingAssign {
+    FlatSymbolRefAttr name;
+    Value value;
+    Location loc;
+  };
+
+  /// Makes the step leave `assign.value` in the parameter's weight: in place,
+  /// by redirecting the kernel that computes the value into the weight, when
+  /// nothing reads the old value after that kernel; else by a copy at the
+  /// end of the step.
+  void storeAssign(const PendingAssign &assign) {
+    Block &body = func.getBody().front();
+    builder.setInsertionPointToStart(&body);
+    Value weight = builder.create<plan::WeightOp>(
+        assign.loc, assign.value.getType(), assign.name);
+    if (inPlaceWriter(assign)) {
+      Operation *alloc = assign.value.getDefiningOp();
+      Value value = assign.value;
+      value.replaceAllUsesWith(weight);
+      alloc->erase();
+      return;
+    }
+    builder.setInsertionPoint(body.getTerminator());
+    builder.create<plan::KernelOp>(assign.loc, "copy", ValueRange{assign.value},
+                                   ValueRange{weight},
+                                   builder.getDictionaryAttr({}));
+  }
+
+  /// The kernel that may write `assign.value` straight into the weight, or
+  /// null: the value must be a fresh buffer written by one kernel, after
+  /// which nothing reads the parameter's old value (an elementwise kernel
+  /// may read it itself: it loads a block before storing it).
+  plan::KernelOp inPlaceWriter(const PendingAssign &assign) {
+    auto alloc = assign.value.getDefiningOp<plan::AllocOp>();
+    if (!alloc)
+      return {};
+    plan::KernelOp writer;
+    for (OpOperand &use : alloc->getUses()) {
+      auto kernel = dyn_cast<plan::KernelOp>(use.getOwner());
+      if (kernel && llvm::is_contained(kernel.getOutputs(), assign.value)) {
+        if (writer)
+          return {};
+        writer = kernel;
+      }
+    }
+    if (!writer)
+      return {};
+    SmallVector<Value> reads;
+    func.walk([&](plan::WeightOp weight) {
+      if (weight.getNameAttr() == assign.name)
+        reads.push_back(weight.getBuffer());
+    });
+    while (!reads.empty()) {
+      Value buffer = reads.pop_back_val();
+      for (OpOperand &use : buffer.getUses()) {
+        Operation *user = use.getOwner();
+        if (auto view = dyn_cast<plan::ViewOp>(user)) {
+          reads.push_back(view.getResult());
+          continue;
+        }
+        if (user == writer.getOperation()) {
+          if (writer.getKernel() != "elementwise" ||
+              buffer.getType() != assign.value.getType())
+            return {};
+          continue;
+        }
+        if (!user->isBeforeInBlock(writer))
+          return {};
+      }
+    }
+    return writer;
+  }
+
   func::FuncOp func;
   SymbolTable &symbols;
   OpBuilder builder;
   IRMapping buffers;
+  SmallVector<PendingAssign> assigns;
 };
 
 struct BufferizePass : impl::LoomBufferizeBase<BufferizePass> {

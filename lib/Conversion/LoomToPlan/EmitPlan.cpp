@@ -226,6 +226,10 @@ private:
       FailureOr<rt::TensorRef> ref = reference(output);
       if (failed(ref))
         return failure();
+      // A weight the step writes (a trained parameter, optimizer state)
+      // persists across steps in the runtime.
+      if (ref->space == rt::TensorRef::Space::Weight)
+        plan.weights[ref->offset].state = true;
       instruction.outputs.push_back(*ref);
     }
     for (NamedAttribute attr : kernel.getKernelAttrs()) {

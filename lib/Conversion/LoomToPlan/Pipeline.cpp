@@ -9,6 +9,7 @@
 using namespace mlir;
 
 void mlir::loom::buildLowerToPlanPipeline(OpPassManager &pm) {
+  pm.nest<func::FuncOp>().addPass(createLoomExpandOptimizers());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   OpPassManager &funcs = pm.nest<func::FuncOp>();
@@ -21,7 +22,8 @@ void mlir::loom::buildLowerToPlanPipeline(OpPassManager &pm) {
 void mlir::loom::registerLowerToPlanPipeline() {
   PassPipelineRegistration<>(
       "loom-lower-to-plan",
-      "Lower loom functions to the plan dialect: canonicalize, fuse "
+      "Lower loom functions to the plan dialect: expand optimizer updates, "
+      "canonicalize, fuse "
       "elementwise chains, select kernels, bufferize, plan memory",
       buildLowerToPlanPipeline);
 }

@@ -31,10 +31,13 @@ public:
   explicit Selector(MLIRContext *context) : builder(context) {}
 
   /// The kernel for `op`; std::nullopt for ops that need none (reshape,
-  /// param, constant); failure after emitting an error.
+  /// param, constant, assign); failure after emitting an error.
   FailureOr<std::optional<Selection>> select(Operation *op) {
-    if (isa<ReshapeOp, ParamOp, ConstantOp>(op))
+    if (isa<ReshapeOp, ParamOp, ConstantOp, AssignOp>(op))
       return std::optional<Selection>();
+    if (isa<SGDUpdateOp, AdamWUpdateOp>(op))
+      return op->emitOpError("must be expanded before kernel selection; run "
+                             "-loom-expand-optimizers first");
     if (FusionOp::isFusible(op))
       return op->emitOpError("must be fused before kernel selection; run "
                              "-loom-fuse-elementwise first");

@@ -2,6 +2,9 @@
 
 #include "GraphImporter.h"
 
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringExtras.h"
+
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -313,6 +316,32 @@ void GraphImporter::markTrainableParameters() {
     parameter.setTrainable(trainable.contains(parameter.getSymName()));
 }
 
+void GraphImporter::warnAboutTiedInitializers() {
+  // PyTorch's eval-mode export keeps one initializer per distinct value and
+  // re-creates the other parameters as Identity nodes of it.
+  const onnx::GraphProto &graph = model.graph();
+  llvm::StringSet<> weights;
+  for (const onnx::TensorProto &tensor : graph.initializer())
+    weights.insert(tensor.name());
+  llvm::MapVector<StringRef, SmallVector<StringRef>> aliases;
+  for (const onnx::NodeProto &node : graph.node())
+    if (node.op_type() == "Identity" && node.input_size() == 1 &&
+        node.output_size() == 1 && weights.contains(node.input(0)))
+      aliases[node.input(0)].push_back(node.output(0));
+  for (auto &[initializer, names] : aliases) {
+    auto parameter = module->lookupSymbol<ParameterOp>(initializer);
+    if (!parameter || !parameter.getTrainable())
+      continue;
+    emitWarning(NameLoc::get(StringAttr::get(context, initializer)))
+        << "initializer '" << initializer << "' is re-exported through "
+        << "Identity as '" << llvm::join(names, "', '")
+        << "': training ties these parameters, which PyTorch trains "
+           "separately; export with torch.onnx.export(..., "
+           "training=torch.onnx.TrainingMode.TRAINING, "
+           "do_constant_folding=False)";
+  }
+}
+
 OwningOpRef<ModuleOp> GraphImporter::run() {
   module = ModuleOp::create(FileLineColLoc::get(context, modelPath, 0, 0));
   symbols = std::make_unique<SymbolTable>(*module);
@@ -331,6 +360,8 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     return nullptr;
   eraseDeadCode();
   markTrainableParameters();
+  if (options.warnTiedInitializers)
+    warnAboutTiedInitializers();
   if (failed(mlir::verify(*module)))
     return nullptr;
   return std::move(module);

@@ -33,6 +33,7 @@ private:
                                      Location loc);
   void eraseDeadCode();
   void markTrainableParameters();
+  void warnAboutTiedInitializers();
 
   MLIRContext *context;
   onnx::ModelProto &model;

@@ -45,3 +45,46 @@ func.func @unselected(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
   %0 = loom.softmax %x axis 1 : tensor<4x4xf32>
   return %0 : tensor<4x4xf32>
 }
+
+// -----
+
+// loom.assign: the kernel computing the new value writes the weight in place
+// when nothing reads the old value after it (an elementwise kernel may read
+// it itself); otherwise the new value is copied in at the end of the step.
+// CHECK-LABEL: func.func @assign() {
+// CHECK-NEXT:    %[[SNEW:.*]] = plan.weight @s : memref<4xf32>
+// CHECK-NEXT:    %[[WNEW:.*]] = plan.weight @w : memref<4xf32>
+// CHECK-NEXT:    plan.input "arg0"
+// CHECK-NEXT:    %[[W:.*]] = plan.weight @w : memref<4xf32>
+// CHECK-NEXT:    plan.kernel "elementwise" ins(%[[W]], %{{.*}} : memref<4xf32>, memref<4xf32>) outs(%[[WNEW]] : memref<4xf32>)
+// CHECK:         %[[S:.*]] = plan.weight @s : memref<4xf32>
+// CHECK-NEXT:    %[[T:.*]] = plan.alloc : memref<4xf32>
+// CHECK:         plan.kernel "elementwise" ins(%[[S]], %{{.*}} : memref<4xf32>, memref<4xf32>) outs(%[[T]] : memref<4xf32>)
+// CHECK:         plan.kernel "elementwise" ins(%[[S]], %[[T]] : memref<4xf32>, memref<4xf32>)
+// CHECK:         plan.kernel "copy" ins(%[[T]] : memref<4xf32>) outs(%[[SNEW]] : memref<4xf32>)
+// CHECK-NEXT:    return
+loom.parameter @w trainable : tensor<4xf32> = dense<1.0> : tensor<4xf32>
+loom.parameter @s trainable : tensor<4xf32> = dense<1.0> : tensor<4xf32>
+func.func @assign(%g: tensor<4xf32>) -> tensor<4xf32> {
+  %w = loom.param @w : tensor<4xf32>
+  %w1 = loom.fusion(%w, %g) {plan.kernel = "elementwise"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>):
+    %0 = loom.sub %a, %b : tensor<4xf32>
+    loom.yield %0 : tensor<4xf32>
+  }
+  %s = loom.param @s : tensor<4xf32>
+  %s1 = loom.fusion(%s, %g) {plan.kernel = "elementwise"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>):
+    %0 = loom.sub %a, %b : tensor<4xf32>
+    loom.yield %0 : tensor<4xf32>
+  }
+  // Reads the old @s after its new value was computed.
+  %r = loom.fusion(%s, %s1) {plan.kernel = "elementwise"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>):
+    %0 = loom.mul %a, %b : tensor<4xf32>
+    loom.yield %0 : tensor<4xf32>
+  }
+  loom.assign @w, %w1 : tensor<4xf32>
+  loom.assign @s, %s1 : tensor<4xf32>
+  return %r : tensor<4xf32>
+}

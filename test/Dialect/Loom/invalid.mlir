@@ -627,3 +627,72 @@ func.func @fusion_yield_mismatch(%x: tensor<4xf32>) -> tensor<4xf32> {
 func.func @gradient_of_not_symbol(%x: tensor<4xf32>) -> (tensor<4xf32> {loom.gradient_of = 3 : i64}) {
   return %x : tensor<4xf32>
 }
+
+// -----
+
+loom.parameter @w trainable : tensor<4xf32>
+func.func @assign_twice(%x: tensor<4xf32>) {
+  loom.assign @w, %x : tensor<4xf32>
+  // expected-error @+1 {{assigns @w a second time in the same block}}
+  loom.assign @w, %x : tensor<4xf32>
+  return
+}
+
+// -----
+
+loom.parameter @w trainable : tensor<4xf32>
+func.func @assign_wrong_type(%x: tensor<2xf32>) {
+  // expected-error @+1 {{assigns a 'tensor<2xf32>' to parameter @w of type 'tensor<4xf32>'}}
+  loom.assign @w, %x : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @assign_unknown(%x: tensor<2xf32>) {
+  // expected-error @+1 {{assigns @nope, which is not a loom.parameter}}
+  loom.assign @nope, %x : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @sgd_missing_buffer(%p: tensor<4xf32>, %step: tensor<f64>) -> tensor<4xf32> {
+  // expected-error @+1 {{takes 1 state operand(s) (the momentum buffer) with these hyper-parameters, got 0}}
+  %0 = loom.sgd_update %p, %p, %step {lr = 0.1 : f64, momentum = 0.9 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<f64>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @sgd_nesterov_without_momentum(%p: tensor<4xf32>, %step: tensor<f64>) -> tensor<4xf32> {
+  // expected-error @+1 {{nesterov needs a momentum and zero dampening}}
+  %0 = loom.sgd_update %p, %p, %step {lr = 0.1 : f64, nesterov} : (tensor<4xf32>, tensor<4xf32>, tensor<f64>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @sgd_grad_type(%p: tensor<4xf32>, %g: tensor<4xf64>, %step: tensor<f64>) -> tensor<4xf32> {
+  // expected-error @+1 {{has gradient type 'tensor<4xf64>' but parameter type 'tensor<4xf32>'}}
+  %0 = loom.sgd_update %p, %g, %step {lr = 0.1 : f64} : (tensor<4xf32>, tensor<4xf64>, tensor<f64>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @adamw_betas(%p: tensor<4xf32>, %step: tensor<f64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  // expected-error @+1 {{betas (9.000000e-01, 1.000000e+00) must lie in [0, 1)}}
+  %0:3 = loom.adamw_update %p, %p, %step, %p, %p {lr = 0.1 : f64, beta2 = 1.0 : f64}
+      : (tensor<4xf32>, tensor<4xf32>, tensor<f64>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %0#0, %0#1, %0#2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+func.func @adamw_negative_lr(%p: tensor<4xf32>, %step: tensor<f64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  // expected-error @+1 {{lr -1.000000e-01 must be >= 0}}
+  %0:3 = loom.adamw_update %p, %p, %step, %p, %p {lr = -0.1 : f64}
+      : (tensor<4xf32>, tensor<4xf32>, tensor<f64>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %0#0, %0#1, %0#2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}

@@ -210,3 +210,20 @@ func.func @fusion(%h: tensor<8x32xf32>, %b: tensor<32xf32>) -> tensor<8x32xf32> 
   }
   return %0 : tensor<8x32xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @training
+// CHECK:         loom.sgd_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, nesterov}
+// CHECK:         loom.adamw_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {lr = 1.000000e-03 : f64}
+// CHECK:         loom.assign @w, %{{.*}} : tensor<4xf32>
+loom.parameter @w trainable : tensor<4xf32>
+func.func @training(%g: tensor<4xf32>, %step: tensor<f64>, %s: tensor<4xf32>) {
+  %w = loom.param @w : tensor<4xf32>
+  %0:2 = loom.sgd_update %w, %g, %step, %s {lr = 0.1 : f64, momentum = 0.9 : f64, nesterov}
+      : (tensor<4xf32>, tensor<4xf32>, tensor<f64>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  %1:3 = loom.adamw_update %0#0, %g, %step, %s, %s {lr = 1.0e-3 : f64}
+      : (tensor<4xf32>, tensor<4xf32>, tensor<f64>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  loom.assign @w, %1#0 : tensor<4xf32>
+  return
+}

@@ -152,3 +152,52 @@ TEST(ExecutorTest, RejectsMissingRank) {
 }
 
 } // namespace
+
+TEST(ExecutorTest, StateWeightsPersistAcrossRunsAndExecutors) {
+  // w += x every run: state lives in the executor, not in the shared plan.
+  auto plan = std::make_shared<Plan>();
+  Weight w;
+  w.name = "w";
+  w.shape = {2};
+  w.bytes = 8;
+  w.state = true;
+  plan->weights.push_back(w);
+  float initial[] = {1, 2};
+  plan->data.resize(8);
+  std::memcpy(plan->data.data(), initial, 8);
+  RankProgram &rank = plan->ranks.emplace_back();
+  rank.arenaBytes = 64;
+  rank.inputs.push_back({"x", arena(0, {2})});
+  TensorRef weight = arena(0, {2});
+  weight.space = TensorRef::Space::Weight;
+  Instruction add;
+  add.kernel = "elementwise";
+  add.inputs = {weight, arena(0, {2})};
+  add.outputs = {weight};
+  ProgramOp op;
+  op.op = "add";
+  op.operands = {0, 1};
+  add.program.push_back(op);
+  add.yields = {2};
+  rank.instructions.push_back(add);
+
+  auto first = Executor::create(plan);
+  ASSERT_TRUE(first.isOk()) << first.status().message();
+  ASSERT_TRUE((*first)->setInput("x", floats({2}, {10, 20})).isOk());
+  ASSERT_TRUE((*first)->run().isOk());
+  ASSERT_TRUE((*first)->run().isOk());
+  HostTensor after = (*first)->weight(0);
+  const float *values = reinterpret_cast<const float *>(after.data.data());
+  EXPECT_EQ(values[0], 21.0f);
+  EXPECT_EQ(values[1], 42.0f);
+  // The plan's data is untouched, so a second executor starts afresh.
+  auto second = Executor::create(plan);
+  ASSERT_TRUE(second.isOk());
+  HostTensor fresh = (*second)->weight(0);
+  EXPECT_EQ(reinterpret_cast<const float *>(fresh.data.data())[0], 1.0f);
+  // Resuming: state can be set, with its own type only.
+  EXPECT_TRUE((*second)->setWeight(0, after).isOk());
+  EXPECT_EQ(reinterpret_cast<const float *>((*second)->weight(0).data.data())[1],
+            42.0f);
+  EXPECT_FALSE((*second)->setWeight(0, floats({3}, {1, 2, 3})).isOk());
+}

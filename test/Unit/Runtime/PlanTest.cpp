@@ -431,7 +431,7 @@ TEST(PlanErrorTest, Weights) {
             "plan.lp:3: expected a weight name in double quotes, got 'w'");
   EXPECT_EQ(parseError(corrupt(" bytes 16", "")),
             "plan.lp:3: expected 'weight ID \"NAME\" DTYPE SHAPE offset INT "
-            "bytes INT'");
+            "bytes INT [state]'");
   EXPECT_EQ(parseError(corrupt("weights 1", "weights 2")),
             "plan.lp:4: expected 2 weight lines, got 'rank'");
   EXPECT_EQ(parseError(corrupt("weights 1", "weights 0")),
@@ -722,4 +722,51 @@ TEST(PlanErrorTest, GarbageFails) {
   }
   std::string message = parseError(garbage);
   EXPECT_EQ(message.rfind("plan.lp:", 0), 0u) << message;
+}
+
+//===----------------------------------------------------------------------===//
+// State weights (training)
+//===----------------------------------------------------------------------===//
+
+namespace {
+std::string statePlan(const char *weightFlag) {
+  return std::string("loom-plan 1\n"
+                     "weights 1\n"
+                     "weight 0 \"w\" f32 [2] offset 0 bytes 8") +
+         weightFlag +
+         "\n"
+         "rank 0 arena 64\n"
+         "kernel elementwise w0:f32[2] -> w0:f32[2] {\n"
+         "  %1 = add f32 %0 %0\n"
+         "  yield %1\n"
+         "}\n"
+         "end\n"
+         "data 8\n" +
+         std::string(8, '\0');
+}
+} // namespace
+
+TEST(PlanTest, StateWeightsMayBeWritten) {
+  StatusOr<Plan> plan = parsePlan(statePlan(" state"), "state.lp");
+  ASSERT_TRUE(plan.isOk()) << plan.status().message();
+  EXPECT_TRUE(plan->weights[0].state);
+  std::string text = writePlan(*plan);
+  EXPECT_NE(text.find("weight 0 \"w\" f32 [2] offset 0 bytes 8 state\n"),
+            std::string::npos);
+  StatusOr<Plan> again = parsePlan(text, "again.lp");
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  EXPECT_TRUE(again->weights[0].state);
+}
+
+TEST(PlanErrorTest, OnlyStateWeightsMayBeWritten) {
+  StatusOr<Plan> plan = parsePlan(statePlan(""), "plan.lp");
+  ASSERT_FALSE(plan.isOk());
+  EXPECT_EQ(plan.status().message(),
+            "plan.lp:5: kernel output w0:f32[2] writes weight 0, which is not "
+            "marked 'state' (read-only)");
+  StatusOr<Plan> flagged = parsePlan(statePlan(" frozen"), "plan.lp");
+  ASSERT_FALSE(flagged.isOk());
+  EXPECT_EQ(flagged.status().message(),
+            "plan.lp:3: expected 'weight ID \"NAME\" DTYPE SHAPE offset INT "
+            "bytes INT [state]'");
 }

@@ -10,14 +10,22 @@
 
 #include "loom/Conversion/LoomToPlan/LoomToPlan.h"
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
+#include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Dialect/Plan/IR/PlanDialect.h"
 #include "loom/Import/ONNX/ImportONNX.h"
+#include "loom/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/MemoryBuffer.h"
+
 #include "llvm/Support/SourceMgr.h"
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <regex>
 
 using namespace mlir;
 namespace rt = ::loom::runtime;
@@ -49,7 +57,94 @@ std::string describeLocation(Location loc, const std::string &path,
   return path;
 }
 
+/// Freezes the parameters --freeze matches, then adds the loss, its
+/// gradients and the optimizer step; keeps only the step.
+LogicalResult buildTrainingStep(ModuleOp module,
+                                const ::loom::ModelCompileOptions &options,
+                                const std::string &path, std::string &errors) {
+  const ::loom::TrainCompileOptions &train = options.train;
+  std::string model =
+      options.functionName.empty() ? "forward" : options.functionName;
+  if (!train.freeze.empty()) {
+    std::regex pattern;
+    try {
+      pattern = std::regex(train.freeze, std::regex::ECMAScript);
+    } catch (const std::regex_error &error) {
+      errors += path + ": error: --freeze '" + train.freeze +
+                "' is not a valid regular expression";
+      return failure();
+    }
+    for (auto parameter : module.getOps<mlir::loom::ParameterOp>())
+      if (std::regex_search(parameter.getSymName().str(), pattern))
+        parameter.setTrainable(false);
+  }
+  PassManager pm(module.getContext());
+  mlir::loom::LoomAttachLossOptions loss;
+  loss.function = model;
+  loss.kind = train.loss;
+  pm.addPass(mlir::loom::createLoomAttachLoss(loss));
+  mlir::loom::LoomAutodiffOptions autodiff;
+  autodiff.function = model + "_loss";
+  pm.addPass(mlir::loom::createLoomAutodiff(autodiff));
+  mlir::loom::LoomBuildTrainStepOptions step;
+  step.function = model + "_loss_grad";
+  step.optimizer = train.optimizer;
+  step.lr = train.lr;
+  step.momentum = train.momentum;
+  step.dampening = train.dampening;
+  step.nesterov = train.nesterov;
+  step.beta1 = train.beta1;
+  step.beta2 = train.beta2;
+  step.eps = train.eps;
+  step.weightDecay = train.weightDecay;
+  step.clipGradNorm = train.clipGradNorm;
+  step.gradAccum = train.gradAccum;
+  pm.addPass(mlir::loom::createLoomBuildTrainStep(step));
+  if (failed(pm.run(module)))
+    return failure();
+  // The model, loss and gradient functions were inlined into the step.
+  for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+    if (func.getSymName() != "train_step")
+      func.erase();
+  return success();
+}
+
 } // namespace
+
+auto ::loom::saveTrainedModel(
+    const std::string &modelPath, const std::string &outPath,
+    const std::map<std::string, rt::HostTensor> &values)
+    -> rt::StatusOr<size_t> {
+  if (!llvm::StringRef(modelPath).ends_with(".onnx"))
+    return rt::Status::error("--save writes ONNX models; " + modelPath +
+                             " is not a binary .onnx model");
+  rt::StatusOr<std::string> bytes = rt::readFile(modelPath);
+  if (!bytes)
+    return bytes.status();
+  llvm::StringMap<llvm::StringRef> raw;
+  for (const auto &[name, tensor] : values)
+    raw[name] = llvm::StringRef(
+        reinterpret_cast<const char *>(tensor.data.data()), tensor.data.size());
+  std::string error;
+  size_t replaced = 0;
+  std::optional<std::string> model =
+      mlir::loom::replaceInitializers(*bytes, raw, error, &replaced);
+  if (!model)
+    return rt::Status::error(modelPath + ": " + error);
+  // Written next to the target and renamed: never a half-written model.
+  std::string temporary = outPath + ".tmp";
+  FILE *file = std::fopen(temporary.c_str(), "wb");
+  bool written = file && std::fwrite(model->data(), 1, model->size(), file) ==
+                             model->size();
+  if (file && std::fclose(file) != 0)
+    written = false;
+  if (!written || std::rename(temporary.c_str(), outPath.c_str()) != 0) {
+    std::string reason = std::strerror(errno);
+    std::remove(temporary.c_str());
+    return rt::Status::error("cannot write " + outPath + ": " + reason);
+  }
+  return replaced;
+}
 
 auto ::loom::compileModel(const std::string &path,
                           const ::loom::ModelCompileOptions &options)
@@ -66,9 +161,13 @@ auto ::loom::compileModel(const std::string &path,
   context.loadAllAvailableDialects();
   std::string errors;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    std::string message = diag.str();
+    if (diag.getSeverity() == DiagnosticSeverity::Warning)
+      std::fprintf(stderr, "%s: warning: %s\n",
+                   describeLocation(diag.getLocation(), path, message).c_str(),
+                   message.c_str());
     if (diag.getSeverity() != DiagnosticSeverity::Error)
       return success();
-    std::string message = diag.str();
     if (!errors.empty())
       errors += "\n";
     errors += describeLocation(diag.getLocation(), path, message) +
@@ -98,6 +197,7 @@ auto ::loom::compileModel(const std::string &path,
     for (const std::vector<int64_t> &shape : options.positionalInputShapes)
       importOptions.positionalInputShapes.emplace_back(shape.begin(),
                                                        shape.end());
+    importOptions.warnTiedInitializers = options.train.enabled;
     module = mlir::loom::importONNX((*file)->getBuffer(), path,
                                     extension == "onnxtext", &context,
                                     importOptions);
@@ -108,8 +208,14 @@ auto ::loom::compileModel(const std::string &path,
   }
   if (!module)
     return failure("cannot read the model");
+  std::string functionName = options.functionName;
+  if (options.train.enabled) {
+    if (failed(buildTrainingStep(*module, options, path, errors)))
+      return failure("cannot build the training step");
+    functionName = "train_step";
+  }
   FailureOr<rt::Plan> plan =
-      mlir::loom::lowerToRuntimePlan(*module, options.functionName);
+      mlir::loom::lowerToRuntimePlan(*module, functionName);
   if (mlir::failed(plan))
     return failure("lowering failed");
   return std::move(*plan);

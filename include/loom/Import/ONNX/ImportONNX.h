@@ -14,6 +14,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace mlir {
@@ -45,6 +46,10 @@ struct ONNXImportOptions {
   int64_t inlineElementLimit = 64;
   /// Name of the imported `func.func`.
   std::string functionName = "forward";
+  /// Warn about initializers that PyTorch's eval-mode export merged because
+  /// they held equal values (see docs/design/training.md): training the
+  /// import would tie parameters that PyTorch trains separately.
+  bool warnTiedInitializers = false;
 };
 
 /// Imports the ONNX model in `bytes` (a serialized ModelProto, or the ONNX
@@ -55,6 +60,17 @@ OwningOpRef<ModuleOp> importONNX(llvm::StringRef bytes,
                                  llvm::StringRef modelPath, bool isText,
                                  MLIRContext *context,
                                  const ONNXImportOptions &options);
+
+/// Returns the serialized ONNX model `modelBytes` with the data of the
+/// initializers named in `values` replaced (raw little-endian bytes of the
+/// initializer's own type and shape; external data becomes inline). Names
+/// that are not initializers (optimizer state) are skipped; `replacedCount`
+/// receives how many were replaced. Fails, with the reason in `error`, on a
+/// model that does not parse or a size that does not fit.
+std::optional<std::string>
+replaceInitializers(llvm::StringRef modelBytes,
+                    const llvm::StringMap<llvm::StringRef> &values,
+                    std::string &error, size_t *replacedCount = nullptr);
 
 } // namespace loom
 } // namespace mlir

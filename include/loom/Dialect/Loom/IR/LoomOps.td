@@ -655,6 +655,101 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [
 }
 
 //===----------------------------------------------------------------------===//
+// Training: parameter updates and optimizers
+//===----------------------------------------------------------------------===//
+
+def Loom_AssignOp : Loom_Op<"assign", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemWrite]>]> {
+  let summary = "Sets the value a parameter has in the next step";
+  let description = [{
+    Stores `value` as the new value of the `loom.parameter` named by `name`.
+    Every `loom.param` of the same function still reads the value the
+    parameter had when the step began: the store takes effect when the step
+    ends. A function assigns each parameter at most once. Bufferization
+    writes the new value in place when nothing reads the parameter
+    afterwards, and copies it otherwise.
+
+    ```mlir
+    loom.assign @fc1.weight, %updated : tensor<512x2048xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name, Loom_Tensor:$value);
+  let assemblyFormat = "$name `,` $value attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+class Loom_OptimizerUpdateOp<string mnemonic> : Loom_Op<mnemonic, [Pure]> {
+  /// The optimizer's hyper-parameters, as attributes.
+  dag hyperParameters = (ins);
+  let arguments = !con((ins Loom_FloatTensor:$param, Loom_FloatTensor:$grad,
+                            0DTensorOf<[F64]>:$step,
+                            Variadic<Loom_FloatTensor>:$states),
+                       hyperParameters);
+  let results = (outs Loom_FloatTensor:$new_param,
+                      Variadic<Loom_FloatTensor>:$new_states);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $step (`,` $states^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_SGDUpdateOp : Loom_OptimizerUpdateOp<"sgd_update"> {
+  let summary = "One torch.optim.SGD update of a parameter";
+  let description = [{
+    Returns the parameter after one step of stochastic gradient descent, and
+    the new momentum buffer when `momentum` is not 0 (then `states` holds
+    the buffer, zero before the first step). `step` is the 1-based number of
+    this update. The semantics are exactly `torch.optim.SGD`'s:
+
+    ```
+    d = grad + weight_decay * param
+    buf' = step == 1 ? d : momentum * buf + (1 - dampening) * d
+    d = nesterov ? d + momentum * buf' : buf'      (with momentum)
+    param' = param - lr * d
+    ```
+
+    ```mlir
+    %w1, %buf1 = loom.sgd_update %w, %g, %step, %buf {lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64}
+        : (tensor<64x32xf32>, tensor<64x32xf32>, tensor<f64>, tensor<64x32xf32>) -> (tensor<64x32xf32>, tensor<64x32xf32>)
+    ```
+  }];
+  let hyperParameters = (ins F64Attr:$lr,
+      DefaultValuedAttr<F64Attr, "0.0">:$momentum,
+      DefaultValuedAttr<F64Attr, "0.0">:$dampening,
+      DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+      UnitAttr:$nesterov);
+}
+
+def Loom_AdamWUpdateOp : Loom_OptimizerUpdateOp<"adamw_update"> {
+  let summary = "One torch.optim.AdamW update of a parameter";
+  let description = [{
+    Returns the parameter after one AdamW step and the new first and second
+    moments (`states` holds both, zero before the first step). `step` is the
+    1-based number of this update. The semantics are exactly
+    `torch.optim.AdamW`'s (without amsgrad):
+
+    ```
+    param = param * (1 - lr * weight_decay)
+    m' = beta1 * m + (1 - beta1) * grad
+    v' = beta2 * v + (1 - beta2) * grad * grad
+    param' = param - lr / (1 - beta1^step) * m' / (sqrt(v') / sqrt(1 - beta2^step) + eps)
+    ```
+
+    ```mlir
+    %w1, %m1, %v1 = loom.adamw_update %w, %g, %step, %m, %v {lr = 1.000000e-03 : f64}
+        : (tensor<64xf32>, tensor<64xf32>, tensor<f64>, tensor<64xf32>, tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let hyperParameters = (ins F64Attr:$lr,
+      DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+      DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+      DefaultValuedAttr<F64Attr, "1.0e-8">:$eps,
+      DefaultValuedAttr<F64Attr, "0.01">:$weight_decay);
+}
+
+//===----------------------------------------------------------------------===//
 // Fusion
 //===----------------------------------------------------------------------===//
 

@@ -79,7 +79,10 @@ def Plan_WeightOp : Plan_Op<"weight", [
     Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "The buffer of a `loom.parameter`";
   let description = [{
-    Weights live in the plan's data section, outside the arena.
+    Weights live in the plan's data section, outside the arena. A kernel may
+    write one (a trained parameter or optimizer state, from `loom.assign`):
+    the plan then marks it `state`, and the runtime keeps its value from one
+    step to the next.
 
     ```mlir
     %w = plan.weight @wte : memref<64x32xf32>

@@ -1,0 +1,54 @@
+//===- Train.h - loom-run --train: the training loop ------------*- C++ -*-===//
+//
+// Runs a training-step plan (made with ModelCompileOptions::train) over a
+// data set: batches, metrics, progress, checkpoints, NaN checks. Plain C++ on
+// the runtime; only --save needs the compiler (it writes ONNX).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_TOOLS_LOOM_RUN_TRAIN_H
+#define LOOM_TOOLS_LOOM_RUN_TRAIN_H
+
+#include "loom/Runtime/Plan.h"
+#include "loom/Runtime/TensorIO.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace loom {
+
+struct TrainOptions {
+  /// Rows per step (all microbatches together).
+  int64_t batchSize = 1;
+  /// Total steps of the run; a resumed run continues up to this count.
+  int64_t steps = 1;
+  bool shuffle = false;
+  uint64_t seed = 0;
+  std::string loss = "cross_entropy";
+  std::string modelPath;
+  std::string metricsPath;
+  std::string savePath;
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0;
+  std::string resumeDir;
+};
+
+/// The whole data set: first dimension = samples.
+struct Dataset {
+  std::vector<std::pair<std::string, runtime::HostTensor>> named;
+  std::vector<runtime::HostTensor> positional;
+  std::vector<std::string> positionalPaths;
+  /// Absent for loss `none`.
+  std::optional<runtime::HostTensor> labels;
+};
+
+/// Trains; returns the process exit code, having printed any error.
+int runTraining(std::shared_ptr<const runtime::Plan> plan, const Dataset &data,
+                const TrainOptions &options);
+
+} // namespace loom
+
+#endif // LOOM_TOOLS_LOOM_RUN_TRAIN_H
