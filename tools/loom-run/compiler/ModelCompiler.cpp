@@ -78,6 +78,16 @@ LogicalResult buildTrainingStep(ModuleOp module,
       if (std::regex_search(parameter.getSymName().str(), pattern))
         parameter.setTrainable(false);
   }
+  if (llvm::none_of(module.getOps<mlir::loom::ParameterOp>(),
+                    [](auto parameter) { return parameter.getTrainable(); })) {
+    errors += path +
+              ": error: the model has no trainable parameters (float "
+              "initializers" +
+              (train.freeze.empty()
+                   ? std::string(")")
+                   : "; --freeze '" + train.freeze + "' matches them all)");
+    return failure();
+  }
   PassManager pm(module.getContext());
   mlir::loom::LoomAttachLossOptions loss;
   loss.function = model;
@@ -159,6 +169,8 @@ auto ::loom::compileModel(const std::string &path,
                   func::FuncDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // Users read these errors; the op dump is for pass developers (loom-opt).
+  context.printOpOnDiagnostic(false);
   std::string errors;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
     std::string message = diag.str();
