@@ -84,3 +84,20 @@ func.func @nothing_to_fuse(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %1 = loom.exp %x : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
+
+// -----
+
+// Two independent chains of one shape that meet (an optimizer update: one
+// chain per state) merge into a single fusion with two results.
+// CHECK-LABEL: func.func @merge_chains
+// CHECK-NEXT:    %[[F:.*]]:2 = loom.fusion(%arg1, %arg2, %arg0)
+// CHECK-NOT:     loom.fusion
+// CHECK:         return %[[F]]#1, %[[F]]#0
+func.func @merge_chains(%p: tensor<8xf32>, %m: tensor<8xf32>, %g: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %c = loom.constant dense<0.9> : tensor<f32>
+  %0 = loom.mul %m, %c : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %1 = loom.mul %g, %c : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %2 = loom.add %0, %1 : tensor<8xf32>
+  %3 = loom.sub %p, %2 : tensor<8xf32>
+  return %3, %2 : tensor<8xf32>, tensor<8xf32>
+}
