@@ -5,12 +5,19 @@
 # examples/gpt/data/corpus.txt into next-byte windows, trains the model with
 # `loom-run --train` (AdamW), saves the trained ONNX, and prints a summary:
 # the loss before and after, time per step, and a few bytes sampled greedily
-# from the model before and after training.
+# from the model before and after training (by loom-run, from the ONNX).
+#
+# The data set is SAMPLES overlapping windows of BLOCK bytes at evenly spaced
+# offsets, reshuffled every epoch (--shuffle): with non-overlapping stride-BLOCK
+# windows every byte always sits at the same position, and the model
+# memorizes by absolute position (low loss, gibberish samples) instead of
+# learning text. 600 steps take the loss from ~5.7 to ~1.0 nats per byte in
+# about 20-30 s of training on 2 cores.
 #
 #   scripts/example.sh
 #
-# Environment (defaults): STEPS=200 BATCH=16 LR=3e-3 BLOCK=64 LAYERS=2
-#   HEADS=4 EMBD=128 SEED=0 SAMPLE_BYTES=48 (0: no sampling)
+# Environment (defaults): STEPS=600 BATCH=16 LR=5e-3 SAMPLES=2048 BLOCK=64
+#   LAYERS=2 HEADS=4 EMBD=128 SEED=0 SAMPLE_BYTES=48 (0: no sampling)
 #   PROMPT="The compiler " BUILD_DIR=build
 # Outputs in $BUILD_DIR/examples: gpt.onnx (untrained), bytes/ (data set),
 # gpt-train-metrics.jsonl (one line per step), gpt-trained.onnx.
@@ -19,7 +26,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 python=/usr/bin/python3
 
-STEPS="${STEPS:-200}" BATCH="${BATCH:-16}" LR="${LR:-3e-3}"
+STEPS="${STEPS:-600}" BATCH="${BATCH:-16}" LR="${LR:-5e-3}"
+SAMPLES="${SAMPLES:-2048}"
 BLOCK="${BLOCK:-64}" LAYERS="${LAYERS:-2}" HEADS="${HEADS:-4}"
 EMBD="${EMBD:-128}" SEED="${SEED:-0}" SAMPLE_BYTES="${SAMPLE_BYTES:-48}"
 PROMPT="${PROMPT:-The compiler }"
@@ -33,35 +41,36 @@ data="$work/bytes"
 metrics="$work/gpt-train-metrics.jsonl"
 trained="$work/gpt-trained.onnx"
 corpus="$root/examples/gpt/data/corpus.txt"
+indent() { sed "s|$root/||g; s/^/  /"; }
 
 echo "== Exporting examples/gpt/export_for_training.py (byte-level GPT," \
   "training-mode ONNX, opset 17)"
 "$python" "$root/examples/gpt/export_for_training.py" "$model" \
   --block-size "$BLOCK" --layers "$LAYERS" --heads "$HEADS" --embd "$EMBD" \
-  --seed "$SEED" 2>&1 | sed 's/^/  /'
+  --seed "$SEED" 2>&1 | indent
 
 echo
-echo "== Data set: ${corpus#$root/} as bytes, windows of $BLOCK"
+echo "== Data set: ${corpus#"$root"/} as bytes, $SAMPLES windows of $BLOCK"
 "$python" "$root/examples/gpt/make_byte_dataset.py" "$corpus" "$data" \
-  --block-size "$BLOCK" 2>&1 | sed 's/^/  /'
+  --block-size "$BLOCK" --samples "$SAMPLES" 2>&1 | indent
 
-# The causal-mask buffers (h.<i>.attn.bias) are float initializers but not
-# PyTorch parameters: --freeze keeps AdamW's weight decay off them.
+# The causal-mask buffers (h.<i>.attn.bias) are float initializers but only
+# compared, never differentiated: like PyTorch, Loom leaves them untouched.
 train=("$build/bin/loom-run" "$model" --train
   --input "idx=$data/input.npy" --labels "$data/labels.npy"
-  --loss cross_entropy --batch-size "$BATCH" --steps "$STEPS"
-  --optimizer adamw --lr "$LR" --freeze '\.attn\.bias$'
+  --loss cross_entropy --batch-size "$BATCH" --steps "$STEPS" --shuffle "$SEED"
+  --optimizer adamw --lr "$LR"
   --metrics "$metrics" --save "$trained")
 echo
 echo "== ${train[*]}" | sed "s|$root/||g"
 rm -f "$metrics" "$trained"
 start=$(date +%s.%N)
-"${train[@]}" | sed 's/^/  /'
+"${train[@]}" | indent
 end=$(date +%s.%N)
 
 echo
 echo "== Result"
-"$python" - "$metrics" "$model" "$trained" "$start" "$end" <<'EOF' | sed 's/^/  /'
+"$python" - "$metrics" "$model" "$trained" "$start" "$end" <<'EOF' | indent
 import json, math, statistics, sys
 import numpy as np
 import onnx

@@ -278,8 +278,12 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
 
   /// The update of one parameter and the stores of its new value and state.
   void update(ModuleOp module, SymbolTable &symbols, OpBuilder &builder,
-              Location loc, ParameterOp parameter, Value grad,
+              Location stepLoc, ParameterOp parameter, Value grad,
               Value stepNumber) {
+    // Reports name an update's kernel after its parameter.
+    Location loc = NameLoc::get(
+        builder.getStringAttr(optimizer + " " + parameter.getSymName()),
+        stepLoc);
     RankedTensorType type = parameter.getTensorType();
     SmallVector<StringRef> stateNames;
     if (optimizer == "sgd" && momentum != 0)

@@ -374,7 +374,7 @@ private:
 } // namespace
 
 int loom::runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
-                      const TrainOptions &options) {
+                      const TrainOptions &options, RunReport &report) {
   StatusOr<std::unique_ptr<Executor>> created = Executor::create(plan);
   if (!created)
     return fail(options.modelPath + ": " + created.status().message());
@@ -440,7 +440,8 @@ int loom::runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
       if (Status status = executor.setInput(feed.name, gatherRows(feed, rows));
           !status)
         return fatal(status.message());
-    if (Status status = executor.run(); !status)
+    bool profile = options.profileLastStep && step + 1 == options.steps;
+    if (Status status = executor.run(profile); !status)
       return fatal("step " + std::to_string(step) + ": " + status.message());
     HostTensor lossTensor = executor.output(lossIndex);
     double loss =
@@ -476,6 +477,7 @@ int loom::runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
   }
   if (metrics)
     std::fclose(metrics);
+  report = executor.report();
 
   if (!options.savePath.empty()) {
     std::map<std::string, HostTensor> values;

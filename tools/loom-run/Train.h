@@ -9,6 +9,7 @@
 #ifndef LOOM_TOOLS_LOOM_RUN_TRAIN_H
 #define LOOM_TOOLS_LOOM_RUN_TRAIN_H
 
+#include "loom/Runtime/Executor.h"
 #include "loom/Runtime/Plan.h"
 #include "loom/Runtime/TensorIO.h"
 
@@ -34,6 +35,8 @@ struct TrainOptions {
   std::string checkpointDir;
   int64_t checkpointEvery = 0;
   std::string resumeDir;
+  /// Profile the last step (--report).
+  bool profileLastStep = false;
 };
 
 /// The whole data set: first dimension = samples.
@@ -46,8 +49,9 @@ struct Dataset {
 };
 
 /// Trains; returns the process exit code, having printed any error.
+/// `report` receives the executor's report after the last step.
 int runTraining(std::shared_ptr<const runtime::Plan> plan, const Dataset &data,
-                const TrainOptions &options);
+                const TrainOptions &options, runtime::RunReport &report);
 
 } // namespace loom
 

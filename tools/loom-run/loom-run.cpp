@@ -39,8 +39,10 @@ options:
   --input NAME=FILE   bind graph input NAME to FILE (.npy or ONNX TensorProto .pb);
                       a bare INPUT_FILE binds the next graph input in order
   --output-dir DIR    write every output to DIR/<output name>.npy
-  --emit-plan FILE    write the compiled plan to FILE (runs only if inputs are given)
+  --emit-plan FILE    write the compiled plan to FILE (runs only if inputs are given;
+                      with --train, the training-step plan, then trains)
   --report            print planned vs measured peak memory and time per kernel
+                      (with --train: of the last step)
   --dim NAME=SIZE     size of a symbolic ONNX dimension (else read off the inputs)
   --function NAME     the function of a .mlir module to run
   --iterations N      run N times and report the mean time
@@ -319,10 +321,11 @@ std::string parseOptions(int argc, char **argv, Options &options) {
              std::to_string(train.gradAccum);
     if (train.optimizer == "sgd" && train.lr < 0)
       return "--optimizer sgd needs --lr (torch.optim.SGD has no default)";
-    if (!options.emitPlan.empty() || options.report ||
-        !options.outputDir.empty() || options.iterations != 1)
-      return "--emit-plan, --report, --output-dir and --iterations are for "
-             "inference runs, not --train";
+    if (!options.outputDir.empty() || options.iterations != 1 ||
+        options.warmup != 0)
+      return "--output-dir, --iterations and --warmup are for inference "
+             "runs, not --train";
+    options.train.profileLastStep = options.report;
     options.train.modelPath = options.model;
   }
   return "";
@@ -442,7 +445,19 @@ int train(Options &options) {
     }
     plan = std::make_shared<Plan>(std::move(*compiled));
   }
-  return runTraining(plan, data, options.train);
+  if (!options.emitPlan.empty()) {
+    std::string text = writePlan(*plan);
+    FILE *file = std::fopen(options.emitPlan.c_str(), "wb");
+    if (!file || std::fwrite(text.data(), 1, text.size(), file) != text.size())
+      return fail("cannot write " + options.emitPlan + ": " +
+                  std::strerror(errno));
+    std::fclose(file);
+  }
+  RunReport report;
+  int status = runTraining(plan, data, options.train, report);
+  if (status == 0 && options.report)
+    printReport(report, 1);
+  return status;
 }
 
 } // namespace
