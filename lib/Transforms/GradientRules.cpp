@@ -402,6 +402,17 @@ private:
       return e.unbroadcast(da, a.getType());
     });
     give(b, [&] {
+      RankedTensorType aType = tensorType(a), gType = tensorType(g());
+      if (tensorType(b).getRank() == 2 && aType.getRank() > 2 && !ta) {
+        // A weight shared by every batch (a linear layer): fold the batch
+        // into the rows and make one GEMM over all of them, rather than a
+        // product per batch and a sum of those (a batch-sized temporary).
+        int64_t rows = product(aType.getShape().drop_back());
+        Value flatA = e.reshape(a, {rows, aType.getShape().back()});
+        Value flatG = e.reshape(g(), {rows, gType.getShape().back()});
+        return tb ? e.matmul(flatG, flatA, true, false)
+                  : e.matmul(flatA, flatG, true, false);
+      }
       Value db = tb ? e.matmul(g(), a, true, ta) : e.matmul(a, g(), !ta, false);
       return e.unbroadcast(db, b.getType());
     });
@@ -488,18 +499,10 @@ private:
     RankedTensorType tableType = tensorType(table);
     if (gather.getAxis() != 0)
       return gather.emitOpError("has a gradient rule for axis 0 only");
-    int64_t rows = tableType.getDimSize(0);
-    int64_t count = product(tensorType(indices).getShape());
-    int64_t width = product(tableType.getShape().drop_front());
-    Value flat = e.reshape(indices, {count});
-    // Negative indices count from the end.
-    Value wrapped =
-        e.select(e.compare(CompareDirection::lt, flat, e.scalar(flat, 0)),
-                 e.add(flat, e.scalar(flat, double(rows))), flat);
-    Value hot = e.oneHot(wrapped, rows, tableType.getElementType());
-    Value rowsOfG = e.reshape(g(), {count, width});
-    Value sum = e.matmul(hot, rowsOfG, /*transposeX=*/true, false);
-    ctx.accumulate(table, e.reshape(sum, tableType.getShape()));
+    // The table's rows collect the slices of the output's gradient that
+    // read them (the kernel wraps negative indices as gather does).
+    ctx.accumulate(table,
+                   e.b.create<ScatterAddOp>(e.loc, tableType, g(), indices));
     return success();
   }
 

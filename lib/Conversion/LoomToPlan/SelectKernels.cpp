@@ -75,6 +75,7 @@ public:
                   {integer("axis", norm.getAxis()),
                    real("epsilon", norm.getEpsilon().convertToDouble())});
             })
+            .Case([&](ScatterAddOp) { return make("scatter_add"); })
             .Case([&](GatherOp gather) {
               return make("gather", {integer("axis", gather.getAxis())});
             })

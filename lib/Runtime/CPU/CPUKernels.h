@@ -52,6 +52,7 @@ LOOM_CPU_KERNEL(layer_norm)
 LOOM_CPU_KERNEL(cross_entropy)
 // DataMovement.cpp
 LOOM_CPU_KERNEL(gather)
+LOOM_CPU_KERNEL(scatter_add)
 LOOM_CPU_KERNEL(transpose)
 LOOM_CPU_KERNEL(slice)
 LOOM_CPU_KERNEL(concat)

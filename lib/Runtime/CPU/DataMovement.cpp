@@ -505,6 +505,98 @@ void dropoutTyped(const KernelArgs &args, double ratio, int64_t seed) {
 
 } // namespace
 
+//===----------------------------------------------------------------------===//
+// scatter_add
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+Status readScatterAdd(const Instruction &instruction) {
+  if (Status s = expectOperandCounts(instruction, 2, 1); !s)
+    return s;
+  if (Status s = expectKnownAttrs(instruction.attrs, {}); !s)
+    return s;
+  const TensorRef &updates = instruction.inputs[0],
+                  &indices = instruction.inputs[1], &y = instruction.outputs[0];
+  if (Status s = expectFloat(updates.dtype, "updates"); !s)
+    return s;
+  if (Status s = expectSameDType(updates, "updates", y, "result"); !s)
+    return s;
+  if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
+    return Status::error(std::string("indices have dtype ") +
+                         dtypeName(indices.dtype) + "; expected i32 or i64");
+  if (y.shape.empty())
+    return Status::error("result must have rank >= 1");
+  std::vector<int64_t> expected = indices.shape;
+  expected.insert(expected.end(), y.shape.begin() + 1, y.shape.end());
+  if (updates.shape != expected)
+    return Status::error("updates " + shapeString(updates.shape) +
+                         " should be " + shapeString(expected) +
+                         " for indices " + shapeString(indices.shape) +
+                         " and result " + shapeString(y.shape));
+  return Status::ok();
+}
+
+/// Threads own disjoint column ranges of the result, so the sums need no
+/// atomics and are the same for every thread count (index order).
+template <typename T, typename I> void scatterAddTyped(const KernelArgs &args) {
+  const Instruction &instruction = args.instruction;
+  const int64_t rows = instruction.outputs[0].shape[0];
+  const int64_t width =
+      instruction.outputs[0].elements() / std::max<int64_t>(rows, 1);
+  const int64_t count = instruction.inputs[1].elements();
+  const T *updates = static_cast<const T *>(args.inputs[0]);
+  const I *indices = static_cast<const I *>(args.inputs[1]);
+  T *y = static_cast<T *>(args.outputs[0]);
+  std::memset(y, 0, size_t(rows * width) * sizeof(T));
+  for (int64_t j = 0; j < count; ++j) {
+    int64_t index = int64_t(indices[j]);
+    if (index < -rows || index >= rows) {
+      reportError(args, "index " + std::to_string(index) + " at position " +
+                            std::to_string(j) + " is outside [-" +
+                            std::to_string(rows) + ", " + std::to_string(rows) +
+                            ")");
+      return;
+    }
+  }
+  constexpr int64_t kColumns = 64;
+  const int64_t chunks = (width + kColumns - 1) / kColumns;
+  int threads = threadsFor(count * width, 1 << 16);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t begin = chunk * kColumns,
+                  end = std::min(width, begin + kColumns);
+    for (int64_t j = 0; j < count; ++j) {
+      int64_t index = int64_t(indices[j]);
+      if (index < 0)
+        index += rows;
+      T *dst = y + index * width;
+      const T *src = updates + j * width;
+#pragma omp simd
+      for (int64_t c = begin; c < end; ++c)
+        dst[c] += src[c];
+    }
+  }
+}
+
+} // namespace
+
+Status cpu::check_scatter_add(const Instruction &instruction) {
+  return readScatterAdd(instruction);
+}
+void cpu::run_scatter_add(const KernelArgs &args) {
+  bool f32 = args.instruction.inputs[0].dtype == DType::F32;
+  bool i32 = args.instruction.inputs[1].dtype == DType::I32;
+  if (f32 && i32)
+    scatterAddTyped<float, int32_t>(args);
+  else if (f32)
+    scatterAddTyped<float, int64_t>(args);
+  else if (i32)
+    scatterAddTyped<double, int32_t>(args);
+  else
+    scatterAddTyped<double, int64_t>(args);
+}
+
 Status cpu::check_gather(const Instruction &instruction) {
   int64_t axis;
   return readGather(instruction, axis);

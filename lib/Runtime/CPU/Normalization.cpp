@@ -346,11 +346,12 @@ void crossEntropyTyped(const KernelArgs &args, const CrossEntropyAttrs &attrs) {
     } else {
       const T *row = logits + i * classes;
       T max = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : max)
       for (int64_t c = 0; c < classes; ++c)
         max = row[c] > max ? row[c] : max;
-      double sum = 0;
-      for (int64_t c = 0; c < classes; ++c)
-        sum += std::exp(double(row[c] - max));
+      // The vectorized exp of softmax: a scalar std::exp per class made
+      // this the step's most expensive kernel on large vocabularies.
+      double sum = expShiftedSum(row, classes, max);
       sampleLoss = double(max) + std::log(sum) - double(row[label]);
       ++counted;
     }

@@ -23,6 +23,8 @@ func.func @kernels(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<32xf3
   %c = loom.concat %h, %h axis 0 : (tensor<8x32xf32>, tensor<8x32xf32>) -> tensor<16x32xf32>
   // CHECK: loom.gather {{.*}} {plan.kernel = "gather", plan.kernel_attrs = {axis = 0 : i64}}
   %e = loom.gather %table[%ids] : (tensor<64x32xf32>, tensor<8xi64>) -> tensor<8x32xf32>
+  // CHECK: loom.scatter_add {{.*}} {plan.kernel = "scatter_add", plan.kernel_attrs = {}}
+  %sa = loom.scatter_add %e[%ids] : (tensor<8x32xf32>, tensor<8xi64>) -> tensor<64x32xf32>
   // CHECK: loom.dropout {{.*}} {plan.kernel = "dropout", plan.kernel_attrs = {ratio = 1.000000e-01 : f64, seed = 7 : i64}}
   %d, %mask = loom.dropout %h ratio 0.1 seed 7 : tensor<8x32xf32>
   // Reshapes, parameters and constants need no kernel.

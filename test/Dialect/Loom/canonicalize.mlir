@@ -388,3 +388,33 @@ func.func @rearrange_splat() -> (tensor<4096x2048xi32>, tensor<1000x2048xi32>) {
   %1 = loom.slice %0 [0:1000, 0:2048] : tensor<4096x2048xi32> -> tensor<1000x2048xi32>
   return %0, %1 : tensor<4096x2048xi32>, tensor<1000x2048xi32>
 }
+
+// -----
+
+// A Linear layer as PyTorch exports it, MatMul(x, Transpose(W)), reads W
+// transposed in place; a transpose of the lhs flips the other flag.
+// CHECK-LABEL: func @matmul_of_transpose
+// CHECK-SAME: (%[[X:.*]]: tensor<8x16x32xf32>, %[[W:.*]]: tensor<64x32xf32>, %[[Y:.*]]: tensor<8x32x16xf32>)
+// CHECK-NEXT: %[[A:.*]] = loom.matmul %[[X]], %[[W]] transpose_rhs : (tensor<8x16x32xf32>, tensor<64x32xf32>) -> tensor<8x16x64xf32>
+// CHECK-NEXT: %[[B:.*]] = loom.matmul %[[Y]], %[[W]] transpose_lhs transpose_rhs : (tensor<8x32x16xf32>, tensor<64x32xf32>) -> tensor<8x16x64xf32>
+// CHECK-NEXT: return %[[A]], %[[B]]
+func.func @matmul_of_transpose(%x: tensor<8x16x32xf32>, %w: tensor<64x32xf32>, %y: tensor<8x32x16xf32>)
+    -> (tensor<8x16x64xf32>, tensor<8x16x64xf32>) {
+  %wt = loom.transpose %w [1, 0] : tensor<64x32xf32> -> tensor<32x64xf32>
+  %a = loom.matmul %x, %wt : (tensor<8x16x32xf32>, tensor<32x64xf32>) -> tensor<8x16x64xf32>
+  %yt = loom.transpose %y [0, 2, 1] : tensor<8x32x16xf32> -> tensor<8x16x32xf32>
+  %b = loom.matmul %yt, %wt : (tensor<8x16x32xf32>, tensor<32x64xf32>) -> tensor<8x16x64xf32>
+  return %a, %b : tensor<8x16x64xf32>, tensor<8x16x64xf32>
+}
+
+// -----
+
+// Other permutations are real data movement and stay.
+// CHECK-LABEL: func @matmul_of_other_transpose
+// CHECK: loom.transpose
+// CHECK: loom.matmul %{{.*}}, %{{.*}} :
+func.func @matmul_of_other_transpose(%x: tensor<4x8x16xf32>, %w: tensor<4x16xf32>) -> tensor<8x4x4xf32> {
+  %xt = loom.transpose %x [1, 0, 2] : tensor<4x8x16xf32> -> tensor<8x4x16xf32>
+  %a = loom.matmul %xt, %w transpose_rhs : (tensor<8x4x16xf32>, tensor<4x16xf32>) -> tensor<8x4x4xf32>
+  return %a : tensor<8x4x4xf32>
+}

@@ -696,3 +696,11 @@ func.func @adamw_negative_lr(%p: tensor<4xf32>, %step: tensor<f64>) -> (tensor<4
       : (tensor<4xf32>, tensor<4xf32>, tensor<f64>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %0#0, %0#1, %0#2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+func.func @scatter_add_shape(%dy: tensor<8x16xf32>, %ids: tensor<4xi64>) -> tensor<64x16xf32> {
+  // expected-error @+1 {{updates 'tensor<8x16xf32>' should have shape 4x16 for indices 'tensor<4xi64>' and result 'tensor<64x16xf32>'}}
+  %0 = loom.scatter_add %dy[%ids] : (tensor<8x16xf32>, tensor<4xi64>) -> tensor<64x16xf32>
+  return %0 : tensor<64x16xf32>
+}

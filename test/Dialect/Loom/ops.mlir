@@ -227,3 +227,12 @@ func.func @training(%g: tensor<4xf32>, %step: tensor<f64>, %s: tensor<4xf32>) {
   loom.assign @w, %1#0 : tensor<4xf32>
   return
 }
+
+// -----
+
+// CHECK-LABEL: func.func @scatter_add
+// CHECK: loom.scatter_add %{{.*}}[%{{.*}}] : (tensor<8x128x32xf32>, tensor<8x128xi64>) -> tensor<64x32xf32>
+func.func @scatter_add(%dy: tensor<8x128x32xf32>, %ids: tensor<8x128xi64>) -> tensor<64x32xf32> {
+  %0 = loom.scatter_add %dy[%ids] : (tensor<8x128x32xf32>, tensor<8x128xi64>) -> tensor<64x32xf32>
+  return %0 : tensor<64x32xf32>
+}

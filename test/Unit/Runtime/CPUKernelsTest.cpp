@@ -242,7 +242,7 @@ std::vector<int64_t> withoutLast2(const std::vector<int64_t> &s) {
 TEST(CPUKernelsRegistry, NamesAreSortedAndResolve) {
   std::vector<std::string> names = cpuKernelNames();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
-  EXPECT_EQ(names.size(), 16u);
+  EXPECT_EQ(names.size(), 17u);
   for (const std::string &name : names) {
     const KernelInfo *kernel = lookupCPUKernel(name);
     ASSERT_NE(kernel, nullptr) << name;
@@ -1173,6 +1173,31 @@ TEST(CPUKernelsDataMovement, GatherOutOfRangeIsRuntimeError) {
   EXPECT_NE(runKernel(makeKernel("gather", {&table, &negative}, one),
                       {&table, &negative}, one),
             "");
+}
+
+TEST(CPUKernelsDataMovement, ScatterAdd) {
+  // The embedding gradient: rows collect the slices that name them; repeated
+  // and negative indices, untouched rows stay zero; wide rows span several
+  // column chunks.
+  for (int64_t width : {3, 150}) {
+    Tensor updates = random(DType::F32, {2, 3, width});
+    Tensor ids = filled(DType::I64, {2, 3}, {4, 0, -1, 4, 9, 2});
+    Tensor y = run1("scatter_add", {&updates, &ids}, DType::F32, {10, width});
+    std::vector<double> expected(size_t(10 * width), 0.0);
+    for (int64_t i = 0; i < 6; ++i) {
+      int64_t row = int64_t(ids.get(i));
+      row = row < 0 ? row + 10 : row;
+      for (int64_t j = 0; j < width; ++j)
+        expected[size_t(row * width + j)] += updates.get(i * width + j);
+    }
+    expectClose(y, expected, 1e-6, 1e-6);
+  }
+  Tensor updates = random(DType::F64, {3, 2});
+  Tensor bad = filled(DType::I32, {3}, {0, 10, 2});
+  std::vector<Tensor> outputs{Tensor(DType::F64, {10, 2})};
+  EXPECT_EQ(runKernel(makeKernel("scatter_add", {&updates, &bad}, outputs),
+                      {&updates, &bad}, outputs),
+            "index 10 at position 1 is outside [-10, 10)");
 }
 
 TEST(CPUKernelsDataMovement, Transpose) {

@@ -19,6 +19,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include "llvm/Support/SourceMgr.h"
@@ -89,6 +90,9 @@ LogicalResult buildTrainingStep(ModuleOp module,
     return failure();
   }
   PassManager pm(module.getContext());
+  // Simplify first (e.g. fold Linear layers' weight transposes into their
+  // GEMMs) so that the backward pass is built from the simpler graph.
+  pm.addPass(createCanonicalizerPass());
   mlir::loom::LoomAttachLossOptions loss;
   loss.function = model;
   loss.kind = train.loss;

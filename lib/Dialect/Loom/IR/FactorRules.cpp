@@ -362,6 +362,35 @@ FactorRule GatherOp::getFactorRule() {
   return rule;
 }
 
+FactorRule ScatterAddOp::getFactorRule() {
+  // The adjoint of gather: the index dimensions are summed over, the rows
+  // appear in the result only, the slice dimensions pass through.
+  RankedTensorType updates = getUpdates().getType();
+  RankedTensorType indices = getIndices().getType();
+  RankedTensorType result = getResult().getType();
+  FactorRule rule;
+  TensorFactors updatesDims, indicesDims, resultDims;
+  for (int64_t d = 0; d < indices.getRank(); ++d) {
+    unsigned factor =
+        rule.addFactor(indices.getDimSize(d), FactorKind::Contracting);
+    updatesDims.push_back({factor});
+    indicesDims.push_back({factor});
+  }
+  resultDims.push_back(
+      {rule.addFactor(result.getDimSize(0), FactorKind::Parallel)});
+  for (int64_t d = 1; d < result.getRank(); ++d) {
+    unsigned factor =
+        rule.addFactor(result.getDimSize(d), FactorKind::Parallel);
+    updatesDims.push_back({factor});
+    resultDims.push_back({factor});
+  }
+  (void)updates;
+  rule.addOperand(std::move(updatesDims));
+  rule.addOperand(std::move(indicesDims));
+  rule.addResult(std::move(resultDims));
+  return rule;
+}
+
 /// Reductions: input dimension d is factor d; reduced ones have `kind`.
 static FactorRule reduceRule(RankedTensorType input, ArrayRef<int64_t> axes,
                              bool keepdims, FactorKind kind) {

@@ -73,6 +73,52 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+namespace {
+/// matmul(transpose(x)) with x's two trailing dims swapped is matmul(x)
+/// with the transpose flag flipped: the GEMM reads x transposed in place.
+/// PyTorch exports every Linear layer this way (MatMul of Transpose(W)).
+struct FoldTransposeIntoMatmul : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    auto swapsTrailing = [](Value value) -> Value {
+      auto transpose = value.getDefiningOp<TransposeOp>();
+      if (!transpose)
+        return {};
+      ArrayRef<int64_t> perm = transpose.getPermutation();
+      int64_t rank = perm.size();
+      if (rank < 2)
+        return {};
+      for (int64_t d = 0; d < rank - 2; ++d)
+        if (perm[d] != d)
+          return {};
+      if (perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
+        return {};
+      return transpose.getInput();
+    };
+    Value lhs = swapsTrailing(op.getLhs()), rhs = swapsTrailing(op.getRhs());
+    if (!lhs && !rhs)
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] {
+      if (lhs) {
+        op.getLhsMutable().assign(lhs);
+        op.setTransposeLhs(!op.getTransposeLhs());
+      }
+      if (rhs) {
+        op.getRhsMutable().assign(rhs);
+        op.setTransposeRhs(!op.getTransposeRhs());
+      }
+    });
+    return success();
+  }
+};
+} // namespace
+
+void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                           MLIRContext *context) {
+  results.add<FoldTransposeIntoMatmul>(context);
+}
+
 //===----------------------------------------------------------------------===//
 // BiasAddOp
 //===----------------------------------------------------------------------===//

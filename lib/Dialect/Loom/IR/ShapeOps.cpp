@@ -390,3 +390,25 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
         return {0, linearize(source, inputShape)};
       });
 }
+
+//===----------------------------------------------------------------------===//
+// ScatterAddOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ScatterAddOp::verify() {
+  auto updates = cast<RankedTensorType>(getUpdates().getType());
+  auto indices = cast<RankedTensorType>(getIndices().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  if (updates.getElementType() != result.getElementType())
+    return emitOpError() << "updates " << updates << " and result " << result
+                         << " differ in element type";
+  if (result.getRank() < 1)
+    return emitOpError("result must have rank >= 1");
+  SmallVector<int64_t> expected(indices.getShape());
+  llvm::append_range(expected, result.getShape().drop_front());
+  if (updates.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "updates " << updates << " should have shape "
+                         << opimpl::formatShape(expected) << " for indices "
+                         << indices << " and result " << result;
+  return success();
+}

@@ -341,6 +341,7 @@ def Loom_MatmulOp : Loom_Op<"matmul", [
     (`transpose_rhs` $transpose_rhs^)? attr-dict `:`
     functional-type(operands, results)
   }];
+  let hasCanonicalizer = 1;
 }
 
 def Loom_BiasAddOp : Loom_Op<"bias_add", [
@@ -514,6 +515,29 @@ def Loom_GatherOp : Loom_Op<"gather", [
     functional-type(operands, results)
   }];
   let hasFolder = 1;
+}
+
+def Loom_ScatterAddOp : Loom_Op<"scatter_add", [
+    Pure, DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Sums slices into rows by index (the adjoint of gather)";
+  let description = [{
+    `result[v, ...] = sum of updates[i, ...] over every index position i
+    with indices[i] == v`: rows no index names are zero. `updates` has the
+    shape `indices.shape + result.shape[1:]`. Negative indices count from
+    the end; indices out of range are a runtime error. It is the gradient
+    of an embedding lookup (`loom.gather` along axis 0), computed in one
+    pass over the updates instead of a product with a one-hot matrix.
+
+    ```mlir
+    %dwte = loom.scatter_add %dy[%ids] : (tensor<8x128x768xf32>, tensor<8x128xi64>) -> tensor<50257x768xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$updates, Loom_IndexTensor:$indices);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $updates `[` $indices `]` attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
