@@ -64,6 +64,10 @@ def parse_args():
                         help="data set size; not a multiple of the batch size "
                              "so that the steps wrap around it unevenly")
     parser.add_argument("--grad-accum", type=int, default=1)
+    parser.add_argument("--loss", choices=["cross_entropy", "mse"],
+                        default="cross_entropy",
+                        help="mse: float labels shaped like the output "
+                             "(torch.nn.functional.mse_loss)")
     args = parser.parse_args()
     if args.lr is None:
         if args.optimizer == "sgd":
@@ -91,14 +95,18 @@ def build_model(which):
     return export_mlp.MLP(), "x"
 
 
-def make_dataset(which, samples):
+def make_dataset(which, samples, loss="cross_entropy"):
     """Random (inputs, labels) with `samples` rows, from torch's global RNG."""
     if which == "gpt":
-        return (torch.randint(0, 64, (samples, 16)),
-                torch.randint(0, 64, (samples, 16)))
+        inputs = torch.randint(0, 64, (samples, 16))
+        if loss == "mse":
+            return inputs, torch.randn(samples, 16, 64)
+        return inputs, torch.randint(0, 64, (samples, 16))
     import export_mlp
-    return (torch.randn(samples, export_mlp.IN_FEATURES),
-            torch.randint(0, export_mlp.CLASSES, (samples,)))
+    inputs = torch.randn(samples, export_mlp.IN_FEATURES)
+    if loss == "mse":
+        return inputs, torch.randn(samples, export_mlp.CLASSES)
+    return inputs, torch.randint(0, export_mlp.CLASSES, (samples,))
 
 
 def export(model, example, input_name, path):
@@ -137,8 +145,13 @@ def batch_rows(step, batch, samples):
     return [(step * batch + j) % samples for j in range(batch)]
 
 
+LOSS = "cross_entropy"
+
+
 def mean_loss(model, inputs, labels):
     logits = model(inputs)
+    if LOSS == "mse":
+        return F.mse_loss(logits, labels)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                            labels.reshape(-1))
 
@@ -175,7 +188,7 @@ def loom_flags(args, input_name):
     out = args.out_dir
     flags = [f"loom-run {out}/model.onnx --train",
              f"--input {input_name}={out}/input.npy",
-             f"--labels {out}/labels.npy",
+             f"--labels {out}/labels.npy", f"--loss {args.loss}",
              f"--batch-size {args.batch_size}", f"--steps {args.steps}",
              f"--optimizer {args.optimizer}", f"--lr {args.lr:g}",
              f"--weight-decay {args.weight_decay:g}"]
@@ -201,7 +214,9 @@ def main():
     os.makedirs(ref_dir, exist_ok=True)
     torch.manual_seed(0)
     model, input_name = build_model(args.model)
-    inputs, labels = make_dataset(args.model, args.samples)
+    global LOSS
+    LOSS = args.loss
+    inputs, labels = make_dataset(args.model, args.samples, args.loss)
     model_path = os.path.join(args.out_dir, "model.onnx")
     export(model, inputs[:args.batch_size // args.grad_accum], input_name,
            model_path)
