@@ -395,6 +395,44 @@ std::string summarize(const HostTensor &tensor) {
   return text + stats;
 }
 
+/// Loads MODEL when it is a plan file, else compiles it; null (after
+/// printing why) on failure.
+std::shared_ptr<Plan> loadOrCompile(const Options &options) {
+  StatusOr<std::string> bytes = readFile(options.model);
+  if (!bytes) {
+    fail(bytes.status().message());
+    return nullptr;
+  }
+  if (looksLikePlan(*bytes)) {
+    StatusOr<Plan> parsed = parsePlan(*bytes, options.model);
+    if (!parsed) {
+      fail(parsed.status().message());
+      return nullptr;
+    }
+    return std::make_shared<Plan>(std::move(*parsed));
+  }
+  *bytes = std::string();
+  StatusOr<Plan> compiled = compileModel(options.model, options.compile);
+  if (!compiled) {
+    std::fprintf(stderr, "%s\n", compiled.status().message().c_str());
+    return nullptr;
+  }
+  return std::make_shared<Plan>(std::move(*compiled));
+}
+
+/// Writes `plan` to `path`; false (after printing why) on failure.
+bool emitPlan(const Plan &plan, const std::string &path) {
+  std::string text = writePlan(plan);
+  FILE *file = std::fopen(path.c_str(), "wb");
+  bool written =
+      file && std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  if (file && std::fclose(file) != 0)
+    written = false;
+  if (!written)
+    fail("cannot write " + path + ": " + std::strerror(errno));
+  return written;
+}
+
 /// Reads the data set, compiles the training step for one microbatch of
 /// it, and trains.
 int train(Options &options) {
@@ -427,32 +465,11 @@ int train(Options &options) {
       return fail(labels.status().message());
     data.labels = std::move(*labels);
   }
-  StatusOr<std::string> bytes = readFile(options.model);
-  if (!bytes)
-    return fail(bytes.status().message());
-  std::shared_ptr<Plan> plan;
-  if (looksLikePlan(*bytes)) {
-    StatusOr<Plan> parsed = parsePlan(*bytes, options.model);
-    if (!parsed)
-      return fail(parsed.status().message());
-    plan = std::make_shared<Plan>(std::move(*parsed));
-  } else {
-    bytes = std::string();
-    StatusOr<Plan> compiled = compileModel(options.model, options.compile);
-    if (!compiled) {
-      std::fprintf(stderr, "%s\n", compiled.status().message().c_str());
-      return 1;
-    }
-    plan = std::make_shared<Plan>(std::move(*compiled));
-  }
-  if (!options.emitPlan.empty()) {
-    std::string text = writePlan(*plan);
-    FILE *file = std::fopen(options.emitPlan.c_str(), "wb");
-    if (!file || std::fwrite(text.data(), 1, text.size(), file) != text.size())
-      return fail("cannot write " + options.emitPlan + ": " +
-                  std::strerror(errno));
-    std::fclose(file);
-  }
+  std::shared_ptr<Plan> plan = loadOrCompile(options);
+  if (!plan)
+    return 1;
+  if (!options.emitPlan.empty() && !emitPlan(*plan, options.emitPlan))
+    return 1;
   RunReport report;
   int status = runTraining(plan, data, options.train, report);
   if (status == 0 && options.report)
@@ -488,32 +505,13 @@ int main(int argc, char **argv) {
     positional.push_back(std::move(*tensor));
   }
 
-  StatusOr<std::string> bytes = readFile(options.model);
-  if (!bytes)
-    return fail(bytes.status().message());
-  std::shared_ptr<Plan> plan;
-  if (looksLikePlan(*bytes)) {
-    StatusOr<Plan> parsed = parsePlan(*bytes, options.model);
-    if (!parsed)
-      return fail(parsed.status().message());
-    plan = std::make_shared<Plan>(std::move(*parsed));
-  } else {
-    bytes = std::string();
-    StatusOr<Plan> compiled = compileModel(options.model, options.compile);
-    if (!compiled) {
-      std::fprintf(stderr, "%s\n", compiled.status().message().c_str());
-      return 1;
-    }
-    plan = std::make_shared<Plan>(std::move(*compiled));
-  }
+  std::shared_ptr<Plan> plan = loadOrCompile(options);
+  if (!plan)
+    return 1;
 
   if (!options.emitPlan.empty()) {
-    std::string text = writePlan(*plan);
-    FILE *file = std::fopen(options.emitPlan.c_str(), "wb");
-    if (!file || std::fwrite(text.data(), 1, text.size(), file) != text.size())
-      return fail("cannot write " + options.emitPlan + ": " +
-                  std::strerror(errno));
-    std::fclose(file);
+    if (!emitPlan(*plan, options.emitPlan))
+      return 1;
     bool wantsRun = !named.empty() || !positional.empty() ||
                     !options.outputDir.empty() || options.report;
     if (!wantsRun)
