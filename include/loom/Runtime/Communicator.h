@@ -1,0 +1,114 @@
+//===- Communicator.h - Ranks and their collectives -------------*- C++ -*-===//
+//
+// Every parallel plan runs as N ranks exchanging tensors through a
+// Communicator: collectives over a group of ranks (a mesh axis: the tensor-
+// parallel group, the data-parallel group) and point-to-point transfers
+// (pipeline neighbours). Operations return a CommEvent that the executor
+// waits on, so that a transfer can overlap the kernels that do not need it.
+//
+// Engines implement the interface: threads (N ranks in one process), MPI
+// and NCCL (see docs/design/communication.md). Every wait has a timeout, and
+// a rank that fails aborts the others with its message: a parallel run ends
+// with an error naming the rank and the operation, never a hang.
+//
+// Plain C++17: the runtime builds without LLVM/MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_COMMUNICATOR_H
+#define LOOM_RUNTIME_COMMUNICATOR_H
+
+#include "loom/Runtime/Plan.h"
+#include "loom/Runtime/Status.h"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace loom {
+namespace runtime {
+
+enum class ReduceOp : uint8_t { Sum, Max, Avg };
+const char *reduceOpName(ReduceOp op);
+
+/// Completion of an operation. `wait` returns its Status: an error when a
+/// peer failed, the operation did not match the peers' or it timed out.
+class CommEvent {
+public:
+  virtual ~CommEvent();
+  virtual Status wait() = 0;
+};
+
+/// An event that is complete when created (engines that finish an
+/// operation inside the call).
+std::shared_ptr<CommEvent> completedEvent(Status status);
+
+struct CommOptions {
+  /// How long any wait may take before it fails (--comm-timeout).
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+};
+
+/// One rank's view of a group of ranks. Collectives must be called by every
+/// rank of the group in the same order with matching arguments (counts are
+/// elements of `dtype`).
+class Communicator {
+public:
+  virtual ~Communicator();
+
+  /// This rank's index in the group and the group's size.
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// The world ranks of the group's members, in group-rank order.
+  virtual const std::vector<int> &members() const = 0;
+
+  /// The communicator of the sub-group `worldRanks` (sorted, unique, holding
+  /// this rank), e.g. the tensor-parallel group of a mesh axis. Every member
+  /// must ask for it; asking twice returns the same group.
+  virtual StatusOr<std::shared_ptr<Communicator>>
+  group(const std::vector<int> &worldRanks) = 0;
+
+  /// `recv` = op over all ranks of `send` (`count` elements each). In place
+  /// when send == recv.
+  virtual std::shared_ptr<CommEvent> allReduce(const void *send, void *recv,
+                                               int64_t count, DType dtype,
+                                               ReduceOp op) = 0;
+  /// `recv` = the ranks' `send` blocks (`count` elements each) in rank
+  /// order.
+  virtual std::shared_ptr<CommEvent> allGather(const void *send, void *recv,
+                                               int64_t count, DType dtype) = 0;
+  /// `recv` (`count` elements) = op over all ranks of block `rank` of their
+  /// `send` (size() * count elements).
+  virtual std::shared_ptr<CommEvent> reduceScatter(const void *send, void *recv,
+                                                   int64_t count, DType dtype,
+                                                   ReduceOp op) = 0;
+  /// Every rank's `buffer` = the root's.
+  virtual std::shared_ptr<CommEvent> broadcast(void *buffer, int64_t count,
+                                               DType dtype, int root) = 0;
+  /// Block j of rank i's `recv` = block i of rank j's `send` (`count`
+  /// elements per block).
+  virtual std::shared_ptr<CommEvent> allToAll(const void *send, void *recv,
+                                              int64_t count, DType dtype) = 0;
+  /// Transfers `bytes` to / from group rank `peer`; sends and receives with
+  /// the same (peer, tag) pair up in order.
+  virtual std::shared_ptr<CommEvent> send(const void *buffer, uint64_t bytes,
+                                          int peer, int tag) = 0;
+  virtual std::shared_ptr<CommEvent> recv(void *buffer, uint64_t bytes,
+                                          int peer, int tag) = 0;
+
+  /// Makes every other rank's pending and future operations fail with
+  /// "rank R failed: message" (called when this rank cannot go on).
+  virtual void abort(const std::string &message) = 0;
+};
+
+/// N ranks in one process (`loom-run --ranks N`): rank i of the result is
+/// used by thread i. Collectives run in the calling threads, synchronized by
+/// a barrier per operation; transfers copy directly between the ranks'
+/// buffers.
+std::vector<std::shared_ptr<Communicator>>
+createThreadCommunicators(int size, const CommOptions &options = {});
+
+} // namespace runtime
+} // namespace loom
+
+#endif // LOOM_RUNTIME_COMMUNICATOR_H
