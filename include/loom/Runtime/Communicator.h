@@ -47,6 +47,10 @@ std::shared_ptr<CommEvent> completedEvent(Status status);
 struct CommOptions {
   /// How long any wait may take before it fails (--comm-timeout).
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  /// Compare every collective's arguments across the ranks first (a debug
+  /// mode for engines where that costs a round trip; the threads engine
+  /// always checks).
+  bool checkCollectives = false;
 };
 
 /// One rank's view of a group of ranks. Collectives must be called by every
@@ -107,6 +111,13 @@ public:
 /// buffers.
 std::vector<std::shared_ptr<Communicator>>
 createThreadCommunicators(int size, const CommOptions &options = {});
+
+/// Whether this runtime was built with MPI.
+bool haveMPI();
+/// This process's rank of an `mpirun` job (MPI_COMM_WORLD), initializing MPI
+/// on first use; an error when the runtime was built without MPI.
+StatusOr<std::shared_ptr<Communicator>>
+createMPICommunicator(const CommOptions &options = {});
 
 } // namespace runtime
 } // namespace loom
