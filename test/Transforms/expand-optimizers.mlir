@@ -1,4 +1,5 @@
 // RUN: loom-opt --loom-expand-optimizers --split-input-file %s | FileCheck %s
+// RUN: loom-opt --loom-expand-optimizers --split-input-file --verify-diagnostics %S/Inputs/expand-optimizers-errors.mlir
 
 // SGD with weight decay and dampened momentum: the first-step dampening
 // switch is f64 math on the step count, cast once; then d = g + wd*p,
