@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Runtime/Executor.h"
+#include "CollectiveInstructions.h"
+#include "loom/Runtime/Communicator.h"
 #include "loom/Runtime/Kernels.h"
 
 #include <algorithm>
@@ -35,10 +37,46 @@ std::string describe(const Instruction &instruction, size_t index) {
 
 size_t pageSize() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
+/// Bytes an instruction reads or writes: an arena range, or a whole weight.
+struct Span {
+  bool weight = false;
+  uint64_t begin = 0, end = 0;
+
+  bool overlaps(const Span &other) const {
+    return weight == other.weight && begin < other.end && other.begin < end;
+  }
+};
+
+Span spanOf(const TensorRef &ref, const Plan &plan) {
+  if (ref.space == TensorRef::Space::Weight) {
+    // Weights are disjoint in the data section; their offsets order them.
+    const Weight &weight = plan.weights[ref.offset];
+    return {true, weight.offset,
+            weight.offset + std::max<uint64_t>(1, weight.bytes)};
+  }
+  return {false, ref.offset, ref.offset + std::max<uint64_t>(1, ref.bytes())};
+}
+
+/// A communication operation in flight and the bytes it still uses.
+struct Pending {
+  size_t index;
+  std::shared_ptr<CommEvent> event;
+  std::vector<Span> reads, writes;
+};
+
+bool anyOverlap(const std::vector<Span> &a, const std::vector<Span> &b) {
+  for (const Span &x : a)
+    for (const Span &y : b)
+      if (x.overlaps(y))
+        return true;
+  return false;
+}
+
 } // namespace
 
 StatusOr<std::unique_ptr<Executor>>
-Executor::create(std::shared_ptr<const Plan> plan, int rank) {
+Executor::create(std::shared_ptr<const Plan> plan, int rank,
+                 std::shared_ptr<Communicator> world) {
   if (rank < 0 || size_t(rank) >= plan->ranks.size())
     return Status::error("the plan has no rank " + std::to_string(rank) +
                          " (it has " + std::to_string(plan->ranks.size()) +
@@ -47,8 +85,16 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank) {
   executor->plan_ = plan;
   executor->program_ = &plan->ranks[rank];
   const RankProgram &program = *executor->program_;
+  bool communicates = false;
   for (size_t index = 0; index < program.instructions.size(); ++index) {
     const Instruction &instruction = program.instructions[index];
+    if (instruction.kind == Instruction::Kind::Collective) {
+      communicates = true;
+      Status status = checkCollective(*plan, rank, instruction);
+      if (!status)
+        return status.withContext(describe(instruction, index));
+      continue;
+    }
     const KernelInfo *info = lookupCPUKernel(instruction.kernel);
     if (!info)
       return Status::error(describe(instruction, index) +
@@ -57,6 +103,35 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank) {
     Status status = info->check(instruction);
     if (!status)
       return status.withContext(describe(instruction, index));
+  }
+
+  if (communicates) {
+    int ranks = int(plan->ranks.size());
+    if (!world)
+      return Status::error(
+          "rank " + std::to_string(rank) + " of the plan communicates with " +
+          std::to_string(ranks - 1) + " other rank(s): run it with --ranks " +
+          std::to_string(ranks) + " or under mpirun -np " +
+          std::to_string(ranks));
+    if (world->size() != ranks || world->rank() != rank)
+      return Status::error("the plan has " + std::to_string(ranks) +
+                           " ranks, but this is rank " +
+                           std::to_string(world->rank()) + " of " +
+                           std::to_string(world->size()));
+    // In group-id order on every rank: the lowest group not yet made has
+    // all its members asking for it, so engines where making a group is
+    // collective cannot deadlock.
+    executor->groups_.resize(plan->groups.size());
+    for (size_t id = 0; id < plan->groups.size(); ++id) {
+      const std::vector<int> &members = plan->groups[id];
+      if (!std::binary_search(members.begin(), members.end(), rank))
+        continue;
+      StatusOr<std::shared_ptr<Communicator>> group = world->group(members);
+      if (!group)
+        return group.status().withContext("making group " + std::to_string(id));
+      executor->groups_[id] = *group;
+    }
+    executor->world_ = std::move(world);
   }
 
   size_t page = pageSize();
@@ -191,27 +266,10 @@ Status Executor::run(bool profile) {
     std::memcpy(const_cast<void *>(resolve(program_->inputs[i].ref)),
                 inputs_[i].data.data(), inputs_[i].data.size());
   const std::vector<Instruction> &instructions = program_->instructions;
-  std::vector<const void *> inputs;
-  std::vector<void *> outputs;
   std::vector<double> times(profile ? instructions.size() : 0);
-  std::string error;
-  for (size_t index = 0; index < instructions.size(); ++index) {
-    const Instruction &instruction = instructions[index];
-    inputs.clear();
-    outputs.clear();
-    for (const TensorRef &ref : instruction.inputs)
-      inputs.push_back(resolve(ref));
-    for (const TensorRef &ref : instruction.outputs)
-      outputs.push_back(const_cast<void *>(resolve(ref)));
-    KernelArgs args{instruction, inputs.data(), outputs.data(), &error};
-    auto before = profile ? Clock::now() : Clock::time_point();
-    lookupCPUKernel(instruction.kernel)->run(args);
-    if (profile)
-      times[index] =
-          std::chrono::duration<double>(Clock::now() - before).count();
-    if (!error.empty())
-      return Status::error(describe(instruction, index) + ": " + error);
-  }
+  double waitSeconds = 0;
+  if (Status status = runInstructions(times, waitSeconds); !status)
+    return status;
   report_.seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
   if (!measured_) {
@@ -237,6 +295,12 @@ Status Executor::run(bool profile) {
       ++kernel.calls;
       kernel.seconds += times[index];
     }
+    if (world_) {
+      // Time spent blocked on communication that compute did not hide.
+      KernelProfile &wait = byKernel["(comm wait)"];
+      wait.kernel = "(comm wait)";
+      wait.seconds = waitSeconds;
+    }
     report_.kernels.clear();
     for (auto &entry : byKernel)
       report_.kernels.push_back(entry.second);
@@ -257,4 +321,84 @@ HostTensor Executor::output(size_t index) const {
   const uint8_t *data = static_cast<const uint8_t *>(resolve(binding.ref));
   tensor.data.assign(data, data + binding.ref.bytes());
   return tensor;
+}
+
+Status Executor::fail(Status status) {
+  if (world_)
+    world_->abort(status.message());
+  return status;
+}
+
+/// Kernels run in order; communication is posted and only waited for when
+/// a later instruction touches its bytes (reads what it writes, or writes
+/// what it reads or writes), so transfers overlap the kernels in between.
+Status Executor::runInstructions(std::vector<double> &times,
+                                 double &waitSeconds) {
+  using Clock = std::chrono::steady_clock;
+  const std::vector<Instruction> &instructions = program_->instructions;
+  bool profile = !times.empty();
+  std::vector<const void *> inputs;
+  std::vector<void *> outputs;
+  std::vector<Span> reads, writes;
+  std::vector<Pending> pending;
+  std::string error;
+  auto wait = [&](Pending &op) -> Status {
+    auto before = Clock::now();
+    Status status = op.event->wait();
+    waitSeconds += std::chrono::duration<double>(Clock::now() - before).count();
+    if (!status)
+      return status.withContext(describe(instructions[op.index], op.index));
+    return Status::ok();
+  };
+  for (size_t index = 0; index < instructions.size(); ++index) {
+    const Instruction &instruction = instructions[index];
+    if (hook_)
+      if (Status status = hook_(index); !status)
+        return status;
+    inputs.clear();
+    outputs.clear();
+    reads.clear();
+    writes.clear();
+    for (const TensorRef &ref : instruction.inputs) {
+      inputs.push_back(resolve(ref));
+      reads.push_back(spanOf(ref, *plan_));
+    }
+    for (const TensorRef &ref : instruction.outputs) {
+      outputs.push_back(const_cast<void *>(resolve(ref)));
+      writes.push_back(spanOf(ref, *plan_));
+    }
+    for (size_t i = 0; i < pending.size();) {
+      Pending &op = pending[i];
+      if (anyOverlap(writes, op.reads) || anyOverlap(writes, op.writes) ||
+          anyOverlap(reads, op.writes)) {
+        if (Status status = wait(op); !status)
+          return status;
+        pending.erase(pending.begin() + i);
+      } else {
+        ++i;
+      }
+    }
+    auto before = profile ? Clock::now() : Clock::time_point();
+    if (instruction.kind == Instruction::Kind::Collective) {
+      int group = collectiveGroup(instruction);
+      Communicator &comm = group < 0 ? *world_ : *groups_[size_t(group)];
+      pending.push_back(
+          {index,
+           startCollective(instruction, comm, inputs.data(), outputs.data()),
+           reads, writes});
+    } else {
+      KernelArgs args{instruction, inputs.data(), outputs.data(), &error};
+      lookupCPUKernel(instruction.kernel)->run(args);
+    }
+    if (profile)
+      times[index] =
+          std::chrono::duration<double>(Clock::now() - before).count();
+    if (!error.empty())
+      return fail(Status::error(describe(instruction, index) + ": " + error));
+  }
+  // Outputs are read after the run: everything must have landed.
+  for (Pending &op : pending)
+    if (Status status = wait(op); !status)
+      return status;
+  return Status::ok();
 }

@@ -205,11 +205,13 @@ private:
   // Sections.
   Status parseHeader(Plan &plan);
   Status parseWeight(Plan &plan);
+  Status parseGroups(Plan &plan);
   Status parseRank(Plan &plan);
   Status parseBinding(const RankProgram &rank, std::set<std::string> &names,
                       Binding &binding);
   Status parseKernel(const RankProgram &rank, Instruction &inst,
                      bool &hasBlock);
+  Status checkGroups(const Plan &plan) const;
   Status parseProgram(Instruction &inst);
   Status parseProgramOp(Instruction &inst);
   Status parseData(Plan &plan);
@@ -228,6 +230,10 @@ private:
   /// Each weight's line, to blame it when the data section (known only at the
   /// end) does not hold the weight.
   std::vector<int> weightLines;
+  /// The line of each group, for errors found once the ranks are known.
+  std::vector<int> groupLines;
+  /// The plan's version: version 1 has neither groups nor collectives.
+  int version = kPlanVersion;
 };
 
 /// Reads lines until one has tokens. `eof` is set (and `line` points past
@@ -617,6 +623,67 @@ Status Parser::parseWeight(Plan &plan) {
   return Status::ok();
 }
 
+/// "groups" COUNT, then COUNT lines "group" ID "[" RANK ("," RANK)* "]".
+Status Parser::parseGroups(Plan &plan) {
+  if (version < 2)
+    return error("'groups' needs plan version 2");
+  if (Status status = expectTokens(2, "groups COUNT"); !status)
+    return status;
+  int64_t count;
+  if (Status status =
+          parseInteger(tokens[1], 0, INT64_MAX, "a group count", count);
+      !status)
+    return status;
+  for (int64_t id = 0; id < count; ++id) {
+    if (Status status = expectLine("a 'group' line"); !status)
+      return status;
+    if (!tokens[0].is("group"))
+      return error("expected " + std::to_string(count) + " group lines, got " +
+                   quote(tokens[0].text));
+    if (Status status = expectTokens(3, "group ID [RANK,...]"); !status)
+      return status;
+    int64_t number;
+    if (Status status =
+            parseInteger(tokens[1], 0, INT64_MAX, "a group id", number);
+        !status)
+      return status;
+    if (uint64_t(number) != plan.groups.size())
+      return error("group id " + std::to_string(number) + " where " +
+                   std::to_string(plan.groups.size()) +
+                   " was expected (ids count up from 0)");
+    std::vector<int64_t> members;
+    std::string context = "group " + std::to_string(number);
+    if (Status status = parseIntList(tokens[2].text, members, context); !status)
+      return status;
+    if (members.empty())
+      return error(context + " has no ranks");
+    std::vector<int> ranks;
+    for (int64_t member : members) {
+      if (member < 0 || member > INT_MAX)
+        return error(context + " has rank " + std::to_string(member) +
+                     ", out of range");
+      if (!ranks.empty() && member <= ranks.back())
+        return error(context + " must list ranks in increasing order, once");
+      ranks.push_back(static_cast<int>(member));
+    }
+    plan.groups.push_back(std::move(ranks));
+    groupLines.push_back(line);
+  }
+  return Status::ok();
+}
+
+/// Every group's ranks exist (groups precede the ranks in the file).
+Status Parser::checkGroups(const Plan &plan) const {
+  for (size_t id = 0; id < plan.groups.size(); ++id)
+    if (size_t(plan.groups[id].back()) >= plan.ranks.size())
+      return error(groupLines[id],
+                   "group " + std::to_string(id) + " names rank " +
+                       std::to_string(plan.groups[id].back()) +
+                       ", but the plan has " +
+                       std::to_string(plan.ranks.size()) + " ranks");
+  return Status::ok();
+}
+
 /// "rank" INT "arena" INT, inputs, outputs, instructions, "end".
 Status Parser::parseRank(Plan &plan) {
   if (Status status = expectTokens(4, "rank INT arena INT"); !status)
@@ -676,22 +743,31 @@ Status Parser::parseRank(Plan &plan) {
       if (Status status = parseBinding(rank, outputNames, binding); !status)
         return status;
       rank.outputs.push_back(std::move(binding));
-    } else if (keyword.is("kernel")) {
+    } else if (keyword.is("kernel") || keyword.is("collective")) {
       section = Section::Instructions;
       Instruction inst;
       inst.line = line;
+      if (keyword.is("collective")) {
+        if (version < 2)
+          return error("'collective' needs plan version 2");
+        inst.kind = Instruction::Kind::Collective;
+      }
       bool hasBlock;
       if (Status status = parseKernel(rank, inst, hasBlock); !status)
         return status;
-      if (hasBlock)
+      if (hasBlock) {
+        if (inst.kind == Instruction::Kind::Collective)
+          return error("a collective has no '{' block");
         if (Status status = parseProgram(inst); !status)
           return status;
+      }
       rank.instructions.push_back(std::move(inst));
     } else if (keyword.is("rank") || keyword.is("data")) {
       return error("missing 'end' of rank " + std::to_string(number) +
                    " before '" + keyword.text + "'");
     } else {
-      return error("expected 'input', 'output', 'kernel' or 'end', got " +
+      return error("expected 'input', 'output', 'kernel', 'collective' or "
+                   "'end', got " +
                    quote(keyword.text));
     }
   }
@@ -716,7 +792,7 @@ Status Parser::parseKernel(const RankProgram &rank, Instruction &inst,
                            bool &hasBlock) {
   size_t count = tokens.size();
   if (count < 2 || tokens[1].quoted || !isWord(tokens[1].text))
-    return error("expected a kernel name after 'kernel'");
+    return error("expected a name after '" + tokens[0].text + "'");
   inst.kernel = tokens[1].text;
   size_t i = 2;
   for (; i < count && !tokens[i].is("->"); ++i) {
@@ -876,8 +952,15 @@ Status Parser::parse(Plan &plan) {
   if (Status status = parseHeader(plan); !status)
     return status;
   weights = &plan.weights;
-  if (Status status = expectLine("'rank'"); !status)
+  version = plan.version;
+  if (Status status = expectLine("'groups' or 'rank'"); !status)
     return status;
+  if (tokens[0].is("groups")) {
+    if (Status status = parseGroups(plan); !status)
+      return status;
+    if (Status status = expectLine("'rank'"); !status)
+      return status;
+  }
   while (tokens[0].is("rank")) {
     if (Status status = parseRank(plan); !status)
       return status;
@@ -891,6 +974,8 @@ Status Parser::parse(Plan &plan) {
     return error("expected 'rank' or 'data', got " + quote(tokens[0].text));
   if (plan.ranks.empty())
     return error("a plan needs at least one rank");
+  if (Status status = checkGroups(plan); !status)
+    return status;
   return parseData(plan);
 }
 

@@ -151,7 +151,7 @@ void writeProgram(std::string &out, const Instruction &inst) {
 }
 
 void writeInstruction(std::string &out, const Instruction &inst) {
-  out += "kernel ";
+  out += inst.kind == Instruction::Kind::Collective ? "collective " : "kernel ";
   writeWord(out, inst.kernel, "kernel name");
   for (const TensorRef &ref : inst.inputs) {
     out += ' ';
@@ -228,6 +228,15 @@ std::string loom::runtime::writePlan(const Plan &plan) {
   out += "weights " + std::to_string(plan.weights.size()) + "\n";
   for (size_t id = 0; id < plan.weights.size(); ++id)
     writeWeight(out, id, plan.weights[id]);
+  if (!plan.groups.empty()) {
+    out += "groups " + std::to_string(plan.groups.size()) + "\n";
+    for (size_t id = 0; id < plan.groups.size(); ++id) {
+      out += "group " + std::to_string(id) + " [";
+      for (size_t i = 0; i < plan.groups[id].size(); ++i)
+        out += (i ? "," : "") + std::to_string(plan.groups[id][i]);
+      out += "]\n";
+    }
+  }
   for (const RankProgram &rank : plan.ranks)
     writeRank(out, rank);
   writeDataLine(out, plan.data.size());

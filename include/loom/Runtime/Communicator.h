@@ -119,6 +119,24 @@ bool haveMPI();
 StatusOr<std::shared_ptr<Communicator>>
 createMPICommunicator(const CommOptions &options = {});
 
+/// Whether this runtime was built with NCCL (the CUDA toolkit's).
+bool haveNCCL();
+/// This process's rank of a job with one rank per GPU (`mpirun -np N`):
+/// rank and size come from MPI_COMM_WORLD through the MPI engine, which
+/// also bootstraps NCCL; without MPI the world is this one rank. The rank
+/// drives GPU (local rank % visible GPUs), made the calling thread's current
+/// device; two ranks on one GPU are an error, as NCCL refuses them.
+/// Buffers are device pointers on that GPU. Operations run in posting order
+/// on the communicator's own non-blocking CUDA stream, which waits for no
+/// other stream: whatever writes a send buffer must have completed when the
+/// operation is posted, and a received buffer is ready once wait() succeeds.
+/// Sends and receives are launched together (one NCCL group) at the first
+/// wait on one of them or at the next collective. NCCL has no tags: the
+/// transfers between two ranks pair up in posting order and a tag only
+/// labels errors. A timeout or an NCCL error aborts the NCCL communicator.
+StatusOr<std::shared_ptr<Communicator>>
+createNCCLCommunicator(const CommOptions &options = {});
+
 } // namespace runtime
 } // namespace loom
 

@@ -13,12 +13,16 @@
 #include "loom/Runtime/Plan.h"
 #include "loom/Runtime/TensorIO.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace loom {
 namespace runtime {
+
+class Communicator;
+class CommEvent;
 
 /// Time spent in one kernel kind during a profiled run.
 struct KernelProfile {
@@ -57,9 +61,13 @@ struct RunReport {
 class Executor {
 public:
   /// Prepares `rank` of `plan` for execution; fails on an instruction the
-  /// CPU backend cannot run, naming its plan line.
+  /// CPU backend cannot run, naming its plan line. A rank with collective
+  /// instructions needs `world`, a communicator over all the plan's ranks in
+  /// which it is `rank`; the communicators of the plan's groups are made
+  /// here, so every rank must be created (concurrently) for any to succeed.
   static StatusOr<std::unique_ptr<Executor>>
-  create(std::shared_ptr<const Plan> plan, int rank = 0);
+  create(std::shared_ptr<const Plan> plan, int rank = 0,
+         std::shared_ptr<Communicator> world = nullptr);
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
@@ -86,9 +94,19 @@ public:
 
   const RunReport &report() const { return report_; }
 
+  /// Called before instruction `index` runs; an error ends the run there
+  /// without telling the other ranks, as if the rank had died (tests use it
+  /// to check that the others notice).
+  void setInstructionHook(std::function<Status(size_t index)> hook) {
+    hook_ = std::move(hook);
+  }
+
 private:
   Executor() = default;
   const void *resolve(const TensorRef &ref) const;
+  Status runInstructions(std::vector<double> &times, double &waitSeconds);
+  /// Makes the other ranks stop with `status` (a local failure).
+  Status fail(Status status);
 
   std::shared_ptr<const Plan> plan_;
   const RankProgram *program_ = nullptr;
@@ -102,6 +120,11 @@ private:
   std::vector<bool> inputSet_;
   bool measured_ = false;
   RunReport report_;
+  std::shared_ptr<Communicator> world_;
+  /// The communicator of each plan group this rank belongs to (null for the
+  /// others).
+  std::vector<std::shared_ptr<Communicator>> groups_;
+  std::function<Status(size_t)> hook_;
 };
 
 } // namespace runtime

@@ -24,8 +24,9 @@
 namespace loom {
 namespace runtime {
 
-/// The format version written by writePlan and accepted by parsePlan.
-constexpr int kPlanVersion = 1;
+/// The format version written by writePlan; parsePlan accepts 1 and 2.
+/// Version 2 added process groups and `collective` instructions.
+constexpr int kPlanVersion = 2;
 
 /// Element types. `i1` is stored as one byte holding 0 or 1.
 enum class DType : uint8_t { F16, BF16, F32, F64, I1, I32, I64 };
@@ -79,13 +80,15 @@ struct ProgramOp {
   Attributes attrs;
 };
 
-/// One step of a rank's stream. Kernels are the only kind in version 1;
-/// collectives and point-to-point transfers (issue 6) are added as kinds.
+/// One step of a rank's stream: a kernel, or a communication operation
+/// (a collective over a group, or a point-to-point send/recv).
 struct Instruction {
-  enum class Kind : uint8_t { Kernel };
+  enum class Kind : uint8_t { Kernel, Collective };
   Kind kind = Kind::Kernel;
-  /// The kernel, e.g. "matmul", "elementwise", "softmax" (see
-  /// docs/design/plan-format.md for every kernel and its attributes).
+  /// Kernels: the kernel, e.g. "matmul", "elementwise", "softmax".
+  /// Collectives: all_reduce, all_gather, reduce_scatter, broadcast,
+  /// all_to_all, send or recv. docs/design/plan-format.md lists them all
+  /// with their attributes.
   std::string kernel;
   std::vector<TensorRef> inputs;
   std::vector<TensorRef> outputs;
@@ -136,6 +139,9 @@ struct Plan {
   int version = kPlanVersion;
   /// Indexed by weight id.
   std::vector<Weight> weights;
+  /// Process groups, indexed by group id: sorted world ranks. A collective
+  /// names the group it runs over (`group=ID`).
+  std::vector<std::vector<int>> groups;
   /// The data section: every weight's bytes, each at a 64-byte aligned offset.
   std::vector<uint8_t> data;
   std::vector<RankProgram> ranks;

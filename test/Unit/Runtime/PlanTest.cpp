@@ -257,7 +257,7 @@ TEST(PlanTest, WritesTheDocumentedText) {
   std::string text = writePlan(samplePlan());
   std::string header = text.substr(0, text.find("\n#") + 1);
   EXPECT_EQ(header,
-            "loom-plan 1\n"
+            "loom-plan 2\n"
             "weights 2\n"
             "weight 0 \"wte\" f32 [8,4] offset 0 bytes 128\n"
             "weight 1 \"bias \\\"q\\\"\" f16 [3] offset 128 bytes 6\n"
@@ -377,13 +377,13 @@ TEST(PlanErrorTest, TheBaseIsValid) {
 }
 
 TEST(PlanErrorTest, Header) {
-  EXPECT_EQ(parseError(""), "plan.lp:1: empty file, expected 'loom-plan 1'");
+  EXPECT_EQ(parseError(""), "plan.lp:1: empty file, expected 'loom-plan 2'");
   EXPECT_EQ(parseError("PK\x03\x04garbage"),
             "plan.lp:1: not a plan: the file does not start with 'loom-plan'");
   EXPECT_EQ(parseError("loom-planet 1\n"),
             "plan.lp:1: expected 'loom-plan VERSION', got 'loom-planet'");
-  EXPECT_EQ(parseError("loom-plan 2\nwhatever the future holds"),
-            "plan.lp:1: plan version 2 is newer than this runtime (1)");
+  EXPECT_EQ(parseError("loom-plan 3\nwhatever the future holds"),
+            "plan.lp:1: plan version 3 is newer than this runtime (2)");
   EXPECT_EQ(parseError("loom-plan 0\n"),
             "plan.lp:1: unsupported plan version 0");
   EXPECT_EQ(parseError("loom-plan one\n"),
@@ -547,7 +547,8 @@ TEST(PlanErrorTest, Ranks) {
   EXPECT_EQ(parseError(corrupt("end\n", "end now\n")),
             "plan.lp:8: expected 'end'");
   EXPECT_EQ(parseError(corrupt("end\n", "send\n")),
-            "plan.lp:8: expected 'input', 'output', 'kernel' or 'end', got "
+            "plan.lp:8: expected 'input', 'output', 'kernel', 'collective' or "
+            "'end', got "
             "'send'");
 }
 
@@ -587,7 +588,8 @@ TEST(PlanErrorTest, Strings) {
             "plan.lp:5: unexpected '\"' in 'x\"'");
   // Binary garbage is shown escaped.
   EXPECT_EQ(parseError(corrupt("end\n", "\x01\xff\n")),
-            "plan.lp:8: expected 'input', 'output', 'kernel' or 'end', got "
+            "plan.lp:8: expected 'input', 'output', 'kernel', 'collective' or "
+            "'end', got "
             "'\\x01\\xff'");
 }
 
@@ -598,9 +600,9 @@ TEST(PlanErrorTest, Kernels) {
     return corrupt(kernel, line);
   };
   EXPECT_EQ(parseError(withKernel("kernel")),
-            "plan.lp:7: expected a kernel name after 'kernel'");
+            "plan.lp:7: expected a name after 'kernel'");
   EXPECT_EQ(parseError(withKernel("kernel \"matmul\" -> a0:f32[1]")),
-            "plan.lp:7: expected a kernel name after 'kernel'");
+            "plan.lp:7: expected a name after 'kernel'");
   EXPECT_EQ(parseError(withKernel("kernel matmul a0:f32[2,2]")),
             "plan.lp:7: missing '->' between a kernel's inputs and outputs");
   EXPECT_EQ(parseError(withKernel(kernel + " axis=1 a0:f32[1]")),
@@ -769,4 +771,76 @@ TEST(PlanErrorTest, OnlyStateWeightsMayBeWritten) {
   EXPECT_EQ(flagged.status().message(),
             "plan.lp:3: expected 'weight ID \"NAME\" DTYPE SHAPE offset INT "
             "bytes INT [state]'");
+}
+
+//===----------------------------------------------------------------------===//
+// Groups and collectives (version 2)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Two ranks that all-reduce their input and exchange it.
+std::string twoRankPlan(const std::string &groups = "groups 1\n"
+                                                    "group 0 [0,1]\n") {
+  std::string rank = "arena 128\n"
+                     "input \"x\" a0:f32[4]\n"
+                     "output \"y\" a64:f32[4]\n"
+                     "collective all_reduce a0:f32[4] -> a64:f32[4] group=0 "
+                     "op=sum\n";
+  return "loom-plan 2\nweights 0\n" + groups + "rank 0 " + rank +
+         "collective send a0:f32[4] -> peer=1 tag=3\nend\n" + "rank 1 " + rank +
+         "collective recv -> a0:f32[4] peer=0 tag=3\nend\ndata 0\n";
+}
+
+} // namespace
+
+TEST(PlanTest, GroupsAndCollectivesRoundTrip) {
+  StatusOr<Plan> plan = parsePlan(twoRankPlan(), "ranks.lp");
+  ASSERT_TRUE(plan.isOk()) << plan.status().message();
+  ASSERT_EQ(plan->groups.size(), 1u);
+  EXPECT_EQ(plan->groups[0], (std::vector<int>{0, 1}));
+  const Instruction &reduce = plan->ranks[0].instructions[0];
+  EXPECT_EQ(reduce.kind, Instruction::Kind::Collective);
+  EXPECT_EQ(reduce.kernel, "all_reduce");
+  EXPECT_EQ(std::get<int64_t>(reduce.attrs.at("group")), 0);
+  const Instruction &recv = plan->ranks[1].instructions[1];
+  EXPECT_EQ(recv.kernel, "recv");
+  EXPECT_TRUE(recv.inputs.empty());
+  ASSERT_EQ(recv.outputs.size(), 1u);
+
+  std::string written = writePlan(*plan);
+  EXPECT_NE(written.find("groups 1\ngroup 0 [0,1]\nrank 0"), std::string::npos);
+  EXPECT_NE(written.find("collective send a0:f32[4] -> peer=1 tag=3\n"),
+            std::string::npos);
+  StatusOr<Plan> again = parsePlan(written, "again.lp");
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  EXPECT_EQ(writePlan(*again), written);
+}
+
+TEST(PlanErrorTest, Groups) {
+  auto withGroups = [](const std::string &groups) {
+    return parseError(twoRankPlan(groups));
+  };
+  EXPECT_EQ(withGroups("groups 1\ngroup 0 [1,0]\n"),
+            "plan.lp:4: group 0 must list ranks in increasing order, once");
+  EXPECT_EQ(withGroups("groups 1\ngroup 0 [0,0]\n"),
+            "plan.lp:4: group 0 must list ranks in increasing order, once");
+  EXPECT_EQ(withGroups("groups 1\ngroup 0 []\n"),
+            "plan.lp:4: group 0 has no ranks");
+  EXPECT_EQ(withGroups("groups 1\ngroup 1 [0,1]\n"),
+            "plan.lp:4: group id 1 where 0 was expected (ids count up from 0)");
+  EXPECT_EQ(withGroups("groups 2\ngroup 0 [0,1]\n"),
+            "plan.lp:5: expected 2 group lines, got 'rank'");
+  EXPECT_EQ(withGroups("groups 1\ngroup 0 [0,2]\n"),
+            "plan.lp:4: group 0 names rank 2, but the plan has 2 ranks");
+  EXPECT_EQ(withGroups("groups 1\ngroup 0 [0,-1]\n"),
+            "plan.lp:4: group 0 has rank -1, out of range");
+  // Version 1 plans have neither groups nor collectives.
+  std::string old = twoRankPlan();
+  old.replace(0, 11, "loom-plan 1");
+  EXPECT_EQ(parseError(old), "plan.lp:3: 'groups' needs plan version 2");
+  EXPECT_EQ(parseError(replaced(old, "groups 1\ngroup 0 [0,1]\n", "")),
+            "plan.lp:6: 'collective' needs plan version 2");
+  EXPECT_EQ(parseError(replaced(twoRankPlan(), "op=sum\n", "op=sum {\n")),
+            "plan.lp:8: a collective has no '{' block");
 }

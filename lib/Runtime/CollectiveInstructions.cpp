@@ -1,0 +1,263 @@
+//===- CollectiveInstructions.cpp - A plan's communication steps ----------===//
+//
+// Operand sizes are checked in elements, not shapes: a collective moves
+// contiguous bytes, and the compiler may hand it any view of them (an
+// all_gather along dim 0 of [4,8] into [16,8], or of a flattened tensor).
+//
+//===----------------------------------------------------------------------===//
+
+#include "CollectiveInstructions.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+using namespace loom::runtime;
+
+namespace {
+
+enum class Shape : uint8_t {
+  /// One input, one output, the same element count.
+  Same,
+  /// One input, one output of group-size times its elements.
+  Gather,
+  /// One input of group-size times the output's elements.
+  Scatter,
+  /// One input, no output.
+  Send,
+  /// No input, one output.
+  Recv,
+};
+
+struct CollectiveInfo {
+  const char *name;
+  Shape shape;
+  /// Takes `op=sum|max|avg`.
+  bool reduces;
+  /// Takes `root=` (a group rank).
+  bool rooted;
+};
+
+const CollectiveInfo kCollectives[] = {
+    {"all_gather", Shape::Gather, false, false},
+    {"all_reduce", Shape::Same, true, false},
+    {"all_to_all", Shape::Same, false, false},
+    {"broadcast", Shape::Same, false, true},
+    {"recv", Shape::Recv, false, false},
+    {"reduce_scatter", Shape::Scatter, true, false},
+    {"send", Shape::Send, false, false},
+};
+
+const CollectiveInfo *lookup(const std::string &name) {
+  for (const CollectiveInfo &info : kCollectives)
+    if (name == info.name)
+      return &info;
+  return nullptr;
+}
+
+bool isPointToPoint(const CollectiveInfo &info) {
+  return info.shape == Shape::Send || info.shape == Shape::Recv;
+}
+
+/// The integer attribute `key`, or an error naming it.
+Status intAttr(const Instruction &inst, const char *key, int64_t &value) {
+  auto it = inst.attrs.find(key);
+  if (it == inst.attrs.end())
+    return Status::error(std::string("missing attribute '") + key + "'");
+  if (!std::holds_alternative<int64_t>(it->second))
+    return Status::error(std::string("attribute '") + key +
+                         "' must be an integer");
+  value = std::get<int64_t>(it->second);
+  return Status::ok();
+}
+
+bool parseReduceOp(const std::string &word, ReduceOp &op) {
+  for (ReduceOp candidate : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Avg})
+    if (word == reduceOpName(candidate)) {
+      op = candidate;
+      return true;
+    }
+  return false;
+}
+
+ReduceOp reduceOpOf(const Instruction &inst) {
+  ReduceOp op = ReduceOp::Sum;
+  parseReduceOp(std::get<std::string>(inst.attrs.at("op")), op);
+  return op;
+}
+
+bool isFloat(DType dtype) {
+  return dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::F32 ||
+         dtype == DType::F64;
+}
+
+Status checkReduction(const Instruction &inst, DType dtype) {
+  auto it = inst.attrs.find("op");
+  if (it == inst.attrs.end() ||
+      !std::holds_alternative<std::string>(it->second))
+    return Status::error("missing attribute 'op' (sum, max or avg)");
+  ReduceOp op;
+  if (!parseReduceOp(std::get<std::string>(it->second), op))
+    return Status::error("unknown reduction '" +
+                         std::get<std::string>(it->second) +
+                         "' (expected sum, max or avg)");
+  if (dtype != DType::F32 && dtype != DType::F64 && dtype != DType::I32 &&
+      dtype != DType::I64)
+    return Status::error(std::string("cannot reduce ") + dtypeName(dtype) +
+                         " (f32, f64, i32 and i64 reduce)");
+  if (op == ReduceOp::Avg && !isFloat(dtype))
+    return Status::error("avg needs a float dtype");
+  return Status::ok();
+}
+
+Status checkOperands(const Instruction &inst, const CollectiveInfo &info,
+                     int64_t groupSize) {
+  size_t inputs = info.shape == Shape::Recv ? 0 : 1;
+  size_t outputs = info.shape == Shape::Send ? 0 : 1;
+  if (inst.inputs.size() != inputs || inst.outputs.size() != outputs)
+    return Status::error("expected " + std::to_string(inputs) +
+                         " input(s) and " + std::to_string(outputs) +
+                         " output(s)");
+  if (inputs == 0 || outputs == 0)
+    return Status::ok();
+  const TensorRef &in = inst.inputs[0], &out = inst.outputs[0];
+  if (in.dtype != out.dtype)
+    return Status::error(std::string("input is ") + dtypeName(in.dtype) +
+                         " but output is " + dtypeName(out.dtype));
+  int64_t expected = in.elements();
+  std::string relation = "as many elements as its input";
+  if (info.shape == Shape::Gather) {
+    expected = in.elements() * groupSize;
+    relation = "group size (" + std::to_string(groupSize) +
+               ") times its input's elements";
+  } else if (info.shape == Shape::Scatter) {
+    if (in.elements() % groupSize != 0)
+      return Status::error("input of " + std::to_string(in.elements()) +
+                           " elements does not split over " +
+                           std::to_string(groupSize) + " ranks");
+    expected = in.elements() / groupSize;
+    relation = "its input's elements over the group size (" +
+               std::to_string(groupSize) + ")";
+  } else if (std::string(info.name) == "all_to_all" &&
+             in.elements() % groupSize != 0) {
+    return Status::error("input of " + std::to_string(in.elements()) +
+                         " elements does not split over " +
+                         std::to_string(groupSize) + " ranks");
+  }
+  if (out.elements() != expected)
+    return Status::error("output has " + std::to_string(out.elements()) +
+                         " elements, expected " + relation + " (" +
+                         std::to_string(expected) + ")");
+  return Status::ok();
+}
+
+} // namespace
+
+Status loom::runtime::checkCollective(const Plan &plan, int rank,
+                                      const Instruction &inst) {
+  const CollectiveInfo *info = lookup(inst.kernel);
+  if (!info) {
+    std::string known;
+    for (const std::string &name : collectiveNames())
+      known += (known.empty() ? "" : ", ") + name;
+    return Status::error("unknown collective '" + inst.kernel +
+                         "' (known: " + known + ")");
+  }
+  std::set<std::string> allowed;
+  int64_t groupSize = 1;
+  if (isPointToPoint(*info)) {
+    allowed = {"peer", "tag"};
+    int64_t peer, tag;
+    if (Status status = intAttr(inst, "peer", peer); !status)
+      return status;
+    if (Status status = intAttr(inst, "tag", tag); !status)
+      return status;
+    if (peer < 0 || uint64_t(peer) >= plan.ranks.size() || peer == rank)
+      return Status::error("peer " + std::to_string(peer) +
+                           " is not another rank of the plan's " +
+                           std::to_string(plan.ranks.size()));
+    if (tag < 0 || tag > INT32_MAX)
+      return Status::error("tag " + std::to_string(tag) + " is out of range");
+  } else {
+    allowed = {"group"};
+    int64_t group;
+    if (Status status = intAttr(inst, "group", group); !status)
+      return status;
+    if (group < 0 || uint64_t(group) >= plan.groups.size())
+      return Status::error("group " + std::to_string(group) +
+                           " does not exist (the plan has " +
+                           std::to_string(plan.groups.size()) + ")");
+    const std::vector<int> &members = plan.groups[size_t(group)];
+    if (!std::binary_search(members.begin(), members.end(), rank))
+      return Status::error("rank " + std::to_string(rank) +
+                           " is not a member of group " +
+                           std::to_string(group));
+    groupSize = int64_t(members.size());
+    if (info->reduces) {
+      allowed.insert("op");
+      DType dtype = inst.inputs.empty() ? DType::F32 : inst.inputs[0].dtype;
+      if (Status status = checkReduction(inst, dtype); !status)
+        return status;
+    }
+    if (info->rooted) {
+      allowed.insert("root");
+      int64_t root;
+      if (Status status = intAttr(inst, "root", root); !status)
+        return status;
+      if (root < 0 || root >= groupSize)
+        return Status::error("root " + std::to_string(root) +
+                             " is not a rank of the group (size " +
+                             std::to_string(groupSize) + ")");
+    }
+  }
+  for (const auto &entry : inst.attrs)
+    if (!allowed.count(entry.first))
+      return Status::error("unknown attribute '" + entry.first + "'");
+  return checkOperands(inst, *info, groupSize);
+}
+
+int loom::runtime::collectiveGroup(const Instruction &inst) {
+  auto it = inst.attrs.find("group");
+  if (it == inst.attrs.end())
+    return -1;
+  return int(std::get<int64_t>(it->second));
+}
+
+std::shared_ptr<CommEvent>
+loom::runtime::startCollective(const Instruction &inst, Communicator &comm,
+                               const void *const *inputs,
+                               void *const *outputs) {
+  const std::string &name = inst.kernel;
+  if (name == "send")
+    return comm.send(inputs[0], inst.inputs[0].bytes(),
+                     int(std::get<int64_t>(inst.attrs.at("peer"))),
+                     int(std::get<int64_t>(inst.attrs.at("tag"))));
+  if (name == "recv")
+    return comm.recv(outputs[0], inst.outputs[0].bytes(),
+                     int(std::get<int64_t>(inst.attrs.at("peer"))),
+                     int(std::get<int64_t>(inst.attrs.at("tag"))));
+  const TensorRef &in = inst.inputs[0], &out = inst.outputs[0];
+  if (name == "all_reduce")
+    return comm.allReduce(inputs[0], outputs[0], in.elements(), in.dtype,
+                          reduceOpOf(inst));
+  if (name == "all_gather")
+    return comm.allGather(inputs[0], outputs[0], in.elements(), in.dtype);
+  if (name == "reduce_scatter")
+    return comm.reduceScatter(inputs[0], outputs[0], out.elements(), in.dtype,
+                              reduceOpOf(inst));
+  if (name == "all_to_all")
+    return comm.allToAll(inputs[0], outputs[0], in.elements() / comm.size(),
+                         in.dtype);
+  // broadcast: the root's input becomes everyone's output, in the output.
+  int root = int(std::get<int64_t>(inst.attrs.at("root")));
+  if (comm.rank() == root && inputs[0] != outputs[0])
+    std::memmove(outputs[0], inputs[0], in.bytes());
+  return comm.broadcast(outputs[0], out.elements(), out.dtype, root);
+}
+
+std::vector<std::string> loom::runtime::collectiveNames() {
+  std::vector<std::string> names;
+  for (const CollectiveInfo &info : kCollectives)
+    names.push_back(info.name);
+  return names;
+}

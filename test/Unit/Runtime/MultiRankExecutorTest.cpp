@@ -1,0 +1,257 @@
+//===- MultiRankExecutorTest.cpp - Executors of multi-rank plans ----------===//
+//
+// Ranks as threads on the threads communicator: collectives and transfers
+// in plans, the executor's waits for communication still in flight, and a
+// failing rank stopping the others.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Runtime/Communicator.h"
+#include "loom/Runtime/Executor.h"
+
+#include <chrono>
+#include <cstring>
+#include <gtest/gtest.h>
+#include <thread>
+
+using namespace loom::runtime;
+
+namespace {
+
+HostTensor floats(std::vector<float> values) {
+  HostTensor tensor;
+  tensor.dtype = DType::F32;
+  tensor.shape = {int64_t(values.size())};
+  tensor.data.resize(values.size() * sizeof(float));
+  std::memcpy(tensor.data.data(), values.data(), tensor.data.size());
+  return tensor;
+}
+
+std::vector<float> values(const HostTensor &tensor) {
+  std::vector<float> result(tensor.elements());
+  std::memcpy(result.data(), tensor.data.data(), tensor.data.size());
+  return result;
+}
+
+std::shared_ptr<const Plan> parse(const std::string &text) {
+  StatusOr<Plan> plan = parsePlan(text, "test.plan");
+  EXPECT_TRUE(plan.isOk()) << plan.status().message();
+  return std::make_shared<Plan>(std::move(*plan));
+}
+
+/// Runs every rank of `plan` in its own thread with input "x" = inputs[r];
+/// `prepare` may install hooks. Returns each rank's status.
+std::vector<Status>
+runRanks(std::shared_ptr<const Plan> plan,
+         const std::vector<std::vector<float>> &inputs,
+         std::vector<std::vector<float>> &outputs,
+         std::function<void(Executor &, int)> prepare = nullptr,
+         CommOptions options = {}) {
+  int ranks = int(plan->ranks.size());
+  auto comms = createThreadCommunicators(ranks, options);
+  std::vector<Status> statuses(ranks);
+  outputs.assign(ranks, {});
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < ranks; ++rank)
+    threads.emplace_back([&, rank] {
+      auto executor = Executor::create(plan, rank, comms[rank]);
+      if (!executor) {
+        statuses[rank] = executor.status();
+        comms[rank]->abort(statuses[rank].message());
+        return;
+      }
+      if (prepare)
+        prepare(**executor, rank);
+      if (!(*executor)->program().inputs.empty())
+        if (Status status = (*executor)->setInput("x", floats(inputs[rank]));
+            !status) {
+          statuses[rank] = status;
+          return;
+        }
+      statuses[rank] = (*executor)->run();
+      if (statuses[rank])
+        outputs[rank] = values((*executor)->output(0));
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  return statuses;
+}
+
+} // namespace
+
+TEST(MultiRankExecutorTest, CollectivesRunOnTheirGroups) {
+  // 4 ranks; all_reduce over pairs {0,1} {2,3}, then all_gather over all.
+  std::string rank = "arena 256\n"
+                     "input \"x\" a0:f32[2]\n"
+                     "output \"y\" a64:f32[8]\n"
+                     "collective all_reduce a0:f32[2] -> a0:f32[2] group=G "
+                     "op=sum\n"
+                     "collective all_gather a0:f32[2] -> a64:f32[8] group=2\n"
+                     "end\n";
+  std::string text = "loom-plan 2\nweights 0\ngroups 3\ngroup 0 [0,1]\n"
+                     "group 1 [2,3]\ngroup 2 [0,1,2,3]\n";
+  for (int r = 0; r < 4; ++r) {
+    std::string line = rank;
+    line.replace(line.find("group=G"), 7, r < 2 ? "group=0" : "group=1");
+    text += "rank " + std::to_string(r) + " " + line;
+  }
+  text += "data 0\n";
+  std::vector<std::vector<float>> outputs;
+  std::vector<Status> statuses = runRanks(
+      parse(text), {{1, 2}, {10, 20}, {100, 200}, {1000, 2000}}, outputs);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(statuses[r].isOk()) << statuses[r].message();
+    EXPECT_EQ(outputs[r],
+              (std::vector<float>{11, 22, 11, 22, 1100, 2200, 1100, 2200}));
+  }
+}
+
+TEST(MultiRankExecutorTest, KernelsWaitForSendsStillInFlight) {
+  // Rank 0 sends x, then negates x in place; rank 1 receives late. The
+  // executor must wait for the send before the kernel overwrites its bytes.
+  std::string text = "loom-plan 2\nweights 0\n"
+                     "rank 0 arena 64\n"
+                     "input \"x\" a0:f32[4]\n"
+                     "output \"y\" a0:f32[4]\n"
+                     "collective send a0:f32[4] -> peer=1 tag=0\n"
+                     "kernel elementwise a0:f32[4] -> a0:f32[4] {\n"
+                     "  %1 = neg f32 %0\n"
+                     "  yield %1\n"
+                     "}\n"
+                     "end\n"
+                     "rank 1 arena 64\n"
+                     "output \"y\" a0:f32[4]\n"
+                     "collective recv -> a0:f32[4] peer=0 tag=0\n"
+                     "end\n"
+                     "data 0\n";
+  std::vector<std::vector<float>> outputs;
+  std::vector<Status> statuses = runRanks(
+      parse(text), {{1, 2, 3, 4}, {}}, outputs, [](Executor &executor, int r) {
+        if (r == 1)
+          executor.setInstructionHook([](size_t) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            return Status::ok();
+          });
+      });
+  ASSERT_TRUE(statuses[0].isOk()) << statuses[0].message();
+  ASSERT_TRUE(statuses[1].isOk()) << statuses[1].message();
+  EXPECT_EQ(outputs[0], (std::vector<float>{-1, -2, -3, -4}));
+  EXPECT_EQ(outputs[1], (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST(MultiRankExecutorTest, AFailingKernelStopsTheOtherRanks) {
+  // Rank 0's gather index is out of range; rank 1 waits in an all_reduce
+  // that rank 0 never reaches and must fail with rank 0's message, long
+  // before the timeout.
+  std::string text = "loom-plan 2\nweights 1\n"
+                     "weight 0 \"table\" f32 [2] offset 0 bytes 8\n"
+                     "weight 1 \"ids\" i64 [1] offset 64 bytes 8\n"
+                     "groups 1\ngroup 0 [0,1]\n"
+                     "rank 0 arena 128\n"
+                     "input \"x\" a0:f32[1]\n"
+                     "output \"y\" a64:f32[1]\n"
+                     "kernel gather w0:f32[2] w1:i64[1] -> a0:f32[1] axis=0\n"
+                     "collective all_reduce a0:f32[1] -> a64:f32[1] group=0 "
+                     "op=sum\n"
+                     "end\n"
+                     "rank 1 arena 128\n"
+                     "input \"x\" a0:f32[1]\n"
+                     "output \"y\" a64:f32[1]\n"
+                     "collective all_reduce a0:f32[1] -> a64:f32[1] group=0 "
+                     "op=sum\n"
+                     "end\n"
+                     "data 72\n";
+  text.replace(text.find("weights 1\n"), 10, "weights 2\n");
+  std::string data(72, '\0');
+  int64_t bad = 7;
+  std::memcpy(&data[64], &bad, 8);
+  text += data;
+  CommOptions options;
+  options.timeout = std::chrono::seconds(30);
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::vector<float>> outputs;
+  std::vector<Status> statuses =
+      runRanks(parse(text), {{1}, {2}}, outputs, nullptr, options);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  ASSERT_FALSE(statuses[0].isOk());
+  EXPECT_NE(statuses[0].message().find("instruction 0 (gather"),
+            std::string::npos)
+      << statuses[0].message();
+  ASSERT_FALSE(statuses[1].isOk());
+  EXPECT_NE(statuses[1].message().find("rank 0 failed: instruction 0 (gather"),
+            std::string::npos)
+      << statuses[1].message();
+  EXPECT_LT(seconds, 10.0);
+}
+
+TEST(MultiRankExecutorTest, CommunicatingPlansNeedACommunicator) {
+  std::string text = "loom-plan 2\nweights 0\ngroups 1\ngroup 0 [0,1]\n"
+                     "rank 0 arena 64\noutput \"y\" a0:f32[1]\n"
+                     "collective broadcast a0:f32[1] -> a0:f32[1] group=0 "
+                     "root=0\nend\n"
+                     "rank 1 arena 64\noutput \"y\" a0:f32[1]\n"
+                     "collective broadcast a0:f32[1] -> a0:f32[1] group=0 "
+                     "root=0\nend\ndata 0\n";
+  auto executor = Executor::create(parse(text), 1);
+  ASSERT_FALSE(executor.isOk());
+  EXPECT_EQ(executor.status().message(),
+            "rank 1 of the plan communicates with 1 other rank(s): run it "
+            "with --ranks 2 or under mpirun -np 2");
+}
+
+TEST(MultiRankExecutorTest, BadCollectivesAreRejectedWhenLoaded) {
+  auto check = [](const std::string &line) {
+    std::string text = "loom-plan 2\nweights 0\ngroups 2\ngroup 0 [0,1]\n"
+                       "group 1 [1]\n"
+                       "rank 0 arena 256\n" +
+                       line + "\nend\nrank 1 arena 64\nend\ndata 0\n";
+    auto comms = createThreadCommunicators(2);
+    auto executor = Executor::create(parse(text), 0, comms[0]);
+    return executor.isOk() ? std::string() : executor.status().message();
+  };
+  EXPECT_EQ(check("collective all_reduce a0:f32[4] -> a64:f32[4] group=0"),
+            "instruction 0 (all_reduce, plan line 7): missing attribute 'op' "
+            "(sum, max or avg)");
+  EXPECT_EQ(check("collective all_reduce a0:f32[4] -> a64:f32[4] group=1 "
+                  "op=sum"),
+            "instruction 0 (all_reduce, plan line 7): rank 0 is not a member "
+            "of group 1");
+  EXPECT_EQ(check("collective all_reduce a0:f32[4] -> a64:f32[4] group=5 "
+                  "op=sum"),
+            "instruction 0 (all_reduce, plan line 7): group 5 does not exist "
+            "(the plan has 2)");
+  EXPECT_EQ(check("collective all_reduce a0:i1[4] -> a64:i1[4] group=0 "
+                  "op=sum"),
+            "instruction 0 (all_reduce, plan line 7): cannot reduce i1 (f32, "
+            "f64, i32 and i64 reduce)");
+  EXPECT_EQ(check("collective all_reduce a0:i32[4] -> a64:i32[4] group=0 "
+                  "op=avg"),
+            "instruction 0 (all_reduce, plan line 7): avg needs a float dtype");
+  EXPECT_EQ(check("collective all_gather a0:f32[4] -> a64:f32[4] group=0"),
+            "instruction 0 (all_gather, plan line 7): output has 4 elements, "
+            "expected group size (2) times its input's elements (8)");
+  EXPECT_EQ(check("collective reduce_scatter a0:f32[3] -> a64:f32[1] group=0 "
+                  "op=max"),
+            "instruction 0 (reduce_scatter, plan line 7): input of 3 "
+            "elements does not split over 2 ranks");
+  EXPECT_EQ(check("collective broadcast a0:f32[4] -> a64:f32[4] group=0 "
+                  "root=2"),
+            "instruction 0 (broadcast, plan line 7): root 2 is not a rank of "
+            "the group (size 2)");
+  EXPECT_EQ(check("collective send a0:f32[4] -> peer=0 tag=0"),
+            "instruction 0 (send, plan line 7): peer 0 is not another rank of "
+            "the plan's 2");
+  EXPECT_EQ(check("collective send a0:f32[4] -> a64:f32[4] peer=1 tag=0"),
+            "instruction 0 (send, plan line 7): expected 1 input(s) and 0 "
+            "output(s)");
+  EXPECT_EQ(check("collective all_reduce a0:f32[4] -> a64:f32[4] group=0 "
+                  "op=sum root=1"),
+            "instruction 0 (all_reduce, plan line 7): unknown attribute "
+            "'root'");
+  EXPECT_EQ(check("collective scatter a0:f32[4] -> a64:f32[4] group=0"),
+            "instruction 0 (scatter, plan line 7): unknown collective "
+            "'scatter' (known: all_gather, all_reduce, all_to_all, "
+            "broadcast, recv, reduce_scatter, send)");
+}
