@@ -16,6 +16,8 @@
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::loom;
 namespace rt = ::loom::runtime;
@@ -59,17 +61,23 @@ std::string locationName(Location loc) {
   return "";
 }
 
+bool isCollective(StringRef kernel) {
+  return llvm::is_contained({"all_reduce", "all_gather", "reduce_scatter",
+                             "broadcast", "all_to_all", "send", "recv"},
+                            kernel);
+}
+
 class PlanBuilder {
 public:
-  explicit PlanBuilder(func::FuncOp func) : func(func) {}
-
-  FailureOr<rt::Plan> build() {
+  /// Appends the program of world rank `rankNumber`, which runs `func`.
+  LogicalResult addRank(func::FuncOp func, int rankNumber) {
     auto arena =
         func->getAttrOfType<IntegerAttr>(plan::PlanDialect::kArenaSizeAttrName);
     if (!arena)
       return func.emitOpError("has no planned arena; run -loom-plan-memory "
                               "(or the -loom-lower-to-plan pipeline) first");
     rt::RankProgram &rank = plan.ranks.emplace_back();
+    rank.rank = rankNumber;
     rank.arenaBytes = arena.getInt();
     for (Operation &op : func.getBody().front()) {
       LogicalResult result =
@@ -101,8 +109,10 @@ public:
       if (failed(result))
         return failure();
     }
-    return std::move(plan);
+    return success();
   }
+
+  rt::Plan take() { return std::move(plan); }
 
 private:
   FailureOr<rt::TensorRef> reference(Value buffer) {
@@ -215,6 +225,11 @@ private:
   LogicalResult addKernel(plan::KernelOp kernel, rt::RankProgram &rank) {
     rt::Instruction instruction;
     instruction.kernel = kernel.getKernel().str();
+    if (isCollective(kernel.getKernel())) {
+      instruction.kind = rt::Instruction::Kind::Collective;
+      if (failed(resolveRanks(kernel, rank.rank, instruction)))
+        return failure();
+    }
     instruction.loc = locationName(kernel.getLoc());
     for (Value input : kernel.getInputs()) {
       FailureOr<rt::TensorRef> ref = reference(input);
@@ -243,12 +258,49 @@ private:
         instruction.attrs[name] = text.str();
       else if (auto list = dyn_cast<DenseI64ArrayAttr>(value))
         instruction.attrs[name] = std::vector<int64_t>(list.asArrayRef());
+      // Rank lists were resolved to this rank's group or peer.
     }
     if (!kernel.getBody().empty() &&
         failed(addProgram(kernel.getBody().front(), instruction)))
       return failure();
     rank.instructions.push_back(std::move(instruction));
     return success();
+  }
+
+  /// Replaces a collective's rank lists by what they mean for `rank`: the id
+  /// of its group in the plan (`group=`), or its peer (`peer=`).
+  LogicalResult resolveRanks(plan::KernelOp kernel, int rank,
+                             rt::Instruction &instruction) {
+    DictionaryAttr attrs = kernel.getKernelAttrs();
+    if (auto groups = attrs.getAs<ArrayAttr>("groups")) {
+      for (Attribute attr : groups) {
+        ArrayRef<int64_t> group = cast<DenseI64ArrayAttr>(attr).asArrayRef();
+        if (!llvm::is_contained(group, rank))
+          continue;
+        std::vector<int> members(group.begin(), group.end());
+        auto [it, inserted] = groupIds.try_emplace(members, plan.groups.size());
+        if (inserted)
+          plan.groups.push_back(members);
+        instruction.attrs["group"] = int64_t(it->second);
+        return success();
+      }
+      return kernel.emitOpError("runs on rank ")
+             << rank << ", which is in none of its groups";
+    }
+    auto pairs = attrs.getAs<ArrayAttr>("pairs");
+    if (!pairs)
+      return kernel.emitOpError("needs 'groups' or 'pairs'");
+    bool sending = kernel.getKernel() == "send";
+    for (Attribute attr : pairs) {
+      ArrayRef<int64_t> pair = cast<DenseI64ArrayAttr>(attr).asArrayRef();
+      if (pair.size() == 2 && pair[sending ? 0 : 1] == rank) {
+        instruction.attrs["peer"] = pair[sending ? 1 : 0];
+        return success();
+      }
+    }
+    return kernel.emitOpError("runs on rank ")
+           << rank << ", which " << (sending ? "sends" : "receives")
+           << " in none of its pairs";
   }
 
   /// Numbers the body's values (arguments first) and emits one program op
@@ -327,51 +379,79 @@ private:
     return success();
   }
 
-  func::FuncOp func;
   rt::Plan plan;
   llvm::DenseMap<Attribute, uint64_t> weightIds;
+  std::map<std::vector<int>, size_t> groupIds;
 };
 
-FailureOr<func::FuncOp> findFunction(ModuleOp module, StringRef name) {
+/// The function each world rank runs: `name` (or the only function) on
+/// every rank, or else the functions that say which ranks run them
+/// (`loom.ranks`), which must cover each rank once.
+FailureOr<SmallVector<func::FuncOp>> functionsByRank(ModuleOp module,
+                                                     StringRef name) {
+  int64_t worldSize = LoomDialect::getWorldSize(module);
+  SmallVector<func::FuncOp> candidates;
   if (!name.empty()) {
     auto func = module.lookupSymbol<func::FuncOp>(name);
     if (!func)
       return module.emitError("no function named '") << name << "'";
-    return func;
+    candidates.push_back(func);
+  } else {
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal())
+        candidates.push_back(func);
+    if (candidates.empty())
+      return module.emitError("the module has no function to run");
+    if (candidates.size() > 1) {
+      llvm::erase_if(candidates, [](func::FuncOp func) {
+        return !func->hasAttr(LoomDialect::kRanksAttrName);
+      });
+      if (candidates.empty())
+        return module.emitError("the module has several functions; name the "
+                                "one to run, or give each the ranks that run "
+                                "it (loom.ranks)");
+    }
   }
-  func::FuncOp found;
-  for (auto func : module.getOps<func::FuncOp>()) {
-    if (func.isExternal())
-      continue;
-    if (found)
-      return module.emitError("the module has several functions; name the "
-                              "one to run");
-    found = func;
-  }
-  if (!found)
-    return module.emitError("the module has no function to run");
-  return found;
+  SmallVector<func::FuncOp> byRank(worldSize);
+  for (func::FuncOp func : candidates)
+    for (int64_t rank : LoomDialect::getRanksOf(func)) {
+      if (byRank[rank])
+        return func.emitOpError("runs on rank ")
+               << rank << ", which @" << byRank[rank].getSymName()
+               << " runs too";
+      byRank[rank] = func;
+    }
+  for (auto [rank, func] : llvm::enumerate(byRank))
+    if (!func)
+      return module.emitError("no function runs on rank ")
+             << rank << " of the module's loom.world_size " << worldSize;
+  return byRank;
 }
 
 } // namespace
 
 FailureOr<rt::Plan> mlir::loom::buildRuntimePlan(ModuleOp module,
                                                  StringRef funcName) {
-  FailureOr<func::FuncOp> func = findFunction(module, funcName);
-  if (failed(func))
+  FailureOr<SmallVector<func::FuncOp>> byRank =
+      functionsByRank(module, funcName);
+  if (failed(byRank))
     return failure();
-  return PlanBuilder(*func).build();
+  PlanBuilder builder;
+  for (auto [rank, func] : llvm::enumerate(*byRank))
+    if (failed(builder.addRank(func, int(rank))))
+      return failure();
+  return builder.take();
 }
 
 FailureOr<rt::Plan> mlir::loom::lowerToRuntimePlan(ModuleOp module,
                                                    StringRef funcName) {
-  FailureOr<func::FuncOp> func = findFunction(module, funcName);
-  if (failed(func))
+  // Checked before lowering, which would otherwise report a missing
+  // function only after running every pass.
+  if (failed(functionsByRank(module, funcName)))
     return failure();
-  std::string name = func->getSymName().str();
   PassManager pm(module.getContext());
   buildLowerToPlanPipeline(pm);
   if (failed(pm.run(module)))
     return failure();
-  return buildRuntimePlan(module, name);
+  return buildRuntimePlan(module, funcName);
 }

@@ -10,6 +10,7 @@ using namespace mlir;
 
 void mlir::loom::buildLowerToPlanPipeline(OpPassManager &pm) {
   pm.nest<func::FuncOp>().addPass(createLoomExpandOptimizers());
+  pm.nest<func::FuncOp>().addPass(createLoomDecomposeCollectives());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   OpPassManager &funcs = pm.nest<func::FuncOp>();
@@ -23,7 +24,7 @@ void mlir::loom::registerLowerToPlanPipeline() {
   PassPipelineRegistration<>(
       "loom-lower-to-plan",
       "Lower loom functions to the plan dialect: expand optimizer updates, "
-      "canonicalize, fuse "
+      "decompose collectives, canonicalize, fuse "
       "elementwise chains, select kernels, bufferize, plan memory",
       buildLowerToPlanPipeline);
 }

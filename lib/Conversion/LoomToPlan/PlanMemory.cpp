@@ -62,15 +62,21 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
            first});
     }
     // Every use extends the lifetime of the buffer behind it; outputs are
-    // read after the last kernel.
+    // read after the last kernel. A send completes only once its receiver
+    // has taken the data, which may be after this rank's later instructions:
+    // reusing its bytes would make the runtime wait for the send first, and
+    // two ranks sending to each other before receiving would wait forever.
+    // So what a send reads lives to the end of the step.
     for (Operation &op : body) {
+      auto kernel = dyn_cast<plan::KernelOp>(op);
+      bool untilEnd =
+          isa<plan::OutputOp>(op) || (kernel && kernel.getKernel() == "send");
       for (Value operand : op.getOperands()) {
         auto it = bufferOf.find(plan::ViewOp::getRoot(operand));
         if (it == bufferOf.end())
           continue;
         Buffer &buffer = buffers[it->second];
-        buffer.last = std::max(buffer.last,
-                               isa<plan::OutputOp>(op) ? end : position[&op]);
+        buffer.last = std::max(buffer.last, untilEnd ? end : position[&op]);
       }
     }
 

@@ -102,12 +102,45 @@ public:
             .Case([&](SplitOp split) {
               return make("split", {integer("axis", split.getAxis())});
             })
+            .Case([&](AllReduceOp op) {
+              return make("all_reduce", {reduction(op.getReduction()),
+                                         groups("groups", op.getGroups())});
+            })
+            .Case([&](AllGatherOp op) -> std::optional<Selection> {
+              if (!gathersLeadingAxis(op.getResult().getType(), op.getAxis()))
+                return std::nullopt;
+              return make("all_gather", {groups("groups", op.getGroups())});
+            })
+            .Case([&](ReduceScatterOp op) -> std::optional<Selection> {
+              if (!gathersLeadingAxis(op.getInput().getType(), op.getAxis()))
+                return std::nullopt;
+              return make("reduce_scatter", {reduction(op.getReduction()),
+                                             groups("groups", op.getGroups())});
+            })
+            .Case([&](CollectiveBroadcastOp op) {
+              return make("broadcast", {integer("root", op.getRoot()),
+                                        groups("groups", op.getGroups())});
+            })
+            .Case([&](AllToAllOp op) {
+              return make("all_to_all", {groups("groups", op.getGroups())});
+            })
+            .Case([&](SendOp op) {
+              return make("send", {groups("pairs", op.getPairs()),
+                                   integer("tag", op.getTag())});
+            })
+            .Case([&](RecvOp op) {
+              return make("recv", {groups("pairs", op.getPairs()),
+                                   integer("tag", op.getTag())});
+            })
             .Case([&](DropoutOp dropout) {
               return make("dropout",
                           {real("ratio", dropout.getRatio().convertToDouble()),
                            integer("seed", dropout.getSeed())});
             })
             .Default([](Operation *) { return std::nullopt; });
+    if (!selection && isa<AllGatherOp, ReduceScatterOp>(op))
+      return op->emitOpError("splits a dim other than the outermost one; run "
+                             "-loom-decompose-collectives first");
     if (!selection)
       return op->emitOpError("has no kernel in the ") << target << " backend";
     return selection;
@@ -157,6 +190,20 @@ private:
     return builder.getNamedAttr(name, builder.getDenseI64ArrayAttr(values));
   }
   NamedAttribute axes(ArrayRef<int64_t> values) { return list("axes", values); }
+  NamedAttribute reduction(CollectiveReduction value) {
+    return word("op", stringifyCollectiveReduction(value));
+  }
+  /// Rank lists stay lists until the plan is emitted, where each rank finds
+  /// its own group or peer in them.
+  NamedAttribute groups(StringRef name, ArrayAttr lists) {
+    return builder.getNamedAttr(name, lists);
+  }
+  /// Whether gathering or scattering `type` along `axis` moves contiguous
+  /// blocks: every dim before `axis` is 1.
+  static bool gathersLeadingAxis(RankedTensorType type, int64_t axis) {
+    return llvm::all_of(type.getShape().take_front(axis),
+                        [](int64_t dim) { return dim == 1; });
+  }
 
   Builder builder;
 };

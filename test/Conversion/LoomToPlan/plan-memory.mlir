@@ -41,3 +41,30 @@ func.func @views() {
   plan.output "c", %c : memref<16xf32>
   return
 }
+
+// -----
+
+// What a send reads lives to the end of the step: the send may complete
+// only after the receive that follows, so %r must not take %h's bytes (the
+// input, an output too, keeps offset 0).
+// CHECK-LABEL: func.func @send_lives_to_end
+// CHECK:      %[[H:.*]] = plan.alloc offset 64 : memref<16xf32>
+// CHECK:      plan.kernel "send" ins(%[[H]] : memref<16xf32>)
+// CHECK:      %[[R:.*]] = plan.alloc offset 128 : memref<16xf32>
+// CHECK-NEXT: plan.kernel "recv" outs(%[[R]] : memref<16xf32>)
+// expected-remark @+1 {{arena 192 bytes for 3 buffers of 192 bytes in all}}
+func.func @send_lives_to_end() {
+  %x = plan.input "x" : memref<16xf32>
+  %h = plan.alloc : memref<16xf32>
+  plan.kernel "elementwise" ins(%x : memref<16xf32>) outs(%h : memref<16xf32>) {
+  ^bb0(%a: tensor<16xf32>):
+    %e = loom.exp %a : tensor<16xf32>
+    loom.yield %e : tensor<16xf32>
+  }
+  plan.kernel "send" ins(%h : memref<16xf32>) attrs {pairs = [array<i64: 0, 1>], tag = 0 : i64}
+  %r = plan.alloc : memref<16xf32>
+  plan.kernel "recv" outs(%r : memref<16xf32>) attrs {pairs = [array<i64: 1, 0>], tag = 0 : i64}
+  plan.output "x", %x : memref<16xf32>
+  plan.output "r", %r : memref<16xf32>
+  return
+}

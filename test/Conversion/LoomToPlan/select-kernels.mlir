@@ -71,3 +71,37 @@ func.func @sharded(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
   %0 = loom.shard %x to <@mesh, [{tp}, {}]> : tensor<4x4xf32>
   return %0 : tensor<4x4xf32>
 }
+
+// -----
+
+// Collectives keep their rank lists; the plan resolves them per rank.
+// CHECK-LABEL: func.func @collectives
+// CHECK: loom.all_reduce {{.*}} {plan.kernel = "all_reduce", plan.kernel_attrs = {groups = {{\[}}array<i64: 0, 1>], op = "avg"}}
+// CHECK: loom.all_gather {{.*}} {plan.kernel = "all_gather", plan.kernel_attrs = {groups = {{\[}}array<i64: 0, 1>]}}
+// CHECK: loom.reduce_scatter {{.*}} {plan.kernel = "reduce_scatter", plan.kernel_attrs = {groups = {{\[}}array<i64: 0, 1>], op = "sum"}}
+// CHECK: loom.collective_broadcast {{.*}} {plan.kernel = "broadcast", plan.kernel_attrs = {groups = {{\[}}array<i64: 0, 1>], root = 1 : i64}}
+// CHECK: loom.all_to_all {{.*}} {plan.kernel = "all_to_all", plan.kernel_attrs = {groups = {{\[}}array<i64: 0, 1>]}}
+// CHECK: loom.send {{.*}} {plan.kernel = "send", plan.kernel_attrs = {pairs = {{\[}}array<i64: 0, 1>, array<i64: 1, 0>], tag = 3 : i64}}
+// CHECK: loom.recv {{.*}} {plan.kernel = "recv", plan.kernel_attrs = {pairs = {{\[}}array<i64: 0, 1>, array<i64: 1, 0>], tag = 3 : i64}}
+module attributes {loom.world_size = 2 : i64} {
+  func.func @collectives(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>, tensor<2x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+    %0 = loom.all_reduce avg %x groups [[0, 1]] : tensor<4x8xf32>
+    %1 = loom.all_gather %x axis 0 groups [[0, 1]] : tensor<4x8xf32> -> tensor<8x8xf32>
+    %2 = loom.reduce_scatter sum %x axis 0 groups [[0, 1]] : tensor<4x8xf32> -> tensor<2x8xf32>
+    %3 = loom.collective_broadcast %x root 1 groups [[0, 1]] : tensor<4x8xf32>
+    %4 = loom.all_to_all %x groups [[0, 1]] : tensor<4x8xf32>
+    loom.send %x to [[0, 1], [1, 0]] tag 3 : tensor<4x8xf32>
+    %5 = loom.recv from [[0, 1], [1, 0]] tag 3 : tensor<4x8xf32>
+    return %0, %1, %2, %3, %4, %5 : tensor<4x8xf32>, tensor<8x8xf32>, tensor<2x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  }
+}
+
+// -----
+
+module attributes {loom.world_size = 2 : i64} {
+  func.func @gather_inner(%x: tensor<4x8xf32>) -> tensor<4x16xf32> {
+    // expected-error @+1 {{'loom.all_gather' op splits a dim other than the outermost one; run -loom-decompose-collectives first}}
+    %0 = loom.all_gather %x axis 1 groups [[0, 1]] : tensor<4x8xf32> -> tensor<4x16xf32>
+    return %0 : tensor<4x16xf32>
+  }
+}

@@ -27,7 +27,7 @@ func.func @view_size(%x: memref<8xf32>) {
 // -----
 
 func.func @kernel_attr(%x: memref<8xf32>, %y: memref<8xf32>) {
-  // expected-error @+1 {{'plan.kernel' op attribute 'axes' must be an integer, float, string or i64 array}}
+  // expected-error @+1 {{'plan.kernel' op attribute 'axes' must be an integer, float, string, i64 array or a list of i64 arrays}}
   plan.kernel "reduce_sum" ins(%x : memref<8xf32>) outs(%y : memref<8xf32>) attrs {axes = [0]}
   return
 }

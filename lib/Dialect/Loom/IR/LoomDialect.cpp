@@ -3,7 +3,9 @@
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/Sequence.h"
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -30,18 +32,63 @@ Operation *LoomDialect::materializeConstant(OpBuilder &builder, Attribute value,
 // Discardable `loom.*` attributes
 //===----------------------------------------------------------------------===//
 
-/// Only `loom.sharding` may appear as a discardable attribute.
+/// Only `loom.sharding` may appear as a discardable attribute of an op or
+/// signature (`loom.world_size` and `loom.ranks` are checked before).
 static LogicalResult checkAttrName(Operation *op, NamedAttribute attr) {
   if (attr.getName() == LoomDialect::kShardingAttrName)
     return success();
   return op->emitOpError() << "has unknown loom attribute '"
-                           << attr.getName().getValue()
-                           << "'; the only one is '"
-                           << LoomDialect::kShardingAttrName << "'";
+                           << attr.getName().getValue() << "'; known: '"
+                           << LoomDialect::kShardingAttrName << "', '"
+                           << LoomDialect::kWorldSizeAttrName
+                           << "' (modules), '" << LoomDialect::kRanksAttrName
+                           << "' (functions)";
+}
+
+int64_t LoomDialect::getWorldSize(Operation *op) {
+  for (; op; op = op->getParentOp())
+    if (auto size = op->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
+      return size.getInt();
+  return 1;
+}
+
+SmallVector<int64_t> LoomDialect::getRanksOf(Operation *func) {
+  if (auto ranks = func->getAttrOfType<DenseI64ArrayAttr>(kRanksAttrName))
+    return SmallVector<int64_t>(ranks.asArrayRef());
+  return llvm::to_vector(llvm::seq<int64_t>(0, getWorldSize(func)));
+}
+
+/// `loom.world_size` on a module, `loom.ranks` on a function.
+static LogicalResult verifyRankAttr(Operation *op, NamedAttribute attr) {
+  if (attr.getName() == LoomDialect::kWorldSizeAttrName) {
+    auto size = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !size || size.getInt() < 1)
+      return op->emitOpError() << "'" << LoomDialect::kWorldSizeAttrName
+                               << "' must be a positive integer on a module";
+    return success();
+  }
+  auto ranks = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+  if (!isa<FunctionOpInterface>(op) || !ranks || ranks.empty())
+    return op->emitOpError() << "'" << LoomDialect::kRanksAttrName
+                             << "' must be a non-empty array<i64> of world "
+                                "ranks on a function";
+  int64_t worldSize = LoomDialect::getWorldSize(op);
+  int64_t previous = -1;
+  for (int64_t rank : ranks.asArrayRef()) {
+    if (rank <= previous || rank >= worldSize)
+      return op->emitOpError()
+             << "'" << LoomDialect::kRanksAttrName
+             << "' must list ranks in [0, " << worldSize
+             << ") (the module's loom.world_size) in increasing order";
+    previous = rank;
+  }
+  return success();
 }
 
 LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
+  if (attr.getName() == kWorldSizeAttrName || attr.getName() == kRanksAttrName)
+    return verifyRankAttr(op, attr);
   if (failed(checkAttrName(op, attr)))
     return failure();
   // One sharding per result: a bare attribute for single-result ops, an

@@ -92,6 +92,37 @@ static void printSliceRanges(OpAsmPrinter &printer, Operation *,
   printer << "]";
 }
 
+/// `[[0, 1], [2, 3]]`: lists of world ranks (collective groups, send/recv
+/// pairs).
+static ParseResult parseRankLists(OpAsmParser &parser, ArrayAttr &lists) {
+  SmallVector<Attribute> result;
+  auto parseList = [&]() -> ParseResult {
+    SmallVector<int64_t> ranks;
+    if (parser.parseCommaSeparatedList(
+            OpAsmParser::Delimiter::Square, [&]() -> ParseResult {
+              return parser.parseInteger(ranks.emplace_back());
+            }))
+      return failure();
+    result.push_back(parser.getBuilder().getDenseI64ArrayAttr(ranks));
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Square, parseList))
+    return failure();
+  lists = parser.getBuilder().getArrayAttr(result);
+  return success();
+}
+
+static void printRankLists(OpAsmPrinter &printer, Operation *,
+                           ArrayAttr lists) {
+  printer << "[";
+  llvm::interleaveComma(lists, printer, [&](Attribute list) {
+    printer << "[";
+    llvm::interleaveComma(cast<DenseI64ArrayAttr>(list).asArrayRef(), printer);
+    printer << "]";
+  });
+  printer << "]";
+}
+
 #define GET_OP_CLASSES
 #include "loom/Dialect/Loom/IR/LoomOps.cpp.inc"
 

@@ -61,11 +61,17 @@ LogicalResult KernelOp::verify() {
     Attribute value = attr.getValue();
     if (isa<IntegerAttr, FloatAttr, StringAttr, DenseI64ArrayAttr>(value))
       continue;
+    // Rank lists of a collective (groups, send/recv pairs).
+    if (auto lists = dyn_cast<ArrayAttr>(value);
+        lists && llvm::all_of(lists, llvm::IsaPred<DenseI64ArrayAttr>))
+      continue;
     return emitOpError("attribute '")
            << attr.getName().getValue()
-           << "' must be an integer, float, string or i64 array";
+           << "' must be an integer, float, string, i64 array or a list of "
+              "i64 arrays";
   }
-  if (getOutputs().empty())
+  // A send is the one kernel that only reads.
+  if (getOutputs().empty() && getKernel() != "send")
     return emitOpError("writes no outputs");
   if (getBody().empty())
     return getKernel() == "elementwise"

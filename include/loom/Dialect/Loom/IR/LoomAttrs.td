@@ -32,6 +32,13 @@ def Loom_LossReduction : I32EnumAttr<"LossReduction",
   let cppNamespace = "::mlir::loom";
 }
 
+def Loom_CollectiveReduction : I32EnumAttr<"CollectiveReduction",
+    "how a collective combines the ranks' values", [
+      I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"max", 1>,
+      I32EnumAttrCase<"avg", 2>]> {
+  let cppNamespace = "::mlir::loom";
+}
+
 def Loom_PartialKind : I32EnumAttr<"PartialKind",
     "pending cross-device reduction of a sharded value", [
       I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"sum", 1>,

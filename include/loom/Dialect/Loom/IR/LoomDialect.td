@@ -49,6 +49,18 @@ def Loom_Dialect : Dialect {
     /// `loom-autodiff`.
     static constexpr ::llvm::StringLiteral kGradientOfAttrName =
         "loom.gradient_of";
+    /// Name of the module attribute that gives the number of ranks its
+    /// functions run on (1 when absent).
+    static constexpr ::llvm::StringLiteral kWorldSizeAttrName =
+        "loom.world_size";
+    /// Name of the function attribute that lists the world ranks running the
+    /// function (every rank when absent).
+    static constexpr ::llvm::StringLiteral kRanksAttrName = "loom.ranks";
+
+    /// The module's `loom.world_size` around `op`, 1 when it has none.
+    static int64_t getWorldSize(::mlir::Operation *op);
+    /// The world ranks that run `func`: its `loom.ranks`, else all of them.
+    static ::llvm::SmallVector<int64_t> getRanksOf(::mlir::Operation *func);
 
     /// Registers the attributes of LoomAttrs.td (defined in LoomAttrs.cpp).
     void registerAttributes();

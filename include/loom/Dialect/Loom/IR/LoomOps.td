@@ -774,6 +774,179 @@ def Loom_AdamWUpdateOp : Loom_OptimizerUpdateOp<"adamw_update"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Communication between ranks
+//===----------------------------------------------------------------------===//
+
+// Lists of world ranks: `[[0, 1], [2, 3]]`.
+def Loom_RankListsAttr : TypedArrayAttrBase<DenseI64ArrayAttr,
+                                            "lists of world ranks">;
+
+class Loom_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Loom_Op<mnemonic, !listconcat(traits, [
+        // Every rank of a group must issue the same collectives in the same
+        // order: none may be removed, merged or reordered across another.
+        MemoryEffects<[MemRead, MemWrite]>])> {
+  code commonDescription = [{
+    A function may run on several ranks at once (all of them, or those its
+    `loom.ranks` attribute lists; the module's `loom.world_size` says how
+    many there are). `groups` partitions the ranks that run the op into
+    groups of equal size, each a sorted list of world ranks; a rank's group
+    rank is its position in its group. Collectives are never removed,
+    merged or reordered: every rank of a group must issue the same ones in
+    the same order.
+  }];
+}
+
+def Loom_AllReduceOp : Loom_CollectiveOp<"all_reduce",
+    [SameOperandsAndResultType]> {
+  let summary = "Combines a tensor across the ranks of each group";
+  let description = !strconcat([{
+    Every rank of a group receives the elementwise `reduction` (sum, max or
+    avg, the last for floats only) of the group's inputs.
+
+    ```mlir
+    %sum = loom.all_reduce sum %partial groups [[0, 1], [2, 3]]
+        : tensor<8x768xf32>
+    ```
+  }], commonDescription);
+  let arguments = (ins Loom_CollectiveReduction:$reduction,
+                       Loom_NumericTensor:$input, Loom_RankListsAttr:$groups);
+  let results = (outs Loom_NumericTensor:$result);
+  let assemblyFormat = [{
+    $reduction $input `groups` custom<RankLists>($groups) attr-dict `:`
+    type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_AllGatherOp : Loom_CollectiveOp<"all_gather"> {
+  let summary = "Concatenates the ranks' tensors along an axis";
+  let description = !strconcat([{
+    Every rank of a group receives the group's inputs concatenated along
+    `axis` in group-rank order: the result's `axis` is the group size times
+    the input's.
+
+    ```mlir
+    %full = loom.all_gather %shard axis 1 groups [[0, 1]]
+        : tensor<8x384xf32> -> tensor<8x768xf32>
+    ```
+  }], commonDescription);
+  let arguments = (ins Loom_Tensor:$input, I64Attr:$axis,
+                       Loom_RankListsAttr:$groups);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    $input `axis` $axis `groups` custom<RankLists>($groups) attr-dict `:`
+    type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_ReduceScatterOp : Loom_CollectiveOp<"reduce_scatter"> {
+  let summary = "Combines tensors across ranks and splits the result";
+  let description = !strconcat([{
+    The group's inputs are combined elementwise by `reduction`, then split
+    into equal pieces along `axis`: group rank i receives piece i.
+
+    ```mlir
+    %piece = loom.reduce_scatter sum %grad axis 0 groups [[0, 1]]
+        : tensor<1024x768xf32> -> tensor<512x768xf32>
+    ```
+  }], commonDescription);
+  let arguments = (ins Loom_CollectiveReduction:$reduction,
+                       Loom_NumericTensor:$input, I64Attr:$axis,
+                       Loom_RankListsAttr:$groups);
+  let results = (outs Loom_NumericTensor:$result);
+  let assemblyFormat = [{
+    $reduction $input `axis` $axis `groups` custom<RankLists>($groups)
+    attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_CollectiveBroadcastOp : Loom_CollectiveOp<"collective_broadcast",
+    [SameOperandsAndResultType]> {
+  let summary = "Sends one rank's tensor to every rank of its group";
+  let description = !strconcat([{
+    Every rank of a group receives the input of its group rank `root`
+    (`loom.broadcast` is the shape broadcast; this is its cross-rank
+    counterpart).
+
+    ```mlir
+    %w = loom.collective_broadcast %init root 0 groups [[0, 1, 2, 3]]
+        : tensor<768xf32>
+    ```
+  }], commonDescription);
+  let arguments = (ins Loom_Tensor:$input, I64Attr:$root,
+                       Loom_RankListsAttr:$groups);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    $input `root` $root `groups` custom<RankLists>($groups) attr-dict `:`
+    type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_AllToAllOp : Loom_CollectiveOp<"all_to_all",
+    [SameOperandsAndResultType]> {
+  let summary = "Exchanges equal pieces of a tensor between all ranks";
+  let description = !strconcat([{
+    Each input splits into group-size equal pieces along dim 0; piece j of
+    group rank i becomes piece i of group rank j's result.
+
+    ```mlir
+    %routed = loom.all_to_all %tokens groups [[0, 1, 2, 3]]
+        : tensor<64x768xf32>
+    ```
+  }], commonDescription);
+  let arguments = (ins Loom_Tensor:$input, Loom_RankListsAttr:$groups);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    $input `groups` custom<RankLists>($groups) attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_SendOp : Loom_Op<"send", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Sends a tensor to another rank";
+  let description = [{
+    Each `[source, target]` pair of `pairs` sends from world rank `source`
+    to world rank `target`, which receives it with a `loom.recv` of the same
+    pair and `tag`. Every rank that runs the op must be the source of one
+    pair. Sends and receives with the same pair and tag match in order.
+
+    ```mlir
+    loom.send %activations to [[0, 1], [2, 3]] tag 0 : tensor<8x768xf32>
+    ```
+  }];
+  let arguments = (ins Loom_Tensor:$input, Loom_RankListsAttr:$pairs,
+                       I64Attr:$tag);
+  let assemblyFormat = [{
+    $input `to` custom<RankLists>($pairs) `tag` $tag attr-dict `:`
+    type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_RecvOp : Loom_Op<"recv", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Receives a tensor from another rank";
+  let description = [{
+    The counterpart of `loom.send`: every rank that runs the op must be the
+    target of one `[source, target]` pair, and receives what its source
+    sends with the same `tag`.
+
+    ```mlir
+    %activations = loom.recv from [[0, 1], [2, 3]] tag 0 : tensor<8x768xf32>
+    ```
+  }];
+  let arguments = (ins Loom_RankListsAttr:$pairs, I64Attr:$tag);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    `from` custom<RankLists>($pairs) `tag` $tag attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Fusion
 //===----------------------------------------------------------------------===//
 

@@ -114,9 +114,13 @@ def Plan_KernelOp : Plan_Op<"kernel", [AttrSizedOperandSegments]> {
   let summary = "Runs a kernel of the runtime";
   let description = [{
     Runs the runtime kernel `kernel` (see docs/design/plan-format.md), which
-    reads `ins` and writes `outs`. `kernel_attrs` (printed after `attrs`) are the kernel's attributes:
-    integers, floats, integer arrays and strings. An `elementwise` kernel has
-    a body: the fused loom ops, on tensors of the inputs' types, ending in a
+    reads `ins` and writes `outs`. `kernel_attrs` (printed after `attrs`)
+    are the kernel's attributes: integers, floats, integer arrays and
+    strings, and for the collectives (all_reduce, all_gather,
+    reduce_scatter, broadcast, all_to_all, send, recv) lists of world ranks
+    (`groups`, `pairs`), which become each rank's group or peer when the plan
+    is written. Only `send` writes no outputs. An `elementwise` kernel has a
+    body: the fused loom ops, on tensors of the inputs' types, ending in a
     `loom.yield` of one value per output.
 
     ```mlir
@@ -130,7 +134,7 @@ def Plan_KernelOp : Plan_Op<"kernel", [AttrSizedOperandSegments]> {
   let regions = (region AnyRegion:$body);
   let assemblyFormat = [{
     $kernel (`ins` `(` $inputs^ `:` type($inputs) `)`)?
-    `outs` `(` $outputs `:` type($outputs) `)`
+    (`outs` `(` $outputs^ `:` type($outputs) `)`)?
     (`attrs` $kernel_attrs^)? ($body^)? attr-dict
   }];
   let hasVerifier = 1;
