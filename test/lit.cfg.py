@@ -26,3 +26,12 @@ config.substitutions.append(("%loom_src", config.loom_src_root))
 tool_dirs = [config.loom_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["loom-opt", "loom-translate", "loom-run"], tool_dirs)
 config.substitutions.append(("%loom_bin", config.loom_tools_dir))
+
+# Multi-process runs: `%mpirun -np N ...` where Open MPI is installed (as
+# root in CI containers, oversubscribed on small machines).
+import shutil
+mpirun = shutil.which("mpirun")
+if mpirun:
+    config.available_features.add("mpi")
+    config.substitutions.append(
+        ("%mpirun", mpirun + " --oversubscribe --allow-run-as-root --mca btl self,vader"))

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ModelCompiler.h"
+#include "RunPlan.h"
 #include "Train.h"
 
 #include "loom/Runtime/Executor.h"
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -48,6 +50,16 @@ options:
   --iterations N      run N times and report the mean time
   --warmup N          first run N untimed times (default 0)
   --help              this text
+
+ranks (plans with several ranks; docs/design/communication.md):
+  --ranks N           run the N ranks as threads of this process; under
+                      `mpirun -np N loom-run ...` each process runs one rank
+  --comm-timeout S    fail any communication that waits longer than S seconds
+                      (default 60), naming the rank and operation
+  --check-collectives compare every collective's arguments across the ranks
+                      first (MPI: a debug mode; threads always check)
+  `{rank}` in an input file name is replaced by the rank; --output-dir gets one
+  directory per rank (DIR/rank<R>/)
 
 training (--train; docs/design/training.md):
   --train             train MODEL: each step runs forward, loss, backward and
@@ -85,6 +97,11 @@ struct Options {
   bool report = false;
   int iterations = 1;
   int warmup = 0;
+  int ranks = 0;
+  std::chrono::milliseconds commTimeout{std::chrono::seconds(60)};
+  bool checkCollectives = false;
+  int killRank = -1;
+  int64_t killAt = 0;
   ModelCompileOptions compile;
   TrainOptions train;
   std::string labelsPath;
@@ -265,6 +282,36 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     }
     if (flag == "--report") {
       options.report = true;
+    } else if (flag == "--check-collectives") {
+      options.checkCollectives = true;
+    } else if (flag == "--ranks" || flag == "--comm-timeout" ||
+               flag == "--test-kill-rank") {
+      if (!value(text))
+        return flag + " needs a value";
+      if (flag == "--ranks") {
+        int64_t count;
+        if (!parseInt(text, count) || count < 1 || count > 4096)
+          return "--ranks expects a rank count in [1, 4096], got '" + text +
+                 "'";
+        options.ranks = int(count);
+      } else if (flag == "--comm-timeout") {
+        double seconds;
+        if (!parseDouble(text, seconds) || seconds <= 0 || seconds > 1e6)
+          return "--comm-timeout expects seconds > 0, got '" + text + "'";
+        options.commTimeout =
+            std::chrono::milliseconds(int64_t(std::ceil(seconds * 1000)));
+      } else {
+        // R[:K], a test hook: rank R dies before its instruction K.
+        size_t colon = text.find(':');
+        int64_t rank, at = 0;
+        if (!parseInt(text.substr(0, colon), rank) || rank < 0 ||
+            (colon != std::string::npos &&
+             (!parseInt(text.substr(colon + 1), at) || at < 0)))
+          return "--test-kill-rank expects RANK[:INSTRUCTION], got '" + text +
+                 "'";
+        options.killRank = int(std::min<int64_t>(rank, 1 << 30));
+        options.killAt = at;
+      }
     } else if (flag == "--input" || flag == "--output-dir" ||
                flag == "--emit-plan" || flag == "--dim" ||
                flag == "--function" || flag == "--iterations" ||
@@ -325,74 +372,13 @@ std::string parseOptions(int argc, char **argv, Options &options) {
         options.warmup != 0)
       return "--output-dir, --iterations and --warmup are for inference "
              "runs, not --train";
+    if (options.ranks || options.killRank >= 0)
+      return "--ranks runs multi-rank plans; training runs on one rank for "
+             "now";
     options.train.profileLastStep = options.report;
     options.train.modelPath = options.model;
   }
   return "";
-}
-
-std::string formatBytes(uint64_t bytes) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.2f MiB (%llu bytes)",
-                double(bytes) / (1024.0 * 1024.0),
-                static_cast<unsigned long long>(bytes));
-  return text;
-}
-
-void printReport(const RunReport &report, int iterations) {
-  std::printf("memory:\n");
-  std::printf("  planned peak (arena)    %s\n",
-              formatBytes(report.plannedArenaBytes).c_str());
-  std::printf("  planned, whole pages    %s\n",
-              formatBytes(report.plannedArenaPageBytes).c_str());
-  std::printf("  measured peak (touched) %s  %s\n",
-              formatBytes(report.measuredArenaBytes).c_str(),
-              report.measuredArenaBytes == report.plannedArenaPageBytes
-                  ? "= planned"
-                  : "!= planned");
-  std::printf("  weights                 %s\n",
-              formatBytes(report.weightBytes).c_str());
-  std::printf("time: %.3f ms per run (%d run%s)\n", report.seconds * 1e3,
-              iterations, iterations == 1 ? "" : "s");
-  double total = 0;
-  for (const KernelProfile &kernel : report.kernels)
-    total += kernel.seconds;
-  std::printf("%-16s %6s %12s %7s\n", "kernel", "calls", "time (ms)", "share");
-  for (const KernelProfile &kernel : report.kernels)
-    std::printf("%-16s %6lld %12.3f %6.1f%%\n", kernel.kernel.c_str(),
-                static_cast<long long>(kernel.calls), kernel.seconds * 1e3,
-                total > 0 ? 100 * kernel.seconds / total : 0.0);
-  std::vector<InstructionProfile> top = report.instructions;
-  std::sort(top.begin(), top.end(),
-            [](const InstructionProfile &a, const InstructionProfile &b) {
-              return a.seconds > b.seconds;
-            });
-  if (top.size() > 10)
-    top.resize(10);
-  std::printf("slowest instructions:\n");
-  for (const InstructionProfile &instruction : top)
-    std::printf("  #%-4zu %-14s %9.3f ms  %s\n", instruction.index,
-                instruction.kernel.c_str(), instruction.seconds * 1e3,
-                instruction.loc.c_str());
-}
-
-/// min / max / mean of a float output, for the summary without --output-dir.
-std::string summarize(const HostTensor &tensor) {
-  std::string text =
-      tensor.name + ": " + dtypeName(tensor.dtype) + shapeString(tensor.shape);
-  if (tensor.dtype != DType::F32 || tensor.elements() == 0)
-    return text;
-  const float *data = reinterpret_cast<const float *>(tensor.data.data());
-  double lo = data[0], hi = data[0], sum = 0;
-  for (int64_t i = 0; i < tensor.elements(); ++i) {
-    lo = std::fmin(lo, data[i]);
-    hi = std::fmax(hi, data[i]);
-    sum += data[i];
-  }
-  char stats[128];
-  std::snprintf(stats, sizeof(stats), "  min %.6g  max %.6g  mean %.6g", lo, hi,
-                sum / double(tensor.elements()));
-  return text + stats;
 }
 
 /// Loads MODEL when it is a plan file, else compiles it; null (after
@@ -488,21 +474,21 @@ int main(int argc, char **argv) {
     return train(options);
 
   // Inputs are read first: their shapes fix the model's symbolic dims.
-  std::vector<std::pair<std::string, HostTensor>> named;
-  std::vector<HostTensor> positional;
+  size_t givenInputs = 0;
+  // Rank 0's files stand for every rank's (`{rank}` in a path).
   for (const auto &[name, path] : options.namedInputs) {
-    StatusOr<HostTensor> tensor = readTensorFile(path);
+    StatusOr<HostTensor> tensor = readTensorFile(substituteRank(path, 0));
     if (!tensor)
       return fail(tensor.status().message());
     options.compile.inputShapes[name] = tensor->shape;
-    named.push_back({name, std::move(*tensor)});
+    ++givenInputs;
   }
   for (const std::string &path : options.positionalInputs) {
-    StatusOr<HostTensor> tensor = readTensorFile(path);
+    StatusOr<HostTensor> tensor = readTensorFile(substituteRank(path, 0));
     if (!tensor)
       return fail(tensor.status().message());
     options.compile.positionalInputShapes.push_back(tensor->shape);
-    positional.push_back(std::move(*tensor));
+    ++givenInputs;
   }
 
   std::shared_ptr<Plan> plan = loadOrCompile(options);
@@ -512,81 +498,24 @@ int main(int argc, char **argv) {
   if (!options.emitPlan.empty()) {
     if (!emitPlan(*plan, options.emitPlan))
       return 1;
-    bool wantsRun = !named.empty() || !positional.empty() ||
-                    !options.outputDir.empty() || options.report;
+    bool wantsRun =
+        givenInputs > 0 || !options.outputDir.empty() || options.report;
     if (!wantsRun)
       return 0;
   }
 
-  StatusOr<std::unique_ptr<Executor>> executor = Executor::create(plan);
-  if (!executor)
-    return fail(options.model + ": " + executor.status().message());
-  Executor &run = **executor;
-  const RankProgram &program = run.program();
-  if (positional.size() > program.inputs.size())
-    return fail(std::to_string(positional.size()) +
-                " input files given but the model has " +
-                std::to_string(program.inputs.size()) + " inputs");
-  std::vector<bool> bound(program.inputs.size(), false);
-  for (size_t i = 0; i < positional.size(); ++i) {
-    Status status = run.setInput(program.inputs[i].name, positional[i]);
-    if (!status)
-      return fail(status.withContext(options.positionalInputs[i]).message());
-    bound[i] = true;
-  }
-  for (size_t i = 0; i < named.size(); ++i) {
-    const std::string &name = named[i].first;
-    for (size_t j = 0; j < program.inputs.size(); ++j) {
-      if (program.inputs[j].name != name)
-        continue;
-      if (bound[j])
-        return fail("input '" + name + "' is given twice");
-      bound[j] = true;
-    }
-    Status status = run.setInput(name, named[i].second);
-    if (!status)
-      return fail(status.withContext(options.namedInputs[i].second).message());
-  }
-  for (size_t j = 0; j < program.inputs.size(); ++j)
-    if (!bound[j])
-      return fail("input '" + program.inputs[j].name + "' (" +
-                  dtypeName(program.inputs[j].ref.dtype) +
-                  shapeString(program.inputs[j].ref.shape) +
-                  ") was not given; pass --input " + program.inputs[j].name +
-                  "=FILE");
-
-  double seconds = 0;
-  for (int iteration = 0; iteration < options.warmup + options.iterations;
-       ++iteration) {
-    bool timed = iteration >= options.warmup;
-    Status status = run.run(options.report && timed);
-    if (!status)
-      return fail(options.model + ": " + status.message());
-    if (timed)
-      seconds += run.report().seconds;
-  }
-
-  if (!options.outputDir.empty()) {
-    mkdir(options.outputDir.c_str(), 0777);
-    for (size_t i = 0; i < program.outputs.size(); ++i) {
-      HostTensor tensor = run.output(i);
-      std::string name = tensor.name;
-      for (char &c : name)
-        if (c == '/' || c == '\\')
-          c = '_';
-      Status status =
-          writeNpyFile(options.outputDir + "/" + name + ".npy", tensor);
-      if (!status)
-        return fail(status.message());
-    }
-  } else {
-    for (size_t i = 0; i < program.outputs.size(); ++i)
-      std::printf("%s\n", summarize(run.output(i)).c_str());
-  }
-  if (options.report) {
-    RunReport report = run.report();
-    report.seconds = seconds / options.iterations;
-    printReport(report, options.iterations);
-  }
-  return 0;
+  RunOptions run;
+  run.model = options.model;
+  run.namedInputs = options.namedInputs;
+  run.positionalInputs = options.positionalInputs;
+  run.outputDir = options.outputDir;
+  run.report = options.report;
+  run.iterations = options.iterations;
+  run.warmup = options.warmup;
+  run.ranks = options.ranks;
+  run.commTimeout = options.commTimeout;
+  run.checkCollectives = options.checkCollectives;
+  run.killRank = options.killRank;
+  run.killAt = options.killAt;
+  return runPlan(plan, run);
 }

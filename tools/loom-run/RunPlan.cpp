@@ -1,0 +1,309 @@
+//===- RunPlan.cpp - loom-run: running a plan on one or N ranks -----------===//
+//
+// Every rank does the same thing: create its executor, read its inputs, run,
+// and write or summarize its outputs. A rank that fails aborts the others
+// through the communicator, so a multi-rank run ends with every rank's error
+// instead of waiting for a rank that is gone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RunPlan.h"
+
+#include "loom/Runtime/Communicator.h"
+#include "loom/Runtime/TensorIO.h"
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <sys/stat.h>
+#include <thread>
+
+using namespace loom;
+using namespace loom::runtime;
+
+namespace {
+
+std::string formatBytes(uint64_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.2f MiB (%llu bytes)",
+                double(bytes) / (1024.0 * 1024.0),
+                static_cast<unsigned long long>(bytes));
+  return text;
+}
+
+/// min / max / mean of a float output, for the summary without --output-dir.
+std::string summarize(const HostTensor &tensor) {
+  std::string text =
+      tensor.name + ": " + dtypeName(tensor.dtype) + shapeString(tensor.shape);
+  if (tensor.dtype != DType::F32 || tensor.elements() == 0)
+    return text;
+  const float *data = reinterpret_cast<const float *>(tensor.data.data());
+  double lo = data[0], hi = data[0], sum = 0;
+  for (int64_t i = 0; i < tensor.elements(); ++i) {
+    lo = std::fmin(lo, data[i]);
+    hi = std::fmax(hi, data[i]);
+    sum += data[i];
+  }
+  char stats[128];
+  std::snprintf(stats, sizeof(stats), "  min %.6g  max %.6g  mean %.6g", lo, hi,
+                sum / double(tensor.elements()));
+  return text + stats;
+}
+
+/// Binds the input files to `run`'s inputs: positional files in order, then
+/// named ones.
+Status bindInputs(Executor &run, const RunOptions &options, int rank) {
+  const RankProgram &program = run.program();
+  if (options.positionalInputs.size() > program.inputs.size())
+    return Status::error(std::to_string(options.positionalInputs.size()) +
+                         " input files given but the model has " +
+                         std::to_string(program.inputs.size()) + " inputs");
+  std::vector<bool> bound(program.inputs.size(), false);
+  for (size_t i = 0; i < options.positionalInputs.size(); ++i) {
+    std::string path = substituteRank(options.positionalInputs[i], rank);
+    StatusOr<HostTensor> tensor = readTensorFile(path);
+    if (!tensor)
+      return tensor.status();
+    if (Status status = run.setInput(program.inputs[i].name, *tensor); !status)
+      return status.withContext(path);
+    bound[i] = true;
+  }
+  for (const auto &[name, file] : options.namedInputs) {
+    for (size_t j = 0; j < program.inputs.size(); ++j) {
+      if (program.inputs[j].name != name)
+        continue;
+      if (bound[j])
+        return Status::error("input '" + name + "' is given twice");
+      bound[j] = true;
+    }
+    std::string path = substituteRank(file, rank);
+    StatusOr<HostTensor> tensor = readTensorFile(path);
+    if (!tensor)
+      return tensor.status();
+    if (Status status = run.setInput(name, *tensor); !status)
+      return status.withContext(path);
+  }
+  for (size_t j = 0; j < program.inputs.size(); ++j)
+    if (!bound[j])
+      return Status::error("input '" + program.inputs[j].name + "' (" +
+                           dtypeName(program.inputs[j].ref.dtype) +
+                           shapeString(program.inputs[j].ref.shape) +
+                           ") was not given; pass --input " +
+                           program.inputs[j].name + "=FILE");
+  return Status::ok();
+}
+
+/// What one rank did: its printed summary, or why it failed.
+struct RankResult {
+  Status status;
+  /// The rank stopped through --test-kill-rank: it did not fail, it died.
+  bool killed = false;
+  std::string summary;
+  RunReport report;
+  double seconds = 0;
+};
+
+void runRank(std::shared_ptr<const Plan> plan, const RunOptions &options,
+             int rank, std::shared_ptr<Communicator> comm, RankResult &result) {
+  bool multi = plan->ranks.size() > 1;
+  std::string prefix = multi ? "rank " + std::to_string(rank) + ": " : "";
+  StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::create(plan, rank, comm);
+  if (!executor) {
+    result.status = executor.status();
+    return;
+  }
+  Executor &run = **executor;
+  if (rank == options.killRank) {
+    int64_t at = options.killAt;
+    bool mpi = options.ranks == 0 && multi && launchedByMPI();
+    run.setInstructionHook([at, mpi, &result](size_t index) -> Status {
+      if (int64_t(index) != at)
+        return Status::ok();
+      if (mpi)
+        std::raise(SIGKILL); // A process that dies, as a crash would.
+      result.killed = true;
+      return Status::error("killed before instruction " +
+                           std::to_string(index) + " (--test-kill-rank)");
+    });
+  }
+  if (Status status = bindInputs(run, options, rank); !status) {
+    result.status = status;
+    return;
+  }
+  for (int iteration = 0; iteration < options.warmup + options.iterations;
+       ++iteration) {
+    bool timed = iteration >= options.warmup;
+    Status status = run.run(options.report && timed);
+    if (!status) {
+      result.status = status;
+      return;
+    }
+    if (timed)
+      result.seconds += run.report().seconds;
+  }
+  const RankProgram &program = run.program();
+  if (!options.outputDir.empty()) {
+    std::string dir = options.outputDir;
+    mkdir(dir.c_str(), 0777);
+    if (multi) {
+      dir += "/rank" + std::to_string(rank);
+      mkdir(dir.c_str(), 0777);
+    }
+    for (size_t i = 0; i < program.outputs.size(); ++i) {
+      HostTensor tensor = run.output(i);
+      std::string name = tensor.name;
+      for (char &c : name)
+        if (c == '/' || c == '\\')
+          c = '_';
+      if (Status status = writeNpyFile(dir + "/" + name + ".npy", tensor);
+          !status) {
+        result.status = status;
+        return;
+      }
+    }
+  } else {
+    for (size_t i = 0; i < program.outputs.size(); ++i)
+      result.summary += prefix + summarize(run.output(i)) + "\n";
+  }
+  result.report = run.report();
+}
+
+/// Prints one rank's outcome; false when it failed.
+bool finish(const RankResult &result, const RunOptions &options, int rank,
+            bool multi) {
+  std::string prefix = multi ? "rank " + std::to_string(rank) + ": " : "";
+  if (!result.status) {
+    std::fprintf(stderr, "loom-run: %s%s: %s\n", prefix.c_str(),
+                 options.model.c_str(), result.status.message().c_str());
+    return false;
+  }
+  std::fputs(result.summary.c_str(), stdout);
+  if (options.report) {
+    if (multi)
+      std::printf("%sreport\n", prefix.c_str());
+    RunReport report = result.report;
+    report.seconds = result.seconds / options.iterations;
+    printReport(report, options.iterations);
+  }
+  return true;
+}
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "loom-run: %s\n", message.c_str());
+  return 1;
+}
+
+} // namespace
+
+bool loom::launchedByMPI() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
+         std::getenv("PMIX_RANK");
+}
+
+std::string loom::substituteRank(const std::string &path, int rank) {
+  std::string result = path;
+  const std::string key = "{rank}";
+  for (size_t at = result.find(key); at != std::string::npos;
+       at = result.find(key, at))
+    result.replace(at, key.size(), std::to_string(rank));
+  return result;
+}
+
+int loom::runPlan(std::shared_ptr<const Plan> plan, const RunOptions &options) {
+  int ranks = int(plan->ranks.size());
+  CommOptions commOptions;
+  commOptions.timeout = options.commTimeout;
+  commOptions.checkCollectives = options.checkCollectives;
+  if (options.ranks > 0 && options.ranks != ranks)
+    return fail("--ranks " + std::to_string(options.ranks) + ", but " +
+                options.model + " is a plan for " + std::to_string(ranks) +
+                " rank(s)");
+
+  bool mpi = options.ranks == 0 && ranks > 1 && launchedByMPI();
+  if (ranks > 1 && options.ranks == 0 && !mpi)
+    return fail(options.model + " is a plan for " + std::to_string(ranks) +
+                " ranks: run it with --ranks " + std::to_string(ranks) +
+                " (threads) or under mpirun -np " + std::to_string(ranks));
+
+  // One process per rank under mpirun.
+  if (mpi) {
+    StatusOr<std::shared_ptr<Communicator>> world =
+        createMPICommunicator(commOptions);
+    if (!world)
+      return fail(world.status().message());
+    int rank = (*world)->rank();
+    if ((*world)->size() != ranks)
+      return fail("mpirun started " + std::to_string((*world)->size()) +
+                  " processes, but " + options.model + " is a plan for " +
+                  std::to_string(ranks) + " ranks");
+    RankResult result;
+    runRank(plan, options, rank, *world, result);
+    if (!result.status)
+      (*world)->abort(result.status.message());
+    return finish(result, options, rank, true) ? 0 : 1;
+  }
+
+  // Threads: every rank in this process; outputs printed in rank order.
+  std::vector<std::shared_ptr<Communicator>> comms(ranks);
+  if (ranks == 1 || options.ranks == ranks)
+    comms = createThreadCommunicators(ranks, commOptions);
+  std::vector<RankResult> results(ranks);
+  if (ranks == 1) {
+    runRank(plan, options, 0, comms[0], results[0]);
+  } else {
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < ranks; ++rank)
+      threads.emplace_back([&, rank] {
+        runRank(plan, options, rank, comms[rank], results[rank]);
+        // A failing rank stops the others; a killed one just vanishes.
+        if (!results[rank].status && !results[rank].killed && comms[rank])
+          comms[rank]->abort(results[rank].status.message());
+      });
+    for (std::thread &thread : threads)
+      thread.join();
+  }
+  bool ok = true;
+  for (int rank = 0; rank < ranks; ++rank)
+    ok = finish(results[rank], options, rank, ranks > 1) && ok;
+  return ok ? 0 : 1;
+}
+
+void loom::printReport(const RunReport &report, int iterations) {
+  std::printf("memory:\n");
+  std::printf("  planned peak (arena)    %s\n",
+              formatBytes(report.plannedArenaBytes).c_str());
+  std::printf("  planned, whole pages    %s\n",
+              formatBytes(report.plannedArenaPageBytes).c_str());
+  std::printf("  measured peak (touched) %s  %s\n",
+              formatBytes(report.measuredArenaBytes).c_str(),
+              report.measuredArenaBytes == report.plannedArenaPageBytes
+                  ? "= planned"
+                  : "!= planned");
+  std::printf("  weights                 %s\n",
+              formatBytes(report.weightBytes).c_str());
+  std::printf("time: %.3f ms per run (%d run%s)\n", report.seconds * 1e3,
+              iterations, iterations == 1 ? "" : "s");
+  double total = 0;
+  for (const KernelProfile &kernel : report.kernels)
+    total += kernel.seconds;
+  std::printf("%-16s %6s %12s %7s\n", "kernel", "calls", "time (ms)", "share");
+  for (const KernelProfile &kernel : report.kernels)
+    std::printf("%-16s %6lld %12.3f %6.1f%%\n", kernel.kernel.c_str(),
+                static_cast<long long>(kernel.calls), kernel.seconds * 1e3,
+                total > 0 ? 100 * kernel.seconds / total : 0.0);
+  std::vector<InstructionProfile> top = report.instructions;
+  std::sort(top.begin(), top.end(),
+            [](const InstructionProfile &a, const InstructionProfile &b) {
+              return a.seconds > b.seconds;
+            });
+  if (top.size() > 10)
+    top.resize(10);
+  std::printf("slowest instructions:\n");
+  for (const InstructionProfile &instruction : top)
+    std::printf("  #%-4zu %-14s %9.3f ms  %s\n", instruction.index,
+                instruction.kernel.c_str(), instruction.seconds * 1e3,
+                instruction.loc.c_str());
+}
