@@ -18,12 +18,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <tuple>
 
 using namespace loom::runtime;
@@ -73,7 +75,8 @@ struct GroupState {
   /// Barrier: ranks arrived in the current phase, and completed phases.
   std::vector<bool> arrived;
   int arrivedCount = 0;
-  uint64_t phase = 0;
+  /// Atomic so that a waiting rank can spin on it without the lock.
+  std::atomic<uint64_t> phase{0};
   /// Collectives each rank has called, for messages.
   std::vector<uint64_t> sequence;
   /// Pending transfers by (source rank, destination rank, tag).
@@ -161,18 +164,32 @@ bool isReducible(DType dtype) {
 template <typename T>
 void reduceRange(const std::vector<const void *> &in, void *out, int64_t begin,
                  int64_t end, ReduceOp op) {
+  // Block by block through a local accumulator: each inner loop is one
+  // input against the accumulator, which the compiler vectorizes, and the
+  // output (possibly one of the inputs, in place) is written only after
+  // every input's block has been read.
+  constexpr int64_t kBlock = 1024;
+  T acc[kBlock];
   T *result = static_cast<T *>(out);
-  const T *first = static_cast<const T *>(in[0]);
   size_t n = in.size();
-  for (int64_t i = begin; i < end; ++i) {
-    T acc = first[i];
+  for (int64_t start = begin; start < end; start += kBlock) {
+    int64_t count = std::min(kBlock, end - start);
+    const T *first = static_cast<const T *>(in[0]) + start;
+    for (int64_t i = 0; i < count; ++i)
+      acc[i] = first[i];
     for (size_t k = 1; k < n; ++k) {
-      T value = static_cast<const T *>(in[k])[i];
-      acc = op == ReduceOp::Max ? (value > acc ? value : acc) : acc + value;
+      const T *values = static_cast<const T *>(in[k]) + start;
+      if (op == ReduceOp::Max)
+        for (int64_t i = 0; i < count; ++i)
+          acc[i] = values[i] > acc[i] ? values[i] : acc[i];
+      else
+        for (int64_t i = 0; i < count; ++i)
+          acc[i] += values[i];
     }
     if (op == ReduceOp::Avg)
-      acc = T(acc / T(n));
-    result[i] = acc;
+      for (int64_t i = 0; i < count; ++i)
+        acc[i] = T(acc[i] / T(n));
+    std::memcpy(result + start, acc, size_t(count) * sizeof(T));
   }
 }
 
@@ -343,6 +360,16 @@ private:
       group.changed.notify_all();
       return Status::ok();
     }
+    // Most barriers complete within microseconds: poll briefly, yielding the
+    // core (ranks may outnumber cores), before sleeping on the condition
+    // variable, whose wake-up costs tens of microseconds.
+    lock.unlock();
+    auto spinUntil =
+        std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    while (group.phase.load(std::memory_order_acquire) == phase &&
+           !world->isAborted() && std::chrono::steady_clock::now() < spinUntil)
+      std::this_thread::yield();
+    lock.lock();
     auto missing = [&] {
       std::vector<int> absent;
       for (size_t k = 0; k < group.arrived.size(); ++k)
