@@ -267,21 +267,38 @@ private:
                            " elements exceeds MPI's int counts");
     if (!options.checkCollectives)
       return Status::ok();
-    // The kind's first letters, the arguments: equal on every rank.
-    int64_t mine[5] = {int64_t(kind[0]) * 256 + kind[4], count, int64_t(dtype),
-                       int64_t(op), root};
+    // The call as numbers (the kind by its index), equal on every rank.
+    static const char *const kKinds[] = {"all_reduce", "all_gather",
+                                         "reduce_scatter", "broadcast",
+                                         "all_to_all"};
+    int64_t kindIndex = std::find_if(std::begin(kKinds), std::end(kKinds),
+                                     [&](const char *name) {
+                                       return std::string(name) == kind;
+                                     }) -
+                        std::begin(kKinds);
+    int64_t mine[5] = {kindIndex, count, int64_t(dtype), int64_t(op), root};
     std::vector<int64_t> all(size_t(5 * mySize));
     MPI_Allgather(mine, 5, MPI_INT64_T, all.data(), 5, MPI_INT64_T, comm);
+    auto describe = [&](const int64_t *call) {
+      std::string text = call[0] >= 0 && call[0] < 5 ? kKinds[call[0]] : "?";
+      bool known = call[2] >= 0 && call[2] <= int64_t(DType::I64);
+      text += "(" + std::to_string(call[1]) + " x " +
+              (known ? dtypeName(DType(call[2])) : "?");
+      if (call[0] == 0 || call[0] == 2)
+        text += std::string(", ") + (call[3] >= 0 && call[3] <= 2
+                                         ? reduceOpName(ReduceOp(call[3]))
+                                         : "?");
+      if (call[0] == 3)
+        text += ", root " + std::to_string(call[4]);
+      return text + ")";
+    };
     for (int k = 0; k < mySize; ++k)
       if (!std::equal(mine, mine + 5, all.begin() + 5 * k))
-        return Status::error(
-            prefix +
-            "mismatched collectives: this rank "
-            "called " +
-            kind + "(" + std::to_string(count) + " x " + dtypeName(dtype) +
-            "), rank " + std::to_string(memberRanks[size_t(k)]) +
-            " called something else (" +
-            std::to_string(all[size_t(5 * k + 1)]) + " elements)");
+        return Status::error(prefix + "mismatched collectives: rank " +
+                             std::to_string(myWorldRank) + " called " +
+                             describe(mine) + ", rank " +
+                             std::to_string(memberRanks[size_t(k)]) +
+                             " called " + describe(all.data() + 5 * k));
     return Status::ok();
   }
 
