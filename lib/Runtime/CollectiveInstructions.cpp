@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
+#include <tuple>
 
 using namespace loom::runtime;
 
@@ -253,6 +255,127 @@ loom::runtime::startCollective(const Instruction &inst, Communicator &comm,
   if (comm.rank() == root && inputs[0] != outputs[0])
     std::memmove(outputs[0], inputs[0], in.bytes());
   return comm.broadcast(outputs[0], out.elements(), out.dtype, root);
+}
+
+namespace {
+
+/// One rank's use of a group or of a (source, target, tag) channel.
+struct Use {
+  int rank;
+  const Instruction *instruction;
+  size_t index;
+};
+
+/// What must agree across the ranks: "all_reduce(8 x f32, sum)".
+std::string signature(const Instruction &inst) {
+  const TensorRef &ref = inst.inputs.empty() ? inst.outputs[0] : inst.inputs[0];
+  std::string text = (inst.kernel == "send" || inst.kernel == "recv")
+                         ? std::string("transfer")
+                         : inst.kernel;
+  text += "(" + std::to_string(ref.elements()) + " x " + dtypeName(ref.dtype);
+  if (auto op = inst.attrs.find("op"); op != inst.attrs.end())
+    text += ", " + std::get<std::string>(op->second);
+  if (auto root = inst.attrs.find("root"); root != inst.attrs.end())
+    text += ", root " + std::to_string(std::get<int64_t>(root->second));
+  return text + ")";
+}
+
+std::string where(const Use &use) {
+  std::string text = "rank " + std::to_string(use.rank) + " instruction " +
+                     std::to_string(use.index);
+  if (!use.instruction->loc.empty())
+    text += " (" + use.instruction->loc + ")";
+  return text;
+}
+
+} // namespace
+
+Status loom::runtime::checkCommunication(const Plan &plan) {
+  for (const RankProgram &program : plan.ranks)
+    for (size_t index = 0; index < program.instructions.size(); ++index) {
+      const Instruction &inst = program.instructions[index];
+      if (inst.kind != Instruction::Kind::Collective)
+        continue;
+      if (Status status = checkCollective(plan, program.rank, inst); !status)
+        return status.withContext("rank " + std::to_string(program.rank) +
+                                  " instruction " + std::to_string(index));
+    }
+  // Per group: each member's collectives in order. Per channel (source,
+  // target, tag): the source's sends and the target's receives in order.
+  std::map<int64_t, std::map<int, std::vector<Use>>> groups;
+  std::map<std::tuple<int, int, int64_t>, std::vector<Use>> sends, recvs;
+  for (const RankProgram &program : plan.ranks)
+    for (size_t index = 0; index < program.instructions.size(); ++index) {
+      const Instruction &inst = program.instructions[index];
+      if (inst.kind != Instruction::Kind::Collective)
+        continue;
+      Use use{program.rank, &inst, index};
+      int group = collectiveGroup(inst);
+      if (group >= 0) {
+        groups[group][program.rank].push_back(use);
+        continue;
+      }
+      int peer = int(std::get<int64_t>(inst.attrs.at("peer")));
+      int64_t tag = std::get<int64_t>(inst.attrs.at("tag"));
+      if (inst.kernel == "send")
+        sends[{program.rank, peer, tag}].push_back(use);
+      else
+        recvs[{peer, program.rank, tag}].push_back(use);
+    }
+  for (auto &[id, byRank] : groups) {
+    const std::vector<int> &members = plan.groups[size_t(id)];
+    const std::vector<Use> &first = byRank[members[0]];
+    for (int member : members) {
+      const std::vector<Use> &uses = byRank[member];
+      for (size_t k = 0; k < std::max(first.size(), uses.size()); ++k) {
+        if (k >= first.size() || k >= uses.size()) {
+          const Use &extra = k < uses.size() ? uses[k] : first[k];
+          int idle = k < uses.size() ? members[0] : member;
+          return Status::error(
+              where(extra) + ": " + signature(*extra.instruction) + " is #" +
+              std::to_string(k) + " on group " + std::to_string(id) +
+              ", but rank " + std::to_string(idle) + " issues only " +
+              std::to_string(std::min(first.size(), uses.size())) +
+              " collective(s) there: it would wait forever");
+        }
+        std::string a = signature(*first[k].instruction),
+                    b = signature(*uses[k].instruction);
+        if (a != b)
+          return Status::error("mismatched collectives #" + std::to_string(k) +
+                               " on group " + std::to_string(id) + ": " +
+                               where(first[k]) + " calls " + a + ", " +
+                               where(uses[k]) + " calls " + b);
+      }
+    }
+  }
+  auto channel = [](const std::tuple<int, int, int64_t> &key) {
+    return "from rank " + std::to_string(std::get<0>(key)) + " to rank " +
+           std::to_string(std::get<1>(key)) + " with tag " +
+           std::to_string(std::get<2>(key));
+  };
+  for (auto *side : {&sends, &recvs})
+    for (auto &[key, uses] : *side) {
+      const std::vector<Use> &other = side == &sends ? recvs[key] : sends[key];
+      if (uses.size() != other.size())
+        return Status::error(
+            std::to_string(side == &sends ? uses.size() : other.size()) +
+            " send(s) but " +
+            std::to_string(side == &sends ? other.size() : uses.size()) +
+            " receive(s) " + channel(key) + " (" + where(uses[0]) +
+            "): a transfer would wait forever");
+      for (size_t k = 0; k < uses.size(); ++k) {
+        const Use &send = side == &sends ? uses[k] : other[k];
+        const Use &recv = side == &sends ? other[k] : uses[k];
+        std::string a = signature(*send.instruction),
+                    b = signature(*recv.instruction);
+        if (a != b)
+          return Status::error("transfer #" + std::to_string(k) + " " +
+                               channel(key) + ": " + where(send) + " sends " +
+                               a.substr(8) + ", " + where(recv) + " receives " +
+                               b.substr(8));
+      }
+    }
+  return Status::ok();
 }
 
 std::vector<std::string> loom::runtime::collectiveNames() {

@@ -156,6 +156,15 @@ std::string writePlan(const Plan &plan);
 /// and accepts its operands is checked by the backend that runs it.
 StatusOr<Plan> parsePlan(std::string_view bytes, const std::string &sourceName);
 
+/// Checks that the ranks' communication agrees, over the whole plan: every
+/// collective is well-formed, every member of a group issues the same
+/// collectives on it in the same order (kind, element count, dtype,
+/// reduction, root), and every send has a receive of the same size and
+/// dtype from the same peer with the same tag. The compiler runs it on every
+/// plan it writes, so that what the engines would otherwise find at run time
+/// (or wait on until the timeout) is an error before anything runs.
+Status checkCommunication(const Plan &plan);
+
 /// Reads and parses the plan file at `path`.
 StatusOr<Plan> loadPlan(const std::string &path);
 

@@ -440,7 +440,11 @@ FailureOr<rt::Plan> mlir::loom::buildRuntimePlan(ModuleOp module,
   for (auto [rank, func] : llvm::enumerate(*byRank))
     if (failed(builder.addRank(func, int(rank))))
       return failure();
-  return builder.take();
+  rt::Plan plan = builder.take();
+  if (rt::Status status = rt::checkCommunication(plan); !status)
+    return module.emitError("the ranks' communication does not match: ")
+           << status.message();
+  return plan;
 }
 
 FailureOr<rt::Plan> mlir::loom::lowerToRuntimePlan(ModuleOp module,

@@ -7,6 +7,10 @@
 // RUN: loom-opt --loom-lower-to-plan %t/uncovered.mlir | not loom-translate --emit-plan 2>&1 | FileCheck %s --check-prefix=UNCOVERED
 // RUN: loom-opt --loom-lower-to-plan %t/overlap.mlir | not loom-translate --emit-plan 2>&1 | FileCheck %s --check-prefix=OVERLAP
 // RUN: loom-opt --loom-lower-to-plan %t/several.mlir | not loom-translate --emit-plan 2>&1 | FileCheck %s --check-prefix=SEVERAL
+// RUN: loom-opt --loom-lower-to-plan %t/mismatch.mlir | not loom-translate --emit-plan 2>&1 | FileCheck %s --check-prefix=MISMATCH
+// RUN: loom-opt --loom-lower-to-plan %t/missing.mlir | not loom-translate --emit-plan 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: loom-opt --loom-lower-to-plan %t/transfer.mlir | not loom-translate --emit-plan 2>&1 | FileCheck %s --check-prefix=TRANSFER
+// RUN: loom-opt --loom-lower-to-plan %t/unreceived.mlir | not loom-translate --emit-plan 2>&1 | FileCheck %s --check-prefix=UNRECEIVED
 
 //--- spmd.mlir
 // SPMD: loom-plan 2
@@ -87,4 +91,59 @@ module attributes {loom.world_size = 2 : i64} {
 module {
   func.func @a() { return }
   func.func @b() { return }
+}
+
+//--- mismatch.mlir
+// Stages whose collectives on one group disagree would fail (or hang) at run
+// time; the plan is refused when it is written.
+// MISMATCH: error: the ranks' communication does not match: mismatched collectives #0 on group 0: rank 0 instruction 0 ({{.*}}) calls all_reduce(4 x f32, sum), rank 1 instruction 0 ({{.*}}) calls all_reduce(4 x f32, max)
+module attributes {loom.world_size = 2 : i64} {
+  func.func @a(%x: tensor<4xf32>) -> tensor<4xf32> attributes {loom.ranks = array<i64: 0>} {
+    %0 = loom.all_reduce sum %x groups [[0, 1]] : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+  func.func @b(%x: tensor<4xf32>) -> tensor<4xf32> attributes {loom.ranks = array<i64: 1>} {
+    %0 = loom.all_reduce max %x groups [[0, 1]] : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+
+//--- missing.mlir
+// MISSING: error: the ranks' communication does not match: rank 1 instruction 1 ({{.*}}): all_gather(4 x f32) is #1 on group 0, but rank 0 issues only 1 collective(s) there: it would wait forever
+module attributes {loom.world_size = 2 : i64} {
+  func.func @a(%x: tensor<4xf32>) -> tensor<4xf32> attributes {loom.ranks = array<i64: 0>} {
+    %0 = loom.all_reduce sum %x groups [[0, 1]] : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+  func.func @b(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<8xf32>) attributes {loom.ranks = array<i64: 1>} {
+    %0 = loom.all_reduce sum %x groups [[0, 1]] : tensor<4xf32>
+    %1 = loom.all_gather %x axis 0 groups [[0, 1]] : tensor<4xf32> -> tensor<8xf32>
+    return %0, %1 : tensor<4xf32>, tensor<8xf32>
+  }
+}
+
+//--- transfer.mlir
+// TRANSFER: error: the ranks' communication does not match: transfer #0 from rank 0 to rank 1 with tag 4: rank 0 instruction 0 ({{.*}}) sends (16 x f32), rank 1 instruction 0 ({{.*}}) receives (16 x i32)
+module attributes {loom.world_size = 2 : i64} {
+  func.func @first(%x: tensor<16xf32>) attributes {loom.ranks = array<i64: 0>} {
+    loom.send %x to [[0, 1]] tag 4 : tensor<16xf32>
+    return
+  }
+  func.func @second() -> tensor<16xi32> attributes {loom.ranks = array<i64: 1>} {
+    %h = loom.recv from [[0, 1]] tag 4 : tensor<16xi32>
+    return %h : tensor<16xi32>
+  }
+}
+
+//--- unreceived.mlir
+// UNRECEIVED: error: the ranks' communication does not match: 1 send(s) but 0 receive(s) from rank 0 to rank 1 with tag 4 (rank 0 instruction 0 ({{.*}})): a transfer would wait forever
+module attributes {loom.world_size = 2 : i64} {
+  func.func @first(%x: tensor<16xf32>) attributes {loom.ranks = array<i64: 0>} {
+    loom.send %x to [[0, 1]] tag 4 : tensor<16xf32>
+    return
+  }
+  func.func @second() -> tensor<16xf32> attributes {loom.ranks = array<i64: 1>} {
+    %h = loom.recv from [[0, 1]] tag 5 : tensor<16xf32>
+    return %h : tensor<16xf32>
+  }
 }

@@ -51,15 +51,6 @@ module attributes {loom.world_size = 4 : i64} {
 
 // -----
 
-module attributes {loom.world_size = 4 : i64} {
-  func.func @not_running(%x: tensor<4xf32>) -> tensor<4xf32> attributes {loom.ranks = array<i64: 0, 1>} {
-    // expected-error @+1 {{has rank 2 in a group, but its function does not run there}}
-    %0 = loom.all_reduce sum %x groups [[0, 2], [1, 3]] : tensor<4xf32>
-    return %0 : tensor<4xf32>
-  }
-}
-
-// -----
 
 func.func @no_groups(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{needs at least one group}}

@@ -255,3 +255,39 @@ TEST(MultiRankExecutorTest, BadCollectivesAreRejectedWhenLoaded) {
             "'scatter' (known: all_gather, all_reduce, all_to_all, "
             "broadcast, recv, reduce_scatter, send)");
 }
+
+TEST(MultiRankExecutorTest, WholePlanCommunicationIsChecked) {
+  auto plan = [](const std::string &rank1) {
+    return parse("loom-plan 2\nweights 0\ngroups 1\ngroup 0 [0,1]\n"
+                 "rank 0 arena 128\n"
+                 "collective all_reduce a0:f32[4] -> a0:f32[4] group=0 op=sum\n"
+                 "collective send a0:f32[4] -> peer=1 tag=3\n"
+                 "end\nrank 1 arena 128\n" +
+                 rank1 + "end\ndata 0\n");
+  };
+  std::string reduce =
+      "collective all_reduce a0:f32[4] -> a0:f32[4] group=0 op=sum\n";
+  EXPECT_TRUE(checkCommunication(
+                  *plan(reduce + "collective recv -> a0:f32[4] peer=0 tag=3\n"))
+                  .isOk());
+  EXPECT_EQ(
+      checkCommunication(*plan("collective all_reduce a0:f32[4] -> a0:f32[4] "
+                               "group=0 op=max\n"
+                               "collective recv -> a0:f32[4] peer=0 tag=3\n"))
+          .message(),
+      "mismatched collectives #0 on group 0: rank 0 instruction 0 calls "
+      "all_reduce(4 x f32, sum), rank 1 instruction 0 calls all_reduce(4 x "
+      "f32, max)");
+  EXPECT_EQ(checkCommunication(
+                *plan(reduce + "collective recv -> a0:f32[2] peer=0 tag=3\n"))
+                .message(),
+            "transfer #0 from rank 0 to rank 1 with tag 3: rank 0 instruction "
+            "1 sends (4 x f32), rank 1 instruction 1 receives (2 x f32)");
+  EXPECT_EQ(checkCommunication(*plan(reduce)).message(),
+            "1 send(s) but 0 receive(s) from rank 0 to rank 1 with tag 3 "
+            "(rank 0 instruction 1): a transfer would wait forever");
+  EXPECT_EQ(checkCommunication(*plan("")).message(),
+            "rank 0 instruction 0: all_reduce(4 x f32, sum) is #0 on group 0, "
+            "but rank 1 issues only 0 collective(s) there: it would wait "
+            "forever");
+}

@@ -1,9 +1,10 @@
 //===- CollectiveOps.cpp - Communication between ranks --------------------===//
 //
 // Verifiers of the collectives and send/recv. Rank lists are checked against
-// the module's world size and, where a function says which ranks run it,
-// against those ranks: a group that names a rank that never runs the op
-// would wait for it forever at run time.
+// the module's world size and against the ranks that run the function: a
+// rank that runs the op but is in none of its groups could not run it.
+// Whether the other members of its group issue the same collective (in
+// another function) is checked on the whole plan (checkCommunication).
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,7 +25,7 @@ SmallVector<int64_t> ranksRunning(Operation *op) {
 }
 
 /// Groups: sorted, disjoint lists of world ranks of one size, covering
-/// exactly the ranks that run `op`. Returns the group size.
+/// every rank that runs `op`. Returns the group size.
 FailureOr<int64_t> verifyGroups(Operation *op, ArrayAttr groups) {
   if (groups.empty())
     return op->emitOpError("needs at least one group");
@@ -50,16 +51,13 @@ FailureOr<int64_t> verifyGroups(Operation *op, ArrayAttr groups) {
         return op->emitOpError("puts rank ") << rank << " in two groups";
     }
   }
-  SmallVector<int64_t> running = ranksRunning(op);
-  for (int64_t rank : running)
+  // A group may hold ranks that run other functions (MPMD stages that
+  // reduce together); that they issue the same collective is checked on the
+  // whole plan, when it is written.
+  for (int64_t rank : ranksRunning(op))
     if (!seen.contains(rank))
       return op->emitOpError("runs on rank ")
              << rank << ", which is in none of its groups";
-  if (seen.size() != running.size())
-    for (int64_t rank : seen)
-      if (!llvm::is_contained(running, rank))
-        return op->emitOpError("has rank ")
-               << rank << " in a group, but its function does not run there";
   return size;
 }
 
