@@ -89,19 +89,10 @@ training (--train; docs/design/training.md):
 )";
 
 struct Options {
-  std::string model;
-  std::vector<std::pair<std::string, std::string>> namedInputs;
-  std::vector<std::string> positionalInputs;
-  std::string outputDir;
+  /// The model, its input files and how to run it (also for --train, which
+  /// reads the model, inputs and report from here).
+  RunOptions run;
   std::string emitPlan;
-  bool report = false;
-  int iterations = 1;
-  int warmup = 0;
-  int ranks = 0;
-  std::chrono::milliseconds commTimeout{std::chrono::seconds(60)};
-  bool checkCollectives = false;
-  int killRank = -1;
-  int64_t killAt = 0;
   ModelCompileOptions compile;
   TrainOptions train;
   std::string labelsPath;
@@ -281,9 +272,9 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       continue;
     }
     if (flag == "--report") {
-      options.report = true;
+      options.run.report = true;
     } else if (flag == "--check-collectives") {
-      options.checkCollectives = true;
+      options.run.checkCollectives = true;
     } else if (flag == "--ranks" || flag == "--comm-timeout" ||
                flag == "--test-kill-rank") {
       if (!value(text))
@@ -293,12 +284,12 @@ std::string parseOptions(int argc, char **argv, Options &options) {
         if (!parseInt(text, count) || count < 1 || count > 4096)
           return "--ranks expects a rank count in [1, 4096], got '" + text +
                  "'";
-        options.ranks = int(count);
+        options.run.ranks = int(count);
       } else if (flag == "--comm-timeout") {
         double seconds;
         if (!parseDouble(text, seconds) || seconds <= 0 || seconds > 1e6)
           return "--comm-timeout expects seconds > 0, got '" + text + "'";
-        options.commTimeout =
+        options.run.commTimeout =
             std::chrono::milliseconds(int64_t(std::ceil(seconds * 1000)));
       } else {
         // R[:K], a test hook: rank R dies before its instruction K.
@@ -309,8 +300,8 @@ std::string parseOptions(int argc, char **argv, Options &options) {
              (!parseInt(text.substr(colon + 1), at) || at < 0)))
           return "--test-kill-rank expects RANK[:INSTRUCTION], got '" + text +
                  "'";
-        options.killRank = int(std::min<int64_t>(rank, 1 << 30));
-        options.killAt = at;
+        options.run.killRank = int(std::min<int64_t>(rank, 1 << 30));
+        options.run.killAt = at;
       }
     } else if (flag == "--input" || flag == "--output-dir" ||
                flag == "--emit-plan" || flag == "--dim" ||
@@ -322,10 +313,10 @@ std::string parseOptions(int argc, char **argv, Options &options) {
         size_t eq = text.find('=');
         if (eq == std::string::npos || eq == 0)
           return "--input expects NAME=FILE, got '" + text + "'";
-        options.namedInputs.push_back(
+        options.run.namedInputs.push_back(
             {text.substr(0, eq), text.substr(eq + 1)});
       } else if (flag == "--output-dir") {
-        options.outputDir = text;
+        options.run.outputDir = text;
       } else if (flag == "--emit-plan") {
         options.emitPlan = text;
       } else if (flag == "--function") {
@@ -334,12 +325,12 @@ std::string parseOptions(int argc, char **argv, Options &options) {
         int64_t count;
         if (!parseInt(text, count) || count < 1 || count > 1000000)
           return "--iterations expects a positive count, got '" + text + "'";
-        options.iterations = int(count);
+        options.run.iterations = int(count);
       } else if (flag == "--warmup") {
         int64_t count;
         if (!parseInt(text, count) || count < 0 || count > 1000000)
           return "--warmup expects a count >= 0, got '" + text + "'";
-        options.warmup = int(count);
+        options.run.warmup = int(count);
       } else {
         size_t eq = text.find('=');
         int64_t size;
@@ -350,13 +341,13 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       }
     } else if (arg.size() > 1 && arg[0] == '-') {
       return "unknown option '" + arg + "' (see --help)";
-    } else if (options.model.empty()) {
-      options.model = arg;
+    } else if (options.run.model.empty()) {
+      options.run.model = arg;
     } else {
-      options.positionalInputs.push_back(arg);
+      options.run.positionalInputs.push_back(arg);
     }
   }
-  if (options.model.empty())
+  if (options.run.model.empty())
     return "no model given (see --help)";
   const TrainCompileOptions &train = options.compile.train;
   if (!train.enabled && !options.trainingFlag.empty())
@@ -368,15 +359,15 @@ std::string parseOptions(int argc, char **argv, Options &options) {
              std::to_string(train.gradAccum);
     if (train.optimizer == "sgd" && train.lr < 0)
       return "--optimizer sgd needs --lr (torch.optim.SGD has no default)";
-    if (!options.outputDir.empty() || options.iterations != 1 ||
-        options.warmup != 0)
+    if (!options.run.outputDir.empty() || options.run.iterations != 1 ||
+        options.run.warmup != 0)
       return "--output-dir, --iterations and --warmup are for inference "
              "runs, not --train";
-    if (options.ranks || options.killRank >= 0)
+    if (options.run.ranks || options.run.killRank >= 0)
       return "--ranks runs multi-rank plans; training runs on one rank for "
              "now";
-    options.train.profileLastStep = options.report;
-    options.train.modelPath = options.model;
+    options.train.profileLastStep = options.run.report;
+    options.train.modelPath = options.run.model;
   }
   return "";
 }
@@ -384,13 +375,13 @@ std::string parseOptions(int argc, char **argv, Options &options) {
 /// Loads MODEL when it is a plan file, else compiles it; null (after
 /// printing why) on failure.
 std::shared_ptr<Plan> loadOrCompile(const Options &options) {
-  StatusOr<std::string> bytes = readFile(options.model);
+  StatusOr<std::string> bytes = readFile(options.run.model);
   if (!bytes) {
     fail(bytes.status().message());
     return nullptr;
   }
   if (looksLikePlan(*bytes)) {
-    StatusOr<Plan> parsed = parsePlan(*bytes, options.model);
+    StatusOr<Plan> parsed = parsePlan(*bytes, options.run.model);
     if (!parsed) {
       fail(parsed.status().message());
       return nullptr;
@@ -398,7 +389,7 @@ std::shared_ptr<Plan> loadOrCompile(const Options &options) {
     return std::make_shared<Plan>(std::move(*parsed));
   }
   *bytes = std::string();
-  StatusOr<Plan> compiled = compileModel(options.model, options.compile);
+  StatusOr<Plan> compiled = compileModel(options.run.model, options.compile);
   if (!compiled) {
     std::fprintf(stderr, "%s\n", compiled.status().message().c_str());
     return nullptr;
@@ -430,14 +421,14 @@ int train(Options &options) {
       shape[0] = microbatch;
     return shape;
   };
-  for (const auto &[name, path] : options.namedInputs) {
+  for (const auto &[name, path] : options.run.namedInputs) {
     StatusOr<HostTensor> tensor = readTensorFile(path);
     if (!tensor)
       return fail(tensor.status().message());
     options.compile.inputShapes[name] = stepShape(tensor->shape);
     data.named.push_back({name, std::move(*tensor)});
   }
-  for (const std::string &path : options.positionalInputs) {
+  for (const std::string &path : options.run.positionalInputs) {
     StatusOr<HostTensor> tensor = readTensorFile(path);
     if (!tensor)
       return fail(tensor.status().message());
@@ -458,7 +449,7 @@ int train(Options &options) {
     return 1;
   RunReport report;
   int status = runTraining(plan, data, options.train, report);
-  if (status == 0 && options.report)
+  if (status == 0 && options.run.report)
     printReport(report, 1);
   return status;
 }
@@ -476,14 +467,14 @@ int main(int argc, char **argv) {
   // Inputs are read first: their shapes fix the model's symbolic dims.
   size_t givenInputs = 0;
   // Rank 0's files stand for every rank's (`{rank}` in a path).
-  for (const auto &[name, path] : options.namedInputs) {
+  for (const auto &[name, path] : options.run.namedInputs) {
     StatusOr<HostTensor> tensor = readTensorFile(substituteRank(path, 0));
     if (!tensor)
       return fail(tensor.status().message());
     options.compile.inputShapes[name] = tensor->shape;
     ++givenInputs;
   }
-  for (const std::string &path : options.positionalInputs) {
+  for (const std::string &path : options.run.positionalInputs) {
     StatusOr<HostTensor> tensor = readTensorFile(substituteRank(path, 0));
     if (!tensor)
       return fail(tensor.status().message());
@@ -499,23 +490,10 @@ int main(int argc, char **argv) {
     if (!emitPlan(*plan, options.emitPlan))
       return 1;
     bool wantsRun =
-        givenInputs > 0 || !options.outputDir.empty() || options.report;
+        givenInputs > 0 || !options.run.outputDir.empty() || options.run.report;
     if (!wantsRun)
       return 0;
   }
 
-  RunOptions run;
-  run.model = options.model;
-  run.namedInputs = options.namedInputs;
-  run.positionalInputs = options.positionalInputs;
-  run.outputDir = options.outputDir;
-  run.report = options.report;
-  run.iterations = options.iterations;
-  run.warmup = options.warmup;
-  run.ranks = options.ranks;
-  run.commTimeout = options.commTimeout;
-  run.checkCollectives = options.checkCollectives;
-  run.killRank = options.killRank;
-  run.killAt = options.killAt;
-  return runPlan(plan, run);
+  return runPlan(plan, options.run);
 }
