@@ -35,9 +35,6 @@ std::shared_ptr<CommEvent> startCollective(const Instruction &instruction,
                                            const void *const *inputs,
                                            void *const *outputs);
 
-/// The names of every collective instruction, sorted.
-std::vector<std::string> collectiveNames();
-
 } // namespace runtime
 } // namespace loom
 

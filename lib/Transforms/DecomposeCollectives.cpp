@@ -18,12 +18,6 @@ namespace loom {
 
 namespace {
 
-/// Whether splitting `type` along `axis` cuts it into contiguous blocks.
-bool movesWholeBlocks(RankedTensorType type, int64_t axis) {
-  return llvm::all_of(type.getShape().take_front(axis),
-                      [](int64_t dim) { return dim == 1; });
-}
-
 /// [axis, 0, 1, ..., axis-1, axis+1, ...]: brings `axis` to the front.
 SmallVector<int64_t> axisFirst(int64_t rank, int64_t axis) {
   SmallVector<int64_t> permutation = {axis};
@@ -66,7 +60,7 @@ struct DecomposeCollectivesPass
     : impl::LoomDecomposeCollectivesBase<DecomposeCollectivesPass> {
   void runOnOperation() override {
     getOperation().walk([](AllGatherOp op) {
-      if (movesWholeBlocks(op.getResult().getType(), op.getAxis()))
+      if (op.movesWholeBlocks())
         return;
       decompose(op, op.getAxis(),
                 [&](OpBuilder &builder, Value input, RankedTensorType type) {
@@ -76,7 +70,7 @@ struct DecomposeCollectivesPass
                 });
     });
     getOperation().walk([](ReduceScatterOp op) {
-      if (movesWholeBlocks(op.getInput().getType(), op.getAxis()))
+      if (op.movesWholeBlocks())
         return;
       decompose(op, op.getAxis(),
                 [&](OpBuilder &builder, Value input, RankedTensorType type) {

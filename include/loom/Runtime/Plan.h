@@ -156,6 +156,10 @@ std::string writePlan(const Plan &plan);
 /// and accepts its operands is checked by the backend that runs it.
 StatusOr<Plan> parsePlan(std::string_view bytes, const std::string &sourceName);
 
+/// The names of every `collective` instruction, sorted: all_gather,
+/// all_reduce, all_to_all, broadcast, recv, reduce_scatter, send.
+std::vector<std::string> collectiveNames();
+
 /// Checks that the ranks' communication agrees, over the whole plan: every
 /// collective is well-formed, every member of a group issues the same
 /// collectives on it in the same order (kind, element count, dtype,

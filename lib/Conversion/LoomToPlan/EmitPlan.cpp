@@ -61,10 +61,10 @@ std::string locationName(Location loc) {
   return "";
 }
 
+/// Kernels that become `collective` instructions (the runtime's list).
 bool isCollective(StringRef kernel) {
-  return llvm::is_contained({"all_reduce", "all_gather", "reduce_scatter",
-                             "broadcast", "all_to_all", "send", "recv"},
-                            kernel);
+  static const std::vector<std::string> names = rt::collectiveNames();
+  return llvm::is_contained(names, kernel.str());
 }
 
 class PlanBuilder {

@@ -107,12 +107,12 @@ public:
                                          groups("groups", op.getGroups())});
             })
             .Case([&](AllGatherOp op) -> std::optional<Selection> {
-              if (!gathersLeadingAxis(op.getResult().getType(), op.getAxis()))
+              if (!op.movesWholeBlocks())
                 return std::nullopt;
               return make("all_gather", {groups("groups", op.getGroups())});
             })
             .Case([&](ReduceScatterOp op) -> std::optional<Selection> {
-              if (!gathersLeadingAxis(op.getInput().getType(), op.getAxis()))
+              if (!op.movesWholeBlocks())
                 return std::nullopt;
               return make("reduce_scatter", {reduction(op.getReduction()),
                                              groups("groups", op.getGroups())});
@@ -197,12 +197,6 @@ private:
   /// its own group or peer in them.
   NamedAttribute groups(StringRef name, ArrayAttr lists) {
     return builder.getNamedAttr(name, lists);
-  }
-  /// Whether gathering or scattering `type` along `axis` moves contiguous
-  /// blocks: every dim before `axis` is 1.
-  static bool gathersLeadingAxis(RankedTensorType type, int64_t axis) {
-    return llvm::all_of(type.getShape().take_front(axis),
-                        [](int64_t dim) { return dim == 1; });
   }
 
   Builder builder;

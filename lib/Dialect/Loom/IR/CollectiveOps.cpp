@@ -132,7 +132,21 @@ LogicalResult verifyPairs(Operation *op, ArrayAttr pairs, bool sending,
   return success();
 }
 
+/// Whether splitting `type` along `axis` cuts it into contiguous blocks.
+bool splitsIntoBlocks(RankedTensorType type, int64_t axis) {
+  return llvm::all_of(type.getShape().take_front(axis),
+                      [](int64_t dim) { return dim == 1; });
+}
+
 } // namespace
+
+bool AllGatherOp::movesWholeBlocks() {
+  return splitsIntoBlocks(getResult().getType(), getAxis());
+}
+
+bool ReduceScatterOp::movesWholeBlocks() {
+  return splitsIntoBlocks(getInput().getType(), getAxis());
+}
 
 LogicalResult AllReduceOp::verify() {
   if (failed(verifyGroups(*this, getGroups())))

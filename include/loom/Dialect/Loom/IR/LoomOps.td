@@ -838,6 +838,12 @@ def Loom_AllGatherOp : Loom_CollectiveOp<"all_gather"> {
     $input `axis` $axis `groups` custom<RankLists>($groups) attr-dict `:`
     type($input) `->` type($result)
   }];
+  let extraClassDeclaration = [{
+    /// Whether the op moves contiguous blocks: every dim before `axis` is 1
+    /// (what the runtime's collective does; see
+    /// -loom-decompose-collectives).
+    bool movesWholeBlocks();
+  }];
   let hasVerifier = 1;
 }
 
@@ -859,6 +865,12 @@ def Loom_ReduceScatterOp : Loom_CollectiveOp<"reduce_scatter"> {
   let assemblyFormat = [{
     $reduction $input `axis` $axis `groups` custom<RankLists>($groups)
     attr-dict `:` type($input) `->` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// Whether the op moves contiguous blocks: every dim before `axis` is 1
+    /// (what the runtime's collective does; see
+    /// -loom-decompose-collectives).
+    bool movesWholeBlocks();
   }];
   let hasVerifier = 1;
 }
