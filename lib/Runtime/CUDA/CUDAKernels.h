@@ -1,0 +1,92 @@
+//===- CUDAKernels.h - The CUDA backend's kernels (internal) ----*- C++ -*-===//
+//
+// The CUDA backend runs the same kernel kinds as the CPU backend, on one
+// device. Each instruction of a plan becomes a CUDAKernel when an executor is
+// created: that is where its operands are validated (by the CPU kernel's own
+// check, so that both backends accept exactly the same plans, then by the
+// restrictions of the CUDA implementation), and where everything that can be
+// decided ahead is decided (cuBLASLt descriptors and algorithm, the compiled
+// elementwise program). `launch` then only enqueues work on a stream.
+//
+// Errors that only the data can show (a gather index out of range) are
+// recorded by the kernels in a DeviceError in device memory; the executor
+// reads it after the step and names the instruction.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_LIB_RUNTIME_CUDA_CUDAKERNELS_H
+#define LOOM_LIB_RUNTIME_CUDA_CUDAKERNELS_H
+
+#include "loom/Runtime/Plan.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace loom {
+namespace runtime {
+namespace cuda {
+
+/// Written by a kernel (first error wins: atomicCAS on `code`) when its data
+/// is invalid; zeroed by the executor before each step.
+struct DeviceError {
+  enum Code : int32_t { None = 0, IndexOutOfRange = 1 };
+  int32_t code;
+  /// The instruction that failed (LaunchContext::instruction).
+  int32_t instruction;
+  /// IndexOutOfRange: the index, its position (row-major, in the index
+  /// tensor) and the size of the indexed dimension.
+  int64_t value;
+  int64_t position;
+  int64_t bound;
+};
+
+/// What every launch of one executor shares.
+struct LaunchContext {
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  /// Device scratch for cuBLASLt (and any kernel that needs some), valid for
+  /// the duration of one launch.
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  /// Device memory; see DeviceError.
+  DeviceError *error = nullptr;
+  /// The index of the instruction being launched (for DeviceError).
+  int32_t instruction = 0;
+  /// f32 GEMMs may use TF32 tensor cores (`loom-run --allow-tf32`).
+  bool allowTF32 = false;
+  /// The device's compute capability, e.g. 90 (for NVRTC's target).
+  int computeCapability = 0;
+};
+
+/// One instruction, ready to launch.
+class CUDAKernel {
+public:
+  virtual ~CUDAKernel();
+  /// Enqueues the instruction on `context.stream`; `inputs[i]` and
+  /// `outputs[i]` are device pointers to the instruction's operands (dense,
+  /// row-major). Returns only launch errors (asynchronous errors surface at
+  /// the next synchronization).
+  virtual Status launch(const LaunchContext &context,
+                        const void *const *inputs,
+                        void *const *outputs) = 0;
+};
+
+/// Validates `instruction` for the CUDA backend and prepares it. `context`
+/// has the stream, cuBLASLt handle and compute capability the kernel will
+/// be launched with. Fails (saying why) on kernels or operand dtypes this
+/// backend does not implement.
+StatusOr<std::unique_ptr<CUDAKernel>>
+createCUDAKernel(const LaunchContext &context, const Instruction &instruction);
+
+/// Every kernel name the CUDA backend implements, sorted.
+std::vector<std::string> cudaKernelNames();
+
+} // namespace cuda
+} // namespace runtime
+} // namespace loom
+
+#endif // LOOM_LIB_RUNTIME_CUDA_CUDAKERNELS_H
