@@ -1,25 +1,21 @@
 //===- Executor.cpp - Runs one rank of a plan -----------------------------===//
 //
-// The arena is one anonymous mapping, never touched by the executor itself
-// except to copy inputs in and outputs out. That makes the peak memory of a
-// step measurable independently of the plan: the pages the kernels touched
-// are exactly the resident pages of the mapping (mincore), which must match
-// the arena size the compiler planned.
+// The executor is device-neutral: it resolves every operand to backend
+// memory (the arena, or a weight), launches kernels through the Backend and
+// orders communication against them. Memory and kernels are the backend's
+// (CPU/CPUBackend.cpp, CUDA/CUDABackend.cpp).
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Runtime/Executor.h"
+#include "Backend.h"
 #include "CollectiveInstructions.h"
 #include "loom/Runtime/Communicator.h"
-#include "loom/Runtime/Kernels.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <map>
-#include <sys/mman.h>
-#include <unistd.h>
 
 using namespace loom::runtime;
 
@@ -34,8 +30,6 @@ std::string describe(const Instruction &instruction, size_t index) {
     text += ", at " + instruction.loc;
   return text + ")";
 }
-
-size_t pageSize() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
 /// Bytes an instruction reads or writes: an arena range, or a whole weight.
 struct Span {
@@ -64,6 +58,10 @@ struct Pending {
   std::vector<Span> reads, writes;
 };
 
+uint64_t roundUp(uint64_t bytes, uint64_t alignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
 bool anyOverlap(const std::vector<Span> &a, const std::vector<Span> &b) {
   for (const Span &x : a)
     for (const Span &y : b)
@@ -74,9 +72,12 @@ bool anyOverlap(const std::vector<Span> &a, const std::vector<Span> &b) {
 
 } // namespace
 
+Executor::Executor() = default;
+
 StatusOr<std::unique_ptr<Executor>>
 Executor::create(std::shared_ptr<const Plan> plan, int rank,
-                 std::shared_ptr<Communicator> world) {
+                 std::shared_ptr<Communicator> world,
+                 const ExecutorOptions &options) {
   if (rank < 0 || size_t(rank) >= plan->ranks.size())
     return Status::error("the plan has no rank " + std::to_string(rank) +
                          " (it has " + std::to_string(plan->ranks.size()) +
@@ -84,6 +85,16 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
   std::unique_ptr<Executor> executor(new Executor());
   executor->plan_ = plan;
   executor->program_ = &plan->ranks[rank];
+  executor->device_ = options.device;
+  if (options.device == Device::CUDA) {
+    StatusOr<std::unique_ptr<Backend>> backend = createCUDABackend(options);
+    if (!backend)
+      return backend.status();
+    executor->backend_ = std::move(*backend);
+  } else {
+    executor->backend_ = createCPUBackend();
+  }
+  Backend &backend = *executor->backend_;
   const RankProgram &program = *executor->program_;
   bool communicates = false;
   for (size_t index = 0; index < program.instructions.size(); ++index) {
@@ -95,13 +106,7 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
         return status.withContext(describe(instruction, index));
       continue;
     }
-    const KernelInfo *info = lookupCPUKernel(instruction.kernel);
-    if (!info)
-      return Status::error(describe(instruction, index) +
-                           ": the CPU backend has no kernel '" +
-                           instruction.kernel + "'");
-    Status status = info->check(instruction);
-    if (!status)
+    if (Status status = backend.prepare(index, instruction); !status)
       return status.withContext(describe(instruction, index));
   }
 
@@ -118,6 +123,12 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
                            " ranks, but this is rank " +
                            std::to_string(world->rank()) + " of " +
                            std::to_string(world->size()));
+    if (world->onDevice() != (options.device == Device::CUDA))
+      return Status::error(
+          std::string("the communicator moves ") +
+          (world->onDevice() ? "device" : "host") + " buffers, but rank " +
+          std::to_string(rank) + " runs on the " + backend.name() +
+          (world->onDevice() ? "" : " (wrap it with wrapForDevice)"));
     // In group-id order on every rank: the lowest group not yet made has
     // all its members asking for it, so engines where making a group is
     // collective cannot deadlock.
@@ -134,47 +145,50 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
     executor->world_ = std::move(world);
   }
 
-  size_t page = pageSize();
-  size_t mapped =
-      std::max<size_t>(page, (program.arenaBytes + page - 1) / page * page);
-  void *arena = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (arena == MAP_FAILED)
-    return Status::error("cannot map an arena of " +
-                         std::to_string(program.arenaBytes) +
-                         " bytes: " + std::strerror(errno));
-  // Huge pages would make residency coarser than the plan's buffers.
-  madvise(arena, mapped, MADV_NOHUGEPAGE);
-  executor->arena_ = static_cast<uint8_t *>(arena);
+  StatusOr<uint8_t *> arena = backend.allocateArena(program.arenaBytes);
+  if (!arena)
+    return arena.status();
+  executor->arena_ = *arena;
 
   // State weights are copied out of the (shared, immutable) plan so that
-  // several executors of one plan train independently.
-  uint64_t stateBytes = 0;
-  executor->stateOffsets_.assign(plan->weights.size(), 0);
+  // several executors of one plan train independently; read-only weights
+  // are used in place where the backend addresses host memory.
+  std::vector<uint64_t> offsets(plan->weights.size(), 0);
+  uint64_t ownBytes = 0;
+  bool copyAll = !backend.addressesHostMemory();
   for (size_t id = 0; id < plan->weights.size(); ++id)
-    if (plan->weights[id].state) {
-      executor->stateOffsets_[id] = stateBytes;
-      stateBytes += (plan->weights[id].bytes + 63) / 64 * 64;
+    if (plan->weights[id].state || copyAll) {
+      offsets[id] = ownBytes;
+      ownBytes += roundUp(plan->weights[id].bytes, 256);
     }
-  if (stateBytes) {
-    executor->state_ =
-        static_cast<uint8_t *>(std::aligned_alloc(64, size_t(stateBytes)));
-    if (!executor->state_)
-      return Status::error("cannot allocate " + std::to_string(stateBytes) +
-                           " bytes of trainable state");
-    for (size_t id = 0; id < plan->weights.size(); ++id)
-      if (plan->weights[id].state)
-        std::memcpy(executor->state_ + executor->stateOffsets_[id],
-                    plan->data.data() + plan->weights[id].offset,
-                    plan->weights[id].bytes);
+  uint8_t *own = nullptr;
+  if (ownBytes) {
+    StatusOr<uint8_t *> block = backend.allocate(ownBytes);
+    if (!block)
+      return block.status().withContext("allocating the weights");
+    own = *block;
   }
-  executor->arenaMapped_ = mapped;
+  executor->weights_.assign(plan->weights.size(), nullptr);
+  for (size_t id = 0; id < plan->weights.size(); ++id) {
+    const Weight &weight = plan->weights[id];
+    const uint8_t *data = plan->data.data() + weight.offset;
+    if (!weight.state && !copyAll) {
+      executor->weights_[id] = const_cast<uint8_t *>(data);
+      continue;
+    }
+    executor->weights_[id] = own + offsets[id];
+    if (Status status =
+            backend.upload(executor->weights_[id], data, weight.bytes);
+        !status)
+      return status.withContext("copying weight '" + weight.name + "'");
+  }
   executor->inputSet_.assign(program.inputs.size(), false);
   executor->inputs_.resize(program.inputs.size());
 
   RunReport &report = executor->report_;
   report.plannedArenaBytes = program.arenaBytes;
-  report.plannedArenaPageBytes = (program.arenaBytes + page - 1) / page * page;
+  uint64_t page = 4096;
+  report.plannedArenaPageBytes = roundUp(program.arenaBytes, page);
   std::vector<bool> counted(plan->weights.size(), false);
   for (const Instruction &instruction : program.instructions)
     for (const auto *refs : {&instruction.inputs, &instruction.outputs})
@@ -186,18 +200,11 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
   return executor;
 }
 
-Executor::~Executor() {
-  if (arena_)
-    munmap(arena_, arenaMapped_);
-  std::free(state_);
-}
+Executor::~Executor() = default;
 
 const void *Executor::resolve(const TensorRef &ref) const {
-  if (ref.space == TensorRef::Space::Weight) {
-    if (plan_->weights[ref.offset].state)
-      return state_ + stateOffsets_[ref.offset];
-    return plan_->data.data() + plan_->weights[ref.offset].offset;
-  }
+  if (ref.space == TensorRef::Space::Weight)
+    return weights_[ref.offset];
   return arena_ + ref.offset;
 }
 
@@ -207,9 +214,12 @@ HostTensor Executor::weight(size_t id) const {
   tensor.name = weight.name;
   tensor.dtype = weight.dtype;
   tensor.shape = weight.shape;
-  const uint8_t *data = weight.state ? state_ + stateOffsets_[id]
-                                     : plan_->data.data() + weight.offset;
-  tensor.data.assign(data, data + weight.bytes);
+  tensor.data.resize(weight.bytes);
+  // A weight that cannot be read back is the plan's value.
+  if (!backend_->download(tensor.data.data(), weights_[id], weight.bytes)) {
+    const uint8_t *data = plan_->data.data() + weight.offset;
+    tensor.data.assign(data, data + weight.bytes);
+  }
   return tensor;
 }
 
@@ -226,8 +236,7 @@ Status Executor::setWeight(size_t id, const HostTensor &tensor) {
                          dtypeName(weight.dtype) + shapeString(weight.shape) +
                          ", not " + dtypeName(tensor.dtype) +
                          shapeString(tensor.shape));
-  std::memcpy(state_ + stateOffsets_[id], tensor.data.data(), weight.bytes);
-  return Status::ok();
+  return backend_->upload(weights_[id], tensor.data.data(), weight.bytes);
 }
 
 Status Executor::setInput(const std::string &name, const HostTensor &tensor) {
@@ -263,25 +272,38 @@ Status Executor::run(bool profile) {
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
   for (size_t i = 0; i < inputs_.size(); ++i)
-    std::memcpy(const_cast<void *>(resolve(program_->inputs[i].ref)),
-                inputs_[i].data.data(), inputs_[i].data.size());
+    if (Status status = backend_->upload(
+            const_cast<void *>(resolve(program_->inputs[i].ref)),
+            inputs_[i].data.data(), inputs_[i].data.size());
+        !status)
+      return fail(status.withContext("copying input '" +
+                                     program_->inputs[i].name + "'"));
   const std::vector<Instruction> &instructions = program_->instructions;
   std::vector<double> times(profile ? instructions.size() : 0);
+  if (profile)
+    backend_->startProfile(instructions.size());
   double waitSeconds = 0;
   if (Status status = runInstructions(times, waitSeconds); !status)
     return status;
+  size_t failed = instructions.size();
+  if (Status status = backend_->synchronize(failed); !status)
+    return fail(failed < instructions.size()
+                    ? status.withContext(describe(instructions[failed], failed))
+                    : status);
   report_.seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
   if (!measured_) {
-    size_t page = pageSize();
-    std::vector<unsigned char> resident(arenaMapped_ / page);
-    if (mincore(arena_, arenaMapped_, resident.data()) == 0) {
-      report_.measuredArenaBytes = 0;
-      for (unsigned char flags : resident)
-        if (flags & 1)
-          report_.measuredArenaBytes += page;
-    }
+    report_.measuredArenaBytes = backend_->measureArena();
     measured_ = true;
+  }
+  if (profile) {
+    // Kernels are timed by the backend (on the device for CUDA);
+    // communication by the time it took to post.
+    std::vector<double> kernelTimes = backend_->instructionSeconds();
+    for (size_t index = 0; index < instructions.size(); ++index)
+      if (instructions[index].kind == Instruction::Kind::Kernel &&
+          index < kernelTimes.size())
+        times[index] = kernelTimes[index];
   }
   if (profile) {
     report_.instructions.clear();
@@ -318,8 +340,10 @@ HostTensor Executor::output(size_t index) const {
   tensor.dtype = binding.ref.dtype;
   tensor.shape = binding.ref.shape;
   tensor.name = binding.name;
-  const uint8_t *data = static_cast<const uint8_t *>(resolve(binding.ref));
-  tensor.data.assign(data, data + binding.ref.bytes());
+  tensor.data.resize(binding.ref.bytes());
+  // Every launch has completed when run() returned.
+  (void)backend_->download(tensor.data.data(), resolve(binding.ref),
+                           binding.ref.bytes());
   return tensor;
 }
 
@@ -332,6 +356,9 @@ Status Executor::fail(Status status) {
 /// Kernels run in order; communication is posted and only waited for when
 /// a later instruction touches its bytes (reads what it writes, or writes
 /// what it reads or writes), so transfers overlap the kernels in between.
+/// On a device the wait is the device's where the engine allows it (the
+/// compute stream waits for the communication stream), and the host waits
+/// for everything at the end, which is where errors and timeouts surface.
 Status Executor::runInstructions(std::vector<double> &times,
                                  double &waitSeconds) {
   using Clock = std::chrono::steady_clock;
@@ -340,8 +367,9 @@ Status Executor::runInstructions(std::vector<double> &times,
   std::vector<const void *> inputs;
   std::vector<void *> outputs;
   std::vector<Span> reads, writes;
-  std::vector<Pending> pending;
-  std::string error;
+  // In flight and not yet ordered before later work; ordered on the device
+  // but not yet known to have succeeded.
+  std::vector<Pending> pending, ordered;
   auto wait = [&](Pending &op) -> Status {
     auto before = Clock::now();
     Status status = op.event->wait();
@@ -371,34 +399,39 @@ Status Executor::runInstructions(std::vector<double> &times,
       Pending &op = pending[i];
       if (anyOverlap(writes, op.reads) || anyOverlap(writes, op.writes) ||
           anyOverlap(reads, op.writes)) {
-        if (Status status = wait(op); !status)
+        if (backend_->waitOnDevice(*op.event)) {
+          ordered.push_back(std::move(op));
+        } else if (Status status = wait(op); !status) {
           return status;
+        }
         pending.erase(pending.begin() + i);
       } else {
         ++i;
       }
     }
-    auto before = profile ? Clock::now() : Clock::time_point();
     if (instruction.kind == Instruction::Kind::Collective) {
+      auto before = profile ? Clock::now() : Clock::time_point();
       int group = collectiveGroup(instruction);
       Communicator &comm = group < 0 ? *world_ : *groups_[size_t(group)];
+      backend_->orderCommunication(comm);
       pending.push_back(
           {index,
            startCollective(instruction, comm, inputs.data(), outputs.data()),
            reads, writes});
-    } else {
-      KernelArgs args{instruction, inputs.data(), outputs.data(), &error};
-      lookupCPUKernel(instruction.kernel)->run(args);
+      if (profile)
+        times[index] =
+            std::chrono::duration<double>(Clock::now() - before).count();
+      continue;
     }
-    if (profile)
-      times[index] =
-          std::chrono::duration<double>(Clock::now() - before).count();
-    if (!error.empty())
-      return fail(Status::error(describe(instruction, index) + ": " + error));
+    if (Status status =
+            backend_->launch(index, instruction, inputs.data(), outputs.data());
+        !status)
+      return fail(status.withContext(describe(instruction, index)));
   }
   // Outputs are read after the run: everything must have landed.
-  for (Pending &op : pending)
-    if (Status status = wait(op); !status)
-      return status;
+  for (std::vector<Pending> *ops : {&ordered, &pending})
+    for (Pending &op : *ops)
+      if (Status status = wait(op); !status)
+        return status;
   return Status::ok();
 }

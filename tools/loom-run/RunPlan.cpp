@@ -109,8 +109,19 @@ void runRank(std::shared_ptr<const Plan> plan, const RunOptions &options,
              int rank, std::shared_ptr<Communicator> comm, RankResult &result) {
   bool multi = plan->ranks.size() > 1;
   std::string prefix = multi ? "rank " + std::to_string(rank) + ": " : "";
+  if (comm && options.executor.device == Device::CUDA && !comm->onDevice()) {
+    // Thread ranks share one GPU (NCCL refuses that): stage through the
+    // host.
+    StatusOr<std::shared_ptr<Communicator>> wrapped =
+        wrapForDevice(comm, options.executor.gpu);
+    if (!wrapped) {
+      result.status = wrapped.status();
+      return;
+    }
+    comm = *wrapped;
+  }
   StatusOr<std::unique_ptr<Executor>> executor =
-      Executor::create(plan, rank, comm);
+      Executor::create(plan, rank, comm, options.executor);
   if (!executor) {
     result.status = executor.status();
     return;
@@ -222,6 +233,10 @@ int loom::runPlan(std::shared_ptr<const Plan> plan, const RunOptions &options) {
                 options.model + " is a plan for " + std::to_string(ranks) +
                 " rank(s)");
 
+  std::string noGPU;
+  if (options.executor.device == Device::CUDA && cudaDeviceCount(&noGPU) == 0)
+    return fail(options.model + ": --device cuda: " + noGPU);
+
   bool mpi = options.ranks == 0 && ranks > 1 && launchedByMPI();
   if (ranks > 1 && options.ranks == 0 && !mpi)
     return fail(options.model + " is a plan for " + std::to_string(ranks) +
@@ -230,8 +245,12 @@ int loom::runPlan(std::shared_ptr<const Plan> plan, const RunOptions &options) {
 
   // One process per rank under mpirun.
   if (mpi) {
+    // GPUs talk through NCCL where there is one (each rank on the GPU of its
+    // local rank); otherwise the MPI engine stages through the host.
+    bool nccl = options.executor.device == Device::CUDA && haveNCCL();
     StatusOr<std::shared_ptr<Communicator>> world =
-        createMPICommunicator(commOptions);
+        nccl ? createNCCLCommunicator(commOptions)
+             : createMPICommunicator(commOptions);
     if (!world)
       return fail(world.status().message());
     int rank = (*world)->rank();
@@ -240,7 +259,10 @@ int loom::runPlan(std::shared_ptr<const Plan> plan, const RunOptions &options) {
                   " processes, but " + options.model + " is a plan for " +
                   std::to_string(ranks) + " ranks");
     RankResult result;
-    runRank(plan, options, rank, *world, result);
+    RunOptions rankOptions = options;
+    if (nccl)
+      rankOptions.executor.gpu = -1; // the GPU NCCL made current
+    runRank(plan, rankOptions, rank, *world, result);
     if (!result.status)
       (*world)->abort(result.status.message());
     return finish(result, options, rank, true) ? 0 : 1;

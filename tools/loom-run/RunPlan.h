@@ -37,6 +37,8 @@ struct RunOptions {
   /// --test-kill-rank R[:K]: rank R dies before its instruction K.
   int killRank = -1;
   int64_t killAt = 0;
+  /// --device, --gpu, --allow-tf32.
+  runtime::ExecutorOptions executor;
 };
 
 /// True when this process was started by mpirun (Open MPI or a PMI launcher).

@@ -375,7 +375,8 @@ private:
 
 int loom::runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
                       const TrainOptions &options, RunReport &report) {
-  StatusOr<std::unique_ptr<Executor>> created = Executor::create(plan);
+  StatusOr<std::unique_ptr<Executor>> created =
+      Executor::create(plan, 0, nullptr, options.executor);
   if (!created)
     return fail(options.modelPath + ": " + created.status().message());
   Executor &executor = **created;

@@ -37,6 +37,8 @@ struct TrainOptions {
   std::string resumeDir;
   /// Profile the last step (--report).
   bool profileLastStep = false;
+  /// Where the steps run (--device, --gpu, --allow-tf32).
+  runtime::ExecutorOptions executor;
 };
 
 /// The whole data set: first dimension = samples.

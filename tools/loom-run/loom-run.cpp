@@ -35,7 +35,7 @@ namespace {
 const char *kUsage = R"(usage: loom-run MODEL [options] [INPUT_FILE...]
 
 Compiles MODEL (.onnx, .onnxtext, .mlir) to a runtime plan, or loads a plan
-file, and runs it on the CPU backend.
+file, and runs it on the CPU backend or a GPU.
 
 options:
   --input NAME=FILE   bind graph input NAME to FILE (.npy or ONNX TensorProto .pb);
@@ -50,6 +50,15 @@ options:
   --iterations N      run N times and report the mean time
   --warmup N          first run N untimed times (default 0)
   --help              this text
+
+devices (docs/design/cuda-backend.md):
+  --device cpu|cuda   run on the CPU backend (default, the reference) or the
+                      CUDA backend (one GPU per process; --ranks N threads
+                      share it, each with its own streams and arena)
+  --gpu N             the GPU of --device cuda (default 0; under mpirun each
+                      rank takes its local rank's GPU)
+  --allow-tf32        let f32 GEMMs use TF32 tensor cores (as PyTorch's
+                      allow_tf32); f32 stays exact by default
 
 ranks (plans with several ranks; docs/design/communication.md):
   --ranks N           run the N ranks as threads of this process; under
@@ -273,6 +282,20 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     }
     if (flag == "--report") {
       options.run.report = true;
+    } else if (flag == "--allow-tf32") {
+      options.run.executor.allowTF32 = true;
+    } else if (flag == "--device" || flag == "--gpu") {
+      if (!value(text))
+        return flag + " needs a value";
+      if (flag == "--device") {
+        if (!parseDevice(text, options.run.executor.device))
+          return "--device expects cpu or cuda, got '" + text + "'";
+      } else {
+        int64_t gpu;
+        if (!parseInt(text, gpu) || gpu < 0 || gpu > 1024)
+          return "--gpu expects a GPU number >= 0, got '" + text + "'";
+        options.run.executor.gpu = int(gpu);
+      }
     } else if (flag == "--check-collectives") {
       options.run.checkCollectives = true;
     } else if (flag == "--ranks" || flag == "--comm-timeout" ||
@@ -367,6 +390,7 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       return "--ranks runs multi-rank plans; training runs on one rank for "
              "now";
     options.train.profileLastStep = options.run.report;
+    options.train.executor = options.run.executor;
     options.train.modelPath = options.run.model;
   }
   return "";

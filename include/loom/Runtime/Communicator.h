@@ -38,6 +38,13 @@ class CommEvent {
 public:
   virtual ~CommEvent();
   virtual Status wait() = 0;
+  /// Engines on device memory: makes the work enqueued later on `stream` (a
+  /// cudaStream_t of the communicator's device) wait for the operation
+  /// without blocking the host. False when the engine cannot; the caller
+  /// then waits. Either way `wait` must still be called to learn the
+  /// status (it then returns at once or after the operation's remaining
+  /// time).
+  virtual bool waitOnStream(void *stream);
 };
 
 /// An event that is complete when created (engines that finish an
@@ -100,6 +107,15 @@ public:
   virtual std::shared_ptr<CommEvent> recv(void *buffer, uint64_t bytes,
                                           int peer, int tag) = 0;
 
+  /// Whether buffers are device pointers (the NCCL engine, and host engines
+  /// wrapped by wrapForDevice); host memory otherwise.
+  virtual bool onDevice() const;
+  /// Device engines: operations posted from now on start only after the
+  /// work enqueued so far on `stream` (a cudaStream_t), so the kernels that
+  /// write a send buffer need not be waited for on the host. Host engines
+  /// ignore it.
+  virtual void orderAfter(void *stream);
+
   /// Makes every other rank's pending and future operations fail with
   /// "rank R failed: message" (called when this rank cannot go on).
   virtual void abort(const std::string &message) = 0;
@@ -118,6 +134,16 @@ bool haveMPI();
 /// on first use; an error when the runtime was built without MPI.
 StatusOr<std::shared_ptr<Communicator>>
 createMPICommunicator(const CommOptions &options = {});
+
+/// `host` (an engine on host memory: threads or MPI) made to move device
+/// buffers on CUDA device `gpu` (-1: the calling thread's current device):
+/// each operation stages its bytes
+/// through host memory on a stream of its own. That is how N thread ranks
+/// share one GPU (NCCL refuses two ranks on one GPU), and how ranks on GPUs
+/// communicate without NCCL; it is a correctness path, not a fast one. An
+/// error without the CUDA backend.
+StatusOr<std::shared_ptr<Communicator>>
+wrapForDevice(std::shared_ptr<Communicator> host, int gpu = -1);
 
 /// Whether this runtime was built with NCCL (the CUDA toolkit's).
 bool haveNCCL();

@@ -1,15 +1,17 @@
 //===- Executor.h - Runs one rank of a plan ---------------------*- C++ -*-===//
 //
-// An Executor owns one rank's arena and runs its instruction stream on the
-// CPU backend. Everything that can be checked is checked when it is created
-// (every kernel's operands and attributes), so `run` only fails on data-
-// dependent errors such as an out-of-range gather index.
+// An Executor owns one rank's arena and runs its instruction stream on a
+// backend: the CPU (the reference) or a CUDA GPU (ExecutorOptions). Everything
+// that can be checked is checked when it is created (every kernel's operands
+// and attributes), so `run` only fails on data-dependent errors such as an
+// out-of-range gather index, or on communication.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef LOOM_RUNTIME_EXECUTOR_H
 #define LOOM_RUNTIME_EXECUTOR_H
 
+#include "loom/Runtime/Device.h"
 #include "loom/Runtime/Plan.h"
 #include "loom/Runtime/TensorIO.h"
 
@@ -21,6 +23,7 @@
 namespace loom {
 namespace runtime {
 
+class Backend;
 class Communicator;
 class CommEvent;
 
@@ -44,7 +47,8 @@ struct RunReport {
   uint64_t plannedArenaBytes = 0;
   /// Arena bytes the step actually touched: resident pages of the arena
   /// after the first run (mincore), in bytes. Equals the planned peak rounded
-  /// up to whole pages when the plan is tight.
+  /// up to whole pages when the plan is tight. 0 where the backend cannot
+  /// tell (CUDA: the arena is one device allocation of the planned size).
   uint64_t measuredArenaBytes = 0;
   /// The planned peak rounded up to whole pages, for comparison.
   uint64_t plannedArenaPageBytes = 0;
@@ -60,14 +64,17 @@ struct RunReport {
 
 class Executor {
 public:
-  /// Prepares `rank` of `plan` for execution; fails on an instruction the
-  /// CPU backend cannot run, naming its plan line. A rank with collective
-  /// instructions needs `world`, a communicator over all the plan's ranks in
-  /// which it is `rank`; the communicators of the plan's groups are made
-  /// here, so every rank must be created (concurrently) for any to succeed.
+  /// Prepares `rank` of `plan` for execution on `options.device`; fails on
+  /// an instruction the backend cannot run, naming its plan line. A rank
+  /// with collective instructions needs `world`, a communicator over all the
+  /// plan's ranks in which it is `rank` (on the CUDA backend, one whose
+  /// buffers are device pointers: Communicator::onDevice); the communicators
+  /// of the plan's groups are made here, so every rank must be created
+  /// (concurrently) for any to succeed.
   static StatusOr<std::unique_ptr<Executor>>
   create(std::shared_ptr<const Plan> plan, int rank = 0,
-         std::shared_ptr<Communicator> world = nullptr);
+         std::shared_ptr<Communicator> world = nullptr,
+         const ExecutorOptions &options = {});
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
@@ -101,8 +108,10 @@ public:
     hook_ = std::move(hook);
   }
 
+  Device device() const { return device_; }
+
 private:
-  Executor() = default;
+  Executor();
   const void *resolve(const TensorRef &ref) const;
   Status runInstructions(std::vector<double> &times, double &waitSeconds);
   /// Makes the other ranks stop with `status` (a local failure).
@@ -110,12 +119,13 @@ private:
 
   std::shared_ptr<const Plan> plan_;
   const RankProgram *program_ = nullptr;
+  Device device_ = Device::CPU;
+  std::unique_ptr<Backend> backend_;
   uint8_t *arena_ = nullptr;
-  size_t arenaMapped_ = 0;
-  /// One 64-byte aligned block holding every state weight, and each state
-  /// weight's offset in it (unused for the others).
-  uint8_t *state_ = nullptr;
-  std::vector<uint64_t> stateOffsets_;
+  /// Where each weight lives in backend memory: state weights in one block
+  /// of the executor's own (they change with every step), the others in the
+  /// plan's data section (CPU) or a copy of it on the device.
+  std::vector<uint8_t *> weights_;
   std::vector<HostTensor> inputs_;
   std::vector<bool> inputSet_;
   bool measured_ = false;

@@ -221,6 +221,8 @@ public:
       for (auto &entry : ownedWorld->groups)
         all.push_back(entry.second.get());
     close(all, options.timeout);
+    if (ordering)
+      cudaEventDestroy(ordering);
     if (stream)
       cudaStreamDestroy(stream);
   }
@@ -253,6 +255,16 @@ public:
         all[i]->comm = nullptr;
         all[i]->abortedBecause = "it was closed";
       }
+  }
+
+  bool onDevice() const override { return true; }
+
+  void orderAfter(void *other) override {
+    cudaSetDevice(device);
+    if (!ordering)
+      cudaEventCreateWithFlags(&ordering, cudaEventDisableTiming);
+    cudaEventRecord(ordering, static_cast<cudaStream_t>(other));
+    cudaStreamWaitEvent(stream, ordering, 0);
   }
 
   int rank() const override { return myRank; }
@@ -449,6 +461,8 @@ public:
   void own(std::shared_ptr<World> state) { ownedWorld = std::move(state); }
 
   cudaStream_t stream = nullptr;
+  /// Recorded on another stream by orderAfter.
+  cudaEvent_t ordering = nullptr;
 
 private:
   std::shared_ptr<CommEvent> fail(const std::string &message) {
@@ -569,6 +583,15 @@ public:
     status = owner->finish(*launch, what);
     finished = true;
     return status;
+  }
+
+  bool waitOnStream(void *other) override {
+    if (!launch->launched)
+      owner->flush();
+    if (finished || !launch->status || !launch->done)
+      return false;
+    return cudaStreamWaitEvent(static_cast<cudaStream_t>(other), launch->done,
+                               0) == cudaSuccess;
   }
 
 private:

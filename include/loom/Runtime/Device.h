@@ -1,0 +1,45 @@
+//===- Device.h - Where a plan runs -----------------------------*- C++ -*-===//
+//
+// A plan is device-neutral: the same file runs on the CPU backend (the
+// reference) and on the CUDA backend. The executor is told which to use.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_DEVICE_H
+#define LOOM_RUNTIME_DEVICE_H
+
+#include <string>
+#include <string_view>
+
+namespace loom {
+namespace runtime {
+
+enum class Device : unsigned char { CPU, CUDA };
+
+/// "cpu" or "cuda" (the `loom-run --device` spelling).
+const char *deviceName(Device device);
+/// Parses a deviceName spelling; false when `name` is none.
+bool parseDevice(std::string_view name, Device &device);
+
+/// Whether this runtime was built with the CUDA backend.
+bool haveCUDA();
+/// The CUDA devices this process can use: 0 without the CUDA backend, a
+/// driver or a GPU. `why` (if given) says why there are none.
+int cudaDeviceCount(std::string *why = nullptr);
+
+/// How an executor runs its rank.
+struct ExecutorOptions {
+  Device device = Device::CPU;
+  /// CUDA: the GPU ordinal; -1 picks the current device of the calling
+  /// thread (the NCCL engine makes each rank's GPU current).
+  int gpu = -1;
+  /// CUDA: f32 GEMMs may use TF32 tensor cores (10-bit mantissa products,
+  /// as torch.backends.cuda.matmul.allow_tf32). Off by default: f32 stays
+  /// f32.
+  bool allowTF32 = false;
+};
+
+} // namespace runtime
+} // namespace loom
+
+#endif // LOOM_RUNTIME_DEVICE_H

@@ -1,0 +1,91 @@
+//===- Backend.h - What the executor needs of a device (internal) -*- C++
+//-*-===//
+//
+// The executor walks a rank's instruction stream, resolves operands to
+// memory and orders communication; a Backend owns the memory the kernels
+// address and runs the kernels. The CPU backend runs each kernel inside
+// `launch`; the CUDA backend enqueues it on its compute stream and only
+// `synchronize` waits.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_LIB_RUNTIME_BACKEND_H
+#define LOOM_LIB_RUNTIME_BACKEND_H
+
+#include "loom/Runtime/Device.h"
+#include "loom/Runtime/Plan.h"
+
+#include <memory>
+#include <vector>
+
+namespace loom {
+namespace runtime {
+
+class CommEvent;
+class Communicator;
+
+class Backend {
+public:
+  virtual ~Backend();
+
+  /// "CPU" or "CUDA", for messages.
+  virtual const char *name() const = 0;
+
+  /// Validates kernel instruction `index` and prepares it for `launch`.
+  /// Called once per kernel instruction, in stream order.
+  virtual Status prepare(size_t index, const Instruction &instruction) = 0;
+
+  /// The arena: `bytes` of memory the kernels address, owned by the
+  /// backend.
+  virtual StatusOr<uint8_t *> allocateArena(uint64_t bytes) = 0;
+  /// Other memory the kernels address (weights), owned by the backend.
+  virtual StatusOr<uint8_t *> allocate(uint64_t bytes) = 0;
+  /// Whether kernels can address host memory (the plan's data section)
+  /// directly, so read-only weights need no copy.
+  virtual bool addressesHostMemory() const = 0;
+
+  /// Copies host bytes into backend memory, ordered before later launches.
+  virtual Status upload(void *destination, const void *source,
+                        uint64_t bytes) = 0;
+  /// Copies backend bytes to the host once every earlier launch is done.
+  virtual Status download(void *destination, const void *source,
+                          uint64_t bytes) = 0;
+
+  /// Runs (CPU) or enqueues (CUDA) prepared kernel instruction `index`.
+  /// `inputs`/`outputs` are backend pointers. A non-OK status is an error
+  /// the kernel found (CPU) or a launch error (CUDA).
+  virtual Status launch(size_t index, const Instruction &instruction,
+                        const void *const *inputs, void *const *outputs) = 0;
+  /// Waits for everything launched; reports errors kernels found in their
+  /// data. `failed` is then the instruction that found it (unchanged when
+  /// the error is not an instruction's).
+  virtual Status synchronize(size_t &failed) = 0;
+
+  /// Communication. Operations posted on `comm` from now on must see what
+  /// the launches so far wrote (CUDA: the communicator's stream waits for
+  /// the compute stream; CPU: nothing to do).
+  virtual void orderCommunication(Communicator &comm) = 0;
+  /// Makes later launches wait for `event` without blocking the host where
+  /// the engine allows it; false when the host must wait instead.
+  virtual bool waitOnDevice(CommEvent &event) = 0;
+
+  /// Profiling: when on, `launch` times each instruction and
+  /// `instructionSeconds` gives the times after `synchronize`.
+  virtual void startProfile(size_t instructions) = 0;
+  virtual std::vector<double> instructionSeconds() = 0;
+
+  /// Bytes of the arena the step actually touched, 0 when the backend
+  /// cannot tell (measured once, after the first run).
+  virtual uint64_t measureArena() = 0;
+};
+
+std::unique_ptr<Backend> createCPUBackend();
+/// The CUDA backend on options.gpu; an error without the CUDA backend or a
+/// GPU.
+StatusOr<std::unique_ptr<Backend>>
+createCUDABackend(const ExecutorOptions &options);
+
+} // namespace runtime
+} // namespace loom
+
+#endif // LOOM_LIB_RUNTIME_BACKEND_H

@@ -1,0 +1,34 @@
+//===- NoCUDA.cpp - The CUDA backend's entry points without CUDA ----------===//
+//
+// Built when the runtime is configured without the CUDA toolkit
+// (LOOM_ENABLE_CUDA=OFF): every entry point says so.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Backend.h"
+#include "loom/Runtime/Communicator.h"
+
+using namespace loom::runtime;
+
+namespace {
+const char *kNoCUDA = "this runtime was built without the CUDA backend "
+                      "(configure with the CUDA toolkit, LOOM_ENABLE_CUDA)";
+} // namespace
+
+bool loom::runtime::haveCUDA() { return false; }
+
+int loom::runtime::cudaDeviceCount(std::string *why) {
+  if (why)
+    *why = kNoCUDA;
+  return 0;
+}
+
+StatusOr<std::unique_ptr<Backend>>
+loom::runtime::createCUDABackend(const ExecutorOptions &) {
+  return Status::error(kNoCUDA);
+}
+
+StatusOr<std::shared_ptr<Communicator>>
+loom::runtime::wrapForDevice(std::shared_ptr<Communicator>, int) {
+  return Status::error(kNoCUDA);
+}
