@@ -23,6 +23,8 @@ int loom::runtime::cudaDeviceCount(std::string *why) {
   return 0;
 }
 
+std::vector<std::string> loom::runtime::describeCUDADevices() { return {}; }
+
 StatusOr<std::unique_ptr<Backend>>
 loom::runtime::createCUDABackend(const ExecutorOptions &) {
   return Status::error(kNoCUDA);

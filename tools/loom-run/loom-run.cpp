@@ -59,6 +59,7 @@ devices (docs/design/cuda-backend.md):
                       rank takes its local rank's GPU)
   --allow-tf32        let f32 GEMMs use TF32 tensor cores (as PyTorch's
                       allow_tf32); f32 stays exact by default
+  --list-devices      print the devices this build can run on, and exit
 
 ranks (plans with several ranks; docs/design/communication.md):
   --ranks N           run the N ranks as threads of this process; under
@@ -77,7 +78,8 @@ training (--train; docs/design/training.md):
   --loss KIND         cross_entropy (default), mse, or none (output 0 is the loss)
   --batch-size B      samples per step (default 1); step i uses samples
                       [i*B, (i+1)*B) modulo the sample count
-  --steps N           steps to train (default 1)
+  --steps N           steps to train (default 1; 0 with --emit-plan: only
+                      write the training plan, e.g. for another machine)
   --shuffle SEED      a new seeded permutation of the samples every epoch
   --grad-accum K      split each batch into K microbatches (B % K == 0)
   --optimizer NAME    adamw (default) or sgd, as torch.optim.AdamW / SGD
@@ -200,7 +202,7 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
   } else if (flag == "--batch-size") {
     count(train.batchSize, 1);
   } else if (flag == "--steps") {
-    count(train.steps, 1);
+    count(train.steps, 0);
   } else if (flag == "--shuffle") {
     int64_t seed = 0;
     count(seed, 0);
@@ -252,6 +254,19 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
   return true;
 }
 
+/// --list-devices: what --device can be, and why CUDA cannot where it
+/// cannot.
+void listDevices() {
+  std::printf("cpu: the CPU backend\n");
+  std::string why;
+  if (cudaDeviceCount(&why) == 0) {
+    std::printf("cuda: unavailable: %s\n", why.c_str());
+    return;
+  }
+  for (const std::string &line : describeCUDADevices())
+    std::printf("cuda: %s\n", line.c_str());
+}
+
 /// Parses argv; an error message on failure, "" on success.
 std::string parseOptions(int argc, char **argv, Options &options) {
   for (int i = 1; i < argc; ++i) {
@@ -272,6 +287,10 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     std::string text;
     if (flag == "--help" || flag == "-h") {
       std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (flag == "--list-devices") {
+      listDevices();
       std::exit(0);
     }
     std::string trainError;
@@ -389,6 +408,9 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     if (options.run.ranks || options.run.killRank >= 0)
       return "--ranks runs multi-rank plans; training runs on one rank for "
              "now";
+    if (options.train.steps == 0 && options.emitPlan.empty())
+      return "--steps 0 trains nothing; it is for writing the training "
+             "plan with --emit-plan";
     options.train.profileLastStep = options.run.report;
     options.train.executor = options.run.executor;
     options.train.modelPath = options.run.model;
@@ -471,6 +493,11 @@ int train(Options &options) {
     return 1;
   if (!options.emitPlan.empty() && !emitPlan(*plan, options.emitPlan))
     return 1;
+  if (options.train.steps == 0) {
+    std::printf("wrote %s (--steps 0: nothing trained)\n",
+                options.emitPlan.c_str());
+    return 0;
+  }
   RunReport report;
   int status = runTraining(plan, data, options.train, report);
   if (status == 0 && options.run.report)

@@ -10,6 +10,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace loom {
 namespace runtime {
@@ -26,6 +27,9 @@ bool haveCUDA();
 /// The CUDA devices this process can use: 0 without the CUDA backend, a
 /// driver or a GPU. `why` (if given) says why there are none.
 int cudaDeviceCount(std::string *why = nullptr);
+/// One line per CUDA device: "GPU 0: NVIDIA H200, 139.8 GiB, compute
+/// capability 9.0" (`loom-run --list-devices`).
+std::vector<std::string> describeCUDADevices();
 
 /// How an executor runs its rank.
 struct ExecutorOptions {

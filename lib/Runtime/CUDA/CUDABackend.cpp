@@ -1,0 +1,329 @@
+//===- CUDABackend.cpp - Kernels on one GPU
+//--------------------------------===//
+//
+// One backend per executor (per rank): its own compute stream, cuBLASLt
+// handle and workspace, arena and weights, so N thread ranks can share one
+// GPU. Everything a step does is enqueued on the compute stream; the host
+// only waits in `synchronize` (and for downloads), so kernel launches run
+// ahead of the GPU. Communication runs on the communicator's stream, ordered
+// against the compute stream with events (orderCommunication,
+// waitOnDevice).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Backend.h"
+#include "CUDAKernels.h"
+#include "loom/Runtime/Communicator.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+using namespace loom::runtime;
+using namespace loom::runtime::cuda;
+
+namespace {
+
+/// cuBLASLt's scratch per executor: what its heuristics want for large
+/// GEMMs on Hopper (the cuBLAS documentation recommends 32 MiB there).
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+Status cudaFailure(const std::string &what, cudaError_t error) {
+  return Status::error(what + " failed in CUDA: " + cudaGetErrorName(error) +
+                       " (" + cudaGetErrorString(error) + ")");
+}
+
+std::string mebibytes(uint64_t bytes) {
+  return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB";
+}
+
+class CUDABackend : public Backend {
+public:
+  ~CUDABackend() override {
+    cudaSetDevice(device_);
+    if (compute_)
+      cudaStreamSynchronize(compute_);
+    kernels_.clear();
+    for (cudaEvent_t event : starts_)
+      cudaEventDestroy(event);
+    for (cudaEvent_t event : ends_)
+      cudaEventDestroy(event);
+    for (void *block : blocks_)
+      cudaFree(block);
+    if (hostError_)
+      cudaFreeHost(hostError_);
+    if (lt_)
+      cublasLtDestroy(lt_);
+    if (compute_)
+      cudaStreamDestroy(compute_);
+  }
+
+  Status init(const ExecutorOptions &options) {
+    std::string why;
+    int count = cudaDeviceCount(&why);
+    if (count == 0)
+      return Status::error("--device cuda: " + why);
+    if (options.gpu >= count)
+      return Status::error(
+          "--device cuda: there is no GPU " + std::to_string(options.gpu) +
+          " (this process sees " + std::to_string(count) + ")");
+    if (options.gpu >= 0) {
+      if (cudaError_t error = cudaSetDevice(options.gpu))
+        return cudaFailure("selecting GPU " + std::to_string(options.gpu),
+                           error);
+      device_ = options.gpu;
+    } else if (cudaError_t error = cudaGetDevice(&device_)) {
+      return cudaFailure("finding the current GPU", error);
+    }
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_);
+    // Non-blocking: the legacy default stream must not serialize ranks that
+    // share the GPU.
+    if (cudaError_t error =
+            cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking))
+      return cudaFailure("creating the compute stream", error);
+    if (cublasStatus_t status = cublasLtCreate(&lt_))
+      return Status::error("cuBLASLt initialization failed: " +
+                           std::string(cublasLtGetStatusName(status)));
+    StatusOr<uint8_t *> workspace = allocate(kWorkspaceBytes);
+    if (!workspace)
+      return workspace.status().withContext("the cuBLASLt workspace");
+    StatusOr<uint8_t *> error = allocate(sizeof(DeviceError));
+    if (!error)
+      return error.status();
+    if (cudaError_t failure = cudaMallocHost(&hostError_, sizeof(DeviceError)))
+      return cudaFailure("allocating pinned memory", failure);
+    context_.stream = compute_;
+    context_.lt = lt_;
+    context_.workspace = *workspace;
+    context_.workspaceBytes = kWorkspaceBytes;
+    context_.error = reinterpret_cast<DeviceError *>(*error);
+    context_.allowTF32 = options.allowTF32;
+    context_.computeCapability = major * 10 + minor;
+    return clearError();
+  }
+
+  const char *name() const override { return "CUDA"; }
+
+  Status prepare(size_t index, const Instruction &instruction) override {
+    cudaSetDevice(device_);
+    if (kernels_.size() <= index)
+      kernels_.resize(index + 1);
+    context_.instruction = int32_t(index);
+    StatusOr<std::unique_ptr<CUDAKernel>> kernel =
+        createCUDAKernel(context_, instruction);
+    if (!kernel)
+      return kernel.status();
+    kernels_[index] = std::move(*kernel);
+    return Status::ok();
+  }
+
+  StatusOr<uint8_t *> allocateArena(uint64_t bytes) override {
+    StatusOr<uint8_t *> arena = allocate(bytes);
+    if (!arena)
+      return arena.status().withContext("the arena");
+    return arena;
+  }
+
+  StatusOr<uint8_t *> allocate(uint64_t bytes) override {
+    cudaSetDevice(device_);
+    void *block = nullptr;
+    // cudaMalloc aligns to 256 bytes, more than any kernel needs.
+    if (cudaError_t error =
+            cudaMalloc(&block, std::max<uint64_t>(bytes, 256))) {
+      size_t free = 0, total = 0;
+      cudaGetLastError();
+      cudaMemGetInfo(&free, &total);
+      return Status::error("cannot allocate " + mebibytes(bytes) + " on GPU " +
+                           std::to_string(device_) + " (" + mebibytes(free) +
+                           " of " + mebibytes(total) +
+                           " free): " + cudaGetErrorString(error));
+    }
+    blocks_.push_back(block);
+    return static_cast<uint8_t *>(block);
+  }
+
+  bool addressesHostMemory() const override { return false; }
+
+  Status upload(void *destination, const void *source,
+                uint64_t bytes) override {
+    cudaSetDevice(device_);
+    // From pageable memory the call returns once the source is staged, so
+    // the caller may reuse it; the copy is ordered before later launches.
+    if (cudaError_t error = cudaMemcpyAsync(destination, source, bytes,
+                                            cudaMemcpyHostToDevice, compute_))
+      return cudaFailure(
+          "copying " + std::to_string(bytes) + " bytes to the GPU", error);
+    return Status::ok();
+  }
+
+  Status download(void *destination, const void *source,
+                  uint64_t bytes) override {
+    cudaSetDevice(device_);
+    cudaError_t error = cudaMemcpyAsync(destination, source, bytes,
+                                        cudaMemcpyDeviceToHost, compute_);
+    if (!error)
+      error = cudaStreamSynchronize(compute_);
+    if (error)
+      return cudaFailure(
+          "copying " + std::to_string(bytes) + " bytes from the GPU", error);
+    return Status::ok();
+  }
+
+  Status launch(size_t index, const Instruction &, const void *const *inputs,
+                void *const *outputs) override {
+    context_.instruction = int32_t(index);
+    bool timed = index < starts_.size();
+    if (timed)
+      cudaEventRecord(starts_[index], compute_);
+    Status status = kernels_[index]->launch(context_, inputs, outputs);
+    if (timed) {
+      cudaEventRecord(ends_[index], compute_);
+      recorded_[index] = true;
+    }
+    if (!status)
+      return status;
+    // Launch-configuration errors are reported here; faults only at the
+    // next synchronization.
+    if (cudaError_t error = cudaPeekAtLastError())
+      return cudaFailure("launching the kernel", error);
+    return Status::ok();
+  }
+
+  Status synchronize(size_t &failed) override {
+    cudaSetDevice(device_);
+    if (cudaError_t error = cudaStreamSynchronize(compute_))
+      return cudaFailure("the step", error);
+    if (cudaError_t error =
+            cudaMemcpy(hostError_, context_.error, sizeof(DeviceError),
+                       cudaMemcpyDeviceToHost))
+      return cudaFailure("reading the kernels' error flag", error);
+    if (hostError_->code == DeviceError::None)
+      return Status::ok();
+    DeviceError found = *hostError_;
+    if (Status status = clearError(); !status)
+      return status;
+    failed = size_t(found.instruction);
+    if (found.code == DeviceError::IndexOutOfRange)
+      return Status::error("index " + std::to_string(found.value) +
+                           " at position " + std::to_string(found.position) +
+                           " is outside [-" + std::to_string(found.bound) +
+                           ", " + std::to_string(found.bound) + ")");
+    return Status::error("a kernel reported error code " +
+                         std::to_string(found.code));
+  }
+
+  void orderCommunication(Communicator &comm) override {
+    comm.orderAfter(compute_);
+  }
+
+  bool waitOnDevice(CommEvent &event) override {
+    return event.waitOnStream(compute_);
+  }
+
+  void startProfile(size_t instructions) override {
+    cudaSetDevice(device_);
+    while (starts_.size() < instructions) {
+      cudaEvent_t start = nullptr, end = nullptr;
+      cudaEventCreate(&start);
+      cudaEventCreate(&end);
+      starts_.push_back(start);
+      ends_.push_back(end);
+    }
+    recorded_.assign(starts_.size(), false);
+  }
+
+  std::vector<double> instructionSeconds() override {
+    std::vector<double> seconds(recorded_.size(), 0.0);
+    for (size_t i = 0; i < recorded_.size(); ++i) {
+      float ms = 0;
+      if (recorded_[i] &&
+          cudaEventElapsedTime(&ms, starts_[i], ends_[i]) == cudaSuccess)
+        seconds[i] = ms * 1e-3;
+    }
+    // Only the run that asked is timed.
+    for (cudaEvent_t event : starts_)
+      cudaEventDestroy(event);
+    for (cudaEvent_t event : ends_)
+      cudaEventDestroy(event);
+    starts_.clear();
+    ends_.clear();
+    recorded_.clear();
+    return seconds;
+  }
+
+  uint64_t measureArena() override { return 0; }
+
+private:
+  Status clearError() {
+    if (cudaError_t error =
+            cudaMemsetAsync(context_.error, 0, sizeof(DeviceError), compute_))
+      return cudaFailure("clearing the kernels' error flag", error);
+    return Status::ok();
+  }
+
+  int device_ = 0;
+  cudaStream_t compute_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  LaunchContext context_;
+  DeviceError *hostError_ = nullptr;
+  std::vector<std::unique_ptr<CUDAKernel>> kernels_;
+  std::vector<void *> blocks_;
+  std::vector<cudaEvent_t> starts_, ends_;
+  std::vector<bool> recorded_;
+};
+
+} // namespace
+
+bool loom::runtime::haveCUDA() { return true; }
+
+int loom::runtime::cudaDeviceCount(std::string *why) {
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) {
+    cudaGetLastError(); // not sticky: no device is not a broken context
+    if (why) {
+      int runtime = 0;
+      cudaRuntimeGetVersion(&runtime);
+      std::string cuda = std::to_string(runtime / 1000) + "." +
+                         std::to_string(runtime % 1000 / 10);
+      *why = error == cudaErrorNoDevice ? std::string("no CUDA device")
+             : error == cudaErrorInsufficientDriver
+                 ? "no NVIDIA driver that runs CUDA " + cuda +
+                       " (no GPU on this machine?)"
+                 : std::string("no usable CUDA device (") +
+                       cudaGetErrorString(error) + ")";
+    }
+    return 0;
+  }
+  if (count == 0 && why)
+    *why = "no CUDA device";
+  return count;
+}
+
+std::vector<std::string> loom::runtime::describeCUDADevices() {
+  std::vector<std::string> lines;
+  int count = cudaDeviceCount();
+  for (int device = 0; device < count; ++device) {
+    cudaDeviceProp properties;
+    if (cudaGetDeviceProperties(&properties, device) != cudaSuccess)
+      continue;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "GPU %d: %s, %.1f GiB, compute capability %d.%d", device,
+                  properties.name,
+                  double(properties.totalGlobalMem) / double(1ull << 30),
+                  properties.major, properties.minor);
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+StatusOr<std::unique_ptr<Backend>>
+loom::runtime::createCUDABackend(const ExecutorOptions &options) {
+  auto backend = std::make_unique<CUDABackend>();
+  if (Status status = backend->init(options); !status)
+    return status;
+  return std::unique_ptr<Backend>(std::move(backend));
+}

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""End-to-end checks of the CUDA backend against the CPU backend and PyTorch.
+
+    gpu_checks.py make OUT_DIR --loom-run BIN [--python PY]
+    gpu_checks.py check OUT_DIR --loom-run BIN [--device cuda|cpu]
+    gpu_checks.py ctest OUT_DIR --loom-run BIN [--python PY]
+
+`make` (needs the full build: it compiles models) exports the example models
+with PyTorch, compiles them to plans with `loom-run --emit-plan`, and records
+the references: the CPU backend's outputs for inference plans and, for
+training plans, PyTorch's per-step losses (train_reference.py) next to the
+CPU backend's. OUT_DIR/manifest.json lists the cases. Plans are device-
+neutral, so OUT_DIR can be carried to a GPU machine that only has the
+runtime-only build.
+
+`check` runs every case with `loom-run --device cuda` and compares:
+inference outputs with the CPU backend's (atol/rtol per case), training
+losses with PyTorch's (rtol per case). Prints one line per case, then
+"all N cases match"; exits 1 on a mismatch, and 77 (after saying so) when
+`loom-run --list-devices` shows no CUDA device.
+
+`check --device cpu` runs the same comparisons on the CPU backend: it
+checks this script (test/GPU/kit.test) where there is no GPU.
+
+`ctest` is what the `gpu` ctest label runs: it skips (77) before making
+anything when there is no GPU, else makes the cases and checks them.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+REFERENCE = os.path.join(ROOT, "test", "Examples", "Inputs",
+                         "train_reference.py")
+SKIP = 77
+
+
+def run(command, **kwargs):
+    """Runs `command`, echoing it; raises with its output on failure."""
+    result = subprocess.run(command, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kwargs)
+    if result.returncode != 0:
+        raise RuntimeError("command failed (exit %d): %s\n%s" %
+                           (result.returncode, " ".join(command),
+                            result.stdout))
+    return result.stdout
+
+
+def gpus(loom_run):
+    """The CUDA devices `loom-run --list-devices` reports, and its output."""
+    text = run([loom_run, "--list-devices"])
+    return [line for line in text.splitlines()
+            if line.startswith("cuda: GPU")], text
+
+
+# Training runs: (name, model, optimizer flags shared by PyTorch and Loom,
+# loom-only flags, steps, rtol against PyTorch). The f32 tolerance is looser
+# than the CPU backend's 1e-4 (test/Examples/train.test) because cuBLAS sums
+# in another order and 20 AdamW steps amplify the difference.
+TRAINING = [
+    ("gpt-adamw", "gpt",
+     ["--optimizer", "adamw", "--lr", "1e-2", "--weight-decay", "0.01",
+      "--eps", "1e-5"], [], 20, 1e-3),
+    ("mlp-sgd", "mlp",
+     ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"], [], 20,
+     1e-3),
+]
+
+
+def make(out_dir, loom_run, python):
+    os.makedirs(out_dir, exist_ok=True)
+    cases = []
+
+    # Inference: the GPT and MLP examples, CPU outputs as the reference.
+    for model, script, input_name in [("gpt", "gpt/export_gpt.py", "idx"),
+                                      ("mlp", "mlp/export_mlp.py", "x")]:
+        case = os.path.join(out_dir, model + "-infer")
+        os.makedirs(case, exist_ok=True)
+        run([python, os.path.join(ROOT, "examples", script), "--opset", "17",
+             "--out", os.path.join(case, "model.onnx"), "--save-reference",
+             os.path.join(case, "torch")])
+        inputs = ["--input", "%s=%s" % (input_name,
+                                        os.path.join(case, "torch",
+                                                     "input.npy"))]
+        run([loom_run, os.path.join(case, "model.onnx")] + inputs +
+            ["--emit-plan", os.path.join(case, "model.plan"), "--output-dir",
+             os.path.join(case, "cpu")])
+        cases.append({"name": model + "-infer", "kind": "infer",
+                      "dir": model + "-infer", "inputs": inputs,
+                      "atol": 1e-4, "rtol": 1e-4})
+
+    # Multi-rank: 4 thread ranks sharing the GPU, every collective.
+    case = os.path.join(out_dir, "collectives-4-ranks")
+    os.makedirs(case, exist_ok=True)
+    inputs_dir = os.path.join(ROOT, "test", "tools", "loom-run", "Inputs")
+    run([python, os.path.join(inputs_dir, "collectives.py"), "inputs", case])
+    inputs = ["--ranks", "4", "--input",
+              "x=" + os.path.join(case, "x{rank}.npy")]
+    run([loom_run, os.path.join(inputs_dir, "collectives-4-ranks.mlir"),
+         "--emit-plan", os.path.join(case, "model.plan")] +
+        inputs + ["--output-dir", os.path.join(case, "cpu")])
+    cases.append({"name": "collectives-4-ranks", "kind": "infer",
+                  "dir": "collectives-4-ranks", "inputs": inputs,
+                  "atol": 1e-5, "rtol": 1e-5})
+
+    # Training: PyTorch's losses, and the plan of one step.
+    for name, model, flags, loom_flags, steps, rtol in TRAINING:
+        case = os.path.join(out_dir, name)
+        common = flags + ["--steps", str(steps), "--batch-size", "4"]
+        run([python, REFERENCE, model, case] + common)
+        data = ["--input", "%s=%s" % ("idx" if model == "gpt" else "x",
+                                      os.path.join(case, "input.npy")),
+                "--labels", os.path.join(case, "labels.npy"),
+                "--batch-size", "4"]
+        optimizer = [f for f in flags]
+        run([loom_run, os.path.join(case, "model.onnx"), "--train"] +
+            data + optimizer + loom_flags +
+            ["--steps", "0", "--emit-plan", os.path.join(case, "model.plan")])
+        run([loom_run, os.path.join(case, "model.plan"), "--train"] + data +
+            ["--steps", str(steps), "--metrics",
+             os.path.join(case, "cpu.jsonl")])
+        cases.append({"name": name, "kind": "train", "dir": name,
+                      "inputs": data, "steps": steps, "rtol": rtol})
+
+    # Paths are relative to the manifest, so the directory can move.
+    for case in cases:
+        case["inputs"] = [arg.replace(out_dir + os.sep, "{dir}/")
+                          for arg in case["inputs"]]
+    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+        json.dump({"cases": cases}, f, indent=1)
+    print("made %d cases in %s" % (len(cases), out_dir))
+
+
+def losses(path):
+    with open(path) as f:
+        return [float(json.loads(line)["loss"]) for line in f if line.strip()]
+
+
+def compare_dirs(reference, actual, atol, rtol):
+    """(ok, worst absolute difference, message) over every .npy of
+    `reference` (recursively: multi-rank runs write rank<R>/)."""
+    worst, problems, count = 0.0, [], 0
+    for folder, _, files in os.walk(reference):
+        for name in sorted(files):
+            if not name.endswith(".npy"):
+                continue
+            relative = os.path.relpath(os.path.join(folder, name), reference)
+            expected = np.load(os.path.join(reference, relative))
+            path = os.path.join(actual, relative)
+            if not os.path.exists(path):
+                problems.append(relative + " missing")
+                continue
+            got = np.load(path)
+            count += 1
+            if got.shape != expected.shape or got.dtype != expected.dtype:
+                problems.append("%s: %s %s, expected %s %s" %
+                                (relative, got.dtype, got.shape,
+                                 expected.dtype, expected.shape))
+                continue
+            if expected.dtype.kind in "fc":
+                difference = np.abs(got.astype(np.float64) -
+                                    expected.astype(np.float64))
+                worst = max(worst, float(difference.max(initial=0)))
+                if not np.allclose(got, expected, atol=atol, rtol=rtol,
+                                   equal_nan=True):
+                    problems.append("%s: max |actual - cpu| = %.3g" %
+                                    (relative, difference.max()))
+            elif not np.array_equal(got, expected):
+                problems.append(relative + " differs")
+    if count == 0:
+        problems.append("no outputs compared")
+    return not problems, worst, "; ".join(problems)
+
+
+def check(out_dir, loom_run, device="cuda"):
+    if device == "cuda":
+        devices, listing = gpus(loom_run)
+        if not devices:
+            print("SKIPPED: no CUDA device (loom-run --list-devices says:)")
+            print(listing.rstrip())
+            return SKIP
+        print("\n".join(devices))
+    with open(os.path.join(out_dir, "manifest.json")) as f:
+        cases = json.load(f)["cases"]
+    failures = 0
+    for case in cases:
+        folder = os.path.join(out_dir, case["dir"])
+        inputs = [arg.replace("{dir}", out_dir) for arg in case["inputs"]]
+        plan = os.path.join(folder, "model.plan")
+        try:
+            if case["kind"] == "infer":
+                output = os.path.join(folder, "out-" + device)
+                run([loom_run, plan, "--device", device] + inputs +
+                    ["--output-dir", output])
+                ok, worst, message = compare_dirs(
+                    os.path.join(folder, "cpu"), output, case["atol"],
+                    case["rtol"])
+                line = "max |%s - cpu| %.3g" % (device, worst)
+            else:
+                metrics = os.path.join(folder, "out-" + device + ".jsonl")
+                run([loom_run, plan, "--train", "--device", device] +
+                    inputs + ["--steps", str(case["steps"]), "--metrics",
+                              metrics])
+                with open(os.path.join(folder, "ref", "losses.json")) as f:
+                    reference = json.load(f)
+                got = losses(metrics)
+                cpu = losses(os.path.join(folder, "cpu.jsonl")) if (
+                    device == "cuda") else got
+                errors = [abs(a - b) / max(abs(b), 1e-12)
+                          for a, b in zip(got, reference)]
+                worst = max(errors) if errors else float("inf")
+                ok = len(got) == len(reference) and worst <= case["rtol"]
+                message = "" if ok else "losses differ: %s %s torch %s" % (
+                    device, got, reference)
+                line = ("%d losses, max relative error vs torch %.3g "
+                        "(cpu backend: %.3g)" %
+                        (len(got), worst,
+                         max(abs(a - b) / max(abs(b), 1e-12)
+                             for a, b in zip(cpu, reference))))
+        except RuntimeError as error:
+            ok, line, message = False, "failed", str(error)
+        print("%-22s %s  %s" % (case["name"], "ok" if ok else "MISMATCH",
+                                line))
+        if not ok:
+            print("  " + message)
+            failures += 1
+    if failures:
+        print("%d of %d cases do not match" % (failures, len(cases)))
+        return 1
+    print("all %d cases match" % len(cases))
+    return 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["make", "check", "ctest"])
+    parser.add_argument("out_dir")
+    parser.add_argument("--loom-run", required=True)
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    args = parser.parse_args()
+    out_dir = os.path.abspath(args.out_dir)
+    if args.command == "make":
+        make(out_dir, args.loom_run, args.python)
+        return 0
+    if args.command == "ctest":
+        devices, listing = gpus(args.loom_run)
+        if not devices:
+            print("SKIPPED: no CUDA device (loom-run --list-devices says:)")
+            print(listing.rstrip())
+            return SKIP
+        make(out_dir, args.loom_run, args.python)
+    return check(out_dir, args.loom_run, args.device)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
