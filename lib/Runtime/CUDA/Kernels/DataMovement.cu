@@ -59,7 +59,9 @@ int64_t widestDividing(std::initializer_list<uint64_t> values, int64_t least) {
   return least;
 }
 
-uint64_t address(const void *p) { return uint64_t(reinterpret_cast<uintptr_t>(p)); }
+uint64_t address(const void *p) {
+  return uint64_t(reinterpret_cast<uintptr_t>(p));
+}
 
 /// True when indices and offsets up to `extent` need 64 bits.
 bool wide(int64_t extent) { return needsWide(extent); }
@@ -69,8 +71,8 @@ bool wide(int64_t extent) { return needsWide(extent); }
 //===----------------------------------------------------------------------===//
 
 template <typename U, typename I>
-__global__ void copy2D(U *dst, int64_t dstPitch, const U *src,
-                       int64_t srcPitch, I rows, I cols) {
+__global__ void copy2D(U *dst, int64_t dstPitch, const U *src, int64_t srcPitch,
+                       I rows, I cols) {
   const I total = rows * cols;
   for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += I(gridDim.x) * blockDim.x) {
@@ -90,23 +92,22 @@ Status launchCopy2D(cudaStream_t stream, void *dst, int64_t dstPitch,
     return cudaStatus(cudaMemcpyAsync(dst, src, uint64_t(rows * rowBytes),
                                       cudaMemcpyDeviceToDevice, stream),
                       "copy");
-  int64_t width = widestDividing({uint64_t(rowBytes), uint64_t(dstPitch),
-                                  uint64_t(srcPitch), address(dst),
-                                  address(src)},
-                                 1);
+  int64_t width =
+      widestDividing({uint64_t(rowBytes), uint64_t(dstPitch),
+                      uint64_t(srcPitch), address(dst), address(src)},
+                     1);
   return withWidth(width, [&](auto tag) {
     using U = decltype(tag);
     const int64_t cols = rowBytes / width;
     const unsigned grid = gridFor(rows * cols);
     if (wide(rows * std::max(dstPitch, srcPitch) / width))
       copy2D<U, int64_t><<<grid, kThreads, 0, stream>>>(
-          static_cast<U *>(dst), dstPitch / width,
-          static_cast<const U *>(src), srcPitch / width, rows, cols);
+          static_cast<U *>(dst), dstPitch / width, static_cast<const U *>(src),
+          srcPitch / width, rows, cols);
     else
       copy2D<U, int32_t><<<grid, kThreads, 0, stream>>>(
-          static_cast<U *>(dst), dstPitch / width,
-          static_cast<const U *>(src), srcPitch / width, int32_t(rows),
-          int32_t(cols));
+          static_cast<U *>(dst), dstPitch / width, static_cast<const U *>(src),
+          srcPitch / width, int32_t(rows), int32_t(cols));
     return launchStatus("copy");
   });
 }
@@ -166,8 +167,8 @@ Status launchStrided(cudaStream_t stream, const void *x, void *y, Dims dims,
           static_cast<const U *>(x), static_cast<U *>(y), total, dims, base);
     else
       stridedCopy<U, int32_t><<<grid, kThreads, 0, stream>>>(
-          static_cast<const U *>(x), static_cast<U *>(y), int32_t(total),
-          dims, int32_t(base));
+          static_cast<const U *>(x), static_cast<U *>(y), int32_t(total), dims,
+          int32_t(base));
     return launchStatus("strided copy");
   });
 }
@@ -211,9 +212,9 @@ __global__ void transposeTiled(const U *x, U *y, Dims otherIn, Dims otherOut,
 
 struct TransposePlan {
   enum class Shape { Nothing, Copy, Strided, Tiled } shape = Shape::Nothing;
-  int64_t size = 0;  // element bytes
+  int64_t size = 0;   // element bytes
   uint64_t bytes = 0; // Copy
-  Dims dims;         // Strided: output dims with input strides
+  Dims dims;          // Strided: output dims with input strides
   // Tiled:
   Dims otherIn, otherOut;
   int64_t outer = 1, rowsP = 0, cols = 0, inCol = 0, outRowP = 0;
@@ -291,9 +292,9 @@ Status launchTranspose(const TransposePlan &plan, cudaStream_t stream,
   case TransposePlan::Shape::Copy:
     if (x == y)
       return Status::ok();
-    return cudaStatus(cudaMemcpyAsync(y, x, plan.bytes,
-                                      cudaMemcpyDeviceToDevice, stream),
-                      "transpose copy");
+    return cudaStatus(
+        cudaMemcpyAsync(y, x, plan.bytes, cudaMemcpyDeviceToDevice, stream),
+        "transpose copy");
   case TransposePlan::Shape::Strided:
     return launchStrided(stream, x, y, plan.dims, 0, plan.size);
   case TransposePlan::Shape::Tiled:
@@ -347,8 +348,8 @@ Status launchGather(const GatherPlan &p, const LaunchContext &context,
                     const void *x, const void *indices, void *y) {
   if (p.outer * p.count * p.innerBytes == 0)
     return Status::ok();
-  const int64_t width = widestDividing(
-      {uint64_t(p.innerBytes), address(x), address(y)}, 1);
+  const int64_t width =
+      widestDividing({uint64_t(p.innerBytes), address(x), address(y)}, 1);
   const int64_t inner = p.innerBytes / width;
   const bool isWide = wide(p.outer * std::max(p.count, p.n) * inner);
   return withWidth(width, [&](auto tag) {
@@ -357,8 +358,7 @@ Status launchGather(const GatherPlan &p, const LaunchContext &context,
       using Idx = decltype(indexTag);
       using I = decltype(iTag);
       gatherKernel<U, Idx, I>
-          <<<gridFor(p.outer * p.count * inner), kThreads, 0,
-             context.stream>>>(
+          <<<gridFor(p.outer * p.count * inner), kThreads, 0, context.stream>>>(
               static_cast<const U *>(x), static_cast<const Idx *>(indices),
               static_cast<U *>(y), I(p.outer), I(p.count), I(p.n), I(inner),
               context.error, context.instruction);
@@ -447,12 +447,12 @@ KernelOr cuda::createGather(const LaunchContext &, const Instruction &inst) {
   GatherPlan p;
   p.outer = product(x.shape, 0, axis);
   p.n = x.shape[axis];
-  p.innerBytes = product(x.shape, axis + 1, x.shape.size()) *
-                 int64_t(dtypeSize(x.dtype));
+  p.innerBytes =
+      product(x.shape, axis + 1, x.shape.size()) * int64_t(dtypeSize(x.dtype));
   p.count = inst.inputs[1].elements();
   p.i32 = inst.inputs[1].dtype == DType::I32;
-  return makeKernel([p](const LaunchContext &context,
-                        const void *const *inputs, void *const *outputs) {
+  return makeKernel([p](const LaunchContext &context, const void *const *inputs,
+                        void *const *outputs) {
     return launchGather(p, context, inputs[0], inputs[1], outputs[0]);
   });
 }
@@ -469,11 +469,10 @@ KernelOr cuda::createScatterAdd(const LaunchContext &,
     return makeKernel([=](const LaunchContext &context,
                           const void *const *inputs, void *const *outputs) {
       T *out = static_cast<T *>(outputs[0]);
-      if (Status s = cudaStatus(cudaMemsetAsync(out, 0,
-                                                uint64_t(rows * width) *
-                                                    sizeof(T),
-                                                context.stream),
-                                "scatter_add (zeroing)");
+      if (Status s = cudaStatus(
+              cudaMemsetAsync(out, 0, uint64_t(rows * width) * sizeof(T),
+                              context.stream),
+              "scatter_add (zeroing)");
           !s)
         return s;
       if (count * width == 0)
@@ -498,8 +497,7 @@ KernelOr cuda::createScatterAdd(const LaunchContext &,
   }
 }
 
-KernelOr cuda::createTranspose(const LaunchContext &,
-                               const Instruction &inst) {
+KernelOr cuda::createTranspose(const LaunchContext &, const Instruction &inst) {
   TransposePlan plan;
   if (Status s = planTranspose(inst, plan); !s)
     return s;
@@ -527,8 +525,8 @@ KernelOr cuda::createSlice(const LaunchContext &, const Instruction &inst) {
     base += starts[d] * xStrides[d];
   }
   const int64_t size = int64_t(dtypeSize(x.dtype));
-  return makeKernel([=](const LaunchContext &context,
-                        const void *const *inputs, void *const *outputs) {
+  return makeKernel([=](const LaunchContext &context, const void *const *inputs,
+                        void *const *outputs) {
     return launchStrided(context.stream, inputs[0], outputs[0], dims, base,
                          size);
   });
@@ -545,8 +543,8 @@ KernelOr cuda::createConcat(const LaunchContext &, const Instruction &inst) {
     for (size_t i = 0; i < plan.pieceRowBytes.size(); ++i) {
       if (Status s = launchCopy2D(
               context.stream, static_cast<uint8_t *>(outputs[0]) + offset,
-              plan.wholeRowBytes, inputs[i], plan.pieceRowBytes[i],
-              plan.outer, plan.pieceRowBytes[i]);
+              plan.wholeRowBytes, inputs[i], plan.pieceRowBytes[i], plan.outer,
+              plan.pieceRowBytes[i]);
           !s)
         return s;
       offset += plan.pieceRowBytes[i];
@@ -583,8 +581,7 @@ KernelOr cuda::createCopy(const LaunchContext &, const Instruction &inst) {
     if (bytes == 0 || inputs[0] == outputs[0])
       return Status::ok();
     return cudaStatus(cudaMemcpyAsync(outputs[0], inputs[0], bytes,
-                                      cudaMemcpyDeviceToDevice,
-                                      context.stream),
+                                      cudaMemcpyDeviceToDevice, context.stream),
                       "copy");
   });
 }

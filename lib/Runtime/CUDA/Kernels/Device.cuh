@@ -1,4 +1,5 @@
-//===- Device.cuh - Device helpers of the nvcc-compiled kernels -*- CUDA -*-===//
+//===- Device.cuh - Device helpers of the nvcc-compiled kernels -*- CUDA
+//-*-===//
 //
 // Warp and block reductions, the error record, launch geometry and the
 // dims-by-value struct the strided kernels decode indices with. Only
@@ -126,8 +127,8 @@ constexpr int64_t kWarpRowMax = 1024;
 /// Blocks for `rows` rows with kRowThreads threads: one row per block or one
 /// per warp.
 inline unsigned rowBlocks(int64_t rows, bool blockPerRow) {
-  return unsigned(blockPerRow ? rows : (rows + kRowThreads / 32 - 1) /
-                                           (kRowThreads / 32));
+  return unsigned(
+      blockPerRow ? rows : (rows + kRowThreads / 32 - 1) / (kRowThreads / 32));
 }
 
 //===----------------------------------------------------------------------===//

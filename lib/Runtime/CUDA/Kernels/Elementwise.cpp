@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Common.h"
 #include "Elementwise.h"
+#include "Common.h"
 
 #include <nvrtc.h>
 
@@ -38,8 +38,7 @@ Status cuda::nvrtcOptions(int computeCapability,
     return Status::error("NVRTC lists no supported architectures");
   std::sort(archs.begin(), archs.end());
   options = {"-std=c++17", "-fmad=false"};
-  if (std::find(archs.begin(), archs.end(), computeCapability) !=
-      archs.end()) {
+  if (std::find(archs.begin(), archs.end(), computeCapability) != archs.end()) {
     cubin = true;
     options.push_back("-arch=sm_" + std::to_string(computeCapability));
     return Status::ok();
@@ -67,9 +66,8 @@ Status cuda::compileElementwise(const std::string &source,
   if (Status s = nvrtcOptions(computeCapability, options, cubin); !s)
     return s;
   nvrtcProgram program;
-  nvrtcResult result = nvrtcCreateProgram(&program, source.c_str(),
-                                          "loom_elementwise.cu", 0, nullptr,
-                                          nullptr);
+  nvrtcResult result = nvrtcCreateProgram(
+      &program, source.c_str(), "loom_elementwise.cu", 0, nullptr, nullptr);
   if (result != NVRTC_SUCCESS)
     return Status::error(std::string("nvrtcCreateProgram: ") +
                          nvrtcGetErrorString(result));
@@ -127,9 +125,8 @@ struct CacheEntry {
 
 /// The cached module for `source`, compiling and loading it when needed.
 /// Compile failures are remembered; load failures (no device yet) are not.
-StatusOr<std::shared_ptr<const Module>> moduleFor(const std::string &source,
-                                                  int computeCapability,
-                                                  bool hasVector) {
+StatusOr<std::shared_ptr<const Module>>
+moduleFor(const std::string &source, int computeCapability, bool hasVector) {
   // Leaked on purpose: see the file comment.
   static std::mutex *mutex = new std::mutex;
   static auto *cache =
@@ -156,24 +153,23 @@ StatusOr<std::shared_ptr<const Module>> moduleFor(const std::string &source,
   if (!entry->compileStatus)
     return entry->compileStatus;
   auto module = std::make_shared<Module>();
-  if (Status s = cudaStatus(cudaLibraryLoadData(&module->library,
-                                                entry->image.data(), nullptr,
-                                                nullptr, 0, nullptr, nullptr,
-                                                0),
-                            "loading an elementwise program");
+  if (Status s = cudaStatus(
+          cudaLibraryLoadData(&module->library, entry->image.data(), nullptr,
+                              nullptr, 0, nullptr, nullptr, 0),
+          "loading an elementwise program");
       !s)
     return s;
-  if (Status s = cudaStatus(cudaLibraryGetKernel(&module->scalar,
-                                                 module->library,
-                                                 kElementwiseKernel),
-                            "finding the elementwise kernel");
+  if (Status s =
+          cudaStatus(cudaLibraryGetKernel(&module->scalar, module->library,
+                                          kElementwiseKernel),
+                     "finding the elementwise kernel");
       !s)
     return s;
   if (hasVector)
-    if (Status s = cudaStatus(cudaLibraryGetKernel(&module->vector,
-                                                   module->library,
-                                                   kElementwiseVectorKernel),
-                              "finding the elementwise vector kernel");
+    if (Status s =
+            cudaStatus(cudaLibraryGetKernel(&module->vector, module->library,
+                                            kElementwiseVectorKernel),
+                       "finding the elementwise vector kernel");
         !s)
       return s;
   entry->module = module;
@@ -194,13 +190,13 @@ public:
       // the vector's alignment.
       bool dense = input.elements() == total_;
       inputAlignment_.push_back(
-          dense ? std::min<size_t>(16, kElementwiseVector *
-                                           dtypeSize(input.dtype))
+          dense ? std::min<size_t>(16,
+                                   kElementwiseVector * dtypeSize(input.dtype))
                 : 1);
     }
     for (const TensorRef &output : inst.outputs)
-      outputAlignment_.push_back(std::min<size_t>(
-          16, kElementwiseVector * dtypeSize(output.dtype)));
+      outputAlignment_.push_back(
+          std::min<size_t>(16, kElementwiseVector * dtypeSize(output.dtype)));
   }
 
   Status launch(const LaunchContext &context, const void *const *inputs,
@@ -219,9 +215,9 @@ public:
     }
     for (size_t o = 0; o < outputAlignment_.size(); ++o, ++k) {
       values[k] = outputs[o];
-      vector = vector && reinterpret_cast<uintptr_t>(outputs[o]) %
-                                 outputAlignment_[o] ==
-                             0;
+      vector =
+          vector &&
+          reinterpret_cast<uintptr_t>(outputs[o]) % outputAlignment_[o] == 0;
     }
     for (size_t i = 0; i < count; ++i)
       args[i] = &values[i];
@@ -230,11 +226,11 @@ public:
     const int64_t blocks =
         std::min<int64_t>((items + kBlock - 1) / kBlock, int64_t(1) << 16);
     cudaKernel_t kernel = vector ? module_->vector : module_->scalar;
-    return cudaStatus(
-        cudaLaunchKernel(reinterpret_cast<const void *>(kernel),
-                         dim3(unsigned(blocks)), dim3(unsigned(kBlock)),
-                         args.data(), 0, context.stream),
-        "elementwise");
+    return cudaStatus(cudaLaunchKernel(reinterpret_cast<const void *>(kernel),
+                                       dim3(unsigned(blocks)),
+                                       dim3(unsigned(kBlock)), args.data(), 0,
+                                       context.stream),
+                      "elementwise");
   }
 
 private:

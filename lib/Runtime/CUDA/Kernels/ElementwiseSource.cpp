@@ -222,17 +222,17 @@ std::string constLiteral(double x, DType dtype) {
   case DType::F64: {
     uint64_t u;
     std::memcpy(&u, &x, 8);
-    std::snprintf(text, sizeof(text), "__longlong_as_double(0x%016" PRIx64 "ll)",
-                  u);
+    std::snprintf(text, sizeof(text),
+                  "__longlong_as_double(0x%016" PRIx64 "ll)", u);
     return text;
   }
   case DType::I1:
     return x != 0 ? "(u8)1" : "(u8)0";
   case DType::I32: {
-    int32_t v = x != x                ? 0
-                : x <= -2147483648.0  ? std::numeric_limits<int32_t>::min()
-                : x >= 2147483647.0   ? std::numeric_limits<int32_t>::max()
-                                      : int32_t(x);
+    int32_t v = x != x               ? 0
+                : x <= -2147483648.0 ? std::numeric_limits<int32_t>::min()
+                : x >= 2147483647.0  ? std::numeric_limits<int32_t>::max()
+                                     : int32_t(x);
     std::snprintf(text, sizeof(text), "(int)0x%08" PRIx32 "u", uint32_t(v));
     return text;
   }
@@ -242,8 +242,7 @@ std::string constLiteral(double x, DType dtype) {
                 : x <= lo ? std::numeric_limits<int64_t>::min()
                 : x >= hi ? std::numeric_limits<int64_t>::max()
                           : int64_t(x);
-    std::snprintf(text, sizeof(text), "(i64)0x%016" PRIx64 "ull",
-                  uint64_t(v));
+    std::snprintf(text, sizeof(text), "(i64)0x%016" PRIx64 "ull", uint64_t(v));
     return text;
   }
   case DType::F16:
@@ -351,9 +350,8 @@ std::string opExpr(const ProgramOp &op, const std::string &a,
   else if (name == "reciprocal")
     expr = one + " / " + a;
   else if (name == "gelu")
-    expr = (wordOf(op.attrs, "approximate", "none") == "tanh"
-                ? "ew_gelu_tanh("
-                : "ew_gelu(") +
+    expr = (wordOf(op.attrs, "approximate", "none") == "tanh" ? "ew_gelu_tanh("
+                                                              : "ew_gelu(") +
            a + ")";
   else if (name == "cast")
     return castExpr(a, operandType, t); // already in t's precision
@@ -503,8 +501,8 @@ std::string cuda::elementwiseSource(const Instruction &instruction) {
   const std::string total = std::to_string(space.total) + (wide ? "ull" : "u");
   auto loopHead = [&](const std::string &count) {
     os << "  for (" << index << " i = (" << index
-       << ")blockIdx.x * blockDim.x + threadIdx.x; i < " << count
-       << "; i += (" << index << ")gridDim.x * blockDim.x) {\n";
+       << ")blockIdx.x * blockDim.x + threadIdx.x; i < " << count << "; i += ("
+       << index << ")gridDim.x * blockDim.x) {\n";
   };
   // Scalar inputs are loaded once per thread.
   auto scalarLoads = [&]() {
@@ -535,16 +533,28 @@ std::string cuda::elementwiseSource(const Instruction &instruction) {
   for (Space::Kind kind : space.kinds)
     anyStrided = anyStrided || kind == Space::Kind::Strided;
   if (anyStrided) {
-    // The multi-index over the merged space, innermost dim first.
+    // The multi-index over the merged space, innermost dim first (only the
+    // coordinates some strided input moves along).
     const size_t rank = space.shape.size();
+    std::vector<bool> used(rank, false);
+    for (size_t i = 0; i < inputs; ++i)
+      if (space.kinds[i] == Space::Kind::Strided)
+        for (size_t d = 0; d < rank; ++d)
+          used[d] = used[d] || space.strides[i][d] != 0;
+    size_t outermost = 0;
+    while (!used[outermost])
+      ++outermost;
     os << "    " << index << " rest = i;\n";
-    for (size_t d = rank; d-- > 0;) {
+    for (size_t d = rank; d-- > outermost;) {
       const std::string size = std::to_string(space.shape[d]) + "u";
+      os << "    ";
       if (d == 0)
-        os << "    const " << index << " c0 = rest;\n";
-      else
-        os << "    const " << index << " c" << d << " = rest % " << size
-           << "; rest /= " << size << ";\n";
+        os << "const " << index << " c0 = rest;";
+      else if (used[d])
+        os << "const " << index << " c" << d << " = rest % " << size << ";";
+      if (d > outermost)
+        os << (used[d] ? " " : "") << "rest /= " << size << ";";
+      os << "\n";
     }
   }
   std::vector<std::string> args, results;
@@ -576,15 +586,14 @@ std::string cuda::elementwiseSource(const Instruction &instruction) {
     }
   }
   for (size_t o = 0; o < outputs; ++o) {
-    os << "    " << typeInfo(instruction.outputs[o].dtype).compute << " y"
-       << o << ";\n";
+    os << "    " << typeInfo(instruction.outputs[o].dtype).compute << " y" << o
+       << ";\n";
     results.push_back("y" + std::to_string(o));
   }
   call(args, results);
   for (size_t o = 0; o < outputs; ++o)
     os << "    out" << o << "[i] = "
-       << store("y" + std::to_string(o), instruction.outputs[o].dtype)
-       << ";\n";
+       << store("y" + std::to_string(o), instruction.outputs[o].dtype) << ";\n";
   os << "  }\n}\n";
 
   if (!elementwiseVectorizable(instruction))
@@ -605,8 +614,8 @@ std::string cuda::elementwiseSource(const Instruction &instruction) {
          << vectorType << " *)(in" << i << " + i * " << vector << ");\n";
     }
   for (size_t o = 0; o < outputs; ++o)
-    os << "    " << typeInfo(instruction.outputs[o].dtype).vector << " r"
-       << o << ";\n";
+    os << "    " << typeInfo(instruction.outputs[o].dtype).vector << " r" << o
+       << ";\n";
   os << "#pragma unroll\n    for (int e = 0; e < " << vector << "; ++e) {\n";
   args.clear();
   for (size_t i = 0; i < inputs; ++i)
@@ -615,17 +624,16 @@ std::string cuda::elementwiseSource(const Instruction &instruction) {
                               instruction.inputs[i].dtype)
                        : "s" + std::to_string(i));
   for (size_t o = 0; o < outputs; ++o)
-    os << "    " << typeInfo(instruction.outputs[o].dtype).compute << " y"
-       << o << ";\n";
+    os << "    " << typeInfo(instruction.outputs[o].dtype).compute << " y" << o
+       << ";\n";
   call(args, results);
   for (size_t o = 0; o < outputs; ++o)
     os << "    r" << o << ".x[e] = "
-       << store("y" + std::to_string(o), instruction.outputs[o].dtype)
-       << ";\n";
+       << store("y" + std::to_string(o), instruction.outputs[o].dtype) << ";\n";
   os << "    }\n";
   for (size_t o = 0; o < outputs; ++o)
-    os << "    *(" << typeInfo(instruction.outputs[o].dtype).vector
-       << " *)(out" << o << " + i * " << vector << ") = r" << o << ";\n";
+    os << "    *(" << typeInfo(instruction.outputs[o].dtype).vector << " *)(out"
+       << o << " + i * " << vector << ") = r" << o << ";\n";
   os << "  }\n}\n";
   return os.str();
 }

@@ -112,10 +112,10 @@ Status MatmulKernel::layout(cublasLtMatrixLayout_t &layout, uint64_t rows,
   if (batch == 1)
     return Status::ok();
   int32_t count = int32_t(batch);
-  LOOM_CUBLAS(cublasLtMatrixLayoutSetAttribute(
-                  layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                  sizeof(count)),
-              "setting the batch count");
+  LOOM_CUBLAS(
+      cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
+      "setting the batch count");
   LOOM_CUBLAS(cublasLtMatrixLayoutSetAttribute(
                   layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
                   sizeof(stride)),
@@ -135,10 +135,14 @@ Status MatmulKernel::chooseAlgorithm(const LaunchContext &context,
                 "setting the operand alignment");
   cublasLtMatmulHeuristicResult_t result{};
   int count = 0;
-  LOOM_CUBLAS(cublasLtMatmulAlgoGetHeuristic(context.lt, d_.matmul, d_.a,
-                                             d_.b, d_.c, d_.c, d_.preference,
-                                             1, &result, &count),
-              "choosing an algorithm");
+  cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(context.lt, d_.matmul, d_.a, d_.b, d_.c,
+                                     d_.c, d_.preference, 1, &result, &count);
+  // "Not supported" is how cuBLASLt says it has no algorithm.
+  found = false;
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED)
+    return Status::ok();
+  LOOM_CUBLAS(status, "choosing an algorithm");
   found = count > 0 && result.state == CUBLAS_STATUS_SUCCESS;
   if (found)
     algo = result.algo;
@@ -156,8 +160,8 @@ Status MatmulKernel::prepare(const LaunchContext &context,
   switch (a.dtype) {
   case DType::F32:
     type_ = CUDA_R_32F;
-    compute = context.allowTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                : CUBLAS_COMPUTE_32F;
+    compute =
+        context.allowTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     scaleType = CUDA_R_32F;
     break;
   case DType::F64:
@@ -245,8 +249,8 @@ Status MatmulKernel::prepare(const LaunchContext &context,
       !s)
     return s;
   // C: column-major N x M, ld N.
-  if (Status s = layout(d_.c, uint64_t(n), uint64_t(rowsM), n, perCall_,
-                        sizeC_);
+  if (Status s =
+          layout(d_.c, uint64_t(n), uint64_t(rowsM), n, perCall_, sizeC_);
       !s)
     return s;
 
@@ -257,8 +261,18 @@ Status MatmulKernel::prepare(const LaunchContext &context,
                   d_.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                   &workspace, sizeof(workspace)),
               "setting the workspace size");
-  if (Status s = chooseAlgorithm(context, 16, aligned_, haveAligned_); !s)
-    return s;
+  // The 16-byte algorithm needs every batch of a call aligned too (the
+  // launch checks each call's first pointers).
+  bool stridesAligned = true;
+  for (int64_t stride :
+       {strideOf(batchA_, sizeA_), strideOf(batchB_, sizeB_), sizeC_})
+    stridesAligned =
+        stridesAligned && (stride * int64_t(elementSize_)) % 16 == 0;
+  if (perCall_ == 1)
+    stridesAligned = true;
+  if (stridesAligned)
+    if (Status s = chooseAlgorithm(context, 16, aligned_, haveAligned_); !s)
+      return s;
   bool haveUnaligned = false;
   if (Status s = chooseAlgorithm(context, uint32_t(elementSize_), unaligned_,
                                  haveUnaligned);
@@ -266,10 +280,10 @@ Status MatmulKernel::prepare(const LaunchContext &context,
     return s;
   if (!haveUnaligned)
     return Status::error(
-        "matmul: cuBLASLt has no algorithm for " + std::string(dtypeName(a.dtype)) +
-        " lhs " + shapeString(a.shape) + ", rhs " + shapeString(b.shape) +
-        " with " + std::to_string(context.workspaceBytes) +
-        " bytes of workspace");
+        "matmul: cuBLASLt has no algorithm for " +
+        std::string(dtypeName(a.dtype)) + " lhs " + shapeString(a.shape) +
+        ", rhs " + shapeString(b.shape) + " with " +
+        std::to_string(context.workspaceBytes) + " bytes of workspace");
   return Status::ok();
 }
 
@@ -301,12 +315,11 @@ Status MatmulKernel::launch(const LaunchContext &context,
     const char *pa = a + (batchA_ == 1 ? 0 : first % batchA_) * sizeA_ * e;
     const char *pb = b + (batchB_ == 1 ? 0 : first % batchB_) * sizeB_ * e;
     char *pc = c + first * sizeC_ * e;
-    const bool isAligned = haveAligned_ &&
-                           (reinterpret_cast<uintptr_t>(pa) |
-                            reinterpret_cast<uintptr_t>(pb) |
-                            reinterpret_cast<uintptr_t>(pc)) %
-                                   16 ==
-                               0;
+    const bool isAligned = haveAligned_ && (reinterpret_cast<uintptr_t>(pa) |
+                                            reinterpret_cast<uintptr_t>(pb) |
+                                            reinterpret_cast<uintptr_t>(pc)) %
+                                                   16 ==
+                                               0;
     const cublasLtMatmulAlgo_t *algo = isAligned ? &aligned_ : &unaligned_;
     LOOM_CUBLAS(cublasLtMatmul(context.lt, d_.matmul, one, pb, d_.a, pa, d_.b,
                                zero, pc, d_.c, pc, d_.c, algo,

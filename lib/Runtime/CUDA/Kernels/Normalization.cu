@@ -73,8 +73,8 @@ template <typename T, bool Log>
 __global__ void softmaxColumns(const T *x, T *y, int64_t outer, int64_t n,
                                int64_t inner) {
   const int64_t columns = outer * inner;
-  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-       c < columns; c += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < columns;
+       c += int64_t(gridDim.x) * blockDim.x) {
     const int64_t base = (c / inner) * n * inner + c % inner;
     T max = negativeInfinity<T>();
     for (int64_t i = 0; i < n; ++i)
@@ -109,9 +109,8 @@ Status launchSoftmax(cudaStream_t stream, const T *x, T *y, int64_t outer,
       softmaxRows<T, Log, false>
           <<<blocks, kRowThreads, 0, stream>>>(x, y, outer, n);
   } else {
-    softmaxColumns<T, Log>
-        <<<gridFor(outer * inner), kThreads, 0, stream>>>(x, y, outer, n,
-                                                          inner);
+    softmaxColumns<T, Log><<<gridFor(outer * inner), kThreads, 0, stream>>>(
+        x, y, outer, n, inner);
   }
   return launchStatus(Log ? "log_softmax" : "softmax");
 }
@@ -121,8 +120,8 @@ Status launchSoftmax(cudaStream_t stream, const T *x, T *y, int64_t outer,
 //===----------------------------------------------------------------------===//
 
 template <typename T, bool Block>
-__global__ void layerNormRows(const T *x, const T *scale, const T *bias,
-                              T *y, int64_t rows, int64_t n, double epsilon) {
+__global__ void layerNormRows(const T *x, const T *scale, const T *bias, T *y,
+                              int64_t rows, int64_t n, double epsilon) {
   RowGroup<Block> g;
   if (g.row >= rows)
     return;
@@ -240,10 +239,9 @@ Status launchCrossEntropy(const LaunchContext &context, const T *logits,
           logits, labels, loss, perSample, p, context.error,
           context.instruction);
     else
-      crossEntropyRows<T, L, false>
-          <<<blocks, kRowThreads, 0, context.stream>>>(
-              logits, labels, loss, perSample, p, context.error,
-              context.instruction);
+      crossEntropyRows<T, L, false><<<blocks, kRowThreads, 0, context.stream>>>(
+          logits, labels, loss, perSample, p, context.error,
+          context.instruction);
     if (Status s = launchStatus("cross_entropy"); !s)
       return s;
   }
@@ -258,8 +256,8 @@ Status launchCrossEntropy(const LaunchContext &context, const T *logits,
 
 KernelOr cuda::createSoftmax(const LaunchContext &, const Instruction &inst) {
   const std::vector<int64_t> &shape = inst.inputs[0].shape;
-  const size_t axis = size_t(resolveAxis(intAttr(inst.attrs, "axis", -1),
-                                         shape.size()));
+  const size_t axis =
+      size_t(resolveAxis(intAttr(inst.attrs, "axis", -1), shape.size()));
   const int64_t outer = product(shape, 0, axis), n = shape[axis],
                 inner = product(shape, axis + 1, shape.size());
   const bool log = inst.kernel == "log_softmax";
@@ -268,10 +266,9 @@ KernelOr cuda::createSoftmax(const LaunchContext &, const Instruction &inst) {
     constexpr bool Log = decltype(logTag)::value;
     return makeKernel([=](const LaunchContext &context,
                           const void *const *inputs, void *const *outputs) {
-      return launchSoftmax<T, Log>(context.stream,
-                                   static_cast<const T *>(inputs[0]),
-                                   static_cast<T *>(outputs[0]), outer, n,
-                                   inner);
+      return launchSoftmax<T, Log>(
+          context.stream, static_cast<const T *>(inputs[0]),
+          static_cast<T *>(outputs[0]), outer, n, inner);
     });
   };
   if (inst.inputs[0].dtype == DType::F32)
@@ -284,11 +281,10 @@ KernelOr cuda::createSoftmax(const LaunchContext &, const Instruction &inst) {
                        dtypeName(inst.inputs[0].dtype) + " " + inst.kernel);
 }
 
-KernelOr cuda::createLayerNorm(const LaunchContext &,
-                               const Instruction &inst) {
+KernelOr cuda::createLayerNorm(const LaunchContext &, const Instruction &inst) {
   const std::vector<int64_t> &shape = inst.inputs[0].shape;
-  const size_t axis = size_t(resolveAxis(intAttr(inst.attrs, "axis", -1),
-                                         shape.size()));
+  const size_t axis =
+      size_t(resolveAxis(intAttr(inst.attrs, "axis", -1), shape.size()));
   const int64_t rows = product(shape, 0, axis),
                 n = product(shape, axis, shape.size());
   const double epsilon = doubleAttr(inst.attrs, "epsilon", 1e-5);
@@ -330,15 +326,15 @@ KernelOr cuda::createCrossEntropy(const LaunchContext &context,
   p.hasIgnore = inst.attrs.count("ignore_index") != 0;
   p.ignoreIndex = intAttr(inst.attrs, "ignore_index");
   std::string reduction = wordAttr(inst.attrs, "reduction", "mean");
-  p.reduction = reduction == "none" ? CrossEntropyParams::Reduction::None
-                : reduction == "sum"  ? CrossEntropyParams::Reduction::Sum
-                                      : CrossEntropyParams::Reduction::Mean;
+  p.reduction = reduction == "none"  ? CrossEntropyParams::Reduction::None
+                : reduction == "sum" ? CrossEntropyParams::Reduction::Sum
+                                     : CrossEntropyParams::Reduction::Mean;
   if (p.reduction != CrossEntropyParams::Reduction::None &&
       context.workspaceBytes < uint64_t(p.rows) * 8)
-    return Status::error(
-        "cross_entropy over " + std::to_string(p.rows) + " samples needs " +
-        std::to_string(p.rows * 8) + " bytes of workspace, the executor has " +
-        std::to_string(context.workspaceBytes));
+    return Status::error("cross_entropy over " + std::to_string(p.rows) +
+                         " samples needs " + std::to_string(p.rows * 8) +
+                         " bytes of workspace, the executor has " +
+                         std::to_string(context.workspaceBytes));
   auto make = [&](auto tag, auto labelTag) {
     using T = decltype(tag);
     using L = decltype(labelTag);

@@ -175,7 +175,8 @@ Status planReduction(const Instruction &instruction, ReducePlan &plan) {
     plan.outer = product(sizes, 0, at);
     plan.red = sizes[at];
     plan.inner = product(sizes, at + 1, n);
-    plan.shape = plan.inner == 1 ? ReducePlan::Shape::Rows : ReducePlan::Shape::Middle;
+    plan.shape =
+        plan.inner == 1 ? ReducePlan::Shape::Rows : ReducePlan::Shape::Middle;
     return Status::ok();
   }
   plan.shape = ReducePlan::Shape::General;
@@ -200,16 +201,17 @@ Status planReduction(const Instruction &instruction, ReducePlan &plan) {
 }
 
 template <typename T, Kind K>
-Status launchTyped(const ReducePlan &plan, cudaStream_t stream, const T *x, T *y) {
+Status launchTyped(const ReducePlan &plan, cudaStream_t stream, const T *x,
+                   T *y) {
   using R = Reducer<T, K>;
   const auto identity = R::identity();
   switch (plan.shape) {
   case ReducePlan::Shape::Copy:
     if (x == y || plan.bytes == 0)
       return Status::ok();
-    return cudaStatus(cudaMemcpyAsync(y, x, plan.bytes,
-                                      cudaMemcpyDeviceToDevice, stream),
-                      "reduction copy");
+    return cudaStatus(
+        cudaMemcpyAsync(y, x, plan.bytes, cudaMemcpyDeviceToDevice, stream),
+        "reduction copy");
   case ReducePlan::Shape::Rows: {
     if (plan.outer == 0)
       return Status::ok();
@@ -237,8 +239,7 @@ Status launchTyped(const ReducePlan &plan, cudaStream_t stream, const T *x, T *y
       return Status::ok();
     generalReduce<T, K>
         <<<rowBlocks(plan.outputs, false), kRowThreads, 0, stream>>>(
-            x, y, plan.outputs, plan.kept, plan.reduced, plan.count,
-            identity);
+            x, y, plan.outputs, plan.kept, plan.reduced, plan.count, identity);
     return launchStatus("reduction");
   }
   return Status::ok();
