@@ -153,8 +153,8 @@ inline bool needsWide(int64_t n) { return n >= (int64_t(1) << 31) - (1 << 25); }
 /// one or two tensors.
 struct Dims {
   int rank = 0;
-  int64_t size[kMaxDims];
-  int64_t stride[kMaxDims];
+  int64_t size[kMaxDims] = {};
+  int64_t stride[kMaxDims] = {};
 };
 
 /// Offset of linear index `i` (over `dims.size`, row-major) along
