@@ -1,0 +1,358 @@
+//===- Normalization.cu - CUDA softmax, layer_norm, cross_entropy ---------===//
+//
+// Kernels that normalize along an axis, with the CPU kernels' semantics:
+// softmax subtracts the row maximum first (a maximum that ignores NaN, as the
+// CPU's does; a NaN still reaches every output through the sum), statistics
+// (sums of exponentials, means, variances) accumulate in double, layer_norm
+// uses the biased variance in two passes, cross_entropy skips ignore_index
+// samples and averages over the samples it counted.
+//
+// Rows along the last axis get a warp each, or a block each when longer than
+// kWarpRowMax; every pass re-reads the row (from L1/L2 for short rows).
+// Softmax along another axis gives each (outer, inner) column a thread, so
+// that loads coalesce along the inner dim.
+//
+// cross_entropy with reduction=mean|sum writes each sample's loss to the
+// workspace and a one-block kernel sums them in a fixed order (no atomics:
+// the loss is the same from run to run); it needs 8 bytes of workspace per
+// sample.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.cuh"
+
+#include <cmath>
+#include <limits>
+
+using namespace loom::runtime;
+using namespace loom::runtime::cuda;
+
+namespace {
+
+__device__ inline float expOf(float x) { return expf(x); }
+__device__ inline double expOf(double x) { return exp(x); }
+
+template <typename T> __device__ inline T negativeInfinity() {
+  return -std::numeric_limits<T>::infinity();
+}
+
+//===----------------------------------------------------------------------===//
+// softmax, log_softmax
+//===----------------------------------------------------------------------===//
+
+template <typename T, bool Log, bool Block>
+__global__ void softmaxRows(const T *x, T *y, int64_t rows, int64_t n) {
+  RowGroup<Block> g;
+  if (g.row >= rows)
+    return;
+  const T *in = x + g.row * n;
+  T *out = y + g.row * n;
+  T max = negativeInfinity<T>();
+  for (int64_t i = g.lane; i < n; i += g.size)
+    max = MaxIgnoreNaNOp()(max, in[i]);
+  max = groupReduce<Block>(max, MaxIgnoreNaNOp());
+  double sum = 0;
+  for (int64_t i = g.lane; i < n; i += g.size)
+    sum += double(expOf(in[i] - max));
+  sum = groupReduce<Block>(sum, SumOp());
+  // Every read of the row is done (the reductions synchronized the group),
+  // so y may be x.
+  if constexpr (Log) {
+    const T logSum = T(log(sum));
+    for (int64_t i = g.lane; i < n; i += g.size)
+      out[i] = (in[i] - max) - logSum;
+  } else {
+    const T scale = T(1 / sum);
+    for (int64_t i = g.lane; i < n; i += g.size)
+      out[i] = expOf(in[i] - max) * scale;
+  }
+}
+
+/// Softmax along the middle dim of outer x n x inner: a thread per column.
+template <typename T, bool Log>
+__global__ void softmaxColumns(const T *x, T *y, int64_t outer, int64_t n,
+                               int64_t inner) {
+  const int64_t columns = outer * inner;
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < columns;
+       c += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = (c / inner) * n * inner + c % inner;
+    T max = negativeInfinity<T>();
+    for (int64_t i = 0; i < n; ++i)
+      max = MaxIgnoreNaNOp()(max, x[base + i * inner]);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i)
+      sum += double(expOf(x[base + i * inner] - max));
+    if constexpr (Log) {
+      const T logSum = T(log(sum));
+      for (int64_t i = 0; i < n; ++i)
+        y[base + i * inner] = (x[base + i * inner] - max) - logSum;
+    } else {
+      const T scale = T(1 / sum);
+      for (int64_t i = 0; i < n; ++i)
+        y[base + i * inner] = expOf(x[base + i * inner] - max) * scale;
+    }
+  }
+}
+
+template <typename T, bool Log>
+Status launchSoftmax(cudaStream_t stream, const T *x, T *y, int64_t outer,
+                     int64_t n, int64_t inner) {
+  if (outer * n * inner == 0)
+    return Status::ok();
+  if (inner == 1) {
+    bool block = n > kWarpRowMax;
+    unsigned blocks = rowBlocks(outer, block);
+    if (block)
+      softmaxRows<T, Log, true>
+          <<<blocks, kRowThreads, 0, stream>>>(x, y, outer, n);
+    else
+      softmaxRows<T, Log, false>
+          <<<blocks, kRowThreads, 0, stream>>>(x, y, outer, n);
+  } else {
+    softmaxColumns<T, Log><<<gridFor(outer * inner), kThreads, 0, stream>>>(
+        x, y, outer, n, inner);
+  }
+  return launchStatus(Log ? "log_softmax" : "softmax");
+}
+
+//===----------------------------------------------------------------------===//
+// layer_norm
+//===----------------------------------------------------------------------===//
+
+template <typename T, bool Block>
+__global__ void layerNormRows(const T *x, const T *scale, const T *bias, T *y,
+                              int64_t rows, int64_t n, double epsilon) {
+  RowGroup<Block> g;
+  if (g.row >= rows)
+    return;
+  const T *in = x + g.row * n;
+  T *out = y + g.row * n;
+  // Two passes (mean, then squared deviations): no cancellation.
+  double sum = 0;
+  for (int64_t i = g.lane; i < n; i += g.size)
+    sum += double(in[i]);
+  sum = groupReduce<Block>(sum, SumOp());
+  const double mean = n ? sum / double(n) : 0;
+  double squares = 0;
+  for (int64_t i = g.lane; i < n; i += g.size) {
+    double d = double(in[i]) - mean;
+    squares += d * d;
+  }
+  squares = groupReduce<Block>(squares, SumOp());
+  const double variance = n ? squares / double(n) : 0;
+  const T rstd = T(1 / sqrt(variance + epsilon));
+  const T m = T(mean);
+  for (int64_t i = g.lane; i < n; i += g.size)
+    out[i] = (in[i] - m) * rstd * scale[i] + bias[i];
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy
+//===----------------------------------------------------------------------===//
+
+struct CrossEntropyParams {
+  int64_t rows = 0, classes = 0;
+  bool hasIgnore = false;
+  int64_t ignoreIndex = 0;
+  enum class Reduction { None, Mean, Sum } reduction = Reduction::Mean;
+};
+
+/// Each sample's loss: to `loss` (reduction=none) or to `perSample`.
+/// Out-of-range labels are recorded in `error` and give NaN.
+template <typename T, typename L, bool Block>
+__global__ void crossEntropyRows(const T *logits, const L *labels, T *loss,
+                                 double *perSample, CrossEntropyParams p,
+                                 DeviceError *error, int32_t instruction) {
+  RowGroup<Block> g;
+  if (g.row >= p.rows)
+    return;
+  const int64_t label = int64_t(labels[g.row]);
+  double sampleLoss;
+  // `label` is the same for the whole group, so the branches are uniform.
+  if (p.hasIgnore && label == p.ignoreIndex) {
+    sampleLoss = 0;
+  } else if (label < 0 || label >= p.classes) {
+    if (g.lane == 0)
+      recordError(error, DeviceError::IndexOutOfRange, instruction, label,
+                  g.row, p.classes);
+    sampleLoss = std::numeric_limits<double>::quiet_NaN();
+  } else {
+    const T *row = logits + g.row * p.classes;
+    T max = negativeInfinity<T>();
+    for (int64_t c = g.lane; c < p.classes; c += g.size)
+      max = MaxIgnoreNaNOp()(max, row[c]);
+    max = groupReduce<Block>(max, MaxIgnoreNaNOp());
+    double sum = 0;
+    for (int64_t c = g.lane; c < p.classes; c += g.size)
+      sum += double(expOf(row[c] - max));
+    sum = groupReduce<Block>(sum, SumOp());
+    sampleLoss = double(max) + log(sum) - double(row[label]);
+  }
+  if (g.lane != 0)
+    return;
+  if (p.reduction == CrossEntropyParams::Reduction::None)
+    loss[g.row] = T(sampleLoss);
+  else
+    perSample[g.row] = sampleLoss;
+}
+
+constexpr int kSumThreads = 1024;
+
+/// One block: the sum (or the mean over counted samples) of `perSample`.
+template <typename T, typename L>
+__global__ void crossEntropyTotal(const double *perSample, const L *labels,
+                                  T *loss, CrossEntropyParams p) {
+  double total = 0;
+  unsigned long long counted = 0;
+  for (int64_t i = threadIdx.x; i < p.rows; i += blockDim.x) {
+    total += perSample[i];
+    int64_t label = int64_t(labels[i]);
+    bool ignored = p.hasIgnore && label == p.ignoreIndex;
+    counted += !ignored && label >= 0 && label < p.classes;
+  }
+  total = groupReduce<true>(total, SumOp());
+  counted = groupReduce<true>(counted, SumOp());
+  if (threadIdx.x != 0)
+    return;
+  if (p.reduction == CrossEntropyParams::Reduction::Sum)
+    loss[0] = T(total);
+  else
+    loss[0] = T(total / double(counted)); // NaN when nothing counted
+}
+
+template <typename T, typename L>
+Status launchCrossEntropy(const LaunchContext &context, const T *logits,
+                          const L *labels, T *loss,
+                          const CrossEntropyParams &p) {
+  const bool reduce = p.reduction != CrossEntropyParams::Reduction::None;
+  double *perSample = static_cast<double *>(context.workspace);
+  if (reduce && p.rows > 0 &&
+      (!perSample || context.workspaceBytes < uint64_t(p.rows) * 8))
+    return Status::error("cross_entropy needs " + std::to_string(p.rows * 8) +
+                         " bytes of workspace, the launch has " +
+                         std::to_string(context.workspaceBytes));
+  if (p.rows > 0) {
+    bool block = p.classes > kWarpRowMax;
+    unsigned blocks = rowBlocks(p.rows, block);
+    if (block)
+      crossEntropyRows<T, L, true><<<blocks, kRowThreads, 0, context.stream>>>(
+          logits, labels, loss, perSample, p, context.error,
+          context.instruction);
+    else
+      crossEntropyRows<T, L, false><<<blocks, kRowThreads, 0, context.stream>>>(
+          logits, labels, loss, perSample, p, context.error,
+          context.instruction);
+    if (Status s = launchStatus("cross_entropy"); !s)
+      return s;
+  }
+  if (!reduce)
+    return Status::ok();
+  crossEntropyTotal<T, L>
+      <<<1, kSumThreads, 0, context.stream>>>(perSample, labels, loss, p);
+  return launchStatus("cross_entropy (total)");
+}
+
+} // namespace
+
+KernelOr cuda::createSoftmax(const LaunchContext &, const Instruction &inst) {
+  const std::vector<int64_t> &shape = inst.inputs[0].shape;
+  const size_t axis =
+      size_t(resolveAxis(intAttr(inst.attrs, "axis", -1), shape.size()));
+  const int64_t outer = product(shape, 0, axis), n = shape[axis],
+                inner = product(shape, axis + 1, shape.size());
+  const bool log = inst.kernel == "log_softmax";
+  auto make = [&](auto tag, auto logTag) {
+    using T = decltype(tag);
+    constexpr bool Log = decltype(logTag)::value;
+    return makeKernel([=](const LaunchContext &context,
+                          const void *const *inputs, void *const *outputs) {
+      return launchSoftmax<T, Log>(
+          context.stream, static_cast<const T *>(inputs[0]),
+          static_cast<T *>(outputs[0]), outer, n, inner);
+    });
+  };
+  if (inst.inputs[0].dtype == DType::F32)
+    return log ? make(float(), std::true_type())
+               : make(float(), std::false_type());
+  if (inst.inputs[0].dtype == DType::F64)
+    return log ? make(double(), std::true_type())
+               : make(double(), std::false_type());
+  return Status::error(std::string("the CUDA backend has no ") +
+                       dtypeName(inst.inputs[0].dtype) + " " + inst.kernel);
+}
+
+KernelOr cuda::createLayerNorm(const LaunchContext &, const Instruction &inst) {
+  const std::vector<int64_t> &shape = inst.inputs[0].shape;
+  const size_t axis =
+      size_t(resolveAxis(intAttr(inst.attrs, "axis", -1), shape.size()));
+  const int64_t rows = product(shape, 0, axis),
+                n = product(shape, axis, shape.size());
+  const double epsilon = doubleAttr(inst.attrs, "epsilon", 1e-5);
+  auto make = [&](auto tag) {
+    using T = decltype(tag);
+    return makeKernel([=](const LaunchContext &context,
+                          const void *const *inputs, void *const *outputs) {
+      if (rows * n == 0)
+        return Status::ok();
+      const T *x = static_cast<const T *>(inputs[0]);
+      const T *scale = static_cast<const T *>(inputs[1]);
+      const T *bias = static_cast<const T *>(inputs[2]);
+      T *y = static_cast<T *>(outputs[0]);
+      bool block = n > kWarpRowMax;
+      unsigned blocks = rowBlocks(rows, block);
+      if (block)
+        layerNormRows<T, true><<<blocks, kRowThreads, 0, context.stream>>>(
+            x, scale, bias, y, rows, n, epsilon);
+      else
+        layerNormRows<T, false><<<blocks, kRowThreads, 0, context.stream>>>(
+            x, scale, bias, y, rows, n, epsilon);
+      return launchStatus("layer_norm");
+    });
+  };
+  if (inst.inputs[0].dtype == DType::F32)
+    return make(float());
+  if (inst.inputs[0].dtype == DType::F64)
+    return make(double());
+  return Status::error(std::string("the CUDA backend has no ") +
+                       dtypeName(inst.inputs[0].dtype) + " layer_norm");
+}
+
+KernelOr cuda::createCrossEntropy(const LaunchContext &context,
+                                  const Instruction &inst) {
+  const std::vector<int64_t> &shape = inst.inputs[0].shape;
+  CrossEntropyParams p;
+  p.classes = shape.back();
+  p.rows = product(shape, 0, shape.size() - 1);
+  p.hasIgnore = inst.attrs.count("ignore_index") != 0;
+  p.ignoreIndex = intAttr(inst.attrs, "ignore_index");
+  std::string reduction = wordAttr(inst.attrs, "reduction", "mean");
+  p.reduction = reduction == "none"  ? CrossEntropyParams::Reduction::None
+                : reduction == "sum" ? CrossEntropyParams::Reduction::Sum
+                                     : CrossEntropyParams::Reduction::Mean;
+  if (p.reduction != CrossEntropyParams::Reduction::None &&
+      context.workspaceBytes < uint64_t(p.rows) * 8)
+    return Status::error("cross_entropy over " + std::to_string(p.rows) +
+                         " samples needs " + std::to_string(p.rows * 8) +
+                         " bytes of workspace, the executor has " +
+                         std::to_string(context.workspaceBytes));
+  auto make = [&](auto tag, auto labelTag) {
+    using T = decltype(tag);
+    using L = decltype(labelTag);
+    return makeKernel([=](const LaunchContext &context,
+                          const void *const *inputs, void *const *outputs) {
+      return launchCrossEntropy<T, L>(
+          context, static_cast<const T *>(inputs[0]),
+          static_cast<const L *>(inputs[1]), static_cast<T *>(outputs[0]), p);
+    });
+  };
+  const bool i32 = inst.inputs[1].dtype == DType::I32;
+  switch (inst.inputs[0].dtype) {
+  case DType::F32:
+    return i32 ? make(float(), int32_t()) : make(float(), int64_t());
+  case DType::F64:
+    return i32 ? make(double(), int32_t()) : make(double(), int64_t());
+  default:
+    return Status::error(std::string("the CUDA backend has no ") +
+                         dtypeName(inst.inputs[0].dtype) + " cross_entropy");
+  }
+}

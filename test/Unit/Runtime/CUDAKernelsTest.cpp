@@ -1,0 +1,948 @@
+//===- CUDAKernelsTest.cpp - The CUDA backend's kernels against the CPU's -===//
+//
+// Every kernel kind runs on random inputs through createCUDAKernel / launch
+// on a device and through the CPU kernel, and the outputs are compared:
+// bit for bit for data movement and dropout (and integer math), within a
+// relative tolerance for floating-point math (the two backends sum in
+// different orders and use different transcendental functions), within
+// bf16's precision for bf16. Out-of-range indices must be recorded in the
+// DeviceError with the instruction, index, position and bound.
+//
+// Without a CUDA device the program prints "SKIPPED: no CUDA device" and
+// exits 77, which ctest reports as skipped.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CUDA/CUDAKernels.h"
+#include "loom/Runtime/Kernels.h"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+
+using namespace loom::runtime;
+using namespace loom::runtime::cuda;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// The device
+//===----------------------------------------------------------------------===//
+
+struct Device {
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void *workspace = nullptr;
+  size_t workspaceBytes = size_t(32) << 20;
+  DeviceError *error = nullptr;
+  int computeCapability = 0;
+};
+
+Device &device() {
+  static Device d;
+  return d;
+}
+
+/// The instruction index the tests launch with (checked in DeviceError).
+constexpr int32_t kInstruction = 7;
+
+LaunchContext launchContext(bool allowTF32 = false) {
+  LaunchContext context;
+  context.stream = device().stream;
+  context.lt = device().lt;
+  context.workspace = device().workspace;
+  context.workspaceBytes = device().workspaceBytes;
+  context.error = device().error;
+  context.instruction = kInstruction;
+  context.allowTF32 = allowTF32;
+  context.computeCapability = device().computeCapability;
+  return context;
+}
+
+//===----------------------------------------------------------------------===//
+// Tensors
+//===----------------------------------------------------------------------===//
+
+uint16_t toBF16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((u >> 16) | 0x40u);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+float fromBF16(uint16_t b) {
+  uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+struct Tensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  Tensor() = default;
+  Tensor(DType dtype, std::vector<int64_t> shape)
+      : dtype(dtype), shape(std::move(shape)),
+        bytes(size_t(numElements(this->shape)) * dtypeSize(dtype)) {}
+  explicit Tensor(const TensorRef &r) : Tensor(r.dtype, r.shape) {}
+
+  int64_t size() const { return numElements(shape); }
+  TensorRef ref() const {
+    TensorRef r;
+    r.dtype = dtype;
+    r.shape = shape;
+    return r;
+  }
+  double get(int64_t i) const {
+    const uint8_t *p = bytes.data() + i * dtypeSize(dtype);
+    switch (dtype) {
+    case DType::F32:
+      return *reinterpret_cast<const float *>(p);
+    case DType::F64:
+      return *reinterpret_cast<const double *>(p);
+    case DType::BF16:
+      return fromBF16(*reinterpret_cast<const uint16_t *>(p));
+    case DType::I32:
+      return *reinterpret_cast<const int32_t *>(p);
+    case DType::I64:
+      return double(*reinterpret_cast<const int64_t *>(p));
+    case DType::I1:
+      return *p;
+    default:
+      return 0;
+    }
+  }
+  void set(int64_t i, double v) {
+    uint8_t *p = bytes.data() + i * dtypeSize(dtype);
+    switch (dtype) {
+    case DType::F32:
+      *reinterpret_cast<float *>(p) = float(v);
+      break;
+    case DType::F64:
+      *reinterpret_cast<double *>(p) = v;
+      break;
+    case DType::BF16:
+      *reinterpret_cast<uint16_t *>(p) = toBF16(float(v));
+      break;
+    case DType::I32:
+      *reinterpret_cast<int32_t *>(p) = int32_t(v);
+      break;
+    case DType::I64:
+      *reinterpret_cast<int64_t *>(p) = int64_t(v);
+      break;
+    case DType::I1:
+      *p = v != 0;
+      break;
+    default:
+      break;
+    }
+  }
+  /// The same values as another dtype (bf16 -> f32 for references).
+  Tensor as(DType other) const {
+    Tensor t(other, shape);
+    for (int64_t i = 0; i < size(); ++i)
+      t.set(i, get(i));
+    return t;
+  }
+};
+
+std::mt19937 &rng() {
+  static std::mt19937 generator(20240611);
+  return generator;
+}
+
+/// Random values in [lo, hi) (integers for integer dtypes, 0/1 for i1).
+Tensor random(DType dtype, std::vector<int64_t> shape, double lo = -2,
+              double hi = 2) {
+  Tensor t(dtype, std::move(shape));
+  std::uniform_real_distribution<double> dist(lo, hi);
+  for (int64_t i = 0; i < t.size(); ++i) {
+    double v = dist(rng());
+    if (dtype == DType::I32 || dtype == DType::I64)
+      v = std::floor(v);
+    if (dtype == DType::I1)
+      v = v > (lo + hi) / 2;
+    t.set(i, v);
+  }
+  return t;
+}
+
+/// Random bytes: any dtype, for the data movement kernels.
+Tensor randomBytes(DType dtype, std::vector<int64_t> shape) {
+  Tensor t(dtype, std::move(shape));
+  for (uint8_t &b : t.bytes)
+    b = uint8_t(rng()());
+  if (dtype == DType::I1)
+    for (uint8_t &b : t.bytes)
+      b &= 1;
+  return t;
+}
+
+Tensor filled(DType dtype, std::vector<int64_t> shape,
+              const std::vector<double> &values) {
+  Tensor t(dtype, std::move(shape));
+  for (int64_t i = 0; i < t.size(); ++i)
+    t.set(i, values[size_t(i)]);
+  return t;
+}
+
+Instruction makeInstruction(const std::string &kernel,
+                            const std::vector<const Tensor *> &inputs,
+                            const std::vector<TensorRef> &outputs,
+                            Attributes attrs = {}) {
+  Instruction instruction;
+  instruction.kernel = kernel;
+  for (const Tensor *t : inputs)
+    instruction.inputs.push_back(t->ref());
+  instruction.outputs = outputs;
+  instruction.attrs = std::move(attrs);
+  return instruction;
+}
+
+TensorRef ref(DType dtype, std::vector<int64_t> shape) {
+  TensorRef r;
+  r.dtype = dtype;
+  r.shape = std::move(shape);
+  return r;
+}
+
+//===----------------------------------------------------------------------===//
+// Running on both backends
+//===----------------------------------------------------------------------===//
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+/// Runs on the CPU; returns the runtime error (empty when none).
+std::string runCPU(const Instruction &instruction,
+                   const std::vector<const Tensor *> &inputs,
+                   std::vector<Tensor> &outputs) {
+  const KernelInfo *kernel = lookupCPUKernel(instruction.kernel);
+  outputs.clear();
+  for (const TensorRef &r : instruction.outputs)
+    outputs.emplace_back(r);
+  Status status = kernel->check(instruction);
+  EXPECT_TRUE(status.isOk()) << status.message();
+  if (!status)
+    return status.message();
+  std::vector<const void *> in;
+  for (const Tensor *t : inputs)
+    in.push_back(t->bytes.data());
+  std::vector<void *> out;
+  for (Tensor &t : outputs)
+    out.push_back(t.bytes.data());
+  std::string error;
+  KernelArgs args{instruction, in.data(), out.data(), &error};
+  kernel->run(args);
+  return error;
+}
+
+/// Runs on the device: copies the inputs in, launches, copies the outputs
+/// and the DeviceError back. Outputs start as 0xff bytes, so that elements
+/// a kernel fails to write show. With `inPlace`, output 0 is written into
+/// input 0's buffer.
+void runGPU(const Instruction &instruction,
+            const std::vector<const Tensor *> &inputs,
+            std::vector<Tensor> &outputs, DeviceError &error,
+            bool allowTF32 = false, bool inPlace = false) {
+  outputs.clear();
+  for (const TensorRef &r : instruction.outputs)
+    outputs.emplace_back(r);
+  LaunchContext context = launchContext(allowTF32);
+  auto created = createCUDAKernel(context, instruction);
+  ASSERT_TRUE(created.isOk()) << created.status().message();
+  std::vector<void *> in, out;
+  for (const Tensor *t : inputs) {
+    void *p = nullptr;
+    CUDA_OK(cudaMalloc(&p, std::max<size_t>(t->bytes.size(), 1)));
+    CUDA_OK(cudaMemcpy(p, t->bytes.data(), t->bytes.size(),
+                       cudaMemcpyHostToDevice));
+    in.push_back(p);
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    if (inPlace && o == 0) {
+      out.push_back(in[0]);
+      continue;
+    }
+    void *p = nullptr;
+    CUDA_OK(cudaMalloc(&p, std::max<size_t>(outputs[o].bytes.size(), 1)));
+    CUDA_OK(cudaMemset(p, 0xff, outputs[o].bytes.size()));
+    out.push_back(p);
+  }
+  CUDA_OK(cudaMemset(device().error, 0, sizeof(DeviceError)));
+  Status launched = created.value()->launch(context, in.data(), out.data());
+  EXPECT_TRUE(launched.isOk()) << launched.message();
+  CUDA_OK(cudaStreamSynchronize(device().stream));
+  for (size_t o = 0; o < outputs.size(); ++o)
+    CUDA_OK(cudaMemcpy(outputs[o].bytes.data(), out[o], outputs[o].bytes.size(),
+                       cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(&error, device().error, sizeof(DeviceError),
+                     cudaMemcpyDeviceToHost));
+  for (size_t o = inPlace ? 1 : 0; o < out.size(); ++o)
+    CUDA_OK(cudaFree(out[o]));
+  for (void *p : in)
+    CUDA_OK(cudaFree(p));
+}
+
+/// Compares element by element with |a - e| <= atol + rtol * |e| (exactly,
+/// byte for byte, when both are 0); NaNs must match.
+void expectClose(const Tensor &actual, const Tensor &expected, double rtol,
+                 double atol, const std::string &what) {
+  ASSERT_EQ(actual.shape, expected.shape) << what;
+  if (rtol == 0 && atol == 0 && actual.dtype == expected.dtype) {
+    for (size_t i = 0; i < actual.bytes.size(); ++i)
+      if (actual.bytes[i] != expected.bytes[i]) {
+        size_t element = i / dtypeSize(actual.dtype);
+        ADD_FAILURE() << what << ": element " << element << " differs: got "
+                      << actual.get(int64_t(element)) << ", expected "
+                      << expected.get(int64_t(element));
+        return;
+      }
+    return;
+  }
+  int failures = 0;
+  for (int64_t i = 0; i < actual.size() && failures < 10; ++i) {
+    double a = actual.get(i), e = expected.get(i);
+    bool ok = std::isnan(e)   ? std::isnan(a)
+              : std::isinf(e) ? a == e
+                              : std::abs(a - e) <= atol + rtol * std::abs(e);
+    if (!ok) {
+      ++failures;
+      ADD_FAILURE() << what << ": element " << i << ": got " << a
+                    << ", expected " << e;
+    }
+  }
+}
+
+/// Default tolerances by dtype: exact for integers and i1.
+void tolerances(DType dtype, double &rtol, double &atol) {
+  switch (dtype) {
+  case DType::F32:
+    rtol = 1e-5;
+    atol = 1e-6;
+    return;
+  case DType::F64:
+    rtol = 1e-12;
+    atol = 1e-13;
+    return;
+  case DType::BF16:
+    rtol = 2e-2;
+    atol = 1e-2;
+    return;
+  default:
+    rtol = atol = 0;
+  }
+}
+
+/// Runs on both backends and compares every output; `rtol`/`atol` < 0 use
+/// the output dtype's defaults.
+void expectSame(const Instruction &instruction,
+                const std::vector<const Tensor *> &inputs, double rtol = -1,
+                double atol = -1, bool allowTF32 = false) {
+  SCOPED_TRACE(instruction.kernel);
+  std::vector<Tensor> cpu, gpu;
+  std::string cpuError = runCPU(instruction, inputs, cpu);
+  ASSERT_EQ(cpuError, "");
+  DeviceError error{};
+  runGPU(instruction, inputs, gpu, error, allowTF32);
+  EXPECT_EQ(error.code, DeviceError::None);
+  for (size_t o = 0; o < cpu.size(); ++o) {
+    double r = rtol, a = atol;
+    if (r < 0)
+      tolerances(cpu[o].dtype, r, a);
+    expectClose(gpu[o], cpu[o], r, a, "output " + std::to_string(o));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// matmul
+//===----------------------------------------------------------------------===//
+
+/// C[batch..., m, n] = A[batchA..., m, k] B[batchB..., k, n], the operands
+/// stored transposed where asked; C's batch dims are the longer of the two.
+void testMatmul(DType dtype, std::vector<int64_t> batchA,
+                std::vector<int64_t> batchB, int64_t m, int64_t k, int64_t n,
+                bool transA, bool transB, bool allowTF32 = false) {
+  std::vector<int64_t> a = batchA, b = batchB;
+  a.push_back(transA ? k : m);
+  a.push_back(transA ? m : k);
+  b.push_back(transB ? n : k);
+  b.push_back(transB ? k : n);
+  std::vector<int64_t> c = batchA.size() >= batchB.size() ? batchA : batchB;
+  c.push_back(m);
+  c.push_back(n);
+  SCOPED_TRACE(shapeString(a) + " x " + shapeString(b) +
+               (transA ? " transA" : "") + (transB ? " transB" : ""));
+  Tensor x = random(dtype, a), y = random(dtype, b);
+  Attributes attrs{{"transpose_lhs", int64_t(transA)},
+                   {"transpose_rhs", int64_t(transB)}};
+  Instruction inst =
+      makeInstruction("matmul", {&x, &y}, {ref(dtype, c)}, attrs);
+  double tol = dtype == DType::F64 ? 1e-11 : allowTF32 ? 5e-3 : 1e-4;
+  expectSame(inst, {&x, &y}, tol, tol, allowTF32);
+}
+
+TEST(CUDAKernels, MatmulBatching) {
+  using Dims = std::vector<int64_t>;
+  for (DType dtype : {DType::F32, DType::F64}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        testMatmul(dtype, {}, {}, 7, 5, 9, ta, tb); // one GEMM
+        // B shared: folded into M unless A is transposed.
+        testMatmul(dtype, Dims{2, 3}, {}, 4, 5, 6, ta, tb);
+        testMatmul(dtype, Dims{3}, Dims{3}, 4, 5, 6, ta, tb); // equal
+        testMatmul(dtype, {}, Dims{2, 3}, 4, 5, 6, ta, tb);   // A shared
+        // A proper suffix: one strided-batched call per outer batch.
+        testMatmul(dtype, Dims{2, 3}, Dims{3}, 4, 5, 6, ta, tb);
+        testMatmul(dtype, Dims{3}, Dims{2, 3}, 4, 5, 6, ta, tb);
+      }
+    // Batches that leave operands misaligned for 16-byte algorithms.
+    testMatmul(dtype, Dims{2, 3}, Dims{3}, 3, 5, 7, false, false);
+    testMatmul(dtype, {}, {}, 65, 129, 33, false, true);
+  }
+}
+
+TEST(CUDAKernels, MatmulTF32AndEmpty) {
+  testMatmul(DType::F32, {}, {}, 64, 128, 32, false, false, true);
+  // k = 0: zeros.
+  testMatmul(DType::F32, {}, {}, 3, 0, 4, false, false);
+  // An empty batch: nothing to do.
+  testMatmul(DType::F32, {0}, {}, 3, 4, 5, false, false);
+}
+
+TEST(CUDAKernels, MatmulBF16) {
+  Tensor x = random(DType::BF16, {2, 16, 32});
+  Tensor y = random(DType::BF16, {32, 24});
+  Instruction inst =
+      makeInstruction("matmul", {&x, &y}, {ref(DType::BF16, {2, 16, 24})});
+  if (!lookupCPUKernel("matmul")->check(inst))
+    GTEST_SKIP() << "the CPU matmul does not take bf16 yet";
+  // Reference: the f32 product of the same (bf16) values.
+  Tensor x32 = x.as(DType::F32), y32 = y.as(DType::F32);
+  Instruction reference =
+      makeInstruction("matmul", {&x32, &y32}, {ref(DType::F32, {2, 16, 24})});
+  std::vector<Tensor> cpu, gpu;
+  ASSERT_EQ(runCPU(reference, {&x32, &y32}, cpu), "");
+  DeviceError error{};
+  runGPU(inst, {&x, &y}, gpu, error);
+  expectClose(gpu[0].as(DType::F32), cpu[0], 1e-2, 2e-2, "bf16 matmul");
+}
+
+//===----------------------------------------------------------------------===//
+// elementwise
+//===----------------------------------------------------------------------===//
+
+ProgramOp op(const std::string &name, DType dtype, std::vector<int> operands,
+             Attributes attrs = {}) {
+  ProgramOp p;
+  p.op = name;
+  p.dtype = dtype;
+  p.operands = std::move(operands);
+  p.attrs = std::move(attrs);
+  return p;
+}
+
+/// An elementwise instruction yielding every op's value; output dtypes
+/// follow the yielded values.
+Instruction program(const std::vector<const Tensor *> &inputs,
+                    std::vector<int64_t> shape, std::vector<ProgramOp> ops,
+                    std::vector<int> yields) {
+  Instruction inst = makeInstruction("elementwise", inputs, {});
+  std::vector<DType> types;
+  for (const Tensor *t : inputs)
+    types.push_back(t->dtype);
+  for (const ProgramOp &p : ops)
+    types.push_back(p.dtype);
+  inst.program = std::move(ops);
+  inst.yields = std::move(yields);
+  for (int y : inst.yields)
+    inst.outputs.push_back(ref(types[size_t(y)], shape));
+  return inst;
+}
+
+/// Each op once, on x (dense) and a broadcast row and scalar; every result
+/// yielded.
+Instruction everyOp(DType t, const std::vector<const Tensor *> &inputs,
+                    std::vector<int64_t> shape) {
+  const bool isFloat = t == DType::F32 || t == DType::F64 || t == DType::BF16;
+  std::vector<ProgramOp> ops;
+  const int x = 0, row = 1, scalar = 2;
+  int next = 3;
+  std::vector<int> yields;
+  auto add = [&](ProgramOp p) {
+    ops.push_back(std::move(p));
+    yields.push_back(next);
+    return next++;
+  };
+  for (const char *name : {"add", "sub", "mul", "div", "max", "min"}) {
+    add(op(name, t, {x, row}));
+    add(op(name, t, {scalar, x}));
+  }
+  add(op("pow", t, {x, isFloat ? row : scalar}));
+  for (const char *name : {"neg", "relu"})
+    add(op(name, t, {x}));
+  if (isFloat) {
+    for (const char *name : {"sqrt", "rsqrt", "exp", "log", "erf", "tanh",
+                             "sigmoid", "reciprocal", "gelu"})
+      add(op(name, t, {x}));
+    add(op("gelu", t, {x}, {{"approximate", std::string("tanh")}}));
+  }
+  int c = add(op("const", t, {}, {{"value", 0.5}}));
+  int flag = 0;
+  for (const char *direction : {"eq", "ne", "lt", "le", "gt", "ge"})
+    flag = add(op("compare", DType::I1, {x, row},
+                  {{"direction", std::string(direction)}}));
+  add(op("select", t, {flag, x, c}));
+  for (DType to : {DType::F32, DType::F64, DType::I1, DType::I32, DType::I64})
+    add(op("cast", to, {x}));
+  return program(inputs, std::move(shape), std::move(ops), std::move(yields));
+}
+
+TEST(CUDAKernels, ElementwiseEveryOp) {
+  for (DType t : {DType::F32, DType::F64, DType::I32, DType::I64}) {
+    SCOPED_TRACE(dtypeName(t));
+    bool isInt = t == DType::I32 || t == DType::I64;
+    double lo = isInt ? -20 : -3, hi = isInt ? 20 : 3;
+    Tensor x = random(t, {6, 7, 9}, lo, hi), row = random(t, {7, 1}, lo, hi);
+    Tensor scalar = random(t, {}, lo, hi);
+    if (isInt) {
+      // Division by zero and by -1, small exponents.
+      row.set(0, 0);
+      row.set(1, -1);
+      scalar.set(0, 3);
+    }
+    Instruction inst = everyOp(t, {&x, &row, &scalar}, {6, 7, 9});
+    expectSame(inst, {&x, &row, &scalar});
+  }
+}
+
+TEST(CUDAKernels, ElementwiseIntegerEdges) {
+  const double i32min = -2147483648.0, i32max = 2147483647.0;
+  Tensor a =
+      filled(DType::I32, {8}, {i32max, i32min, i32min, 7, -7, 2, -2, 46341});
+  Tensor b = filled(DType::I32, {8}, {1, -1, 1, 0, 2, 31, 31, 46341});
+  Instruction inst =
+      program({&a, &b}, {8},
+              {op("add", DType::I32, {0, 1}), op("sub", DType::I32, {0, 1}),
+               op("mul", DType::I32, {0, 1}), op("div", DType::I32, {0, 1}),
+               op("pow", DType::I32, {0, 1}), op("neg", DType::I32, {0})},
+              {2, 3, 4, 5, 6, 7});
+  expectSame(inst, {&a, &b});
+}
+
+TEST(CUDAKernels, ElementwiseCastsSaturate) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType from : {DType::F32, DType::F64}) {
+    Tensor x = filled(from, {10},
+                      {nan, inf, -inf, 3e9, -3e9, 1e19, -1e19, -2.7, 2.7, 0});
+    Instruction inst =
+        program({&x}, {10},
+                {op("cast", DType::I32, {0}), op("cast", DType::I64, {0}),
+                 op("cast", DType::I1, {0}), op("cast", DType::F32, {0})},
+                {1, 2, 3, 4});
+    expectSame(inst, {&x});
+  }
+  Tensor big = filled(DType::I64, {3}, {5e9, -5e9, 12345});
+  expectSame(program({&big}, {3},
+                     {op("cast", DType::I32, {0}), op("cast", DType::F32, {0})},
+                     {1, 2}),
+             {&big});
+}
+
+TEST(CUDAKernels, ElementwiseBooleans) {
+  Tensor a = random(DType::I1, {5, 8}), b = random(DType::I1, {8});
+  Instruction inst = program(
+      {&a, &b}, {5, 8},
+      {op("max", DType::I1, {0, 1}), op("min", DType::I1, {0, 1}),
+       op("compare", DType::I1, {0, 1}, {{"direction", std::string("lt")}}),
+       op("select", DType::I1, {4, 0, 1}),
+       op("const", DType::I1, {}, {{"value", 1.0}}),
+       op("cast", DType::F32, {0}), op("cast", DType::I64, {1})},
+      {2, 3, 4, 5, 6, 7, 8});
+  expectSame(inst, {&a, &b});
+}
+
+TEST(CUDAKernels, ElementwiseVectorAndScalarPaths) {
+  // 4096 elements (vector kernel), 4095 (scalar kernel), a bias row (strided).
+  for (int64_t n : {4096, 4095}) {
+    Tensor x = random(DType::F32, {n}), s = random(DType::F32, {});
+    Instruction inst = program(
+        {&x, &s}, {n},
+        {op("mul", DType::F32, {0, 1}), op("gelu", DType::F32, {2})}, {3, 2});
+    expectSame(inst, {&x, &s});
+  }
+  Tensor x = random(DType::F64, {33, 64}), bias = random(DType::F64, {64});
+  expectSame(
+      program({&x, &bias}, {33, 64}, {op("add", DType::F64, {0, 1})}, {2}),
+      {&x, &bias});
+}
+
+TEST(CUDAKernels, ElementwiseInPlace) {
+  Tensor x = random(DType::F32, {1000}), y = random(DType::F32, {1000});
+  Instruction inst = program(
+      {&x, &y}, {1000},
+      {op("mul", DType::F32, {0, 1}), op("tanh", DType::F32, {2})}, {3});
+  std::vector<Tensor> cpu, gpu;
+  ASSERT_EQ(runCPU(inst, {&x, &y}, cpu), "");
+  DeviceError error{};
+  runGPU(inst, {&x, &y}, gpu, error, false, /*inPlace=*/true);
+  expectClose(gpu[0], cpu[0], 1e-5, 1e-6, "in place");
+}
+
+TEST(CUDAKernels, ElementwiseBF16) {
+  Tensor x = random(DType::BF16, {16, 32}), b = random(DType::BF16, {32});
+  Instruction inst =
+      program({&x, &b}, {16, 32},
+              {op("add", DType::BF16, {0, 1}), op("gelu", DType::BF16, {2}),
+               op("cast", DType::F32, {3})},
+              {3, 4});
+  if (!lookupCPUKernel("elementwise")->check(inst))
+    GTEST_SKIP() << "the CPU elementwise does not take bf16 yet";
+  expectSame(inst, {&x, &b});
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+void testReduce(const std::string &kernel, DType dtype,
+                std::vector<int64_t> shape, std::vector<int64_t> axes,
+                bool keep) {
+  SCOPED_TRACE(kernel + " " + dtypeName(dtype) + " " + shapeString(shape) +
+               " axes " + shapeString(axes));
+  Tensor x = random(dtype, shape, -50, 50);
+  std::vector<bool> reduced(shape.size());
+  for (int64_t a : axes)
+    reduced[size_t(a < 0 ? a + int64_t(shape.size()) : a)] = true;
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (!reduced[d] || keep)
+      out.push_back(reduced[d] ? 1 : shape[d]);
+  Instruction inst =
+      makeInstruction(kernel, {&x}, {ref(dtype, out)}, {{"axes", axes}});
+  expectSame(inst, {&x});
+}
+
+TEST(CUDAKernels, Reductions) {
+  for (const char *kernel : {"reduce_sum", "reduce_mean", "reduce_max"})
+    for (DType dtype : {DType::F32, DType::F64, DType::I32, DType::I64}) {
+      bool isInt = dtype == DType::I32 || dtype == DType::I64;
+      if (isInt && std::string(kernel) == "reduce_mean")
+        continue;
+      testReduce(kernel, dtype, {7, 300}, {1}, false);        // warp rows
+      testReduce(kernel, dtype, {3, 5000}, {-1}, true);       // block rows
+      testReduce(kernel, dtype, {64, 33, 17}, {1}, false);    // middle
+      testReduce(kernel, dtype, {6, 5, 4, 3}, {0, 2}, true);  // general
+      testReduce(kernel, dtype, {5, 4, 3}, {0, 1, 2}, false); // all
+      testReduce(kernel, dtype, {4, 1, 5}, {1}, false);       // a copy
+      testReduce(kernel, dtype, {3, 0}, {1}, false);          // empty
+      testReduce(kernel, dtype, {2000, 3}, {0}, false);       // long middle
+    }
+}
+
+TEST(CUDAKernels, ReduceMaxPropagatesNaN) {
+  Tensor x = random(DType::F32, {4, 100});
+  x.set(150, std::numeric_limits<double>::quiet_NaN());
+  Instruction inst = makeInstruction("reduce_max", {&x}, {ref(DType::F32, {4})},
+                                     {{"axes", std::vector<int64_t>{1}}});
+  expectSame(inst, {&x});
+}
+
+//===----------------------------------------------------------------------===//
+// softmax, log_softmax, layer_norm, cross_entropy
+//===----------------------------------------------------------------------===//
+
+TEST(CUDAKernels, Softmax) {
+  for (const char *kernel : {"softmax", "log_softmax"})
+    for (DType dtype : {DType::F32, DType::F64})
+      for (auto [shape, axis] :
+           std::vector<std::pair<std::vector<int64_t>, int64_t>>{
+               {{5, 37}, -1},     // a warp per row
+               {{3, 3000}, 1},    // a block per row
+               {{4, 6, 5}, 1},    // columns
+               {{2, 3, 4, 5}, 0}, // columns, outer 1
+               {{9}, 0}}) {
+        SCOPED_TRACE(std::string(kernel) + " " + shapeString(shape));
+        Tensor x = random(dtype, shape, -10, 10);
+        if (x.size() > 3)
+          x.set(2, -std::numeric_limits<double>::infinity());
+        Instruction inst = makeInstruction(kernel, {&x}, {ref(dtype, shape)},
+                                           {{"axis", axis}});
+        expectSame(inst, {&x});
+      }
+}
+
+TEST(CUDAKernels, LayerNorm) {
+  for (DType dtype : {DType::F32, DType::F64})
+    for (auto [shape, axis] :
+         std::vector<std::pair<std::vector<int64_t>, int64_t>>{
+             {{6, 40}, -1}, {{3, 2000}, 1}, {{2, 3, 4, 5}, 2}, {{7}, 0}}) {
+      SCOPED_TRACE(shapeString(shape));
+      std::vector<int64_t> normalized(shape.begin() + axis, shape.end());
+      Tensor x = random(dtype, shape, -3, 5);
+      Tensor scale = random(dtype, normalized),
+             bias = random(dtype, normalized);
+      Instruction inst = makeInstruction("layer_norm", {&x, &scale, &bias},
+                                         {ref(dtype, shape)},
+                                         {{"axis", axis}, {"epsilon", 1e-3}});
+      expectSame(inst, {&x, &scale, &bias});
+    }
+}
+
+TEST(CUDAKernels, CrossEntropy) {
+  for (DType dtype : {DType::F32, DType::F64})
+    for (DType labelType : {DType::I32, DType::I64})
+      for (int64_t classes : {10, 3000})
+        for (const char *reduction : {"mean", "sum", "none"}) {
+          SCOPED_TRACE(std::string(reduction) + " " + dtypeName(dtype) +
+                       " classes " + std::to_string(classes));
+          Tensor logits = random(dtype, {3, 5, classes}, -4, 4);
+          Tensor labels = random(labelType, {3, 5}, 0, double(classes));
+          labels.set(3, -100);
+          labels.set(11, -100);
+          Attributes attrs{{"reduction", std::string(reduction)},
+                           {"ignore_index", int64_t(-100)}};
+          std::vector<int64_t> out;
+          if (std::string(reduction) == "none")
+            out = {3, 5};
+          Instruction inst = makeInstruction(
+              "cross_entropy", {&logits, &labels}, {ref(dtype, out)}, attrs);
+          expectSame(inst, {&logits, &labels});
+        }
+}
+
+TEST(CUDAKernels, CrossEntropyEverythingIgnored) {
+  Tensor logits = random(DType::F32, {4, 6});
+  Tensor labels = filled(DType::I64, {4}, {2, 2, 2, 2});
+  Instruction inst =
+      makeInstruction("cross_entropy", {&logits, &labels},
+                      {ref(DType::F32, {})}, {{"ignore_index", int64_t(2)}});
+  expectSame(inst, {&logits, &labels}); // NaN on both
+}
+
+TEST(CUDAKernels, CrossEntropyLabelOutOfRange) {
+  Tensor logits = random(DType::F32, {4, 6});
+  Tensor labels = filled(DType::I32, {4}, {1, 0, 6, 5});
+  Instruction inst = makeInstruction("cross_entropy", {&logits, &labels},
+                                     {ref(DType::F32, {})});
+  std::vector<Tensor> gpu;
+  DeviceError error{};
+  runGPU(inst, {&logits, &labels}, gpu, error);
+  EXPECT_EQ(error.code, DeviceError::IndexOutOfRange);
+  EXPECT_EQ(error.instruction, kInstruction);
+  EXPECT_EQ(error.value, 6);
+  EXPECT_EQ(error.position, 2);
+  EXPECT_EQ(error.bound, 6);
+}
+
+//===----------------------------------------------------------------------===//
+// gather, scatter_add
+//===----------------------------------------------------------------------===//
+
+TEST(CUDAKernels, Gather) {
+  for (DType dtype :
+       {DType::F32, DType::F64, DType::I1, DType::BF16, DType::I64})
+    for (DType indexType : {DType::I32, DType::I64}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + dtypeName(indexType));
+      Tensor x = randomBytes(dtype, {10, 6});
+      Tensor indices =
+          filled(indexType, {3, 4}, {0, 9, -1, -10, 3, 3, 5, 1, 2, 8, -3, 4});
+      expectSame(
+          makeInstruction("gather", {&x, &indices}, {ref(dtype, {3, 4, 6})}),
+          {&x, &indices});
+      Tensor y = randomBytes(dtype, {4, 10, 3});
+      expectSame(makeInstruction("gather", {&y, &indices},
+                                 {ref(dtype, {4, 3, 4, 3})},
+                                 {{"axis", int64_t(1)}}),
+                 {&y, &indices});
+      // The embedding shape: wide rows copied as 16-byte vectors.
+      Tensor table = randomBytes(dtype, {50, 64});
+      expectSame(makeInstruction("gather", {&table, &indices},
+                                 {ref(dtype, {3, 4, 64})}),
+                 {&table, &indices});
+    }
+}
+
+TEST(CUDAKernels, GatherIndexOutOfRange) {
+  Tensor x = random(DType::F32, {10, 6});
+  Tensor indices = filled(DType::I64, {5}, {1, 2, 10, -11, 3});
+  Instruction inst =
+      makeInstruction("gather", {&x, &indices}, {ref(DType::F32, {5, 6})});
+  std::vector<Tensor> gpu;
+  DeviceError error{};
+  runGPU(inst, {&x, &indices}, gpu, error);
+  EXPECT_EQ(error.code, DeviceError::IndexOutOfRange);
+  EXPECT_EQ(error.instruction, kInstruction);
+  // Either bad index may win the race; each must be reported consistently.
+  if (error.position == 2)
+    EXPECT_EQ(error.value, 10);
+  else {
+    EXPECT_EQ(error.position, 3);
+    EXPECT_EQ(error.value, -11);
+  }
+  EXPECT_EQ(error.bound, 10);
+  // The other rows are gathered; the bad ones are zeros.
+  for (int64_t c = 0; c < 6; ++c) {
+    EXPECT_EQ(gpu[0].get(0 * 6 + c), x.get(1 * 6 + c));
+    EXPECT_EQ(gpu[0].get(2 * 6 + c), 0.0);
+    EXPECT_EQ(gpu[0].get(4 * 6 + c), x.get(3 * 6 + c));
+  }
+}
+
+TEST(CUDAKernels, ScatterAdd) {
+  for (DType dtype : {DType::F32, DType::F64})
+    for (DType indexType : {DType::I32, DType::I64}) {
+      Tensor updates = random(dtype, {2, 6, 5});
+      Tensor indices =
+          filled(indexType, {2, 6}, {0, 3, 3, -1, 2, 0, 6, 6, 6, -7, 1, 0});
+      Instruction inst = makeInstruction("scatter_add", {&updates, &indices},
+                                         {ref(dtype, {7, 5})});
+      // Atomic adds: any summation order.
+      expectSame(inst, {&updates, &indices}, 1e-6, 1e-6);
+    }
+  Tensor updates = random(DType::F32, {3, 4});
+  Tensor indices = filled(DType::I64, {3}, {0, 4, 1});
+  Instruction inst = makeInstruction("scatter_add", {&updates, &indices},
+                                     {ref(DType::F32, {4, 4})});
+  std::vector<Tensor> gpu;
+  DeviceError error{};
+  runGPU(inst, {&updates, &indices}, gpu, error);
+  EXPECT_EQ(error.code, DeviceError::IndexOutOfRange);
+  EXPECT_EQ(error.value, 4);
+  EXPECT_EQ(error.position, 1);
+  EXPECT_EQ(error.bound, 4);
+}
+
+//===----------------------------------------------------------------------===//
+// transpose, slice, concat, split, copy
+//===----------------------------------------------------------------------===//
+
+TEST(CUDAKernels, Transpose) {
+  struct Case {
+    std::vector<int64_t> shape, permutation;
+  };
+  const Case cases[] = {
+      {{2, 3, 4}, {2, 0, 1}},       {{2, 3, 4}, {1, 0, 2}}, // rows copied
+      {{64, 33}, {1, 0}},           {{3, 70, 40}, {0, 2, 1}},
+      {{2, 3, 4, 5}, {3, 1, 0, 2}}, {{2, 1, 4}, {1, 0, 2}}, // a copy
+      {{5, 6, 7, 8}, {0, 1, 3, 2}},
+  };
+  for (DType dtype : {DType::F32, DType::F64, DType::I1, DType::BF16})
+    for (const Case &c : cases) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + shapeString(c.shape) +
+                   " " + shapeString(c.permutation));
+      Tensor x = randomBytes(dtype, c.shape);
+      std::vector<int64_t> out;
+      for (int64_t p : c.permutation)
+        out.push_back(c.shape[size_t(p)]);
+      expectSame(makeInstruction("transpose", {&x}, {ref(dtype, out)},
+                                 {{"permutation", c.permutation}}),
+                 {&x});
+    }
+}
+
+TEST(CUDAKernels, Slice) {
+  struct Case {
+    std::vector<int64_t> shape, starts, strides, out;
+  };
+  const Case cases[] = {
+      {{10, 12}, {1, 2}, {2, 3}, {4, 3}},
+      {{10, 12}, {9, 11}, {-1, -2}, {5, 6}},
+      {{8, 64}, {1, 16}, {1, 1}, {4, 32}}, // contiguous rows, widened
+      {{3, 4, 5}, {0, 1, 0}, {1, 1, 1}, {3, 2, 5}},
+      {{5}, {4}, {-1}, {5}},
+      {{6, 4}, {0, 0}, {1, 1}, {0, 4}}, // empty
+  };
+  for (DType dtype : {DType::F32, DType::I1, DType::F64, DType::BF16})
+    for (const Case &c : cases) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + shapeString(c.shape) +
+                   " starts " + shapeString(c.starts));
+      Tensor x = randomBytes(dtype, c.shape);
+      expectSame(
+          makeInstruction("slice", {&x}, {ref(dtype, c.out)},
+                          {{"starts", c.starts}, {"strides", c.strides}}),
+          {&x});
+    }
+}
+
+TEST(CUDAKernels, ConcatSplitCopy) {
+  for (DType dtype : {DType::F32, DType::I1, DType::F64, DType::BF16})
+    for (int64_t axis : {0, 1, -1}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " axis " +
+                   std::to_string(axis));
+      std::vector<int64_t> a = {4, 3, 8}, b = {4, 3, 8}, whole = {4, 3, 8};
+      size_t d = size_t(axis < 0 ? axis + 3 : axis);
+      a[d] = 1;
+      b[d] = 5;
+      whole[d] = 1 + 5 + 4;
+      std::vector<int64_t> c = whole;
+      c[d] = 4;
+      Tensor x = randomBytes(dtype, a), y = randomBytes(dtype, b),
+             z = randomBytes(dtype, c);
+      expectSame(makeInstruction("concat", {&x, &y, &z}, {ref(dtype, whole)},
+                                 {{"axis", axis}}),
+                 {&x, &y, &z});
+      Tensor w = randomBytes(dtype, whole);
+      expectSame(makeInstruction("split", {&w},
+                                 {ref(dtype, a), ref(dtype, b), ref(dtype, c)},
+                                 {{"axis", axis}}),
+                 {&w});
+    }
+  Tensor x = randomBytes(DType::I64, {3, 4});
+  expectSame(makeInstruction("copy", {&x}, {ref(DType::I64, {12})}), {&x});
+}
+
+//===----------------------------------------------------------------------===//
+// dropout
+//===----------------------------------------------------------------------===//
+
+TEST(CUDAKernels, DropoutMatchesTheCPUBitForBit) {
+  for (DType dtype : {DType::F32, DType::F64})
+    for (auto [ratio, seed] : std::vector<std::pair<double, int64_t>>{
+             {0.3, 42}, {0.5, -5}, {0.0, 7}, {0.9, 123456789}}) {
+      SCOPED_TRACE(std::to_string(ratio));
+      Tensor x = random(dtype, {33, 71});
+      Instruction inst = makeInstruction(
+          "dropout", {&x}, {ref(dtype, {33, 71}), ref(DType::I1, {33, 71})},
+          {{"ratio", ratio}, {"seed", seed}});
+      expectSame(inst, {&x}, 0, 0);
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("SKIPPED: no CUDA device\n");
+    return 77;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  Device &d = device();
+  cudaDeviceProp properties;
+  if (cudaSetDevice(0) != cudaSuccess ||
+      cudaGetDeviceProperties(&properties, 0) != cudaSuccess ||
+      cudaStreamCreate(&d.stream) != cudaSuccess ||
+      cublasLtCreate(&d.lt) != CUBLAS_STATUS_SUCCESS ||
+      cudaMalloc(&d.workspace, d.workspaceBytes) != cudaSuccess ||
+      cudaMalloc(&d.error, sizeof(DeviceError)) != cudaSuccess) {
+    std::fprintf(stderr, "setting up the CUDA device failed\n");
+    return 1;
+  }
+  d.computeCapability = properties.major * 10 + properties.minor;
+  int result = RUN_ALL_TESTS();
+  cublasLtDestroy(d.lt);
+  cudaFree(d.workspace);
+  cudaFree(d.error);
+  cudaStreamDestroy(d.stream);
+  return result;
+}
