@@ -43,6 +43,9 @@ struct ModelCompileOptions {
   std::vector<std::vector<int64_t>> positionalInputShapes;
   /// The function of a .mlir module to run (default: its only one).
   std::string functionName;
+  /// f32, or bf16: GEMMs in bf16, the rest f32 (loom-mixed-precision, run
+  /// before the training step is built).
+  std::string precision = "f32";
   /// When enabled, the plan is one training step named `train_step`: the
   /// model's inputs and `labels` (unless the loss is `none`) in, `loss` out;
   /// trained parameters and optimizer state are the plan's state weights.

@@ -47,6 +47,9 @@ options:
                       (with --train: of the last step)
   --dim NAME=SIZE     size of a symbolic ONNX dimension (else read off the inputs)
   --function NAME     the function of a .mlir module to run
+  --precision P       f32 (default) or bf16: matrix products in bf16 (f32
+                      accumulation), everything else f32 (with --train too:
+                      f32 master weights and optimizer)
   --iterations N      run N times and report the mean time
   --warmup N          first run N untimed times (default 0)
   --help              this text
@@ -348,7 +351,7 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     } else if (flag == "--input" || flag == "--output-dir" ||
                flag == "--emit-plan" || flag == "--dim" ||
                flag == "--function" || flag == "--iterations" ||
-               flag == "--warmup") {
+               flag == "--warmup" || flag == "--precision") {
       if (!value(text))
         return flag + " needs a value";
       if (flag == "--input") {
@@ -363,6 +366,10 @@ std::string parseOptions(int argc, char **argv, Options &options) {
         options.emitPlan = text;
       } else if (flag == "--function") {
         options.compile.functionName = text;
+      } else if (flag == "--precision") {
+        if (text != "f32" && text != "bf16")
+          return "--precision expects f32 or bf16, got '" + text + "'";
+        options.compile.precision = text;
       } else if (flag == "--iterations") {
         int64_t count;
         if (!parseInt(text, count) || count < 1 || count > 1000000)
@@ -427,6 +434,13 @@ std::shared_ptr<Plan> loadOrCompile(const Options &options) {
     return nullptr;
   }
   if (looksLikePlan(*bytes)) {
+    if (options.compile.precision != "f32") {
+      fail("--precision " + options.compile.precision +
+           " applies when "
+           "compiling a model; " +
+           options.run.model + " is a plan");
+      return nullptr;
+    }
     StatusOr<Plan> parsed = parsePlan(*bytes, options.run.model);
     if (!parsed) {
       fail(parsed.status().message());

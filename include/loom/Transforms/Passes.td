@@ -67,6 +67,49 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise", "::mlir::func::FuncOp"> 
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomMixedPrecision : Pass<"loom-mixed-precision", "::mlir::func::FuncOp"> {
+  let summary = "Run the f32 matmuls in bf16 (torch.autocast-style)";
+  let description = [{
+    With `precision=bf16`, every f32 `loom.matmul` becomes a cast of both
+    operands to bf16, a bf16 `loom.matmul` (the kernels multiply in f32 and
+    round the result to bf16) and a cast of the result back to f32, so
+    the rest of the function is unchanged. Everything else (reductions,
+    softmax, layer norm, the loss, the optimizer, parameters and optimizer
+    state) stays f32.
+
+    Run it on the forward model before `loom-autodiff`: the gradient of a
+    cast is a cast, so the backward GEMMs come out in bf16 as well and the
+    weight gradients are cast back to f32 before the f32 optimizer. After
+    `loom-fuse-elementwise` the casts join their neighbouring elementwise
+    kernels, so activations that feed GEMMs are stored in bf16. Run
+    `canonicalize` first, so that transposes are folded into the GEMMs
+    before casts separate them.
+
+    Matmuls in other types are left alone: bf16 ones already are, and f64
+    ones (a remark says so), as torch.autocast leaves f64. `precision=f32`
+    changes nothing.
+
+    Input:
+    ```mlir
+    %y = loom.matmul %x, %w transpose_rhs
+        : (tensor<8x32xf32>, tensor<16x32xf32>) -> tensor<8x16xf32>
+    ```
+    Output (`precision=bf16`):
+    ```mlir
+    %0 = loom.cast %x : tensor<8x32xf32> -> tensor<8x32xbf16>
+    %1 = loom.cast %w : tensor<16x32xf32> -> tensor<16x32xbf16>
+    %2 = loom.matmul %0, %1 transpose_rhs
+        : (tensor<8x32xbf16>, tensor<16x32xbf16>) -> tensor<8x16xbf16>
+    %y = loom.cast %2 : tensor<8x16xbf16> -> tensor<8x16xf32>
+    ```
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"bf16\"",
+           "bf16 (GEMMs in bf16) or f32 (no change)">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomAutodiff : Pass<"loom-autodiff", "::mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of a loss function";
   let description = [{

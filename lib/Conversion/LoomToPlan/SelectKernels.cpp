@@ -3,7 +3,9 @@
 // The one place that knows which runtime kernel executes which loom op and
 // how op attributes become kernel attributes; bufferization only moves the
 // result into a plan.kernel. Unsupported element types are rejected here, at
-// the op, rather than when a plan is loaded.
+// the op, rather than when a plan is loaded: the CPU kernels compute in f32
+// and f64, and in bf16 (computing in f32, rounding on store) those that
+// mixed precision needs: matmul, elementwise and data movement.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,8 +46,6 @@ public:
     if (isa<ShardOp>(op))
       return op->emitOpError("is a sharding annotation; partition the "
                              "function before lowering it to a plan");
-    if (failed(checkElementTypes(op)))
-      return failure();
     std::optional<Selection> selection =
         llvm::TypeSwitch<Operation *, std::optional<Selection>>(op)
             .Case([&](FusionOp) { return make("elementwise"); })
@@ -143,20 +143,37 @@ public:
                              "-loom-decompose-collectives first");
     if (!selection)
       return op->emitOpError("has no kernel in the ") << target << " backend";
+    if (failed(checkElementTypes(op, selection->kernel)))
+      return failure();
     return selection;
   }
 
   std::string target = "cpu";
 
 private:
-  /// The CPU backend computes floats in f32 and f64 only.
-  LogicalResult checkElementTypes(Operation *op) {
+  /// Kernels that take bf16 operands (and compute them in f32).
+  static bool takesBF16(StringRef kernel) {
+    return llvm::is_contained({"elementwise", "matmul", "transpose", "slice",
+                               "concat", "split", "gather"},
+                              kernel);
+  }
+
+  /// f16 runs nowhere, bf16 only in the kernels of takesBF16.
+  LogicalResult checkElementTypes(Operation *op, StringRef kernel) {
     auto check = [&](Type type) -> LogicalResult {
       Type element = getElementTypeOrSelf(type);
-      if (element.isF16() || element.isBF16())
+      if (element.isF16())
         return op->emitOpError("computes in ")
                << element << ", which the " << target
-               << " backend does not support (it has f32 and f64 kernels)";
+               << " backend does not support (it has f32 and f64 kernels, "
+                  "and bf16 ones for mixed precision)";
+      if (element.isBF16() && !takesBF16(kernel))
+        return op->emitOpError("computes in ")
+               << element << ", which the " << target << " backend's '"
+               << kernel
+               << "' kernel does not support (bf16 runs in matmul, "
+                  "elementwise and data-movement kernels; compute this op "
+                  "in f32)";
       return success();
     };
     WalkResult result = op->walk([&](Operation *nested) {

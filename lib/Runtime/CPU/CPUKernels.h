@@ -74,6 +74,14 @@ Status expectOperandCounts(const Instruction &instruction, size_t inputs,
 /// Fails unless `dtype` is f32 or f64; `what` names the operand.
 Status expectFloat(DType dtype, const std::string &what);
 
+/// Fails unless `dtype` is f32, f64 or bf16 (kernels that compute bf16 in
+/// f32: matmul); `what` names the operand.
+Status expectFloatOrBF16(DType dtype, const std::string &what);
+
+/// Fails for f16, the one dtype the elementwise kernel cannot compute in
+/// (bf16 values are computed in f32 and rounded, see BFloat16.h).
+Status expectComputable(DType dtype, const std::string &what);
+
 /// Fails when `dtype` cannot be handled at all by the CPU kernels (f16,
 /// bf16); `what` names the operand.
 Status expectSupported(DType dtype, const std::string &what);

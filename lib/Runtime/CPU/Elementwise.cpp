@@ -17,8 +17,14 @@
 // Yielded values are copied to the outputs after the whole block is computed,
 // so an output may share memory with an input of the same shape.
 //
+// bf16 values live in f32 registers: inputs are widened when loaded, every
+// op with a bf16 result computes in f32 and rounds its result to bf16 (so a
+// fused chain gives what its ops give one kernel each), and outputs are
+// narrowed (exactly, the values being bf16 already) when stored.
+//
 //===----------------------------------------------------------------------===//
 
+#include "BFloat16.h"
 #include "CPUKernels.h"
 
 #include <cmath>
@@ -62,8 +68,8 @@ enum class Code : uint8_t {
   Const,
 };
 
-/// Which dtypes an op accepts: Numeric = f32 f64 i32 i64, Float = f32 f64,
-/// Any = every supported dtype including i1.
+/// Which dtypes an op accepts: Numeric = bf16 f32 f64 i32 i64, Float = bf16
+/// f32 f64, Any = every supported dtype including i1.
 enum class Types : uint8_t { Numeric, Float, Any };
 
 struct OpInfo {
@@ -121,7 +127,7 @@ std::string opLabel(size_t index, int result, const std::string &op) {
 bool acceptsType(Types types, DType dtype) {
   switch (types) {
   case Types::Float:
-    return dtype == DType::F32 || dtype == DType::F64;
+    return dtype == DType::BF16 || dtype == DType::F32 || dtype == DType::F64;
   case Types::Numeric:
     return dtype != DType::I1;
   case Types::Any:
@@ -133,9 +139,9 @@ bool acceptsType(Types types, DType dtype) {
 const char *typesName(Types types) {
   switch (types) {
   case Types::Float:
-    return "f32 or f64";
+    return "bf16, f32 or f64";
   case Types::Numeric:
-    return "f32, f64, i32 or i64";
+    return "bf16, f32, f64, i32 or i64";
   case Types::Any:
     return "any dtype";
   }
@@ -152,7 +158,7 @@ Status decodeOp(const ProgramOp &op, size_t index, Program &program) {
       info = &candidate;
   if (!info)
     return Status::error(label + ": unknown op '" + op.op + "'");
-  if (Status s = expectSupported(op.dtype, label); !s)
+  if (Status s = expectComputable(op.dtype, label); !s)
     return s;
   if (int(op.operands.size()) != info->operands)
     return Status::error(label + ": expected " +
@@ -521,10 +527,11 @@ void evalCompare(const Step &s, void *const *v, int64_t n) {
   }
 }
 
-/// Calls f(T{}) with T the C++ type holding `dtype` (never f16/bf16: check
-/// rejected those).
+/// Calls f(T{}) with T the C++ type of a register holding `dtype`: bf16
+/// registers hold f32 (never f16: check rejected it).
 template <typename F> inline void withType(DType dtype, F &&f) {
   switch (dtype) {
+  case DType::BF16:
   case DType::F32:
     return f(float());
   case DType::F64:
@@ -540,22 +547,47 @@ template <typename F> inline void withType(DType dtype, F &&f) {
   }
 }
 
+/// Rounds a register of f32 values to bf16 precision, in place.
+void roundRegister(void *r, int64_t n) {
+  float *x = static_cast<float *>(r);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = roundThroughBF16(x[i]);
+}
+
+void evalCast(const Step &s, const std::vector<DType> &types, void *const *v,
+              int64_t n) {
+  withType(types[s.a], [&](auto from) {
+    using From = decltype(from);
+    const From *in = static_cast<const From *>(v[s.a]);
+    if (s.dtype == DType::BF16) {
+      // Rounded once: f32 (and bf16) directly, the others through f64, which
+      // holds every f64, i32 and i1 value exactly (i64 beyond 2^53 rounds
+      // twice).
+      float *out = static_cast<float *>(v[s.result]);
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_same_v<From, float>)
+          out[i] = roundThroughBF16(in[i]);
+        else
+          out[i] = widenBF16(roundToBF16(double(in[i])));
+      }
+      return;
+    }
+    withType(s.dtype, [&](auto to) {
+      using To = decltype(to);
+      To *out = static_cast<To *>(v[s.result]);
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = convert<To>(in[i]);
+    });
+  });
+}
+
 void evalStep(const Step &s, const std::vector<DType> &types, void *const *v,
               int64_t n) {
   switch (s.code) {
   case Code::Const:
     return; // splatted once per thread
   case Code::Cast:
-    return withType(types[s.a], [&](auto from) {
-      using From = decltype(from);
-      withType(s.dtype, [&](auto to) {
-        using To = decltype(to);
-        const From *in = static_cast<const From *>(v[s.a]);
-        To *out = static_cast<To *>(v[s.result]);
-        for (int64_t i = 0; i < n; ++i)
-          out[i] = convert<To>(in[i]);
-      });
-    });
+    return evalCast(s, types, v, n);
   case Code::Eq:
   case Code::Ne:
   case Code::Lt:
@@ -565,8 +597,10 @@ void evalStep(const Step &s, const std::vector<DType> &types, void *const *v,
     return withType(types[s.a],
                     [&](auto t) { evalCompare<decltype(t)>(s, v, n); });
   default:
-    return withType(s.dtype,
-                    [&](auto t) { evalSameType<decltype(t)>(s, v, n); });
+    withType(s.dtype, [&](auto t) { evalSameType<decltype(t)>(s, v, n); });
+    if (s.dtype == DType::BF16)
+      roundRegister(v[s.result], n);
+    return;
   }
 }
 
@@ -663,6 +697,8 @@ void copyRun(const uint8_t *src, int64_t stride, int64_t count, size_t size,
   switch (size) {
   case 1:
     return loop(uint8_t());
+  case 2:
+    return loop(uint16_t());
   case 4:
     return loop(uint32_t());
   default:
@@ -702,6 +738,8 @@ template <typename T> void splat(void *dst, T value, int64_t count) {
 }
 
 void splatConst(const Step &s, void *dst) {
+  if (s.dtype == DType::BF16)
+    return splat<float>(dst, widenBF16(roundToBF16(s.value)), kBlock);
   withType(s.dtype, [&](auto t) {
     using T = decltype(t);
     splat<T>(dst, convert<T>(s.value), kBlock);
@@ -730,7 +768,7 @@ Status cpu::check_elementwise(const Instruction &instruction) {
   for (size_t i = 0; i < instruction.outputs.size(); ++i) {
     const TensorRef &out = instruction.outputs[i];
     std::string name = "output " + std::to_string(i);
-    if (Status s = expectSupported(out.dtype, name); !s)
+    if (Status s = expectComputable(out.dtype, name); !s)
       return s;
     if (Status s = expectSameShape(first, "output 0", out, name); !s)
       return s;
@@ -738,7 +776,7 @@ Status cpu::check_elementwise(const Instruction &instruction) {
   for (size_t i = 0; i < instruction.inputs.size(); ++i) {
     const TensorRef &in = instruction.inputs[i];
     std::string name = "input " + std::to_string(i);
-    if (Status s = expectSupported(in.dtype, name); !s)
+    if (Status s = expectComputable(in.dtype, name); !s)
       return s;
     bool ok = in.shape.size() <= first.shape.size();
     size_t offset = first.shape.size() - in.shape.size();
@@ -801,10 +839,17 @@ void cpu::run_elementwise(const KernelArgs &args) {
         (reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t(63));
     auto reg = [&](size_t value) { return aligned + value * kRegisterBytes; };
     std::vector<void *> v(values);
-    for (size_t i = 0; i < inputs; ++i)
-      if (space.kinds[i] == InputKind::Scalar)
+    for (size_t i = 0; i < inputs; ++i) {
+      if (space.kinds[i] != InputKind::Scalar)
+        continue;
+      if (instruction.inputs[i].dtype == DType::BF16)
+        splat<float>(v[i] = reg(i),
+                     widenBF16(*static_cast<const BF16 *>(args.inputs[i])),
+                     kBlock);
+      else
         splatScalar(args.inputs[i], dtypeSize(instruction.inputs[i].dtype),
                     v[i] = reg(i));
+    }
     for (const Step &step : program.steps) {
       v[step.result] = reg(step.result);
       if (step.code == Code::Const)
@@ -825,6 +870,7 @@ void cpu::run_elementwise(const KernelArgs &args) {
       for (size_t i = 0; i < inputs; ++i) {
         const uint8_t *base = static_cast<const uint8_t *>(args.inputs[i]);
         size_t size = dtypeSize(instruction.inputs[i].dtype);
+        const bool bf16 = instruction.inputs[i].dtype == DType::BF16;
         switch (space.kinds[i]) {
         case InputKind::Dense:
           v[i] = const_cast<uint8_t *>(base + start * size);
@@ -842,6 +888,13 @@ void cpu::run_elementwise(const KernelArgs &args) {
               row /= space.shape[d];
             }
             v[i] = const_cast<uint8_t *>(base + (rowOffset + offset) * size);
+          } else if (bf16) {
+            // Gathered into the register's upper half, widened into its
+            // lower half (2 * count bytes after 4 * kBlock: no overlap).
+            uint8_t *raw = reg(i) + 4 * kBlock;
+            gatherBlock(space, i, base, size, start, count, raw);
+            widenBF16(reinterpret_cast<const BF16 *>(raw),
+                      reinterpret_cast<float *>(v[i] = reg(i)), count);
           } else {
             v[i] = reg(i);
             gatherBlock(space, i, base, size, start, count, reg(i));
@@ -849,14 +902,24 @@ void cpu::run_elementwise(const KernelArgs &args) {
           break;
         }
         }
+        // bf16 read in place: widen it into its register.
+        if (bf16 && space.kinds[i] != InputKind::Scalar && v[i] != reg(i)) {
+          widenBF16(static_cast<const BF16 *>(v[i]),
+                    reinterpret_cast<float *>(reg(i)), count);
+          v[i] = reg(i);
+        }
       }
       for (const Step &step : program.steps)
         evalStep(step, program.valueTypes, v.data(), count);
       for (size_t o = 0; o < instruction.outputs.size(); ++o) {
         size_t size = dtypeSize(instruction.outputs[o].dtype);
-        // memmove: the output may be the very input it yields.
-        std::memmove(static_cast<uint8_t *>(args.outputs[o]) + start * size,
-                     v[instruction.yields[o]], count * size);
+        uint8_t *out = static_cast<uint8_t *>(args.outputs[o]) + start * size;
+        // bf16 values are registers (inputs were widened), already rounded.
+        if (instruction.outputs[o].dtype == DType::BF16)
+          roundToBF16(static_cast<const float *>(v[instruction.yields[o]]),
+                      reinterpret_cast<BF16 *>(out), count);
+        else // memmove: the output may be the very input it yields.
+          std::memmove(out, v[instruction.yields[o]], count * size);
       }
     }
   }

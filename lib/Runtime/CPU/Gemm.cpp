@@ -16,8 +16,15 @@
 //  - few or large batched GEMMs run one after the other, each threaded by
 //    OpenBLAS.
 //
+// bf16 GEMMs (A, B and C bf16) compute in f32: operands are widened to f32
+// a block at a time, multiplied by the f32 GEMM (so products accumulate in
+// f32) and the result is rounded to nearest even on store. A linear layer
+// widens B once and walks A in blocks of rows; batched GEMMs widen one
+// batch's operands per thread.
+//
 //===----------------------------------------------------------------------===//
 
+#include "BFloat16.h"
 #include "CPUKernels.h"
 
 #include <cstring>
@@ -61,7 +68,7 @@ Status readShape(const Instruction &instruction, MatmulShape &shape) {
 
   const TensorRef &a = instruction.inputs[0], &b = instruction.inputs[1],
                   &c = instruction.outputs[0];
-  if (Status s = expectFloat(a.dtype, "lhs"); !s)
+  if (Status s = expectFloatOrBF16(a.dtype, "lhs"); !s)
     return s;
   if (Status s = expectSameDType(a, "lhs", b, "rhs"); !s)
     return s;
@@ -263,6 +270,74 @@ template <typename T> void runTyped(const KernelArgs &args) {
     one(batch, false);
 }
 
+/// Rows of A (and C) a bf16 linear layer widens at a time: enough for the
+/// f32 GEMM to run at full speed, few enough to stay in cache.
+constexpr int64_t kBF16Rows = 256;
+
+/// One bf16 GEMM: widens op(A) and op(B) into `scratch` (f32, in their
+/// stored layout), multiplies in f32 and rounds into C.
+void gemmBF16(const MatmulShape &s, const BF16 *a, const BF16 *b, BF16 *c,
+              std::vector<float> &scratch, bool parallel) {
+  const int64_t aSize = s.m * s.k, bSize = s.k * s.n, cSize = s.m * s.n;
+  scratch.resize(size_t(aSize + bSize + cSize));
+  float *wideA = scratch.data(), *wideB = wideA + aSize, *wideC = wideB + bSize;
+  widenBF16(a, wideA, aSize);
+  widenBF16(b, wideB, bSize);
+  gemm(s.transA, s.transB, s.m, s.n, s.k, wideA, wideB, wideC, parallel);
+  roundToBF16(wideC, c, cSize);
+}
+
+void runBF16(const KernelArgs &args) {
+  MatmulShape s;
+  (void)readShape(args.instruction, s); // validated when the plan was loaded
+  const BF16 *a = static_cast<const BF16 *>(args.inputs[0]);
+  const BF16 *b = static_cast<const BF16 *>(args.inputs[1]);
+  BF16 *c = static_cast<BF16 *>(args.outputs[0]);
+
+  if (!s.transA && s.batchB == 1 && s.batchA == s.batchC) {
+    // A linear layer: B once, then blocks of the [batch * M, K] rows of A.
+    std::vector<float> wideB(size_t(s.k * s.n));
+    widenBF16(b, wideB.data(), s.k * s.n);
+    const int64_t rows = s.batchC * s.m;
+    std::vector<float> wideA(size_t(std::min(rows, kBF16Rows) * s.k));
+    std::vector<float> wideC(size_t(std::min(rows, kBF16Rows) * s.n));
+    for (int64_t row = 0; row < rows; row += kBF16Rows) {
+      int64_t count = std::min(kBF16Rows, rows - row);
+      widenBF16(a + row * s.k, wideA.data(), count * s.k);
+      gemm(false, s.transB, count, s.n, s.k, wideA.data(), wideB.data(),
+           wideC.data(), true);
+      roundToBF16(wideC.data(), c + row * s.n, count * s.n);
+    }
+    return;
+  }
+
+  const int64_t aSize = s.m * s.k, bSize = s.k * s.n, cSize = s.m * s.n;
+  auto one = [&](int64_t batch, std::vector<float> &scratch, bool parallel) {
+    gemmBF16(s, a + (batch % s.batchA) * aSize, b + (batch % s.batchB) * bSize,
+             c + batch * cSize, scratch, parallel);
+  };
+  int threads = omp_get_max_threads();
+  bool batchParallel = threads > 1 && s.batchC >= threads &&
+                       s.m * s.n * s.k <= kParallelBatchMaxMacs &&
+                       !omp_in_parallel();
+  if (!batchParallel) {
+    std::vector<float> scratch;
+    for (int64_t batch = 0; batch < s.batchC; ++batch)
+      one(batch, scratch, true);
+    return;
+  }
+#ifdef LOOM_HAVE_OPENBLAS
+  SingleThreadedBlas singleThreaded;
+#endif
+#pragma omp parallel
+  {
+    std::vector<float> scratch;
+#pragma omp for schedule(static)
+    for (int64_t batch = 0; batch < s.batchC; ++batch)
+      one(batch, scratch, false);
+  }
+}
+
 } // namespace
 
 Status cpu::check_matmul(const Instruction &instruction) {
@@ -271,8 +346,12 @@ Status cpu::check_matmul(const Instruction &instruction) {
 }
 
 void cpu::run_matmul(const KernelArgs &args) {
-  if (args.instruction.inputs[0].dtype == DType::F32)
-    runTyped<float>(args);
-  else
-    runTyped<double>(args);
+  switch (args.instruction.inputs[0].dtype) {
+  case DType::F32:
+    return runTyped<float>(args);
+  case DType::BF16:
+    return runBF16(args);
+  default:
+    return runTyped<double>(args);
+  }
 }

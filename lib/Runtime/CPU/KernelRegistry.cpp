@@ -100,6 +100,20 @@ Status cpu::expectFloat(DType dtype, const std::string &what) {
                        "; only f32 and f64 are supported");
 }
 
+Status cpu::expectFloatOrBF16(DType dtype, const std::string &what) {
+  if (dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16)
+    return Status::ok();
+  return Status::error(what + " has dtype " + dtypeName(dtype) +
+                       "; only f32, f64 and bf16 are supported");
+}
+
+Status cpu::expectComputable(DType dtype, const std::string &what) {
+  if (dtype == DType::F16)
+    return Status::error(what + " has dtype " + dtypeName(dtype) +
+                         ", which the CPU backend does not support");
+  return Status::ok();
+}
+
 Status cpu::expectSupported(DType dtype, const std::string &what) {
   if (dtype == DType::F16 || dtype == DType::BF16)
     return Status::error(what + " has dtype " + dtypeName(dtype) +

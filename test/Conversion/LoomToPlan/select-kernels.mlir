@@ -58,9 +58,53 @@ func.func @unfused(%x: tensor<4xf32>) -> tensor<4xf32> {
 // -----
 
 func.func @half(%x: tensor<4x4xf16>) -> tensor<4x4xf16> {
-  // expected-error @+1 {{'loom.matmul' op computes in 'f16', which the cpu backend does not support (it has f32 and f64 kernels)}}
+  // expected-error @+1 {{'loom.matmul' op computes in 'f16', which the cpu backend does not support (it has f32 and f64 kernels, and bf16 ones for mixed precision)}}
   %0 = loom.matmul %x, %x : (tensor<4x4xf16>, tensor<4x4xf16>) -> tensor<4x4xf16>
   return %0 : tensor<4x4xf16>
+}
+
+// -----
+
+// bf16 runs in the kernels mixed precision needs: GEMMs, elementwise
+// (casts included) and data movement.
+// CHECK-LABEL: func.func @bf16_kernels
+func.func @bf16_kernels(%x: tensor<8x16xf32>, %w: tensor<32x16xbf16>, %ids: tensor<4xi64>) -> (tensor<16x8xbf16>, tensor<4x16xbf16>, tensor<16x16xbf16>, tensor<8x8xbf16>, tensor<4x16xbf16>, tensor<8x32xbf16>) {
+  // CHECK: loom.fusion{{.*}}plan.kernel = "elementwise"
+  %xl = loom.fusion(%x) : (tensor<8x16xf32>) -> tensor<8x16xbf16> {
+  ^bb0(%a: tensor<8x16xf32>):
+    %1 = loom.cast %a : tensor<8x16xf32> -> tensor<8x16xbf16>
+    loom.yield %1 : tensor<8x16xbf16>
+  }
+  // CHECK: loom.matmul {{.*}}plan.kernel = "matmul"
+  %h = loom.matmul %xl, %w transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  // CHECK: loom.transpose {{.*}}plan.kernel = "transpose"
+  %t = loom.transpose %xl [1, 0] : tensor<8x16xbf16> -> tensor<16x8xbf16>
+  // CHECK: loom.slice {{.*}}plan.kernel = "slice"
+  %s = loom.slice %xl [0:4, 0:16] : tensor<8x16xbf16> -> tensor<4x16xbf16>
+  // CHECK: loom.concat {{.*}}plan.kernel = "concat"
+  %c = loom.concat %xl, %xl axis 0 : (tensor<8x16xbf16>, tensor<8x16xbf16>) -> tensor<16x16xbf16>
+  // CHECK: loom.split {{.*}}plan.kernel = "split"
+  %p:2 = loom.split %xl axis 1 : tensor<8x16xbf16> -> tensor<8x8xbf16>, tensor<8x8xbf16>
+  // CHECK: loom.gather {{.*}}plan.kernel = "gather"
+  %g = loom.gather %xl[%ids] : (tensor<8x16xbf16>, tensor<4xi64>) -> tensor<4x16xbf16>
+  return %t, %s, %c, %p#0, %g, %h : tensor<16x8xbf16>, tensor<4x16xbf16>, tensor<16x16xbf16>, tensor<8x8xbf16>, tensor<4x16xbf16>, tensor<8x32xbf16>
+}
+
+// -----
+
+// Reductions, normalizations and the loss keep f32: compute them in f32.
+func.func @bf16_softmax(%x: tensor<4x4xbf16>) -> tensor<4x4xbf16> {
+  // expected-error @+1 {{'loom.softmax' op computes in 'bf16', which the cpu backend's 'softmax' kernel does not support (bf16 runs in matmul, elementwise and data-movement kernels; compute this op in f32)}}
+  %0 = loom.softmax %x axis 1 : tensor<4x4xbf16>
+  return %0 : tensor<4x4xbf16>
+}
+
+// -----
+
+func.func @bf16_reduce(%x: tensor<4x4xbf16>) -> tensor<4xbf16> {
+  // expected-error @+1 {{'loom.reduce_sum' op computes in 'bf16', which the cpu backend's 'reduce_sum' kernel does not support}}
+  %0 = loom.reduce_sum %x [1] : tensor<4x4xbf16> -> tensor<4xbf16>
+  return %0 : tensor<4xbf16>
 }
 
 // -----

@@ -2,6 +2,7 @@
 """Compares a `loom-run --train` run with the PyTorch reference of train_reference.py.
 
     compare_training.py REF_DIR METRICS.jsonl TRAINED.onnx [--rtol 1e-4]
+        [--weight-rtol X]
 
 REF_DIR/losses.json (PyTorch's per-step losses) is compared with the "loss" of
 every line of METRICS.jsonl (loom-run --metrics, one JSON object per step with
@@ -10,7 +11,8 @@ the initializer NAME of TRAINED.onnx (loom-run --save). The relative error is
 |a - b| / |b| for a loss and max|a - b| / max|b| for a tensor (b: PyTorch).
 Prints one line per loss and per parameter, "ok" or "MISMATCH", then
 "all N losses and M weights within RTOL"; exits 1 on any mismatch, on a
-missing step or parameter, or when the step counts differ.
+missing step or parameter, or when the step counts differ. --weight-rtol
+holds the weights to another tolerance than the losses (default: --rtol).
 """
 import argparse
 import json
@@ -98,7 +100,9 @@ def main():
     parser.add_argument("metrics")
     parser.add_argument("trained")
     parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--weight-rtol", type=float)
     args = parser.parse_args()
+    weight_rtol = args.rtol if args.weight_rtol is None else args.weight_rtol
     with open(os.path.join(args.ref_dir, "losses.json")) as f:
         ref_losses = json.load(f)
     names = sorted(f[:-4] for f in os.listdir(args.ref_dir)
@@ -108,13 +112,16 @@ def main():
     losses, lines = load_metrics(args.metrics)
     ok = compare_losses(ref_losses, losses, lines, args.rtol)
     ok &= compare_weights(args.ref_dir, load_initializers(args.trained), names,
-                          args.rtol)
+                          weight_rtol)
+    tolerance = f"{args.rtol:g}"
+    if weight_rtol != args.rtol:
+        tolerance += f" (weights {weight_rtol:g})"
     if not ok:
         print(f"FAILED: the training run differs from PyTorch's (rtol "
-              f"{args.rtol:g})")
+              f"{tolerance})")
         return 1
     print(f"all {len(ref_losses)} losses and {len(names)} weights within "
-          f"{args.rtol:g}")
+          f"{tolerance}")
     return 0
 
 

@@ -4,7 +4,7 @@
     train_reference.py {gpt,mlp} OUT_DIR --optimizer sgd|adamw [--lr X]
         [--momentum X] [--dampening X] [--nesterov] [--weight-decay X]
         [--betas B1,B2] [--eps X] [--clip-grad-norm X] [--steps N]
-        [--batch-size B] [--samples S] [--grad-accum K]
+        [--batch-size B] [--samples S] [--grad-accum K] [--precision bf16]
 
 Builds the model like export_with_gradients.py (torch.manual_seed(0), the same
 small configurations) and writes
@@ -22,6 +22,8 @@ for N steps: step i uses rows (i*B + j) % S, j in [0, B), and the mean
 F.cross_entropy over the flattened logits; with --grad-accum K the batch is K
 microbatches of B/K rows whose losses are divided by K before backward().
 --clip-grad-norm applies torch.nn.utils.clip_grad_norm_ before each update.
+--precision bf16 trains with Loom's mixed precision (bf16_matmul.py): matrix
+products in bf16, everything else f32.
 Writes
   OUT_DIR/ref/losses.json  per-step losses (before that step's update; with K
                            microbatches, the mean of their losses)
@@ -68,6 +70,9 @@ def parse_args():
                         default="cross_entropy",
                         help="mse: float labels shaped like the output "
                              "(torch.nn.functional.mse_loss)")
+    parser.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                        help="bf16: matrix products as loom-run --precision "
+                             "bf16 computes them (bf16_matmul.py)")
     args = parser.parse_args()
     if args.lr is None:
         if args.optimizer == "sgd":
@@ -204,6 +209,8 @@ def loom_flags(args, input_name):
         flags.append(f"--clip-grad-norm {args.clip_grad_norm:g}")
     if args.grad_accum != 1:
         flags.append(f"--grad-accum {args.grad_accum}")
+    if args.precision != "f32":
+        flags.append(f"--precision {args.precision}")
     flags += [f"--metrics {out}/metrics.jsonl", f"--save {out}/trained.onnx"]
     return " ".join(flags)
 
@@ -224,6 +231,9 @@ def main():
     np.save(os.path.join(args.out_dir, "input.npy"), inputs.numpy())
     np.save(os.path.join(args.out_dir, "labels.npy"), labels.numpy())
 
+    if args.precision == "bf16":  # after the export, which stays f32
+        import bf16_matmul
+        bf16_matmul.use_bf16_matmuls()
     losses = train(model, inputs, labels, args)
     with open(os.path.join(ref_dir, "losses.json"), "w") as f:
         json.dump(losses, f, indent=1)

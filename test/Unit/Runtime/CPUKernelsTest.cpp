@@ -25,7 +25,45 @@ namespace {
 // Test tensors and running kernels
 //===----------------------------------------------------------------------===//
 
-/// A dense tensor whose values the tests handle as doubles.
+//===----------------------------------------------------------------------===//
+// bf16, written here independently of the kernels' bit tricks
+//===----------------------------------------------------------------------===//
+
+double widenBF16(uint16_t bits) {
+  uint32_t wide = uint32_t(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof(value));
+  return value;
+}
+
+/// The bf16 bits' value, with the pattern of infinity read as 2^128 (the
+/// value an overflowing result is compared with).
+double bf16Magnitude(uint16_t bits) {
+  if ((bits & 0x7fff) == 0x7f80)
+    return std::copysign(std::ldexp(1.0, 128), widenBF16(bits));
+  return widenBF16(bits);
+}
+
+/// Round to nearest, ties to even, by comparing the distances to the two
+/// bf16 neighbours of `x` (the one toward zero and the next one out).
+uint16_t referenceBF16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  if (std::isnan(x))
+    return uint16_t(0x7fc0 | ((bits >> 16) & 0x8000));
+  uint16_t low = uint16_t(bits >> 16);
+  if ((bits & 0xffff) == 0 || std::isinf(x))
+    return low;
+  uint16_t high = uint16_t(low + 1);
+  double toLow = std::abs(double(x) - bf16Magnitude(low));
+  double toHigh = std::abs(bf16Magnitude(high) - double(x));
+  if (toLow != toHigh)
+    return toLow < toHigh ? low : high;
+  return (low & 1) ? high : low;
+}
+
+/// A dense tensor whose values the tests handle as doubles (bf16 ones
+/// rounded to nearest even when set).
 struct Tensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
@@ -56,6 +94,8 @@ struct Tensor {
       return double(*reinterpret_cast<const int64_t *>(p));
     case DType::I1:
       return *p;
+    case DType::BF16:
+      return widenBF16(*reinterpret_cast<const uint16_t *>(p));
     default:
       return 0;
     }
@@ -77,6 +117,9 @@ struct Tensor {
       break;
     case DType::I1:
       *p = v != 0;
+      break;
+    case DType::BF16:
+      *reinterpret_cast<uint16_t *>(p) = referenceBF16(float(v));
       break;
     default:
       break;
@@ -365,7 +408,7 @@ TEST(CPUKernelsMatmul, CheckRejects) {
   Tensor ai(DType::I32, {8, 16}), bi(DType::I32, {16, 4}),
       ci(DType::I32, {8, 4});
   EXPECT_REJECTED(makeKernel("matmul", {&ai, &bi}, {ci}),
-                  "lhs has dtype i32; only f32 and f64");
+                  "lhs has dtype i32; only f32, f64 and bf16");
   Tensor b64(DType::F64, {16, 4});
   EXPECT_REJECTED(makeKernel("matmul", {&a, &b64}, {c}), "same dtype");
   EXPECT_REJECTED(
@@ -776,13 +819,16 @@ TEST(CPUKernelsElementwise, CheckRejects) {
 
   Tensor i(DType::I32, {5}), yi(DType::I32, {5});
   EXPECT_REJECTED(makeProgram({&i}, {yi}, {op("sqrt", DType::I32, {0})}, {1}),
-                  "the result has dtype i32, expected f32 or f64");
+                  "the result has dtype i32, expected bf16, f32 or f64");
   Tensor p(DType::I1, {5}), yp(DType::I1, {5});
   EXPECT_REJECTED(
       makeProgram({&p, &p}, {yp}, {op("add", DType::I1, {0, 1})}, {2}),
-      "expected f32, f64, i32 or i64");
-  Tensor h(DType::BF16, {5});
-  EXPECT_REJECTED(makeProgram({&h}, {yp}, {}, {0}), "input 0 has dtype bf16");
+      "expected bf16, f32, f64, i32 or i64");
+  Tensor h(DType::F16, {5});
+  EXPECT_REJECTED(makeProgram({&h}, {yp}, {}, {0}), "input 0 has dtype f16");
+  EXPECT_REJECTED(makeProgram({&a}, {Tensor(DType::F16, {4, 5})},
+                              {op("cast", DType::F16, {0})}, {1}),
+                  "has dtype f16, which the CPU backend does not support");
   Instruction withAttr = program({op("add", DType::F32, {0, 1})}, {2});
   withAttr.attrs["fast"] = int64_t(1);
   EXPECT_REJECTED(withAttr, "unknown attribute 'fast'");
@@ -1216,7 +1262,8 @@ TEST(CPUKernelsDataMovement, Transpose) {
       {{}, {}},
       {{2, 3, 4, 5, 6}, {4, 2, 0, 3, 1}},
   };
-  for (DType dtype : {DType::F32, DType::F64, DType::I1, DType::I32})
+  for (DType dtype :
+       {DType::F32, DType::F64, DType::I1, DType::I32, DType::BF16})
     for (const Case &c : cases) {
       SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + shapeString(c.shape) +
                    " perm " + shapeString(c.permutation));
@@ -1406,6 +1453,281 @@ TEST(CPUKernelsDataMovement, CheckRejects) {
                   "mask has dtype f32; expected i1");
   EXPECT_REJECTED(makeKernel("dropout", {&x}, {x, mask}, {{"ratio", 0.1}}),
                   "missing attribute 'seed'");
+}
+
+//===----------------------------------------------------------------------===//
+// bf16: matmul and elementwise compute in f32 and round to nearest even
+//===----------------------------------------------------------------------===//
+
+uint16_t bitsAt(const Tensor &t, int64_t i) {
+  uint16_t bits;
+  std::memcpy(&bits, t.bytes.data() + 2 * i, sizeof(bits));
+  return bits;
+}
+
+Tensor fromBits(DType dtype, const std::vector<uint32_t> &patterns) {
+  Tensor t(dtype, {int64_t(patterns.size())});
+  for (size_t i = 0; i < patterns.size(); ++i)
+    std::memcpy(t.bytes.data() + i * 4, &patterns[i], 4);
+  return t;
+}
+
+TEST(CPUKernelsBF16, ReferenceRoundingAgreesWithTheKernelEverywhere) {
+  // Every f32 pattern whose high half is one of a spread of exponents, and
+  // all 2^16 low halves below each: ties, overflow, subnormals, NaNs.
+  std::vector<uint32_t> patterns;
+  for (uint32_t high : {0x0000u, 0x0001u, 0x007fu, 0x0080u, 0x3f80u, 0x3f81u,
+                        0x4b7fu, 0x7f7eu, 0x7f7fu, 0x7f80u, 0x7fc0u, 0x8000u,
+                        0x807fu, 0xbf80u, 0xff7fu, 0xff80u, 0xffc1u})
+    for (uint32_t low = 0; low < 0x10000u; low += 7)
+      patterns.push_back(high << 16 | low);
+  for (uint32_t edge : {0x00008000u, 0x00018000u, 0x3f808000u, 0x3f818000u,
+                        0x7f7f7fffu, 0x7f7f8000u, 0x7f800001u, 0xff800001u})
+    patterns.push_back(edge);
+  Tensor x = fromBits(DType::F32, patterns);
+  Tensor y = runOp("cast", {&x}, DType::BF16, x.shape);
+  int failures = 0;
+  for (size_t i = 0; i < patterns.size() && failures < 10; ++i) {
+    float f;
+    std::memcpy(&f, &patterns[i], 4);
+    uint16_t got = bitsAt(y, int64_t(i)), want = referenceBF16(f);
+    bool same = std::isnan(f) ? std::isnan(widenBF16(got)) &&
+                                    (got & 0x8000) == (want & 0x8000)
+                              : got == want;
+    if (!same && ++failures)
+      ADD_FAILURE() << std::hex << "f32 0x" << patterns[i] << ": got 0x" << got
+                    << ", expected 0x" << want;
+  }
+}
+
+TEST(CPUKernelsBF16, RoundingEdgeCases) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<uint32_t> patterns = {
+      0x3f800000, // 1: exact
+      0x3f808000, // 1 + 2^-8: a tie, to the even 1
+      0x3f818000, // 1 + 3 * 2^-8: a tie, to the even 1 + 2^-6
+      0x3f808001, // just above the tie: up
+      0x3f807fff, // just below: down
+      0xbf808001, // negative: away from zero the same way
+      0x7f7f0000, // the largest bf16: exact
+      0x7f7f7fff, // below the overflow threshold: the largest bf16
+      0x7f7f8000, // at it (a tie with an odd largest): infinity
+      0x7f7fffff, // FLT_MAX: infinity
+      0xff7fffff, // -FLT_MAX: -infinity
+      0x7f800000, // infinity stays
+      0xff800000, // -infinity stays
+      0x7f800001, // a NaN whose payload is only in the dropped half
+      0xffc00000, // -NaN
+      0x80000000, // -0 stays -0
+      0x00008000, // a subnormal tie, to the even 0
+      0x00018000, // a subnormal tie, to the even 2 * 2^-133
+  };
+  Tensor x = fromBits(DType::F32, patterns);
+  Tensor y = runOp("cast", {&x}, DType::BF16, x.shape);
+  std::vector<uint16_t> want = {0x3f80, 0x3f80, 0x3f82, 0x3f81, 0x3f80, 0xbf81,
+                                0x7f7f, 0x7f7f, 0x7f80, 0x7f80, 0xff80, 0x7f80,
+                                0xff80, 0,      0,      0x8000, 0x0000, 0x0002};
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    SCOPED_TRACE(i);
+    uint16_t got = bitsAt(y, int64_t(i));
+    if (i == 13 || i == 14) { // NaNs stay NaN (not infinity), sign kept
+      EXPECT_TRUE(std::isnan(widenBF16(got))) << std::hex << got;
+      EXPECT_EQ(got & 0x8000, i == 14 ? 0x8000 : 0);
+    } else {
+      EXPECT_EQ(got, want[i]) << std::hex << got;
+    }
+  }
+  // Back to f32 is exact.
+  Tensor back = runOp("cast", {&y}, DType::F32, y.shape);
+  EXPECT_EQ(back.get(1), 1.0);
+  EXPECT_EQ(back.get(8), inf);
+  EXPECT_TRUE(std::isnan(back.get(13)));
+}
+
+TEST(CPUKernelsBF16, CastsRoundOnce) {
+  // f64 -> bf16 directly: through f32 (to nearest) this would be a tie and
+  // round down to 1.
+  Tensor d = filled(DType::F64, {2}, {1 + std::ldexp(1.0, -8) + 1e-9, -3.0});
+  expectClose(runOp("cast", {&d}, DType::BF16, {2}),
+              {1 + std::ldexp(1.0, -7), -3.0}, 0, 0);
+  // i32 2^24 + 2^16 + 1: f32 ties it to 2^24 + 2^16, a bf16 tie going to
+  // 2^24; once rounded it is above the tie.
+  Tensor i = filled(DType::I32, {2}, {16842753, -7});
+  expectClose(runOp("cast", {&i}, DType::BF16, {2}), {16908288, -7}, 0, 0);
+  // bf16 -> integers truncate, -> i1 tests non-zero, -> f64 is exact.
+  Tensor h = filled(DType::BF16, {4}, {2.75, -2.75, 0, 0.5});
+  expectClose(runOp("cast", {&h}, DType::I32, {4}), {2, -2, 0, 0}, 0, 0);
+  expectClose(runOp("cast", {&h}, DType::I1, {4}), {1, 1, 0, 1}, 0, 0);
+  expectClose(runOp("cast", {&h}, DType::F64, {4}), {2.75, -2.75, 0, 0.5}, 0,
+              0);
+  Tensor b = filled(DType::I1, {2}, {1, 0});
+  expectClose(runOp("cast", {&b}, DType::BF16, {2}), {1, 0}, 0, 0);
+}
+
+/// bf16 rounding of a value computed in f32.
+double roundF32(double v) { return widenBF16(referenceBF16(float(v))); }
+
+TEST(CPUKernelsBF16, ElementwiseComputesInF32AndRoundsEachOp) {
+  // y = (a + bias) * s with a dense, a bias read in place along long rows,
+  // a scalar and a column gathered with strides; every op rounds.
+  Tensor a = random(DType::BF16, {4, 700}), bias = random(DType::BF16, {700});
+  Tensor s = filled(DType::BF16, {}, {1.5});
+  Tensor col = random(DType::BF16, {4, 1});
+  std::vector<Tensor> outputs{Tensor(DType::BF16, {4, 700}),
+                              Tensor(DType::F32, {4, 700}),
+                              Tensor(DType::I1, {4, 700})};
+  Instruction instruction = makeProgram(
+      {&a, &bias, &s, &col}, outputs,
+      {op("add", DType::BF16, {0, 1}),                 // %4
+       op("mul", DType::BF16, {4, 2}),                 // %5
+       op("sub", DType::BF16, {5, 3}),                 // %6
+       op("exp", DType::BF16, {6}),                    // %7
+       op("cast", DType::F32, {7}),                    // %8
+       op("const", DType::BF16, {}, {{"value", 0.1}}), // %9
+       op("compare", DType::I1, {6, 9}, {{"direction", std::string("gt")}}),
+       op("select", DType::BF16, {10, 6, 9})}, // %11
+      {11, 8, 10});
+  ASSERT_EQ(runKernel(instruction, {&a, &bias, &s, &col}, outputs), "");
+  std::vector<double> selected, exps, mask;
+  const double tenth = roundF32(0.1);
+  for (int64_t i = 0; i < a.size(); ++i) {
+    double sum = roundF32(float(a.get(i)) + float(bias.get(i % 700)));
+    double scaled = roundF32(float(sum) * 1.5f);
+    double diff = roundF32(float(scaled) - float(col.get(i / 700)));
+    exps.push_back(roundF32(std::exp(float(diff))));
+    mask.push_back(diff > tenth);
+    selected.push_back(diff > tenth ? diff : tenth);
+  }
+  expectClose(outputs[0], selected, 0, 0);
+  // exp is the kernels' fast f32 exp (within a few 1e-7): at most one
+  // rounding step away.
+  expectClose(outputs[1], exps, std::ldexp(1.0, -7), 0);
+  expectClose(outputs[2], mask, 0, 0);
+}
+
+TEST(CPUKernelsBF16, ElementwiseOutputMayAliasItsInput) {
+  Tensor x = random(DType::BF16, {3000});
+  Tensor original = x;
+  Tensor two = filled(DType::BF16, {}, {2});
+  Instruction instruction =
+      makeKernel("elementwise", {&x, &two}, {Tensor(DType::BF16, {3000})});
+  instruction.program = {op("mul", DType::BF16, {0, 1}),
+                         op("add", DType::BF16, {2, 0})};
+  instruction.yields = {3};
+  const KernelInfo *kernel = lookupCPUKernel("elementwise");
+  ASSERT_TRUE(kernel->check(instruction).isOk());
+  const void *in[] = {x.bytes.data(), two.bytes.data()};
+  void *out[] = {x.bytes.data()};
+  kernel->run(KernelArgs{instruction, in, out});
+  std::vector<double> expected;
+  for (int64_t i = 0; i < x.size(); ++i)
+    expected.push_back(roundF32(3 * float(original.get(i))));
+  expectClose(x, expected, 0, 0);
+}
+
+/// A bf16 matmul equals the f32 matmul of the same (bf16) inputs, rounded:
+/// bf16 products are exact in f32, so only the f32 summation order, which
+/// may differ between the kernels' blockings, can move a result across a
+/// rounding boundary, by one bf16 step at most.
+void testMatmulBF16(std::vector<int64_t> aShape, std::vector<int64_t> bShape,
+                    std::vector<int64_t> cShape, bool transA, bool transB) {
+  SCOPED_TRACE(shapeString(aShape) + " x " + shapeString(bShape) + " transA=" +
+               std::to_string(transA) + " transB=" + std::to_string(transB));
+  Tensor a = random(DType::BF16, aShape), b = random(DType::BF16, bShape);
+  Tensor a32(DType::F32, aShape), b32(DType::F32, bShape);
+  for (int64_t i = 0; i < a.size(); ++i)
+    a32.set(i, a.get(i));
+  for (int64_t i = 0; i < b.size(); ++i)
+    b32.set(i, b.get(i));
+  Attributes attrs{{"transpose_lhs", int64_t(transA)},
+                   {"transpose_rhs", int64_t(transB)}};
+  Tensor c = run1("matmul", {&a, &b}, DType::BF16, cShape, attrs);
+  Tensor c32 = run1("matmul", {&a32, &b32}, DType::F32, cShape, attrs);
+  std::vector<double> exact = referenceMatmul(a, b, cShape, transA, transB);
+  int64_t equal = 0, failures = 0;
+  for (int64_t i = 0; i < c.size() && failures < 10; ++i) {
+    double got = c.get(i), rounded = roundF32(c32.get(i));
+    equal += got == rounded;
+    // One bf16 step (2^-7 relative) around the exactly rounded result.
+    double step = std::ldexp(std::abs(exact[size_t(i)]), -7) + 1e-30;
+    if (std::abs(got - roundF32(exact[size_t(i)])) > step && ++failures)
+      ADD_FAILURE() << "element " << i << ": got " << got << ", exact "
+                    << exact[size_t(i)];
+  }
+  EXPECT_GE(equal, c.size() * 99 / 100) << "of " << c.size();
+}
+
+TEST(CPUKernelsBF16, Matmul) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      testMatmulBF16(
+          ta ? std::vector<int64_t>{7, 5} : std::vector<int64_t>{5, 7},
+          tb ? std::vector<int64_t>{3, 7} : std::vector<int64_t>{7, 3}, {5, 3},
+          ta, tb);
+  // A linear layer of 600 rows: B widened once, A in blocks of rows.
+  testMatmulBF16({3, 200, 40}, {24, 40}, {3, 200, 24}, false, true);
+  // Attention-shaped batches (in parallel), shared operands, transposed A.
+  testMatmulBF16({2, 12, 33, 16}, {2, 12, 33, 16}, {2, 12, 33, 33}, false,
+                 true);
+  testMatmulBF16({6, 5}, {3, 5, 7}, {3, 6, 7}, false, false);
+  testMatmulBF16({3, 5, 4}, {5, 6}, {3, 4, 6}, true, false);
+  // K = 0: zeros.
+  Tensor a(DType::BF16, {3, 0}), b(DType::BF16, {0, 2});
+  expectClose(run1("matmul", {&a, &b}, DType::BF16, {3, 2}),
+              std::vector<double>(6, 0.0), 0, 0);
+}
+
+TEST(CPUKernelsBF16, MatmulRoundsToNearestEven) {
+  // [1, 2^-8] . [1, 1] = 1 + 2^-8, a tie: the even 1. [1, 3 * 2^-8] . [1, 1]
+  // ties to the even 1 + 2^-6. Large products overflow to infinity.
+  Tensor a =
+      filled(DType::BF16, {3, 2},
+             {1, std::ldexp(1.0, -8), 1, 3 * std::ldexp(1.0, -8), 3e38, 3e38});
+  Tensor b = filled(DType::BF16, {2, 1}, {1, 1});
+  expectClose(
+      run1("matmul", {&a, &b}, DType::BF16, {3, 1}),
+      {1, 1 + std::ldexp(1.0, -6), std::numeric_limits<double>::infinity()}, 0,
+      0);
+}
+
+TEST(CPUKernelsBF16, DataMovementMovesTheBits) {
+  Tensor x = random(DType::BF16, {4, 6});
+  Tensor c =
+      run1("concat", {&x, &x}, DType::BF16, {8, 6}, {{"axis", int64_t(0)}});
+  std::vector<double> twice = values(x);
+  twice.insert(twice.end(), twice.begin(), twice.end());
+  expectClose(c, twice, 0, 0);
+  Tensor s = run1("slice", {&x}, DType::BF16, {2, 3},
+                  {{"starts", std::vector<int64_t>{1, 0}},
+                   {"strides", std::vector<int64_t>{2, 2}}});
+  expectClose(s,
+              {x.get(6), x.get(8), x.get(10), x.get(18), x.get(20), x.get(22)},
+              0, 0);
+  expectClose(run1("copy", {&x}, DType::BF16, {24}), values(x), 0, 0);
+  Tensor ids = filled(DType::I64, {2}, {3, 0});
+  Tensor g =
+      run1("gather", {&x, &ids}, DType::BF16, {2, 6}, {{"axis", int64_t(0)}});
+  std::vector<double> rows;
+  for (int64_t row : {3, 0})
+    for (int64_t j = 0; j < 6; ++j)
+      rows.push_back(x.get(row * 6 + j));
+  expectClose(g, rows, 0, 0);
+}
+
+TEST(CPUKernelsBF16, CheckRejects) {
+  Tensor a(DType::BF16, {8, 16}), b(DType::F32, {16, 4}),
+      c(DType::BF16, {8, 4});
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b}, {c}), "same dtype");
+  Tensor h(DType::F16, {8, 16}), hb(DType::F16, {16, 4}),
+      hc(DType::F16, {8, 4});
+  EXPECT_REJECTED(makeKernel("matmul", {&h, &hb}, {hc}),
+                  "lhs has dtype f16; only f32, f64 and bf16");
+  // Kernels without a bf16 path keep rejecting it.
+  EXPECT_REJECTED(makeKernel("softmax", {&a}, {a}, {{"axis", int64_t(1)}}),
+                  "has dtype bf16");
+  EXPECT_REJECTED(makeKernel("reduce_sum", {&a}, {Tensor(DType::BF16, {8})},
+                             {{"axes", std::vector<int64_t>{1}}}),
+                  "has dtype bf16");
 }
 
 } // namespace

@@ -58,6 +58,15 @@ std::string describeLocation(Location loc, const std::string &path,
   return path;
 }
 
+/// Adds loom-mixed-precision unless the model stays f32.
+void addMixedPrecision(PassManager &pm, const std::string &precision) {
+  if (precision == "f32")
+    return;
+  mlir::loom::LoomMixedPrecisionOptions mixed;
+  mixed.precision = precision;
+  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomMixedPrecision(mixed));
+}
+
 /// Freezes the parameters --freeze matches, then adds the loss, its
 /// gradients and the optimizer step; keeps only the step.
 LogicalResult buildTrainingStep(ModuleOp module,
@@ -93,6 +102,9 @@ LogicalResult buildTrainingStep(ModuleOp module,
   // Simplify first (e.g. fold Linear layers' weight transposes into their
   // GEMMs) so that the backward pass is built from the simpler graph.
   pm.addPass(createCanonicalizerPass());
+  // Mixed precision rewrites the forward model only; autodiff then derives
+  // bf16 backward GEMMs from it.
+  addMixedPrecision(pm, options.precision);
   mlir::loom::LoomAttachLossOptions loss;
   loss.function = model;
   loss.kind = train.loss;
@@ -229,6 +241,14 @@ auto ::loom::compileModel(const std::string &path,
     if (failed(buildTrainingStep(*module, options, path, errors)))
       return failure("cannot build the training step");
     functionName = "train_step";
+  } else if (options.precision != "f32") {
+    // Canonicalized first, as for training, so that transposes fold into
+    // the GEMMs before casts stand between them.
+    PassManager pm(&context);
+    pm.addPass(createCanonicalizerPass());
+    addMixedPrecision(pm, options.precision);
+    if (failed(pm.run(*module)))
+      return failure("cannot apply --precision " + options.precision);
   }
   FailureOr<rt::Plan> plan =
       mlir::loom::lowerToRuntimePlan(*module, functionName);

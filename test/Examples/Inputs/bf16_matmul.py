@@ -1,0 +1,55 @@
+"""PyTorch's side of `loom-run --precision bf16`: matrix products as Loom computes them.
+
+Loom's loom-mixed-precision pass turns every f32 matmul into
+cast(A)->bf16, cast(B)->bf16, a bf16 GEMM (f32 products and sums, the
+result rounded to bf16) and a cast back to f32; autodiff then makes the
+backward GEMMs from the bf16 values, so they read the gradient rounded to
+bf16 and round their results too. BF16Matmul does exactly that with f32
+tensors holding bf16-rounded values (torch rounds to nearest even, as Loom
+does). Everything else stays f32.
+
+use_bf16_matmuls() routes F.linear and the `@` operator (the only GEMMs of
+the example models) through it, like torch.autocast would route them.
+"""
+import torch
+import torch.nn.functional as F
+
+
+def bf16(x):
+    """x rounded to bf16 (to nearest even), kept as f32."""
+    return x.to(torch.bfloat16).to(torch.float32)
+
+
+def _flat_rows(x):
+    return x.reshape(-1, x.shape[-1])
+
+
+class BF16Matmul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        a, b = bf16(a), bf16(b)
+        ctx.save_for_backward(a, b)
+        return bf16(torch.matmul(a, b))
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        g = bf16(grad)
+        da = bf16(torch.matmul(g, b.transpose(-1, -2)))
+        if b.dim() == 2 and a.dim() > 2:
+            # A weight shared by every batch: Loom makes one GEMM over all
+            # rows (one rounding), not a product per batch and a sum.
+            db = bf16(_flat_rows(a).t() @ _flat_rows(g))
+        else:
+            db = bf16(torch.matmul(a.transpose(-1, -2), g))
+        return da, db
+
+
+def linear(x, weight, bias=None):
+    y = BF16Matmul.apply(x, weight.t())
+    return y if bias is None else y + bias
+
+
+def use_bf16_matmuls():
+    F.linear = linear
+    torch.Tensor.__matmul__ = lambda a, b: BF16Matmul.apply(a, b)
