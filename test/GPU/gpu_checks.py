@@ -69,6 +69,16 @@ TRAINING = [
     ("mlp-sgd", "mlp",
      ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"], [], 20,
      1e-3),
+    # Mixed precision against PyTorch doing the same bf16 rounding
+    # (bf16_matmul.py). A product that lands on the other side of a bf16
+    # rounding step compounds over the steps (test/Examples/train-bf16.test
+    # keeps the GPT run to 3 steps on the CPU for that reason).
+    ("mlp-bf16-adamw", "mlp",
+     ["--optimizer", "adamw", "--lr", "1e-2", "--weight-decay", "0.01",
+      "--precision", "bf16"], [], 20, 1e-3),
+    ("gpt-bf16-sgd", "gpt",
+     ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9",
+      "--precision", "bf16"], [], 5, 1e-3),
 ]
 
 

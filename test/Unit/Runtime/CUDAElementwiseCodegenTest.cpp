@@ -139,11 +139,12 @@ void expectCompiles(const Instruction &instruction, int cc = 90) {
   Status status = compileElementwise(source, cc, image);
   EXPECT_TRUE(status.isOk()) << status.message() << "\n--- source ---\n"
                              << source;
-  if (status)
+  if (status) {
     EXPECT_GT(image.size(), 0u);
+  }
 }
 
-/// The CPU check's verdict (bf16 is not accepted there yet).
+/// The CPU check's verdict.
 std::string cpuCheck(const Instruction &instruction) {
   Status status = lookupCPUKernel("elementwise")->check(instruction);
   return status.isOk() ? "" : status.message();

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""One bf16 training step of a GPT-2-small-shaped model: Loom vs PyTorch eager.
+
+    bench.py make KIT_DIR --loom-run BIN [--python PY] [model options]
+    bench.py run KIT_DIR --loom-run BIN [--device cuda|cpu] [--steps 20]
+        [--warmup 3] [--no-torch] [--peak-tflops 989]
+
+`make` (on a machine with the full build and PyTorch) exports the model with
+zeroed parameters (export_gpt2.py), compiles its AdamW training step with
+`loom-run --train --precision bf16 --steps 0 --emit-plan`, and gzips the
+plan into KIT_DIR (~9 MB for GPT-2 small: zeros compress), with
+KIT_DIR/config.json. KIT_DIR then travels to the GPU machine.
+
+`run` (on the GPU machine, runtime-only build) unpacks the plan, gives it
+GPT-2's initialization (fill_weights.py), makes a random token data set,
+trains STEPS steps with `loom-run PLAN --train --device cuda --metrics`, and
+runs the same model (examples/gpt/export_gpt.GPT), batch, sequence length
+and optimizer in PyTorch eager (torch.autocast bf16, torch.optim.AdamW with
+its default implementation) in the same process tree on the same GPU. It
+prints, side by side: the median step time over the steps after WARMUP,
+tokens/s, the ratio Loom / PyTorch (> 1: Loom faster), and each side's
+model FLOP utilization: training FLOPs per token = 3 x the forward's GEMM
+FLOPs (L (24 d^2 + 4 T d) + 2 d V: projections, MLP, attention scores and
+values over the full T x T square as both sides compute it, LM head) over
+PEAK TFLOP/s (the H200's dense bf16 datasheet figure by default; the
+achieved rate of one large bf16 matmul in PyTorch is printed as a
+ceiling). The first losses of both are printed as a sanity check (both
+start near ln(vocab)).
+"""
+import argparse
+import gzip
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+
+
+def sh(command, **kwargs):
+    print("+ " + " ".join(command), flush=True)
+    subprocess.run(command, check=True, **kwargs)
+
+
+def make(args):
+    kit = os.path.abspath(args.kit_dir)
+    os.makedirs(kit, exist_ok=True)
+    work = os.path.join(kit, "work")
+    os.makedirs(work, exist_ok=True)
+    onnx_path = os.path.join(work, "model.onnx")
+    sh([args.python, os.path.join(HERE, "export_gpt2.py"), onnx_path,
+        "--batch", str(args.batch), "--seq", str(args.seq), "--layers",
+        str(args.layers), "--heads", str(args.heads), "--embd",
+        str(args.embd), "--vocab", str(args.vocab)])
+    shape = np.zeros((args.batch, args.seq), np.int64)
+    np.save(os.path.join(work, "idx.npy"), shape)
+    np.save(os.path.join(work, "labels.npy"), shape)
+    plan = os.path.join(work, "model.plan")
+    sh([args.loom_run, onnx_path, "--train", "--precision", "bf16",
+        "--input", "idx=" + os.path.join(work, "idx.npy"), "--labels",
+        os.path.join(work, "labels.npy"), "--batch-size", str(args.batch),
+        "--optimizer", "adamw", "--lr", str(args.lr), "--steps", "0",
+        "--emit-plan", plan])
+    with open(plan, "rb") as source, gzip.open(
+            os.path.join(kit, "model.plan.gz"), "wb", compresslevel=1) as out:
+        shutil.copyfileobj(source, out, 1 << 24)
+    config = {k: getattr(args, k) for k in
+              ("batch", "seq", "layers", "heads", "embd", "vocab", "lr")}
+    with open(os.path.join(kit, "config.json"), "w") as f:
+        json.dump(config, f, indent=1)
+    shutil.rmtree(work)
+    print("kit in %s: %.1f MB" % (kit, os.path.getsize(
+        os.path.join(kit, "model.plan.gz")) / 1e6))
+
+
+def training_flops_per_token(c):
+    d, layers, t, v = c["embd"], c["layers"], c["seq"], c["vocab"]
+    forward = layers * (24 * d * d + 4 * t * d) + 2 * d * v
+    return 3 * forward
+
+
+def median_step_ms(path, warmup):
+    with open(path) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    timed = [r["step_ms"] for r in records[warmup:]] or [
+        r["step_ms"] for r in records]
+    return statistics.median(timed), [r["loss"] for r in records]
+
+
+def torch_steps(c, device, steps, metrics):
+    """PyTorch eager: the same model, batch, optimizer; loom-run's metrics
+    format."""
+    import torch
+    import torch.nn.functional as F
+    sys.path.insert(0, os.path.join(ROOT, "examples", "gpt"))
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    from export_gpt import GPT
+    torch.manual_seed(0)
+    model = GPT(vocab=c["vocab"], block_size=c["seq"], n_layer=c["layers"],
+                n_head=c["heads"], n_embd=c["embd"]).to(device)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=c["lr"])
+    generator = torch.Generator().manual_seed(1)
+    idx = torch.randint(0, c["vocab"], (c["batch"], c["seq"]),
+                        generator=generator).to(device)
+    labels = torch.randint(0, c["vocab"], (c["batch"], c["seq"]),
+                           generator=generator).to(device)
+    dtype = torch.bfloat16
+    with open(metrics, "w") as out:
+        for step in range(steps):
+            if device == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            with torch.autocast(device_type=device, dtype=dtype):
+                logits = model(idx)
+                loss = F.cross_entropy(logits.float().view(-1, c["vocab"]),
+                                       labels.view(-1))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            value = loss.item()  # synchronizes, as loom-run reads its loss
+            ms = (time.perf_counter() - start) * 1e3
+            out.write(json.dumps({"step": step, "loss": value,
+                                  "step_ms": ms}) + "\n")
+
+
+def matmul_ceiling_tflops(device):
+    import torch
+    if device != "cuda":
+        return None
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(10):
+        a @ b
+    torch.cuda.synchronize()
+    return 2 * 8192 ** 3 * 10 / (time.perf_counter() - start) / 1e12
+
+
+def run(args):
+    kit = os.path.abspath(args.kit_dir)
+    with open(os.path.join(kit, "config.json")) as f:
+        c = json.load(f)
+    work = os.path.join(kit, "run")
+    os.makedirs(work, exist_ok=True)
+    plan = os.path.join(work, "model.plan")
+    with gzip.open(os.path.join(kit, "model.plan.gz"), "rb") as source, open(
+            plan, "wb") as out:
+        shutil.copyfileobj(source, out, 1 << 24)
+    sh([sys.executable, os.path.join(HERE, "fill_weights.py"), plan])
+    rng = np.random.default_rng(1)
+    samples = c["batch"] * 4
+    np.save(os.path.join(work, "idx.npy"),
+            rng.integers(0, c["vocab"], (samples, c["seq"]), dtype=np.int64))
+    np.save(os.path.join(work, "labels.npy"),
+            rng.integers(0, c["vocab"], (samples, c["seq"]), dtype=np.int64))
+    loom_metrics = os.path.join(work, "loom.jsonl")
+    started = time.perf_counter()
+    sh([args.loom_run, plan, "--train", "--device", args.device,
+        "--input", "idx=" + os.path.join(work, "idx.npy"), "--labels",
+        os.path.join(work, "labels.npy"), "--batch-size", str(c["batch"]),
+        "--steps", str(args.steps), "--metrics", loom_metrics])
+    loom_wall = time.perf_counter() - started
+    loom_ms, loom_losses = median_step_ms(loom_metrics, args.warmup)
+    tokens = c["batch"] * c["seq"]
+    flops = training_flops_per_token(c) * tokens
+    rows = [("Loom (loom-run --device %s)" % args.device, loom_ms,
+             loom_losses)]
+    ceiling = None
+    if not args.no_torch:
+        torch_metrics = os.path.join(work, "torch.jsonl")
+        torch_steps(c, args.device, args.steps, torch_metrics)
+        torch_ms, torch_losses = median_step_ms(torch_metrics, args.warmup)
+        rows.append(("PyTorch eager (autocast bf16)", torch_ms, torch_losses))
+        ceiling = matmul_ceiling_tflops(args.device)
+    print()
+    print("GPT: %d layers, d=%d, %d heads, seq %d, vocab %d, batch %d; "
+          "bf16 GEMMs, fp32 master weights, AdamW; %d steps, median of the "
+          "last %d" % (c["layers"], c["embd"], c["heads"], c["seq"],
+                       c["vocab"], c["batch"], args.steps,
+                       max(1, args.steps - args.warmup)))
+    print("training FLOPs per step: %.3g (%.3g per token)" %
+          (flops, training_flops_per_token(c)))
+    print("%-32s %10s %12s %8s %10s" % ("", "step ms", "tokens/s", "MFU",
+                                        "loss[0]"))
+    for name, ms, losses in rows:
+        achieved = flops / (ms * 1e-3) / 1e12
+        print("%-32s %10.2f %12.0f %7.1f%% %10.4f" %
+              (name, ms, tokens / (ms * 1e-3),
+               100 * achieved / args.peak_tflops, losses[0]))
+    if len(rows) == 2:
+        print("Loom / PyTorch throughput: %.2f (> 1: Loom faster)" %
+              (rows[1][1] / rows[0][1]))
+    print("MFU against %.0f TFLOP/s (dense bf16 peak)%s" %
+          (args.peak_tflops, "" if ceiling is None else
+           "; one 8192^3 bf16 matmul in PyTorch reaches %.0f TFLOP/s here" %
+           ceiling))
+    print("loom-run wall time (load, compile elementwise kernels, %d steps):"
+          " %.1f s" % (args.steps, loom_wall))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["make", "run"])
+    parser.add_argument("kit_dir")
+    parser.add_argument("--loom-run", required=True)
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=1024)
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--embd", type=int, default=768)
+    parser.add_argument("--vocab", type=int, default=50257)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--no-torch", action="store_true")
+    parser.add_argument("--peak-tflops", type=float, default=989.0)
+    args = parser.parse_args()
+    if args.command == "make":
+        make(args)
+    else:
+        run(args)
+
+
+if __name__ == "__main__":
+    main()

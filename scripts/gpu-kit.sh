@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Prepares what a GPU session needs in .gpu-kit/ (ignored by git; carried to
+# the GPU machine with the device tool's `carry`), on this machine, which has
+# the full build and PyTorch:
+#   .gpu-kit/cases/       the end-to-end cases (test/GPU/gpu_checks.py make)
+#   .gpu-kit/gpt2/        the GPT-2-small benchmark plan (benchmarks/gpt2-cuda)
+#   .gpu-kit/googletest/  GoogleTest's source, for the unit tests there
+# Then, on the GPU machine: scripts/gpu-session.sh (see
+# docs/design/cuda-backend.md).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${BUILD_DIR:-$root/build}"
+kit="$root/.gpu-kit"
+python=/usr/bin/python3
+rm -rf "$kit" && mkdir -p "$kit"
+"$python" "$root/test/GPU/gpu_checks.py" make "$kit/cases" \
+  --loom-run "$build/bin/loom-run" --python "$python"
+"$python" "$root/benchmarks/gpt2-cuda/bench.py" make "$kit/gpt2" \
+  --loom-run "$build/bin/loom-run" --python "$python"
+cp -r /usr/src/googletest "$kit/googletest"
+du -sh "$kit"

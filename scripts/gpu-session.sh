@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Everything a GPU session checks, on the GPU machine (nvcc, CMake, ninja, no
+# MLIR), from the repository root with .gpu-kit/ (scripts/gpu-kit.sh) beside
+# it:
+#   1. the runtime-only build with the CUDA backend (GoogleTest built from
+#      .gpu-kit/googletest when the machine has none);
+#   2. ctest -L gpu: the CUDA kernels against the CPU kernels, the NCCL
+#      engine (cuda-kernels, nccl-*);
+#   3. the end-to-end cases: plans compiled elsewhere, run with
+#      --device cuda against the CPU backend and PyTorch (gpu_checks.py);
+#   4. the GPT-2-small bf16 training benchmark against PyTorch eager.
+# Logs go to $OUT (the device tool's output folder) when it is set.
+#   scripts/gpu-session.sh [tests|bench|all]   (default all)
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+what="${1:-all}"
+out="${OUT:-$root/.gpu-kit/out}"
+mkdir -p "$out"
+build="$root/build-gpu"
+kit="$root/.gpu-kit"
+jobs="$(nproc)"
+status=0
+
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm \
+  --format=csv 2>&1 | tee "$out/gpu.txt"
+
+gtest_args=()
+if [[ -d $kit/googletest ]]; then
+  cmake -G Ninja -S "$kit/googletest" -B /tmp/gtest-build \
+    -DCMAKE_INSTALL_PREFIX=/tmp/gtest -DBUILD_GMOCK=OFF >/dev/null &&
+    cmake --build /tmp/gtest-build -j "$jobs" >/dev/null &&
+    cmake --install /tmp/gtest-build >/dev/null &&
+    gtest_args=(-DGTest_ROOT=/tmp/gtest)
+fi
+cmake -G Ninja -S "$root" -B "$build" -DLOOM_RUNTIME_ONLY=ON \
+  -DCMAKE_BUILD_TYPE=Release "${gtest_args[@]}" 2>&1 | tail -n 5
+if ! ninja -C "$build" -j "$jobs" 2>&1 | tee "$out/build.log" | tail -n 3; then
+  echo "gpu-session: the runtime-only build failed (see build.log)"
+  exit 1
+fi
+"$build/bin/loom-run" --list-devices | tee -a "$out/gpu.txt"
+
+if [[ $what == all || $what == tests ]]; then
+  (cd "$build" && ctest -L gpu --output-on-failure 2>&1) |
+    tee "$out/ctest-gpu.log" | tail -n 25 || status=1
+  grep -q "tests passed, 0 tests failed" "$out/ctest-gpu.log" || status=1
+  python3 "$root/test/GPU/gpu_checks.py" check "$kit/cases" \
+    --loom-run "$build/bin/loom-run" 2>&1 | tee "$out/e2e.log" || status=1
+fi
+if [[ $what == all || $what == bench ]]; then
+  PYTHONUNBUFFERED=1 python3 "$root/benchmarks/gpt2-cuda/bench.py" run \
+    "$kit/gpt2" --loom-run "$build/bin/loom-run" 2>&1 |
+    tee "$out/bench.log" | tail -n 12 || status=1
+fi
+exit $status
