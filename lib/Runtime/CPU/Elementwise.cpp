@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../ElementwiseSpace.h"
 #include "BFloat16.h"
 #include "CPUKernels.h"
 
@@ -612,59 +613,8 @@ void evalStep(const Step &s, const std::vector<DType> &types, void *const *v,
 /// in L1/L2 while the per-op dispatch is amortized over many elements.
 constexpr int64_t kBlock = 512;
 
-enum class InputKind : uint8_t { Dense, Scalar, Strided };
-
-/// The iteration space after dropping size-1 dims and merging dims that every
-/// input walks contiguously, with each input's strides (0 along broadcast
-/// dims) in that space.
-struct Space {
-  std::vector<int64_t> shape;
-  std::vector<std::vector<int64_t>> strides; // per input
-  std::vector<InputKind> kinds;
-  int64_t total = 1;
-  int64_t inner = 1; // innermost dim (1 for a scalar space)
-};
-
-Space buildSpace(const Instruction &instruction) {
-  Space space;
-  const std::vector<int64_t> &out = instruction.outputs[0].shape;
-  size_t rank = out.size(), inputs = instruction.inputs.size();
-  space.total = numElements(out);
-  // Per input, strides aligned to the output dims.
-  std::vector<std::vector<int64_t>> full(inputs, std::vector<int64_t>(rank, 0));
-  for (size_t i = 0; i < inputs; ++i) {
-    const std::vector<int64_t> &shape = instruction.inputs[i].shape;
-    std::vector<int64_t> own = contiguousStrides(shape);
-    size_t offset = rank - shape.size();
-    for (size_t d = 0; d < shape.size(); ++d)
-      full[i][offset + d] = shape[d] == 1 ? 0 : own[d];
-  }
-  space.strides.assign(inputs, {});
-  for (size_t d = 0; d < rank; ++d) {
-    if (out[d] == 1)
-      continue;
-    bool merge = !space.shape.empty();
-    for (size_t i = 0; merge && i < inputs; ++i)
-      merge = space.strides[i].back() == full[i][d] * out[d];
-    if (merge) {
-      space.shape.back() *= out[d];
-      for (size_t i = 0; i < inputs; ++i)
-        space.strides[i].back() = full[i][d];
-      continue;
-    }
-    space.shape.push_back(out[d]);
-    for (size_t i = 0; i < inputs; ++i)
-      space.strides[i].push_back(full[i][d]);
-  }
-  space.inner = space.shape.empty() ? 1 : space.shape.back();
-  for (size_t i = 0; i < inputs; ++i) {
-    int64_t elements = instruction.inputs[i].elements();
-    space.kinds.push_back(elements == space.total ? InputKind::Dense
-                          : elements == 1         ? InputKind::Scalar
-                                                  : InputKind::Strided);
-  }
-  return space;
-}
+using Space = ElementwiseSpace;
+using InputKind = ElementwiseSpace::InputKind;
 
 /// Offset in input `i` of the space position whose multi-index is `index`.
 int64_t inputOffset(const Space &space, size_t i,
@@ -719,7 +669,7 @@ void gatherBlock(const Space &space, size_t i, const uint8_t *base, size_t size,
   }
   const int64_t innerStride = space.strides[i][rank - 1];
   while (count > 0) {
-    int64_t run = std::min(count, space.inner - index[rank - 1]);
+    int64_t run = std::min(count, space.inner() - index[rank - 1]);
     copyRun(base + inputOffset(space, i, index) * size, innerStride, run, size,
             dst);
     dst += run * size;
@@ -813,7 +763,7 @@ void cpu::run_elementwise(const KernelArgs &args) {
   const Instruction &instruction = args.instruction;
   Program program;
   (void)decodeProgram(instruction, program); // validated by check
-  Space space = buildSpace(instruction);
+  Space space = elementwiseSpace(instruction);
   if (space.total == 0)
     return;
   const size_t inputs = instruction.inputs.size();
@@ -821,11 +771,12 @@ void cpu::run_elementwise(const KernelArgs &args) {
 
   // Blocks: within rows when rows are long (so row-aligned inputs can be read
   // in place), else runs of kBlock consecutive elements.
-  const bool rowBlocks = space.inner >= kBlock;
+  const bool rowBlocks = space.inner() >= kBlock;
   const int64_t chunksPerRow =
-      rowBlocks ? (space.inner + kBlock - 1) / kBlock : 1;
-  const int64_t blocks = rowBlocks ? (space.total / space.inner) * chunksPerRow
-                                   : (space.total + kBlock - 1) / kBlock;
+      rowBlocks ? (space.inner() + kBlock - 1) / kBlock : 1;
+  const int64_t blocks = rowBlocks
+                             ? (space.total / space.inner()) * chunksPerRow
+                             : (space.total + kBlock - 1) / kBlock;
   // Elementwise work is memory bound: give each thread at least ~16K
   // elements.
   int threads = threadsFor(space.total, 1 << 14);
@@ -861,8 +812,8 @@ void cpu::run_elementwise(const KernelArgs &args) {
       int64_t start, count;
       if (rowBlocks) {
         int64_t row = block / chunksPerRow, chunk = block % chunksPerRow;
-        start = row * space.inner + chunk * kBlock;
-        count = std::min(kBlock, space.inner - chunk * kBlock);
+        start = row * space.inner() + chunk * kBlock;
+        count = std::min(kBlock, space.inner() - chunk * kBlock);
       } else {
         start = block * kBlock;
         count = std::min(kBlock, space.total - start);
@@ -881,7 +832,7 @@ void cpu::run_elementwise(const KernelArgs &args) {
           const std::vector<int64_t> &strides = space.strides[i];
           if (rowBlocks && strides.back() == 1) {
             // The block lies in one row that the input stores contiguously.
-            int64_t row = start / space.inner, offset = start % space.inner;
+            int64_t row = start / space.inner(), offset = start % space.inner();
             int64_t rowOffset = 0;
             for (size_t d = space.shape.size() - 1; d-- > 0;) {
               rowOffset += (row % space.shape[d]) * strides[d];

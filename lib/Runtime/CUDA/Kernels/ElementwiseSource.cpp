@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Elementwise.h"
+#include "ElementwiseSpace.h"
 
 #include <cinttypes>
 #include <cmath>
@@ -372,58 +373,7 @@ std::string opExpr(const ProgramOp &op, const std::string &a,
   return t == DType::BF16 ? "rnd_bf16(" + expr + ")" : expr;
 }
 
-/// The iteration space after dropping size-1 dims and merging dims every
-/// input walks contiguously (as the CPU kernel does), each input's strides
-/// in it (0 along broadcast dims) and whether it is dense, a scalar or
-/// strided.
-struct Space {
-  std::vector<int64_t> shape;
-  std::vector<std::vector<int64_t>> strides;
-  enum class Kind { Dense, Scalar, Strided };
-  std::vector<Kind> kinds;
-  int64_t total = 1;
-};
-
-Space buildSpace(const Instruction &instruction) {
-  Space space;
-  const std::vector<int64_t> &out = instruction.outputs[0].shape;
-  const size_t rank = out.size(), inputs = instruction.inputs.size();
-  space.total = numElements(out);
-  std::vector<std::vector<int64_t>> full(inputs, std::vector<int64_t>(rank));
-  for (size_t i = 0; i < inputs; ++i) {
-    const std::vector<int64_t> &shape = instruction.inputs[i].shape;
-    const size_t offset = rank - shape.size();
-    int64_t stride = 1;
-    for (size_t d = shape.size(); d-- > 0;) {
-      full[i][offset + d] = shape[d] == 1 ? 0 : stride;
-      stride *= shape[d];
-    }
-  }
-  space.strides.assign(inputs, {});
-  for (size_t d = 0; d < rank; ++d) {
-    if (out[d] == 1)
-      continue;
-    bool merge = !space.shape.empty();
-    for (size_t i = 0; merge && i < inputs; ++i)
-      merge = space.strides[i].back() == full[i][d] * out[d];
-    if (merge) {
-      space.shape.back() *= out[d];
-      for (size_t i = 0; i < inputs; ++i)
-        space.strides[i].back() = full[i][d];
-      continue;
-    }
-    space.shape.push_back(out[d]);
-    for (size_t i = 0; i < inputs; ++i)
-      space.strides[i].push_back(full[i][d]);
-  }
-  for (size_t i = 0; i < inputs; ++i) {
-    int64_t elements = instruction.inputs[i].elements();
-    space.kinds.push_back(elements == space.total ? Space::Kind::Dense
-                          : elements == 1         ? Space::Kind::Scalar
-                                                  : Space::Kind::Strided);
-  }
-  return space;
-}
+using Space = ElementwiseSpace;
 
 /// The kernel parameter list: inputs, then outputs.
 std::string parameters(const Instruction &instruction) {
@@ -484,7 +434,7 @@ bool cuda::elementwiseVectorizable(const Instruction &instruction) {
 }
 
 std::string cuda::elementwiseSource(const Instruction &instruction) {
-  const Space space = buildSpace(instruction);
+  const Space space = elementwiseSpace(instruction);
   const size_t inputs = instruction.inputs.size();
   const size_t outputs = instruction.outputs.size();
   // 32-bit indices when every index (and input offset, which is smaller)
@@ -507,7 +457,7 @@ std::string cuda::elementwiseSource(const Instruction &instruction) {
   // Scalar inputs are loaded once per thread.
   auto scalarLoads = [&]() {
     for (size_t i = 0; i < inputs; ++i)
-      if (space.kinds[i] == Space::Kind::Scalar)
+      if (space.kinds[i] == Space::InputKind::Scalar)
         os << "  const " << typeInfo(instruction.inputs[i].dtype).compute
            << " s" << i << " = "
            << load("in" + std::to_string(i) + "[0]",
@@ -530,15 +480,15 @@ std::string cuda::elementwiseSource(const Instruction &instruction) {
   scalarLoads();
   loopHead(total);
   bool anyStrided = false;
-  for (Space::Kind kind : space.kinds)
-    anyStrided = anyStrided || kind == Space::Kind::Strided;
+  for (Space::InputKind kind : space.kinds)
+    anyStrided = anyStrided || kind == Space::InputKind::Strided;
   if (anyStrided) {
     // The multi-index over the merged space, innermost dim first (only the
     // coordinates some strided input moves along).
     const size_t rank = space.shape.size();
     std::vector<bool> used(rank, false);
     for (size_t i = 0; i < inputs; ++i)
-      if (space.kinds[i] == Space::Kind::Strided)
+      if (space.kinds[i] == Space::InputKind::Strided)
         for (size_t d = 0; d < rank; ++d)
           used[d] = used[d] || space.strides[i][d] != 0;
     size_t outermost = 0;
@@ -562,13 +512,13 @@ std::string cuda::elementwiseSource(const Instruction &instruction) {
     const DType dtype = instruction.inputs[i].dtype;
     const std::string in = "in" + std::to_string(i);
     switch (space.kinds[i]) {
-    case Space::Kind::Dense:
+    case Space::InputKind::Dense:
       args.push_back(load(in + "[i]", dtype));
       break;
-    case Space::Kind::Scalar:
+    case Space::InputKind::Scalar:
       args.push_back("s" + std::to_string(i));
       break;
-    case Space::Kind::Strided: {
+    case Space::InputKind::Strided: {
       std::string offset;
       for (size_t d = 0; d < space.shape.size(); ++d) {
         int64_t stride = space.strides[i][d];
@@ -608,7 +558,7 @@ std::string cuda::elementwiseSource(const Instruction &instruction) {
   scalarLoads();
   loopHead(std::to_string(space.total / vector) + (wide ? "ull" : "u"));
   for (size_t i = 0; i < inputs; ++i)
-    if (space.kinds[i] == Space::Kind::Dense) {
+    if (space.kinds[i] == Space::InputKind::Dense) {
       const char *vectorType = typeInfo(instruction.inputs[i].dtype).vector;
       os << "    const " << vectorType << " l" << i << " = *(const "
          << vectorType << " *)(in" << i << " + i * " << vector << ");\n";
@@ -619,7 +569,7 @@ std::string cuda::elementwiseSource(const Instruction &instruction) {
   os << "#pragma unroll\n    for (int e = 0; e < " << vector << "; ++e) {\n";
   args.clear();
   for (size_t i = 0; i < inputs; ++i)
-    args.push_back(space.kinds[i] == Space::Kind::Dense
+    args.push_back(space.kinds[i] == Space::InputKind::Dense
                        ? load("l" + std::to_string(i) + ".x[e]",
                               instruction.inputs[i].dtype)
                        : "s" + std::to_string(i));
