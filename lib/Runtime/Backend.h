@@ -51,6 +51,11 @@ public:
   virtual Status download(void *destination, const void *source,
                           uint64_t bytes) = 0;
 
+  /// Copies `bytes` between two places of backend memory, ordered after the
+  /// launches so far and before later ones.
+  virtual Status copy(void *destination, const void *source,
+                      uint64_t bytes) = 0;
+
   /// Runs (CPU) or enqueues (CUDA) prepared kernel instruction `index`.
   /// `inputs`/`outputs` are backend pointers. A non-OK status is an error
   /// the kernel found (CPU) or a launch error (CUDA).

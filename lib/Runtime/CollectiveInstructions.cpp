@@ -250,11 +250,19 @@ loom::runtime::startCollective(const Instruction &inst, Communicator &comm,
   if (name == "all_to_all")
     return comm.allToAll(inputs[0], outputs[0], in.elements() / comm.size(),
                          in.dtype);
-  // broadcast: the root's input becomes everyone's output, in the output.
-  int root = int(std::get<int64_t>(inst.attrs.at("root")));
-  if (comm.rank() == root && inputs[0] != outputs[0])
-    std::memmove(outputs[0], inputs[0], in.bytes());
-  return comm.broadcast(outputs[0], out.elements(), out.dtype, root);
+  // broadcast: the root's input (already copied into its output) becomes
+  // everyone's output.
+  return comm.broadcast(outputs[0], out.elements(), out.dtype,
+                        int(std::get<int64_t>(inst.attrs.at("root"))));
+}
+
+bool loom::runtime::needsRootCopy(const Instruction &inst,
+                                  const Communicator &comm,
+                                  const void *const *inputs,
+                                  void *const *outputs) {
+  // Only a broadcast has both operands (send and recv have one).
+  return inst.kernel == "broadcast" && inputs[0] != outputs[0] &&
+         comm.rank() == int(std::get<int64_t>(inst.attrs.at("root")));
 }
 
 namespace {

@@ -28,8 +28,16 @@ Status checkCollective(const Plan &plan, int rank,
 /// groups, or -1 for send/recv, which address world ranks.
 int collectiveGroup(const Instruction &instruction);
 
+/// Whether `instruction` is a broadcast whose root (this rank of `comm`)
+/// must first copy its input into its output: the engines broadcast in
+/// place, from the output buffer. The copy is the backend's (device memory
+/// on the CUDA backend), ordered before the collective is posted.
+bool needsRootCopy(const Instruction &instruction, const Communicator &comm,
+                   const void *const *inputs, void *const *outputs);
+
 /// Posts checked collective `instruction` on `comm` (its group's
-/// communicator, or the world for send/recv) with resolved operands.
+/// communicator, or the world for send/recv) with resolved operands (after
+/// the root copy of needsRootCopy).
 std::shared_ptr<CommEvent> startCollective(const Instruction &instruction,
                                            Communicator &comm,
                                            const void *const *inputs,

@@ -283,8 +283,15 @@ Status Executor::run(bool profile) {
   if (profile)
     backend_->startProfile(instructions.size());
   double waitSeconds = 0;
-  if (Status status = runInstructions(times, waitSeconds); !status)
+  if (Status status = runInstructions(times, waitSeconds); !status) {
+    // What was enqueued before the failure finishes now, so that its error
+    // flag and timings do not leak into the next run.
+    size_t ignored = instructions.size();
+    (void)backend_->synchronize(ignored);
+    if (profile)
+      (void)backend_->instructionSeconds();
     return status;
+  }
   size_t failed = instructions.size();
   if (Status status = backend_->synchronize(failed); !status)
     return fail(failed < instructions.size()
@@ -413,6 +420,11 @@ Status Executor::runInstructions(std::vector<double> &times,
       auto before = profile ? Clock::now() : Clock::time_point();
       int group = collectiveGroup(instruction);
       Communicator &comm = group < 0 ? *world_ : *groups_[size_t(group)];
+      if (needsRootCopy(instruction, comm, inputs.data(), outputs.data()))
+        if (Status status = backend_->copy(outputs[0], inputs[0],
+                                           instruction.inputs[0].bytes());
+            !status)
+          return fail(status.withContext(describe(instruction, index)));
       backend_->orderCommunication(comm);
       pending.push_back(
           {index,

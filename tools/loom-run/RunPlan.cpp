@@ -105,6 +105,15 @@ struct RankResult {
   double seconds = 0;
 };
 
+/// This process's rank among the ranks mpirun started on its host (Open
+/// MPI's or MPICH's variable; 0 when neither is set).
+int localRank() {
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"})
+    if (const char *value = std::getenv(name))
+      return std::max(0, std::atoi(value));
+  return 0;
+}
+
 void runRank(std::shared_ptr<const Plan> plan, const RunOptions &options,
              int rank, std::shared_ptr<Communicator> comm, RankResult &result) {
   bool multi = plan->ranks.size() > 1;
@@ -262,6 +271,8 @@ int loom::runPlan(std::shared_ptr<const Plan> plan, const RunOptions &options) {
     RunOptions rankOptions = options;
     if (nccl)
       rankOptions.executor.gpu = -1; // the GPU NCCL made current
+    else if (options.executor.device == Device::CUDA)
+      rankOptions.executor.gpu = localRank() % cudaDeviceCount();
     runRank(plan, rankOptions, rank, *world, result);
     if (!result.status)
       (*world)->abort(result.status.message());

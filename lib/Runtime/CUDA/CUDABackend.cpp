@@ -171,8 +171,19 @@ public:
     return Status::ok();
   }
 
+  Status copy(void *destination, const void *source, uint64_t bytes) override {
+    cudaSetDevice(device_);
+    if (cudaError_t error = cudaMemcpyAsync(destination, source, bytes,
+                                            cudaMemcpyDeviceToDevice, compute_))
+      return cudaFailure(
+          "copying " + std::to_string(bytes) + " bytes on the GPU", error);
+    return Status::ok();
+  }
+
   Status launch(size_t index, const Instruction &, const void *const *inputs,
                 void *const *outputs) override {
+    // The current device is per host thread; whoever calls may have another.
+    cudaSetDevice(device_);
     context_.instruction = int32_t(index);
     bool timed = index < starts_.size();
     if (timed)
@@ -193,12 +204,13 @@ public:
 
   Status synchronize(size_t &failed) override {
     cudaSetDevice(device_);
+    // The flag comes back with the step (pinned memory, same stream).
+    if (cudaError_t error =
+            cudaMemcpyAsync(hostError_, context_.error, sizeof(DeviceError),
+                            cudaMemcpyDeviceToHost, compute_))
+      return cudaFailure("reading the kernels' error flag", error);
     if (cudaError_t error = cudaStreamSynchronize(compute_))
       return cudaFailure("the step", error);
-    if (cudaError_t error =
-            cudaMemcpy(hostError_, context_.error, sizeof(DeviceError),
-                       cudaMemcpyDeviceToHost))
-      return cudaFailure("reading the kernels' error flag", error);
     if (hostError_->code == DeviceError::None)
       return Status::ok();
     DeviceError found = *hostError_;

@@ -201,10 +201,12 @@ public:
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclComm_t comm = nullptr;
-    Status status = settle(
-        comm,
-        ncclCommInitRankConfig(&comm, c.mySize, message.id, c.myRank, &config),
-        Clock::now() + c.options.timeout, c.options.timeout);
+    // Two statements: settle must see the communicator the call made, and
+    // the order in which arguments are evaluated is unspecified.
+    ncclResult_t started =
+        ncclCommInitRankConfig(&comm, c.mySize, message.id, c.myRank, &config);
+    Status status = settle(comm, started, Clock::now() + c.options.timeout,
+                           c.options.timeout);
     if (!status) {
       if (comm)
         ncclCommAbort(comm);

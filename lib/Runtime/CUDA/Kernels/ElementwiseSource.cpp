@@ -23,6 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CPU/BFloat16.h"
 #include "Elementwise.h"
 #include "ElementwiseSpace.h"
 
@@ -56,6 +57,14 @@ __device__ __forceinline__ u16 st_bf16(float f) {
   return (u16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 __device__ __forceinline__ float rnd_bf16(float f) { return ld_bf16(st_bf16(f)); }
+// f64 -> bf16 rounding once: to f32 toward zero, the lowest bit set when
+// anything was dropped (round to odd), then to nearest even.
+__device__ __forceinline__ float ew_bf16_of_f64(double v) {
+  if (v != v) return rnd_bf16((float)v);
+  float f = __double2float_rz(v);
+  if ((double)f != v) f = __uint_as_float(__float_as_uint(f) | 1u);
+  return rnd_bf16(f);
+}
 
 // max/min: a NaN operand wins for floats.
 __device__ __forceinline__ float ew_max(float a, float b) { return (a != a || a > b) ? a : b; }
@@ -192,18 +201,7 @@ std::string store(const std::string &expr, DType dtype) {
   return dtype == DType::BF16 ? "st_bf16(" + expr + ")" : expr;
 }
 
-/// The host's f32 -> bf16 rounding (as st_bf16), back as an f32.
-float roundToBF16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    u = (u >> 16 | 0x40u) << 16;
-  else
-    u = ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) << 16;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
+/// An exact f32 literal (its bits).
 std::string floatLiteral(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -219,7 +217,8 @@ std::string constLiteral(double x, DType dtype) {
   case DType::F32:
     return floatLiteral(float(x));
   case DType::BF16:
-    return floatLiteral(roundToBF16(float(x)));
+    // Rounded once from the double, as the CPU kernel does.
+    return floatLiteral(cpu::widenBF16(cpu::roundToBF16(x)));
   case DType::F64: {
     uint64_t u;
     std::memcpy(&u, &x, 8);
@@ -264,7 +263,11 @@ std::string castExpr(const std::string &x, DType from, DType to) {
   case DType::F64:
     return "(double)" + x;
   case DType::BF16:
-    return "rnd_bf16((float)" + x + ")";
+    // From f64 and the integers, rounded once (as the CPU): f64 -> f32 -> bf16
+    // could round a tie the wrong way.
+    return from == DType::F32 || from == DType::BF16
+               ? "rnd_bf16((float)" + x + ")"
+               : "ew_bf16_of_f64((double)" + x + ")";
   case DType::I32:
     if (isFloat(from))
       return "ew_to_i32((double)" + x + ")";
