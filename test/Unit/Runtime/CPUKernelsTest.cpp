@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TestTensors.h"
 #include "loom/Runtime/Kernels.h"
 
 #include <gtest/gtest.h>
@@ -18,114 +19,13 @@
 #include <random>
 
 using namespace loom::runtime;
+using namespace loom::runtime::test;
 
 namespace {
 
 //===----------------------------------------------------------------------===//
 // Test tensors and running kernels
 //===----------------------------------------------------------------------===//
-
-//===----------------------------------------------------------------------===//
-// bf16, written here independently of the kernels' bit tricks
-//===----------------------------------------------------------------------===//
-
-double widenBF16(uint16_t bits) {
-  uint32_t wide = uint32_t(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof(value));
-  return value;
-}
-
-/// The bf16 bits' value, with the pattern of infinity read as 2^128 (the
-/// value an overflowing result is compared with).
-double bf16Magnitude(uint16_t bits) {
-  if ((bits & 0x7fff) == 0x7f80)
-    return std::copysign(std::ldexp(1.0, 128), widenBF16(bits));
-  return widenBF16(bits);
-}
-
-/// Round to nearest, ties to even, by comparing the distances to the two
-/// bf16 neighbours of `x` (the one toward zero and the next one out).
-uint16_t referenceBF16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  if (std::isnan(x))
-    return uint16_t(0x7fc0 | ((bits >> 16) & 0x8000));
-  uint16_t low = uint16_t(bits >> 16);
-  if ((bits & 0xffff) == 0 || std::isinf(x))
-    return low;
-  uint16_t high = uint16_t(low + 1);
-  double toLow = std::abs(double(x) - bf16Magnitude(low));
-  double toHigh = std::abs(bf16Magnitude(high) - double(x));
-  if (toLow != toHigh)
-    return toLow < toHigh ? low : high;
-  return (low & 1) ? high : low;
-}
-
-/// A dense tensor whose values the tests handle as doubles (bf16 ones
-/// rounded to nearest even when set).
-struct Tensor {
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-
-  Tensor() = default;
-  Tensor(DType dtype, std::vector<int64_t> shape)
-      : dtype(dtype), shape(std::move(shape)),
-        bytes(size_t(numElements(this->shape)) * dtypeSize(dtype)) {}
-
-  int64_t size() const { return numElements(shape); }
-  TensorRef ref() const {
-    TensorRef r;
-    r.dtype = dtype;
-    r.shape = shape;
-    return r;
-  }
-  double get(int64_t i) const {
-    const uint8_t *p = bytes.data() + i * dtypeSize(dtype);
-    switch (dtype) {
-    case DType::F32:
-      return *reinterpret_cast<const float *>(p);
-    case DType::F64:
-      return *reinterpret_cast<const double *>(p);
-    case DType::I32:
-      return *reinterpret_cast<const int32_t *>(p);
-    case DType::I64:
-      return double(*reinterpret_cast<const int64_t *>(p));
-    case DType::I1:
-      return *p;
-    case DType::BF16:
-      return widenBF16(*reinterpret_cast<const uint16_t *>(p));
-    default:
-      return 0;
-    }
-  }
-  void set(int64_t i, double v) {
-    uint8_t *p = bytes.data() + i * dtypeSize(dtype);
-    switch (dtype) {
-    case DType::F32:
-      *reinterpret_cast<float *>(p) = float(v);
-      break;
-    case DType::F64:
-      *reinterpret_cast<double *>(p) = v;
-      break;
-    case DType::I32:
-      *reinterpret_cast<int32_t *>(p) = int32_t(v);
-      break;
-    case DType::I64:
-      *reinterpret_cast<int64_t *>(p) = int64_t(v);
-      break;
-    case DType::I1:
-      *p = v != 0;
-      break;
-    case DType::BF16:
-      *reinterpret_cast<uint16_t *>(p) = referenceBF16(float(v));
-      break;
-    default:
-      break;
-    }
-  }
-};
 
 std::mt19937 &rng() {
   static std::mt19937 generator(1234);

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CUDA/CUDAKernels.h"
+#include "TestTensors.h"
 #include "loom/Runtime/Kernels.h"
 
 #include <cuda_runtime.h>
@@ -27,6 +28,7 @@
 
 using namespace loom::runtime;
 using namespace loom::runtime::cuda;
+using namespace loom::runtime::test;
 
 namespace {
 
@@ -67,92 +69,6 @@ LaunchContext launchContext(bool allowTF32 = false) {
 //===----------------------------------------------------------------------===//
 // Tensors
 //===----------------------------------------------------------------------===//
-
-uint16_t toBF16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((u >> 16) | 0x40u);
-  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-float fromBF16(uint16_t b) {
-  uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-struct Tensor {
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-
-  Tensor() = default;
-  Tensor(DType dtype, std::vector<int64_t> shape)
-      : dtype(dtype), shape(std::move(shape)),
-        bytes(size_t(numElements(this->shape)) * dtypeSize(dtype)) {}
-  explicit Tensor(const TensorRef &r) : Tensor(r.dtype, r.shape) {}
-
-  int64_t size() const { return numElements(shape); }
-  TensorRef ref() const {
-    TensorRef r;
-    r.dtype = dtype;
-    r.shape = shape;
-    return r;
-  }
-  double get(int64_t i) const {
-    const uint8_t *p = bytes.data() + i * dtypeSize(dtype);
-    switch (dtype) {
-    case DType::F32:
-      return *reinterpret_cast<const float *>(p);
-    case DType::F64:
-      return *reinterpret_cast<const double *>(p);
-    case DType::BF16:
-      return fromBF16(*reinterpret_cast<const uint16_t *>(p));
-    case DType::I32:
-      return *reinterpret_cast<const int32_t *>(p);
-    case DType::I64:
-      return double(*reinterpret_cast<const int64_t *>(p));
-    case DType::I1:
-      return *p;
-    default:
-      return 0;
-    }
-  }
-  void set(int64_t i, double v) {
-    uint8_t *p = bytes.data() + i * dtypeSize(dtype);
-    switch (dtype) {
-    case DType::F32:
-      *reinterpret_cast<float *>(p) = float(v);
-      break;
-    case DType::F64:
-      *reinterpret_cast<double *>(p) = v;
-      break;
-    case DType::BF16:
-      *reinterpret_cast<uint16_t *>(p) = toBF16(float(v));
-      break;
-    case DType::I32:
-      *reinterpret_cast<int32_t *>(p) = int32_t(v);
-      break;
-    case DType::I64:
-      *reinterpret_cast<int64_t *>(p) = int64_t(v);
-      break;
-    case DType::I1:
-      *p = v != 0;
-      break;
-    default:
-      break;
-    }
-  }
-  /// The same values as another dtype (bf16 -> f32 for references).
-  Tensor as(DType other) const {
-    Tensor t(other, shape);
-    for (int64_t i = 0; i < size(); ++i)
-      t.set(i, get(i));
-    return t;
-  }
-};
 
 std::mt19937 &rng() {
   static std::mt19937 generator(20240611);
