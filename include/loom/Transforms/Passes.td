@@ -67,6 +67,48 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise", "::mlir::func::FuncOp"> 
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomFuseMatmulEpilogue : Pass<"loom-fuse-matmul-epilogue",
+                                   "::mlir::func::FuncOp"> {
+  let summary = "Fold a linear layer's bias and activation into its GEMM";
+  let description = [{
+    Rewrites `matmul -> bias add -> activation` into one
+    `loom.fused_matmul`, which the runtimes run as a GEMM with an epilogue
+    (cuBLASLt's BIAS, RELU_BIAS, GELU_BIAS and GELU_AUX_BIAS on the GPU), so
+    the product is written once, already biased and activated, instead of
+    being written by the GEMM and read back by an elementwise kernel.
+
+    The bias is a `loom.bias_add`, or a `loom.add` of a vector that
+    broadcasts along the last dimension (what ONNX exports of linear layers
+    hold). The activation is `loom.relu` or `loom.gelu approximate tanh`
+    (cuBLASLt computes the tanh form; the exact GELU stays elementwise).
+    The product, bias and sum must share one element type (an f32 bias
+    added to a widened bf16 product, what `loom-mixed-precision` makes, is
+    left alone) and the product may have no other use. In f32 and f64 the
+    fused op computes exactly what the separate ops did; in bf16 it rounds
+    once, after the activation, where the separate ops rounded after each
+    op: what cuBLASLt's epilogues and PyTorch's autocast `linear` compute,
+    and never further from the exact result. When the value before the activation has other uses (the backward
+    of GELU reads it) the fused op also returns it (`preactivation`); a
+    ReLU whose input is read elsewhere is left out, because cuBLASLt keeps
+    only a bit mask of it.
+
+    Runs in `loom-lower-to-plan` before `loom-fuse-elementwise`.
+
+    Input:
+    ```mlir
+    %h = loom.matmul %x, %w : (tensor<8x768xf32>, tensor<768x3072xf32>) -> tensor<8x3072xf32>
+    %z = loom.add %b, %h : (tensor<3072xf32>, tensor<8x3072xf32>) -> tensor<8x3072xf32>
+    %y = loom.gelu %z approximate tanh : tensor<8x3072xf32>
+    ```
+    Output:
+    ```mlir
+    %y = loom.fused_matmul %x, %w bias %b activation gelu_tanh
+        : (tensor<8x768xf32>, tensor<768x3072xf32>, tensor<3072xf32>) -> tensor<8x3072xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomMixedPrecision : Pass<"loom-mixed-precision", "::mlir::func::FuncOp"> {
   let summary = "Run the f32 matmuls in bf16 (torch.autocast-style)";
   let description = [{

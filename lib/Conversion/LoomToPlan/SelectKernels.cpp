@@ -54,6 +54,16 @@ public:
                           {flag("transpose_lhs", matmul.getTransposeLhs()),
                            flag("transpose_rhs", matmul.getTransposeRhs())});
             })
+            .Case([&](FusedMatmulOp matmul) {
+              Selection result = make(
+                  "matmul", {flag("transpose_lhs", matmul.getTransposeLhs()),
+                             flag("transpose_rhs", matmul.getTransposeRhs())});
+              if (matmul.getActivation() != MatmulActivation::none)
+                result.attrs.push_back(
+                    word("activation",
+                         stringifyMatmulActivation(matmul.getActivation())));
+              return result;
+            })
             .Case([&](ReduceSumOp reduce) {
               return make("reduce_sum", {axes(reduce.getAxes())});
             })

@@ -16,6 +16,12 @@
 //  - few or large batched GEMMs run one after the other, each threaded by
 //    OpenBLAS.
 //
+// Epilogue (optional): a third input, the bias, is added along N, then the
+// `activation` (relu, gelu_tanh) is applied; a second output receives the
+// value before the activation. It runs on the f32 (f64) result before it is
+// rounded to its dtype, as cuBLASLt's epilogues do, so a bf16 result is
+// rounded once.
+//
 // bf16 GEMMs (A, B and C bf16) compute in f32: operands are widened to f32
 // a block at a time, multiplied by the f32 GEMM (so products accumulate in
 // f32) and the result is rounded to nearest even on store. A linear layer
@@ -39,19 +45,70 @@ using namespace loom::runtime::cpu;
 
 namespace {
 
+enum class Activation { None, Relu, GeluTanh };
+
 /// The validated geometry of one matmul instruction.
 struct MatmulShape {
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0;
   /// Batches of C, and of A and B (each divides batchC).
   int64_t batchC = 1, batchA = 1, batchB = 1;
+  /// The epilogue: a bias input, the activation, a preactivation output.
+  bool bias = false, preactivation = false;
+  Activation activation = Activation::None;
+  bool hasEpilogue() const { return bias || activation != Activation::None; }
 };
 
-Status readShape(const Instruction &instruction, MatmulShape &shape) {
-  if (Status s = expectOperandCounts(instruction, 2, 1); !s)
+Status readEpilogue(const Instruction &instruction, MatmulShape &shape) {
+  std::string activation;
+  if (Status s = getWordAttr(instruction.attrs, "activation", activation, false,
+                             "none");
+      !s)
     return s;
-  if (Status s = expectKnownAttrs(instruction.attrs,
-                                  {"transpose_lhs", "transpose_rhs"});
+  if (activation == "relu")
+    shape.activation = Activation::Relu;
+  else if (activation == "gelu_tanh")
+    shape.activation = Activation::GeluTanh;
+  else if (activation != "none")
+    return Status::error("unknown activation '" + activation +
+                         "' (known: none, relu, gelu_tanh)");
+  const TensorRef &c = instruction.outputs[0];
+  shape.bias = instruction.inputs.size() == 3;
+  if (shape.bias) {
+    const TensorRef &bias = instruction.inputs[2];
+    if (Status s = expectSameDType(c, "result", bias, "bias"); !s)
+      return s;
+    if (bias.shape != std::vector<int64_t>{c.shape.back()})
+      return Status::error("bias " + shapeString(bias.shape) +
+                           " must be a vector of the result's " +
+                           std::to_string(c.shape.back()) + " columns");
+  }
+  shape.preactivation = instruction.outputs.size() == 2;
+  if (shape.preactivation) {
+    if (shape.activation == Activation::None)
+      return Status::error("a preactivation output needs an activation");
+    if (Status s = expectSameDType(c, "result", instruction.outputs[1],
+                                   "preactivation");
+        !s)
+      return s;
+    if (Status s = expectSameShape(c, "result", instruction.outputs[1],
+                                   "preactivation");
+        !s)
+      return s;
+  }
+  return Status::ok();
+}
+
+Status readShape(const Instruction &instruction, MatmulShape &shape) {
+  size_t inputs = instruction.inputs.size(),
+         outputs = instruction.outputs.size();
+  if (inputs < 2 || inputs > 3 || outputs < 1 || outputs > 2)
+    return Status::error("expects 2 or 3 inputs (lhs, rhs, bias) and 1 or 2 "
+                         "outputs (result, preactivation), got " +
+                         std::to_string(inputs) + " and " +
+                         std::to_string(outputs));
+  if (Status s = expectKnownAttrs(
+          instruction.attrs, {"transpose_lhs", "transpose_rhs", "activation"});
       !s)
     return s;
   int64_t transA, transB;
@@ -113,7 +170,71 @@ Status readShape(const Instruction &instruction, MatmulShape &shape) {
   shape.batchC = dimProduct(c.shape, 0, rc - 2);
   shape.batchA = dimProduct(a.shape, 0, ra - 2);
   shape.batchB = dimProduct(b.shape, 0, rb - 2);
-  return Status::ok();
+  return readEpilogue(instruction, shape);
+}
+
+//===----------------------------------------------------------------------===//
+// The epilogue, on rows of the f32 (f64) result
+//===----------------------------------------------------------------------===//
+
+/// The activations as the elementwise kernel computes them (f32 with its
+/// fast math, f64 with libm), so a fused chain equals the unfused one.
+inline float activate(Activation activation, float x) {
+  switch (activation) {
+  case Activation::Relu:
+    return x < 0.0f ? 0.0f : x;
+  case Activation::GeluTanh:
+    return fast::geluTanh(x);
+  case Activation::None:
+    break;
+  }
+  return x;
+}
+inline double activate(Activation activation, double x) {
+  switch (activation) {
+  case Activation::Relu:
+    return x < 0.0 ? 0.0 : x;
+  case Activation::GeluTanh:
+    return 0.5 * x *
+           (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  case Activation::None:
+    break;
+  }
+  return x;
+}
+
+/// Applies the epilogue to `rows` rows of `n` values in place; `pre`
+/// (optional) receives the values before the activation.
+template <typename T>
+void epilogueInPlace(const MatmulShape &s, T *c, int64_t rows, const T *bias,
+                     T *pre) {
+  int threads = threadsFor(rows * s.n, 1 << 15);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t row = 0; row < rows; ++row) {
+    T *values = c + row * s.n;
+    T *kept = pre ? pre + row * s.n : nullptr;
+    for (int64_t j = 0; j < s.n; ++j) {
+      T v = bias ? values[j] + bias[j] : values[j];
+      if (kept)
+        kept[j] = v;
+      values[j] = activate(s.activation, v);
+    }
+  }
+}
+
+/// The bf16 store: the epilogue on f32 values, each output rounded once.
+void epilogueToBF16(const MatmulShape &s, const float *wide, int64_t rows,
+                    const float *bias, BF16 *c, BF16 *pre) {
+  if (!s.hasEpilogue())
+    return roundToBF16(wide, c, rows * s.n);
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t j = 0; j < s.n; ++j) {
+      int64_t i = row * s.n + j;
+      float v = bias ? wide[i] + bias[j] : wide[i];
+      if (pre)
+        pre[i] = roundToBF16(v);
+      c[i] = roundToBF16(activate(s.activation, v));
+    }
 }
 
 //===----------------------------------------------------------------------===//
@@ -234,9 +355,8 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, const T *a,
 /// (the development machine was shared): revisit with the GPT benchmark.
 constexpr int64_t kParallelBatchMaxMacs = int64_t(1) << 26;
 
-template <typename T> void runTyped(const KernelArgs &args) {
-  MatmulShape s;
-  (void)readShape(args.instruction, s); // validated when the plan was loaded
+template <typename T>
+void gemmTyped(const MatmulShape &s, const KernelArgs &args) {
   const T *a = static_cast<const T *>(args.inputs[0]);
   const T *b = static_cast<const T *>(args.inputs[1]);
   T *c = static_cast<T *>(args.outputs[0]);
@@ -270,13 +390,25 @@ template <typename T> void runTyped(const KernelArgs &args) {
     one(batch, false);
 }
 
+template <typename T> void runTyped(const KernelArgs &args) {
+  MatmulShape s;
+  (void)readShape(args.instruction, s); // validated when the plan was loaded
+  gemmTyped<T>(s, args);
+  if (s.hasEpilogue())
+    epilogueInPlace(s, static_cast<T *>(args.outputs[0]), s.batchC * s.m,
+                    s.bias ? static_cast<const T *>(args.inputs[2]) : nullptr,
+                    s.preactivation ? static_cast<T *>(args.outputs[1])
+                                    : nullptr);
+}
+
 /// Rows of A (and C) a bf16 linear layer widens at a time: enough for the
 /// f32 GEMM to run at full speed, few enough to stay in cache.
 constexpr int64_t kBF16Rows = 256;
 
 /// One bf16 GEMM: widens op(A) and op(B) into `scratch` (f32, in their
 /// stored layout), multiplies in f32 and rounds into C.
-void gemmBF16(const MatmulShape &s, const BF16 *a, const BF16 *b, BF16 *c,
+void gemmBF16(const MatmulShape &s, const BF16 *a, const BF16 *b,
+              const float *bias, BF16 *c, BF16 *pre,
               std::vector<float> &scratch, bool parallel) {
   const int64_t aSize = s.m * s.k, bSize = s.k * s.n, cSize = s.m * s.n;
   scratch.resize(size_t(aSize + bSize + cSize));
@@ -284,7 +416,7 @@ void gemmBF16(const MatmulShape &s, const BF16 *a, const BF16 *b, BF16 *c,
   widenBF16(a, wideA, aSize);
   widenBF16(b, wideB, bSize);
   gemm(s.transA, s.transB, s.m, s.n, s.k, wideA, wideB, wideC, parallel);
-  roundToBF16(wideC, c, cSize);
+  epilogueToBF16(s, wideC, s.m, bias, c, pre);
 }
 
 void runBF16(const KernelArgs &args) {
@@ -293,6 +425,13 @@ void runBF16(const KernelArgs &args) {
   const BF16 *a = static_cast<const BF16 *>(args.inputs[0]);
   const BF16 *b = static_cast<const BF16 *>(args.inputs[1]);
   BF16 *c = static_cast<BF16 *>(args.outputs[0]);
+  BF16 *pre = s.preactivation ? static_cast<BF16 *>(args.outputs[1]) : nullptr;
+  std::vector<float> wideBias;
+  if (s.bias) {
+    wideBias.resize(size_t(s.n));
+    widenBF16(static_cast<const BF16 *>(args.inputs[2]), wideBias.data(), s.n);
+  }
+  const float *bias = s.bias ? wideBias.data() : nullptr;
 
   if (!s.transA && s.batchB == 1 && s.batchA == s.batchC) {
     // A linear layer: B once, then blocks of the [batch * M, K] rows of A.
@@ -306,7 +445,8 @@ void runBF16(const KernelArgs &args) {
       widenBF16(a + row * s.k, wideA.data(), count * s.k);
       gemm(false, s.transB, count, s.n, s.k, wideA.data(), wideB.data(),
            wideC.data(), true);
-      roundToBF16(wideC.data(), c + row * s.n, count * s.n);
+      epilogueToBF16(s, wideC.data(), count, bias, c + row * s.n,
+                     pre ? pre + row * s.n : nullptr);
     }
     return;
   }
@@ -314,7 +454,8 @@ void runBF16(const KernelArgs &args) {
   const int64_t aSize = s.m * s.k, bSize = s.k * s.n, cSize = s.m * s.n;
   auto one = [&](int64_t batch, std::vector<float> &scratch, bool parallel) {
     gemmBF16(s, a + (batch % s.batchA) * aSize, b + (batch % s.batchB) * bSize,
-             c + batch * cSize, scratch, parallel);
+             bias, c + batch * cSize, pre ? pre + batch * cSize : nullptr,
+             scratch, parallel);
   };
   int threads = omp_get_max_threads();
   bool batchParallel = threads > 1 && s.batchC >= threads &&

@@ -1,5 +1,6 @@
-// The plan file of a lowered function: one line per input, output and kernel,
-// the elementwise body as a numbered program, weights in the data section.
+// The plan file of a lowered function: one line per input, output and kernel
+// (the bias and GELU in the matmul's epilogue), the elementwise body as a
+// numbered program, weights in the data section.
 // RUN: loom-opt --loom-lower-to-plan --mlir-print-debuginfo %s | loom-translate --emit-plan | FileCheck %s
 // RUN: loom-opt --loom-fuse-elementwise %s | not loom-translate --emit-plan 2>&1 | FileCheck %s --check-prefix=UNLOWERED
 
@@ -11,15 +12,13 @@
 // CHECK-NEXT: input "x" a0:f32[2,4]
 // CHECK-NEXT: output "y" a128:f32[2,8]
 // CHECK-NEXT: output "mask" a0:i1[2,8]
-// CHECK-NEXT: kernel matmul a0:f32[2,4] w0:f32[4,8] -> a64:f32[2,8] transpose_lhs=0 transpose_rhs=0 loc "fc"
-// CHECK-NEXT: kernel elementwise a64:f32[2,8] w1:f32[8] -> a0:i1[2,8] a128:f32[2,8] loc "bias" {
-// CHECK-NEXT:   %2 = add f32 %0 %1
-// CHECK-NEXT:   %3 = gelu f32 %2 approximate=tanh
-// CHECK-NEXT:   %4 = const f32 value=0.5
-// CHECK-NEXT:   %5 = compare i1 %3 %4 direction=gt
-// CHECK-NEXT:   %6 = cast f32 %5
-// CHECK-NEXT:   %7 = mul f32 %3 %6
-// CHECK-NEXT:   yield %5 %7
+// CHECK-NEXT: kernel matmul a0:f32[2,4] w0:f32[4,8] w1:f32[8] -> a64:f32[2,8] activation=gelu_tanh transpose_lhs=0 transpose_rhs=0 loc "fc"
+// CHECK-NEXT: kernel elementwise a64:f32[2,8] -> a0:i1[2,8] a128:f32[2,8] loc "mask" {
+// CHECK-NEXT:   %1 = const f32 value=0.5
+// CHECK-NEXT:   %2 = compare i1 %0 %1 direction=gt
+// CHECK-NEXT:   %3 = cast f32 %2
+// CHECK-NEXT:   %4 = mul f32 %0 %3
+// CHECK-NEXT:   yield %2 %4
 // CHECK-NEXT: }
 // CHECK-NEXT: end
 // CHECK-NEXT: #
@@ -37,7 +36,7 @@ func.func @forward(%x: tensor<2x4xf32> {onnx.name = "x"})
   %0 = loom.bias_add %h, %b : tensor<2x8xf32>, tensor<8xf32> loc("bias")
   %1 = loom.gelu %0 approximate tanh : tensor<2x8xf32> loc("act")
   %half = loom.constant dense<0.5> : tensor<f32>
-  %m = loom.compare gt, %1, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xi1>
+  %m = loom.compare gt, %1, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xi1> loc("mask")
   %mf = loom.cast %m : tensor<2x8xi1> -> tensor<2x8xf32>
   %2 = loom.mul %1, %mf : tensor<2x8xf32>
   return %2, %m : tensor<2x8xf32>, tensor<2x8xi1>

@@ -7,6 +7,11 @@ func.func @kernels(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<32xf3
                    %ids: tensor<8xi64>, %table: tensor<64x32xf32>) -> (tensor<8x32xf32>, tensor<f32>, tensor<8x32xf32>, tensor<32x8xf32>, tensor<8xf32>, tensor<8x32xf32>, tensor<4x32xf32>, tensor<16x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) {
   // CHECK: loom.matmul {{.*}} transpose_rhs {plan.kernel = "matmul", plan.kernel_attrs = {transpose_lhs = 0 : i64, transpose_rhs = 1 : i64}}
   %h = loom.matmul %x, %w transpose_rhs : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
+  // A fused matmul is the matmul kernel with a bias input and an activation.
+  // CHECK: loom.fused_matmul {{.*}} activation gelu_tanh {plan.kernel = "matmul", plan.kernel_attrs = {activation = "gelu_tanh", transpose_lhs = 0 : i64, transpose_rhs = 1 : i64}}
+  %fm = loom.fused_matmul %x, %w bias %g transpose_rhs activation gelu_tanh : (tensor<8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  // CHECK: loom.fused_matmul {{.*}} bias {{.*}} {plan.kernel = "matmul", plan.kernel_attrs = {transpose_lhs = 0 : i64, transpose_rhs = 1 : i64}}
+  %fb = loom.fused_matmul %x, %w bias %g transpose_rhs : (tensor<8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<8x32xf32>
   // CHECK: loom.cross_entropy {{.*}} {plan.kernel = "cross_entropy", plan.kernel_attrs = {ignore_index = -100 : i64, reduction = "mean"}}
   %l = loom.cross_entropy %h, %ids ignore_index -100 : (tensor<8x32xf32>, tensor<8xi64>) -> tensor<f32>
   // CHECK: loom.layer_norm {{.*}} {plan.kernel = "layer_norm", plan.kernel_attrs = {axis = 1 : i64, epsilon = 9.9999999999999995E-7 : f64}}

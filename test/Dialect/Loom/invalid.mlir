@@ -225,6 +225,54 @@ func.func @matmul_element_types(%a: tensor<4x8xf32>, %b: tensor<8x4xbf16>) {
 
 // -----
 
+func.func @fused_matmul_result(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) {
+  // expected-error @+1 {{'loom.fused_matmul' op result 'tensor<4x8xf32>' is not the product's type 'tensor<4x16xf32>'}}
+  %0 = loom.fused_matmul %a, %b activation relu : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @fused_matmul_contracting(%a: tensor<4x8xf32>, %b: tensor<16x8xf32>) {
+  // expected-error @+1 {{'loom.fused_matmul' op contracting dimensions differ: lhs 4x8 has K = 8, rhs 16x8 has K = 16}}
+  %0 = loom.fused_matmul %a, %b activation relu : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @fused_matmul_bias(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.fused_matmul' op bias 'tensor<8xf32>' must be a vector of the 16 'f32' columns of the result}}
+  %0 = loom.fused_matmul %a, %b bias %c : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @fused_matmul_bias_type(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>, %c: tensor<16xf32>) {
+  // expected-error @+1 {{'loom.fused_matmul' op bias 'tensor<16xf32>' must be a vector of the 16 'bf16' columns of the result}}
+  %0 = loom.fused_matmul %a, %b bias %c : (tensor<4x8xbf16>, tensor<8x16xbf16>, tensor<16xf32>) -> tensor<4x16xbf16>
+  return
+}
+
+// -----
+
+func.func @fused_matmul_preactivation(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<16xf32>) {
+  // expected-error @+1 {{'loom.fused_matmul' op has a preactivation result but no activation}}
+  %0:2 = loom.fused_matmul %a, %b bias %c : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @fused_matmul_preactivation_type(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) {
+  // expected-error @+1 {{'loom.fused_matmul' op preactivation 'tensor<4x8xf32>' must have the result's type 'tensor<4x16xf32>'}}
+  %0:2 = loom.fused_matmul %a, %b activation gelu_tanh : (tensor<4x8xf32>, tensor<8x16xf32>) -> (tensor<4x16xf32>, tensor<4x8xf32>)
+  return
+}
+
+// -----
+
 func.func @bias_rank(%x: tensor<4x8xf32>, %b: tensor<1x8xf32>) {
   // expected-error @+1 {{'loom.bias_add' op bias must have rank 1, got 'tensor<1x8xf32>'}}
   %0 = loom.bias_add %x, %b : tensor<4x8xf32>, tensor<1x8xf32>

@@ -294,6 +294,74 @@ TEST(CPUKernelsMatmul, OddAndDegenerateSizes) {
   expectClose(c, std::vector<double>(6, 0.0));
 }
 
+/// The epilogue's activations, in double.
+double activation(const std::string &name, double x) {
+  if (name == "relu")
+    return x < 0 ? 0 : x;
+  if (name == "gelu_tanh")
+    return 0.5 * x *
+           (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  return x;
+}
+
+/// A matmul with a bias and/or activation against the naive matmul
+/// followed by the epilogue in double. Returns the result and the
+/// preactivation.
+std::pair<Tensor, Tensor>
+testMatmulEpilogue(DType dtype, std::vector<int64_t> aShape,
+                   std::vector<int64_t> bShape, std::vector<int64_t> cShape,
+                   bool transB, bool withBias, const std::string &act,
+                   bool keepPre) {
+  SCOPED_TRACE(shapeString(aShape) + " x " + shapeString(bShape) + " " +
+               dtypeName(dtype) + " bias=" + std::to_string(withBias) +
+               " activation=" + act + " pre=" + std::to_string(keepPre));
+  Tensor a = random(dtype, aShape), b = random(dtype, bShape);
+  Tensor bias = random(dtype, {cShape.back()});
+  std::vector<const Tensor *> inputs{&a, &b};
+  if (withBias)
+    inputs.push_back(&bias);
+  std::vector<Tensor> outputs{Tensor(dtype, cShape)};
+  if (keepPre)
+    outputs.emplace_back(dtype, cShape);
+  Attributes attrs{{"transpose_rhs", int64_t(transB)}};
+  if (!act.empty())
+    attrs["activation"] = act;
+  Instruction instruction = makeKernel("matmul", inputs, outputs, attrs);
+  EXPECT_EQ(runKernel(instruction, inputs, outputs), "");
+  std::vector<double> pre = referenceMatmul(a, b, cShape, false, transB);
+  std::vector<double> expected(pre.size());
+  int64_t n = cShape.back();
+  for (size_t i = 0; i < pre.size(); ++i) {
+    if (withBias)
+      pre[i] += bias.get(int64_t(i) % n);
+    expected[i] = activation(act, pre[i]);
+  }
+  double tol = dtype == DType::F32 ? 1e-4 : dtype == DType::F64 ? 1e-12 : 1e-2;
+  expectClose(outputs[0], expected, tol, tol);
+  if (keepPre)
+    expectClose(outputs[1], pre, tol, tol);
+  return {outputs[0], keepPre ? outputs[1] : Tensor()};
+}
+
+TEST(CPUKernelsMatmul, Epilogue) {
+  for (DType dtype : {DType::F32, DType::F64, DType::BF16}) {
+    // A linear layer (batches folded into M) with every epilogue.
+    for (const char *act : {"", "relu", "gelu_tanh"}) {
+      testMatmulEpilogue(dtype, {3, 70, 24}, {24, 40}, {3, 70, 40}, false, true,
+                         act, false);
+      if (*act)
+        testMatmulEpilogue(dtype, {3, 70, 24}, {40, 24}, {3, 70, 40}, true,
+                           true, act, true);
+    }
+    // An activation without a bias; batched operands (the epilogue runs
+    // over every batch).
+    testMatmulEpilogue(dtype, {5, 7}, {7, 3}, {5, 3}, false, false, "relu",
+                       true);
+    testMatmulEpilogue(dtype, {4, 9, 6}, {4, 6, 5}, {4, 9, 5}, false, true,
+                       "gelu_tanh", true);
+  }
+}
+
 TEST(CPUKernelsMatmul, CheckRejects) {
   Tensor a(DType::F32, {8, 16}), b(DType::F32, {32, 4}), c(DType::F32, {8, 4});
   EXPECT_REJECTED(makeKernel("matmul", {&a, &b}, {c}),
@@ -302,9 +370,27 @@ TEST(CPUKernelsMatmul, CheckRejects) {
   EXPECT_EQ(checkMessage(makeKernel("matmul", {&a, &b2}, {c})), "");
   EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {wrong}),
                   "result [8,5] should end in [8,4]");
-  EXPECT_REJECTED(makeKernel("matmul", {&a}, {c}), "expected 2 input(s)");
+  EXPECT_REJECTED(makeKernel("matmul", {&a}, {c}),
+                  "expects 2 or 3 inputs (lhs, rhs, bias) and 1 or 2 outputs "
+                  "(result, preactivation), got 1 and 1");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2, &b2, &b2}, {c}),
+                  "got 4 and 1");
   EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {c, c}),
-                  "expected 2 input(s) and 1 output(s)");
+                  "a preactivation output needs an activation");
+  Tensor bias(DType::F32, {4}), bias5(DType::F32, {5}), bias64(DType::F64, {4});
+  EXPECT_EQ(
+      checkMessage(makeKernel("matmul", {&a, &b2, &bias}, {c, c},
+                              {{"activation", std::string("gelu_tanh")}})),
+      "");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2, &bias5}, {c}),
+                  "bias [5] must be a vector of the result's 4 columns");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2, &bias64}, {c}), "same dtype");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {c},
+                             {{"activation", std::string("gelu")}}),
+                  "unknown activation 'gelu' (known: none, relu, gelu_tanh)");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {c, wrong},
+                             {{"activation", std::string("relu")}}),
+                  "preactivation");
   Tensor ai(DType::I32, {8, 16}), bi(DType::I32, {16, 4}),
       ci(DType::I32, {8, 4});
   EXPECT_REJECTED(makeKernel("matmul", {&ai, &bi}, {ci}),
@@ -1555,6 +1641,37 @@ void testMatmulBF16(std::vector<int64_t> aShape, std::vector<int64_t> bShape,
                     << exact[size_t(i)];
   }
   EXPECT_GE(equal, c.size() * 99 / 100) << "of " << c.size();
+}
+
+/// A bf16 epilogue runs on the f32 product and rounds once: it equals the
+/// f32 kernel's fused result on the same inputs, rounded (up to the f32
+/// summation order, as above), which rounding the product before adding the
+/// bias would miss for a large share of elements.
+TEST(CPUKernelsBF16, MatmulEpilogueRoundsOnce) {
+  std::vector<int64_t> aShape{2, 300, 48}, bShape{48, 64}, cShape{2, 300, 64};
+  Tensor a = random(DType::BF16, aShape), b = random(DType::BF16, bShape);
+  Tensor bias = random(DType::BF16, {64}, -0.3, 0.3);
+  Tensor a32(DType::F32, aShape), b32(DType::F32, bShape),
+      bias32(DType::F32, {64});
+  for (auto [from, to] : {std::pair{&a, &a32}, {&b, &b32}, {&bias, &bias32}})
+    for (int64_t i = 0; i < from->size(); ++i)
+      to->set(i, from->get(i));
+  Attributes attrs{{"activation", std::string("gelu_tanh")}};
+  std::vector<Tensor> out{Tensor(DType::BF16, cShape),
+                          Tensor(DType::BF16, cShape)};
+  std::vector<Tensor> out32{Tensor(DType::F32, cShape),
+                            Tensor(DType::F32, cShape)};
+  std::vector<const Tensor *> in{&a, &b, &bias}, in32{&a32, &b32, &bias32};
+  ASSERT_EQ(runKernel(makeKernel("matmul", in, out, attrs), in, out), "");
+  ASSERT_EQ(runKernel(makeKernel("matmul", in32, out32, attrs), in32, out32),
+            "");
+  for (int which : {0, 1}) {
+    int64_t equal = 0;
+    for (int64_t i = 0; i < out[which].size(); ++i)
+      equal += out[which].get(i) == roundF32(out32[which].get(i));
+    EXPECT_GE(equal, out[which].size() * 99 / 100)
+        << (which ? "preactivation" : "result");
+  }
 }
 
 TEST(CPUKernelsBF16, Matmul) {

@@ -21,35 +21,35 @@ using opimpl::isValidAxis;
 // MatmulOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
-                                         std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &results) {
-  auto lhs = dyn_cast<RankedTensorType>(adaptor.getLhs().getType());
-  auto rhs = dyn_cast<RankedTensorType>(adaptor.getRhs().getType());
+/// The result type of `op(lhs) x op(rhs)`; errors name `OpTy`.
+template <typename OpTy>
+static FailureOr<RankedTensorType> inferProductType(std::optional<Location> loc,
+                                                    Type lhsType, Type rhsType,
+                                                    bool tl, bool tr) {
+  auto lhs = dyn_cast<RankedTensorType>(lhsType);
+  auto rhs = dyn_cast<RankedTensorType>(rhsType);
   if (!lhs || !rhs)
-    return emitInferError<MatmulOp>(loc, "operands must be ranked tensors");
+    return emitInferError<OpTy>(loc, "operands must be ranked tensors");
   if (lhs.getElementType() != rhs.getElementType())
-    return emitInferError<MatmulOp>(
+    return emitInferError<OpTy>(
         loc, "operand element types differ: ", lhs.getElementType(), " vs ",
         rhs.getElementType());
   for (auto [name, type] : {std::pair{"lhs", lhs}, std::pair{"rhs", rhs}})
     if (type.getRank() < 2)
-      return emitInferError<MatmulOp>(loc, name, " has rank ", type.getRank(),
-                                      "; matmul needs rank >= 2 (reshape "
-                                      "vectors to matrices)");
+      return emitInferError<OpTy>(loc, name, " has rank ", type.getRank(),
+                                  "; matmul needs rank >= 2 (reshape "
+                                  "vectors to matrices)");
 
   ArrayRef<int64_t> l = lhs.getShape(), r = rhs.getShape();
   int64_t lr = l.size(), rr = r.size();
-  bool tl = adaptor.getTransposeLhs(), tr = adaptor.getTransposeRhs();
   int64_t m = tl ? l[lr - 1] : l[lr - 2];
   int64_t lhsK = tl ? l[lr - 2] : l[lr - 1];
   int64_t rhsK = tr ? r[rr - 1] : r[rr - 2];
   int64_t n = tr ? r[rr - 2] : r[rr - 1];
   if (lhsK != rhsK)
-    return emitInferError<MatmulOp>(loc, "contracting dimensions differ: lhs ",
-                                    formatShape(l), " has K = ", lhsK, ", rhs ",
-                                    formatShape(r), " has K = ", rhsK);
+    return emitInferError<OpTy>(loc, "contracting dimensions differ: lhs ",
+                                formatShape(l), " has K = ", lhsK, ", rhs ",
+                                formatShape(r), " has K = ", rhsK);
 
   // Batch dimensions align from the right; the longer list supplies the
   // rest.
@@ -61,7 +61,7 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
     int64_t a = lhsBatch[lhsBatch.size() - 1 - i];
     int64_t b = rhsBatch[rhsBatch.size() - 1 - i];
     if (a != b)
-      return emitInferError<MatmulOp>(
+      return emitInferError<OpTy>(
           loc, "batch dimensions differ: lhs ", formatShape(l), " vs rhs ",
           formatShape(r), " (", a, " vs ", b,
           "); broadcast them explicitly with loom.broadcast");
@@ -69,7 +69,19 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   SmallVector<int64_t> shape(longer);
   shape.push_back(m);
   shape.push_back(n);
-  results.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return RankedTensorType::get(shape, lhs.getElementType());
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  FailureOr<RankedTensorType> type = inferProductType<MatmulOp>(
+      loc, adaptor.getLhs().getType(), adaptor.getRhs().getType(),
+      adaptor.getTransposeLhs(), adaptor.getTransposeRhs());
+  if (failed(type))
+    return failure();
+  results.push_back(*type);
   return success();
 }
 
@@ -117,6 +129,39 @@ struct FoldTransposeIntoMatmul : OpRewritePattern<MatmulOp> {
 void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                            MLIRContext *context) {
   results.add<FoldTransposeIntoMatmul>(context);
+}
+
+//===----------------------------------------------------------------------===//
+// FusedMatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusedMatmulOp::verify() {
+  FailureOr<RankedTensorType> product = inferProductType<FusedMatmulOp>(
+      getLoc(), getLhs().getType(), getRhs().getType(), getTransposeLhs(),
+      getTransposeRhs());
+  if (failed(product))
+    return failure();
+  RankedTensorType result = getResult().getType();
+  if (result != *product)
+    return emitOpError() << "result " << result << " is not the product's type "
+                         << *product;
+  if (Value bias = getBias()) {
+    auto type = cast<RankedTensorType>(bias.getType());
+    int64_t n = result.getShape().back();
+    if (type.getRank() != 1 || type.getDimSize(0) != n ||
+        type.getElementType() != result.getElementType())
+      return emitOpError() << "bias " << type << " must be a vector of the "
+                           << n << " " << result.getElementType()
+                           << " columns of the result";
+  }
+  if (Value preactivation = getPreactivation()) {
+    if (getActivation() == MatmulActivation::none)
+      return emitOpError("has a preactivation result but no activation");
+    if (preactivation.getType() != result)
+      return emitOpError() << "preactivation " << preactivation.getType()
+                           << " must have the result's type " << result;
+  }
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -25,6 +25,13 @@ def Loom_GeluApproximation : I32EnumAttr<"GeluApproximation",
   let cppNamespace = "::mlir::loom";
 }
 
+def Loom_MatmulActivation : I32EnumAttr<"MatmulActivation",
+    "activation applied by a GEMM epilogue", [
+      I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"relu", 1>,
+      I32EnumAttrCase<"gelu_tanh", 2>]> {
+  let cppNamespace = "::mlir::loom";
+}
+
 def Loom_LossReduction : I32EnumAttr<"LossReduction",
     "how a loss reduces over samples", [
       I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"sum", 1>,

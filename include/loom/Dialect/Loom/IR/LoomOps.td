@@ -366,6 +366,44 @@ def Loom_BiasAddOp : Loom_Op<"bias_add", [
   let hasFolder = 1;
 }
 
+def Loom_FusedMatmulOp : Loom_Op<"fused_matmul", [Pure]> {
+  let summary = "A matmul with its bias and activation fused (GEMM epilogue)";
+  let description = [{
+    `activation(matmul(lhs, rhs) + bias)`, computed as one GEMM whose
+    epilogue adds the bias (a vector along the last dimension) and applies
+    the activation before the result is stored: products accumulate in f32
+    (f64 for f64) and the result is rounded to its element type once, at
+    the end. With a `preactivation` result the epilogue also stores
+    `matmul(lhs, rhs) + bias`, which the backward of the activation reads.
+    `lhs`, `rhs` and the transposes are as in `loom.matmul`; `gelu_tanh` is
+    `loom.gelu approximate tanh`, the form cuBLASLt's epilogue computes.
+
+    Made by `loom-fuse-matmul-epilogue` when a plan is lowered, after
+    autodiff and partitioning: it has no gradient or sharding rule.
+
+    ```mlir
+    %y = loom.fused_matmul %x, %w bias %b
+        : (tensor<8x768xf32>, tensor<768x3072xf32>, tensor<3072xf32>) -> tensor<8x3072xf32>
+    %g, %z = loom.fused_matmul %x, %w bias %b activation gelu_tanh
+        : (tensor<8x768xf32>, tensor<768x3072xf32>, tensor<3072xf32>)
+        -> (tensor<8x3072xf32>, tensor<8x3072xf32>)
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
+                       Optional<Loom_FloatTensor>:$bias,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
+                       DefaultValuedAttr<Loom_MatmulActivation,
+                           "::mlir::loom::MatmulActivation::none">:$activation);
+  let results = (outs Loom_FloatTensor:$result,
+                      Optional<Loom_FloatTensor>:$preactivation);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`bias` $bias^)? (`transpose_lhs` $transpose_lhs^)?
+    (`transpose_rhs` $transpose_rhs^)? (`activation` $activation^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Shape manipulation
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,90 @@
+// RUN: loom-opt --loom-fuse-matmul-epilogue --split-input-file %s | FileCheck %s
+
+// An ONNX-style linear layer (an add of the bias vector, either operand
+// order) followed by the tanh GELU is one GEMM with a GELU_BIAS epilogue.
+// CHECK-LABEL: func.func @linear_gelu
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x8x16xf32>, %[[W:.*]]: tensor<16x32xf32>, %[[B:.*]]: tensor<32xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = loom.fused_matmul %[[X]], %[[W]] bias %[[B]] activation gelu_tanh : (tensor<2x8x16xf32>, tensor<16x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+// CHECK-NEXT:    return %[[Y]]
+func.func @linear_gelu(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>) -> tensor<2x8x32xf32> {
+  %h = loom.matmul %x, %w : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
+  %z = loom.add %b, %h : (tensor<32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
+  %y = loom.gelu %z approximate tanh : tensor<2x8x32xf32>
+  return %y : tensor<2x8x32xf32>
+}
+
+// -----
+
+// The bias alone (a bias_add, the weight transposed): a BIAS epilogue. The
+// transposes are kept.
+// CHECK-LABEL: func.func @bias_only
+// CHECK-NEXT:    %[[Y:.*]] = loom.fused_matmul %arg0, %arg1 bias %arg2 transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>, tensor<32xbf16>) -> tensor<8x32xbf16>
+// CHECK-NEXT:    %[[E:.*]] = loom.exp %[[Y]]
+func.func @bias_only(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xbf16>) -> tensor<8x32xbf16> {
+  %h = loom.matmul %x, %w transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %z = loom.bias_add %h, %b : tensor<8x32xbf16>, tensor<32xbf16>
+  %e = loom.exp %z : tensor<8x32xbf16>
+  return %e : tensor<8x32xbf16>
+}
+
+// -----
+
+// Training: the backward of GELU reads the value before it, so the fused op
+// returns it too (GELU_AUX_BIAS), and its uses, even one placed before the
+// GELU, read that result.
+// CHECK-LABEL: func.func @keeps_preactivation
+// CHECK-NEXT:    %[[Y:.*]], %[[Z:.*]] = loom.fused_matmul %arg0, %arg1 bias %arg2 activation gelu_tanh : (tensor<8x16xf32>, tensor<16x32xf32>, tensor<32xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>)
+// CHECK-NEXT:    %[[T:.*]] = loom.tanh %[[Z]]
+// CHECK-NEXT:    return %[[Y]], %[[T]]
+func.func @keeps_preactivation(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
+  %h = loom.matmul %x, %w : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %z = loom.add %h, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %t = loom.tanh %z : tensor<8x32xf32>
+  %y = loom.gelu %z approximate tanh : tensor<8x32xf32>
+  return %y, %t : tensor<8x32xf32>, tensor<8x32xf32>
+}
+
+// -----
+
+// ReLU without a bias; a ReLU whose input is read elsewhere is not fused
+// (cuBLASLt keeps only a bit mask of it), but its bias is.
+// CHECK-LABEL: func.func @relu
+// CHECK-NEXT:    %[[R:.*]] = loom.fused_matmul %arg0, %arg1 activation relu : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+// CHECK-NEXT:    %[[Z:.*]] = loom.fused_matmul %arg0, %arg1 bias %arg2 : (tensor<8x16xf32>, tensor<16x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+// CHECK-NEXT:    %[[S:.*]] = loom.relu %[[Z]]
+// CHECK-NEXT:    return %[[R]], %[[S]], %[[Z]]
+func.func @relu(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) {
+  %h = loom.matmul %x, %w : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %r = loom.relu %h : tensor<8x32xf32>
+  %h2 = loom.matmul %x, %w : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %z = loom.add %h2, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %s = loom.relu %z : tensor<8x32xf32>
+  return %r, %s, %z : tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
+}
+
+// -----
+
+// Left alone: a product used twice; an add that is not a bias (not a vector
+// along the last dim, a different element type: the widened bf16 product of
+// mixed precision); the exact GELU (cuBLASLt computes the tanh form).
+// CHECK-LABEL: func.func @not_fused
+// CHECK-NOT:     loom.fused_matmul
+// CHECK:         loom.fused_matmul %arg0, %arg1 bias %arg2 :
+// CHECK-NEXT:    loom.gelu %{{.*}} : tensor<8x32xf32>
+// CHECK-NOT:     loom.fused_matmul
+// CHECK:         return
+func.func @not_fused(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>,
+                     %c: tensor<8x1xf32>, %xl: tensor<8x16xbf16>, %wl: tensor<16x32xbf16>)
+    -> (tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) {
+  %h = loom.matmul %x, %w : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %a = loom.add %h, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %h2 = loom.matmul %x, %w : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %a2 = loom.add %h2, %c : (tensor<8x32xf32>, tensor<8x1xf32>) -> tensor<8x32xf32>
+  %l = loom.matmul %xl, %wl : (tensor<8x16xbf16>, tensor<16x32xbf16>) -> tensor<8x32xbf16>
+  %lw = loom.cast %l : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %a3 = loom.add %lw, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %h4 = loom.matmul %x, %w : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %a4 = loom.add %h4, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %g = loom.gelu %a4 : tensor<8x32xf32>
+  return %h, %a, %a2, %a3, %g : tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
+}
