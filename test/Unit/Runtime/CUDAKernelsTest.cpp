@@ -352,6 +352,60 @@ TEST(CUDAKernels, MatmulBF16) {
   expectClose(gpu[0].as(DType::F32), cpu[0], 1e-2, 2e-2, "bf16 matmul");
 }
 
+/// A matmul with an epilogue (bias, activation, preactivation output) on
+/// both backends: cuBLASLt's epilogues for single f32/bf16 GEMMs, the own
+/// epilogue kernel for the rest.
+void testMatmulEpilogue(DType dtype, std::vector<int64_t> batchA,
+                        std::vector<int64_t> batchB, int64_t m, int64_t k,
+                        int64_t n, bool bias, const std::string &activation,
+                        bool keepPre) {
+  std::vector<int64_t> a = batchA, b = batchB;
+  a.insert(a.end(), {m, k});
+  b.insert(b.end(), {n, k}); // the weight stored transposed, as PyTorch's
+  std::vector<int64_t> c = batchA.size() >= batchB.size() ? batchA : batchB;
+  c.insert(c.end(), {m, n});
+  SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + shapeString(a) + " x " +
+               shapeString(b) + (bias ? " bias" : "") + " " + activation +
+               (keepPre ? " preactivation" : ""));
+  Tensor x = random(dtype, a), y = random(dtype, b), z = random(dtype, {n});
+  std::vector<const Tensor *> inputs{&x, &y};
+  if (bias)
+    inputs.push_back(&z);
+  std::vector<TensorRef> outputs{ref(dtype, c)};
+  if (keepPre)
+    outputs.push_back(ref(dtype, c));
+  Attributes attrs{{"transpose_rhs", int64_t(1)}};
+  if (!activation.empty())
+    attrs["activation"] = activation;
+  Instruction inst = makeInstruction("matmul", inputs, outputs, attrs);
+  double tol = dtype == DType::F64 ? 1e-11 : -1;
+  if (dtype == DType::F32)
+    tol = 1e-4;
+  expectSame(inst, inputs, tol, tol);
+}
+
+TEST(CUDAKernels, MatmulEpilogues) {
+  using Dims = std::vector<int64_t>;
+  for (DType dtype : {DType::F32, DType::BF16, DType::F64}) {
+    // A linear layer (one GEMM): cuBLASLt's BIAS, RELU_BIAS, GELU_BIAS,
+    // GELU_AUX_BIAS, GELU; a kept ReLU input goes to the own kernel.
+    testMatmulEpilogue(dtype, Dims{2, 3}, {}, 16, 32, 64, true, "", false);
+    testMatmulEpilogue(dtype, Dims{2, 3}, {}, 16, 32, 64, true, "relu", false);
+    testMatmulEpilogue(dtype, Dims{2, 3}, {}, 16, 32, 64, true, "gelu_tanh",
+                       false);
+    testMatmulEpilogue(dtype, Dims{2, 3}, {}, 16, 32, 64, true, "gelu_tanh",
+                       true);
+    testMatmulEpilogue(dtype, {}, {}, 16, 32, 64, false, "gelu_tanh", false);
+    testMatmulEpilogue(dtype, {}, {}, 16, 32, 64, true, "relu", true);
+    // An aux leading dimension that is not a multiple of 8, batched GEMMs
+    // and k = 0: the own kernel.
+    testMatmulEpilogue(dtype, {}, {}, 10, 24, 36, true, "gelu_tanh", true);
+    testMatmulEpilogue(dtype, Dims{3}, Dims{3}, 8, 16, 24, true, "gelu_tanh",
+                       true);
+    testMatmulEpilogue(dtype, {}, {}, 4, 0, 8, true, "relu", false);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // elementwise
 //===----------------------------------------------------------------------===//

@@ -33,6 +33,16 @@ using KernelOr = StatusOr<KernelPtr>;
 // Gemm.cpp
 KernelOr createMatmul(const LaunchContext &context,
                       const Instruction &instruction);
+
+/// The activation of a matmul's epilogue (the `activation` attribute).
+enum class MatmulActivation { None, Relu, GeluTanh };
+
+// GemmEpilogue.cu: the epilogue on the stored [rows, n] result, in place:
+// adds `bias` (optional) along the rows, stores that into `pre` (optional),
+// then applies `activation`.
+Status launchMatmulEpilogue(cudaStream_t stream, DType dtype, void *c,
+                            const void *bias, void *pre, int64_t rows,
+                            int64_t n, MatmulActivation activation);
 // Elementwise.cpp
 KernelOr createElementwise(const LaunchContext &context,
                            const Instruction &instruction);

@@ -26,6 +26,15 @@
 // f32 computes in f32, or in TF32 on tensor cores when the executor allows
 // it; f64 in f64; bf16 operands are stored bf16 and accumulate in f32.
 //
+// Epilogues (a bias input, an `activation`, a preactivation output): a
+// single f32 or bf16 GEMM uses cuBLASLt's own (BIAS, RELU_BIAS, GELU_BIAS,
+// GELU_AUX_BIAS and their bias-less forms) when cuBLASLt has an algorithm
+// for it and every pointer is 16-byte aligned; otherwise (batched GEMMs, a
+// kept ReLU input, whose cuBLASLt form is a bit mask, an auxiliary leading
+// dimension not a multiple of 8, f64, no algorithm) the plain GEMM is
+// followed by GemmEpilogue.cu's kernel. cuBLASLt's GELU is the tanh form, the
+// one the `gelu_tanh` activation names.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
@@ -53,9 +62,10 @@ Status cublasStatus(cublasStatus_t status, const char *what) {
       return s_;                                                               \
   } while (false)
 
-/// cuBLASLt descriptors, destroyed with the kernel.
+/// cuBLASLt descriptors, destroyed with the kernel. `epilogue` is the
+/// matmul descriptor with cuBLASLt's epilogue, when one is used.
 struct Descriptors {
-  cublasLtMatmulDesc_t matmul = nullptr;
+  cublasLtMatmulDesc_t matmul = nullptr, epilogue = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulPreference_t preference = nullptr;
   ~Descriptors() {
@@ -67,6 +77,8 @@ struct Descriptors {
       cublasLtMatrixLayoutDestroy(b);
     if (a)
       cublasLtMatrixLayoutDestroy(a);
+    if (epilogue)
+      cublasLtMatmulDescDestroy(epilogue);
     if (matmul)
       cublasLtMatmulDescDestroy(matmul);
   }
@@ -83,12 +95,35 @@ private:
   /// (our A).
   Status layout(cublasLtMatrixLayout_t &layout, uint64_t rows, uint64_t cols,
                 int64_t ld, int64_t batch, int64_t stride);
-  Status chooseAlgorithm(const LaunchContext &context, uint32_t alignment,
+  Status chooseAlgorithm(const LaunchContext &context,
+                         cublasLtMatmulDesc_t desc, uint32_t alignment,
                          cublasLtMatmulAlgo_t &algo, bool &found);
+  Status createDesc(cublasLtMatmulDesc_t &desc, bool transA, bool transB);
+  /// Prepares cuBLASLt's epilogue for a single GEMM, if it has one.
+  Status prepareEpilogue(const LaunchContext &context, int64_t n, bool transA,
+                         bool transB);
+  /// The GEMM with cuBLASLt's epilogue; false (nothing done) when a pointer
+  /// is not aligned for it.
+  StatusOr<bool> launchFused(const LaunchContext &context, const void *a,
+                             const void *b, void *c, const void *bias,
+                             void *pre);
 
   Descriptors d_;
   cudaDataType_t type_ = CUDA_R_32F;
+  DType dtype_ = DType::F32;
   size_t elementSize_ = 4;
+  cublasComputeType_t compute_ = CUBLAS_COMPUTE_32F;
+  cudaDataType_t scaleType_ = CUDA_R_32F;
+  /// The epilogue: bias input, preactivation output, activation; rows and
+  /// columns of C as one matrix; cuBLASLt's epilogue algorithm, if any.
+  bool bias_ = false, pre_ = false;
+  MatmulActivation activation_ = MatmulActivation::None;
+  int64_t rows_ = 0, n_ = 0;
+  cublasLtMatmulAlgo_t epilogueAlgo_{};
+  bool haveEpilogueAlgo_ = false;
+  bool hasEpilogue() const {
+    return bias_ || activation_ != MatmulActivation::None;
+  }
   /// 1 in the scale type (f32 for f32 and bf16, f64 for f64); beta is 0.
   float oneF_ = 1, zeroF_ = 0;
   double oneD_ = 1, zeroD_ = 0;
@@ -124,6 +159,7 @@ Status MatmulKernel::layout(cublasLtMatrixLayout_t &layout, uint64_t rows,
 }
 
 Status MatmulKernel::chooseAlgorithm(const LaunchContext &context,
+                                     cublasLtMatmulDesc_t desc,
                                      uint32_t alignment,
                                      cublasLtMatmulAlgo_t &algo, bool &found) {
   for (auto attribute : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
@@ -136,8 +172,8 @@ Status MatmulKernel::chooseAlgorithm(const LaunchContext &context,
   cublasLtMatmulHeuristicResult_t result{};
   int count = 0;
   cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(context.lt, d_.matmul, d_.a, d_.b, d_.c,
-                                     d_.c, d_.preference, 1, &result, &count);
+      cublasLtMatmulAlgoGetHeuristic(context.lt, desc, d_.a, d_.b, d_.c, d_.c,
+                                     d_.preference, 1, &result, &count);
   // "Not supported" is how cuBLASLt says it has no algorithm.
   found = false;
   if (status == CUBLAS_STATUS_NOT_SUPPORTED)
@@ -149,14 +185,91 @@ Status MatmulKernel::chooseAlgorithm(const LaunchContext &context,
   return Status::ok();
 }
 
+Status MatmulKernel::createDesc(cublasLtMatmulDesc_t &desc, bool transA,
+                                bool transB) {
+  LOOM_CUBLAS(cublasLtMatmulDescCreate(&desc, compute_, scaleType_),
+              "creating the matmul descriptor");
+  // cuBLASLt's A is our B, its B our A (see the file comment).
+  cublasOperation_t opLtA = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opLtB = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                             &opLtA, sizeof(opLtA)),
+              "setting transa");
+  LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                             &opLtB, sizeof(opLtB)),
+              "setting transb");
+  return Status::ok();
+}
+
+/// A stand-in for the bias and aux pointers while the algorithm is chosen:
+/// cuBLASLt reads their alignment from them, and launchFused only runs with
+/// 16-byte aligned ones.
+static void *const kAlignedPlaceholder = reinterpret_cast<void *>(256);
+
+Status MatmulKernel::prepareEpilogue(const LaunchContext &context, int64_t n,
+                                     bool transA, bool transB) {
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  switch (activation_) {
+  case MatmulActivation::None:
+    break;
+  case MatmulActivation::Relu:
+    if (pre_)
+      return Status::ok(); // cuBLASLt keeps a bit mask, not the input
+    epilogue = bias_ ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    break;
+  case MatmulActivation::GeluTanh:
+    if (pre_ && n % 8 != 0)
+      return Status::ok(); // the aux leading dimension must be a multiple of 8
+    epilogue =
+        pre_ ? (bias_ ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                      : CUBLASLT_EPILOGUE_GELU_AUX)
+             : (bias_ ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU);
+    break;
+  }
+  if (Status s = createDesc(d_.epilogue, transA, transB); !s)
+    return s;
+  LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(d_.epilogue,
+                                             CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                             &epilogue, sizeof(epilogue)),
+              "setting the epilogue");
+  int32_t dataType = type_;
+  if (bias_) {
+    LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(
+                    d_.epilogue, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dataType,
+                    sizeof(dataType)),
+                "setting the bias type");
+    LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(
+                    d_.epilogue, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                    &kAlignedPlaceholder, sizeof(kAlignedPlaceholder)),
+                "setting the bias pointer");
+  }
+  if (pre_) {
+    int64_t ld = n;
+    LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(
+                    d_.epilogue, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
+                    &dataType, sizeof(dataType)),
+                "setting the preactivation type");
+    LOOM_CUBLAS(
+        cublasLtMatmulDescSetAttribute(
+            d_.epilogue, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)),
+        "setting the preactivation leading dimension");
+    LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(
+                    d_.epilogue, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                    &kAlignedPlaceholder, sizeof(kAlignedPlaceholder)),
+                "setting the preactivation pointer");
+  }
+  return chooseAlgorithm(context, d_.epilogue, 16, epilogueAlgo_,
+                         haveEpilogueAlgo_);
+}
+
 Status MatmulKernel::prepare(const LaunchContext &context,
                              const Instruction &inst) {
   const TensorRef &a = inst.inputs[0], &b = inst.inputs[1],
                   &c = inst.outputs[0];
   const bool transA = intAttr(inst.attrs, "transpose_lhs") != 0;
   const bool transB = intAttr(inst.attrs, "transpose_rhs") != 0;
-  cublasComputeType_t compute;
-  cudaDataType_t scaleType;
+  cublasComputeType_t &compute = compute_;
+  cudaDataType_t &scaleType = scaleType_;
   switch (a.dtype) {
   case DType::F32:
     type_ = CUDA_R_32F;
@@ -180,6 +293,13 @@ Status MatmulKernel::prepare(const LaunchContext &context,
                          dtypeName(a.dtype) + " matmul");
   }
   elementSize_ = dtypeSize(a.dtype);
+  dtype_ = a.dtype;
+  bias_ = inst.inputs.size() == 3;
+  pre_ = inst.outputs.size() == 2;
+  const std::string activation = wordAttr(inst.attrs, "activation", "none");
+  activation_ = activation == "relu"        ? MatmulActivation::Relu
+                : activation == "gelu_tanh" ? MatmulActivation::GeluTanh
+                                            : MatmulActivation::None;
 
   const size_t ra = a.shape.size(), rb = b.shape.size(), rc = c.shape.size();
   const int64_t m = transA ? a.shape[ra - 1] : a.shape[ra - 2];
@@ -191,6 +311,8 @@ Status MatmulKernel::prepare(const LaunchContext &context,
   sizeA_ = m * k;
   sizeB_ = k * n;
   sizeC_ = m * n;
+  rows_ = batchC * m;
+  n_ = n;
   workspaceBytes_ = context.workspaceBytes;
   if (batchC == 0 || m == 0 || n == 0)
     return Status::ok(); // nothing to compute: calls_ = 0
@@ -219,19 +341,8 @@ Status MatmulKernel::prepare(const LaunchContext &context,
     return batch == 1 ? int64_t(0) : size;
   };
 
-  LOOM_CUBLAS(cublasLtMatmulDescCreate(&d_.matmul, compute, scaleType),
-              "creating the matmul descriptor");
-  // cuBLASLt's A is our B, its B our A (see the file comment).
-  cublasOperation_t opLtA = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opLtB = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(d_.matmul,
-                                             CUBLASLT_MATMUL_DESC_TRANSA,
-                                             &opLtA, sizeof(opLtA)),
-              "setting transa");
-  LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(d_.matmul,
-                                             CUBLASLT_MATMUL_DESC_TRANSB,
-                                             &opLtB, sizeof(opLtB)),
-              "setting transb");
+  if (Status s = createDesc(d_.matmul, transA, transB); !s)
+    return s;
   // Our B, row-major [K, N] (or [N, K] transposed): column-major N x K with
   // ld N (or K x N with ld K).
   if (Status s = transB ? layout(d_.a, uint64_t(k), uint64_t(n), k, perCall_,
@@ -271,11 +382,13 @@ Status MatmulKernel::prepare(const LaunchContext &context,
   if (perCall_ == 1)
     stridesAligned = true;
   if (stridesAligned)
-    if (Status s = chooseAlgorithm(context, 16, aligned_, haveAligned_); !s)
+    if (Status s =
+            chooseAlgorithm(context, d_.matmul, 16, aligned_, haveAligned_);
+        !s)
       return s;
   bool haveUnaligned = false;
-  if (Status s = chooseAlgorithm(context, uint32_t(elementSize_), unaligned_,
-                                 haveUnaligned);
+  if (Status s = chooseAlgorithm(context, d_.matmul, uint32_t(elementSize_),
+                                 unaligned_, haveUnaligned);
       !s)
     return s;
   if (!haveUnaligned)
@@ -284,7 +397,43 @@ Status MatmulKernel::prepare(const LaunchContext &context,
         std::string(dtypeName(a.dtype)) + " lhs " + shapeString(a.shape) +
         ", rhs " + shapeString(b.shape) + " with " +
         std::to_string(context.workspaceBytes) + " bytes of workspace");
+  // cuBLASLt's epilogues take one bias (and aux) for the whole call: only a
+  // single GEMM uses them.
+  // f64 keeps the own kernel, whose activations are the CPU's f64 formulas.
+  if (hasEpilogue() && calls_ == 1 && perCall_ == 1 && dtype_ != DType::F64)
+    return prepareEpilogue(context, n, transA, transB);
   return Status::ok();
+}
+
+StatusOr<bool> MatmulKernel::launchFused(const LaunchContext &context,
+                                         const void *a, const void *b, void *c,
+                                         const void *bias, void *pre) {
+  uintptr_t addresses =
+      reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
+      reinterpret_cast<uintptr_t>(c) | reinterpret_cast<uintptr_t>(bias) |
+      reinterpret_cast<uintptr_t>(pre);
+  if (addresses % 16 != 0)
+    return false;
+  if (bias_)
+    LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(
+                    d_.epilogue, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                    sizeof(bias)),
+                "setting the bias pointer");
+  if (pre_)
+    LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(
+                    d_.epilogue, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                    &pre, sizeof(pre)),
+                "setting the preactivation pointer");
+  const void *one = scaleDouble_ ? static_cast<const void *>(&oneD_)
+                                 : static_cast<const void *>(&oneF_);
+  const void *zero = scaleDouble_ ? static_cast<const void *>(&zeroD_)
+                                  : static_cast<const void *>(&zeroF_);
+  LOOM_CUBLAS(cublasLtMatmul(context.lt, d_.epilogue, one, b, d_.a, a, d_.b,
+                             zero, c, d_.c, c, d_.c, &epilogueAlgo_,
+                             context.workspace, workspaceBytes_,
+                             context.stream),
+              "cublasLtMatmul with an epilogue");
+  return true;
 }
 
 Status MatmulKernel::launch(const LaunchContext &context,
@@ -292,9 +441,21 @@ Status MatmulKernel::launch(const LaunchContext &context,
   const char *a = static_cast<const char *>(inputs[0]);
   const char *b = static_cast<const char *>(inputs[1]);
   char *c = static_cast<char *>(outputs[0]);
-  if (zeroBytes_)
-    return cudaStatus(cudaMemsetAsync(c, 0, zeroBytes_, context.stream),
-                      "matmul (k = 0)");
+  const void *bias = bias_ ? inputs[2] : nullptr;
+  void *pre = pre_ ? outputs[1] : nullptr;
+  auto ownEpilogue = [&] {
+    if (!hasEpilogue())
+      return Status::ok();
+    return launchMatmulEpilogue(context.stream, dtype_, c, bias, pre, rows_, n_,
+                                activation_);
+  };
+  if (zeroBytes_) {
+    if (Status s = cudaStatus(cudaMemsetAsync(c, 0, zeroBytes_, context.stream),
+                              "matmul (k = 0)");
+        !s)
+      return s;
+    return ownEpilogue(); // the bias and activation of zeros
+  }
   if (calls_ == 0)
     return Status::ok();
   if (context.workspaceBytes < workspaceBytes_)
@@ -302,6 +463,11 @@ Status MatmulKernel::launch(const LaunchContext &context,
                          std::to_string(workspaceBytes_) +
                          " bytes of workspace, launched with " +
                          std::to_string(context.workspaceBytes));
+  if (haveEpilogueAlgo_) {
+    StatusOr<bool> fused = launchFused(context, a, b, c, bias, pre);
+    if (!fused.isOk() || *fused)
+      return fused.isOk() ? Status::ok() : fused.status();
+  }
   const void *one = scaleDouble_ ? static_cast<const void *>(&oneD_)
                                  : static_cast<const void *>(&oneF_);
   const void *zero = scaleDouble_ ? static_cast<const void *>(&zeroD_)
@@ -327,7 +493,7 @@ Status MatmulKernel::launch(const LaunchContext &context,
                                context.stream),
                 "cublasLtMatmul");
   }
-  return Status::ok();
+  return ownEpilogue();
 }
 
 } // namespace

@@ -1,0 +1,114 @@
+//===- GemmEpilogue.cu - A matmul's epilogue as its own kernel ------------===//
+//
+// The bias and activation of a fused matmul, applied in place to the GEMM's
+// stored result, for the cases cuBLASLt's epilogues do not cover: batched
+// GEMMs, a ReLU whose input is kept, an auxiliary output whose leading
+// dimension cuBLASLt rejects, f64, misaligned pointers. It computes as the
+// CPU kernel does (f32 for f32 and bf16, f64 for f64, the same activation
+// formulas), but a bf16 result has already been rounded once by the GEMM,
+// so bf16 results may differ from the CPU's by a rounding step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.cuh"
+
+using namespace loom::runtime;
+using namespace loom::runtime::cuda;
+
+namespace {
+
+/// bf16 values as the CPU kernels handle them: widened exactly, rounded to
+/// nearest even, NaN kept quiet with its sign.
+struct BF16Bits {
+  uint16_t bits;
+};
+
+__device__ inline float load(const float *p) { return *p; }
+__device__ inline double load(const double *p) { return *p; }
+__device__ inline float load(const BF16Bits *p) {
+  return __uint_as_float(uint32_t(p->bits) << 16);
+}
+__device__ inline void store(float *p, float v) { *p = v; }
+__device__ inline void store(double *p, double v) { *p = v; }
+__device__ inline void store(BF16Bits *p, float v) {
+  uint32_t bits = __float_as_uint(v);
+  uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  uint32_t nan = (bits >> 16) | 0x0040u;
+  p->bits = uint16_t((bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+
+__device__ inline float activate(MatmulActivation activation, float x) {
+  switch (activation) {
+  case MatmulActivation::Relu:
+    return x < 0.0f ? 0.0f : x;
+  case MatmulActivation::GeluTanh: {
+    // x * sigmoid(2u): no cancellation for negative x (the CPU's form).
+    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    float d = 1.0f + expf(-2.0f * u);
+    return isinf(d) ? 0.0f : x / d;
+  }
+  case MatmulActivation::None:
+    break;
+  }
+  return x;
+}
+__device__ inline double activate(MatmulActivation activation, double x) {
+  switch (activation) {
+  case MatmulActivation::Relu:
+    return x < 0.0 ? 0.0 : x;
+  case MatmulActivation::GeluTanh:
+    return 0.5 * x *
+           (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  case MatmulActivation::None:
+    break;
+  }
+  return x;
+}
+
+/// `C` is the type computed in: f32 for f32 and bf16, f64 for f64.
+template <typename T, typename C>
+__global__ void epilogue(T *c, const T *bias, T *pre, int64_t total, int64_t n,
+                         MatmulActivation activation) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    C v = load(c + i);
+    if (bias)
+      v = v + load(bias + i % n);
+    if (pre)
+      store(pre + i, v);
+    store(c + i, activate(activation, v));
+  }
+}
+
+template <typename T, typename C>
+Status launchTyped(cudaStream_t stream, void *c, const void *bias, void *pre,
+                   int64_t total, int64_t n, MatmulActivation activation) {
+  epilogue<T, C><<<gridFor(total), kThreads, 0, stream>>>(
+      static_cast<T *>(c), static_cast<const T *>(bias), static_cast<T *>(pre),
+      total, n, activation);
+  return launchStatus("matmul epilogue");
+}
+
+} // namespace
+
+Status cuda::launchMatmulEpilogue(cudaStream_t stream, DType dtype, void *c,
+                                  const void *bias, void *pre, int64_t rows,
+                                  int64_t n, MatmulActivation activation) {
+  const int64_t total = rows * n;
+  if (total == 0)
+    return Status::ok();
+  switch (dtype) {
+  case DType::F32:
+    return launchTyped<float, float>(stream, c, bias, pre, total, n,
+                                     activation);
+  case DType::F64:
+    return launchTyped<double, double>(stream, c, bias, pre, total, n,
+                                       activation);
+  case DType::BF16:
+    return launchTyped<BF16Bits, float>(stream, c, bias, pre, total, n,
+                                        activation);
+  default:
+    return Status::error(std::string("matmul epilogue: no ") +
+                         dtypeName(dtype) + " kernel");
+  }
+}
