@@ -7,7 +7,8 @@ Run with the Debian interpreter, which has torch 1.13 / onnx 1.12 / numpy:
     /usr/bin/python3 examples/mlp/export_mlp.py --opset 14 --out /tmp/mlp_loss.onnx \
         --with-loss --batch-dynamic --save-reference /tmp/mlp_ref
 
-Model: Linear(32,64) -> ReLU -> Linear(64,64) -> Tanh -> Linear(64,10).
+Model: Linear(32,64) -> ReLU -> Linear(64,64) -> Tanh -> Linear(64,10)
+(MLP(activation="gelu_tanh") has the tanh GELU in place of the ReLU).
 
 Graph interface (batch is a static 4 unless --batch-dynamic, then dim_param 'batch'):
   * inputs:  x       float32 [batch, 32]
@@ -35,10 +36,12 @@ IN_FEATURES, HIDDEN, CLASSES, EXAMPLE_BATCH = 32, 64, 10, 4
 
 
 class MLP(nn.Module):
-    def __init__(self):
+    def __init__(self, activation="relu"):
         super().__init__()
+        first = {"relu": nn.ReLU(),
+                 "gelu_tanh": nn.GELU(approximate="tanh")}[activation]
         self.net = nn.Sequential(
-            nn.Linear(IN_FEATURES, HIDDEN), nn.ReLU(),
+            nn.Linear(IN_FEATURES, HIDDEN), first,
             nn.Linear(HIDDEN, HIDDEN), nn.Tanh(),
             nn.Linear(HIDDEN, CLASSES))
 

@@ -69,6 +69,11 @@ TRAINING = [
     ("mlp-sgd", "mlp",
      ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"], [], 20,
      1e-3),
+    # The tanh GELU and the biases in cuBLASLt's epilogues (GELU_AUX_BIAS
+    # keeps the value before the GELU for the backward).
+    ("mlp-gelu-sgd", "mlp-gelu",
+     ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"], [], 20,
+     1e-3),
     # Mixed precision against PyTorch doing the same bf16 rounding
     # (bf16_matmul.py). A product that lands on the other side of a bf16
     # rounding step compounds over the steps (test/Examples/train-bf16.test

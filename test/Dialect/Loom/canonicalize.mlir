@@ -418,3 +418,72 @@ func.func @matmul_of_other_transpose(%x: tensor<4x8x16xf32>, %w: tensor<4x16xf32
   %a = loom.matmul %xt, %w transpose_rhs : (tensor<8x4x16xf32>, tensor<4x16xf32>) -> tensor<8x4x4xf32>
   return %a : tensor<8x4x4xf32>
 }
+
+// -----
+
+// The tanh GELU as ONNX exports spell it out (torch: 0.5 * (x * (1 +
+// tanh(k * (x + 0.044715 * (x * (x * x))))))) is one loom.gelu; so is the
+// (0.5 * x) * (...) order with pow(x, 3).
+// CHECK-LABEL: func.func @tanh_gelu
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x8xf32>)
+// CHECK-NEXT:    %[[G:.*]] = loom.gelu %[[X]] approximate tanh : tensor<2x8xf32>
+// CHECK-NEXT:    %[[H:.*]] = loom.gelu %[[X]] approximate tanh : tensor<2x8xf32>
+// CHECK-NEXT:    return %[[G]], %[[H]]
+func.func @tanh_gelu(%x: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>) {
+  %half = loom.constant dense<0.5> : tensor<f32>
+  %one = loom.constant dense<1.0> : tensor<f32>
+  %k = loom.constant dense<0.797884583> : tensor<f32>
+  %c = loom.constant dense<0.044715> : tensor<f32>
+  %three = loom.constant dense<3.0> : tensor<f32>
+  %sq = loom.mul %x, %x : tensor<2x8xf32>
+  %cube = loom.mul %x, %sq : tensor<2x8xf32>
+  %0 = loom.mul %c, %cube : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %1 = loom.add %x, %0 : tensor<2x8xf32>
+  %2 = loom.mul %k, %1 : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %3 = loom.tanh %2 : tensor<2x8xf32>
+  %4 = loom.add %one, %3 : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %5 = loom.mul %x, %4 : tensor<2x8xf32>
+  %g = loom.mul %half, %5 : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %p = loom.pow %x, %three : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %6 = loom.mul %p, %c : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %7 = loom.add %6, %x : tensor<2x8xf32>
+  %8 = loom.mul %7, %k : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %9 = loom.tanh %8 : tensor<2x8xf32>
+  %10 = loom.add %9, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %11 = loom.mul %x, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %h = loom.mul %11, %10 : tensor<2x8xf32>
+  return %g, %h : tensor<2x8xf32>, tensor<2x8xf32>
+}
+
+// -----
+
+// Not the GELU: another cubic coefficient, or the cube of another value.
+// CHECK-LABEL: func.func @not_tanh_gelu
+// CHECK-NOT:     loom.gelu
+// CHECK:         return
+func.func @not_tanh_gelu(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %half = loom.constant dense<0.5> : tensor<f32>
+  %one = loom.constant dense<1.0> : tensor<f32>
+  %k = loom.constant dense<0.797884583> : tensor<f32>
+  %c = loom.constant dense<0.05> : tensor<f32>
+  %c2 = loom.constant dense<0.044715> : tensor<f32>
+  %sq = loom.mul %x, %x : tensor<8xf32>
+  %cube = loom.mul %x, %sq : tensor<8xf32>
+  %0 = loom.mul %c, %cube : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %1 = loom.add %x, %0 : tensor<8xf32>
+  %2 = loom.mul %k, %1 : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %3 = loom.tanh %2 : tensor<8xf32>
+  %4 = loom.add %one, %3 : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %5 = loom.mul %x, %4 : tensor<8xf32>
+  %g = loom.mul %half, %5 : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %ysq = loom.mul %y, %y : tensor<8xf32>
+  %ycube = loom.mul %y, %ysq : tensor<8xf32>
+  %6 = loom.mul %c2, %ycube : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %7 = loom.add %x, %6 : tensor<8xf32>
+  %8 = loom.mul %k, %7 : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %9 = loom.tanh %8 : tensor<8xf32>
+  %10 = loom.add %one, %9 : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %11 = loom.mul %x, %10 : tensor<8xf32>
+  %h = loom.mul %half, %11 : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  return %g, %h : tensor<8xf32>, tensor<8xf32>
+}

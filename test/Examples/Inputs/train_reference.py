@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Exports an example model for training and trains it with PyTorch as a reference.
 
-    train_reference.py {gpt,mlp} OUT_DIR --optimizer sgd|adamw [--lr X]
+    train_reference.py {gpt,mlp,mlp-gelu} OUT_DIR --optimizer sgd|adamw [--lr X]
         [--momentum X] [--dampening X] [--nesterov] [--weight-decay X]
         [--betas B1,B2] [--eps X] [--clip-grad-norm X] [--steps N]
         [--batch-size B] [--samples S] [--grad-accum K] [--precision bf16]
@@ -47,7 +47,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model", choices=["gpt", "mlp"])
+    # mlp-gelu: the MLP with the tanh GELU as its first activation.
+    parser.add_argument("model", choices=["gpt", "mlp", "mlp-gelu"])
     parser.add_argument("out_dir")
     parser.add_argument("--optimizer", choices=["sgd", "adamw"], required=True)
     parser.add_argument("--lr", type=float,
@@ -97,6 +98,8 @@ def build_model(which):
                               n_embd=32), "idx"
     sys.path.insert(0, os.path.join(ROOT, "mlp"))
     import export_mlp
+    if which == "mlp-gelu":
+        return export_mlp.MLP(activation="gelu_tanh"), "x"
     return export_mlp.MLP(), "x"
 
 

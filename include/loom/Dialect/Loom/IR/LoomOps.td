@@ -258,7 +258,10 @@ class Loom_BinaryOp<string mnemonic, Type type, string doc>
 
 def Loom_AddOp : Loom_BinaryOp<"add", Loom_NumericTensor, "Addition.">;
 def Loom_SubOp : Loom_BinaryOp<"sub", Loom_NumericTensor, "Subtraction.">;
-def Loom_MulOp : Loom_BinaryOp<"mul", Loom_NumericTensor, "Multiplication.">;
+def Loom_MulOp : Loom_BinaryOp<"mul", Loom_NumericTensor, "Multiplication."> {
+  // Recognizes the tanh GELU that ONNX exports spell out (GeluPatterns.cpp).
+  let hasCanonicalizer = 1;
+}
 def Loom_DivOp : Loom_BinaryOp<"div", Loom_NumericTensor,
     "Division (integers round toward zero).">;
 def Loom_PowOp : Loom_BinaryOp<"pow", Loom_FloatTensor, "Power, `lhs ^ rhs`.">;
