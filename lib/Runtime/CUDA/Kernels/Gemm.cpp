@@ -128,6 +128,11 @@ private:
   float oneF_ = 1, zeroF_ = 0;
   double oneD_ = 1, zeroD_ = 0;
   bool scaleDouble_ = false;
+  /// The alpha or beta of the scale type.
+  const void *scale(const float &f, const double &d) const {
+    return scaleDouble_ ? static_cast<const void *>(&d)
+                        : static_cast<const void *>(&f);
+  }
   cublasLtMatmulAlgo_t aligned_{}, unaligned_{};
   bool haveAligned_ = false;
   size_t workspaceBytes_ = 0;
@@ -424,10 +429,7 @@ StatusOr<bool> MatmulKernel::launchFused(const LaunchContext &context,
                     d_.epilogue, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                     &pre, sizeof(pre)),
                 "setting the preactivation pointer");
-  const void *one = scaleDouble_ ? static_cast<const void *>(&oneD_)
-                                 : static_cast<const void *>(&oneF_);
-  const void *zero = scaleDouble_ ? static_cast<const void *>(&zeroD_)
-                                  : static_cast<const void *>(&zeroF_);
+  const void *one = scale(oneF_, oneD_), *zero = scale(zeroF_, zeroD_);
   LOOM_CUBLAS(cublasLtMatmul(context.lt, d_.epilogue, one, b, d_.a, a, d_.b,
                              zero, c, d_.c, c, d_.c, &epilogueAlgo_,
                              context.workspace, workspaceBytes_,
@@ -468,10 +470,7 @@ Status MatmulKernel::launch(const LaunchContext &context,
     if (!fused.isOk() || *fused)
       return fused.isOk() ? Status::ok() : fused.status();
   }
-  const void *one = scaleDouble_ ? static_cast<const void *>(&oneD_)
-                                 : static_cast<const void *>(&oneF_);
-  const void *zero = scaleDouble_ ? static_cast<const void *>(&zeroD_)
-                                  : static_cast<const void *>(&zeroF_);
+  const void *one = scale(oneF_, oneD_), *zero = scale(zeroF_, zeroD_);
   const size_t e = elementSize_;
   for (int64_t call = 0; call < calls_; ++call) {
     const int64_t first = call * perCall_;
