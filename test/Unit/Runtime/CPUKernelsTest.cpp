@@ -721,20 +721,25 @@ TEST(CPUKernelsElementwise, FusedProgramWithBroadcastAndYieldedInput) {
   expectClose(outputs[1], values(x), 0, 0);
 }
 
-TEST(CPUKernelsElementwise, OutputMayAliasInput) {
-  Tensor x = random(DType::F32, {3000});
-  Tensor original = x;
-  Tensor two = filled(DType::F32, {}, {2});
+/// Runs `x * 2 + x` in place on `x` (the output is the input's buffer).
+void runInPlaceTimesThree(Tensor &x) {
+  Tensor two = filled(x.dtype, {}, {2});
   Instruction instruction =
-      makeKernel("elementwise", {&x, &two}, {Tensor(DType::F32, {3000})});
-  instruction.program = {op("mul", DType::F32, {0, 1}),
-                         op("add", DType::F32, {2, 0})};
+      makeKernel("elementwise", {&x, &two}, {Tensor(x.dtype, x.shape)});
+  instruction.program = {op("mul", x.dtype, {0, 1}),
+                         op("add", x.dtype, {2, 0})};
   instruction.yields = {3};
   const KernelInfo *kernel = lookupCPUKernel("elementwise");
   ASSERT_TRUE(kernel->check(instruction).isOk());
   const void *in[] = {x.bytes.data(), two.bytes.data()};
   void *out[] = {x.bytes.data()};
   kernel->run(KernelArgs{instruction, in, out});
+}
+
+TEST(CPUKernelsElementwise, OutputMayAliasInput) {
+  Tensor x = random(DType::F32, {3000});
+  Tensor original = x;
+  runInPlaceTimesThree(x);
   std::vector<double> expected;
   for (int64_t i = 0; i < x.size(); ++i)
     expected.push_back(3 * original.get(i));
@@ -1594,17 +1599,7 @@ TEST(CPUKernelsBF16, ElementwiseComputesInF32AndRoundsEachOp) {
 TEST(CPUKernelsBF16, ElementwiseOutputMayAliasItsInput) {
   Tensor x = random(DType::BF16, {3000});
   Tensor original = x;
-  Tensor two = filled(DType::BF16, {}, {2});
-  Instruction instruction =
-      makeKernel("elementwise", {&x, &two}, {Tensor(DType::BF16, {3000})});
-  instruction.program = {op("mul", DType::BF16, {0, 1}),
-                         op("add", DType::BF16, {2, 0})};
-  instruction.yields = {3};
-  const KernelInfo *kernel = lookupCPUKernel("elementwise");
-  ASSERT_TRUE(kernel->check(instruction).isOk());
-  const void *in[] = {x.bytes.data(), two.bytes.data()};
-  void *out[] = {x.bytes.data()};
-  kernel->run(KernelArgs{instruction, in, out});
+  runInPlaceTimesThree(x);
   std::vector<double> expected;
   for (int64_t i = 0; i < x.size(); ++i)
     expected.push_back(roundF32(3 * float(original.get(i))));
