@@ -101,6 +101,8 @@ public:
     context_.error = reinterpret_cast<DeviceError *>(*error);
     context_.allowTF32 = options.allowTF32;
     context_.computeCapability = major * 10 + minor;
+    cudaDeviceGetAttribute(&context_.multiprocessors,
+                           cudaDevAttrMultiProcessorCount, device_);
     return clearError();
   }
 

@@ -60,6 +60,8 @@ struct LaunchContext {
   bool allowTF32 = false;
   /// The device's compute capability, e.g. 90 (for NVRTC's target).
   int computeCapability = 0;
+  /// The device's multiprocessor count (for launch geometry; 0: unknown).
+  int multiprocessors = 0;
 };
 
 /// One instruction, ready to launch.
@@ -70,8 +72,7 @@ public:
   /// `outputs[i]` are device pointers to the instruction's operands (dense,
   /// row-major). Returns only launch errors (asynchronous errors surface at
   /// the next synchronization).
-  virtual Status launch(const LaunchContext &context,
-                        const void *const *inputs,
+  virtual Status launch(const LaunchContext &context, const void *const *inputs,
                         void *const *outputs) = 0;
 };
 

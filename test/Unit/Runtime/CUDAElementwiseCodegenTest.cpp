@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CUDA/CUDAKernels.h"
+#include "CUDA/Kernels/Common.h"
 #include "CUDA/Kernels/Elementwise.h"
 #include "loom/Runtime/Kernels.h"
 
@@ -400,3 +401,30 @@ TEST(CUDAKernelValidation, CrossEntropyNeedsWorkspaceToReduce) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// How reductions that would leave the device idle are cut into chunks
+//===----------------------------------------------------------------------===//
+
+TEST(CUDAReductionChunks, FillTheDeviceWithinTheWorkspace) {
+  const uint64_t workspace = uint64_t(32) << 20;
+  // A GPT-2 bias gradient on an H200 (132 SMs): 768 columns in blocks of 32
+  // over 8192 rows; 4 blocks per SM wanted, chunks of 64 rows at least.
+  EXPECT_EQ(reductionChunks(24, 8192, 64, 768 * 8, 132, workspace),
+            (4 * 132 + 23) / 24);
+  // A whole-tensor sum: one block per row before.
+  EXPECT_EQ(reductionChunks(1, int64_t(1) << 26, 2048, 8, 132, workspace),
+            4 * 132);
+  // Short ranges give fewer chunks (or none) rather than tiny ones.
+  EXPECT_EQ(reductionChunks(1, 64 * 5 + 63, 64, 8, 132, workspace), 5);
+  EXPECT_EQ(reductionChunks(1, 127, 64, 8, 132, workspace), 1);
+  // Launches with half the wanted blocks or more are left alone.
+  EXPECT_EQ(reductionChunks(2 * 132, 1 << 20, 64, 8, 132, workspace), 2);
+  EXPECT_EQ(reductionChunks(2 * 132 + 1, 1 << 20, 64, 8, 132, workspace), 1);
+  // The partial results must fit the workspace.
+  EXPECT_EQ(reductionChunks(1, 1 << 20, 64, workspace / 3, 132, workspace), 3);
+  EXPECT_EQ(reductionChunks(1, 1 << 20, 64, workspace, 132, workspace), 1);
+  EXPECT_EQ(reductionChunks(1, 1 << 20, 64, 8, 132, 0), 1);
+  // An unknown device is not chunked.
+  EXPECT_EQ(reductionChunks(1, 1 << 20, 64, 8, 0, workspace), 1);
+}

@@ -43,6 +43,7 @@ struct Device {
   size_t workspaceBytes = size_t(32) << 20;
   DeviceError *error = nullptr;
   int computeCapability = 0;
+  int multiprocessors = 0;
 };
 
 Device &device() {
@@ -63,6 +64,7 @@ LaunchContext launchContext(bool allowTF32 = false) {
   context.instruction = kInstruction;
   context.allowTF32 = allowTF32;
   context.computeCapability = device().computeCapability;
+  context.multiprocessors = device().multiprocessors;
   return context;
 }
 
@@ -602,7 +604,7 @@ void testReduce(const std::string &kernel, DType dtype,
   expectSame(inst, {&x});
 }
 
-TEST(CUDAKernels, Reductions) {
+void testReductions(bool chunked) {
   for (const char *kernel : {"reduce_sum", "reduce_mean", "reduce_max"})
     for (DType dtype : {DType::F32, DType::F64, DType::I32, DType::I64}) {
       bool isInt = dtype == DType::I32 || dtype == DType::I64;
@@ -616,7 +618,30 @@ TEST(CUDAKernels, Reductions) {
       testReduce(kernel, dtype, {4, 1, 5}, {1}, false);       // a copy
       testReduce(kernel, dtype, {3, 0}, {1}, false);          // empty
       testReduce(kernel, dtype, {2000, 3}, {0}, false);       // long middle
+      if (!chunked)
+        continue;
+      // Shapes that leave the device idle unless the reduced range is cut
+      // into chunks: a bias gradient, a few middle groups, a few long rows,
+      // a whole-tensor sum whose length has no small factor.
+      testReduce(kernel, dtype, {4096, 768}, {0}, false);
+      testReduce(kernel, dtype, {3, 3001, 40}, {1}, true);
+      testReduce(kernel, dtype, {2, 200000}, {1}, false);
+      testReduce(kernel, dtype, {1000003}, {0}, false);
     }
+}
+
+// With the multiprocessor count unknown nothing is chunked: the single-pass
+// kernels.
+TEST(CUDAKernels, Reductions) {
+  int multiprocessors = device().multiprocessors;
+  device().multiprocessors = 0;
+  testReductions(false);
+  device().multiprocessors = multiprocessors;
+}
+
+TEST(CUDAKernels, ChunkedReductions) {
+  ASSERT_GT(device().multiprocessors, 0);
+  testReductions(true);
 }
 
 TEST(CUDAKernels, ReduceMaxPropagatesNaN) {
@@ -909,6 +934,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   d.computeCapability = properties.major * 10 + properties.minor;
+  d.multiprocessors = properties.multiProcessorCount;
   int result = RUN_ALL_TESTS();
   cublasLtDestroy(d.lt);
   cudaFree(d.workspace);

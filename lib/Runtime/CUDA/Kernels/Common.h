@@ -49,6 +49,16 @@ KernelOr createElementwise(const LaunchContext &context,
 // Reduce.cu: reduce_sum, reduce_mean, reduce_max.
 KernelOr createReduce(const LaunchContext &context,
                       const Instruction &instruction);
+/// Into how many chunks a reduction cuts each output's `count` reduced
+/// elements when its unchunked launch has `blocks` blocks: enough for about
+/// kReductionBlocksPerSM blocks per multiprocessor, each chunk at least
+/// `minChunk` elements, the partial results (`bytesPerChunk` per chunk) in
+/// `workspaceBytes`. 1 (not chunked) when the launch fills the device
+/// already, or `multiprocessors` is unknown (0).
+constexpr int64_t kReductionBlocksPerSM = 4;
+int64_t reductionChunks(int64_t blocks, int64_t count, int64_t minChunk,
+                        uint64_t bytesPerChunk, int multiprocessors,
+                        uint64_t workspaceBytes);
 // Normalization.cu: softmax and log_softmax, layer_norm, cross_entropy.
 KernelOr createSoftmax(const LaunchContext &context,
                        const Instruction &instruction);

@@ -14,6 +14,11 @@
 //    threads per column splitting the reduced rows, so that loads coalesce
 //    along the inner dim;
 //  - anything else: a warp per output decoding the reduced positions.
+// When the first two leave most of the device idle (a bias gradient: 768
+// columns over 8192 rows gives 24 blocks), the reduced range is cut into
+// chunks (reductionChunks): each block reduces one chunk of its outputs into
+// the workspace, and a second kernel combines each output's chunks in
+// order.
 // Every reduction combines partial results in a fixed order, so results are
 // the same from run to run.
 //
@@ -79,24 +84,49 @@ __global__ void rowReduce(const T *x, T *y, int64_t rows, int64_t n,
     y[g.row] = R::finish(acc, n);
 }
 
+/// One chunk of each long row: block (s, row) reduces
+/// x[row * n + s * chunk, row * n + min(n, (s + 1) * chunk)) into
+/// partial[s * rows + row].
+template <typename T, Kind K>
+__global__ void rowChunkReduce(const T *x, typename Reducer<T, K>::A *partial,
+                               int64_t rows, int64_t n, int64_t chunk,
+                               typename Reducer<T, K>::A identity) {
+  using R = Reducer<T, K>;
+  typename R::Op op;
+  const int64_t row = blockIdx.y, begin = int64_t(blockIdx.x) * chunk;
+  const int64_t end = std::min(n, begin + chunk);
+  const T *in = x + row * n;
+  typename R::A acc = identity;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    acc = op(acc, R::load(in[i]));
+  acc = groupReduce<true>(acc, op);
+  if (threadIdx.x == 0)
+    partial[int64_t(blockIdx.x) * rows + row] = acc;
+}
+
 constexpr int kColumns = 32, kSplit = 8;
 
 /// Middle reduction: y[o, j] reduces x[o, r, j] over r. Block (32, 8):
-/// x-threads take consecutive columns, y-threads split r.
-template <typename T, Kind K>
-__global__ void middleReduce(const T *x, T *y, int64_t outer, int64_t red,
-                             int64_t inner,
+/// x-threads take consecutive columns, y-threads split r. Block z takes the
+/// rows [z * chunk, (z + 1) * chunk) of r: with one chunk it finishes into
+/// `y` (T), with several it leaves its accumulator in
+/// `y` (A: [chunks][outer][inner]) for combineChunks.
+template <typename T, Kind K, bool Chunked>
+__global__ void middleReduce(const T *x, void *y, int64_t outer, int64_t red,
+                             int64_t inner, int64_t chunk,
                              typename Reducer<T, K>::A identity) {
   using R = Reducer<T, K>;
   using A = typename R::A;
   typename R::Op op;
   __shared__ A partial[kSplit][kColumns + 1];
   const int64_t j = int64_t(blockIdx.x) * kColumns + threadIdx.x;
+  const int64_t begin = int64_t(blockIdx.z) * chunk;
+  const int64_t end = std::min(red, begin + chunk);
   for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
     A acc = identity;
     if (j < inner) {
       const T *in = x + o * red * inner + j;
-      for (int64_t r = threadIdx.y; r < red; r += kSplit)
+      for (int64_t r = begin + threadIdx.y; r < end; r += kSplit)
         acc = op(acc, R::load(in[r * inner]));
     }
     partial[threadIdx.y][threadIdx.x] = acc;
@@ -104,9 +134,29 @@ __global__ void middleReduce(const T *x, T *y, int64_t outer, int64_t red,
     if (threadIdx.y == 0 && j < inner) {
       for (int s = 1; s < kSplit; ++s)
         acc = op(acc, partial[s][threadIdx.x]);
-      y[o * inner + j] = R::finish(acc, red);
+      if constexpr (Chunked)
+        static_cast<A *>(y)[(int64_t(blockIdx.z) * outer + o) * inner + j] =
+            acc;
+      else
+        static_cast<T *>(y)[o * inner + j] = R::finish(acc, red);
     }
     __syncthreads(); // `partial` is reused by the next o
+  }
+}
+
+/// y[i] combines partial[s * outputs + i] over the chunks s, in order.
+template <typename T, Kind K>
+__global__ void combineChunks(const typename Reducer<T, K>::A *partial, T *y,
+                              int64_t outputs, int64_t chunks, int64_t count,
+                              typename Reducer<T, K>::A identity) {
+  using R = Reducer<T, K>;
+  typename R::Op op;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < outputs;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    typename R::A acc = identity;
+    for (int64_t s = 0; s < chunks; ++s)
+      acc = op(acc, partial[s * outputs + i]);
+    y[i] = R::finish(acc, count);
   }
 }
 
@@ -137,7 +187,37 @@ struct ReducePlan {
   Dims kept, reduced;
   int64_t outputs = 0, count = 0;
   uint64_t bytes = 0; // Copy
+  /// Rows and Middle: the reduced range in `chunks` chunks of `chunk`
+  /// elements (the last may be shorter); one chunk of `red` when unchunked.
+  int64_t chunks = 1, chunk = 0;
 };
+
+/// Cuts Rows and Middle reductions that would leave the device mostly idle
+/// into chunks, the partial results of which (accumulators of `accBytes`)
+/// fit the workspace.
+void chooseChunks(ReducePlan &plan, const LaunchContext &context,
+                  uint64_t accBytes) {
+  plan.chunks = 1;
+  plan.chunk = plan.red;
+  int64_t blocks = 0, minChunk = 0;
+  if (plan.shape == ReducePlan::Shape::Rows && plan.red > kWarpRowMax) {
+    blocks = rowBlocks(plan.outer, true);
+    minChunk = 8 * kRowThreads; // eight loads per thread at least
+  } else if (plan.shape == ReducePlan::Shape::Middle) {
+    blocks = (plan.inner + kColumns - 1) / kColumns *
+             std::min<int64_t>(plan.outer, 65535);
+    minChunk = 8 * kSplit;
+  } else {
+    return; // warp rows fill the device by their number
+  }
+  int64_t chunks = reductionChunks(
+      blocks, plan.red, minChunk, accBytes * uint64_t(plan.outer * plan.inner),
+      context.multiprocessors, context.workspaceBytes);
+  if (chunks < 2)
+    return;
+  plan.chunk = (plan.red + chunks - 1) / chunks;
+  plan.chunks = (plan.red + plan.chunk - 1) / plan.chunk; // none empty
+}
 
 Status planReduction(const Instruction &instruction, ReducePlan &plan) {
   const TensorRef &x = instruction.inputs[0];
@@ -201,10 +281,27 @@ Status planReduction(const Instruction &instruction, ReducePlan &plan) {
 }
 
 template <typename T, Kind K>
-Status launchTyped(const ReducePlan &plan, cudaStream_t stream, const T *x,
-                   T *y) {
+Status launchTyped(const ReducePlan &plan, const LaunchContext &context,
+                   const T *x, T *y) {
   using R = Reducer<T, K>;
-  const auto identity = R::identity();
+  using A = typename R::A;
+  const A identity = R::identity();
+  cudaStream_t stream = context.stream;
+  A *partial = static_cast<A *>(context.workspace);
+  if (plan.chunks > 1 && context.workspaceBytes < uint64_t(plan.chunks) *
+                                                      plan.outer * plan.inner *
+                                                      sizeof(A))
+    return Status::error("a chunked reduction needs " +
+                         std::to_string(plan.chunks * plan.outer * plan.inner *
+                                        int64_t(sizeof(A))) +
+                         " bytes of workspace, the launch has " +
+                         std::to_string(context.workspaceBytes));
+  // The second pass of a chunked reduction: each output's chunks in order.
+  auto combine = [&](int64_t outputs) {
+    combineChunks<T, K><<<gridFor(outputs), kThreads, 0, stream>>>(
+        partial, y, outputs, plan.chunks, plan.red, identity);
+    return launchStatus("combining a reduction's chunks");
+  };
   switch (plan.shape) {
   case ReducePlan::Shape::Copy:
     if (x == y || plan.bytes == 0)
@@ -215,6 +312,14 @@ Status launchTyped(const ReducePlan &plan, cudaStream_t stream, const T *x,
   case ReducePlan::Shape::Rows: {
     if (plan.outer == 0)
       return Status::ok();
+    if (plan.chunks > 1) {
+      dim3 grid(unsigned(plan.chunks), unsigned(plan.outer));
+      rowChunkReduce<T, K><<<grid, kRowThreads, 0, stream>>>(
+          x, partial, plan.outer, plan.red, plan.chunk, identity);
+      if (Status s = launchStatus("row reduction"); !s)
+        return s;
+      return combine(plan.outer);
+    }
     bool block = plan.red > kWarpRowMax;
     unsigned blocks = rowBlocks(plan.outer, block);
     if (block)
@@ -229,10 +334,19 @@ Status launchTyped(const ReducePlan &plan, cudaStream_t stream, const T *x,
     if (plan.outer == 0 || plan.inner == 0)
       return Status::ok();
     dim3 grid(unsigned((plan.inner + kColumns - 1) / kColumns),
-              unsigned(std::min<int64_t>(plan.outer, 65535)));
-    middleReduce<T, K><<<grid, dim3(kColumns, kSplit), 0, stream>>>(
-        x, y, plan.outer, plan.red, plan.inner, identity);
-    return launchStatus("middle reduction");
+              unsigned(std::min<int64_t>(plan.outer, 65535)),
+              unsigned(plan.chunks));
+    dim3 block(kColumns, kSplit);
+    if (plan.chunks == 1) {
+      middleReduce<T, K, false><<<grid, block, 0, stream>>>(
+          x, y, plan.outer, plan.red, plan.inner, plan.chunk, identity);
+      return launchStatus("middle reduction");
+    }
+    middleReduce<T, K, true><<<grid, block, 0, stream>>>(
+        x, partial, plan.outer, plan.red, plan.inner, plan.chunk, identity);
+    if (Status s = launchStatus("middle reduction"); !s)
+      return s;
+    return combine(plan.outer * plan.inner);
   }
   case ReducePlan::Shape::General:
     if (plan.outputs == 0)
@@ -245,13 +359,15 @@ Status launchTyped(const ReducePlan &plan, cudaStream_t stream, const T *x,
   return Status::ok();
 }
 
-template <Kind K> KernelOr createTyped(const ReducePlan &plan, DType dtype) {
-  auto launch = [plan](auto tag) {
+template <Kind K>
+KernelOr createTyped(ReducePlan plan, const LaunchContext &context,
+                     DType dtype) {
+  auto launch = [plan, &context](auto tag) mutable {
     using T = decltype(tag);
+    chooseChunks(plan, context, sizeof(typename Reducer<T, K>::A));
     return makeKernel([plan](const LaunchContext &context,
                              const void *const *inputs, void *const *outputs) {
-      return launchTyped<T, K>(plan, context.stream,
-                               static_cast<const T *>(inputs[0]),
+      return launchTyped<T, K>(plan, context, static_cast<const T *>(inputs[0]),
                                static_cast<T *>(outputs[0]));
     });
   };
@@ -277,14 +393,30 @@ template <Kind K> KernelOr createTyped(const ReducePlan &plan, DType dtype) {
 
 } // namespace
 
-KernelOr cuda::createReduce(const LaunchContext &, const Instruction &inst) {
+int64_t cuda::reductionChunks(int64_t blocks, int64_t count, int64_t minChunk,
+                              uint64_t bytesPerChunk, int multiprocessors,
+                              uint64_t workspaceBytes) {
+  const int64_t target = kReductionBlocksPerSM * int64_t(multiprocessors);
+  // At half the target or more the launch is left alone: chunking costs a
+  // second pass over the partial results.
+  if (blocks <= 0 || 2 * blocks > target || minChunk <= 0)
+    return 1;
+  int64_t chunks = std::min((target + blocks - 1) / blocks, count / minChunk);
+  if (bytesPerChunk > 0)
+    chunks = std::min<int64_t>(chunks, int64_t(workspaceBytes / bytesPerChunk));
+  chunks = std::min<int64_t>(chunks, 65535); // a grid dim
+  return chunks < 2 ? 1 : chunks;
+}
+
+KernelOr cuda::createReduce(const LaunchContext &context,
+                            const Instruction &inst) {
   ReducePlan plan;
   if (Status s = planReduction(inst, plan); !s)
     return s;
   DType dtype = inst.inputs[0].dtype;
   if (inst.kernel == "reduce_sum")
-    return createTyped<Kind::Sum>(plan, dtype);
+    return createTyped<Kind::Sum>(plan, context, dtype);
   if (inst.kernel == "reduce_mean")
-    return createTyped<Kind::Mean>(plan, dtype);
-  return createTyped<Kind::Max>(plan, dtype);
+    return createTyped<Kind::Mean>(plan, context, dtype);
+  return createTyped<Kind::Max>(plan, context, dtype);
 }
