@@ -6,12 +6,22 @@
 // group's first op. The fusion op is then created at the first op, where all
 // of its inputs are available and which precedes every use of its results.
 //
+// Two rewrites widen what fuses, both to save memory traffic:
+//  - An outside operand defined after the group's first op by a pure op
+//    whose own operands are available earlier (a causal mask computed from
+//    a buffer) is moved above the first op, so the consumer still joins.
+//  - A widening cast of a value in memory (a bf16 GEMM result read as f32)
+//    is recomputed in each group that reads it rather than stored once in
+//    the wide type and read back: reading the narrow value costs less than
+//    writing and reading the wide one.
+//
 //===----------------------------------------------------------------------===//
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Transforms/Passes.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
@@ -37,30 +47,52 @@ ArrayRef<int64_t> resultShape(Operation *op) {
   return cast<RankedTensorType>(op->getResult(0).getType()).getShape();
 }
 
+/// Bytes of one element of `value`.
+unsigned elementBytes(Value value) {
+  return (cast<RankedTensorType>(value.getType()).getElementTypeBitWidth() +
+          7) /
+         8;
+}
+
+/// How deep a chain of producers is moved up so that a consumer can join a
+/// group (a compare and its constant: two).
+constexpr int kMaxHoistDepth = 3;
+
 class Fuser {
 public:
-  explicit Fuser(Block &block) : block(block) {
-    for (auto [index, op] : llvm::enumerate(block))
-      position[&op] = index;
-  }
+  explicit Fuser(Block &block) : block(block) { renumber(); }
 
   void run() {
+    // Ops are only inserted before, or moved above, the op being visited.
     for (Operation &op : block) {
       if (!FusionOp::isFusible(&op) || isa<ConstantOp>(op))
         continue;
-      if (std::optional<unsigned> group = findGroup(&op)) {
-        groups[*group].ops.push_back(&op);
-        groupOf[&op] = *group;
-        continue;
-      }
-      groupOf[&op] = groups.size();
-      groups.push_back({{&op}, resultShape(&op)});
+      recomputeWideningCasts(&op, place(&op));
     }
     for (unsigned index = 0; index < groups.size(); ++index)
       outline(index);
   }
 
 private:
+  void renumber() {
+    position.clear();
+    for (auto [index, op] : llvm::enumerate(block))
+      position[&op] = index;
+  }
+
+  /// Puts `op` into a group (joining or merging its producers' groups, or a
+  /// new one) and returns it.
+  unsigned place(Operation *op) {
+    std::optional<unsigned> group = findGroup(op);
+    if (!group) {
+      group = groups.size();
+      groups.push_back({{}, resultShape(op)});
+    }
+    groups[*group].ops.push_back(op);
+    groupOf[op] = *group;
+    return *group;
+  }
+
   /// The group `op` joins: one of its producers' groups, or several of them
   /// merged (an optimizer update is a DAG of several chains, one per
   /// state). A candidate must have `op`'s shape, and every operand from
@@ -76,18 +108,31 @@ private:
     if (candidates.size() > 1)
       if (std::optional<unsigned> merged = merge(op, candidates))
         return merged;
-    for (unsigned candidate : candidates)
-      if (canJoin(op, {candidate}))
+    for (unsigned candidate : candidates) {
+      SmallVector<Operation *> hoists;
+      if (canJoin(op, {candidate}, hoists)) {
+        hoist(hoists, groups[candidate].ops.front());
         return candidate;
+      }
+    }
     return std::nullopt;
   }
 
-  /// Whether `op` can join the union of `members`.
-  bool canJoin(Operation *op, ArrayRef<unsigned> members) {
+  /// The earliest first op of `members`.
+  Operation *firstOp(ArrayRef<unsigned> members) {
     Operation *first = groups[members.front()].ops.front();
     for (unsigned member : members)
       if (position.lookup(groups[member].ops.front()) < position.lookup(first))
         first = groups[member].ops.front();
+    return first;
+  }
+
+  /// Whether `op` can join the union of `members`; `hoists` gets the ops
+  /// that must move above the union's first op for that (dependencies
+  /// first).
+  bool canJoin(Operation *op, ArrayRef<unsigned> members,
+               SmallVectorImpl<Operation *> &hoists) {
+    Operation *first = firstOp(members);
     auto available = [&](Value value) {
       auto owner = groupOf.find(value.getDefiningOp());
       if (owner != groupOf.end() && llvm::is_contained(members, owner->second))
@@ -96,7 +141,8 @@ private:
         return true;
       Operation *def = value.getDefiningOp();
       return !def || def->getBlock() != &block ||
-             position.lookup(def) < position.lookup(first);
+             position.lookup(def) < position.lookup(first) ||
+             canHoist(def, first, members, hoists, 0);
     };
     if (!llvm::all_of(op->getOperands(), available))
       return false;
@@ -107,10 +153,79 @@ private:
     return true;
   }
 
+  /// Whether `def`, at or after `first` (the first op of `members`), can
+  /// move above it: it is an elementwise op or a constant, outside `members`
+  /// and any fusion already under way (its group, if any, is just `def`, which
+  /// is then created at the new place), and its operands are defined above
+  /// `first` or can move too.
+  bool canHoist(Operation *def, Operation *first, ArrayRef<unsigned> members,
+                SmallVectorImpl<Operation *> &hoists, int depth) {
+    if (llvm::is_contained(hoists, def))
+      return true;
+    // Only elementwise ops and constants move: moving a collective could
+    // reorder communication, and a larger op would live longer.
+    if (depth >= kMaxHoistDepth || !isPure(def) ||
+        !(FusionOp::isFusible(def) || isa<ConstantOp>(def)))
+      return false;
+    auto owner = groupOf.find(def);
+    if (owner != groupOf.end() && (llvm::is_contained(members, owner->second) ||
+                                   groups[owner->second].ops.size() != 1))
+      return false;
+    for (Value operand : def->getOperands()) {
+      Operation *producer = operand.getDefiningOp();
+      if (producer && producer->getBlock() == &block &&
+          position.lookup(producer) >= position.lookup(first) &&
+          !canHoist(producer, first, members, hoists, depth + 1))
+        return false;
+    }
+    hoists.push_back(def);
+    return true;
+  }
+
+  void hoist(ArrayRef<Operation *> hoists, Operation *first) {
+    if (hoists.empty())
+      return;
+    for (Operation *op : hoists)
+      op->moveBefore(first);
+    renumber();
+  }
+
+  /// Gives `op` (just placed in `group`) its own copy of every widening cast
+  /// of a value in memory that it reads from another group, so that the
+  /// cast's wide result need not be stored for it.
+  void recomputeWideningCasts(Operation *op, unsigned group) {
+    bool inserted = false;
+    for (OpOperand &use : op->getOpOperands()) {
+      auto castOp = use.get().getDefiningOp<CastOp>();
+      if (!castOp || castOp->getBlock() != &block)
+        continue;
+      auto owner = groupOf.find(castOp);
+      if (owner == groupOf.end() || owner->second == group ||
+          resultShape(castOp) != groups[group].shape ||
+          elementBytes(castOp.getInput()) >= elementBytes(castOp.getResult()))
+        continue;
+      // The input must be in memory already: not computed inside a fusion.
+      Operation *source = castOp.getInput().getDefiningOp();
+      if (source && groupOf.count(source))
+        continue;
+      OpBuilder builder(op);
+      Operation *copy = builder.clone(*castOp);
+      use.set(copy->getResult(0));
+      Group &members = groups[group];
+      members.ops.insert(members.ops.end() - 1, copy);
+      groupOf[copy] = group;
+      inserted = true;
+    }
+    if (inserted)
+      renumber();
+  }
+
   /// Merges `candidates` into the first of them when `op` can join them all.
   std::optional<unsigned> merge(Operation *op, ArrayRef<unsigned> candidates) {
-    if (!canJoin(op, candidates))
+    SmallVector<Operation *> hoists;
+    if (!canJoin(op, candidates, hoists))
       return std::nullopt;
+    hoist(hoists, firstOp(candidates));
     unsigned target = candidates.front();
     Group &merged = groups[target];
     for (unsigned other : candidates.drop_front()) {
@@ -126,9 +241,36 @@ private:
     return target;
   }
 
+  /// Erases the members that nothing outside the group needs, directly or
+  /// through other members (dead code, or a cast whose readers all
+  /// recompute it). Returns whether any member is left.
+  bool eraseDeadMembers(Group &group) {
+    llvm::SmallPtrSet<Operation *, 16> members(group.ops.begin(),
+                                               group.ops.end());
+    llvm::SmallPtrSet<Operation *, 16> live;
+    // Members come in program order, so a member's readers in the group
+    // come after it.
+    for (Operation *op : llvm::reverse(group.ops))
+      if (llvm::any_of(op->getUsers(), [&](Operation *user) {
+            return !members.contains(user) || live.contains(user);
+          }))
+        live.insert(op);
+    SmallVector<Operation *> kept;
+    for (Operation *op : group.ops)
+      if (live.contains(op))
+        kept.push_back(op);
+    for (Operation *op : llvm::reverse(group.ops))
+      if (!live.contains(op))
+        op->erase();
+    group.ops = std::move(kept);
+    return !group.ops.empty();
+  }
+
   void outline(unsigned index) {
     Group &group = groups[index];
     if (group.ops.empty()) // merged into another group
+      return;
+    if (!eraseDeadMembers(group))
       return;
     llvm::SmallPtrSet<Operation *, 16> members(group.ops.begin(),
                                                group.ops.end());
@@ -145,10 +287,6 @@ private:
               return !members.contains(user);
             }))
           outputs.push_back(result);
-    // A group whose results are all unused is dead code; leave it to DCE.
-    if (outputs.empty())
-      return;
-
     SmallVector<Location> locs;
     for (Operation *op : group.ops)
       locs.push_back(op->getLoc());

@@ -76,9 +76,10 @@ func.func @shapes(%x: tensor<8xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xi1> {
 
 // -----
 
-// Non-elementwise ops are left alone and dead elementwise ops are not fused.
+// Non-elementwise ops are left alone and dead elementwise ops are erased.
 // CHECK-LABEL: func.func @nothing_to_fuse
 // CHECK-NOT:     loom.fusion
+// CHECK-NOT:     loom.exp
 func.func @nothing_to_fuse(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = loom.softmax %x axis 1 : tensor<4x8xf32>
   %1 = loom.exp %x : tensor<4x8xf32>
@@ -100,4 +101,91 @@ func.func @merge_chains(%p: tensor<8xf32>, %m: tensor<8xf32>, %g: tensor<8xf32>)
   %2 = loom.add %0, %1 : tensor<8xf32>
   %3 = loom.sub %p, %2 : tensor<8xf32>
   return %3, %2 : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// The causal mask of attention is computed from a buffer after the scores
+// are scaled. The compare (and its constant) move above the scaling, so the
+// select joins it: the scaled scores are never stored.
+// CHECK-LABEL: func.func @hoist_mask
+// CHECK-NEXT:    %[[M:.*]] = loom.fusion(%arg1) : (tensor<4x4xf32>) -> tensor<4x4xi1>
+// CHECK:           loom.compare eq
+// CHECK:         %[[F:.*]] = loom.fusion(%arg0, %[[M]]) : (tensor<2x4x4xf32>, tensor<4x4xi1>) -> tensor<2x4x4xf32>
+// CHECK:           loom.mul
+// CHECK:           loom.select
+// CHECK-NEXT:      loom.yield
+// CHECK-NOT:     loom.fusion
+// CHECK:         return %[[F]], %[[M]]
+func.func @hoist_mask(%s: tensor<2x4x4xf32>, %buffer: tensor<4x4xf32>) -> (tensor<2x4x4xf32>, tensor<4x4xi1>) {
+  %c = loom.constant dense<0.125> : tensor<f32>
+  %0 = loom.mul %s, %c : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %zero = loom.constant dense<0.0> : tensor<f32>
+  %m = loom.compare eq, %buffer, %zero : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
+  %ninf = loom.constant dense<0xFF800000> : tensor<f32>
+  %1 = loom.select %m, %ninf, %0 : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  return %1, %m : tensor<2x4x4xf32>, tensor<4x4xi1>
+}
+
+// -----
+
+// Only elementwise ops and constants move: the add's operand from a
+// transpose after the exp keeps the add out of the exp's fusion.
+// CHECK-LABEL: func.func @no_hoisting_past_the_group
+// CHECK:         loom.fusion
+// CHECK:           loom.exp
+// CHECK:         %[[T:.*]] = loom.transpose
+// CHECK:         loom.fusion(%{{.*}}, %[[T]])
+// CHECK:           loom.add
+func.func @no_hoisting_past_the_group(%x: tensor<4x4xf32>, %y: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %e = loom.exp %x : tensor<4x4xf32>
+  %t = loom.transpose %y [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  %a = loom.add %e, %t : tensor<4x4xf32>
+  return %a : tensor<4x4xf32>
+}
+
+// -----
+
+// The softmax backward of a bf16 GEMM's gradient: the widened gradient is
+// read by the fusion before the row sum and by the one after it. Each
+// recomputes the cast from the bf16 value in memory, so no f32 copy of it
+// is stored: the first fusion has one result, the product.
+// CHECK-LABEL: func.func @recompute_widening_cast
+// CHECK:         %[[P:.*]] = loom.fusion(%arg0, %arg1) : (tensor<4x8xbf16>, tensor<4x8xf32>) -> tensor<4x8xf32> {
+// CHECK:           loom.cast %{{.*}} : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK:           loom.mul
+// CHECK:         %[[S:.*]] = loom.reduce_sum %[[P]]
+// CHECK:         loom.fusion(%arg0, %[[S]], %arg1) : (tensor<4x8xbf16>, tensor<4x1xf32>, tensor<4x8xf32>) -> tensor<4x8xbf16> {
+// CHECK:           loom.cast %{{.*}} : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK:           loom.sub
+// CHECK:           loom.mul
+// CHECK:           loom.cast %{{.*}} : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK-NOT:     loom.cast
+func.func @recompute_widening_cast(%dy: tensor<4x8xbf16>, %y: tensor<4x8xf32>) -> tensor<4x8xbf16> {
+  %d = loom.cast %dy : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %0 = loom.mul %d, %y : tensor<4x8xf32>
+  %s = loom.reduce_sum %0 [1] keepdims : tensor<4x8xf32> -> tensor<4x1xf32>
+  %1 = loom.sub %d, %s : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %2 = loom.mul %y, %1 : tensor<4x8xf32>
+  %3 = loom.cast %2 : tensor<4x8xf32> -> tensor<4x8xbf16>
+  return %3 : tensor<4x8xbf16>
+}
+
+// -----
+
+// Not recomputed: a narrowing cast (storing the narrow value is cheaper),
+// and a widening cast of a value computed inside a fusion (it is not in
+// memory to be read again).
+// CHECK-LABEL: func.func @keep_casts
+// CHECK:         %[[A:.*]]:2 = loom.fusion(%arg0) : (tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<4x8xf32>) {
+// CHECK:         %[[S:.*]] = loom.reduce_sum %[[A]]#1
+// CHECK:         loom.fusion(%[[A]]#1, %[[S]])
+// CHECK-NOT:       loom.cast
+// CHECK:           loom.sub
+func.func @keep_casts(%x: tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<4x8xf32>) {
+  %n = loom.cast %x : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %w = loom.cast %n : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %s = loom.reduce_sum %w [1] keepdims : tensor<4x8xf32> -> tensor<4x1xf32>
+  %0 = loom.sub %w, %s : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  return %n, %0 : tensor<4x8xbf16>, tensor<4x8xf32>
 }

@@ -47,7 +47,15 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise", "::mlir::func::FuncOp"> 
 
     An op joins a fusion only if each of its other operands is defined
     before the fusion's first op; the fusion is placed there, so the
-    rewrite never reorders a use before its definition.
+    rewrite never reorders a use before its definition. An operand defined
+    later by an elementwise op whose own operands are available (a causal
+    mask compared from a buffer after the scores were scaled) is moved
+    above the fusion instead, so the consumer still joins.
+
+    A widening cast of a value in memory (a bf16 GEMM result read as f32)
+    is recomputed in every fusion that reads it instead of being stored
+    once in the wide type: reading the narrow value is cheaper than writing
+    and reading the wide one. Ops left without users are erased.
 
     Input:
     ```mlir
