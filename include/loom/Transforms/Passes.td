@@ -81,7 +81,7 @@ def LoomFuseMatmulEpilogue : Pass<"loom-fuse-matmul-epilogue",
   let description = [{
     Rewrites `matmul -> bias add -> activation` into one
     `loom.fused_matmul`, which the runtimes run as a GEMM with an epilogue
-    (cuBLASLt's BIAS, RELU_BIAS, GELU_BIAS and GELU_AUX_BIAS on the GPU), so
+    (cuBLASLt's BIAS, GELU_BIAS and GELU_AUX_BIAS on the GPU), so
     the product is written once, already biased and activated, instead of
     being written by the GEMM and read back by an elementwise kernel.
 

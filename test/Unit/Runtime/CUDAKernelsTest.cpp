@@ -360,7 +360,7 @@ TEST(CUDAKernels, MatmulBF16) {
 void testMatmulEpilogue(DType dtype, std::vector<int64_t> batchA,
                         std::vector<int64_t> batchB, int64_t m, int64_t k,
                         int64_t n, bool bias, const std::string &activation,
-                        bool keepPre) {
+                        bool keepPre, bool nanInBias = false) {
   std::vector<int64_t> a = batchA, b = batchB;
   a.insert(a.end(), {m, k});
   b.insert(b.end(), {n, k}); // the weight stored transposed, as PyTorch's
@@ -370,6 +370,8 @@ void testMatmulEpilogue(DType dtype, std::vector<int64_t> batchA,
                shapeString(b) + (bias ? " bias" : "") + " " + activation +
                (keepPre ? " preactivation" : ""));
   Tensor x = random(dtype, a), y = random(dtype, b), z = random(dtype, {n});
+  if (nanInBias) // a NaN column: every activation must keep it
+    z.set(n / 2, std::numeric_limits<double>::quiet_NaN());
   std::vector<const Tensor *> inputs{&x, &y};
   if (bias)
     inputs.push_back(&z);
@@ -389,8 +391,9 @@ void testMatmulEpilogue(DType dtype, std::vector<int64_t> batchA,
 TEST(CUDAKernels, MatmulEpilogues) {
   using Dims = std::vector<int64_t>;
   for (DType dtype : {DType::F32, DType::BF16, DType::F64}) {
-    // A linear layer (one GEMM): cuBLASLt's BIAS, RELU_BIAS, GELU_BIAS,
-    // GELU_AUX_BIAS, GELU; a kept ReLU input goes to the own kernel.
+    // A linear layer (one GEMM): cuBLASLt's BIAS, GELU_BIAS, GELU_AUX_BIAS,
+    // GELU; a ReLU (with or without its input kept) runs in the own kernel
+    // after cuBLASLt's BIAS.
     testMatmulEpilogue(dtype, Dims{2, 3}, {}, 16, 32, 64, true, "", false);
     testMatmulEpilogue(dtype, Dims{2, 3}, {}, 16, 32, 64, true, "relu", false);
     testMatmulEpilogue(dtype, Dims{2, 3}, {}, 16, 32, 64, true, "gelu_tanh",
@@ -399,6 +402,10 @@ TEST(CUDAKernels, MatmulEpilogues) {
                        true);
     testMatmulEpilogue(dtype, {}, {}, 16, 32, 64, false, "gelu_tanh", false);
     testMatmulEpilogue(dtype, {}, {}, 16, 32, 64, true, "relu", true);
+    // NaN stays NaN through the bias and the activation, as on the CPU.
+    for (const char *activation : {"", "relu", "gelu_tanh"})
+      testMatmulEpilogue(dtype, {}, {}, 16, 32, 64, true, activation, false,
+                         true);
     // An aux leading dimension that is not a multiple of 8, batched GEMMs
     // and k = 0: the own kernel.
     testMatmulEpilogue(dtype, {}, {}, 10, 24, 36, true, "gelu_tanh", true);

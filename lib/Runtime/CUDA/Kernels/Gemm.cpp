@@ -27,13 +27,15 @@
 // it; f64 in f64; bf16 operands are stored bf16 and accumulate in f32.
 //
 // Epilogues (a bias input, an `activation`, a preactivation output): a
-// single f32 or bf16 GEMM uses cuBLASLt's own (BIAS, RELU_BIAS, GELU_BIAS,
+// single f32 or bf16 GEMM uses cuBLASLt's own (BIAS, GELU_BIAS,
 // GELU_AUX_BIAS and their bias-less forms) when cuBLASLt has an algorithm
-// for it and every pointer is 16-byte aligned; otherwise (batched GEMMs, a
-// kept ReLU input, whose cuBLASLt form is a bit mask, an auxiliary leading
-// dimension not a multiple of 8, f64, no algorithm) the plain GEMM is
-// followed by GemmEpilogue.cu's kernel. cuBLASLt's GELU is the tanh form, the
-// one the `gelu_tanh` activation names.
+// for it and every pointer is 16-byte aligned; otherwise (batched GEMMs, an
+// auxiliary leading dimension not a multiple of 8, f64, no algorithm or an
+// epilogue cuBLASLt refuses) the plain GEMM is followed by GemmEpilogue.cu's
+// kernel. cuBLASLt's GELU is the tanh form, the one the `gelu_tanh`
+// activation names. ReLU is never cuBLASLt's: its RELU epilogues are
+// documented as max(x, 0), which may turn NaN into 0 where the CPU's keeps
+// NaN, so a ReLU after a fused BIAS runs in the own kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -209,7 +211,7 @@ Status MatmulKernel::createDesc(cublasLtMatmulDesc_t &desc, bool transA,
 /// A stand-in for the bias and aux pointers while the algorithm is chosen:
 /// cuBLASLt reads their alignment from them, and launchFused only runs with
 /// 16-byte aligned ones.
-static void *const kAlignedPlaceholder = reinterpret_cast<void *>(256);
+static void *const kAlignedPlaceholder = reinterpret_cast<void *>(16);
 
 Status MatmulKernel::prepareEpilogue(const LaunchContext &context, int64_t n,
                                      bool transA, bool transB) {
@@ -218,10 +220,9 @@ Status MatmulKernel::prepareEpilogue(const LaunchContext &context, int64_t n,
   case MatmulActivation::None:
     break;
   case MatmulActivation::Relu:
-    if (pre_)
-      return Status::ok(); // cuBLASLt keeps a bit mask, not the input
-    epilogue = bias_ ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
-    break;
+    if (!bias_)
+      return Status::ok(); // nothing cuBLASLt's BIAS would do
+    break; // BIAS; the ReLU (and a kept input) in the own kernel
   case MatmulActivation::GeluTanh:
     if (pre_ && n % 8 != 0)
       return Status::ok(); // the aux leading dimension must be a multiple of 8
@@ -248,12 +249,9 @@ Status MatmulKernel::prepareEpilogue(const LaunchContext &context, int64_t n,
                     &kAlignedPlaceholder, sizeof(kAlignedPlaceholder)),
                 "setting the bias pointer");
   }
-  if (pre_) {
+  if (pre_ && activation_ == MatmulActivation::GeluTanh) {
+    // The aux type defaults to the output's.
     int64_t ld = n;
-    LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(
-                    d_.epilogue, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
-                    &dataType, sizeof(dataType)),
-                "setting the preactivation type");
     LOOM_CUBLAS(
         cublasLtMatmulDescSetAttribute(
             d_.epilogue, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)),
@@ -405,8 +403,11 @@ Status MatmulKernel::prepare(const LaunchContext &context,
   // cuBLASLt's epilogues take one bias (and aux) for the whole call: only a
   // single GEMM uses them.
   // f64 keeps the own kernel, whose activations are the CPU's f64 formulas.
+  // An epilogue cuBLASLt refuses with an error rather than "not supported"
+  // is left to the own kernel too.
   if (hasEpilogue() && calls_ == 1 && perCall_ == 1 && dtype_ != DType::F64)
-    return prepareEpilogue(context, n, transA, transB);
+    if (Status s = prepareEpilogue(context, n, transA, transB); !s)
+      haveEpilogueAlgo_ = false;
   return Status::ok();
 }
 
@@ -424,7 +425,7 @@ StatusOr<bool> MatmulKernel::launchFused(const LaunchContext &context,
                     d_.epilogue, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                     sizeof(bias)),
                 "setting the bias pointer");
-  if (pre_)
+  if (pre_ && activation_ == MatmulActivation::GeluTanh)
     LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(
                     d_.epilogue, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                     &pre, sizeof(pre)),
@@ -467,8 +468,13 @@ Status MatmulKernel::launch(const LaunchContext &context,
                          std::to_string(context.workspaceBytes));
   if (haveEpilogueAlgo_) {
     StatusOr<bool> fused = launchFused(context, a, b, c, bias, pre);
-    if (!fused.isOk() || *fused)
-      return fused.isOk() ? Status::ok() : fused.status();
+    if (!fused.isOk())
+      return fused.status();
+    if (*fused)
+      return activation_ == MatmulActivation::Relu
+                 ? launchMatmulEpilogue(context.stream, dtype_, c, nullptr, pre,
+                                        rows_, n_, activation_)
+                 : Status::ok();
   }
   const void *one = scale(oneF_, oneD_), *zero = scale(zeroF_, zeroD_);
   const size_t e = elementSize_;
