@@ -487,3 +487,70 @@ func.func @not_tanh_gelu(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>
   %h = loom.mul %half, %11 : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
   return %g, %h : tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// The head merge of attention under mixed precision: a bf16 product widened
+// to f32, reshaped and transposed, then narrowed for the next GEMM. The
+// layout ops move to the bf16 side and the round trip folds away.
+// CHECK-LABEL: func @layout_in_the_narrow_type
+// CHECK-NEXT:    %[[T:.*]] = loom.transpose %arg0 [0, 2, 1, 3] : tensor<2x4x8x16xbf16> -> tensor<2x8x4x16xbf16>
+// CHECK-NEXT:    %[[R:.*]] = loom.reshape %[[T]] : tensor<2x8x4x16xbf16> -> tensor<2x8x64xbf16>
+// CHECK-NEXT:    return %[[R]]
+func.func @layout_in_the_narrow_type(%x: tensor<2x4x8x16xbf16>) -> tensor<2x8x64xbf16> {
+  %0 = loom.cast %x : tensor<2x4x8x16xbf16> -> tensor<2x4x8x16xf32>
+  %1 = loom.transpose %0 [0, 2, 1, 3] : tensor<2x4x8x16xf32> -> tensor<2x8x4x16xf32>
+  %2 = loom.reshape %1 : tensor<2x8x4x16xf32> -> tensor<2x8x64xf32>
+  %3 = loom.cast %2 : tensor<2x8x64xf32> -> tensor<2x8x64xbf16>
+  return %3 : tensor<2x8x64xbf16>
+}
+
+// -----
+
+// A narrowing cast moves before a layout op, a widening one after it; not
+// when the value they would move past is used elsewhere too (the f32
+// transpose stays for its other reader).
+// CHECK-LABEL: func @casts_cross_layout_ops
+// CHECK-NEXT:    %[[N:.*]] = loom.cast %arg0 : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK-NEXT:    %[[NT:.*]] = loom.transpose %[[N]] [1, 0] : tensor<4x8xbf16> -> tensor<8x4xbf16>
+// CHECK-NEXT:    %[[WR:.*]] = loom.reshape %arg1 : tensor<4x8xbf16> -> tensor<32xbf16>
+// CHECK-NEXT:    %[[W:.*]] = loom.cast %[[WR]] : tensor<32xbf16> -> tensor<32xf32>
+// CHECK-NEXT:    %[[T:.*]] = loom.transpose %arg0 [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+// CHECK-NEXT:    %[[C:.*]] = loom.cast %[[T]] : tensor<8x4xf32> -> tensor<8x4xbf16>
+// CHECK-NEXT:    return %[[NT]], %[[W]], %[[T]], %[[C]]
+func.func @casts_cross_layout_ops(%x: tensor<4x8xf32>, %h: tensor<4x8xbf16>) -> (tensor<8x4xbf16>, tensor<32xf32>, tensor<8x4xf32>, tensor<8x4xbf16>) {
+  %0 = loom.transpose %x [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+  %1 = loom.cast %0 : tensor<8x4xf32> -> tensor<8x4xbf16>
+  %2 = loom.cast %h : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %3 = loom.reshape %2 : tensor<4x8xf32> -> tensor<32xf32>
+  %4 = loom.transpose %x [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+  %5 = loom.cast %4 : tensor<8x4xf32> -> tensor<8x4xbf16>
+  return %1, %3, %4, %5 : tensor<8x4xbf16>, tensor<32xf32>, tensor<8x4xf32>, tensor<8x4xbf16>
+}
+
+// -----
+
+// Round trips fold only through a type that holds every value exactly.
+// CHECK-LABEL: func @cast_round_trips
+// CHECK-DAG:     %[[A:.*]] = loom.cast %arg1 : tensor<4xf32> -> tensor<4xbf16>
+// CHECK-DAG:     %[[B:.*]] = loom.cast %[[A]] : tensor<4xbf16> -> tensor<4xf32>
+// CHECK-DAG:     %[[C:.*]] = loom.cast %arg3 : tensor<4xf16> -> tensor<4xbf16>
+// CHECK-DAG:     %[[D:.*]] = loom.cast %[[C]] : tensor<4xbf16> -> tensor<4xf16>
+// CHECK-DAG:     %[[E:.*]] = loom.cast %arg1 : tensor<4xf32> -> tensor<4xi32>
+// CHECK-DAG:     %[[F:.*]] = loom.cast %[[E]] : tensor<4xi32> -> tensor<4xf32>
+// CHECK:         return %arg0, %[[B]], %arg2, %[[D]], %[[F]], %arg4
+func.func @cast_round_trips(%h: tensor<4xbf16>, %f: tensor<4xf32>, %i: tensor<4xi32>, %g: tensor<4xf16>, %b: tensor<4xi1>) -> (tensor<4xbf16>, tensor<4xf32>, tensor<4xi32>, tensor<4xf16>, tensor<4xf32>, tensor<4xi1>) {
+  %0 = loom.cast %h : tensor<4xbf16> -> tensor<4xf32>
+  %1 = loom.cast %0 : tensor<4xf32> -> tensor<4xbf16>
+  %2 = loom.cast %f : tensor<4xf32> -> tensor<4xbf16>
+  %3 = loom.cast %2 : tensor<4xbf16> -> tensor<4xf32>
+  %4 = loom.cast %i : tensor<4xi32> -> tensor<4xi64>
+  %5 = loom.cast %4 : tensor<4xi64> -> tensor<4xi32>
+  %6 = loom.cast %g : tensor<4xf16> -> tensor<4xbf16>
+  %7 = loom.cast %6 : tensor<4xbf16> -> tensor<4xf16>
+  %8 = loom.cast %f : tensor<4xf32> -> tensor<4xi32>
+  %9 = loom.cast %8 : tensor<4xi32> -> tensor<4xf32>
+  %10 = loom.cast %b : tensor<4xi1> -> tensor<4xf32>
+  %11 = loom.cast %10 : tensor<4xf32> -> tensor<4xi1>
+  return %1, %3, %5, %7, %9, %11 : tensor<4xbf16>, tensor<4xf32>, tensor<4xi32>, tensor<4xf16>, tensor<4xf32>, tensor<4xi1>
+}

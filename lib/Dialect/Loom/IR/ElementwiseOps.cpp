@@ -189,9 +189,35 @@ static Attribute foldIntToFloat(Attribute input, ShapedType resultType) {
   return DenseElementsAttr::get(resultType, values);
 }
 
+/// Whether every value of element type `from` converts to `to` and back
+/// unchanged: a float into a float with at least its precision and range
+/// (bf16 or f16 into f32), an integer into a wider one, i1 into anything.
+static bool isLosslessWidening(Type from, Type to) {
+  if (from.isInteger(1))
+    return true;
+  auto fromFloat = dyn_cast<FloatType>(from);
+  auto toFloat = dyn_cast<FloatType>(to);
+  if (fromFloat && toFloat) {
+    const llvm::fltSemantics &a = fromFloat.getFloatSemantics();
+    const llvm::fltSemantics &b = toFloat.getFloatSemantics();
+    return APFloat::semanticsPrecision(b) >= APFloat::semanticsPrecision(a) &&
+           APFloat::semanticsMaxExponent(b) >=
+               APFloat::semanticsMaxExponent(a) &&
+           APFloat::semanticsMinExponent(b) <= APFloat::semanticsMinExponent(a);
+  }
+  return from.isSignlessInteger() && to.isSignlessInteger() &&
+         to.getIntOrFloatBitWidth() > from.getIntOrFloatBitWidth();
+}
+
 OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
+  // A round trip through a type that holds every value: bf16 -> f32 -> bf16.
+  if (auto inner = getInput().getDefiningOp<CastOp>())
+    if (inner.getInput().getType() == getType() &&
+        isLosslessWidening(getType().getElementType(),
+                           inner.getType().getElementType()))
+      return inner.getInput();
   Type from = getInput().getType().getElementType();
   Type to = getType().getElementType();
   bool fromFloat = isa<FloatType>(from), toFloat = isa<FloatType>(to);

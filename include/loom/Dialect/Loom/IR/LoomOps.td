@@ -224,11 +224,16 @@ def Loom_CastOp : Loom_Op<"cast", [Pure, SameOperandsAndResultShape,
     ```mlir
     %y = loom.cast %x : tensor<8x16xf32> -> tensor<8x16xbf16>
     ```
+
+    Canonicalization moves narrowing casts before, and widening casts
+    after, `reshape` and `transpose` (so those copy the narrow type), and
+    folds a cast back through a lossless widening (bf16 -> f32 -> bf16).
   }];
   let arguments = (ins Loom_Tensor:$input);
   let results = (outs Loom_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
   let extraClassDeclaration = Loom_ElementwiseFactorRule;
 }
 
