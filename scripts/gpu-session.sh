@@ -49,7 +49,8 @@ if [[ $what == all || $what == tests ]]; then
 fi
 if [[ $what == all || $what == bench ]]; then
   PYTHONUNBUFFERED=1 python3 "$root/benchmarks/gpt2-cuda/bench.py" run \
-    "$kit/gpt2" --loom-run "$build/bin/loom-run" 2>&1 |
+    "$kit/gpt2" --loom-run "$build/bin/loom-run" \
+    --profile "$out/loom-profile.txt" 2>&1 |
     tee "$out/bench.log" | tail -n 12 || status=1
 fi
 exit $status

@@ -3,7 +3,7 @@
 
     bench.py make KIT_DIR --loom-run BIN [--python PY] [model options]
     bench.py run KIT_DIR --loom-run BIN [--device cuda|cpu] [--steps 20]
-        [--warmup 3] [--no-torch] [--peak-tflops 989]
+        [--warmup 3] [--no-torch] [--peak-tflops 989] [--profile FILE]
 
 `make` (on a machine with the full build and PyTorch) exports the model with
 zeroed parameters (export_gpt2.py), compiles its AdamW training step with
@@ -26,6 +26,12 @@ PEAK TFLOP/s (the H200's dense bf16 datasheet figure by default; the
 achieved rate of one large bf16 matmul in PyTorch is printed as a
 ceiling). The first losses of both are printed as a sanity check (both
 start near ln(vocab)).
+
+--profile FILE: after the timed runs, two more Loom steps with `--report`
+(each instruction timed on the device: time per kernel kind and the
+slowest instructions with their ONNX nodes) go to FILE, and PyTorch's
+profiler table of one step to FILE.torch.txt, for finding where the time
+goes. They are separate runs, so the timed figures are not perturbed.
 """
 import argparse
 import gzip
@@ -130,6 +136,35 @@ def torch_steps(c, device, steps, metrics):
                                   "step_ms": ms}) + "\n")
 
 
+def torch_profile(c, device, path):
+    """PyTorch's profiler over one step (after two unprofiled ones): the
+    kernels by total device time."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    metrics = path + ".jsonl"
+    torch_steps(c, device, 2, metrics)  # warm up the allocator and cuBLAS
+    activities = [ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        torch_steps(c, device, 1, metrics)
+    # Newer PyTorch names the device column device_time_total.
+    keys = (["device_time_total", "cuda_time_total"] if device == "cuda" else
+            ["cpu_time_total"])
+    table = None
+    for key in keys:
+        try:
+            table = prof.key_averages().table(sort_by=key, row_limit=40)
+            break
+        except (AttributeError, KeyError, ValueError):
+            continue
+    if table is None:
+        table = prof.key_averages().table(row_limit=40)
+    with open(path, "w") as out:
+        out.write(table)
+    os.remove(metrics)
+
+
 def matmul_ceiling_tflops(device):
     import torch
     if device != "cuda":
@@ -171,6 +206,13 @@ def run(args):
         "--steps", str(args.steps), "--metrics", loom_metrics])
     loom_wall = time.perf_counter() - started
     loom_ms, loom_losses = median_step_ms(loom_metrics, args.warmup)
+    if args.profile:
+        with open(args.profile, "w") as out:
+            sh([args.loom_run, plan, "--train", "--device", args.device,
+                "--input", "idx=" + os.path.join(work, "idx.npy"),
+                "--labels", os.path.join(work, "labels.npy"),
+                "--batch-size", str(c["batch"]), "--steps", "2", "--report"],
+               stdout=out)
     tokens = c["batch"] * c["seq"]
     flops = training_flops_per_token(c) * tokens
     rows = [("Loom (loom-run --device %s)" % args.device, loom_ms,
@@ -179,6 +221,8 @@ def run(args):
     if not args.no_torch:
         torch_metrics = os.path.join(work, "torch.jsonl")
         torch_steps(c, args.device, args.steps, torch_metrics)
+        if args.profile:
+            torch_profile(c, args.device, args.profile + ".torch.txt")
         torch_ms, torch_losses = median_step_ms(torch_metrics, args.warmup)
         rows.append(("PyTorch eager (autocast bf16)", torch_ms, torch_losses))
         ceiling = matmul_ceiling_tflops(args.device)
@@ -226,6 +270,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--peak-tflops", type=float, default=989.0)
+    parser.add_argument("--profile", metavar="FILE")
     args = parser.parse_args()
     if args.command == "make":
         make(args)
