@@ -7,9 +7,10 @@
 // of its inputs are available and which precedes every use of its results.
 //
 // Two rewrites widen what fuses, both to save memory traffic:
-//  - An outside operand defined after the group's first op by a pure op
-//    whose own operands are available earlier (a causal mask computed from
-//    a buffer) is moved above the first op, so the consumer still joins.
+//  - An outside operand defined after the group's first op by an
+//    elementwise op whose own operands are available earlier (a causal mask
+//    compared from a buffer) is moved above the first op, with its
+//    constants, so the consumer still joins.
 //  - A widening cast of a value in memory (a bf16 GEMM result read as f32)
 //    is recomputed in each group that reads it rather than stored once in
 //    the wide type and read back: reading the narrow value costs less than
