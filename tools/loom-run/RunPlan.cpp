@@ -13,10 +13,12 @@
 #include "loom/Runtime/TensorIO.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <sys/stat.h>
 #include <thread>
 
@@ -304,6 +306,56 @@ int loom::runPlan(std::shared_ptr<const Plan> plan, const RunOptions &options) {
   return ok ? 0 : 1;
 }
 
+/// `loc` with the numbers that stand alone between '.' or '/' (layer
+/// indices: /h.3/attn/MatMul) replaced by N, so that the layers of a model
+/// add up in one row.
+static std::string foldLayers(const std::string &loc) {
+  std::string folded;
+  for (size_t i = 0; i < loc.size();) {
+    size_t end = i;
+    while (end < loc.size() &&
+           std::isdigit(static_cast<unsigned char>(loc[end])))
+      ++end;
+    bool delimitedBefore = i > 0 && (loc[i - 1] == '.' || loc[i - 1] == '/');
+    bool delimitedAfter =
+        end == loc.size() || loc[end] == '.' || loc[end] == '/';
+    if (end > i && delimitedBefore && delimitedAfter) {
+      folded += 'N';
+      i = end;
+    } else {
+      folded += loc[i++];
+    }
+  }
+  return folded;
+}
+
+/// The ten node paths (layers folded) with the most kernel time: where a
+/// model's step goes when it has hundreds of instructions.
+static void printByNodePath(const RunReport &report) {
+  struct Row {
+    int64_t calls = 0;
+    double seconds = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Row> rows;
+  for (const InstructionProfile &instruction : report.instructions) {
+    Row &row = rows[{foldLayers(instruction.loc), instruction.kernel}];
+    ++row.calls;
+    row.seconds += instruction.seconds;
+  }
+  std::vector<std::pair<std::pair<std::string, std::string>, Row>> sorted(
+      rows.begin(), rows.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) {
+    return a.second.seconds > b.second.seconds;
+  });
+  if (sorted.size() > 10)
+    sorted.resize(10);
+  std::printf("by node path (layers folded):\n");
+  for (const auto &[key, row] : sorted)
+    std::printf("  %-14s %5lld %9.3f ms  %s\n", key.second.c_str(),
+                static_cast<long long>(row.calls), row.seconds * 1e3,
+                key.first.c_str());
+}
+
 void loom::printReport(const RunReport &report, int iterations) {
   std::printf("memory:\n");
   std::printf("  planned peak (arena)    %s\n",
@@ -327,6 +379,7 @@ void loom::printReport(const RunReport &report, int iterations) {
     std::printf("%-16s %6lld %12.3f %6.1f%%\n", kernel.kernel.c_str(),
                 static_cast<long long>(kernel.calls), kernel.seconds * 1e3,
                 total > 0 ? 100 * kernel.seconds / total : 0.0);
+  printByNodePath(report);
   std::vector<InstructionProfile> top = report.instructions;
   std::sort(top.begin(), top.end(),
             [](const InstructionProfile &a, const InstructionProfile &b) {

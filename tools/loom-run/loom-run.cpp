@@ -43,7 +43,8 @@ options:
   --output-dir DIR    write every output to DIR/<output name>.npy
   --emit-plan FILE    write the compiled plan to FILE (runs only if inputs are given;
                       with --train, the training-step plan, then trains)
-  --report            print planned vs measured peak memory and time per kernel
+  --report            print planned vs measured peak memory and time per kernel,
+                      per node path (layers folded) and the slowest instructions
                       (with --train: of the last step)
   --dim NAME=SIZE     size of a symbolic ONNX dimension (else read off the inputs)
   --function NAME     the function of a .mlir module to run
