@@ -80,17 +80,7 @@ std::mt19937 &rng() {
 /// Random values in [lo, hi) (integers for integer dtypes, 0/1 for i1).
 Tensor random(DType dtype, std::vector<int64_t> shape, double lo = -2,
               double hi = 2) {
-  Tensor t(dtype, std::move(shape));
-  std::uniform_real_distribution<double> dist(lo, hi);
-  for (int64_t i = 0; i < t.size(); ++i) {
-    double v = dist(rng());
-    if (dtype == DType::I32 || dtype == DType::I64)
-      v = std::floor(v);
-    if (dtype == DType::I1)
-      v = v > (lo + hi) / 2;
-    t.set(i, v);
-  }
-  return t;
+  return randomTensor(rng(), dtype, std::move(shape), lo, hi);
 }
 
 /// Random bytes: any dtype, for the data movement kernels.

@@ -2,7 +2,8 @@
 //
 // The CPU and CUDA kernel tests' dense host tensors, whose values the tests
 // handle as doubles, and a bf16 rounding written independently of the
-// kernels' bit tricks (the CPU tests compare the kernels' rounding with it).
+// kernels' bit tricks (the CPU tests compare the kernels' rounding with it),
+// and random test data.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <vector>
 
 namespace loom {
@@ -125,6 +127,23 @@ struct Tensor {
     return t;
   }
 };
+
+/// Random values in [lo, hi) from `rng` (integers for integer dtypes, 0/1
+/// for i1).
+inline Tensor randomTensor(std::mt19937 &rng, DType dtype,
+                           std::vector<int64_t> shape, double lo, double hi) {
+  Tensor t(dtype, std::move(shape));
+  std::uniform_real_distribution<double> dist(lo, hi);
+  for (int64_t i = 0; i < t.size(); ++i) {
+    double v = dist(rng);
+    if (dtype == DType::I32 || dtype == DType::I64)
+      v = std::floor(v);
+    if (dtype == DType::I1)
+      v = v > (lo + hi) / 2;
+    t.set(i, v);
+  }
+  return t;
+}
 
 } // namespace test
 } // namespace runtime
