@@ -485,16 +485,8 @@ KernelOr cuda::createScatterAdd(const LaunchContext &,
       return launchStatus("scatter_add");
     });
   };
-  const bool i32 = inst.inputs[1].dtype == DType::I32;
-  switch (inst.inputs[0].dtype) {
-  case DType::F32:
-    return i32 ? make(float(), int32_t()) : make(float(), int64_t());
-  case DType::F64:
-    return i32 ? make(double(), int32_t()) : make(double(), int64_t());
-  default:
-    return Status::error(std::string("the CUDA backend has no ") +
-                         dtypeName(inst.inputs[0].dtype) + " scatter_add");
-  }
+  return dispatchFloatAndIndex(inst.inputs[0].dtype, inst.inputs[1].dtype, make,
+                               "scatter_add");
 }
 
 KernelOr cuda::createTranspose(const LaunchContext &, const Instruction &inst) {

@@ -169,6 +169,24 @@ template <typename I> __device__ inline I stridedOffset(const Dims &dims, I i) {
   return offset;
 }
 
+/// Calls `make(T(), L())` with T the float type of `values` (f32, f64) and
+/// L the integer type of `indices` (i32, i64): the kernels that take float
+/// data and integer indices or labels (scatter_add, cross_entropy).
+template <typename Make>
+KernelOr dispatchFloatAndIndex(DType values, DType indices, Make make,
+                               const char *kernel) {
+  const bool i32 = indices == DType::I32;
+  switch (values) {
+  case DType::F32:
+    return i32 ? make(float(), int32_t()) : make(float(), int64_t());
+  case DType::F64:
+    return i32 ? make(double(), int32_t()) : make(double(), int64_t());
+  default:
+    return Status::error(std::string("the CUDA backend has no ") +
+                         dtypeName(values) + " " + kernel);
+  }
+}
+
 /// Last launch error of this thread, as a Status.
 inline Status launchStatus(const char *what) {
   return cudaStatus(cudaGetLastError(), what);

@@ -345,14 +345,6 @@ KernelOr cuda::createCrossEntropy(const LaunchContext &context,
           static_cast<const L *>(inputs[1]), static_cast<T *>(outputs[0]), p);
     });
   };
-  const bool i32 = inst.inputs[1].dtype == DType::I32;
-  switch (inst.inputs[0].dtype) {
-  case DType::F32:
-    return i32 ? make(float(), int32_t()) : make(float(), int64_t());
-  case DType::F64:
-    return i32 ? make(double(), int32_t()) : make(double(), int64_t());
-  default:
-    return Status::error(std::string("the CUDA backend has no ") +
-                         dtypeName(inst.inputs[0].dtype) + " cross_entropy");
-  }
+  return dispatchFloatAndIndex(inst.inputs[0].dtype, inst.inputs[1].dtype, make,
+                               "cross_entropy");
 }
