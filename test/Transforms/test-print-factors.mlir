@@ -100,3 +100,16 @@ func.func @f(%x: tensor<8x128x768xf32>, %w: tensor<768x3072xf32>, %wt: tensor<30
   %32 = loom.constant dense<1.0> : tensor<f32>
   return
 }
+
+func.func @attention(%q: tensor<2x4x16x8xbf16>, %k: tensor<2x4x12x8xbf16>, %v: tensor<2x4x12x6xbf16>, %m: tensor<1x4x16x12xi1>, %d: tensor<2x4x16xf32>) {
+  // Batch dims (samples, heads), query rows and value columns are parallel;
+  // keys and the head dim feed the softmax. The mask's size-1 dim broadcasts.
+  // expected-remark @below {{loom.attention: iterators = [parallel, parallel, parallel, need_replication, need_replication, parallel], sizes = [2, 4, 16, 12, 8, 6], maps = [(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d5), (d0, d1, d2, d3, d4, d5) -> (0, d1, d2, d3), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d5), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d2)]}}
+  %o, %lse = loom.attention %q, %k, %v mask %m scale 0.125
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>, tensor<1x4x16x12xi1>) -> (tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>)
+  // The backward splits along the batch dims only.
+  // expected-remark @below {{loom.attention_grad: iterators = [parallel, parallel, need_replication, need_replication, need_replication, need_replication], sizes = [2, 4, 16, 12, 8, 6], maps = [(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d5), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d5), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d2), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d2), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d5)]}}
+  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %d scale 0.125
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>, tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>)
+  return
+}

@@ -752,3 +752,44 @@ func.func @scatter_add_shape(%dy: tensor<8x16xf32>, %ids: tensor<4xi64>) -> tens
   %0 = loom.scatter_add %dy[%ids] : (tensor<8x16xf32>, tensor<4xi64>) -> tensor<64x16xf32>
   return %0 : tensor<64x16xf32>
 }
+
+// -----
+
+func.func @attention_head_dims(%q: tensor<2x16x8xf32>, %k: tensor<2x16x4xf32>) -> tensor<2x16x4xf32> {
+  // expected-error @+1 {{'loom.attention' op q 2x16x8 and k 2x16x4 have different head dimensions}}
+  %o, %l = loom.attention %q, %k, %k scale 1.0 : (tensor<2x16x8xf32>, tensor<2x16x4xf32>, tensor<2x16x4xf32>) -> (tensor<2x16x4xf32>, tensor<2x16xf32>)
+  return %o : tensor<2x16x4xf32>
+}
+
+// -----
+
+func.func @attention_batch(%q: tensor<2x16x8xf32>, %k: tensor<3x16x8xf32>) -> tensor<2x16x8xf32> {
+  // expected-error @+1 {{'loom.attention' op q, k and v batch dimensions differ: 2x16x8, 3x16x8, 3x16x8}}
+  %o, %l = loom.attention %q, %k, %k scale 1.0 : (tensor<2x16x8xf32>, tensor<3x16x8xf32>, tensor<3x16x8xf32>) -> (tensor<2x16x8xf32>, tensor<2x16xf32>)
+  return %o : tensor<2x16x8xf32>
+}
+
+// -----
+
+func.func @attention_mask(%q: tensor<2x16x8xf32>, %m: tensor<16x16xi1>) -> tensor<2x16x8xf32> {
+  // expected-error @+1 {{'loom.attention' op mask 16x16 must be [..., 16, 16] with each leading dimension 1 or the batch size (2)}}
+  %o, %l = loom.attention %q, %q, %q mask %m scale 1.0 : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<16x16xi1>) -> (tensor<2x16x8xf32>, tensor<2x16xf32>)
+  return %o : tensor<2x16x8xf32>
+}
+
+// -----
+
+func.func @attention_values(%q: tensor<2x16x8xf32>, %v: tensor<2x12x8xf32>) -> tensor<2x16x8xf32> {
+  // expected-error @+1 {{'loom.attention' op v 2x12x8 needs one row per key of k 2x16x8}}
+  %o, %l = loom.attention %q, %q, %v scale 1.0 : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x12x8xf32>) -> (tensor<2x16x8xf32>, tensor<2x16xf32>)
+  return %o : tensor<2x16x8xf32>
+}
+
+// -----
+
+func.func @attention_grad_stats(%q: tensor<2x16x8xbf16>, %s: tensor<2x16xbf16>) -> tensor<2x16x8xbf16> {
+  // expected-error @+1 {{'loom.attention_grad' op logsumexp has type 'tensor<2x16xbf16>', expected 'tensor<2x16xf32>'}}
+  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %q, %s, %s scale 1.0
+      : (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16xbf16>, tensor<2x16xbf16>) -> (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>)
+  return %dq : tensor<2x16x8xbf16>
+}

@@ -242,3 +242,20 @@ func.func @scatter_add(%dy: tensor<8x128x32xf32>, %ids: tensor<8x128xi64>) -> te
   %0 = loom.scatter_add %dy[%ids] : (tensor<8x128x32xf32>, tensor<8x128xi64>) -> tensor<64x32xf32>
   return %0 : tensor<64x32xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @attention
+// CHECK: %{{.*}}, %[[LSE:.*]] = loom.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} scale 1.250000e-01 : (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>, tensor<1x4x16x12xi1>) -> (tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>)
+// CHECK: loom.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LSE]], %{{.*}} mask %{{.*}} scale 1.250000e-01 mask_value -1.000000e+04 : {{.*}} -> (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>)
+// CHECK: loom.attention %{{.*}}, %{{.*}}, %{{.*}} scale 1.000000e+00 : (tensor<16x8xf64>, tensor<12x8xf64>, tensor<12x6xf64>) -> (tensor<16x6xf64>, tensor<16xf64>)
+func.func @attention(%q: tensor<2x4x16x8xbf16>, %k: tensor<2x4x12x8xbf16>, %v: tensor<2x4x12x6xbf16>, %m: tensor<1x4x16x12xi1>, %d: tensor<2x4x16xf32>,
+                     %q2: tensor<16x8xf64>, %k2: tensor<12x8xf64>, %v2: tensor<12x6xf64>) -> (tensor<2x4x16x8xbf16>, tensor<16x6xf64>) {
+  %o, %lse = loom.attention %q, %k, %v mask %m scale 0.125
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>, tensor<1x4x16x12xi1>) -> (tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>)
+  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %d mask %m scale 0.125 mask_value -1.0e+04
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>, tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<1x4x16x12xi1>)
+      -> (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>)
+  %o2, %lse2 = loom.attention %q2, %k2, %v2 scale 1.0 : (tensor<16x8xf64>, tensor<12x8xf64>, tensor<12x6xf64>) -> (tensor<16x6xf64>, tensor<16xf64>)
+  return %dq, %o2 : tensor<2x4x16x8xbf16>, tensor<16x6xf64>
+}

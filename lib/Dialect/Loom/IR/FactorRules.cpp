@@ -460,6 +460,96 @@ FactorRule LayerNormOp::getFactorRule() {
   return rule;
 }
 
+/// The factors of an attention op's iteration space: the batch dimensions
+/// (parallel: heads and samples are independent), then Sq, Sk, D and Dv
+/// with the given kinds; fills in q, k, v and the mask operands.
+namespace {
+struct AttentionFactors {
+  unsigned sq, sk, d, dv;
+  int64_t batch;
+};
+} // namespace
+
+static AttentionFactors
+addAttentionFactors(FactorRule &rule, RankedTensorType q, RankedTensorType v,
+                    FactorKind sqKind, FactorKind dvKind) {
+  AttentionFactors f;
+  f.batch = q.getRank() - 2;
+  for (int64_t d = 0; d < f.batch; ++d)
+    rule.addFactor(q.getDimSize(d), FactorKind::Parallel);
+  f.sq = rule.addFactor(q.getDimSize(f.batch), sqKind);
+  f.sk = rule.addFactor(v.getDimSize(f.batch), FactorKind::NeedReplication);
+  f.d = rule.addFactor(q.getDimSize(f.batch + 1), FactorKind::NeedReplication);
+  f.dv = rule.addFactor(v.getDimSize(f.batch + 1), dvKind);
+  return f;
+}
+
+/// `[batch..., rows, cols]` of an attention operand.
+static TensorFactors attentionDims(const AttentionFactors &f, unsigned rows,
+                                   std::optional<unsigned> cols) {
+  TensorFactors dims;
+  appendIdentity(dims, 0, f.batch);
+  dims.push_back({rows});
+  if (cols)
+    dims.push_back({*cols});
+  return dims;
+}
+
+/// The mask: a broadcast (size-1) batch dimension maps to no factor.
+static TensorFactors attentionMaskDims(const AttentionFactors &f,
+                                       const FactorRule &rule, Value mask) {
+  TensorFactors dims;
+  RankedTensorType type = tensorTypeOf(mask);
+  for (int64_t d = 0; d < f.batch; ++d) {
+    if (type.getDimSize(d) == rule.getFactors()[d].size)
+      dims.push_back({static_cast<unsigned>(d)});
+    else
+      dims.push_back({});
+  }
+  dims.push_back({f.sq});
+  dims.push_back({f.sk});
+  return dims;
+}
+
+FactorRule AttentionOp::getFactorRule() {
+  // Query rows and value columns are independent; the keys and the head
+  // dimension feed a softmax, which needs them whole.
+  FactorRule rule;
+  AttentionFactors f =
+      addAttentionFactors(rule, getQ().getType(), getV().getType(),
+                          FactorKind::Parallel, FactorKind::Parallel);
+  rule.addOperand(attentionDims(f, f.sq, f.d));
+  rule.addOperand(attentionDims(f, f.sk, f.d));
+  rule.addOperand(attentionDims(f, f.sk, f.dv));
+  if (getMask())
+    rule.addOperand(attentionMaskDims(f, rule, getMask()));
+  rule.addResult(attentionDims(f, f.sq, f.dv));
+  rule.addResult(attentionDims(f, f.sq, std::nullopt));
+  return rule;
+}
+
+FactorRule AttentionGradOp::getFactorRule() {
+  // dk and dv sum over the query rows and dq over the keys, through the
+  // softmax's Jacobian: only the batch dimensions split without
+  // communication.
+  FactorRule rule;
+  AttentionFactors f = addAttentionFactors(
+      rule, getQ().getType(), getV().getType(), FactorKind::NeedReplication,
+      FactorKind::NeedReplication);
+  rule.addOperand(attentionDims(f, f.sq, f.d));
+  rule.addOperand(attentionDims(f, f.sk, f.d));
+  rule.addOperand(attentionDims(f, f.sk, f.dv));
+  rule.addOperand(attentionDims(f, f.sq, f.dv));
+  rule.addOperand(attentionDims(f, f.sq, std::nullopt));
+  rule.addOperand(attentionDims(f, f.sq, std::nullopt));
+  if (getMask())
+    rule.addOperand(attentionMaskDims(f, rule, getMask()));
+  rule.addResult(attentionDims(f, f.sq, f.d));
+  rule.addResult(attentionDims(f, f.sk, f.d));
+  rule.addResult(attentionDims(f, f.sk, f.dv));
+  return rule;
+}
+
 FactorRule CrossEntropyOp::getFactorRule() {
   // Samples are parallel for `none`, summed for `sum`/`mean` (a mean divides
   // a sum by the global count). Classes are needed whole: the log-sum-exp is

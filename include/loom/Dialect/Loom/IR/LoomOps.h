@@ -15,6 +15,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <limits>
+
 #define GET_OP_CLASSES
 #include "loom/Dialect/Loom/IR/LoomOps.h.inc"
 

@@ -725,6 +725,97 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [
 }
 
 //===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def Loom_AttentionOp : Loom_Op<"attention", [
+    Pure, Loom_InferTypes,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Scaled dot-product attention, computed without its scores";
+  let description = [{
+    `softmax(select(mask, mask_value, scale * q k^T)) v` over the trailing
+    two dimensions: `q` is `[..., Sq, D]`, `k` is `[..., Sk, D]`, `v` is
+    `[..., Sk, Dv]`, with equal leading (batch) dimensions. Where the
+    optional i1 `mask` is true a score is replaced by `mask_value` (default
+    -inf: that key is ignored); the mask has the rank of `q`, its last two
+    dimensions are `[Sq, Sk]` and each leading one is 1 (broadcast) or the
+    batch size. Scores accumulate in f32 (f64 for f64) and are never
+    stored, so the `[..., Sq, Sk]` tensors of the unfused form do not
+    exist; the probabilities are rounded to the element type before they
+    multiply `v`, as a tensor-core kernel does.
+
+    The second result is each row's log-sum-exp of the scores (f32, f64 for
+    f64), which `loom.attention_grad` needs to recompute the
+    probabilities. A fully masked row with `mask_value` -inf gives NaN, as
+    the unfused softmax does. Made from the unfused form by
+    `loom-fuse-attention`.
+
+    ```mlir
+    %o, %lse = loom.attention %q, %k, %v mask %causal scale 1.250000e-01
+        : (tensor<8x12x1024x64xbf16>, tensor<8x12x1024x64xbf16>,
+           tensor<8x12x1024x64xbf16>, tensor<1x1x1024x1024xi1>)
+        -> (tensor<8x12x1024x64xbf16>, tensor<8x12x1024xf32>)
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$q, Loom_FloatTensor:$k,
+                       Loom_FloatTensor:$v, Optional<Loom_BoolTensor>:$mask,
+                       F64Attr:$scale,
+                       DefaultValuedAttr<F64Attr,
+                           "-::std::numeric_limits<double>::infinity()">
+                           :$mask_value);
+  let results = (outs Loom_FloatTensor:$output, Loom_FloatTensor:$logsumexp);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`mask` $mask^)? `scale` $scale
+    (`mask_value` $mask_value^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Loom_AttentionGradOp : Loom_Op<"attention_grad", [
+    Pure, Loom_InferTypes,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Gradients of loom.attention with respect to q, k and v";
+  let description = [{
+    The backward of `loom.attention` (same `q`, `k`, `v`, `mask`, `scale`
+    and `mask_value`) given the gradient `dout` of its output, its
+    `logsumexp` result and `delta = sum(dout * output)` over the last
+    dimension. The probabilities are recomputed from the log-sum-exp, so
+    nothing of size `[..., Sq, Sk]` is kept between the passes:
+    `p = exp(s - lse)`, `ds = p * (dout v^T - delta)` (0 where masked),
+    `dq = scale * ds k`, `dk = scale * ds^T q`, `dv = p^T dout`, with `p`
+    and `ds` rounded to the element type before those products.
+
+    Made by the gradient rule of `loom.attention`; it has no gradient of
+    its own.
+
+    ```mlir
+    %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %dout, %lse, %delta
+        mask %causal scale 1.250000e-01
+        : (tensor<8x12x1024x64xbf16>, tensor<8x12x1024x64xbf16>,
+           tensor<8x12x1024x64xbf16>, tensor<8x12x1024x64xbf16>,
+           tensor<8x12x1024xf32>, tensor<8x12x1024xf32>,
+           tensor<1x1x1024x1024xi1>)
+        -> (tensor<8x12x1024x64xbf16>, tensor<8x12x1024x64xbf16>,
+            tensor<8x12x1024x64xbf16>)
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$q, Loom_FloatTensor:$k,
+                       Loom_FloatTensor:$v, Loom_FloatTensor:$dout,
+                       Loom_FloatTensor:$logsumexp, Loom_FloatTensor:$delta,
+                       Optional<Loom_BoolTensor>:$mask, F64Attr:$scale,
+                       DefaultValuedAttr<F64Attr,
+                           "-::std::numeric_limits<double>::infinity()">
+                           :$mask_value);
+  let results = (outs Loom_FloatTensor:$dq, Loom_FloatTensor:$dk,
+                      Loom_FloatTensor:$dv);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $dout `,` $logsumexp `,` $delta (`mask` $mask^)?
+    `scale` $scale (`mask_value` $mask_value^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Training: parameter updates and optimizers
 //===----------------------------------------------------------------------===//
 
