@@ -87,7 +87,7 @@ public:
         continue;
       // Rules read the gradient of the first result; give it zeros when only
       // another result (a split piece) has one.
-      if (!gradients[0] && !isa<SplitOp>(op))
+      if (!gradients[0] && !isa<SplitOp, AttentionOp>(op))
         continue;
       if (failed(backpropagate(op, gradients, context)))
         return failure();

@@ -331,6 +331,7 @@ public:
           return unary(softmax.getInput(), e.sub(g(), e.mul(e.exp(y), total)));
         })
         .Case([&](LayerNormOp norm) { return layerNormRule(norm); })
+        .Case([&](AttentionOp attention) { return attentionRule(attention); })
         .Case([&](CrossEntropyOp loss) { return crossEntropyRule(loss); })
         .Case([&](GatherOp gather) { return gatherRule(gather); })
         .Case([&](SliceOp slice) { return sliceRule(slice); })
@@ -432,6 +433,32 @@ private:
                              reduce.getAxes(), input);
     Value spread = e.unreduce(g(), reduce.getAxes(), input);
     ctx.accumulate(x, e.div(e.mul(spread, hit), count));
+    return success();
+  }
+
+  /// The fused backward: delta = sum(dout * output) is a cheap row
+  /// reduction computed here (in the statistics' precision), so that the
+  /// kernel needs no workspace.
+  LogicalResult attentionRule(AttentionOp attention) {
+    if (gradients[1])
+      return attention.emitOpError(
+          "has no gradient rule for its logsumexp result");
+    Value q = attention.getQ(), k = attention.getK(), v = attention.getV();
+    SmallVector<Value, 3> operands = {q, k, v};
+    if (!g() || !llvm::any_of(operands, ctx.isActive))
+      return success();
+    Value lse = attention.getLogsumexp();
+    Type stats = getElementTypeOrSelf(lse.getType());
+    int64_t last = tensorType(q).getRank() - 1;
+    Value delta = e.reduceSum(
+        e.mul(e.cast(g(), stats), e.cast(attention.getOutput(), stats)), {last},
+        /*keepdims=*/false);
+    auto grad = e.b.create<AttentionGradOp>(
+        e.loc, q, k, v, g(), lse, delta, attention.getMask(),
+        attention.getScaleAttr(), attention.getMaskValueAttr());
+    for (auto [operand, gradient] : llvm::zip(operands, grad.getResults()))
+      if (ctx.isActive(operand))
+        ctx.accumulate(operand, gradient);
     return success();
   }
 

@@ -44,6 +44,25 @@ void lowerPrecision(MatmulOp matmul, Type low) {
   matmul.erase();
 }
 
+/// The same for a fused attention: q, k and v in bf16, the output cast
+/// back; the log-sum-exp is f32 either way.
+void lowerPrecision(AttentionOp attention, Type low) {
+  OpBuilder builder(attention);
+  Location loc = attention.getLoc();
+  auto lowered = builder.create<AttentionOp>(
+      loc, castTo(builder, loc, attention.getQ(), low),
+      castTo(builder, loc, attention.getK(), low),
+      castTo(builder, loc, attention.getV(), low), attention.getMask(),
+      attention.getScaleAttr(), attention.getMaskValueAttr());
+  for (NamedAttribute attr : attention->getDiscardableAttrs())
+    lowered->setAttr(attr.getName(), attr.getValue());
+  Type wide = attention.getOutput().getType().getElementType();
+  attention.getOutput().replaceAllUsesWith(
+      castTo(builder, loc, lowered.getOutput(), wide));
+  attention.getLogsumexp().replaceAllUsesWith(lowered.getLogsumexp());
+  attention.erase();
+}
+
 struct MixedPrecisionPass : impl::LoomMixedPrecisionBase<MixedPrecisionPass> {
   using LoomMixedPrecisionBase::LoomMixedPrecisionBase;
 
@@ -71,6 +90,13 @@ struct MixedPrecisionPass : impl::LoomMixedPrecisionBase<MixedPrecisionPass> {
     });
     for (MatmulOp matmul : matmuls)
       lowerPrecision(matmul, low);
+    SmallVector<AttentionOp> attentions;
+    func.walk([&](AttentionOp attention) {
+      if (attention.getOutput().getType().getElementType().isF32())
+        attentions.push_back(attention);
+    });
+    for (AttentionOp attention : attentions)
+      lowerPrecision(attention, low);
   }
 };
 

@@ -66,3 +66,40 @@ module {
     return
   }
 }
+
+// -----
+
+// Attention's backward is one loom.attention_grad with the forward's mask,
+// scale and mask value; delta = sum(dout * output) is computed in f32 from
+// the bf16 output and its gradient.
+// CHECK-LABEL: func.func @forward_grad(
+// CHECK:         %[[O:.*]], %[[LSE:.*]] = loom.attention %[[Q:.*]], %[[Q]], %[[Q]] mask %[[M:[^ ]*]] scale 1.250000e-01 mask_value -1.000000e+04
+// CHECK:         %[[DO:.*]] = loom.cast %{{.*}} : tensor<2x8x4xf32> -> tensor<2x8x4xbf16>
+// CHECK-DAG:     %[[DOW:.*]] = loom.cast %[[DO]] : tensor<2x8x4xbf16> -> tensor<2x8x4xf32>
+// CHECK-DAG:     %[[OW:.*]] = loom.cast %[[O]] : tensor<2x8x4xbf16> -> tensor<2x8x4xf32>
+// CHECK:         %[[P:.*]] = loom.mul %[[DOW]], %[[OW]]
+// CHECK:         %[[D:.*]] = loom.reduce_sum %[[P]] [2] : tensor<2x8x4xf32> -> tensor<2x8xf32>
+// CHECK:         loom.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[DO]], %[[LSE]], %[[D]] mask %[[M]] scale 1.250000e-01 mask_value -1.000000e+04
+loom.parameter @x trainable : tensor<2x8x4xf32>
+func.func @forward(%m: tensor<1x8x8xi1>) -> tensor<f32> {
+  %x = loom.param @x : tensor<2x8x4xf32>
+  %q = loom.cast %x : tensor<2x8x4xf32> -> tensor<2x8x4xbf16>
+  %o, %lse = loom.attention %q, %q, %q mask %m scale 0.125 mask_value -1.0e+04
+      : (tensor<2x8x4xbf16>, tensor<2x8x4xbf16>, tensor<2x8x4xbf16>, tensor<1x8x8xi1>) -> (tensor<2x8x4xbf16>, tensor<2x8xf32>)
+  %w = loom.cast %o : tensor<2x8x4xbf16> -> tensor<2x8x4xf32>
+  %l = loom.reduce_sum %w [0, 1, 2] : tensor<2x8x4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// The log-sum-exp result is for the backward kernel; nothing differentiates
+// through it.
+loom.parameter @x trainable : tensor<2x8x4xf32>
+func.func @forward() -> tensor<f32> {
+  %x = loom.param @x : tensor<2x8x4xf32>
+  // expected-error @+1 {{'loom.attention' op has no gradient rule for its logsumexp result}}
+  %o, %lse = loom.attention %x, %x, %x scale 0.5 : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> (tensor<2x8x4xf32>, tensor<2x8xf32>)
+  %l = loom.reduce_sum %lse [0, 1] : tensor<2x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -65,3 +65,21 @@ func.func @double(%a: tensor<4x4xf64>) -> tensor<4x4xf64> {
 }
 
 // UNKNOWN: error: unknown precision 'fp8' (known: f32, bf16)
+
+// -----
+
+// A fused attention runs in bf16 as a whole: q, k and v are cast down, the
+// output back up; the log-sum-exp is f32 either way.
+// CHECK-LABEL: func.func @fused_attention
+// CHECK-DAG:     %[[Q:.*]] = loom.cast %arg0 : tensor<2x16x8xf32> -> tensor<2x16x8xbf16>
+// CHECK-DAG:     %[[K:.*]] = loom.cast %arg1 : tensor<2x16x8xf32> -> tensor<2x16x8xbf16>
+// CHECK-DAG:     %[[V:.*]] = loom.cast %arg2 : tensor<2x16x8xf32> -> tensor<2x16x8xbf16>
+// CHECK:         %[[O:.*]], %[[LSE:.*]] = loom.attention %[[Q]], %[[K]], %[[V]] mask %arg3 scale 5.000000e-01 : {{.*}} -> (tensor<2x16x8xbf16>, tensor<2x16xf32>)
+// CHECK:         %[[W:.*]] = loom.cast %[[O]] : tensor<2x16x8xbf16> -> tensor<2x16x8xf32>
+// CHECK:         return %[[W]], %[[LSE]]
+// F32-LABEL: func.func @fused_attention
+// F32:         loom.attention %arg0, %arg1, %arg2 mask %arg3 scale 5.000000e-01 : {{.*}} -> (tensor<2x16x8xf32>, tensor<2x16xf32>)
+func.func @fused_attention(%q: tensor<2x16x8xf32>, %k: tensor<2x16x8xf32>, %v: tensor<2x16x8xf32>, %m: tensor<1x16x16xi1>) -> (tensor<2x16x8xf32>, tensor<2x16xf32>) {
+  %o, %lse = loom.attention %q, %k, %v mask %m scale 0.5 : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<1x16x16xi1>) -> (tensor<2x16x8xf32>, tensor<2x16xf32>)
+  return %o, %lse : tensor<2x16x8xf32>, tensor<2x16xf32>
+}

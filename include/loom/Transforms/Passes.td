@@ -117,6 +117,51 @@ def LoomFuseMatmulEpilogue : Pass<"loom-fuse-matmul-epilogue",
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomFuseAttention : Pass<"loom-fuse-attention", "::mlir::func::FuncOp"> {
+  let summary = "Turn the unfused attention pattern into loom.attention";
+  let description = [{
+    Finds `matmul(softmax(select(mask, fill, scale * matmul(q, k^T))), v)`,
+    the attention every transformer export spells out, and replaces it by
+    one `loom.attention`, whose kernels never store the `[..., Sq, Sk]`
+    scores and probabilities: at GPT-2 size those tensors are most of a
+    training step's memory traffic. Its gradient rule makes a
+    `loom.attention_grad`, so run it before `loom-autodiff` (and before
+    `loom-mixed-precision`, which then casts the fused op as a whole).
+
+    What is matched:
+    * the scores are a matmul of `q` and `k` transposed (other transposes
+      become `loom.transpose` of the operands), with the same batch
+      dimensions as `v`;
+    * an optional scale, a `mul` or `div` by a scalar constant;
+    * an optional mask, a `select` between a scalar constant and the scores
+      (either order: a mask that keeps the scores where it is true is
+      negated) whose condition broadcasts to the scores;
+    * a softmax over the last dimension whose result feeds only the second
+      matmul, not transposed, with `v`.
+    Casts between the steps (a bf16 product read in f32, f32
+    probabilities cast to bf16: what `loom-mixed-precision` makes) are
+    taken in; the fused op then computes in the matmuls' type, keeping the
+    scores in f32 where the unfused form rounded them to bf16. Every
+    intermediate must have no other use; anything else is left unfused.
+
+    Input:
+    ```mlir
+    %s = loom.matmul %q, %k transpose_rhs : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x16xf32>
+    %t = loom.mul %s, %c : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+    %u = loom.select %mask, %ninf, %t : (tensor<1x1x16x16xi1>, tensor<f32>, tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
+    %p = loom.softmax %u axis 3 : tensor<2x4x16x16xf32>
+    %o = loom.matmul %p, %v : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+    ```
+    Output:
+    ```mlir
+    %o, %lse = loom.attention %q, %k, %v mask %mask scale 0.35355339059327379
+        : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<1x1x16x16xi1>)
+        -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+    ```
+  }];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomMixedPrecision : Pass<"loom-mixed-precision", "::mlir::func::FuncOp"> {
   let summary = "Run the f32 matmuls in bf16 (torch.autocast-style)";
   let description = [{

@@ -5,7 +5,7 @@
 // result into a plan.kernel. Unsupported element types are rejected here, at
 // the op, rather than when a plan is loaded: the CPU kernels compute in f32
 // and f64, and in bf16 (computing in f32, rounding on store) those that
-// mixed precision needs: matmul, elementwise and data movement.
+// mixed precision needs: matmul, attention, elementwise and data movement.
 //
 //===----------------------------------------------------------------------===//
 
@@ -84,6 +84,15 @@ public:
                   "layer_norm",
                   {integer("axis", norm.getAxis()),
                    real("epsilon", norm.getEpsilon().convertToDouble())});
+            })
+            .Case([&](AttentionOp attention) {
+              return make("attention",
+                          attentionAttrs(attention.getScale(),
+                                         attention.getMaskValue()));
+            })
+            .Case([&](AttentionGradOp grad) {
+              return make("attention_backward",
+                          attentionAttrs(grad.getScale(), grad.getMaskValue()));
             })
             .Case([&](ScatterAddOp) { return make("scatter_add"); })
             .Case([&](GatherOp gather) {
@@ -164,7 +173,8 @@ private:
   /// Kernels that take bf16 operands (and compute them in f32).
   static bool takesBF16(StringRef kernel) {
     return llvm::is_contained({"elementwise", "matmul", "transpose", "slice",
-                               "concat", "split", "gather"},
+                               "concat", "split", "gather", "attention",
+                               "attention_backward"},
                               kernel);
   }
 
@@ -182,7 +192,8 @@ private:
                << element << ", which the " << target << " backend's '"
                << kernel
                << "' kernel does not support (bf16 runs in matmul, "
-                  "elementwise and data-movement kernels; compute this op "
+                  "attention, elementwise and data-movement kernels; compute "
+                  "this op "
                   "in f32)";
       return success();
     };
@@ -215,6 +226,10 @@ private:
   }
   NamedAttribute list(StringRef name, ArrayRef<int64_t> values) {
     return builder.getNamedAttr(name, builder.getDenseI64ArrayAttr(values));
+  }
+  SmallVector<NamedAttribute> attentionAttrs(APFloat scale, APFloat maskValue) {
+    return {real("scale", scale.convertToDouble()),
+            real("mask_value", maskValue.convertToDouble())};
   }
   NamedAttribute axes(ArrayRef<int64_t> values) { return list("axes", values); }
   NamedAttribute reduction(CollectiveReduction value) {

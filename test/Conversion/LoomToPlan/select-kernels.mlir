@@ -99,7 +99,7 @@ func.func @bf16_kernels(%x: tensor<8x16xf32>, %w: tensor<32x16xbf16>, %ids: tens
 
 // Reductions, normalizations and the loss keep f32: compute them in f32.
 func.func @bf16_softmax(%x: tensor<4x4xbf16>) -> tensor<4x4xbf16> {
-  // expected-error @+1 {{'loom.softmax' op computes in 'bf16', which the cpu backend's 'softmax' kernel does not support (bf16 runs in matmul, elementwise and data-movement kernels; compute this op in f32)}}
+  // expected-error @+1 {{'loom.softmax' op computes in 'bf16', which the cpu backend's 'softmax' kernel does not support (bf16 runs in matmul, attention, elementwise and data-movement kernels; compute this op in f32)}}
   %0 = loom.softmax %x axis 1 : tensor<4x4xbf16>
   return %0 : tensor<4x4xbf16>
 }
@@ -153,4 +153,18 @@ module attributes {loom.world_size = 2 : i64} {
     %0 = loom.all_gather %x axis 1 groups [[0, 1]] : tensor<4x8xf32> -> tensor<4x16xf32>
     return %0 : tensor<4x16xf32>
   }
+}
+
+// -----
+
+// The fused attention and its backward, in bf16 too; the scale and the mask
+// value become kernel attributes (-inf when the op has the default).
+// CHECK-LABEL: func.func @attention
+// CHECK: loom.attention {{.*}}plan.kernel = "attention", plan.kernel_attrs = {mask_value = 0xFFF0000000000000 : f64, scale = 1.250000e-01 : f64}
+// CHECK: loom.attention_grad {{.*}}plan.kernel = "attention_backward", plan.kernel_attrs = {mask_value = -1.000000e+04 : f64, scale = 1.250000e-01 : f64}
+func.func @attention(%q: tensor<2x16x8xbf16>, %m: tensor<1x16x16xi1>, %d: tensor<2x16xf32>) -> tensor<2x16x8xbf16> {
+  %o, %lse = loom.attention %q, %q, %q mask %m scale 0.125 : (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<1x16x16xi1>) -> (tensor<2x16x8xbf16>, tensor<2x16xf32>)
+  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %o, %lse, %d mask %m scale 0.125 mask_value -1.0e+04
+      : (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<1x16x16xi1>) -> (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>)
+  return %dq : tensor<2x16x8xbf16>
 }

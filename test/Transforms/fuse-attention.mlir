@@ -1,0 +1,117 @@
+// RUN: loom-opt --loom-fuse-attention --split-input-file %s | FileCheck %s
+
+// nanoGPT's attention: scale, causal mask filled with -inf, softmax, product
+// with v. One loom.attention, with the mask as the model had it.
+// CHECK-LABEL: func.func @gpt_causal
+// CHECK-SAME:    (%[[Q:.*]]: tensor<2x4x16x8xf32>, %[[K:.*]]: tensor<2x4x16x8xf32>, %[[V:.*]]: tensor<2x4x16x8xf32>, %[[M:.*]]: tensor<1x1x16x16xi1>)
+// CHECK-NOT:     loom.matmul
+// CHECK:         %[[O:.*]], %{{.*}} = loom.attention %[[Q]], %[[K]], %[[V]] mask %[[M]] scale 0.35355338454246521 : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<1x1x16x16xi1>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+// CHECK-NOT:     loom.softmax
+// CHECK:         return %[[O]]
+func.func @gpt_causal(%q: tensor<2x4x16x8xf32>, %k: tensor<2x4x16x8xf32>, %v: tensor<2x4x16x8xf32>, %mask: tensor<1x1x16x16xi1>) -> tensor<2x4x16x8xf32> {
+  %c = loom.constant dense<0.353553385> : tensor<f32>
+  %ninf = loom.constant dense<0xFF800000> : tensor<f32>
+  %s = loom.matmul %q, %k transpose_rhs : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x16xf32>
+  %t = loom.mul %s, %c : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+  %u = loom.select %mask, %ninf, %t : (tensor<1x1x16x16xi1>, tensor<f32>, tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
+  %p = loom.softmax %u axis 3 : tensor<2x4x16x16xf32>
+  %o = loom.matmul %p, %v : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  return %o : tensor<2x4x16x8xf32>
+}
+
+// -----
+
+// Hugging Face's form: a division, and a mask that keeps the scores where
+// it is true (negated), of a lower rank (reshaped), with a finite fill.
+// CHECK-LABEL: func.func @hf_where
+// CHECK-SAME:    (%[[Q:.*]]: tensor<3x16x8xf32>, %[[K:.*]]: tensor<3x12x8xf32>, %[[V:.*]]: tensor<3x12x4xf32>, %[[KEEP:.*]]: tensor<16x12xi1>)
+// CHECK:         %[[R:.*]] = loom.reshape %[[KEEP]] : tensor<16x12xi1> -> tensor<1x16x12xi1>
+// CHECK:         %[[F:.*]] = loom.constant dense<false> : tensor<i1>
+// CHECK:         %[[M:.*]] = loom.compare eq, %[[R]], %[[F]]
+// CHECK:         %[[O:.*]], %{{.*}} = loom.attention %[[Q]], %[[K]], %[[V]] mask %[[M]] scale 5.000000e-01 mask_value -3.0000000054977558E+38 : (tensor<3x16x8xf32>, tensor<3x12x8xf32>, tensor<3x12x4xf32>, tensor<1x16x12xi1>) -> (tensor<3x16x4xf32>, tensor<3x16xf32>)
+// CHECK:         return %[[O]]
+func.func @hf_where(%q: tensor<3x16x8xf32>, %k: tensor<3x12x8xf32>, %v: tensor<3x12x4xf32>, %keep: tensor<16x12xi1>) -> tensor<3x16x4xf32> {
+  %c = loom.constant dense<2.0> : tensor<f32>
+  %fill = loom.constant dense<-3.0e+38> : tensor<f32>
+  %s = loom.matmul %q, %k transpose_rhs : (tensor<3x16x8xf32>, tensor<3x12x8xf32>) -> tensor<3x16x12xf32>
+  %t = loom.div %s, %c : (tensor<3x16x12xf32>, tensor<f32>) -> tensor<3x16x12xf32>
+  %u = loom.select %keep, %t, %fill : (tensor<16x12xi1>, tensor<3x16x12xf32>, tensor<f32>) -> tensor<3x16x12xf32>
+  %p = loom.softmax %u axis 2 : tensor<3x16x12xf32>
+  %o = loom.matmul %p, %v : (tensor<3x16x12xf32>, tensor<3x12x4xf32>) -> tensor<3x16x4xf32>
+  return %o : tensor<3x16x4xf32>
+}
+
+// -----
+
+// What loom-mixed-precision makes of an unfused attention: the bf16 scores
+// read in f32 and the probabilities cast back. The fused op computes in
+// bf16 (scores in f32, never rounded).
+// CHECK-LABEL: func.func @autocast
+// CHECK-NOT:     loom.cast
+// CHECK:         %[[O:.*]], %{{.*}} = loom.attention %arg0, %arg1, %arg2 scale 5.000000e-01 : (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>) -> (tensor<2x16x8xbf16>, tensor<2x16xf32>)
+// CHECK-NOT:     loom.cast
+// CHECK:         return %[[O]]
+func.func @autocast(%q: tensor<2x16x8xbf16>, %k: tensor<2x16x8xbf16>, %v: tensor<2x16x8xbf16>) -> tensor<2x16x8xbf16> {
+  %c = loom.constant dense<0.5> : tensor<f32>
+  %s = loom.matmul %q, %k transpose_rhs : (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>) -> tensor<2x16x16xbf16>
+  %w = loom.cast %s : tensor<2x16x16xbf16> -> tensor<2x16x16xf32>
+  %t = loom.mul %c, %w : (tensor<f32>, tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  %p = loom.softmax %t axis 2 : tensor<2x16x16xf32>
+  %n = loom.cast %p : tensor<2x16x16xf32> -> tensor<2x16x16xbf16>
+  %o = loom.matmul %n, %v : (tensor<2x16x16xbf16>, tensor<2x16x8xbf16>) -> tensor<2x16x8xbf16>
+  return %o : tensor<2x16x8xbf16>
+}
+
+// -----
+
+// The mask applied before the scale: the fill is scaled too. k and v come
+// transposed, a [16, 1] mask is broadcast along the keys.
+// CHECK-LABEL: func.func @mask_then_scale
+// CHECK-DAG:     %[[K:.*]] = loom.transpose %arg1 [0, 2, 1] : tensor<2x8x16xf32> -> tensor<2x16x8xf32>
+// CHECK-DAG:     %[[V:.*]] = loom.transpose %arg2 [0, 2, 1] : tensor<2x8x16xf32> -> tensor<2x16x8xf32>
+// CHECK-DAG:     %[[R:.*]] = loom.reshape %arg3 : tensor<16x1xi1> -> tensor<1x16x1xi1>
+// CHECK:         %[[M:.*]] = loom.broadcast %[[R]] : tensor<1x16x1xi1> -> tensor<1x16x16xi1>
+// CHECK:         loom.attention %arg0, %[[K]], %[[V]] mask %[[M]] scale 5.000000e-01 mask_value -5.000000e+03
+func.func @mask_then_scale(%q: tensor<2x16x8xf32>, %kt: tensor<2x8x16xf32>, %vt: tensor<2x8x16xf32>, %mask: tensor<16x1xi1>) -> tensor<2x16x8xf32> {
+  %c = loom.constant dense<0.5> : tensor<f32>
+  %fill = loom.constant dense<-1.0e+04> : tensor<f32>
+  %s = loom.matmul %q, %kt : (tensor<2x16x8xf32>, tensor<2x8x16xf32>) -> tensor<2x16x16xf32>
+  %u = loom.select %mask, %fill, %s : (tensor<16x1xi1>, tensor<f32>, tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  %t = loom.mul %u, %c : (tensor<2x16x16xf32>, tensor<f32>) -> tensor<2x16x16xf32>
+  %p = loom.softmax %t axis 2 : tensor<2x16x16xf32>
+  %o = loom.matmul %p, %vt transpose_rhs : (tensor<2x16x16xf32>, tensor<2x8x16xf32>) -> tensor<2x16x8xf32>
+  return %o : tensor<2x16x8xf32>
+}
+
+// -----
+
+// Left alone: the probabilities are also returned (the fused op has none).
+// CHECK-LABEL: func.func @probabilities_used
+// CHECK-NOT:     loom.attention
+// CHECK:         loom.softmax
+func.func @probabilities_used(%q: tensor<2x16x8xf32>, %k: tensor<2x16x8xf32>, %v: tensor<2x16x8xf32>) -> (tensor<2x16x8xf32>, tensor<2x16x16xf32>) {
+  %s = loom.matmul %q, %k transpose_rhs : (tensor<2x16x8xf32>, tensor<2x16x8xf32>) -> tensor<2x16x16xf32>
+  %p = loom.softmax %s axis 2 : tensor<2x16x16xf32>
+  %o = loom.matmul %p, %v : (tensor<2x16x16xf32>, tensor<2x16x8xf32>) -> tensor<2x16x8xf32>
+  return %o, %p : tensor<2x16x8xf32>, tensor<2x16x16xf32>
+}
+
+// -----
+
+// Left alone: a softmax over the queries, a scale that is not a constant,
+// and values shared by every batch (matmul's rank-2 broadcasting).
+// CHECK-LABEL: func.func @not_attention
+// CHECK-NOT:     loom.attention
+func.func @not_attention(%q: tensor<2x16x8xf32>, %k: tensor<2x16x8xf32>, %v: tensor<2x16x8xf32>, %w: tensor<16x8xf32>, %c: tensor<f32>) -> (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>) {
+  %s0 = loom.matmul %q, %k transpose_rhs : (tensor<2x16x8xf32>, tensor<2x16x8xf32>) -> tensor<2x16x16xf32>
+  %p0 = loom.softmax %s0 axis 1 : tensor<2x16x16xf32>
+  %o0 = loom.matmul %p0, %v : (tensor<2x16x16xf32>, tensor<2x16x8xf32>) -> tensor<2x16x8xf32>
+  %s1 = loom.matmul %q, %k transpose_rhs : (tensor<2x16x8xf32>, tensor<2x16x8xf32>) -> tensor<2x16x16xf32>
+  %t1 = loom.mul %s1, %c : (tensor<2x16x16xf32>, tensor<f32>) -> tensor<2x16x16xf32>
+  %p1 = loom.softmax %t1 axis 2 : tensor<2x16x16xf32>
+  %o1 = loom.matmul %p1, %v : (tensor<2x16x16xf32>, tensor<2x16x8xf32>) -> tensor<2x16x8xf32>
+  %s2 = loom.matmul %q, %k transpose_rhs : (tensor<2x16x8xf32>, tensor<2x16x8xf32>) -> tensor<2x16x16xf32>
+  %p2 = loom.softmax %s2 axis 2 : tensor<2x16x16xf32>
+  %o2 = loom.matmul %p2, %w : (tensor<2x16x16xf32>, tensor<16x8xf32>) -> tensor<2x16x8xf32>
+  return %o0, %o1, %o2 : tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>
+}
