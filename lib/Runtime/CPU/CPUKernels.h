@@ -59,6 +59,9 @@ LOOM_CPU_KERNEL(concat)
 LOOM_CPU_KERNEL(split)
 LOOM_CPU_KERNEL(copy)
 LOOM_CPU_KERNEL(dropout)
+// Attention.cpp
+LOOM_CPU_KERNEL(attention)
+LOOM_CPU_KERNEL(attention_backward)
 
 #undef LOOM_CPU_KERNEL
 

@@ -175,7 +175,7 @@ std::vector<int64_t> withoutLast2(const std::vector<int64_t> &s) {
 TEST(CPUKernelsRegistry, NamesAreSortedAndResolve) {
   std::vector<std::string> names = cpuKernelNames();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
-  EXPECT_EQ(names.size(), 17u);
+  EXPECT_EQ(names.size(), 19u);
   for (const std::string &name : names) {
     const KernelInfo *kernel = lookupCPUKernel(name);
     ASSERT_NE(kernel, nullptr) << name;
@@ -1730,6 +1730,406 @@ TEST(CPUKernelsBF16, CheckRejects) {
   EXPECT_REJECTED(makeKernel("reduce_sum", {&a}, {Tensor(DType::BF16, {8})},
                              {{"axes", std::vector<int64_t>{1}}}),
                   "has dtype bf16");
+}
+
+//===----------------------------------------------------------------------===//
+// attention, attention_backward
+//===----------------------------------------------------------------------===//
+
+/// The masks the attention tests use (true = masked out).
+enum class MaskKind {
+  None,
+  /// Key j is masked for query i when j > i + (Sk - Sq), [1, 1, Sq, Sk].
+  Causal,
+  /// Random, one per batch element of the first lead dim, [lead0, 1, ...].
+  Random,
+};
+
+struct AttentionCase {
+  DType dtype = DType::F32;
+  std::vector<int64_t> lead;
+  int64_t sq = 16, sk = 16, d = 8, dv = 8;
+  MaskKind mask = MaskKind::None;
+  double maskValue = -std::numeric_limits<double>::infinity();
+
+  std::string name() const {
+    return std::string(dtypeName(dtype)) + " lead " + shapeString(lead) +
+           " Sq " + std::to_string(sq) + " Sk " + std::to_string(sk) + " D " +
+           std::to_string(d) + " Dv " + std::to_string(dv) + " mask " +
+           std::to_string(int(mask)) + " mask_value " +
+           std::to_string(maskValue);
+  }
+  double scale() const { return 1 / std::sqrt(double(d)); }
+  std::vector<int64_t> shape(int64_t rows, int64_t cols) const {
+    std::vector<int64_t> s = lead;
+    s.push_back(rows);
+    if (cols >= 0)
+      s.push_back(cols);
+    return s;
+  }
+  DType statType() const {
+    return dtype == DType::F64 ? DType::F64 : DType::F32;
+  }
+  Attributes attrs() const {
+    Attributes a{{"scale", scale()}};
+    if (!std::isinf(maskValue))
+      a["mask_value"] = maskValue;
+    return a;
+  }
+};
+
+Tensor attentionMask(const AttentionCase &c) {
+  std::vector<int64_t> shape(c.lead.size(), 1);
+  if (c.mask == MaskKind::Random && !shape.empty())
+    shape[0] = c.lead[0];
+  shape.push_back(c.sq);
+  shape.push_back(c.sk);
+  Tensor mask = random(DType::I1, shape, 0, 2);
+  if (c.mask == MaskKind::Causal)
+    for (int64_t i = 0; i < mask.size(); ++i) {
+      int64_t row = (i / c.sk) % c.sq, col = i % c.sk;
+      mask.set(i, col > row + (c.sk - c.sq));
+    }
+  return mask;
+}
+
+/// The naive attention reference in double, over whole score matrices. With
+/// bf16, p and ds are rounded to bf16 before the products, as the kernels do.
+struct AttentionReference {
+  const AttentionCase &c;
+  const Tensor &q, &k, &v;
+  const Tensor *mask;
+
+  int64_t batches() const { return numElements(c.lead); }
+  bool masked(int64_t b, int64_t i, int64_t j) const {
+    if (!mask)
+      return false;
+    std::vector<int64_t> index = unravel(b, c.lead);
+    index.push_back(i);
+    index.push_back(j);
+    return broadcastGet(*mask, index) != 0;
+  }
+  double rounded(double x) const {
+    return c.dtype == DType::BF16 ? roundF32(x) : x;
+  }
+  double score(int64_t b, int64_t i, int64_t j) const {
+    if (masked(b, i, j))
+      return c.maskValue;
+    double dot = 0;
+    for (int64_t t = 0; t < c.d; ++t)
+      dot += q.get((b * c.sq + i) * c.d + t) * k.get((b * c.sk + j) * c.d + t);
+    return c.scale() * dot;
+  }
+
+  void forward(std::vector<double> &out, std::vector<double> &lse) const {
+    const double inf = std::numeric_limits<double>::infinity();
+    out.assign(size_t(batches() * c.sq * c.dv), 0);
+    lse.assign(size_t(batches() * c.sq), 0);
+    for (int64_t b = 0; b < batches(); ++b)
+      for (int64_t i = 0; i < c.sq; ++i) {
+        std::vector<double> s(size_t(c.sk));
+        double max = -inf;
+        for (int64_t j = 0; j < c.sk; ++j) {
+          s[size_t(j)] = score(b, i, j);
+          max = std::max(max, s[size_t(j)]);
+        }
+        double *o = out.data() + (b * c.sq + i) * c.dv;
+        if (max == -inf) {
+          std::fill(o, o + c.dv, std::numeric_limits<double>::quiet_NaN());
+          lse[size_t(b * c.sq + i)] = -inf;
+          continue;
+        }
+        double sum = 0;
+        for (double &x : s) {
+          x = x == -inf ? 0 : std::exp(x - max);
+          sum += x;
+        }
+        for (int64_t j = 0; j < c.sk; ++j) {
+          double p = rounded(s[size_t(j)] / sum);
+          for (int64_t t = 0; t < c.dv; ++t)
+            o[t] += p * v.get((b * c.sk + j) * c.dv + t);
+        }
+        lse[size_t(b * c.sq + i)] = max + std::log(sum);
+      }
+  }
+
+  void backward(const Tensor &dout, const Tensor &lse, const Tensor &delta,
+                std::vector<double> &dq, std::vector<double> &dk,
+                std::vector<double> &dv) const {
+    const double inf = std::numeric_limits<double>::infinity();
+    dq.assign(size_t(q.size()), 0);
+    dk.assign(size_t(k.size()), 0);
+    dv.assign(size_t(v.size()), 0);
+    for (int64_t b = 0; b < batches(); ++b)
+      for (int64_t i = 0; i < c.sq; ++i)
+        for (int64_t j = 0; j < c.sk; ++j) {
+          double s = score(b, i, j);
+          double p = s == -inf ? 0 : std::exp(s - lse.get(b * c.sq + i));
+          double dp = 0;
+          for (int64_t t = 0; t < c.dv; ++t)
+            dp += dout.get((b * c.sq + i) * c.dv + t) *
+                  v.get((b * c.sk + j) * c.dv + t);
+          double ds = masked(b, i, j) ? 0 : p * (dp - delta.get(b * c.sq + i));
+          p = rounded(p);
+          ds = rounded(ds);
+          for (int64_t t = 0; t < c.dv; ++t)
+            dv[size_t((b * c.sk + j) * c.dv + t)] +=
+                p * dout.get((b * c.sq + i) * c.dv + t);
+          for (int64_t t = 0; t < c.d; ++t) {
+            dq[size_t((b * c.sq + i) * c.d + t)] +=
+                c.scale() * ds * k.get((b * c.sk + j) * c.d + t);
+            dk[size_t((b * c.sk + j) * c.d + t)] +=
+                c.scale() * ds * q.get((b * c.sq + i) * c.d + t);
+          }
+        }
+  }
+};
+
+/// The largest finite magnitude in `values` (at least 1e-30).
+double largest(const std::vector<double> &values) {
+  double max = 1e-30;
+  for (double x : values)
+    if (std::isfinite(x))
+      max = std::max(max, std::abs(x));
+  return max;
+}
+
+/// Compares with a relative tolerance and an absolute one relative to the
+/// largest expected magnitude (gradients sum terms of both signs).
+void expectCloseScaled(const Tensor &actual,
+                       const std::vector<double> &expected, double rtol,
+                       double atolFraction) {
+  expectClose(actual, expected, rtol, atolFraction * largest(expected));
+}
+
+/// Runs attention and attention_backward on random data and compares both
+/// with the reference. delta is computed from the kernel's own out, and the
+/// kernel's lse goes into the backward, as the compiler wires them.
+void testAttention(const AttentionCase &c) {
+  SCOPED_TRACE(c.name());
+  Tensor q = random(c.dtype, c.shape(c.sq, c.d));
+  Tensor k = random(c.dtype, c.shape(c.sk, c.d));
+  Tensor v = random(c.dtype, c.shape(c.sk, c.dv));
+  Tensor mask;
+  std::vector<const Tensor *> inputs{&q, &k, &v};
+  if (c.mask != MaskKind::None) {
+    mask = attentionMask(c);
+    inputs.push_back(&mask);
+  }
+  AttentionReference ref{c, q, k, v,
+                         c.mask == MaskKind::None ? nullptr : &mask};
+
+  std::vector<Tensor> fwd{Tensor(c.dtype, c.shape(c.sq, c.dv)),
+                          Tensor(c.statType(), c.shape(c.sq, -1))};
+  Instruction forward = makeKernel("attention", inputs, fwd, c.attrs());
+  ASSERT_EQ(runKernel(forward, inputs, fwd), "");
+  std::vector<double> out, lse;
+  ref.forward(out, lse);
+  double rtol = c.dtype == DType::F64   ? 1e-10
+                : c.dtype == DType::F32 ? 1e-4
+                                        : 1e-2;
+  double atol = c.dtype == DType::F64   ? 1e-12
+                : c.dtype == DType::F32 ? 1e-5
+                                        : 1e-2;
+  {
+    SCOPED_TRACE("out");
+    expectCloseScaled(fwd[0], out, rtol, atol);
+  }
+  {
+    SCOPED_TRACE("lse");
+    expectClose(fwd[1], lse, c.dtype == DType::F64 ? 1e-12 : 1e-5,
+                c.dtype == DType::F64 ? 1e-12 : 1e-5);
+  }
+
+  Tensor dout = random(c.dtype, c.shape(c.sq, c.dv));
+  Tensor delta(c.statType(), c.shape(c.sq, -1));
+  for (int64_t r = 0; r < delta.size(); ++r) {
+    double sum = 0;
+    for (int64_t t = 0; t < c.dv; ++t)
+      sum += dout.get(r * c.dv + t) * fwd[0].get(r * c.dv + t);
+    delta.set(r, sum);
+  }
+  std::vector<const Tensor *> bwdInputs{&q, &k, &v, &dout, &fwd[1], &delta};
+  if (c.mask != MaskKind::None)
+    bwdInputs.push_back(&mask);
+  std::vector<Tensor> grads{Tensor(c.dtype, q.shape), Tensor(c.dtype, k.shape),
+                            Tensor(c.dtype, v.shape)};
+  Instruction backward =
+      makeKernel("attention_backward", bwdInputs, grads, c.attrs());
+  ASSERT_EQ(runKernel(backward, bwdInputs, grads), "");
+  std::vector<double> dq, dk, dv;
+  ref.backward(dout, fwd[1], delta, dq, dk, dv);
+  const char *names[] = {"dq", "dk", "dv"};
+  const std::vector<double> *expected[] = {&dq, &dk, &dv};
+  for (size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(names[i]);
+    expectCloseScaled(grads[i], *expected[i], rtol, atol);
+  }
+}
+
+TEST(CPUKernelsAttention, MatchesTheReference) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dtype : {DType::F32, DType::BF16, DType::F64}) {
+    std::vector<AttentionCase> cases = {
+        {dtype, {2, 3}, 16, 16, 8, 8, MaskKind::None, -inf},
+        // Sq != Sk, D != Dv, partial blocks.
+        {dtype, {2, 3}, 37, 53, 16, 24, MaskKind::None, -inf},
+        // A causal mask broadcast from [1, 1, S, S]: blocks skip keys.
+        {dtype, {2, 3}, 64, 64, 32, 32, MaskKind::Causal, -inf},
+        {dtype, {}, 128, 128, 64, 64, MaskKind::Causal, -inf},
+        // Causal with Sq < Sk (the last query sees every key).
+        {dtype, {2}, 40, 70, 16, 16, MaskKind::Causal, -inf},
+        // A finite mask_value: masked scores still take part.
+        {dtype, {2, 3}, 48, 48, 16, 16, MaskKind::Causal, -1e4},
+        {dtype, {2, 2}, 40, 70, 16, 8, MaskKind::Random, -1e4},
+        {dtype, {3}, 33, 100, 8, 8, MaskKind::Random, -inf},
+    };
+    for (const AttentionCase &c : cases)
+      testAttention(c);
+  }
+}
+
+TEST(CPUKernelsAttention, FullyMaskedRow) {
+  // Query 0 sees no key: its out is NaN and its lse -inf, as the unfused
+  // softmax gives; it contributes nothing to the gradients.
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    AttentionCase c{dtype, {2}, 20, 40, 8, 8, MaskKind::Causal, -inf};
+    SCOPED_TRACE(c.name());
+    Tensor q = random(dtype, c.shape(c.sq, c.d));
+    Tensor k = random(dtype, c.shape(c.sk, c.d));
+    Tensor v = random(dtype, c.shape(c.sk, c.dv));
+    Tensor mask = random(DType::I1, {1, c.sq, c.sk}, 0, 2);
+    for (int64_t j = 0; j < c.sk; ++j)
+      mask.set(j, 1);
+    std::vector<const Tensor *> inputs{&q, &k, &v, &mask};
+    std::vector<Tensor> fwd{Tensor(dtype, c.shape(c.sq, c.dv)),
+                            Tensor(DType::F32, c.shape(c.sq, -1))};
+    ASSERT_EQ(
+        runKernel(makeKernel("attention", inputs, fwd, c.attrs()), inputs, fwd),
+        "");
+    for (int64_t b = 0; b < 2; ++b) {
+      EXPECT_EQ(fwd[1].get(b * c.sq), -inf);
+      EXPECT_TRUE(std::isfinite(fwd[1].get(b * c.sq + 1)));
+      for (int64_t t = 0; t < c.dv; ++t) {
+        EXPECT_TRUE(std::isnan(fwd[0].get(b * c.sq * c.dv + t)));
+        EXPECT_TRUE(std::isfinite(fwd[0].get((b * c.sq + 1) * c.dv + t)));
+      }
+    }
+    AttentionReference ref{c, q, k, v, &mask};
+    std::vector<double> out, lse;
+    ref.forward(out, lse);
+    expectCloseScaled(fwd[0], out, 1e-2, 1e-2);
+    expectClose(fwd[1], lse, 1e-5, 1e-5);
+
+    Tensor dout = random(dtype, c.shape(c.sq, c.dv));
+    Tensor delta = random(DType::F32, c.shape(c.sq, -1));
+    delta.set(0, std::numeric_limits<double>::quiet_NaN()); // from a NaN out
+    std::vector<const Tensor *> bwdInputs{&q,      &k,     &v,   &dout,
+                                          &fwd[1], &delta, &mask};
+    std::vector<Tensor> grads{Tensor(dtype, q.shape), Tensor(dtype, k.shape),
+                              Tensor(dtype, v.shape)};
+    ASSERT_EQ(
+        runKernel(makeKernel("attention_backward", bwdInputs, grads, c.attrs()),
+                  bwdInputs, grads),
+        "");
+    for (int64_t t = 0; t < c.d; ++t)
+      EXPECT_EQ(grads[0].get(t), 0); // dq of the masked row
+    std::vector<double> dq, dk, dv;
+    ref.backward(dout, fwd[1], delta, dq, dk, dv);
+    expectCloseScaled(grads[0], dq, 1e-2, 1e-2);
+    expectCloseScaled(grads[1], dk, 1e-2, 1e-2);
+    expectCloseScaled(grads[2], dv, 1e-2, 1e-2);
+  }
+}
+
+TEST(CPUKernelsAttention, CheckRejects) {
+  Tensor q(DType::F32, {2, 3, 16, 8}), k(DType::F32, {2, 3, 20, 8}),
+      v(DType::F32, {2, 3, 20, 4});
+  Tensor out(DType::F32, {2, 3, 16, 4}), lse(DType::F32, {2, 3, 16});
+  Tensor mask(DType::I1, {1, 3, 16, 20});
+  Attributes attrs{{"scale", 0.5}};
+  auto fwd = [&](std::vector<const Tensor *> inputs,
+                 std::vector<Tensor> outputs, Attributes a) {
+    return makeKernel("attention", inputs, outputs, a);
+  };
+  EXPECT_EQ(checkMessage(fwd({&q, &k, &v}, {out, lse}, attrs)), "");
+  EXPECT_EQ(checkMessage(fwd({&q, &k, &v, &mask}, {out, lse},
+                             {{"scale", 0.5}, {"mask_value", -1e4}})),
+            "");
+  EXPECT_REJECTED(fwd({&q, &k}, {out, lse}, attrs),
+                  "expects 3 or 4 inputs (q, k, v, mask) and 2 outputs");
+  EXPECT_REJECTED(fwd({&q, &k, &v}, {out, lse}, {}),
+                  "missing attribute 'scale'");
+  EXPECT_REJECTED(
+      fwd({&q, &k, &v}, {out, lse}, {{"scale", 0.5}, {"causal", int64_t(1)}}),
+      "unknown attribute 'causal'");
+  EXPECT_REJECTED(fwd({&q, &k, &v}, {out, lse},
+                      {{"scale", 0.5}, {"mask_value", std::string("x")}}),
+                  "attribute 'mask_value' must be a number");
+  Tensor floatMask(DType::F32, {1, 3, 16, 20});
+  EXPECT_REJECTED(fwd({&q, &k, &v, &floatMask}, {out, lse}, attrs),
+                  "mask has dtype f32; expected i1");
+  for (std::vector<int64_t> shape : std::vector<std::vector<int64_t>>{
+           {2, 2, 16, 20}, {16, 20}, {1, 3, 20, 16}, {1, 1, 16, 1}}) {
+    Tensor badMask(DType::I1, shape);
+    EXPECT_REJECTED(fwd({&q, &k, &v, &badMask}, {out, lse}, attrs),
+                    "should be [..., Sq, Sk] = [2,3,16,20]");
+  }
+  Tensor kHalf(DType::BF16, {2, 3, 20, 8});
+  EXPECT_REJECTED(fwd({&q, &kHalf, &v}, {out, lse}, attrs),
+                  "q (f32) and k (bf16) must have the same dtype");
+  Tensor qInt(DType::I32, {2, 3, 16, 8});
+  EXPECT_REJECTED(fwd({&qInt, &k, &v}, {out, lse}, attrs),
+                  "q has dtype i32; only f32, f64 and bf16");
+  Tensor kWide(DType::F32, {2, 3, 20, 9});
+  EXPECT_REJECTED(fwd({&q, &kWide, &v}, {out, lse}, attrs), "k [2,3,20,9]");
+  Tensor kBatch(DType::F32, {1, 3, 20, 8});
+  EXPECT_REJECTED(fwd({&q, &kBatch, &v}, {out, lse}, attrs),
+                  "q's batch dims and head dim");
+  Tensor vShort(DType::F32, {2, 3, 19, 4});
+  EXPECT_REJECTED(fwd({&q, &k, &vShort}, {out, lse}, attrs),
+                  "v [2,3,19,4] should have q's batch dims and k's 20 keys");
+  EXPECT_REJECTED(
+      fwd({&q, &k, &v}, {out, Tensor(DType::F64, {2, 3, 16})}, attrs),
+      "lse has dtype f64; expected f32");
+  EXPECT_REJECTED(
+      fwd({&q, &k, &v}, {Tensor(DType::F32, {2, 3, 16, 8}), lse}, attrs),
+      "out [2,3,16,8] should be [2,3,16,4]");
+  Tensor vector(DType::F32, {8});
+  EXPECT_REJECTED(fwd({&vector, &vector, &vector}, {out, lse}, attrs),
+                  "must have rank >= 2");
+
+  // attention_backward
+  Tensor dout(DType::F32, {2, 3, 16, 4}), delta(DType::F32, {2, 3, 16});
+  auto bwd = [&](std::vector<const Tensor *> inputs,
+                 std::vector<Tensor> outputs, Attributes a) {
+    return makeKernel("attention_backward", inputs, outputs, a);
+  };
+  std::vector<Tensor> grads{q, k, v};
+  EXPECT_EQ(checkMessage(bwd({&q, &k, &v, &dout, &lse, &delta}, grads, attrs)),
+            "");
+  EXPECT_EQ(
+      checkMessage(bwd({&q, &k, &v, &dout, &lse, &delta, &mask}, grads, attrs)),
+      "");
+  EXPECT_REJECTED(bwd({&q, &k, &v, &dout, &lse}, grads, attrs),
+                  "expects 6 or 7 inputs (q, k, v, dout, lse, delta, mask)");
+  EXPECT_REJECTED(bwd({&q, &k, &v, &dout, &lse, &delta}, {q, k}, attrs),
+                  "and 3 outputs (dq, dk, dv)");
+  EXPECT_REJECTED(bwd({&q, &k, &v, &out, &lse, &delta}, grads, {}),
+                  "missing attribute 'scale'");
+  EXPECT_REJECTED(bwd({&q, &k, &v, &q, &lse, &delta}, grads, attrs),
+                  "dout [2,3,16,8] should be [2,3,16,4]");
+  Tensor lse64(DType::F64, {2, 3, 16});
+  EXPECT_REJECTED(bwd({&q, &k, &v, &dout, &lse64, &delta}, grads, attrs),
+                  "lse has dtype f64; expected f32");
+  EXPECT_REJECTED(bwd({&q, &k, &v, &dout, &lse, &out}, grads, attrs),
+                  "delta [2,3,16,4] should be [2,3,16]");
+  EXPECT_REJECTED(bwd({&q, &k, &v, &dout, &lse, &delta}, {q, q, v}, attrs),
+                  "dk [2,3,16,8] should be [2,3,20,8]");
+  EXPECT_REJECTED(
+      bwd({&q, &k, &v, &dout, &lse, &delta, &floatMask}, grads, attrs),
+      "mask has dtype f32; expected i1");
 }
 
 } // namespace

@@ -155,34 +155,43 @@ std::string runCPU(const Instruction &instruction,
 /// Runs on the device: copies the inputs in, launches, copies the outputs
 /// and the DeviceError back. Outputs start as 0xff bytes, so that elements
 /// a kernel fails to write show. With `inPlace`, output 0 is written into
-/// input 0's buffer.
+/// input 0's buffer. With `misalignBF16`, every bf16 operand starts 2 bytes
+/// past a cudaMalloc'ed address (as an arena may place it), so that kernels
+/// must not assume 16-byte alignment.
 void runGPU(const Instruction &instruction,
             const std::vector<const Tensor *> &inputs,
             std::vector<Tensor> &outputs, DeviceError &error,
-            bool allowTF32 = false, bool inPlace = false) {
+            bool allowTF32 = false, bool inPlace = false,
+            bool misalignBF16 = false) {
   outputs.clear();
   for (const TensorRef &r : instruction.outputs)
     outputs.emplace_back(r);
   LaunchContext context = launchContext(allowTF32);
   auto created = createCUDAKernel(context, instruction);
   ASSERT_TRUE(created.isOk()) << created.status().message();
-  std::vector<void *> in, out;
+  std::vector<void *> in, out, allocations;
   for (const Tensor *t : inputs) {
+    size_t shift = misalignBF16 && t->dtype == DType::BF16 ? 2 : 0;
     void *p = nullptr;
-    CUDA_OK(cudaMalloc(&p, std::max<size_t>(t->bytes.size(), 1)));
-    CUDA_OK(cudaMemcpy(p, t->bytes.data(), t->bytes.size(),
+    CUDA_OK(cudaMalloc(&p, t->bytes.size() + shift + 1));
+    allocations.push_back(p);
+    uint8_t *data = static_cast<uint8_t *>(p) + shift;
+    CUDA_OK(cudaMemcpy(data, t->bytes.data(), t->bytes.size(),
                        cudaMemcpyHostToDevice));
-    in.push_back(p);
+    in.push_back(data);
   }
   for (size_t o = 0; o < outputs.size(); ++o) {
     if (inPlace && o == 0) {
       out.push_back(in[0]);
       continue;
     }
+    size_t shift = misalignBF16 && outputs[o].dtype == DType::BF16 ? 2 : 0;
     void *p = nullptr;
-    CUDA_OK(cudaMalloc(&p, std::max<size_t>(outputs[o].bytes.size(), 1)));
-    CUDA_OK(cudaMemset(p, 0xff, outputs[o].bytes.size()));
-    out.push_back(p);
+    CUDA_OK(cudaMalloc(&p, outputs[o].bytes.size() + shift + 1));
+    allocations.push_back(p);
+    uint8_t *data = static_cast<uint8_t *>(p) + shift;
+    CUDA_OK(cudaMemset(data, 0xff, outputs[o].bytes.size()));
+    out.push_back(data);
   }
   CUDA_OK(cudaMemset(device().error, 0, sizeof(DeviceError)));
   Status launched = created.value()->launch(context, in.data(), out.data());
@@ -193,9 +202,7 @@ void runGPU(const Instruction &instruction,
                        cudaMemcpyDeviceToHost));
   CUDA_OK(cudaMemcpy(&error, device().error, sizeof(DeviceError),
                      cudaMemcpyDeviceToHost));
-  for (size_t o = inPlace ? 1 : 0; o < out.size(); ++o)
-    CUDA_OK(cudaFree(out[o]));
-  for (void *p : in)
+  for (void *p : allocations)
     CUDA_OK(cudaFree(p));
 }
 
@@ -908,6 +915,217 @@ TEST(CUDAKernels, DropoutMatchesTheCPUBitForBit) {
           {{"ratio", ratio}, {"seed", seed}});
       expectSame(inst, {&x}, 0, 0);
     }
+}
+
+//===----------------------------------------------------------------------===//
+// attention, attention_backward
+//===----------------------------------------------------------------------===//
+
+/// |a - e| <= rtol |e| + atolFraction * (the largest finite |e|): gradients
+/// sum terms of both signs, so small elements carry absolute errors.
+void expectCloseScaled(const Tensor &actual, const Tensor &expected,
+                       double rtol, double atolFraction,
+                       const std::string &what) {
+  double largest = 1e-30;
+  for (int64_t i = 0; i < expected.size(); ++i)
+    if (std::isfinite(expected.get(i)))
+      largest = std::max(largest, std::abs(expected.get(i)));
+  expectClose(actual, expected, rtol, atolFraction * largest, what);
+}
+
+enum class AttentionMask {
+  None,
+  /// Key j is masked for query i when j > i + (Sk - Sq), [1, 1, Sq, Sk].
+  Causal,
+  /// Random, [lead0, 1, Sq, Sk]; query 0 fully masked.
+  Random,
+};
+
+struct AttentionTest {
+  DType dtype;
+  std::vector<int64_t> lead;
+  int64_t sq, sk, d, dv;
+  AttentionMask mask;
+  double maskValue;
+  bool misalign = false;
+};
+
+std::vector<int64_t> withDims(std::vector<int64_t> dims,
+                              std::initializer_list<int64_t> tail) {
+  dims.insert(dims.end(), tail.begin(), tail.end());
+  return dims;
+}
+
+/// attention on both backends, then attention_backward on both from the
+/// CPU's forward results (lse, and delta = rowsum(dout * out)).
+void testAttention(const AttentionTest &c) {
+  SCOPED_TRACE(std::string(dtypeName(c.dtype)) + " lead " +
+               shapeString(c.lead) + " Sq " + std::to_string(c.sq) + " Sk " +
+               std::to_string(c.sk) + " D " + std::to_string(c.d) + " Dv " +
+               std::to_string(c.dv) + " mask " + std::to_string(int(c.mask)) +
+               " mask_value " + std::to_string(c.maskValue) +
+               (c.misalign ? " misaligned" : ""));
+  const DType stat = c.dtype == DType::F64 ? DType::F64 : DType::F32;
+  Tensor q = random(c.dtype, withDims(c.lead, {c.sq, c.d}));
+  Tensor k = random(c.dtype, withDims(c.lead, {c.sk, c.d}));
+  Tensor v = random(c.dtype, withDims(c.lead, {c.sk, c.dv}));
+  Tensor mask;
+  if (c.mask != AttentionMask::None) {
+    std::vector<int64_t> shape(c.lead.size(), 1);
+    if (c.mask == AttentionMask::Random && !shape.empty())
+      shape[0] = c.lead[0];
+    mask = random(DType::I1, withDims(shape, {c.sq, c.sk}), 0, 2);
+    for (int64_t i = 0; i < mask.size(); ++i) {
+      int64_t row = (i / c.sk) % c.sq, col = i % c.sk;
+      if (c.mask == AttentionMask::Causal)
+        mask.set(i, col > row + (c.sk - c.sq));
+      else if (row == 0)
+        mask.set(i, 1);
+    }
+  }
+  Attributes attrs{{"scale", 1 / std::sqrt(double(c.d))}};
+  if (!std::isinf(c.maskValue))
+    attrs["mask_value"] = c.maskValue;
+  const bool bf16 = c.dtype == DType::BF16;
+  const double rtol = bf16 ? 2e-2 : c.dtype == DType::F32 ? 1e-4 : 1e-10;
+  const double atol = bf16 ? 3e-2 : c.dtype == DType::F32 ? 1e-4 : 1e-10;
+  const double lseTol = c.dtype == DType::F64 ? 1e-10 : 1e-4;
+
+  std::vector<const Tensor *> inputs{&q, &k, &v};
+  if (c.mask != AttentionMask::None)
+    inputs.push_back(&mask);
+  Instruction forward =
+      makeInstruction("attention", inputs,
+                      {ref(c.dtype, withDims(c.lead, {c.sq, c.dv})),
+                       ref(stat, withDims(c.lead, {c.sq}))},
+                      attrs);
+  std::vector<Tensor> cpu, gpu;
+  ASSERT_EQ(runCPU(forward, inputs, cpu), "");
+  DeviceError error{};
+  runGPU(forward, inputs, gpu, error, false, false, c.misalign);
+  EXPECT_EQ(error.code, DeviceError::None);
+  ASSERT_EQ(gpu.size(), 2u);
+  expectCloseScaled(gpu[0], cpu[0], rtol, atol, "out");
+  expectClose(gpu[1], cpu[1], lseTol, lseTol, "lse");
+
+  Tensor dout = random(c.dtype, withDims(c.lead, {c.sq, c.dv}));
+  Tensor delta(stat, withDims(c.lead, {c.sq}));
+  for (int64_t r = 0; r < delta.size(); ++r) {
+    double sum = 0;
+    for (int64_t t = 0; t < c.dv; ++t)
+      sum += dout.get(r * c.dv + t) * cpu[0].get(r * c.dv + t);
+    delta.set(r, sum);
+  }
+  std::vector<const Tensor *> bwdInputs{&q, &k, &v, &dout, &cpu[1], &delta};
+  if (c.mask != AttentionMask::None)
+    bwdInputs.push_back(&mask);
+  Instruction backward = makeInstruction("attention_backward", bwdInputs,
+                                         {q.ref(), k.ref(), v.ref()}, attrs);
+  std::vector<Tensor> cpuGrads, gpuGrads;
+  ASSERT_EQ(runCPU(backward, bwdInputs, cpuGrads), "");
+  runGPU(backward, bwdInputs, gpuGrads, error, false, false, c.misalign);
+  EXPECT_EQ(error.code, DeviceError::None);
+  ASSERT_EQ(gpuGrads.size(), 3u);
+  const char *names[] = {"dq", "dk", "dv"};
+  for (size_t i = 0; i < 3; ++i)
+    expectCloseScaled(gpuGrads[i], cpuGrads[i], rtol, atol, names[i]);
+}
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+TEST(CUDAKernels, AttentionFlashBF16) {
+  // bf16 with head dims that are multiples of 16 up to 128: the
+  // tensor-core kernels, full and partial tiles, skipped tiles.
+  for (const AttentionTest &c : std::vector<AttentionTest>{
+           {DType::BF16,
+            {2, 3},
+            128,
+            128,
+            64,
+            64,
+            AttentionMask::None,
+            kNegInf},
+           {DType::BF16,
+            {2, 3},
+            128,
+            128,
+            64,
+            64,
+            AttentionMask::Causal,
+            kNegInf},
+           {DType::BF16, {2, 3}, 128, 128, 64, 64, AttentionMask::Causal, -1e4},
+           {DType::BF16, {2, 2}, 70, 133, 64, 64, AttentionMask::None, kNegInf},
+           {DType::BF16,
+            {2, 2},
+            70,
+            133,
+            64,
+            64,
+            AttentionMask::Causal,
+            kNegInf},
+           {DType::BF16, {2, 2}, 133, 70, 64, 64, AttentionMask::Causal, -1e4},
+           {DType::BF16,
+            {3, 2},
+            70,
+            133,
+            32,
+            64,
+            AttentionMask::Random,
+            kNegInf},
+           {DType::BF16, {3, 2}, 33, 70, 16, 48, AttentionMask::Random, -1e4},
+           {DType::BF16,
+            {2},
+            150,
+            150,
+            128,
+            128,
+            AttentionMask::Causal,
+            kNegInf},
+           {DType::BF16, {}, 5, 3, 16, 16, AttentionMask::None, kNegInf},
+       })
+    testAttention(c);
+}
+
+TEST(CUDAKernels, AttentionFlashBF16Unaligned) {
+  // Operands 2 bytes past 16-byte boundaries: element-wise tile loads.
+  testAttention({DType::BF16,
+                 {2, 2},
+                 70,
+                 133,
+                 64,
+                 64,
+                 AttentionMask::Causal,
+                 kNegInf,
+                 true});
+}
+
+TEST(CUDAKernels, AttentionGeneric) {
+  // bf16 with other head dims, f32 and f64: the row kernels.
+  for (const AttentionTest &c : std::vector<AttentionTest>{
+           {DType::BF16, {2, 3}, 70, 70, 40, 40, AttentionMask::None, kNegInf},
+           {DType::BF16,
+            {2, 3},
+            70,
+            133,
+            40,
+            24,
+            AttentionMask::Causal,
+            kNegInf},
+           {DType::BF16, {2, 3}, 64, 64, 40, 40, AttentionMask::Causal, -1e4},
+           {DType::F32,
+            {2, 3},
+            128,
+            128,
+            64,
+            64,
+            AttentionMask::Causal,
+            kNegInf},
+           {DType::F32, {2, 2}, 33, 150, 64, 32, AttentionMask::None, kNegInf},
+           {DType::F32, {3, 2}, 40, 70, 16, 16, AttentionMask::Random, -1e4},
+           {DType::F32, {3, 2}, 40, 70, 16, 16, AttentionMask::Random, kNegInf},
+           {DType::F64, {2}, 37, 53, 24, 8, AttentionMask::Causal, kNegInf},
+       })
+    testAttention(c);
 }
 
 } // namespace

@@ -83,6 +83,12 @@ KernelOr createCopy(const LaunchContext &context,
                     const Instruction &instruction);
 KernelOr createDropout(const LaunchContext &context,
                        const Instruction &instruction);
+// Attention.cu: attention (flash kernels for bf16 with head dims up to 128,
+// generic ones otherwise) and attention_backward.
+KernelOr createAttention(const LaunchContext &context,
+                         const Instruction &instruction);
+KernelOr createAttentionBackward(const LaunchContext &context,
+                                 const Instruction &instruction);
 
 //===----------------------------------------------------------------------===//
 // Helpers (Registry.cpp)

@@ -27,6 +27,8 @@ struct Entry {
 };
 
 const Entry kKernels[] = {
+    {"attention", createAttention},
+    {"attention_backward", createAttentionBackward},
     {"concat", createConcat},
     {"copy", createCopy},
     {"cross_entropy", createCrossEntropy},

@@ -1,0 +1,672 @@
+//===- Attention.cpp - CPU attention, attention_backward ------------------===//
+//
+// Scaled dot-product attention over [..., S, D] operands, and its gradient:
+// the reference the CUDA backend's flash kernels are compared with.
+//
+//   attention(q, k, v[, mask]) -> out, lse        {scale, mask_value}
+//   attention_backward(q, k, v, dout, lse, delta[, mask]) -> dq, dk, dv
+//
+// Per row i of one batch: s[j] = scale * q[i] . k[j], or mask_value where
+// mask[i, j] is true (true = masked out; mask_value defaults to -inf);
+// p = softmax(s); out[i] = sum_j p~[j] v[j]; lse[i] = log sum_j e^s[j].
+// The backward recomputes p = e^(s - lse) and takes delta[i] = dout[i] .
+// out[i] from the caller: ds = p (dout . v - delta), 0 where masked (those
+// scores are constants); dv = p~^T dout, dq = scale ds~ k, dk = scale ds~^T q.
+// p~ and ds~ are p and ds rounded to the element type (bf16: as a flash
+// kernel rounds them for a bf16 tensor-core product; f32, f64: unchanged).
+// Everything accumulates in f32 (f64 for f64) and is rounded once on store.
+//
+// A score of -inf contributes nothing (p = 0, even where lse is -inf), so a
+// row whose every score is -inf (fully masked) gives out = NaN and
+// lse = -inf, as the unfused softmax would, and zero gradients.
+//
+// Work items are (batch, block of query rows) for the forward and dq, and
+// (batch, block of key rows) for dk and dv, run in parallel; each output
+// element is computed by one item in a fixed order (deterministic). Products
+// are written as row updates over a transposed operand (y += a * x over a
+// contiguous row), which vectorize. With mask_value -inf an item only visits
+// the keys (queries) between the first and last unmasked entry of its rows
+// (columns): a causal mask halves the work.
+//
+//===----------------------------------------------------------------------===//
+
+#include "BFloat16.h"
+#include "CPUKernels.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace loom::runtime;
+using namespace loom::runtime::cpu;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Validation
+//===----------------------------------------------------------------------===//
+
+/// The validated geometry of one attention or attention_backward.
+struct AttentionShape {
+  bool backward = false;
+  DType dtype = DType::F32;
+  /// The leading ("batch") dims of q, k and v, and their product.
+  std::vector<int64_t> lead;
+  int64_t batch = 1;
+  int64_t sq = 0, sk = 0, d = 0, dv = 0;
+  double scale = 1;
+  double maskValue = -std::numeric_limits<double>::infinity();
+  /// The mask's strides (in elements) along `lead`: 0 where it broadcasts.
+  bool hasMask = false;
+  std::vector<int64_t> maskStrides;
+
+  /// Masked entries contribute nothing (p = 0), so blocks may skip them.
+  bool masksSkip() const {
+    return hasMask && std::isinf(maskValue) && maskValue < 0;
+  }
+};
+
+std::vector<int64_t> concatDims(std::vector<int64_t> dims,
+                                std::initializer_list<int64_t> tail) {
+  dims.insert(dims.end(), tail.begin(), tail.end());
+  return dims;
+}
+
+/// Fails unless `t` has `dtype` and `shape`; `what` names it.
+Status expectTensor(const TensorRef &t, const std::string &what, DType dtype,
+                    const std::vector<int64_t> &shape) {
+  if (t.dtype != dtype)
+    return Status::error(what + " has dtype " + dtypeName(t.dtype) +
+                         "; expected " + dtypeName(dtype));
+  if (t.shape != shape)
+    return Status::error(what + " " + shapeString(t.shape) + " should be " +
+                         shapeString(shape));
+  return Status::ok();
+}
+
+Status readMask(const TensorRef &mask, AttentionShape &s) {
+  if (mask.dtype != DType::I1)
+    return Status::error(std::string("mask has dtype ") +
+                         dtypeName(mask.dtype) + "; expected i1");
+  std::vector<int64_t> full = concatDims(s.lead, {s.sq, s.sk});
+  bool fits = mask.shape.size() == full.size() &&
+              mask.shape[full.size() - 2] == s.sq &&
+              mask.shape[full.size() - 1] == s.sk;
+  for (size_t i = 0; fits && i < s.lead.size(); ++i)
+    fits = mask.shape[i] == 1 || mask.shape[i] == s.lead[i];
+  if (!fits)
+    return Status::error("mask " + shapeString(mask.shape) +
+                         " should be [..., Sq, Sk] = " + shapeString(full) +
+                         ", each batch dim 1 (broadcast) or q's");
+  s.hasMask = true;
+  std::vector<int64_t> strides = contiguousStrides(mask.shape);
+  s.maskStrides.assign(s.lead.size(), 0);
+  for (size_t i = 0; i < s.lead.size(); ++i)
+    s.maskStrides[i] = mask.shape[i] == 1 ? 0 : strides[i];
+  return Status::ok();
+}
+
+Status readAttention(const Instruction &instruction, bool backward,
+                     AttentionShape &s) {
+  s.backward = backward;
+  const size_t operands = backward ? 6 : 3, results = backward ? 3 : 2;
+  const size_t inputs = instruction.inputs.size();
+  if ((inputs != operands && inputs != operands + 1) ||
+      instruction.outputs.size() != results)
+    return Status::error(
+        std::string("expects ") +
+        (backward ? "6 or 7 inputs (q, k, v, dout, lse, delta, mask) and 3 "
+                    "outputs (dq, dk, dv)"
+                  : "3 or 4 inputs (q, k, v, mask) and 2 outputs (out, lse)") +
+        ", got " + std::to_string(inputs) + " and " +
+        std::to_string(instruction.outputs.size()));
+  if (Status st = expectKnownAttrs(instruction.attrs, {"scale", "mask_value"});
+      !st)
+    return st;
+  if (Status st = getDoubleAttr(instruction.attrs, "scale", s.scale, true); !st)
+    return st;
+  if (Status st = getDoubleAttr(instruction.attrs, "mask_value", s.maskValue,
+                                false, s.maskValue);
+      !st)
+    return st;
+  if (std::isnan(s.maskValue))
+    return Status::error("mask_value must not be NaN");
+
+  const TensorRef &q = instruction.inputs[0], &k = instruction.inputs[1],
+                  &v = instruction.inputs[2];
+  if (Status st = expectFloatOrBF16(q.dtype, "q"); !st)
+    return st;
+  if (Status st = expectSameDType(q, "q", k, "k"); !st)
+    return st;
+  if (Status st = expectSameDType(q, "q", v, "v"); !st)
+    return st;
+  const size_t rank = q.shape.size();
+  if (rank < 2)
+    return Status::error("q " + shapeString(q.shape) +
+                         " must have rank >= 2 ([..., Sq, D])");
+  if (k.shape.size() != rank || v.shape.size() != rank)
+    return Status::error("q " + shapeString(q.shape) + ", k " +
+                         shapeString(k.shape) + " and v " +
+                         shapeString(v.shape) + " must have the same rank");
+  s.dtype = q.dtype;
+  s.lead.assign(q.shape.begin(), q.shape.end() - 2);
+  s.batch = dimProduct(s.lead, 0, s.lead.size());
+  s.sq = q.shape[rank - 2];
+  s.d = q.shape[rank - 1];
+  s.sk = k.shape[rank - 2];
+  s.dv = v.shape[rank - 1];
+  if (k.shape != concatDims(s.lead, {s.sk, s.d}))
+    return Status::error("k " + shapeString(k.shape) + " should be " +
+                         shapeString(concatDims(s.lead, {s.sk, s.d})) +
+                         ": q's batch dims and head dim");
+  if (v.shape != concatDims(s.lead, {s.sk, v.shape[rank - 1]}))
+    return Status::error("v " + shapeString(v.shape) +
+                         " should have q's batch dims and k's " +
+                         std::to_string(s.sk) + " keys");
+
+  const DType stat = q.dtype == DType::F64 ? DType::F64 : DType::F32;
+  const std::vector<int64_t> outShape = concatDims(s.lead, {s.sq, s.dv});
+  const std::vector<int64_t> rowShape = concatDims(s.lead, {s.sq});
+  if (backward) {
+    if (Status st =
+            expectTensor(instruction.inputs[3], "dout", q.dtype, outShape);
+        !st)
+      return st;
+    if (Status st = expectTensor(instruction.inputs[4], "lse", stat, rowShape);
+        !st)
+      return st;
+    if (Status st =
+            expectTensor(instruction.inputs[5], "delta", stat, rowShape);
+        !st)
+      return st;
+    const char *names[] = {"dq", "dk", "dv"};
+    for (size_t i = 0; i < 3; ++i)
+      if (Status st = expectTensor(instruction.outputs[i], names[i],
+                                   instruction.inputs[i].dtype,
+                                   instruction.inputs[i].shape);
+          !st)
+        return st;
+  } else {
+    if (Status st =
+            expectTensor(instruction.outputs[0], "out", q.dtype, outShape);
+        !st)
+      return st;
+    if (Status st = expectTensor(instruction.outputs[1], "lse", stat, rowShape);
+        !st)
+      return st;
+  }
+  if (inputs == operands + 1)
+    return readMask(instruction.inputs[operands], s);
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Vectorized building blocks
+//===----------------------------------------------------------------------===//
+
+/// out[r, j] = sum_t a[r * lda + t] * bt[t * ldb + j] for r < rows, j < n.
+template <typename C>
+inline void productRowsImpl(const C *a, int64_t lda, int64_t rows,
+                            int64_t inner, const C *bt, int64_t ldb, int64_t n,
+                            C *out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    C *o = out + r * n;
+    for (int64_t j = 0; j < n; ++j)
+      o[j] = C(0);
+    for (int64_t t = 0; t < inner; ++t) {
+      const C x = a[r * lda + t];
+      const C *b = bt + t * ldb;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j)
+        o[j] += x * b[j];
+    }
+  }
+}
+
+/// acc[c] = sum_j w[j] * rows[j * ld + c] for c < width.
+template <typename C>
+inline void weightedSumImpl(const C *w, int64_t n, const C *rows, int64_t ld,
+                            int64_t width, C *acc) {
+  for (int64_t c = 0; c < width; ++c)
+    acc[c] = C(0);
+  for (int64_t j = 0; j < n; ++j) {
+    const C x = w[j];
+    const C *row = rows + j * ld;
+#pragma omp simd
+    for (int64_t c = 0; c < width; ++c)
+      acc[c] += x * row[c];
+  }
+}
+
+LOOM_VECTOR_CLONES void productRows(const float *a, int64_t lda, int64_t rows,
+                                    int64_t inner, const float *bt, int64_t ldb,
+                                    int64_t n, float *out) {
+  productRowsImpl(a, lda, rows, inner, bt, ldb, n, out);
+}
+LOOM_VECTOR_CLONES void productRows(const double *a, int64_t lda, int64_t rows,
+                                    int64_t inner, const double *bt,
+                                    int64_t ldb, int64_t n, double *out) {
+  productRowsImpl(a, lda, rows, inner, bt, ldb, n, out);
+}
+LOOM_VECTOR_CLONES void weightedSum(const float *w, int64_t n,
+                                    const float *rows, int64_t ld,
+                                    int64_t width, float *acc) {
+  weightedSumImpl(w, n, rows, ld, width, acc);
+}
+LOOM_VECTOR_CLONES void weightedSum(const double *w, int64_t n,
+                                    const double *rows, int64_t ld,
+                                    int64_t width, double *acc) {
+  weightedSumImpl(w, n, rows, ld, width, acc);
+}
+
+inline float expOf(float x) { return fast::exp(x); }
+inline double expOf(double x) { return std::exp(x); }
+
+/// e^(s - shift), 0 for a score of -inf whatever the shift (a fully masked
+/// row has shift -inf too).
+template <typename C> inline C expShift(C s, C shift) {
+  return s == -std::numeric_limits<C>::infinity() ? C(0) : expOf(s - shift);
+}
+
+/// `x` rounded to bf16 when the element type is bf16.
+template <typename C> inline C roundLike(C x, bool bf16) {
+  return bf16 ? C(roundThroughBF16(float(x))) : x;
+}
+
+/// in [batch][rows][cols] -> out [batch][cols][rows].
+template <typename C>
+void transposeBatches(const C *in, C *out, int64_t batch, int64_t rows,
+                      int64_t cols) {
+  int threads = threadsFor(batch * rows * cols, 1 << 15);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t b = 0; b < batch; ++b) {
+    const C *x = in + b * rows * cols;
+    C *y = out + b * rows * cols;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        y[c * rows + r] = x[r * cols + c];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The kernels, on operands in the compute type C (f32 for f32 and bf16)
+//===----------------------------------------------------------------------===//
+
+/// Query rows (forward, dq) or key rows (dk, dv) per work item.
+constexpr int64_t kBlock = 32;
+
+template <typename C> struct Problem {
+  const AttentionShape &s;
+  C scale, maskValue;
+  /// Round p and ds to bf16 before the products that take them.
+  bool bf16;
+  /// The mask (bytes, 1 = masked) and the offset of each batch's [Sq, Sk].
+  const uint8_t *mask = nullptr;
+  std::vector<int64_t> maskOffsets;
+
+  Problem(const AttentionShape &s, const void *maskData)
+      : s(s), scale(C(s.scale)), maskValue(C(s.maskValue)),
+        bf16(s.dtype == DType::BF16),
+        mask(static_cast<const uint8_t *>(maskData)) {
+    if (!mask)
+      return;
+    maskOffsets.resize(size_t(s.batch));
+    for (int64_t b = 0; b < s.batch; ++b) {
+      int64_t rest = b, offset = 0;
+      for (size_t i = s.lead.size(); i-- > 0;) {
+        offset += (rest % s.lead[i]) * s.maskStrides[i];
+        rest /= s.lead[i];
+      }
+      maskOffsets[size_t(b)] = offset;
+    }
+  }
+
+  /// Batch b's [Sq, Sk] mask, or null.
+  const uint8_t *maskOf(int64_t b) const {
+    return mask ? mask + maskOffsets[size_t(b)] : nullptr;
+  }
+
+  /// Keys [lo, hi) that hold every entry of rows [i0, i1) that contributes:
+  /// all keys, unless masked entries contribute nothing.
+  void liveKeys(const uint8_t *m, int64_t i0, int64_t i1, int64_t &lo,
+                int64_t &hi) const {
+    lo = 0;
+    hi = s.sk;
+    if (!m || !s.masksSkip())
+      return;
+    lo = s.sk;
+    hi = 0;
+    for (int64_t i = i0; i < i1; ++i) {
+      const uint8_t *row = m + i * s.sk;
+      int64_t first = 0, last = s.sk;
+      while (first < last && row[first])
+        ++first;
+      while (last > first && row[last - 1])
+        --last;
+      if (first < last) {
+        lo = std::min(lo, first);
+        hi = std::max(hi, last);
+      }
+    }
+  }
+
+  /// Queries [lo, hi) that hold every contributing entry of keys [j0, j1).
+  void liveQueries(const uint8_t *m, int64_t j0, int64_t j1, int64_t &lo,
+                   int64_t &hi) const {
+    lo = 0;
+    hi = s.sq;
+    if (!m || !s.masksSkip())
+      return;
+    lo = s.sq;
+    hi = 0;
+    for (int64_t i = 0; i < s.sq; ++i) {
+      const uint8_t *row = m + i * s.sk;
+      bool live = false;
+      for (int64_t j = j0; j < j1 && !live; ++j)
+        live = !row[j];
+      if (live) {
+        lo = std::min(lo, i);
+        hi = i + 1;
+      }
+    }
+  }
+};
+
+template <typename C> struct ForwardOperands {
+  const C *q, *kt, *v; // kt: k transposed, [batch][D][Sk]
+  C *out, *lse;
+};
+
+template <typename C>
+void forward(const Problem<C> &pb, const ForwardOperands<C> &x) {
+  const AttentionShape &s = pb.s;
+  const int64_t blocks = (s.sq + kBlock - 1) / kBlock;
+  const int threads =
+      threadsFor(s.batch * s.sq * s.sk * (s.d + s.dv), int64_t(1) << 16);
+  const C inf = std::numeric_limits<C>::infinity();
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<C> scores, acc(size_t(s.dv));
+#pragma omp for schedule(dynamic)
+    for (int64_t item = 0; item < s.batch * blocks; ++item) {
+      const int64_t b = item / blocks;
+      const int64_t i0 = (item % blocks) * kBlock,
+                    i1 = std::min(s.sq, i0 + kBlock);
+      const uint8_t *m = pb.maskOf(b);
+      int64_t lo, hi;
+      pb.liveKeys(m, i0, i1, lo, hi);
+      const int64_t n = std::max<int64_t>(0, hi - lo);
+      scores.resize(size_t((i1 - i0) * n));
+      productRows(x.q + (b * s.sq + i0) * s.d, s.d, i1 - i0, s.d,
+                  x.kt + b * s.d * s.sk + lo, s.sk, n, scores.data());
+      for (int64_t i = i0; i < i1; ++i) {
+        C *row = scores.data() + (i - i0) * n;
+        C max = -inf;
+        for (int64_t j = 0; j < n; ++j) {
+          C sv = m && m[i * s.sk + lo + j] ? pb.maskValue : pb.scale * row[j];
+          row[j] = sv;
+          max = sv > max ? sv : max;
+        }
+        C *out = x.out + (b * s.sq + i) * s.dv;
+        if (max == -inf) { // every score -inf: softmax is 0/0
+          std::fill(out, out + s.dv, std::numeric_limits<C>::quiet_NaN());
+          x.lse[b * s.sq + i] = -inf;
+          continue;
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          row[j] = expShift(row[j], max);
+          sum += row[j];
+        }
+        const C l = C(sum);
+        for (int64_t j = 0; j < n; ++j)
+          row[j] = roundLike(row[j] / l, pb.bf16);
+        weightedSum(row, n, x.v + (b * s.sk + lo) * s.dv, s.dv, s.dv,
+                    acc.data());
+        std::copy(acc.begin(), acc.end(), out);
+        x.lse[b * s.sq + i] = max + C(std::log(sum));
+      }
+    }
+  }
+}
+
+template <typename C> struct BackwardOperands {
+  const C *q, *k, *v, *dout, *lse, *delta;
+  /// Transposed: [batch][D][Sq], [batch][D][Sk], [batch][Dv][Sq],
+  /// [batch][Dv][Sk].
+  const C *qt, *kt, *doutT, *vt;
+  C *dq, *dk, *dv;
+};
+
+/// dq, over (batch, block of query rows).
+template <typename C>
+void backwardQueries(const Problem<C> &pb, const BackwardOperands<C> &x) {
+  const AttentionShape &s = pb.s;
+  const int64_t blocks = (s.sq + kBlock - 1) / kBlock;
+  const int threads =
+      threadsFor(s.batch * s.sq * s.sk * (s.d + s.dv), int64_t(1) << 16);
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<C> scores, dp, acc(size_t(s.d));
+#pragma omp for schedule(dynamic)
+    for (int64_t item = 0; item < s.batch * blocks; ++item) {
+      const int64_t b = item / blocks;
+      const int64_t i0 = (item % blocks) * kBlock,
+                    i1 = std::min(s.sq, i0 + kBlock);
+      const uint8_t *m = pb.maskOf(b);
+      int64_t lo, hi;
+      pb.liveKeys(m, i0, i1, lo, hi);
+      const int64_t n = std::max<int64_t>(0, hi - lo);
+      scores.resize(size_t((i1 - i0) * n));
+      dp.resize(size_t((i1 - i0) * n));
+      productRows(x.q + (b * s.sq + i0) * s.d, s.d, i1 - i0, s.d,
+                  x.kt + b * s.d * s.sk + lo, s.sk, n, scores.data());
+      productRows(x.dout + (b * s.sq + i0) * s.dv, s.dv, i1 - i0, s.dv,
+                  x.vt + b * s.dv * s.sk + lo, s.sk, n, dp.data());
+      for (int64_t i = i0; i < i1; ++i) {
+        C *row = scores.data() + (i - i0) * n;
+        const C *dpRow = dp.data() + (i - i0) * n;
+        const C lse = x.lse[b * s.sq + i], delta = x.delta[b * s.sq + i];
+        for (int64_t j = 0; j < n; ++j) {
+          bool masked = m && m[i * s.sk + lo + j];
+          C p = expShift(masked ? pb.maskValue : pb.scale * row[j], lse);
+          row[j] = masked ? C(0) : roundLike(p * (dpRow[j] - delta), pb.bf16);
+        }
+        weightedSum(row, n, x.k + (b * s.sk + lo) * s.d, s.d, s.d, acc.data());
+        C *dq = x.dq + (b * s.sq + i) * s.d;
+        for (int64_t c = 0; c < s.d; ++c)
+          dq[c] = pb.scale * acc[size_t(c)];
+      }
+    }
+  }
+}
+
+/// dk and dv, over (batch, block of key rows).
+template <typename C>
+void backwardKeys(const Problem<C> &pb, const BackwardOperands<C> &x) {
+  const AttentionShape &s = pb.s;
+  const int64_t blocks = (s.sk + kBlock - 1) / kBlock;
+  const int threads =
+      threadsFor(s.batch * s.sq * s.sk * (s.d + s.dv), int64_t(1) << 16);
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<C> scores, dp, accK(size_t(s.d)), accV(size_t(s.dv));
+#pragma omp for schedule(dynamic)
+    for (int64_t item = 0; item < s.batch * blocks; ++item) {
+      const int64_t b = item / blocks;
+      const int64_t j0 = (item % blocks) * kBlock,
+                    j1 = std::min(s.sk, j0 + kBlock);
+      const uint8_t *m = pb.maskOf(b);
+      int64_t lo, hi;
+      pb.liveQueries(m, j0, j1, lo, hi);
+      const int64_t n = std::max<int64_t>(0, hi - lo);
+      scores.resize(size_t((j1 - j0) * n));
+      dp.resize(size_t((j1 - j0) * n));
+      productRows(x.k + (b * s.sk + j0) * s.d, s.d, j1 - j0, s.d,
+                  x.qt + b * s.d * s.sq + lo, s.sq, n, scores.data());
+      productRows(x.v + (b * s.sk + j0) * s.dv, s.dv, j1 - j0, s.dv,
+                  x.doutT + b * s.dv * s.sq + lo, s.sq, n, dp.data());
+      const C *lse = x.lse + b * s.sq + lo, *delta = x.delta + b * s.sq + lo;
+      for (int64_t j = j0; j < j1; ++j) {
+        C *p = scores.data() + (j - j0) * n; // s, then p~
+        C *ds = dp.data() + (j - j0) * n;    // dp, then ds~
+        for (int64_t i = 0; i < n; ++i) {
+          bool masked = m && m[(lo + i) * s.sk + j];
+          C pi = expShift(masked ? pb.maskValue : pb.scale * p[i], lse[i]);
+          ds[i] = masked ? C(0) : roundLike(pi * (ds[i] - delta[i]), pb.bf16);
+          p[i] = roundLike(pi, pb.bf16);
+        }
+        weightedSum(p, n, x.dout + (b * s.sq + lo) * s.dv, s.dv, s.dv,
+                    accV.data());
+        weightedSum(ds, n, x.q + (b * s.sq + lo) * s.d, s.d, s.d, accK.data());
+        C *dk = x.dk + (b * s.sk + j) * s.d, *dv = x.dv + (b * s.sk + j) * s.dv;
+        for (int64_t c = 0; c < s.d; ++c)
+          dk[c] = pb.scale * accK[size_t(c)];
+        std::copy(accV.begin(), accV.end(), dv);
+      }
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points: bf16 operands are widened to f32 and the results rounded
+//===----------------------------------------------------------------------===//
+
+/// An input in the compute type C: the buffer itself, or widened from bf16.
+template <typename C> class Input {
+public:
+  Input(const void *data, int64_t count, bool bf16) {
+    if (!bf16) {
+      data_ = static_cast<const C *>(data);
+      return;
+    }
+    wide_.resize(size_t(count));
+    const BF16 *in = static_cast<const BF16 *>(data);
+    int threads = threadsFor(count, 1 << 15);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < count; ++i)
+      wide_[size_t(i)] = C(widenBF16(in[i]));
+    data_ = wide_.data();
+  }
+  const C *get() const { return data_; }
+
+private:
+  const C *data_ = nullptr;
+  std::vector<C> wide_;
+};
+
+/// An output in the compute type C, rounded into a bf16 buffer by `finish`.
+template <typename C> class Output {
+public:
+  Output(void *data, int64_t count, bool bf16) : target_(data), count_(count) {
+    if (!bf16) {
+      data_ = static_cast<C *>(data);
+      return;
+    }
+    wide_.resize(size_t(count));
+    data_ = wide_.data();
+  }
+  C *get() { return data_; }
+  void finish() {
+    if (wide_.empty())
+      return;
+    BF16 *out = static_cast<BF16 *>(target_);
+    int threads = threadsFor(count_, 1 << 15);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < count_; ++i)
+      out[i] = roundToBF16(float(wide_[size_t(i)]));
+  }
+
+private:
+  void *target_;
+  int64_t count_;
+  C *data_ = nullptr;
+  std::vector<C> wide_;
+};
+
+template <typename C>
+std::vector<C> transposed(const C *in, int64_t batch, int64_t rows,
+                          int64_t cols) {
+  std::vector<C> out(size_t(batch * rows * cols));
+  transposeBatches(in, out.data(), batch, rows, cols);
+  return out;
+}
+
+template <typename C>
+void runForward(const AttentionShape &s, const KernelArgs &args) {
+  const bool bf16 = s.dtype == DType::BF16;
+  Problem<C> pb(s, s.hasMask ? args.inputs[3] : nullptr);
+  Input<C> q(args.inputs[0], s.batch * s.sq * s.d, bf16);
+  Input<C> k(args.inputs[1], s.batch * s.sk * s.d, bf16);
+  Input<C> v(args.inputs[2], s.batch * s.sk * s.dv, bf16);
+  Output<C> out(args.outputs[0], s.batch * s.sq * s.dv, bf16);
+  std::vector<C> kt = transposed(k.get(), s.batch, s.sk, s.d);
+  ForwardOperands<C> x{q.get(), kt.data(), v.get(), out.get(),
+                       static_cast<C *>(args.outputs[1])};
+  forward(pb, x);
+  out.finish();
+}
+
+template <typename C>
+void runBackward(const AttentionShape &s, const KernelArgs &args) {
+  const bool bf16 = s.dtype == DType::BF16;
+  Problem<C> pb(s, s.hasMask ? args.inputs[6] : nullptr);
+  Input<C> q(args.inputs[0], s.batch * s.sq * s.d, bf16);
+  Input<C> k(args.inputs[1], s.batch * s.sk * s.d, bf16);
+  Input<C> v(args.inputs[2], s.batch * s.sk * s.dv, bf16);
+  Input<C> dout(args.inputs[3], s.batch * s.sq * s.dv, bf16);
+  Output<C> dq(args.outputs[0], s.batch * s.sq * s.d, bf16);
+  Output<C> dk(args.outputs[1], s.batch * s.sk * s.d, bf16);
+  Output<C> dv(args.outputs[2], s.batch * s.sk * s.dv, bf16);
+  std::vector<C> qt = transposed(q.get(), s.batch, s.sq, s.d);
+  std::vector<C> kt = transposed(k.get(), s.batch, s.sk, s.d);
+  std::vector<C> doutT = transposed(dout.get(), s.batch, s.sq, s.dv);
+  std::vector<C> vt = transposed(v.get(), s.batch, s.sk, s.dv);
+  BackwardOperands<C> x{q.get(),
+                        k.get(),
+                        v.get(),
+                        dout.get(),
+                        static_cast<const C *>(args.inputs[4]),
+                        static_cast<const C *>(args.inputs[5]),
+                        qt.data(),
+                        kt.data(),
+                        doutT.data(),
+                        vt.data(),
+                        dq.get(),
+                        dk.get(),
+                        dv.get()};
+  backwardQueries(pb, x);
+  backwardKeys(pb, x);
+  dq.finish();
+  dk.finish();
+  dv.finish();
+}
+
+} // namespace
+
+Status cpu::check_attention(const Instruction &instruction) {
+  AttentionShape s;
+  return readAttention(instruction, false, s);
+}
+
+void cpu::run_attention(const KernelArgs &args) {
+  AttentionShape s;
+  (void)readAttention(args.instruction, false, s);
+  if (s.dtype == DType::F64)
+    runForward<double>(s, args);
+  else
+    runForward<float>(s, args);
+}
+
+Status cpu::check_attention_backward(const Instruction &instruction) {
+  AttentionShape s;
+  return readAttention(instruction, true, s);
+}
+
+void cpu::run_attention_backward(const KernelArgs &args) {
+  AttentionShape s;
+  (void)readAttention(args.instruction, true, s);
+  if (s.dtype == DType::F64)
+    runBackward<double>(s, args);
+  else
+    runBackward<float>(s, args);
+}

@@ -1,0 +1,1091 @@
+//===- Attention.cu - CUDA attention, attention_backward ------------------===//
+//
+// Scaled dot-product attention and its gradient, with the CPU kernels'
+// semantics (see CPU/Attention.cpp): masked scores take mask_value, a score
+// of -inf contributes nothing (p = 0), a row whose every score is -inf gives
+// out = NaN and lse = -inf, masked entries get ds = 0, p and ds are rounded
+// to bf16 before the products that take them when the operands are bf16,
+// and every product accumulates in f32 (f64 for f64).
+//
+// Two implementations:
+//
+//  - Flash kernels (bf16, D and Dv multiples of 16 up to 128, sm_80+):
+//    tensor-core products through nvcuda::wmma (16x16x16 bf16 fragments, f32
+//    accumulators), four warps per block, each warp owning 16 rows of a
+//    64-row tile. The forward takes one block per (batch, 64 queries) and
+//    walks 64-key tiles with an online softmax: scores go to shared memory
+//    (f32), each warp updates the running max and sum of its rows, rescales
+//    its rows of O (f32, in shared memory) and rounds e^(s - max) to bf16
+//    for the P V product; O / sum and max + log(sum) are stored at the end.
+//    The backward recomputes p = e^(s - lse) in two kernels, neither with
+//    atomics: dq with one block per (batch, 64 queries) walking 64-key tiles,
+//    dk and dv with one block per (batch, 64 keys) walking 32-query tiles.
+//    With mask_value -inf a (query tile, key tile) pair whose entries are all
+//    masked is skipped (a causal mask skips about half the work); with a
+//    finite mask_value masked entries contribute, so nothing is skipped.
+//    Partial tiles are zero-padded in shared memory and their scores set to
+//    -inf. Operands load 16 bytes at a time when every pointer allows it.
+//
+//  - Generic kernels (f32, f64, bf16 of other head dims): one block per
+//    query row (forward, dq) or key row (dk, dv); each thread takes a key
+//    (query) at a time for the scores, then the block sums the weighted rows
+//    a chunk of keys (queries) at a time, each output element summed by one
+//    thread in key order.
+//
+// Every output element is written by one thread in a fixed order: the
+// results are the same from run to run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.cuh"
+
+#include <cuda_bf16.h>
+#include <mma.h>
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+using namespace loom::runtime;
+using namespace loom::runtime::cuda;
+
+namespace {
+
+using BF16 = __nv_bfloat16;
+
+/// What every attention kernel takes by value.
+struct AttentionParams {
+  int64_t batch = 1, sq = 0, sk = 0, d = 0, dv = 0;
+  double scale = 1;
+  double maskValue = -std::numeric_limits<double>::infinity();
+  /// The mask's offset (in elements) of batch b's [Sq, Sk] matrix is
+  /// stridedOffset(maskDims, b): sizes are q's batch dims, strides the
+  /// mask's (0 where it broadcasts).
+  bool hasMask = false;
+  Dims maskDims;
+};
+
+//===----------------------------------------------------------------------===//
+// Element access
+//===----------------------------------------------------------------------===//
+
+__device__ inline float widen(float x) { return x; }
+__device__ inline double widen(double x) { return x; }
+__device__ inline float widen(BF16 x) { return __bfloat162float(x); }
+
+/// Rounds to nearest even as the CPU does (NaN stays a quiet NaN with its
+/// sign).
+__device__ inline BF16 roundBF16(float v) {
+  uint32_t bits = __float_as_uint(v);
+  uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  uint32_t nan = (bits >> 16) | 0x0040u;
+  return __ushort_as_bfloat16(
+      (unsigned short)((bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded));
+}
+
+__device__ inline void store(float *p, float v) { *p = v; }
+__device__ inline void store(double *p, double v) { *p = v; }
+__device__ inline void store(BF16 *p, float v) { *p = roundBF16(v); }
+
+/// p and ds as the products take them: rounded to bf16 for bf16 operands.
+template <typename T, typename A> __device__ inline A roundLike(A x) {
+  if constexpr (std::is_same_v<T, BF16>)
+    return __bfloat162float(roundBF16(x));
+  else
+    return x;
+}
+
+__device__ inline float expOf(float x) { return expf(x); }
+__device__ inline double expOf(double x) { return exp(x); }
+__device__ inline float logOf(float x) { return logf(x); }
+__device__ inline double logOf(double x) { return log(x); }
+
+template <typename A> __device__ inline A infinity() {
+  return std::numeric_limits<A>::infinity();
+}
+
+/// e^(s - shift), 0 for a score of -inf whatever the shift.
+template <typename A> __device__ inline A expShift(A s, A shift) {
+  return s == -infinity<A>() ? A(0) : expOf(s - shift);
+}
+
+/// Batch b's [Sq, Sk] mask, or null.
+__device__ inline const uint8_t *maskOf(const uint8_t *mask,
+                                        const AttentionParams &p, int64_t b) {
+  return mask ? mask + stridedOffset<int64_t>(p.maskDims, b) : nullptr;
+}
+
+//===----------------------------------------------------------------------===//
+// Generic kernels
+//===----------------------------------------------------------------------===//
+
+constexpr int kGenericThreads = 128;
+/// The most dynamic shared memory the generic kernels take (their rows of
+/// q, k, v, dout and accumulators).
+constexpr size_t kGenericSharedBytes = 40 * 1024;
+
+template <typename A> __device__ inline A *sharedAs() {
+  extern __shared__ __align__(128) unsigned char attentionShared[];
+  return reinterpret_cast<A *>(attentionShared);
+}
+
+/// x[0..n) . y[0..n), y in global memory.
+template <typename T, typename A>
+__device__ inline A dot(const A *x, const T *y, int64_t n) {
+  A sum = 0;
+  for (int64_t t = 0; t < n; ++t)
+    sum += x[t] * widen(y[t]);
+  return sum;
+}
+
+/// One block per query row (b * Sq + i).
+template <typename T, typename A>
+__global__ void __launch_bounds__(kGenericThreads)
+    attentionRows(AttentionParams p, const T *q, const T *k, const T *v,
+                  const uint8_t *mask, T *out, A *lse) {
+  A *qRow = sharedAs<A>(); // d
+  A *acc = qRow + p.d;     // dv
+  A *weights = acc + p.dv; // blockDim.x
+  const int64_t row = blockIdx.x, b = row / p.sq, i = row % p.sq;
+  const uint8_t *m = maskOf(mask, p, b);
+  if (m)
+    m += i * p.sk;
+  const T *kb = k + b * p.sk * p.d, *vb = v + b * p.sk * p.dv;
+  const A scale = A(p.scale), maskValue = A(p.maskValue), inf = infinity<A>();
+  for (int64_t t = threadIdx.x; t < p.d; t += blockDim.x)
+    qRow[t] = widen(q[row * p.d + t]);
+  for (int64_t t = threadIdx.x; t < p.dv; t += blockDim.x)
+    acc[t] = 0;
+  __syncthreads();
+  auto score = [&](int64_t j) -> A {
+    if (m && m[j])
+      return maskValue;
+    return scale * dot(qRow, kb + j * p.d, p.d);
+  };
+
+  // Each thread's running max and sum over its keys, then the block's.
+  A max = -inf, sum = 0;
+  for (int64_t j = threadIdx.x; j < p.sk; j += blockDim.x) {
+    A s = score(j);
+    if (s == -inf)
+      continue;
+    if (s > max) {
+      sum = sum * expOf(max - s) + 1;
+      max = s;
+    } else {
+      sum += expOf(s - max);
+    }
+  }
+  const A rowMax = groupReduce<true>(max, MaxIgnoreNaNOp());
+  // A thread that saw no finite score has sum 0 (or NaN from a NaN score,
+  // which must reach the result).
+  const A rowSum = groupReduce<true>(
+      sum == A(0) ? A(0) : sum * expOf(max - rowMax), SumOp());
+  if (rowMax == -inf) { // every score -inf: softmax is 0/0
+    for (int64_t t = threadIdx.x; t < p.dv; t += blockDim.x)
+      store(out + row * p.dv + t, std::numeric_limits<A>::quiet_NaN());
+    if (threadIdx.x == 0)
+      lse[row] = -inf;
+    return;
+  }
+
+  // out = sum_j p~[j] v[j], blockDim.x keys at a time.
+  for (int64_t j0 = 0; j0 < p.sk; j0 += blockDim.x) {
+    const int64_t j = j0 + threadIdx.x;
+    if (j < p.sk)
+      weights[threadIdx.x] = roundLike<T>(expShift(score(j), rowMax) / rowSum);
+    __syncthreads();
+    const int64_t n = min(int64_t(blockDim.x), p.sk - j0);
+    for (int64_t c = threadIdx.x; c < p.dv; c += blockDim.x) {
+      A a = acc[c];
+      for (int64_t jj = 0; jj < n; ++jj)
+        a += weights[jj] * widen(vb[(j0 + jj) * p.dv + c]);
+      acc[c] = a;
+    }
+    __syncthreads();
+  }
+  for (int64_t c = threadIdx.x; c < p.dv; c += blockDim.x)
+    store(out + row * p.dv + c, acc[c]);
+  if (threadIdx.x == 0)
+    lse[row] = rowMax + logOf(rowSum);
+}
+
+/// dq: one block per query row (b * Sq + i).
+template <typename T, typename A>
+__global__ void __launch_bounds__(kGenericThreads)
+    attentionQueryGradRows(AttentionParams p, const T *q, const T *k,
+                           const T *v, const T *dout, const A *lse,
+                           const A *delta, const uint8_t *mask, T *dq) {
+  A *qRow = sharedAs<A>(); // d
+  A *doutRow = qRow + p.d; // dv
+  A *acc = doutRow + p.dv; // d
+  A *weights = acc + p.d;  // blockDim.x
+  const int64_t row = blockIdx.x, b = row / p.sq, i = row % p.sq;
+  const uint8_t *m = maskOf(mask, p, b);
+  if (m)
+    m += i * p.sk;
+  const T *kb = k + b * p.sk * p.d, *vb = v + b * p.sk * p.dv;
+  const A scale = A(p.scale);
+  for (int64_t t = threadIdx.x; t < p.d; t += blockDim.x) {
+    qRow[t] = widen(q[row * p.d + t]);
+    acc[t] = 0;
+  }
+  for (int64_t t = threadIdx.x; t < p.dv; t += blockDim.x)
+    doutRow[t] = widen(dout[row * p.dv + t]);
+  __syncthreads();
+  const A rowLse = lse[row], rowDelta = delta[row];
+  for (int64_t j0 = 0; j0 < p.sk; j0 += blockDim.x) {
+    const int64_t j = j0 + threadIdx.x;
+    if (j < p.sk) {
+      A ds = 0;
+      if (!(m && m[j])) {
+        A pr = expShift(scale * dot(qRow, kb + j * p.d, p.d), rowLse);
+        A dp = dot(doutRow, vb + j * p.dv, p.dv);
+        ds = roundLike<T>(pr * (dp - rowDelta));
+      }
+      weights[threadIdx.x] = ds;
+    }
+    __syncthreads();
+    const int64_t n = min(int64_t(blockDim.x), p.sk - j0);
+    for (int64_t c = threadIdx.x; c < p.d; c += blockDim.x) {
+      A a = acc[c];
+      for (int64_t jj = 0; jj < n; ++jj)
+        a += weights[jj] * widen(kb[(j0 + jj) * p.d + c]);
+      acc[c] = a;
+    }
+    __syncthreads();
+  }
+  for (int64_t c = threadIdx.x; c < p.d; c += blockDim.x)
+    store(dq + row * p.d + c, scale * acc[c]);
+}
+
+/// dk and dv: one block per key row (b * Sk + j).
+template <typename T, typename A>
+__global__ void __launch_bounds__(kGenericThreads)
+    attentionKeyGradRows(AttentionParams p, const T *q, const T *k, const T *v,
+                         const T *dout, const A *lse, const A *delta,
+                         const uint8_t *mask, T *dk, T *dv) {
+  A *kRow = sharedAs<A>();              // d
+  A *vRow = kRow + p.d;                 // dv
+  A *accK = vRow + p.dv;                // d
+  A *accV = accK + p.d;                 // dv
+  A *pWeights = accV + p.dv;            // blockDim.x
+  A *dsWeights = pWeights + blockDim.x; // blockDim.x
+  const int64_t row = blockIdx.x, b = row / p.sk, j = row % p.sk;
+  const uint8_t *m = maskOf(mask, p, b);
+  const T *qb = q + b * p.sq * p.d, *doutb = dout + b * p.sq * p.dv;
+  const A *lseb = lse + b * p.sq, *deltab = delta + b * p.sq;
+  const A scale = A(p.scale), maskValue = A(p.maskValue);
+  for (int64_t t = threadIdx.x; t < p.d; t += blockDim.x) {
+    kRow[t] = widen(k[row * p.d + t]);
+    accK[t] = 0;
+  }
+  for (int64_t t = threadIdx.x; t < p.dv; t += blockDim.x) {
+    vRow[t] = widen(v[row * p.dv + t]);
+    accV[t] = 0;
+  }
+  __syncthreads();
+  for (int64_t i0 = 0; i0 < p.sq; i0 += blockDim.x) {
+    const int64_t i = i0 + threadIdx.x;
+    if (i < p.sq) {
+      const bool masked = m && m[i * p.sk + j];
+      A s = masked ? maskValue : scale * dot(kRow, qb + i * p.d, p.d);
+      A pr = expShift(s, lseb[i]);
+      A ds = 0;
+      if (!masked)
+        ds = roundLike<T>(pr * (dot(vRow, doutb + i * p.dv, p.dv) - deltab[i]));
+      pWeights[threadIdx.x] = roundLike<T>(pr);
+      dsWeights[threadIdx.x] = ds;
+    }
+    __syncthreads();
+    const int64_t n = min(int64_t(blockDim.x), p.sq - i0);
+    for (int64_t c = threadIdx.x; c < p.dv; c += blockDim.x) {
+      A a = accV[c];
+      for (int64_t ii = 0; ii < n; ++ii)
+        a += pWeights[ii] * widen(doutb[(i0 + ii) * p.dv + c]);
+      accV[c] = a;
+    }
+    for (int64_t c = threadIdx.x; c < p.d; c += blockDim.x) {
+      A a = accK[c];
+      for (int64_t ii = 0; ii < n; ++ii)
+        a += dsWeights[ii] * widen(qb[(i0 + ii) * p.d + c]);
+      accK[c] = a;
+    }
+    __syncthreads();
+  }
+  for (int64_t c = threadIdx.x; c < p.d; c += blockDim.x)
+    store(dk + row * p.d + c, scale * accK[c]);
+  for (int64_t c = threadIdx.x; c < p.dv; c += blockDim.x)
+    store(dv + row * p.dv + c, accV[c]);
+}
+
+/// Dynamic shared memory of the generic kernels.
+size_t genericForwardBytes(const AttentionParams &p, size_t element) {
+  return size_t(p.d + p.dv + kGenericThreads) * element;
+}
+size_t genericQueryGradBytes(const AttentionParams &p, size_t element) {
+  return size_t(2 * p.d + p.dv + kGenericThreads) * element;
+}
+size_t genericKeyGradBytes(const AttentionParams &p, size_t element) {
+  return size_t(2 * p.d + 2 * p.dv + 2 * kGenericThreads) * element;
+}
+
+//===----------------------------------------------------------------------===//
+// Flash kernels (bf16, tensor cores)
+//===----------------------------------------------------------------------===//
+
+namespace wmma = nvcuda::wmma;
+
+/// Query rows of a forward or dq tile, and keys of every key tile.
+constexpr int kTile = 64;
+/// Query rows per step of the dk/dv kernel (one per lane).
+constexpr int kKeyGradQueries = 32;
+constexpr int kFlashWarps = kTile / 16;
+constexpr int kFlashThreads = 32 * kFlashWarps;
+constexpr int kFlashMaxDim = 128;
+/// Row padding of the shared tiles (bf16 and f32 elements): keeps wmma's
+/// requirements (ldm a multiple of 16 bytes, fragments 32-byte aligned,
+/// since they start at multiples of 16 rows and 16 columns) and spreads
+/// rows over the banks.
+constexpr int kPadBF16 = 8, kPadF32 = 4;
+
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, BF16, wmma::row_major>;
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, BF16, wmma::row_major>;
+using FragBT =
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, BF16, wmma::col_major>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+/// Carves the dynamic shared memory into arrays, each 128-byte aligned.
+struct SharedCarver {
+  size_t bytes = 0;
+  __host__ __device__ size_t take(size_t size) {
+    size_t offset = bytes;
+    bytes += (size + 127) / 128 * 128;
+    return offset;
+  }
+};
+
+struct ForwardLayout {
+  size_t q, k, v, s, p, o, max, sum, bytes;
+  __host__ __device__ ForwardLayout(int d, int dv) {
+    SharedCarver c;
+    q = c.take(size_t(kTile) * (d + kPadBF16) * 2);
+    k = c.take(size_t(kTile) * (d + kPadBF16) * 2);
+    v = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
+    s = c.take(size_t(kTile) * (kTile + kPadF32) * 4);
+    p = c.take(size_t(kTile) * (kTile + kPadBF16) * 2);
+    o = c.take(size_t(kTile) * (dv + kPadF32) * 4);
+    max = c.take(size_t(kTile) * 4);
+    sum = c.take(size_t(kTile) * 4);
+    bytes = c.bytes;
+  }
+};
+
+struct QueryGradLayout {
+  size_t q, dout, k, v, s, dp, ds, acc, lse, delta, bytes;
+  __host__ __device__ QueryGradLayout(int d, int dv) {
+    SharedCarver c;
+    q = c.take(size_t(kTile) * (d + kPadBF16) * 2);
+    dout = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
+    k = c.take(size_t(kTile) * (d + kPadBF16) * 2);
+    v = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
+    s = c.take(size_t(kTile) * (kTile + kPadF32) * 4);
+    dp = c.take(size_t(kTile) * (kTile + kPadF32) * 4);
+    ds = c.take(size_t(kTile) * (kTile + kPadBF16) * 2);
+    acc = c.take(size_t(kTile) * (d + kPadF32) * 4);
+    lse = c.take(size_t(kTile) * 4);
+    delta = c.take(size_t(kTile) * 4);
+    bytes = c.bytes;
+  }
+};
+
+struct KeyGradLayout {
+  size_t k, v, q, dout, s, dp, p, ds, accK, accV, lse, delta, bytes;
+  __host__ __device__ KeyGradLayout(int d, int dv) {
+    SharedCarver c;
+    k = c.take(size_t(kTile) * (d + kPadBF16) * 2);
+    v = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
+    q = c.take(size_t(kKeyGradQueries) * (d + kPadBF16) * 2);
+    dout = c.take(size_t(kKeyGradQueries) * (dv + kPadBF16) * 2);
+    s = c.take(size_t(kTile) * (kKeyGradQueries + kPadF32) * 4);
+    dp = c.take(size_t(kTile) * (kKeyGradQueries + kPadF32) * 4);
+    p = c.take(size_t(kTile) * (kKeyGradQueries + kPadBF16) * 2);
+    ds = c.take(size_t(kTile) * (kKeyGradQueries + kPadBF16) * 2);
+    accK = c.take(size_t(kTile) * (d + kPadF32) * 4);
+    accV = c.take(size_t(kTile) * (dv + kPadF32) * 4);
+    lse = c.take(size_t(kKeyGradQueries) * 4);
+    delta = c.take(size_t(kKeyGradQueries) * 4);
+    bytes = c.bytes;
+  }
+};
+
+// wmma's bf16 fragments need sm_80; a build for older architectures keeps
+// the kernels (the factory never selects them there) with a trap inside.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define LOOM_FLASH_ARCH 0
+#else
+#define LOOM_FLASH_ARCH 1
+#endif
+
+__device__ inline unsigned char *flashShared() {
+  extern __shared__ __align__(128) unsigned char attentionShared[];
+  return attentionShared;
+}
+
+/// Rows [r0, r0 + count) of a [rows, cols] bf16 matrix into shared memory
+/// with leading dim `ld`; rows past `rows` are zeros. `cols` is a multiple
+/// of 8; `vectorized`: the matrix is 16-byte aligned (so is every row).
+__device__ inline void loadTile(BF16 *dst, int ld, const BF16 *src,
+                                int64_t rows, int64_t r0, int count, int cols,
+                                bool vectorized) {
+  if (vectorized) {
+    const int chunks = cols / 8;
+    for (int idx = threadIdx.x; idx < count * chunks; idx += blockDim.x) {
+      const int r = idx / chunks, c = (idx % chunks) * 8;
+      uint4 value = make_uint4(0, 0, 0, 0);
+      if (r0 + r < rows)
+        value = *reinterpret_cast<const uint4 *>(src + (r0 + r) * cols + c);
+      *reinterpret_cast<uint4 *>(dst + r * ld + c) = value;
+    }
+    return;
+  }
+  for (int idx = threadIdx.x; idx < count * cols; idx += blockDim.x) {
+    const int r = idx / cols, c = idx % cols;
+    dst[r * ld + c] = r0 + r < rows ? src[(r0 + r) * cols + c]
+                                    : __ushort_as_bfloat16((unsigned short)0);
+  }
+}
+
+/// Whether the mask `m` ([Sq, Sk], row stride sk) marks every entry of rows
+/// [i0, i0 + rows) x keys [j0, j0 + cols) as masked. Every thread of the
+/// block must call it (it synchronizes the block).
+__device__ inline bool tileMasked(const uint8_t *m, int64_t sk, int64_t i0,
+                                  int rows, int64_t j0, int cols) {
+  int all = 1;
+  for (int idx = threadIdx.x; all && idx < rows * cols; idx += blockDim.x) {
+    const int r = idx / cols, c = idx % cols;
+    all = m[(i0 + r) * sk + j0 + c] != 0;
+  }
+  return __syncthreads_and(all) != 0;
+}
+
+/// out (16 x 16*n, f32, ld) = a (16 x inner, row-major) b^T, where b is
+/// (16*n x inner) row-major: one warp.
+__device__ inline void productABt(float *out, int ldOut, const BF16 *a, int lda,
+                                  const BF16 *b, int ldb, int n, int inner) {
+  for (int f = 0; f < n; ++f) {
+    FragC acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int t = 0; t < inner; t += 16) {
+      FragA fa;
+      FragBT fb;
+      wmma::load_matrix_sync(fa, a + t, lda);
+      wmma::load_matrix_sync(fb, b + f * 16 * ldb + t, ldb);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(out + f * 16, acc, ldOut, wmma::mem_row_major);
+  }
+}
+
+/// acc (16 x width, f32, ld) += a (16 x inner, row-major) b, where b is
+/// (inner x width) row-major: one warp.
+__device__ inline void accumulateAB(float *acc, int ldAcc, const BF16 *a,
+                                    int lda, const BF16 *b, int ldb, int width,
+                                    int inner) {
+  for (int c = 0; c < width; c += 16) {
+    FragC fc;
+    wmma::load_matrix_sync(fc, acc + c, ldAcc, wmma::mem_row_major);
+    for (int t = 0; t < inner; t += 16) {
+      FragA fa;
+      FragB fb;
+      wmma::load_matrix_sync(fa, a + t, lda);
+      wmma::load_matrix_sync(fb, b + t * ldb + c, ldb);
+      wmma::mma_sync(fc, fa, fb, fc);
+    }
+    wmma::store_matrix_sync(acc + c, fc, ldAcc, wmma::mem_row_major);
+  }
+}
+
+/// Forward: one block per (batch, 64 queries).
+__global__ void __launch_bounds__(kFlashThreads)
+    flashForward(AttentionParams p, const BF16 *q, const BF16 *k, const BF16 *v,
+                 const uint8_t *mask, BF16 *out, float *lse, bool vectorized) {
+#if !LOOM_FLASH_ARCH
+  __trap();
+#else
+  const int d = int(p.d), dv = int(p.dv);
+  const ForwardLayout layout(d, dv);
+  unsigned char *shared = flashShared();
+  BF16 *qs = reinterpret_cast<BF16 *>(shared + layout.q);
+  BF16 *ks = reinterpret_cast<BF16 *>(shared + layout.k);
+  BF16 *vs = reinterpret_cast<BF16 *>(shared + layout.v);
+  float *ss = reinterpret_cast<float *>(shared + layout.s);
+  BF16 *ps = reinterpret_cast<BF16 *>(shared + layout.p);
+  float *os = reinterpret_cast<float *>(shared + layout.o);
+  float *rowMax = reinterpret_cast<float *>(shared + layout.max);
+  float *rowSum = reinterpret_cast<float *>(shared + layout.sum);
+  const int ldq = d + kPadBF16, ldv = dv + kPadBF16, lds = kTile + kPadF32,
+            ldp = kTile + kPadBF16, ldo = dv + kPadF32;
+
+  const int64_t tiles = (p.sq + kTile - 1) / kTile;
+  const int64_t b = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kTile;
+  const int rows = int(min(int64_t(kTile), p.sq - i0));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float scale = float(p.scale), maskValue = float(p.maskValue);
+  const float inf = infinity<float>();
+  const uint8_t *m = maskOf(mask, p, b);
+  const bool skipMasked = m && maskValue == -inf;
+
+  loadTile(qs, ldq, q + b * p.sq * d, p.sq, i0, kTile, d, vectorized);
+  for (int idx = threadIdx.x; idx < kTile * dv; idx += blockDim.x)
+    os[(idx / dv) * ldo + idx % dv] = 0.0f;
+  for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
+    rowMax[r] = -inf;
+    rowSum[r] = 0.0f;
+  }
+  __syncthreads();
+
+  for (int64_t j0 = 0; j0 < p.sk; j0 += kTile) {
+    const int cols = int(min(int64_t(kTile), p.sk - j0));
+    if (skipMasked && tileMasked(m, p.sk, i0, rows, j0, cols))
+      continue;
+    loadTile(ks, ldq, k + b * p.sk * d, p.sk, j0, kTile, d, vectorized);
+    loadTile(vs, ldv, v + b * p.sk * dv, p.sk, j0, kTile, dv, vectorized);
+    __syncthreads();
+
+    // S = Q K^T for this warp's 16 rows.
+    productABt(ss + warp * 16 * lds, lds, qs + warp * 16 * ldq, ldq, ks, ldq,
+               kTile / 16, d);
+    __syncwarp();
+
+    // Online softmax, a row at a time (two keys per lane).
+    for (int rr = 0; rr < 16; ++rr) {
+      const int r = warp * 16 + rr;
+      float sv[2];
+      for (int h = 0; h < 2; ++h) {
+        const int c = lane + 32 * h;
+        float s = -inf;
+        if (r < rows && c < cols)
+          s = m && m[(i0 + r) * p.sk + j0 + c] ? maskValue
+                                               : scale * ss[r * lds + c];
+        sv[h] = s;
+      }
+      const float oldMax = rowMax[r];
+      const float tileMax =
+          warpReduce(MaxIgnoreNaNOp()(sv[0], sv[1]), MaxIgnoreNaNOp());
+      const float newMax = MaxIgnoreNaNOp()(oldMax, tileMax);
+      float sum = 0.0f;
+      for (int h = 0; h < 2; ++h) {
+        const float e = expShift(sv[h], newMax);
+        ps[r * ldp + lane + 32 * h] = __float2bfloat16_rn(e);
+        sum += e;
+      }
+      sum = warpReduce(sum, SumOp());
+      const float alpha = oldMax == -inf ? 0.0f : expf(oldMax - newMax);
+      for (int c = lane; c < dv; c += 32)
+        os[r * ldo + c] *= alpha;
+      __syncwarp();
+      if (lane == 0) {
+        rowMax[r] = newMax;
+        rowSum[r] = rowSum[r] * alpha + sum;
+      }
+    }
+    __syncwarp();
+
+    // O += P V for this warp's rows.
+    accumulateAB(os + warp * 16 * ldo, ldo, ps + warp * 16 * ldp, ldp, vs, ldv,
+                 dv, kTile);
+    __syncthreads();
+  }
+  __syncwarp();
+
+  for (int rr = 0; rr < 16; ++rr) {
+    const int r = warp * 16 + rr;
+    if (r >= rows)
+      break;
+    const int64_t row = b * p.sq + i0 + r;
+    const float sum = rowSum[r]; // 0 when every score was -inf: NaN out
+    for (int c = lane; c < dv; c += 32)
+      out[row * dv + c] = roundBF16(os[r * ldo + c] / sum);
+    if (lane == 0)
+      lse[row] = rowMax[r] + logf(sum);
+  }
+#endif
+}
+
+/// dq: one block per (batch, 64 queries).
+__global__ void __launch_bounds__(kFlashThreads)
+    flashQueryGrads(AttentionParams p, const BF16 *q, const BF16 *k,
+                    const BF16 *v, const BF16 *dout, const float *lse,
+                    const float *delta, const uint8_t *mask, BF16 *dq,
+                    bool vectorized) {
+#if !LOOM_FLASH_ARCH
+  __trap();
+#else
+  const int d = int(p.d), dv = int(p.dv);
+  const QueryGradLayout layout(d, dv);
+  unsigned char *shared = flashShared();
+  BF16 *qs = reinterpret_cast<BF16 *>(shared + layout.q);
+  BF16 *douts = reinterpret_cast<BF16 *>(shared + layout.dout);
+  BF16 *ks = reinterpret_cast<BF16 *>(shared + layout.k);
+  BF16 *vs = reinterpret_cast<BF16 *>(shared + layout.v);
+  float *ss = reinterpret_cast<float *>(shared + layout.s);
+  float *dps = reinterpret_cast<float *>(shared + layout.dp);
+  BF16 *dss = reinterpret_cast<BF16 *>(shared + layout.ds);
+  float *acc = reinterpret_cast<float *>(shared + layout.acc);
+  float *lses = reinterpret_cast<float *>(shared + layout.lse);
+  float *deltas = reinterpret_cast<float *>(shared + layout.delta);
+  const int ldq = d + kPadBF16, ldv = dv + kPadBF16, lds = kTile + kPadF32,
+            ldds = kTile + kPadBF16, ldacc = d + kPadF32;
+
+  const int64_t tiles = (p.sq + kTile - 1) / kTile;
+  const int64_t b = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kTile;
+  const int rows = int(min(int64_t(kTile), p.sq - i0));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float scale = float(p.scale), maskValue = float(p.maskValue);
+  const float inf = infinity<float>();
+  const uint8_t *m = maskOf(mask, p, b);
+  const bool skipMasked = m && maskValue == -inf;
+
+  loadTile(qs, ldq, q + b * p.sq * d, p.sq, i0, kTile, d, vectorized);
+  loadTile(douts, ldv, dout + b * p.sq * dv, p.sq, i0, kTile, dv, vectorized);
+  for (int idx = threadIdx.x; idx < kTile * d; idx += blockDim.x)
+    acc[(idx / d) * ldacc + idx % d] = 0.0f;
+  for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
+    lses[r] = r < rows ? lse[b * p.sq + i0 + r] : 0.0f;
+    deltas[r] = r < rows ? delta[b * p.sq + i0 + r] : 0.0f;
+  }
+  __syncthreads();
+
+  for (int64_t j0 = 0; j0 < p.sk; j0 += kTile) {
+    const int cols = int(min(int64_t(kTile), p.sk - j0));
+    if (skipMasked && tileMasked(m, p.sk, i0, rows, j0, cols))
+      continue;
+    loadTile(ks, ldq, k + b * p.sk * d, p.sk, j0, kTile, d, vectorized);
+    loadTile(vs, ldv, v + b * p.sk * dv, p.sk, j0, kTile, dv, vectorized);
+    __syncthreads();
+
+    // S = Q K^T and dP = dO V^T for this warp's 16 rows.
+    productABt(ss + warp * 16 * lds, lds, qs + warp * 16 * ldq, ldq, ks, ldq,
+               kTile / 16, d);
+    productABt(dps + warp * 16 * lds, lds, douts + warp * 16 * ldv, ldv, vs,
+               ldv, kTile / 16, dv);
+    __syncwarp();
+
+    // dS = P (dP - delta), 0 where masked, rounded to bf16.
+    for (int rr = 0; rr < 16; ++rr) {
+      const int r = warp * 16 + rr;
+      for (int h = 0; h < 2; ++h) {
+        const int c = lane + 32 * h;
+        float ds = 0.0f;
+        if (r < rows && c < cols && !(m && m[(i0 + r) * p.sk + j0 + c])) {
+          const float pr = expShift(scale * ss[r * lds + c], lses[r]);
+          ds = pr * (dps[r * lds + c] - deltas[r]);
+        }
+        dss[r * ldds + c] = __float2bfloat16_rn(ds);
+      }
+    }
+    __syncwarp();
+
+    // dQ += dS K for this warp's rows.
+    accumulateAB(acc + warp * 16 * ldacc, ldacc, dss + warp * 16 * ldds, ldds,
+                 ks, ldq, d, kTile);
+    __syncthreads();
+  }
+  __syncwarp();
+
+  for (int rr = 0; rr < 16; ++rr) {
+    const int r = warp * 16 + rr;
+    if (r >= rows)
+      break;
+    const int64_t row = b * p.sq + i0 + r;
+    for (int c = lane; c < d; c += 32)
+      dq[row * d + c] = roundBF16(scale * acc[r * ldacc + c]);
+  }
+#endif
+}
+
+/// dk and dv: one block per (batch, 64 keys), 32 queries per step.
+__global__ void __launch_bounds__(kFlashThreads)
+    flashKeyGrads(AttentionParams p, const BF16 *q, const BF16 *k,
+                  const BF16 *v, const BF16 *dout, const float *lse,
+                  const float *delta, const uint8_t *mask, BF16 *dk, BF16 *dv,
+                  bool vectorized) {
+#if !LOOM_FLASH_ARCH
+  __trap();
+#else
+  static_assert(kKeyGradQueries == 32, "one query per lane");
+  const int d = int(p.d), dvDim = int(p.dv);
+  const KeyGradLayout layout(d, dvDim);
+  unsigned char *shared = flashShared();
+  BF16 *ks = reinterpret_cast<BF16 *>(shared + layout.k);
+  BF16 *vs = reinterpret_cast<BF16 *>(shared + layout.v);
+  BF16 *qs = reinterpret_cast<BF16 *>(shared + layout.q);
+  BF16 *douts = reinterpret_cast<BF16 *>(shared + layout.dout);
+  float *ss = reinterpret_cast<float *>(shared + layout.s);
+  float *dps = reinterpret_cast<float *>(shared + layout.dp);
+  BF16 *ps = reinterpret_cast<BF16 *>(shared + layout.p);
+  BF16 *dss = reinterpret_cast<BF16 *>(shared + layout.ds);
+  float *accK = reinterpret_cast<float *>(shared + layout.accK);
+  float *accV = reinterpret_cast<float *>(shared + layout.accV);
+  float *lses = reinterpret_cast<float *>(shared + layout.lse);
+  float *deltas = reinterpret_cast<float *>(shared + layout.delta);
+  const int ldq = d + kPadBF16, ldv = dvDim + kPadBF16,
+            lds = kKeyGradQueries + kPadF32, ldp = kKeyGradQueries + kPadBF16,
+            ldk = d + kPadF32, ldav = dvDim + kPadF32;
+
+  const int64_t tiles = (p.sk + kTile - 1) / kTile;
+  const int64_t b = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * kTile;
+  const int cols = int(min(int64_t(kTile), p.sk - j0));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float scale = float(p.scale), maskValue = float(p.maskValue);
+  const float inf = infinity<float>();
+  const uint8_t *m = maskOf(mask, p, b);
+  const bool skipMasked = m && maskValue == -inf;
+
+  loadTile(ks, ldq, k + b * p.sk * d, p.sk, j0, kTile, d, vectorized);
+  loadTile(vs, ldv, v + b * p.sk * dvDim, p.sk, j0, kTile, dvDim, vectorized);
+  for (int idx = threadIdx.x; idx < kTile * d; idx += blockDim.x)
+    accK[(idx / d) * ldk + idx % d] = 0.0f;
+  for (int idx = threadIdx.x; idx < kTile * dvDim; idx += blockDim.x)
+    accV[(idx / dvDim) * ldav + idx % dvDim] = 0.0f;
+  __syncthreads();
+
+  for (int64_t i0 = 0; i0 < p.sq; i0 += kKeyGradQueries) {
+    const int rows = int(min(int64_t(kKeyGradQueries), p.sq - i0));
+    if (skipMasked && tileMasked(m, p.sk, i0, rows, j0, cols))
+      continue;
+    loadTile(qs, ldq, q + b * p.sq * d, p.sq, i0, kKeyGradQueries, d,
+             vectorized);
+    loadTile(douts, ldv, dout + b * p.sq * dvDim, p.sq, i0, kKeyGradQueries,
+             dvDim, vectorized);
+    for (int r = threadIdx.x; r < kKeyGradQueries; r += blockDim.x) {
+      lses[r] = r < rows ? lse[b * p.sq + i0 + r] : 0.0f;
+      deltas[r] = r < rows ? delta[b * p.sq + i0 + r] : 0.0f;
+    }
+    __syncthreads();
+
+    // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys.
+    productABt(ss + warp * 16 * lds, lds, ks + warp * 16 * ldq, ldq, qs, ldq,
+               kKeyGradQueries / 16, d);
+    productABt(dps + warp * 16 * lds, lds, vs + warp * 16 * ldv, ldv, douts,
+               ldv, kKeyGradQueries / 16, dvDim);
+    __syncwarp();
+
+    // P^T and dS^T (one query per lane), rounded to bf16.
+    for (int rr = 0; rr < 16; ++rr) {
+      const int r = warp * 16 + rr, c = lane;
+      float pr = 0.0f, ds = 0.0f;
+      if (r < cols && c < rows) {
+        const bool masked = m && m[(i0 + c) * p.sk + j0 + r];
+        const float s = masked ? maskValue : scale * ss[r * lds + c];
+        pr = expShift(s, lses[c]);
+        if (!masked)
+          ds = pr * (dps[r * lds + c] - deltas[c]);
+      }
+      ps[r * ldp + c] = __float2bfloat16_rn(pr);
+      dss[r * ldp + c] = __float2bfloat16_rn(ds);
+    }
+    __syncwarp();
+
+    // dV += P^T dO and dK += dS^T Q for this warp's keys.
+    accumulateAB(accV + warp * 16 * ldav, ldav, ps + warp * 16 * ldp, ldp,
+                 douts, ldv, dvDim, kKeyGradQueries);
+    accumulateAB(accK + warp * 16 * ldk, ldk, dss + warp * 16 * ldp, ldp, qs,
+                 ldq, d, kKeyGradQueries);
+    __syncthreads();
+  }
+  __syncwarp();
+
+  for (int rr = 0; rr < 16; ++rr) {
+    const int r = warp * 16 + rr;
+    if (r >= cols)
+      break;
+    const int64_t row = b * p.sk + j0 + r;
+    for (int c = lane; c < d; c += 32)
+      dk[row * d + c] = roundBF16(scale * accK[r * ldk + c]);
+    for (int c = lane; c < dvDim; c += 32)
+      dv[row * dvDim + c] = roundBF16(accV[r * ldav + c]);
+  }
+#endif
+}
+
+//===----------------------------------------------------------------------===//
+// Host side
+//===----------------------------------------------------------------------===//
+
+AttentionParams readParams(const Instruction &inst, bool backward) {
+  AttentionParams p;
+  const std::vector<int64_t> &q = inst.inputs[0].shape;
+  const size_t rank = q.size(), lead = rank - 2;
+  p.batch = product(q, 0, lead);
+  p.sq = q[rank - 2];
+  p.d = q[rank - 1];
+  p.sk = inst.inputs[1].shape[rank - 2];
+  p.dv = inst.inputs[2].shape[rank - 1];
+  p.scale = doubleAttr(inst.attrs, "scale", 1);
+  p.maskValue = doubleAttr(inst.attrs, "mask_value",
+                           -std::numeric_limits<double>::infinity());
+  const size_t maskIndex = backward ? 6 : 3;
+  p.hasMask = inst.inputs.size() > maskIndex;
+  if (p.hasMask) {
+    const std::vector<int64_t> &mask = inst.inputs[maskIndex].shape;
+    p.maskDims.rank = int(lead);
+    for (size_t t = 0; t < lead && t < size_t(kMaxDims); ++t) {
+      p.maskDims.size[t] = q[t];
+      p.maskDims.stride[t] = mask[t] == 1 ? 0 : product(mask, t + 1, rank);
+    }
+  }
+  return p;
+}
+
+/// The largest dynamic shared memory a block of this device may opt into.
+Status sharedMemoryOptIn(int &bytes) {
+  int device = 0;
+  if (Status s = cudaStatus(cudaGetDevice(&device), "cudaGetDevice"); !s)
+    return s;
+  return cudaStatus(
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                             device),
+      "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
+}
+
+/// Whether the flash kernels take this instruction; when they do, lets them
+/// use the dynamic shared memory they need.
+StatusOr<bool> useFlash(const LaunchContext &context, DType dtype,
+                        const AttentionParams &p, bool backward) {
+  if (dtype != DType::BF16 || context.computeCapability < 80)
+    return false;
+  auto fits = [](int64_t dim) {
+    return dim >= 16 && dim <= kFlashMaxDim && dim % 16 == 0;
+  };
+  if (!fits(p.d) || !fits(p.dv))
+    return false;
+  const int d = int(p.d), dv = int(p.dv);
+  const size_t needed = backward ? std::max(QueryGradLayout(d, dv).bytes,
+                                            KeyGradLayout(d, dv).bytes)
+                                 : ForwardLayout(d, dv).bytes;
+  int optIn = 0;
+  if (Status s = sharedMemoryOptIn(optIn); !s)
+    return s;
+  if (needed > size_t(optIn))
+    return false;
+  // The attribute is per function, not per launch: allow the most any head
+  // dims need (capped by the device), so that instructions with different
+  // head dims do not undo each other's setting.
+  auto allow = [&](const void *kernel, size_t most, const char *name) {
+    const int bytes = int(std::min(most, size_t(optIn)));
+    return cudaStatus(
+        cudaFuncSetAttribute(
+            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+        std::string("cudaFuncSetAttribute(") + name + ")");
+  };
+  if (backward) {
+    if (Status s = allow(reinterpret_cast<const void *>(&flashQueryGrads),
+                         QueryGradLayout(kFlashMaxDim, kFlashMaxDim).bytes,
+                         "flashQueryGrads");
+        !s)
+      return s;
+    if (Status s = allow(reinterpret_cast<const void *>(&flashKeyGrads),
+                         KeyGradLayout(kFlashMaxDim, kFlashMaxDim).bytes,
+                         "flashKeyGrads");
+        !s)
+      return s;
+  } else if (Status s = allow(reinterpret_cast<const void *>(&flashForward),
+                              ForwardLayout(kFlashMaxDim, kFlashMaxDim).bytes,
+                              "flashForward");
+             !s) {
+    return s;
+  }
+  return true;
+}
+
+bool aligned16(const void *pointer) {
+  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
+}
+
+Status checkGrid(int64_t blocks, const char *what) {
+  if (blocks <= int64_t(std::numeric_limits<int32_t>::max()))
+    return Status::ok();
+  return Status::error(std::string(what) + " would need " +
+                       std::to_string(blocks) +
+                       " blocks, more than a CUDA grid holds");
+}
+
+Status checkGenericShared(size_t bytes) {
+  if (bytes <= kGenericSharedBytes)
+    return Status::ok();
+  return Status::error("the CUDA attention kernels hold a row of q, k, v and "
+                       "their gradients in shared memory: these head dims "
+                       "need " +
+                       std::to_string(bytes) + " bytes, more than " +
+                       std::to_string(kGenericSharedBytes));
+}
+
+template <typename T, typename A>
+KernelOr makeGenericForward(const AttentionParams &p) {
+  const size_t shared = genericForwardBytes(p, sizeof(A));
+  if (Status s = checkGenericShared(shared); !s)
+    return s;
+  if (Status s = checkGrid(p.batch * p.sq, "attention"); !s)
+    return s;
+  return makeKernel([=](const LaunchContext &context, const void *const *inputs,
+                        void *const *outputs) {
+    const int64_t rows = p.batch * p.sq;
+    if (rows == 0)
+      return Status::ok();
+    attentionRows<T, A>
+        <<<unsigned(rows), kGenericThreads, shared, context.stream>>>(
+            p, static_cast<const T *>(inputs[0]),
+            static_cast<const T *>(inputs[1]),
+            static_cast<const T *>(inputs[2]),
+            p.hasMask ? static_cast<const uint8_t *>(inputs[3]) : nullptr,
+            static_cast<T *>(outputs[0]), static_cast<A *>(outputs[1]));
+    return launchStatus("attention");
+  });
+}
+
+template <typename T, typename A>
+KernelOr makeGenericBackward(const AttentionParams &p) {
+  const size_t queryShared = genericQueryGradBytes(p, sizeof(A));
+  const size_t keyShared = genericKeyGradBytes(p, sizeof(A));
+  if (Status s = checkGenericShared(std::max(queryShared, keyShared)); !s)
+    return s;
+  if (Status s = checkGrid(std::max(p.batch * p.sq, p.batch * p.sk),
+                           "attention_backward");
+      !s)
+    return s;
+  return makeKernel([=](const LaunchContext &context, const void *const *inputs,
+                        void *const *outputs) {
+    const T *q = static_cast<const T *>(inputs[0]);
+    const T *k = static_cast<const T *>(inputs[1]);
+    const T *v = static_cast<const T *>(inputs[2]);
+    const T *dout = static_cast<const T *>(inputs[3]);
+    const A *lse = static_cast<const A *>(inputs[4]);
+    const A *delta = static_cast<const A *>(inputs[5]);
+    const uint8_t *mask =
+        p.hasMask ? static_cast<const uint8_t *>(inputs[6]) : nullptr;
+    if (p.batch * p.sq > 0) {
+      attentionQueryGradRows<T, A><<<unsigned(p.batch * p.sq), kGenericThreads,
+                                     queryShared, context.stream>>>(
+          p, q, k, v, dout, lse, delta, mask, static_cast<T *>(outputs[0]));
+      if (Status s = launchStatus("attention_backward (dq)"); !s)
+        return s;
+    }
+    if (p.batch * p.sk > 0) {
+      attentionKeyGradRows<T, A><<<unsigned(p.batch * p.sk), kGenericThreads,
+                                   keyShared, context.stream>>>(
+          p, q, k, v, dout, lse, delta, mask, static_cast<T *>(outputs[1]),
+          static_cast<T *>(outputs[2]));
+      if (Status s = launchStatus("attention_backward (dk, dv)"); !s)
+        return s;
+    }
+    return Status::ok();
+  });
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+KernelOr makeFlashForward(const AttentionParams &p) {
+  const int64_t blocks = p.batch * ceilDiv(p.sq, kTile);
+  if (Status s = checkGrid(blocks, "attention"); !s)
+    return s;
+  const size_t shared = ForwardLayout(int(p.d), int(p.dv)).bytes;
+  return makeKernel([=](const LaunchContext &context, const void *const *inputs,
+                        void *const *outputs) {
+    if (blocks == 0)
+      return Status::ok();
+    const BF16 *q = static_cast<const BF16 *>(inputs[0]);
+    const BF16 *k = static_cast<const BF16 *>(inputs[1]);
+    const BF16 *v = static_cast<const BF16 *>(inputs[2]);
+    const bool vectorized = aligned16(q) && aligned16(k) && aligned16(v);
+    flashForward<<<unsigned(blocks), kFlashThreads, shared, context.stream>>>(
+        p, q, k, v,
+        p.hasMask ? static_cast<const uint8_t *>(inputs[3]) : nullptr,
+        static_cast<BF16 *>(outputs[0]), static_cast<float *>(outputs[1]),
+        vectorized);
+    return launchStatus("attention (flash)");
+  });
+}
+
+KernelOr makeFlashBackward(const AttentionParams &p) {
+  const int64_t queryBlocks = p.batch * ceilDiv(p.sq, kTile);
+  const int64_t keyBlocks = p.batch * ceilDiv(p.sk, kTile);
+  if (Status s =
+          checkGrid(std::max(queryBlocks, keyBlocks), "attention_backward");
+      !s)
+    return s;
+  const size_t queryShared = QueryGradLayout(int(p.d), int(p.dv)).bytes;
+  const size_t keyShared = KeyGradLayout(int(p.d), int(p.dv)).bytes;
+  return makeKernel([=](const LaunchContext &context, const void *const *inputs,
+                        void *const *outputs) {
+    const BF16 *q = static_cast<const BF16 *>(inputs[0]);
+    const BF16 *k = static_cast<const BF16 *>(inputs[1]);
+    const BF16 *v = static_cast<const BF16 *>(inputs[2]);
+    const BF16 *dout = static_cast<const BF16 *>(inputs[3]);
+    const float *lse = static_cast<const float *>(inputs[4]);
+    const float *delta = static_cast<const float *>(inputs[5]);
+    const uint8_t *mask =
+        p.hasMask ? static_cast<const uint8_t *>(inputs[6]) : nullptr;
+    const bool vectorized =
+        aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout);
+    if (queryBlocks > 0) {
+      flashQueryGrads<<<unsigned(queryBlocks), kFlashThreads, queryShared,
+                        context.stream>>>(p, q, k, v, dout, lse, delta, mask,
+                                          static_cast<BF16 *>(outputs[0]),
+                                          vectorized);
+      if (Status s = launchStatus("attention_backward (flash dq)"); !s)
+        return s;
+    }
+    if (keyBlocks > 0) {
+      flashKeyGrads<<<unsigned(keyBlocks), kFlashThreads, keyShared,
+                      context.stream>>>(
+          p, q, k, v, dout, lse, delta, mask, static_cast<BF16 *>(outputs[1]),
+          static_cast<BF16 *>(outputs[2]), vectorized);
+      if (Status s = launchStatus("attention_backward (flash dk, dv)"); !s)
+        return s;
+    }
+    return Status::ok();
+  });
+}
+
+KernelOr createAttentionKernel(const LaunchContext &context,
+                               const Instruction &inst, bool backward) {
+  const DType dtype = inst.inputs[0].dtype;
+  if (Status s = expectDimsAtMost(inst.inputs[0].shape.size() - 2,
+                                  "the batch dims of " + inst.kernel);
+      !s)
+    return s;
+  const AttentionParams p = readParams(inst, backward);
+  StatusOr<bool> flash = useFlash(context, dtype, p, backward);
+  if (!flash.isOk())
+    return flash.status();
+  if (flash.value())
+    return backward ? makeFlashBackward(p) : makeFlashForward(p);
+  switch (dtype) {
+  case DType::F32:
+    return backward ? makeGenericBackward<float, float>(p)
+                    : makeGenericForward<float, float>(p);
+  case DType::F64:
+    return backward ? makeGenericBackward<double, double>(p)
+                    : makeGenericForward<double, double>(p);
+  case DType::BF16:
+    return backward ? makeGenericBackward<BF16, float>(p)
+                    : makeGenericForward<BF16, float>(p);
+  default:
+    return Status::error(std::string("the CUDA backend has no ") +
+                         dtypeName(dtype) + " " + inst.kernel);
+  }
+}
+
+} // namespace
+
+KernelOr cuda::createAttention(const LaunchContext &context,
+                               const Instruction &inst) {
+  return createAttentionKernel(context, inst, false);
+}
+
+KernelOr cuda::createAttentionBackward(const LaunchContext &context,
+                                       const Instruction &inst) {
+  return createAttentionKernel(context, inst, true);
+}
