@@ -5,7 +5,8 @@
         [--launch-us U] [--top N]
 
 Every kernel instruction is charged the bytes of its operands (each input
-read once, each output written once) and, for a matmul, 2 M N K FLOPs;
+read once, each output written once) and, for a matmul, 2 M N K FLOPs
+(for the fused attention kernels, those of their products);
 its estimated time is max(bytes / bandwidth, FLOPs / tflops) plus a launch
 overhead. This is the roofline of a kernel that moves its operands exactly
 once, so it is a lower bound for what the runtime does, and it ignores
@@ -85,6 +86,19 @@ class Instruction:
             for d in self.outputs[0][1]:
                 count *= d
             self.flops = 2 * count * k
+        elif self.kernel in ("attention", "attention_backward"):
+            # q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv]: the forward
+            # multiplies twice (q k^T, p v), the backward five times
+            # (s again, dout v^T, p^T dout, ds k, ds^T q). Masked tiles a
+            # kernel skips are not subtracted.
+            q, k, v = (ref[1] for ref in self.inputs[:3])
+            batch = 1
+            for d in q[:-2]:
+                batch *= d
+            sq, sk, d, dv = q[-2], k[-2], q[-1], v[-1]
+            products = (d + dv) if self.kernel == "attention" else \
+                (3 * d + 2 * dv)
+            self.flops = 2 * batch * sq * sk * products
 
 
 def instructions_of_rank(lines, rank):

@@ -58,13 +58,18 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, hd).transpose(1, 2)            # (B, nh, T, hd)
         k = k.view(B, T, self.n_head, hd).transpose(1, 2)
         v = v.view(B, T, self.n_head, hd).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        y = self.attend(q, k, v, T)                                  # (B, nh, T, hd)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+    def attend(self, q, k, v, T):
+        """Causal softmax(q k^T / sqrt(hd)) v, the pattern loom-fuse-attention
+        fuses (a method so that references can swap in Loom's numerics)."""
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))
         att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))  # Equal + Where
         att = F.softmax(att, dim=-1)
         att = self.attn_dropout(att)
-        y = att @ v                                                  # (B, nh, T, hd)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.resid_dropout(self.c_proj(y))
+        return att @ v
 
 
 class MLP(nn.Module):

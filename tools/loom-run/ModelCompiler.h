@@ -46,6 +46,9 @@ struct ModelCompileOptions {
   /// f32, or bf16: GEMMs in bf16, the rest f32 (loom-mixed-precision, run
   /// before the training step is built).
   std::string precision = "f32";
+  /// Replace the unfused attention pattern by loom.attention
+  /// (loom-fuse-attention), so its [..., Sq, Sk] tensors are never stored.
+  bool fuseAttention = true;
   /// When enabled, the plan is one training step named `train_step`: the
   /// model's inputs and `labels` (unless the loss is `none`) in, `loss` out;
   /// trained parameters and optimizer state are the plan's state weights.

@@ -51,6 +51,8 @@ options:
   --precision P       f32 (default) or bf16: matrix products in bf16 (f32
                       accumulation), everything else f32 (with --train too:
                       f32 master weights and optimizer)
+  --unfused-attention keep attention as the model spells it (matmul, softmax,
+                      matmul) instead of one fused kernel (loom-fuse-attention)
   --iterations N      run N times and report the mean time
   --warmup N          first run N untimed times (default 0)
   --help              this text
@@ -305,6 +307,8 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     }
     if (flag == "--report") {
       options.run.report = true;
+    } else if (flag == "--unfused-attention") {
+      options.compile.fuseAttention = false;
     } else if (flag == "--allow-tf32") {
       options.run.executor.allowTF32 = true;
     } else if (flag == "--device" || flag == "--gpu") {

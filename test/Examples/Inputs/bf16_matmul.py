@@ -10,7 +10,16 @@ does). Everything else stays f32.
 
 use_bf16_matmuls() routes F.linear and the `@` operator (the only GEMMs of
 the example models) through it, like torch.autocast would route them.
+
+FusedAttention is loom.attention in bf16 (docs/design/attention.md), what
+loom-run computes unless --unfused-attention: the scores and their gradient
+dp stay f32, the probabilities and ds are rounded to bf16 before their
+products, the backward recomputes p from the log-sum-exp and takes delta
+from the rounded output. use_fused_attention() routes the GPT example's
+attention through it.
 """
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -53,3 +62,44 @@ def linear(x, weight, bias=None):
 def use_bf16_matmuls():
     F.linear = linear
     torch.Tensor.__matmul__ = lambda a, b: BF16Matmul.apply(a, b)
+
+
+# torch.matmul, not `@`: use_bf16_matmuls() reroutes the operator.
+mm = torch.matmul
+
+
+class FusedAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, masked, scale):
+        q, k, v = bf16(q), bf16(k), bf16(v)
+        s = (mm(q, k.transpose(-1, -2)) * scale).masked_fill(masked, -math.inf)
+        lse = torch.logsumexp(s, dim=-1, keepdim=True)
+        out = bf16(mm(bf16(torch.softmax(s, dim=-1)), v))
+        ctx.save_for_backward(q, k, v, masked, out, lse)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, masked, out, lse = ctx.saved_tensors
+        scale = ctx.scale
+        dout = bf16(grad)
+        s = (mm(q, k.transpose(-1, -2)) * scale).masked_fill(masked, -math.inf)
+        p = torch.exp(s - lse)
+        delta = (dout * out).sum(dim=-1, keepdim=True)
+        ds = bf16((p * (mm(dout, v.transpose(-1, -2)) - delta)).masked_fill(
+            masked, 0.0))
+        dq = bf16(scale * mm(ds, k))
+        dk = bf16(scale * mm(ds.transpose(-1, -2), q))
+        dv = bf16(mm(bf16(p).transpose(-1, -2), dout))
+        return dq, dk, dv, None, None
+
+
+def use_fused_attention(attention_class):
+    """Routes attention_class.attend (the GPT example's) through
+    FusedAttention."""
+    def attend(self, q, k, v, T):
+        masked = self.bias[:, :, :T, :T] == 0
+        return FusedAttention.apply(q, k, v, masked,
+                                    1.0 / math.sqrt(self.head_dim))
+    attention_class.attend = attend

@@ -74,6 +74,11 @@ def parse_args():
     parser.add_argument("--precision", choices=["f32", "bf16"], default="f32",
                         help="bf16: matrix products as loom-run --precision "
                              "bf16 computes them (bf16_matmul.py)")
+    parser.add_argument("--unfused-attention", action="store_true",
+                        help="with --precision bf16: the GPT's attention as "
+                             "loom-run --unfused-attention computes it (two "
+                             "bf16 GEMMs and an f32 softmax), not as its "
+                             "fused kernel")
     args = parser.parse_args()
     if args.lr is None:
         if args.optimizer == "sgd":
@@ -214,6 +219,8 @@ def loom_flags(args, input_name):
         flags.append(f"--grad-accum {args.grad_accum}")
     if args.precision != "f32":
         flags.append(f"--precision {args.precision}")
+    if args.unfused_attention:
+        flags.append("--unfused-attention")
     flags += [f"--metrics {out}/metrics.jsonl", f"--save {out}/trained.onnx"]
     return " ".join(flags)
 
@@ -237,6 +244,9 @@ def main():
     if args.precision == "bf16":  # after the export, which stays f32
         import bf16_matmul
         bf16_matmul.use_bf16_matmuls()
+        if args.model == "gpt" and not args.unfused_attention:
+            import export_gpt  # on the path since build_model
+            bf16_matmul.use_fused_attention(export_gpt.CausalSelfAttention)
     losses = train(model, inputs, labels, args)
     with open(os.path.join(ref_dir, "losses.json"), "w") as f:
         json.dump(losses, f, indent=1)

@@ -145,6 +145,19 @@ CASES = {
   %p:2 = loom.split %c axis 1 : tensor<2x4xf64> -> tensor<2x1xf64>, tensor<2x3xf64>
   %q = loom.mul %p#1, %p#1 : tensor<2x3xf64>
   %l = loom.reduce_sum %q [0, 1] : tensor<2x3xf64> -> tensor<f64>"""),
+    # Masked scores are constants: with -inf they drop out, with a finite
+    # fill they still weigh in the softmax (and in dv) but pass no
+    # gradient to q and k.
+    "attention_causal": ([("q", [2, 3, 2], -1, 1), ("k", [2, 4, 2], -1, 1), ("v", [2, 4, 3], -1, 1), ("w", [2, 3, 3], -1, 1)], {}, """
+  %m = loom.constant dense<[[[false, false, true, true], [false, false, false, true], [false, false, false, false]]]> : tensor<1x3x4xi1>
+  %o, %lse = loom.attention %Pq, %Pk, %Pv mask %m scale 0.7 : (tensor<2x3x2xf64>, tensor<2x4x2xf64>, tensor<2x4x3xf64>, tensor<1x3x4xi1>) -> (tensor<2x3x3xf64>, tensor<2x3xf64>)
+  %x = loom.mul %o, %Pw : tensor<2x3x3xf64>
+  %l = loom.reduce_sum %x [0, 1, 2] : tensor<2x3x3xf64> -> tensor<f64>"""),
+    "attention_finite_fill": ([("q", [2, 3, 2], -1, 1), ("k", [2, 4, 2], -1, 1), ("v", [2, 4, 3], -1, 1), ("w", [2, 3, 3], -1, 1)], {}, """
+  %m = loom.constant dense<[[[false, true, false, true], [true, true, true, true], [false, false, false, false]], [[true, false, false, false], [false, false, true, false], [false, true, true, false]]]> : tensor<2x3x4xi1>
+  %o, %lse = loom.attention %Pq, %Pk, %Pv mask %m scale 1.3 mask_value -0.5 : (tensor<2x3x2xf64>, tensor<2x4x2xf64>, tensor<2x4x3xf64>, tensor<2x3x4xi1>) -> (tensor<2x3x3xf64>, tensor<2x3xf64>)
+  %x = loom.mul %o, %Pw : tensor<2x3x3xf64>
+  %l = loom.reduce_sum %x [0, 1, 2] : tensor<2x3x3xf64> -> tensor<f64>"""),
     "dropout": ([("a", [8], -1, 1)], {}, """
   %y, %mask = loom.dropout %Pa ratio 0.5 seed 3 : tensor<8xf64>
   %m = loom.mul %y, %Pa : tensor<8xf64>

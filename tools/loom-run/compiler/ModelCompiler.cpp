@@ -58,12 +58,17 @@ std::string describeLocation(Location loc, const std::string &path,
   return path;
 }
 
-/// Adds loom-mixed-precision unless the model stays f32.
-void addMixedPrecision(PassManager &pm, const std::string &precision) {
-  if (precision == "f32")
+/// The forward model's rewrites, after canonicalization: the fused
+/// attention, then loom-mixed-precision unless the model stays f32 (which
+/// casts the fused attention as a whole).
+void addForwardRewrites(PassManager &pm,
+                        const ::loom::ModelCompileOptions &options) {
+  if (options.fuseAttention)
+    pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseAttention());
+  if (options.precision == "f32")
     return;
   mlir::loom::LoomMixedPrecisionOptions mixed;
-  mixed.precision = precision;
+  mixed.precision = options.precision;
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomMixedPrecision(mixed));
 }
 
@@ -102,9 +107,9 @@ LogicalResult buildTrainingStep(ModuleOp module,
   // Simplify first (e.g. fold Linear layers' weight transposes into their
   // GEMMs) so that the backward pass is built from the simpler graph.
   pm.addPass(createCanonicalizerPass());
-  // Mixed precision rewrites the forward model only; autodiff then derives
-  // bf16 backward GEMMs from it.
-  addMixedPrecision(pm, options.precision);
+  // Attention fusion and mixed precision rewrite the forward model only;
+  // autodiff then derives the fused backward and bf16 GEMMs from it.
+  addForwardRewrites(pm, options);
   mlir::loom::LoomAttachLossOptions loss;
   loss.function = model;
   loss.kind = train.loss;
@@ -241,14 +246,15 @@ auto ::loom::compileModel(const std::string &path,
     if (failed(buildTrainingStep(*module, options, path, errors)))
       return failure("cannot build the training step");
     functionName = "train_step";
-  } else if (options.precision != "f32") {
+  } else if (options.precision != "f32" || options.fuseAttention) {
     // Canonicalized first, as for training, so that transposes fold into
     // the GEMMs before casts stand between them.
     PassManager pm(&context);
     pm.addPass(createCanonicalizerPass());
-    addMixedPrecision(pm, options.precision);
+    addForwardRewrites(pm, options);
     if (failed(pm.run(*module)))
-      return failure("cannot apply --precision " + options.precision);
+      return failure("cannot rewrite the model (--precision " +
+                     options.precision + ")");
   }
   FailureOr<rt::Plan> plan =
       mlir::loom::lowerToRuntimePlan(*module, functionName);
