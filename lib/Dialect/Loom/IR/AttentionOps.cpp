@@ -13,10 +13,19 @@ using namespace mlir::loom;
 using opimpl::emitInferError;
 using opimpl::formatShape;
 
-/// Checks the q, k, v and mask of an attention op and returns the type of
-/// its per-row statistics (`[..., Sq]`, f32 or f64 for f64).
+namespace {
+/// The types an attention op's q, k, v and mask imply.
+struct AttentionTypes {
+  /// The attention output, `[..., Sq, Dv]`.
+  RankedTensorType output;
+  /// Per-row statistics (`[..., Sq]`, f32, or f64 for f64).
+  RankedTensorType stats;
+};
+} // namespace
+
+/// Checks the q, k, v and mask of an attention op.
 template <typename OpTy>
-static FailureOr<RankedTensorType>
+static FailureOr<AttentionTypes>
 checkAttentionOperands(std::optional<Location> loc, Type qType, Type kType,
                        Type vType, Value mask) {
   auto q = dyn_cast<RankedTensorType>(qType);
@@ -64,25 +73,24 @@ checkAttentionOperands(std::optional<Location> loc, Type qType, Type kType,
   }
   Type stats = q.getElementType().isF64() ? q.getElementType()
                                           : Float32Type::get(q.getContext());
-  SmallVector<int64_t> rows(q.getShape().drop_back());
-  return RankedTensorType::get(rows, stats);
+  SmallVector<int64_t> shape(q.getShape());
+  shape.back() = v.getShape().back();
+  return AttentionTypes{
+      q.clone(shape),
+      RankedTensorType::get(ArrayRef<int64_t>(shape).drop_back(), stats)};
 }
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &results) {
-  FailureOr<RankedTensorType> stats = checkAttentionOperands<AttentionOp>(
+  FailureOr<AttentionTypes> types = checkAttentionOperands<AttentionOp>(
       loc, adaptor.getQ().getType(), adaptor.getK().getType(),
       adaptor.getV().getType(), adaptor.getMask());
-  if (failed(stats))
+  if (failed(types))
     return failure();
-  auto q = cast<RankedTensorType>(adaptor.getQ().getType());
-  auto v = cast<RankedTensorType>(adaptor.getV().getType());
-  SmallVector<int64_t> shape(q.getShape());
-  shape.back() = v.getShape().back();
-  results.push_back(q.clone(shape));
-  results.push_back(*stats);
+  results.push_back(types->output);
+  results.push_back(types->stats);
   return success();
 }
 
@@ -90,26 +98,23 @@ LogicalResult
 AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                   Adaptor adaptor,
                                   SmallVectorImpl<Type> &results) {
-  FailureOr<RankedTensorType> stats = checkAttentionOperands<AttentionGradOp>(
+  FailureOr<AttentionTypes> types = checkAttentionOperands<AttentionGradOp>(
       loc, adaptor.getQ().getType(), adaptor.getK().getType(),
       adaptor.getV().getType(), adaptor.getMask());
-  if (failed(stats))
+  if (failed(types))
     return failure();
-  auto q = cast<RankedTensorType>(adaptor.getQ().getType());
-  auto v = cast<RankedTensorType>(adaptor.getV().getType());
-  SmallVector<int64_t> outShape(q.getShape());
-  outShape.back() = v.getShape().back();
-  if (adaptor.getDout().getType() != q.clone(outShape))
+  if (adaptor.getDout().getType() != types->output)
     return emitInferError<AttentionGradOp>(
         loc, "dout has type ", adaptor.getDout().getType(),
-        " but the attention output is ", q.clone(outShape));
+        " but the attention output is ", types->output);
   for (auto [name, value] : {std::pair{"logsumexp", adaptor.getLogsumexp()},
                              std::pair{"delta", adaptor.getDelta()}})
-    if (value.getType() != *stats)
-      return emitInferError<AttentionGradOp>(
-          loc, name, " has type ", value.getType(), ", expected ", *stats);
-  results.push_back(q);
+    if (value.getType() != types->stats)
+      return emitInferError<AttentionGradOp>(loc, name, " has type ",
+                                             value.getType(), ", expected ",
+                                             types->stats);
+  results.push_back(adaptor.getQ().getType());
   results.push_back(adaptor.getK().getType());
-  results.push_back(v);
+  results.push_back(adaptor.getV().getType());
   return success();
 }
