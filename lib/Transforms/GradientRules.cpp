@@ -462,26 +462,19 @@ private:
     return success();
   }
 
+  /// One loom.layer_norm_grad, which recomputes the row statistics from the
+  /// input: the backward reads the input and the gradient once instead of
+  /// materializing the normalized input and four row reductions.
   LogicalResult layerNormRule(LayerNormOp norm) {
     Value x = norm.getInput(), scale = norm.getScale(), bias = norm.getBias();
-    RankedTensorType type = tensorType(x);
-    int64_t axis = norm.getAxis(), rank = type.getRank();
-    SmallVector<int64_t> normalized = range(axis, rank),
-                         leading = range(0, axis);
-    Value mean = e.reduceMean(x, normalized, true);
-    Value centered = e.sub(x, mean);
-    Value variance = e.reduceMean(e.mul(centered, centered), normalized, true);
-    Value rstd = e.rsqrt(
-        e.add(variance, e.scalar(x, norm.getEpsilon().convertToDouble())));
-    Value xhat = e.mul(centered, rstd);
-    give(scale, [&] { return e.reduceSum(e.mul(g(), xhat), leading, false); });
-    give(bias, [&] { return e.reduceSum(g(), leading, false); });
-    give(x, [&] {
-      Value gx = e.mul(g(), scale);
-      Value meanG = e.reduceMean(gx, normalized, true);
-      Value meanGX = e.reduceMean(e.mul(gx, xhat), normalized, true);
-      return e.mul(rstd, e.sub(e.sub(gx, meanG), e.mul(xhat, meanGX)));
-    });
+    SmallVector<Value, 3> operands = {x, scale, bias};
+    if (!g() || !llvm::any_of(operands, ctx.isActive))
+      return success();
+    auto grad = e.b.create<LayerNormGradOp>(
+        e.loc, x, scale, g(), norm.getAxisAttr(), norm.getEpsilonAttr());
+    for (auto [operand, gradient] : llvm::zip(operands, grad.getResults()))
+      if (ctx.isActive(operand))
+        ctx.accumulate(operand, gradient);
     return success();
   }
 

@@ -93,6 +93,28 @@ func.func @forward(%m: tensor<1x8x8xi1>) -> tensor<f32> {
 
 // -----
 
+// Layer norm's backward is one loom.layer_norm_grad with the forward's axis
+// and epsilon; its three results are the gradients of x, scale and bias.
+// CHECK-LABEL: func.func @forward_grad(
+// CHECK:         %[[X:.*]] = loom.param @x
+// CHECK:         %[[G:.*]] = loom.param @g
+// CHECK:         loom.layer_norm %[[X]], %[[G]], %{{.*}} axis 1 epsilon 1.000000e-03
+// CHECK:         %[[DX:.*]], %[[DG:.*]], %[[DB:.*]] = loom.layer_norm_grad %[[X]], %[[G]], %{{.*}} axis 1 epsilon 1.000000e-03 : tensor<2x8xf32>, tensor<8xf32>
+// CHECK:         return %{{.*}}, %[[DX]], %[[DG]], %[[DB]]
+loom.parameter @x trainable : tensor<2x8xf32>
+loom.parameter @g trainable : tensor<8xf32>
+loom.parameter @b trainable : tensor<8xf32>
+func.func @forward() -> tensor<f32> {
+  %x = loom.param @x : tensor<2x8xf32>
+  %g = loom.param @g : tensor<8xf32>
+  %b = loom.param @b : tensor<8xf32>
+  %y = loom.layer_norm %x, %g, %b axis 1 epsilon 1.0e-3 : tensor<2x8xf32>, tensor<8xf32>
+  %l = loom.reduce_sum %y [0, 1] : tensor<2x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // The log-sum-exp result is for the backward kernel; nothing differentiates
 // through it.
 loom.parameter @x trainable : tensor<2x8x4xf32>

@@ -50,6 +50,9 @@ func.func @f(%x: tensor<8x128x768xf32>, %w: tensor<768x3072xf32>, %wt: tensor<30
   // Layer norm needs the normalized dims whole; scale and bias follow them.
   // expected-remark @below {{loom.layer_norm: iterators = [parallel, parallel, need_replication], sizes = [8, 128, 768], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d2), (d0, d1, d2) -> (d2), (d0, d1, d2) -> (d0, d1, d2)]}}
   %15 = loom.layer_norm %x, %g, %g axis 2 : tensor<8x128x768xf32>, tensor<768xf32>
+  // Its gradient sums the rows away from dscale and dbias.
+  // expected-remark @below {{loom.layer_norm_grad: iterators = [reduction_sum, reduction_sum, need_replication], sizes = [8, 128, 768], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d2), (d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d2), (d0, d1, d2) -> (d2)]}}
+  %lng:3 = loom.layer_norm_grad %x, %g, %x axis 2 : tensor<8x128x768xf32>, tensor<768xf32>
   // Embedding lookup: the vocabulary dim contracts (one-hot product).
   // expected-remark @below {{loom.gather: iterators = [parallel, parallel, contracting, parallel], sizes = [8, 128, 50257, 768], maps = [(d0, d1, d2, d3) -> (d2, d3), (d0, d1, d2, d3) -> (d0, d1), (d0, d1, d2, d3) -> (d0, d1, d3)]}}
   %16 = loom.gather %t[%ids] : (tensor<50257x768xf32>, tensor<8x128xi64>) -> tensor<8x128x768xf32>

@@ -85,6 +85,12 @@ public:
                   {integer("axis", norm.getAxis()),
                    real("epsilon", norm.getEpsilon().convertToDouble())});
             })
+            .Case([&](LayerNormGradOp grad) {
+              return make(
+                  "layer_norm_backward",
+                  {integer("axis", grad.getAxis()),
+                   real("epsilon", grad.getEpsilon().convertToDouble())});
+            })
             .Case([&](AttentionOp attention) {
               return make("attention",
                           attentionAttrs(attention.getScale(),

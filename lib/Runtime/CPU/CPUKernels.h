@@ -49,6 +49,7 @@ LOOM_CPU_KERNEL(reduce_max)
 LOOM_CPU_KERNEL(softmax)
 LOOM_CPU_KERNEL(log_softmax)
 LOOM_CPU_KERNEL(layer_norm)
+LOOM_CPU_KERNEL(layer_norm_backward)
 LOOM_CPU_KERNEL(cross_entropy)
 // DataMovement.cpp
 LOOM_CPU_KERNEL(gather)

@@ -174,23 +174,13 @@ template <bool Log> void runSoftmax(const KernelArgs &args) {
 // layer_norm
 //===----------------------------------------------------------------------===//
 
-Status readLayerNorm(const Instruction &instruction, int64_t &axis,
-                     double &epsilon) {
-  if (Status s = expectOperandCounts(instruction, 3, 1); !s)
-    return s;
+/// The axis and epsilon of layer_norm and layer_norm_backward, checked
+/// against their input `x`.
+Status readLayerNormAttrs(const Instruction &instruction, const TensorRef &x,
+                          int64_t &axis, double &epsilon) {
   if (Status s = expectKnownAttrs(instruction.attrs, {"axis", "epsilon"}); !s)
     return s;
-  const TensorRef &x = instruction.inputs[0], &y = instruction.outputs[0];
   if (Status s = expectFloat(x.dtype, "input"); !s)
-    return s;
-  if (Status s = expectSameDType(x, "input", instruction.inputs[1], "scale");
-      !s)
-    return s;
-  if (Status s = expectSameDType(x, "input", instruction.inputs[2], "bias"); !s)
-    return s;
-  if (Status s = expectSameDType(x, "input", y, "result"); !s)
-    return s;
-  if (Status s = expectSameShape(x, "input", y, "result"); !s)
     return s;
   int64_t raw;
   if (Status s = getIntAttr(instruction.attrs, "axis", raw, false, -1); !s)
@@ -203,17 +193,61 @@ Status readLayerNorm(const Instruction &instruction, int64_t &axis,
     return Status::error("epsilon must be >= 0");
   if (x.shape.empty())
     return Status::error("input must have rank >= 1");
-  if (Status s = normalizeAxis(raw, int64_t(x.shape.size()), axis); !s)
+  return normalizeAxis(raw, int64_t(x.shape.size()), axis);
+}
+
+/// `param` (scale, bias or their gradients) has x's dtype and the shape of
+/// the normalized dims.
+Status expectNormalizedParam(const TensorRef &x, int64_t axis,
+                             const TensorRef &param, const char *name) {
+  if (Status s = expectSameDType(x, "input", param, name); !s)
     return s;
   std::vector<int64_t> normalized(x.shape.begin() + axis, x.shape.end());
-  for (int i = 1; i <= 2; ++i) {
-    const TensorRef &param = instruction.inputs[size_t(i)];
-    if (param.shape != normalized)
-      return Status::error(
-          std::string(i == 1 ? "scale " : "bias ") + shapeString(param.shape) +
-          " should be " + shapeString(normalized) +
-          ", the normalized dims of input " + shapeString(x.shape));
+  if (param.shape != normalized)
+    return Status::error(std::string(name) + " " + shapeString(param.shape) +
+                         " should be " + shapeString(normalized) +
+                         ", the normalized dims of input " +
+                         shapeString(x.shape));
+  return Status::ok();
+}
+
+Status readLayerNorm(const Instruction &instruction, int64_t &axis,
+                     double &epsilon) {
+  if (Status s = expectOperandCounts(instruction, 3, 1); !s)
+    return s;
+  const TensorRef &x = instruction.inputs[0], &y = instruction.outputs[0];
+  if (Status s = readLayerNormAttrs(instruction, x, axis, epsilon); !s)
+    return s;
+  if (Status s = expectSameDType(x, "input", y, "result"); !s)
+    return s;
+  if (Status s = expectSameShape(x, "input", y, "result"); !s)
+    return s;
+  if (Status s = expectNormalizedParam(x, axis, instruction.inputs[1], "scale");
+      !s)
+    return s;
+  return expectNormalizedParam(x, axis, instruction.inputs[2], "bias");
+}
+
+/// layer_norm_backward: x, scale, dy -> dx, dscale, dbias.
+Status readLayerNormBackward(const Instruction &instruction, int64_t &axis,
+                             double &epsilon) {
+  if (Status s = expectOperandCounts(instruction, 3, 3); !s)
+    return s;
+  const TensorRef &x = instruction.inputs[0];
+  if (Status s = readLayerNormAttrs(instruction, x, axis, epsilon); !s)
+    return s;
+  for (auto [ref, name] : {std::pair{&instruction.inputs[2], "dout"},
+                           std::pair{&instruction.outputs[0], "dinput"}}) {
+    if (Status s = expectSameDType(x, "input", *ref, name); !s)
+      return s;
+    if (Status s = expectSameShape(x, "input", *ref, name); !s)
+      return s;
   }
+  for (auto [ref, name] : {std::pair{&instruction.inputs[1], "scale"},
+                           std::pair{&instruction.outputs[1], "dscale"},
+                           std::pair{&instruction.outputs[2], "dbias"}})
+    if (Status s = expectNormalizedParam(x, axis, *ref, name); !s)
+      return s;
   return Status::ok();
 }
 
@@ -250,6 +284,89 @@ template <typename T> void layerNormTyped(const KernelArgs &args) {
     T m = T(mean);
     for (int64_t i = 0; i < n; ++i)
       out[i] = (in[i] - m) * rstd * scale[i] + bias[i];
+  }
+}
+
+/// Mean and 1 / sqrt(variance + epsilon) of one row, as the forward computes
+/// them (two passes in double).
+template <typename T>
+void rowStatistics(const T *in, int64_t n, double epsilon, double &mean,
+                   double &rstd) {
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i)
+    sum += in[i];
+  mean = n ? sum / double(n) : 0;
+  double squares = 0;
+#pragma omp simd reduction(+ : squares)
+  for (int64_t i = 0; i < n; ++i) {
+    double d = double(in[i]) - mean;
+    squares += d * d;
+  }
+  rstd = 1 / std::sqrt((n ? squares / double(n) : 0) + epsilon);
+}
+
+/// dx row by row (rows in parallel), then dscale and dbias column block by
+/// column block, each column summed over the rows in order: the result does
+/// not depend on the thread count.
+template <typename T> void layerNormBackwardTyped(const KernelArgs &args) {
+  int64_t axis;
+  double epsilon;
+  (void)readLayerNormBackward(args.instruction, axis, epsilon);
+  const std::vector<int64_t> &shape = args.instruction.inputs[0].shape;
+  int64_t rows = dimProduct(shape, 0, size_t(axis));
+  int64_t n = dimProduct(shape, size_t(axis), shape.size());
+  const T *x = static_cast<const T *>(args.inputs[0]);
+  const T *scale = static_cast<const T *>(args.inputs[1]);
+  const T *dy = static_cast<const T *>(args.inputs[2]);
+  T *dx = static_cast<T *>(args.outputs[0]);
+  T *dscale = static_cast<T *>(args.outputs[1]);
+  T *dbias = static_cast<T *>(args.outputs[2]);
+  std::vector<double> means(static_cast<size_t>(rows)),
+      rstds(static_cast<size_t>(rows));
+  int threads = threadsFor(rows * n, 1 << 13);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *in = x + r * n, *grad = dy + r * n;
+    double mean, rstd;
+    rowStatistics(in, n, epsilon, mean, rstd);
+    means[size_t(r)] = mean;
+    rstds[size_t(r)] = rstd;
+    double sumG = 0, sumGX = 0;
+#pragma omp simd reduction(+ : sumG, sumGX)
+    for (int64_t i = 0; i < n; ++i) {
+      double g = double(grad[i]) * double(scale[i]);
+      sumG += g;
+      sumGX += g * ((double(in[i]) - mean) * rstd);
+    }
+    double meanG = n ? sumG / double(n) : 0, meanGX = n ? sumGX / double(n) : 0;
+    T *out = dx + r * n;
+    for (int64_t i = 0; i < n; ++i) {
+      double xhat = (double(in[i]) - mean) * rstd;
+      double g = double(grad[i]) * double(scale[i]);
+      out[i] = T(rstd * (g - meanG - xhat * meanGX));
+    }
+  }
+  constexpr int64_t kColumns = 64;
+  int64_t blocks = (n + kColumns - 1) / kColumns;
+#pragma omp parallel for num_threads(threadsFor(rows *n, 1 << 13))             \
+    schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) {
+    int64_t first = b * kColumns, width = std::min(kColumns, n - first);
+    double sumScale[kColumns] = {}, sumBias[kColumns] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *in = x + r * n + first, *grad = dy + r * n + first;
+      double mean = means[size_t(r)], rstd = rstds[size_t(r)];
+#pragma omp simd
+      for (int64_t j = 0; j < width; ++j) {
+        sumScale[j] += double(grad[j]) * ((double(in[j]) - mean) * rstd);
+        sumBias[j] += double(grad[j]);
+      }
+    }
+    for (int64_t j = 0; j < width; ++j) {
+      dscale[first + j] = T(sumScale[j]);
+      dbias[first + j] = T(sumBias[j]);
+    }
   }
 }
 
@@ -388,6 +505,18 @@ void cpu::run_layer_norm(const KernelArgs &args) {
     layerNormTyped<float>(args);
   else
     layerNormTyped<double>(args);
+}
+
+Status cpu::check_layer_norm_backward(const Instruction &instruction) {
+  int64_t axis;
+  double epsilon;
+  return readLayerNormBackward(instruction, axis, epsilon);
+}
+void cpu::run_layer_norm_backward(const KernelArgs &args) {
+  if (args.instruction.inputs[0].dtype == DType::F32)
+    layerNormBackwardTyped<float>(args);
+  else
+    layerNormBackwardTyped<double>(args);
 }
 
 Status cpu::check_cross_entropy(const Instruction &instruction) {

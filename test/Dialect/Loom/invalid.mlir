@@ -525,6 +525,38 @@ func.func @layer_norm_scale(%x: tensor<4x8xf32>, %g: tensor<4xf32>) {
 
 // -----
 
+func.func @layer_norm_grad_scale(%x: tensor<4x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.layer_norm_grad' op scale and bias have shape 4 but the normalized dimensions 1..1 of the input have shape 8}}
+  %0:3 = loom.layer_norm_grad %x, %g, %x axis 1 : tensor<4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_axis(%x: tensor<4x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.layer_norm_grad' op axis -1 is out of range for 'tensor<4x8xf32>'}}
+  %0:3 = loom.layer_norm_grad %x, %g, %x axis -1 : tensor<4x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_dout(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %dy: tensor<4x8xf64>) {
+  // expected-error @+1 {{'loom.layer_norm_grad' op failed to verify that all of {input, dout, dinput} have same type}}
+  %0:3 = "loom.layer_norm_grad"(%x, %g, %dy) {axis = 1 : i64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf64>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_result(%x: tensor<4x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.layer_norm_grad' op failed to verify that all of {scale, dscale, dbias} have same type}}
+  %0:3 = "loom.layer_norm_grad"(%x, %g, %x) {axis = 1 : i64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<1x8xf32>)
+  return
+}
+
+// -----
+
 func.func @layer_norm_epsilon(%x: tensor<4x8xf32>, %g: tensor<8xf32>) {
   // expected-error @+1 {{'loom.layer_norm' op epsilon must be non-negative}}
   %0 = loom.layer_norm %x, %g, %g axis 1 epsilon -1.0 : tensor<4x8xf32>, tensor<8xf32>

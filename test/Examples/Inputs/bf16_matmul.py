@@ -17,6 +17,12 @@ dp stay f32, the probabilities and ds are rounded to bf16 before their
 products, the backward recomputes p from the log-sum-exp and takes delta
 from the rounded output. use_fused_attention() routes the GPT example's
 attention through it.
+
+LoomLayerNorm is loom.layer_norm_grad's backward: the row statistics,
+sums and dx computed in f64 from the f32 values and rounded once, as the
+layer_norm_backward kernels do (PyTorch's own backward sums in f32 in
+another order, which moves a few bf16 roundings downstream).
+use_loom_layer_norm() routes F.layer_norm through it.
 """
 import math
 
@@ -103,3 +109,38 @@ def use_fused_attention(attention_class):
         return FusedAttention.apply(q, k, v, masked,
                                     1.0 / math.sqrt(self.head_dim))
     attention_class.attend = attend
+
+
+class LoomLayerNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, shape, weight, bias, eps):
+        ctx.save_for_backward(x, weight)
+        ctx.dims = tuple(range(x.dim() - len(shape), x.dim()))
+        ctx.eps = eps
+        return _torch_layer_norm(x, shape, weight, bias, eps)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        dims, eps = ctx.dims, ctx.eps
+        x64, g64 = x.double(), grad.double()
+        mean = x64.mean(dim=dims, keepdim=True)
+        rstd = 1.0 / torch.sqrt(
+            ((x64 - mean) ** 2).mean(dim=dims, keepdim=True) + eps)
+        xhat = (x64 - mean) * rstd
+        gx = g64 * weight.double()
+        dx = rstd * (gx - gx.mean(dim=dims, keepdim=True)
+                     - xhat * (gx * xhat).mean(dim=dims, keepdim=True))
+        leading = tuple(range(x.dim() - len(dims)))
+        dweight = (g64 * xhat).sum(dim=leading)
+        dbias = g64.sum(dim=leading)
+        return dx.float(), None, dweight.float(), dbias.float(), None
+
+
+_torch_layer_norm = F.layer_norm
+
+
+def use_loom_layer_norm():
+    def layer_norm(x, shape, weight=None, bias=None, eps=1e-5):
+        return LoomLayerNorm.apply(x, tuple(shape), weight, bias, eps)
+    F.layer_norm = layer_norm

@@ -2,7 +2,7 @@
 """Compares a `loom-run --train` run with the PyTorch reference of train_reference.py.
 
     compare_training.py REF_DIR METRICS.jsonl TRAINED.onnx [--rtol 1e-4]
-        [--weight-rtol X]
+        [--weight-rtol X] [--late-rtol X --late-from STEP]
 
 REF_DIR/losses.json (PyTorch's per-step losses) is compared with the "loss" of
 every line of METRICS.jsonl (loom-run --metrics, one JSON object per step with
@@ -12,7 +12,9 @@ the initializer NAME of TRAINED.onnx (loom-run --save). The relative error is
 Prints one line per loss and per parameter, "ok" or "MISMATCH", then
 "all N losses and M weights within RTOL"; exits 1 on any mismatch, on a
 missing step or parameter, or when the step counts differ. --weight-rtol
-holds the weights to another tolerance than the losses (default: --rtol).
+holds the weights to another tolerance than the losses (default: --rtol);
+--late-rtol holds the losses from step --late-from on to another one (bf16
+runs: a rounding that falls the other way compounds over the steps).
 """
 import argparse
 import json
@@ -59,7 +61,7 @@ def report(label, rel, rtol):
     return good
 
 
-def compare_losses(ref_losses, losses, lines, rtol):
+def compare_losses(ref_losses, losses, lines, rtol_of_step):
     ok = True
     if lines != len(ref_losses) or len(losses) != len(ref_losses):
         print(f"steps: MISMATCH metrics has {lines} lines (last step "
@@ -72,7 +74,7 @@ def compare_losses(ref_losses, losses, lines, rtol):
             ok = False
             continue
         ok &= report(f"loss step {step}", relative_error(actual, expected),
-                     rtol)
+                     rtol_of_step(step))
     return ok
 
 
@@ -101,7 +103,11 @@ def main():
     parser.add_argument("trained")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--weight-rtol", type=float)
+    parser.add_argument("--late-rtol", type=float)
+    parser.add_argument("--late-from", type=int)
     args = parser.parse_args()
+    if (args.late_rtol is None) != (args.late_from is None):
+        parser.error("--late-rtol and --late-from go together")
     weight_rtol = args.rtol if args.weight_rtol is None else args.weight_rtol
     with open(os.path.join(args.ref_dir, "losses.json")) as f:
         ref_losses = json.load(f)
@@ -110,10 +116,15 @@ def main():
     if not ref_losses or not names:
         parser.error(f"{args.ref_dir} has no losses or no parameters")
     losses, lines = load_metrics(args.metrics)
-    ok = compare_losses(ref_losses, losses, lines, args.rtol)
+    def rtol_of_step(step):
+        late = args.late_from is not None and step >= args.late_from
+        return args.late_rtol if late else args.rtol
+    ok = compare_losses(ref_losses, losses, lines, rtol_of_step)
     ok &= compare_weights(args.ref_dir, load_initializers(args.trained), names,
                           weight_rtol)
     tolerance = f"{args.rtol:g}"
+    if args.late_from is not None:
+        tolerance += f" ({args.late_rtol:g} from step {args.late_from})"
     if weight_rtol != args.rtol:
         tolerance += f" (weights {weight_rtol:g})"
     if not ok:

@@ -244,6 +244,7 @@ def main():
     if args.precision == "bf16":  # after the export, which stays f32
         import bf16_matmul
         bf16_matmul.use_bf16_matmuls()
+        bf16_matmul.use_loom_layer_norm()
         if args.model == "gpt" and not args.unfused_attention:
             import export_gpt  # on the path since build_model
             bf16_matmul.use_fused_attention(export_gpt.CausalSelfAttention)

@@ -130,6 +130,23 @@ void expectClose(const Tensor &actual, const std::vector<double> &expected,
   }
 }
 
+/// The largest finite magnitude in `values` (at least 1e-30).
+double largest(const std::vector<double> &values) {
+  double max = 1e-30;
+  for (double x : values)
+    if (std::isfinite(x))
+      max = std::max(max, std::abs(x));
+  return max;
+}
+
+/// Compares with a relative tolerance and an absolute one relative to the
+/// largest expected magnitude (gradients sum terms of both signs).
+void expectCloseScaled(const Tensor &actual,
+                       const std::vector<double> &expected, double rtol,
+                       double atolFraction) {
+  expectClose(actual, expected, rtol, atolFraction * largest(expected));
+}
+
 std::vector<double> values(const Tensor &t) {
   std::vector<double> result(size_t(t.size()));
   for (int64_t i = 0; i < t.size(); ++i)
@@ -175,7 +192,7 @@ std::vector<int64_t> withoutLast2(const std::vector<int64_t> &s) {
 TEST(CPUKernelsRegistry, NamesAreSortedAndResolve) {
   std::vector<std::string> names = cpuKernelNames();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
-  EXPECT_EQ(names.size(), 19u);
+  EXPECT_EQ(names.size(), 20u);
   for (const std::string &name : names) {
     const KernelInfo *kernel = lookupCPUKernel(name);
     ASSERT_NE(kernel, nullptr) << name;
@@ -1036,6 +1053,77 @@ TEST(CPUKernelsNormalization, LayerNorm) {
     }
 }
 
+/// layer_norm_backward against the explicit Jacobian of the normalization,
+/// d xhat_j / d x_i = rstd (delta_ij - 1/n - xhat_i xhat_j / n), a sum the
+/// kernel never forms.
+TEST(CPUKernelsNormalization, LayerNormBackward) {
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t axis;
+  };
+  for (const Case &c : std::vector<Case>{{{8, 768}, -1},
+                                         {{2, 3, 4, 5}, 2},
+                                         {{3, 7}, 0},
+                                         {{5, 1}, 1},
+                                         {{130, 70}, 1}})
+    for (DType dtype : {DType::F32, DType::F64}) {
+      SCOPED_TRACE(shapeString(c.shape) + " axis " + std::to_string(c.axis) +
+                   " " + dtypeName(dtype));
+      int64_t axis = c.axis < 0 ? c.axis + int64_t(c.shape.size()) : c.axis;
+      std::vector<int64_t> normalized(c.shape.begin() + axis, c.shape.end());
+      Tensor x = random(dtype, c.shape, -3, 5);
+      Tensor scale = random(dtype, normalized, 0.5, 1.5);
+      Tensor dy = random(dtype, c.shape, -1, 1);
+      double eps = 1e-5;
+      std::vector<Tensor> grads{Tensor(dtype, c.shape),
+                                Tensor(dtype, normalized),
+                                Tensor(dtype, normalized)};
+      std::vector<const Tensor *> inputs{&x, &scale, &dy};
+      Instruction inst = makeKernel("layer_norm_backward", inputs, grads,
+                                    {{"axis", c.axis}, {"epsilon", eps}});
+      ASSERT_EQ(runKernel(inst, inputs, grads), "");
+
+      int64_t n = numElements(normalized), rows = x.size() / n;
+      std::vector<double> dx(static_cast<size_t>(x.size())),
+          dscale(static_cast<size_t>(n)), dbias(static_cast<size_t>(n));
+      for (int64_t r = 0; r < rows; ++r) {
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < n; ++i)
+          mean += x.get(r * n + i) / double(n);
+        for (int64_t i = 0; i < n; ++i)
+          var += std::pow(x.get(r * n + i) - mean, 2) / double(n);
+        double rstd = 1 / std::sqrt(var + eps);
+        auto xhat = [&](int64_t i) { return (x.get(r * n + i) - mean) * rstd; };
+        for (int64_t j = 0; j < n; ++j) {
+          dscale[size_t(j)] += dy.get(r * n + j) * xhat(j);
+          dbias[size_t(j)] += dy.get(r * n + j);
+        }
+        for (int64_t i = 0; i < n; ++i) {
+          double sum = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            double jacobian = rstd * ((i == j) - 1.0 / double(n) -
+                                      xhat(i) * xhat(j) / double(n));
+            sum += dy.get(r * n + j) * scale.get(j) * jacobian;
+          }
+          dx[size_t(r * n + i)] = sum;
+        }
+      }
+      double rtol = dtype == DType::F32 ? 1e-5 : 1e-10;
+      {
+        SCOPED_TRACE("dx");
+        expectCloseScaled(grads[0], dx, rtol, rtol);
+      }
+      {
+        SCOPED_TRACE("dscale");
+        expectCloseScaled(grads[1], dscale, rtol, rtol);
+      }
+      {
+        SCOPED_TRACE("dbias");
+        expectCloseScaled(grads[2], dbias, rtol, rtol);
+      }
+    }
+}
+
 TEST(CPUKernelsNormalization, CrossEntropy) {
   const int64_t classes = 11;
   Tensor logits = random(DType::F32, {3, 4, classes}, -5, 5);
@@ -1126,6 +1214,27 @@ TEST(CPUKernelsNormalization, CheckRejects) {
   Tensor scale64(DType::F64, {5});
   EXPECT_REJECTED(makeKernel("layer_norm", {&x, &scale64, &bias}, {y}),
                   "same dtype");
+
+  Tensor dscale(DType::F32, {5}), dbias(DType::F32, {5});
+  EXPECT_EQ(checkMessage(makeKernel("layer_norm_backward", {&x, &scale, &x},
+                                    {y, dscale, dbias})),
+            "");
+  EXPECT_REJECTED(makeKernel("layer_norm_backward", {&x, &scale, &x},
+                             {y, dscale, Tensor(DType::F32, {4})}),
+                  "dbias [4] should be [5]");
+  EXPECT_REJECTED(
+      makeKernel("layer_norm_backward", {&x, &scale, &x}, {y, dscale}),
+      "3 output(s), got 3 and 2");
+  Tensor transposed(DType::F32, {5, 4});
+  EXPECT_REJECTED(makeKernel("layer_norm_backward", {&x, &scale, &transposed},
+                             {y, dscale, dbias}),
+                  "input [4,5] and dout [5,4] must have the same shape");
+  EXPECT_REJECTED(
+      makeKernel("layer_norm_backward", {&x, &scale64, &x}, {y, dscale, dbias}),
+      "same dtype");
+  EXPECT_REJECTED(makeKernel("layer_norm_backward", {&x, &scale, &x},
+                             {y, dscale, dbias}, {{"epsilon", -1.0}}),
+                  "epsilon must be >= 0");
 
   Tensor labels(DType::I64, {4}), loss(DType::F32, {});
   EXPECT_EQ(checkMessage(makeKernel("cross_entropy", {&x, &labels}, {loss})),
@@ -1884,23 +1993,6 @@ struct AttentionReference {
         }
   }
 };
-
-/// The largest finite magnitude in `values` (at least 1e-30).
-double largest(const std::vector<double> &values) {
-  double max = 1e-30;
-  for (double x : values)
-    if (std::isfinite(x))
-      max = std::max(max, std::abs(x));
-  return max;
-}
-
-/// Compares with a relative tolerance and an absolute one relative to the
-/// largest expected magnitude (gradients sum terms of both signs).
-void expectCloseScaled(const Tensor &actual,
-                       const std::vector<double> &expected, double rtol,
-                       double atolFraction) {
-  expectClose(actual, expected, rtol, atolFraction * largest(expected));
-}
 
 /// Runs attention and attention_backward on random data and compares both
 /// with the reference. delta is computed from the kernel's own out, and the

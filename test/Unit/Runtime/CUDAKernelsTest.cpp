@@ -697,6 +697,33 @@ TEST(CUDAKernels, LayerNorm) {
     }
 }
 
+TEST(CUDAKernels, LayerNormBackward) {
+  for (DType dtype : {DType::F32, DType::F64})
+    for (auto [shape, axis] :
+         std::vector<std::pair<std::vector<int64_t>, int64_t>>{
+             {{6, 40}, -1},       // a warp per row
+             {{3, 2000}, 1},      // a block per row
+             {{2, 3, 4, 5}, 2},   // normalized over two dims
+             {{7}, 0},            // one row
+             {{8192, 768}, 1},    // GPT-2's rows: many row chunks
+             {{1000, 1500}, -1}}) // partial column blocks and chunks
+    {
+      SCOPED_TRACE(shapeString(shape) + " " + dtypeName(dtype));
+      int64_t first = axis < 0 ? axis + int64_t(shape.size()) : axis;
+      std::vector<int64_t> normalized(shape.begin() + first, shape.end());
+      Tensor x = random(dtype, shape, -3, 5);
+      Tensor scale = random(dtype, normalized, 0.5, 1.5);
+      Tensor dy = random(dtype, shape, -1, 1);
+      Instruction inst = makeInstruction(
+          "layer_norm_backward", {&x, &scale, &dy},
+          {ref(dtype, shape), ref(dtype, normalized), ref(dtype, normalized)},
+          {{"axis", axis}, {"epsilon", 1e-3}});
+      // dscale and dbias sum thousands of rows in another order.
+      double rtol = dtype == DType::F32 ? 1e-4 : 1e-10;
+      expectSame(inst, {&x, &scale, &dy}, rtol, rtol);
+    }
+}
+
 TEST(CUDAKernels, CrossEntropy) {
   for (DType dtype : {DType::F32, DType::F64})
     for (DType labelType : {DType::I32, DType::I64})

@@ -460,6 +460,29 @@ FactorRule LayerNormOp::getFactorRule() {
   return rule;
 }
 
+FactorRule LayerNormGradOp::getFactorRule() {
+  // The leading (row) dims index dinput and are summed away from dscale and
+  // dbias: splitting them splits dinput and leaves the other two partial
+  // sums. The normalized dims need every element of a row.
+  RankedTensorType input = getInput().getType();
+  int64_t axis = getAxis();
+  FactorRule rule;
+  TensorFactors dims, affineDims;
+  for (int64_t d = 0; d < input.getRank(); ++d) {
+    FactorKind kind =
+        d < axis ? FactorKind::ReductionSum : FactorKind::NeedReplication;
+    dims.push_back({rule.addFactor(input.getDimSize(d), kind)});
+  }
+  appendIdentity(affineDims, axis, input.getRank() - axis);
+  rule.addOperand(dims);
+  rule.addOperand(affineDims);
+  rule.addOperand(dims);
+  rule.addResult(dims);
+  rule.addResult(affineDims);
+  rule.addResult(affineDims);
+  return rule;
+}
+
 /// The factors of an attention op's iteration space: the batch dimensions
 /// (parallel: heads and samples are independent), then Sq, Sk, D and Dv
 /// with the given kinds; fills in q, k, v and the mask operands.

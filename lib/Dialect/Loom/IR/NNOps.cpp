@@ -1,7 +1,8 @@
 //===- NNOps.cpp - Linear algebra, reductions and layers ------------------===//
 //
 // Verifiers, type inference, folders and canonicalizations of matmul,
-// bias_add, the reductions, softmax, layer_norm, dropout and cross_entropy.
+// bias_add, the reductions, softmax, layer_norm and its gradient, dropout
+// and cross_entropy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -254,22 +255,35 @@ LogicalResult LogSoftmaxOp::verify() {
   return verifyAxis(*this, getAxisAttr().getInt(), getType());
 }
 
-LogicalResult LayerNormOp::verify() {
-  RankedTensorType input = getInput().getType();
-  int64_t axis = getAxisAttr().getInt();
-  if (failed(verifyAxis(*this, axis, input)))
+/// Checks what loom.layer_norm and loom.layer_norm_grad share: the axis,
+/// the scale's shape and epsilon.
+static LogicalResult verifyLayerNorm(Operation *op, RankedTensorType input,
+                                     RankedTensorType scale, int64_t axis,
+                                     double epsilon) {
+  if (failed(verifyAxis(op, axis, input)))
     return failure();
   ArrayRef<int64_t> normalized = input.getShape().drop_front(axis);
-  if (getScale().getType().getShape() != normalized)
-    return emitOpError() << "scale and bias have shape "
-                         << formatShape(getScale().getType().getShape())
-                         << " but the normalized dimensions " << axis << ".."
-                         << input.getRank() - 1 << " of the input have shape "
-                         << formatShape(normalized);
-  if (!(getEpsilon().convertToDouble() >= 0.0))
-    return emitOpError() << "epsilon must be non-negative, got "
-                         << getEpsilon().convertToDouble();
+  if (scale.getShape() != normalized)
+    return op->emitOpError()
+           << "scale and bias have shape " << formatShape(scale.getShape())
+           << " but the normalized dimensions " << axis << ".."
+           << input.getRank() - 1 << " of the input have shape "
+           << formatShape(normalized);
+  if (!(epsilon >= 0.0))
+    return op->emitOpError() << "epsilon must be non-negative, got " << epsilon;
   return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  return verifyLayerNorm(*this, getInput().getType(), getScale().getType(),
+                         getAxisAttr().getInt(),
+                         getEpsilon().convertToDouble());
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyLayerNorm(*this, getInput().getType(), getScale().getType(),
+                         getAxisAttr().getInt(),
+                         getEpsilon().convertToDouble());
 }
 
 //===----------------------------------------------------------------------===//

@@ -59,11 +59,14 @@ constexpr int64_t kReductionBlocksPerSM = 4;
 int64_t reductionChunks(int64_t blocks, int64_t count, int64_t minChunk,
                         uint64_t bytesPerChunk, int multiprocessors,
                         uint64_t workspaceBytes);
-// Normalization.cu: softmax and log_softmax, layer_norm, cross_entropy.
+// Normalization.cu: softmax and log_softmax, layer_norm and its backward,
+// cross_entropy.
 KernelOr createSoftmax(const LaunchContext &context,
                        const Instruction &instruction);
 KernelOr createLayerNorm(const LaunchContext &context,
                          const Instruction &instruction);
+KernelOr createLayerNormBackward(const LaunchContext &context,
+                                 const Instruction &instruction);
 KernelOr createCrossEntropy(const LaunchContext &context,
                             const Instruction &instruction);
 // DataMovement.cu

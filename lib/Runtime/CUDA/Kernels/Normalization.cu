@@ -12,6 +12,12 @@
 // Softmax along another axis gives each (outer, inner) column a thread, so
 // that loads coalesce along the inner dim.
 //
+// layer_norm_backward recomputes each row's statistics while it writes dx
+// (a warp or block per row, as the forward), keeping them in the workspace
+// for a column pass: a thread per column sums dscale and dbias over a chunk
+// of rows, and a last pass adds the chunks in order. No atomics, so the
+// gradients are the same from run to run.
+//
 // cross_entropy with reduction=mean|sum writes each sample's loss to the
 // workspace and a one-block kernel sums them in a fixed order (no atomics:
 // the loss is the same from run to run); it needs 8 bytes of workspace per
@@ -144,6 +150,152 @@ __global__ void layerNormRows(const T *x, const T *scale, const T *bias, T *y,
   const T m = T(mean);
   for (int64_t i = g.lane; i < n; i += g.size)
     out[i] = (in[i] - m) * rstd * scale[i] + bias[i];
+}
+
+//===----------------------------------------------------------------------===//
+// layer_norm_backward
+//===----------------------------------------------------------------------===//
+
+/// One row's mean and 1 / sqrt(variance + epsilon), kept in the workspace
+/// for the column pass.
+struct RowStats {
+  double mean, rstd;
+};
+
+/// dx of each row; records the row's statistics (recomputed as the forward
+/// computes them) in `stats`.
+template <typename T, bool Block>
+__global__ void layerNormBackwardRows(const T *x, const T *scale, const T *dy,
+                                      T *dx, RowStats *stats, int64_t rows,
+                                      int64_t n, double epsilon) {
+  RowGroup<Block> g;
+  if (g.row >= rows)
+    return;
+  const T *in = x + g.row * n, *grad = dy + g.row * n;
+  double sum = 0;
+  for (int64_t i = g.lane; i < n; i += g.size)
+    sum += double(in[i]);
+  const double mean = groupReduce<Block>(sum, SumOp()) / double(n);
+  double squares = 0;
+  for (int64_t i = g.lane; i < n; i += g.size) {
+    double d = double(in[i]) - mean;
+    squares += d * d;
+  }
+  squares = groupReduce<Block>(squares, SumOp());
+  const double rstd = 1 / sqrt(squares / double(n) + epsilon);
+  const T m = T(mean), r = T(rstd);
+  double sumG = 0, sumGX = 0;
+  for (int64_t i = g.lane; i < n; i += g.size) {
+    T gi = grad[i] * scale[i];
+    sumG += double(gi);
+    sumGX += double(gi * ((in[i] - m) * r));
+  }
+  sumG = groupReduce<Block>(sumG, SumOp());
+  sumGX = groupReduce<Block>(sumGX, SumOp());
+  const T meanG = T(sumG / double(n)), meanGX = T(sumGX / double(n));
+  T *out = dx + g.row * n;
+  for (int64_t i = g.lane; i < n; i += g.size) {
+    T xhat = (in[i] - m) * r;
+    out[i] = r * (grad[i] * scale[i] - meanG - xhat * meanGX);
+  }
+  if (g.lane == 0)
+    stats[g.row] = {mean, rstd};
+}
+
+/// Partial dscale and dbias of one chunk of rows: a thread per column (loads
+/// coalesce along the row), the chunk's rows summed in order into
+/// `partial[chunk][0 | 1][n]`.
+template <typename T>
+__global__ void layerNormParamPartials(const T *x, const T *dy,
+                                       const RowStats *stats, double *partial,
+                                       int64_t rows, int64_t n,
+                                       int64_t rowsPerChunk) {
+  const int64_t column = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (column >= n)
+    return;
+  const int64_t first = int64_t(blockIdx.y) * rowsPerChunk;
+  const int64_t last = min(rows, first + rowsPerChunk);
+  double sumScale = 0, sumBias = 0;
+  for (int64_t r = first; r < last; ++r) {
+    double grad = double(dy[r * n + column]);
+    RowStats st = stats[r];
+    sumScale += grad * ((double(x[r * n + column]) - st.mean) * st.rstd);
+    sumBias += grad;
+  }
+  double *out = partial + int64_t(blockIdx.y) * 2 * n;
+  out[column] = sumScale;
+  out[n + column] = sumBias;
+}
+
+/// dscale and dbias: the chunks' partial sums, in chunk order.
+template <typename T>
+__global__ void layerNormParamTotals(const double *partial, int64_t chunks,
+                                     int64_t n, T *dscale, T *dbias) {
+  for (int64_t column = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       column < n; column += int64_t(gridDim.x) * blockDim.x) {
+    double sumScale = 0, sumBias = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      sumScale += partial[c * 2 * n + column];
+      sumBias += partial[c * 2 * n + n + column];
+    }
+    dscale[column] = T(sumScale);
+    dbias[column] = T(sumBias);
+  }
+}
+
+/// The shape of one layer_norm_backward launch and its workspace: the row
+/// statistics, then `chunks` pairs of partial column sums.
+struct LayerNormBackwardPlan {
+  int64_t rows = 0, n = 0, chunks = 1, rowsPerChunk = 0;
+  double epsilon = 1e-5;
+  uint64_t statsBytes() const { return uint64_t(rows) * sizeof(RowStats); }
+  uint64_t workspaceBytes() const {
+    return statsBytes() + uint64_t(chunks) * 2 * uint64_t(n) * sizeof(double);
+  }
+};
+
+template <typename T>
+Status launchLayerNormBackward(const LaunchContext &context,
+                               const LayerNormBackwardPlan &p, const T *x,
+                               const T *scale, const T *dy, T *dx, T *dscale,
+                               T *dbias) {
+  if (p.n == 0)
+    return Status::ok();
+  if (!context.workspace || context.workspaceBytes < p.workspaceBytes())
+    return Status::error("layer_norm_backward needs " +
+                         std::to_string(p.workspaceBytes()) +
+                         " bytes of workspace, the launch has " +
+                         std::to_string(context.workspaceBytes));
+  auto *stats = static_cast<RowStats *>(context.workspace);
+  auto *partial = reinterpret_cast<double *>(
+      static_cast<uint8_t *>(context.workspace) + p.statsBytes());
+  if (p.rows > 0) {
+    bool block = p.n > kWarpRowMax;
+    unsigned blocks = rowBlocks(p.rows, block);
+    if (block)
+      layerNormBackwardRows<T, true>
+          <<<blocks, kRowThreads, 0, context.stream>>>(x, scale, dy, dx, stats,
+                                                       p.rows, p.n, p.epsilon);
+    else
+      layerNormBackwardRows<T, false>
+          <<<blocks, kRowThreads, 0, context.stream>>>(x, scale, dy, dx, stats,
+                                                       p.rows, p.n, p.epsilon);
+    if (Status s = launchStatus("layer_norm_backward (rows)"); !s)
+      return s;
+    dim3 grid(unsigned((p.n + kThreads - 1) / kThreads), unsigned(p.chunks));
+    layerNormParamPartials<T><<<grid, kThreads, 0, context.stream>>>(
+        x, dy, stats, partial, p.rows, p.n, p.rowsPerChunk);
+    if (Status s = launchStatus("layer_norm_backward (columns)"); !s)
+      return s;
+  }
+  // No rows: the partial sums are 0 (one chunk, zeroed).
+  if (p.rows == 0)
+    if (cudaMemsetAsync(partial, 0, 2 * uint64_t(p.n) * sizeof(double),
+                        context.stream) != cudaSuccess)
+      return launchStatus("layer_norm_backward (zero)");
+  layerNormParamTotals<T><<<gridFor(p.n), kThreads, 0, context.stream>>>(
+      partial, p.chunks, p.n, dscale, dbias);
+  return launchStatus("layer_norm_backward (totals)");
 }
 
 //===----------------------------------------------------------------------===//
@@ -315,6 +467,57 @@ KernelOr cuda::createLayerNorm(const LaunchContext &, const Instruction &inst) {
     return make(double());
   return Status::error(std::string("the CUDA backend has no ") +
                        dtypeName(inst.inputs[0].dtype) + " layer_norm");
+}
+
+KernelOr cuda::createLayerNormBackward(const LaunchContext &context,
+                                       const Instruction &inst) {
+  const std::vector<int64_t> &shape = inst.inputs[0].shape;
+  const size_t axis =
+      size_t(resolveAxis(intAttr(inst.attrs, "axis", -1), shape.size()));
+  LayerNormBackwardPlan p;
+  p.rows = product(shape, 0, axis);
+  p.n = product(shape, axis, shape.size());
+  p.epsilon = doubleAttr(inst.attrs, "epsilon", 1e-5);
+  // Enough row chunks for the column pass to fill the device (its grid is
+  // only n / kThreads wide), as many as the workspace holds.
+  const int64_t columnBlocks = (p.n + kThreads - 1) / kThreads;
+  const int64_t target =
+      kReductionBlocksPerSM * int64_t(std::max(context.multiprocessors, 64));
+  const uint64_t chunkBytes = 2 * uint64_t(p.n) * sizeof(double);
+  int64_t chunks = std::min<int64_t>(
+      std::max<int64_t>(1, (target + columnBlocks - 1) / columnBlocks),
+      std::min<int64_t>(std::max<int64_t>(p.rows, 1), 65535));
+  if (p.statsBytes() + chunkBytes > context.workspaceBytes)
+    return Status::error("layer_norm_backward over " + std::to_string(p.rows) +
+                         " rows of " + std::to_string(p.n) +
+                         " needs at least " +
+                         std::to_string(p.statsBytes() + chunkBytes) +
+                         " bytes of workspace, the executor has " +
+                         std::to_string(context.workspaceBytes));
+  chunks = std::min<int64_t>(
+      chunks, int64_t((context.workspaceBytes - p.statsBytes()) / chunkBytes));
+  p.rowsPerChunk = (p.rows + chunks - 1) / chunks;
+  // Drop chunks that would be empty after rounding the chunk size up.
+  p.chunks =
+      p.rowsPerChunk ? (p.rows + p.rowsPerChunk - 1) / p.rowsPerChunk : 1;
+  auto make = [&](auto tag) {
+    using T = decltype(tag);
+    return makeKernel([=](const LaunchContext &context,
+                          const void *const *inputs, void *const *outputs) {
+      return launchLayerNormBackward<T>(
+          context, p, static_cast<const T *>(inputs[0]),
+          static_cast<const T *>(inputs[1]), static_cast<const T *>(inputs[2]),
+          static_cast<T *>(outputs[0]), static_cast<T *>(outputs[1]),
+          static_cast<T *>(outputs[2]));
+    });
+  };
+  if (inst.inputs[0].dtype == DType::F32)
+    return make(float());
+  if (inst.inputs[0].dtype == DType::F64)
+    return make(double());
+  return Status::error(std::string("the CUDA backend has no ") +
+                       dtypeName(inst.inputs[0].dtype) +
+                       " layer_norm_backward");
 }
 
 KernelOr cuda::createCrossEntropy(const LaunchContext &context,

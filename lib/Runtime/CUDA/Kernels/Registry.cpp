@@ -36,6 +36,7 @@ const Entry kKernels[] = {
     {"elementwise", createElementwise},
     {"gather", createGather},
     {"layer_norm", createLayerNorm},
+    {"layer_norm_backward", createLayerNormBackward},
     {"log_softmax", createSoftmax},
     {"matmul", createMatmul},
     {"reduce_max", createReduce},

@@ -28,7 +28,8 @@ enum class FactorKind {
   /// leaves the results partial sums.
   Contracting,
   /// Summed away (reduce_sum, reduce_mean, a mean loss); sharding it leaves
-  /// the results partial sums.
+  /// the results that lack it partial sums (layer_norm_grad's rows index
+  /// dinput but are summed away from dscale and dbias).
   ReductionSum,
   /// Maximized away; sharding it leaves the results partial maxima.
   ReductionMax,

@@ -669,6 +669,41 @@ def Loom_LayerNormOp : Loom_Op<"layer_norm", [
   let hasVerifier = 1;
 }
 
+def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [
+    Pure, AllTypesMatch<["input", "dout", "dinput"]>,
+    AllTypesMatch<["scale", "dscale", "dbias"]>, SameOperandsElementType,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Gradients of loom.layer_norm";
+  let description = [{
+    The backward of `loom.layer_norm` (same `input`, `scale`, `axis` and
+    `epsilon`) given the gradient `dout` of its result. Each row's mean and
+    reciprocal standard deviation are recomputed from `input`, so the
+    forward keeps nothing but its input. With `xhat` the normalized input
+    and `g = dout * scale`:
+    `dinput = rstd * (g - mean(g) - xhat * mean(g * xhat))` over the
+    normalized dimensions, `dscale = sum(dout * xhat)` and
+    `dbias = sum(dout)` over the leading ones.
+
+    Made by the gradient rule of `loom.layer_norm`; it has no gradient of
+    its own.
+
+    ```mlir
+    %dx, %dg, %db = loom.layer_norm_grad %x, %g, %dy axis 2
+        : tensor<8x128x768xf32>, tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$scale,
+                       Loom_FloatTensor:$dout, I64Attr:$axis,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Loom_FloatTensor:$dinput, Loom_FloatTensor:$dscale,
+                      Loom_FloatTensor:$dbias);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $dout `axis` $axis (`epsilon` $epsilon^)? attr-dict
+    `:` type($input) `,` type($scale)
+  }];
+  let hasVerifier = 1;
+}
+
 def Loom_DropoutOp : Loom_Op<"dropout", [
     Pure, Loom_InferTypes,
     DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
