@@ -123,6 +123,19 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
 
     Block *body = step.addEntryBlock();
     builder.setInsertionPointToStart(body);
+    // The update count, shared by every parameter (torch counts per
+    // parameter, but every trained parameter is updated at every step). Read
+    // first, so that the step-dependent scalars of the updates are ready
+    // before the backward pass and an update can fuse with the kernel that
+    // produces its gradient.
+    auto f64Scalar = RankedTensorType::get({}, builder.getF64Type());
+    ParameterOp counter =
+        addState(module, symbols, "optimizer.step", f64Scalar, loc);
+    Value count = builder.create<ParamOp>(loc, f64Scalar,
+                                          FlatSymbolRefAttr::get(counter));
+    Value stepNumber = builder.create<AddOp>(
+        loc, count, constant(builder, loc, f64Scalar, 1.0));
+
     Value loss;
     SmallVector<Value> grads(gradients.size());
     for (unsigned k = 0; k < gradAccum; ++k) {
@@ -142,16 +155,6 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
     }
     if (clipGradNorm > 0)
       clip(builder, loc, grads);
-
-    // The update count, shared by every parameter (torch counts per
-    // parameter, but every trained parameter is updated at every step).
-    auto f64Scalar = RankedTensorType::get({}, builder.getF64Type());
-    ParameterOp counter =
-        addState(module, symbols, "optimizer.step", f64Scalar, loc);
-    Value count = builder.create<ParamOp>(loc, f64Scalar,
-                                          FlatSymbolRefAttr::get(counter));
-    Value stepNumber = builder.create<AddOp>(
-        loc, count, constant(builder, loc, f64Scalar, 1.0));
 
     for (auto [gradient, grad] : llvm::zip(gradients, grads))
       update(module, symbols, builder, loc, gradient.parameter, grad,

@@ -3,7 +3,10 @@
 // Each update becomes the elementwise arithmetic of torch's implementation, in
 // torch's order of operations, so that a step agrees with torch to rounding.
 // Everything that depends only on the step count is scalar f64 math (torch
-// does it in Python floats) cast to the parameter's type once.
+// does it in Python floats) cast to the parameter's type once, built right
+// after the step count is defined: an update whose other operands are ready
+// early (a weight's gradient, in the backward pass) can then fuse into the
+// kernel that produces its gradient.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,10 +25,21 @@ namespace {
 class UpdateBuilder {
 public:
   UpdateBuilder(Operation *op, Value param)
-      : b(op), loc(op->getLoc()),
+      : b(op), update(op), loc(op->getLoc()),
         scalarType(RankedTensorType::get(
             {}, cast<RankedTensorType>(param.getType()).getElementType())),
         f64Type(RankedTensorType::get({}, b.getF64Type())) {}
+
+  /// Builds the step-dependent scalars right after `step` is defined, until
+  /// atUpdate().
+  void atStep(Value step) {
+    if (Operation *def = step.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(cast<BlockArgument>(step).getOwner());
+  }
+  /// Builds the update itself, at the optimizer op.
+  void atUpdate() { b.setInsertionPoint(update); }
 
   /// A scalar of the parameter's type.
   Value scalar(double value) { return constant(scalarType, value); }
@@ -59,6 +73,7 @@ private:
   }
 
   OpBuilder b;
+  Operation *update;
   Location loc;
   RankedTensorType scalarType, f64Type;
 };
@@ -76,10 +91,12 @@ SmallVector<Value> expand(SGDUpdateOp op) {
   // Step-dependent scalars first: the fused update needs them as inputs.
   Value dampened;
   if (momentum != 0 && dampening != 0) {
+    e.atStep(op.getStep());
     Value one = e.f64(1.0);
     Value first = e.equal(op.getStep(), one);
     Value later = e.f64(1 - dampening);
     dampened = e.toParamType(e.select(first, one, later));
+    e.atUpdate();
   }
   Value param = op.getParam();
   Value direction = op.getGrad();
@@ -118,12 +135,14 @@ SmallVector<Value> expand(AdamWUpdateOp op) {
          weightDecay = op.getWeightDecay().convertToDouble();
   // Step-dependent scalars first: the fused update needs them as inputs.
   Value step = op.getStep();
+  e.atStep(step);
   Value beta1Power = e.pow(e.f64(beta1), step);
   Value correction1 = e.sub(e.f64(1.0), beta1Power);
   Value beta2Power = e.pow(e.f64(beta2), step);
   Value correction2 = e.sub(e.f64(1.0), beta2Power);
   Value stepSize = e.toParamType(e.div(e.f64(lr), correction1));
   Value correction2Sqrt = e.toParamType(e.sqrt(correction2));
+  e.atUpdate();
 
   Value param = op.getParam(), grad = op.getGrad();
   if (weightDecay != 0)

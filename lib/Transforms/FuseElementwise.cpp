@@ -9,8 +9,9 @@
 // Two rewrites widen what fuses, both to save memory traffic:
 //  - An outside operand defined after the group's first op by an
 //    elementwise op whose own operands are available earlier (a causal mask
-//    compared from a buffer) is moved above the first op, with its
-//    constants, so the consumer still joins.
+//    compared from a buffer), or by a parameter read (an optimizer state),
+//    is moved above the first op, with its constants, so the consumer still
+//    joins.
 //  - A widening cast of a value in memory (a bf16 GEMM result read as f32)
 //    is recomputed in each group that reads it rather than stored once in
 //    the wide type and read back: reading the narrow value costs less than
@@ -163,10 +164,14 @@ private:
                 SmallVectorImpl<Operation *> &hoists, int depth) {
     if (llvm::is_contained(hoists, def))
       return true;
-    // Only elementwise ops and constants move: moving a collective could
-    // reorder communication, and a larger op would live longer.
+    // Only elementwise ops, constants and parameter reads move: moving a
+    // collective could reorder communication, and a larger op would live
+    // longer. A loom.param reads the value the parameter had when the step
+    // began wherever it stands, and its buffer lives all along anyway (an
+    // optimizer state read late, so that the update joins the group that
+    // casts the weight's gradient).
     if (depth >= kMaxHoistDepth || !isPure(def) ||
-        !(FusionOp::isFusible(def) || isa<ConstantOp>(def)))
+        !(FusionOp::isFusible(def) || isa<ConstantOp, ParamOp>(def)))
       return false;
     auto owner = groupOf.find(def);
     if (owner != groupOf.end() && (llvm::is_contained(members, owner->second) ||

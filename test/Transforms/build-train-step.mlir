@@ -7,15 +7,18 @@
 // RUN: loom-opt --verify-diagnostics --loom-build-train-step=grad-accum=2 %S/Inputs/build-train-step-accum-errors.mlir
 
 // One update per gradient result, state named like torch's, zero-initialized;
-// the step count is shared and stored last; only the loss is returned.
+// the step count is shared, read first (the updates' step-dependent scalars
+// are then ready before the backward pass) and stored last; only the loss
+// is returned.
 // SGD:         loom.parameter @optimizer.step : tensor<f64> = dense<0.000000e+00>
 // SGD:         loom.parameter @optimizer.w.momentum_buffer : tensor<4x3xf32> = dense<0.000000e+00>
 // SGD-NOT:     loom.parameter @optimizer.frozen
 // SGD-LABEL:   func.func @train_step(
 // SGD-SAME:      %{{.*}}: tensor<8x4xf32> {onnx.name = "x"}, %{{.*}}: tensor<8xi64> {onnx.name = "labels"}) -> (tensor<f32> {onnx.name = "loss"})
+// SGD-NEXT:      %[[COUNT:.*]] = loom.param @optimizer.step : tensor<f64>
+// SGD-NEXT:      %[[ONE:.*]] = loom.constant dense<1.000000e+00> : tensor<f64>
+// SGD-NEXT:      %[[STEP:.*]] = loom.add %[[COUNT]], %[[ONE]] : tensor<f64>
 // SGD:           %[[LOSS:.*]] = loom.cross_entropy
-// SGD:           %[[COUNT:.*]] = loom.param @optimizer.step : tensor<f64>
-// SGD:           %[[STEP:.*]] = loom.add %[[COUNT]], %{{.*}} : tensor<f64>
 // SGD:           %[[BUF:.*]] = loom.param @optimizer.w.momentum_buffer
 // SGD:           %[[W:.*]] = loom.param @w
 // SGD:           %[[NEW:.*]], %[[NEWBUF:.*]] = loom.sgd_update %[[W]], %{{.*}}, %[[STEP]], %[[BUF]] {lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64}

@@ -89,3 +89,25 @@ func.func @adamw(%p: tensor<4xf32>, %g: tensor<4xf32>, %step: tensor<f64>, %m: t
       : (tensor<4xf32>, tensor<4xf32>, tensor<f64>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %0#0, %0#1, %0#2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// The step-dependent scalars are built right after the step count, ahead
+// of the gradient's producer, so that the update can fuse with it; the
+// update itself stays at the optimizer op.
+// CHECK-LABEL: func.func @scalars_at_the_step(
+// CHECK:         %[[S:.*]] = loom.add %arg2, %{{.*}} : tensor<f64>
+// CHECK-NEXT:    loom.constant dense<9.000000e-01> : tensor<f64>
+// CHECK-NEXT:    loom.pow %{{.*}}, %[[S]] : tensor<f64>
+// CHECK:         loom.cast %{{.*}} : tensor<f64> -> tensor<f32>
+// CHECK:         %[[G:.*]] = loom.exp %arg1
+// CHECK:         loom.mul %arg0, %{{.*}} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+func.func @scalars_at_the_step(%p: tensor<4xf32>, %x: tensor<4xf32>, %count: tensor<f64>, %m: tensor<4xf32>, %v: tensor<4xf32>)
+    -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %one = loom.constant dense<1.0> : tensor<f64>
+  %step = loom.add %count, %one : tensor<f64>
+  %g = loom.exp %x : tensor<4xf32>
+  %0:3 = loom.adamw_update %p, %g, %step, %m, %v {lr = 0.01 : f64}
+      : (tensor<4xf32>, tensor<4xf32>, tensor<f64>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %0#0, %0#1, %0#2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}

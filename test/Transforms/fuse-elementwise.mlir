@@ -129,6 +129,35 @@ func.func @hoist_mask(%s: tensor<2x4x4xf32>, %buffer: tensor<4x4xf32>) -> (tenso
 
 // -----
 
+// A weight's update in bf16 training: its gradient is a bf16 GEMM result
+// widened in the backward pass, and the optimizer state is read after it.
+// The state's loom.param moves up, so the momentum update joins the fusion
+// that widens the gradient and the f32 gradient is never stored.
+// CHECK-LABEL: func.func @hoist_param
+// CHECK-NEXT:    %[[G:.*]] = loom.matmul
+// CHECK-NEXT:    %[[M:.*]] = loom.param @m
+// CHECK-NEXT:    %[[F:.*]] = loom.fusion(%[[G]], %[[M]]) : (tensor<4x4xbf16>, tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK:           loom.cast
+// CHECK:           loom.add
+// CHECK-NEXT:      loom.yield
+// CHECK-NOT:     loom.fusion
+// CHECK:         loom.assign @m, %[[F]]
+loom.parameter @m : tensor<4x4xf32>
+func.func @hoist_param(%x: tensor<4x4xbf16>, %dy: tensor<4x4xbf16>) {
+  %gb = loom.matmul %x, %dy transpose_lhs : (tensor<4x4xbf16>, tensor<4x4xbf16>) -> tensor<4x4xbf16>
+  %g = loom.cast %gb : tensor<4x4xbf16> -> tensor<4x4xf32>
+  %c = loom.constant dense<0.1> : tensor<f32>
+  %g1 = loom.mul %g, %c : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  %m = loom.param @m : tensor<4x4xf32>
+  %b = loom.constant dense<0.9> : tensor<f32>
+  %m1 = loom.mul %m, %b : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  %m2 = loom.add %m1, %g1 : tensor<4x4xf32>
+  loom.assign @m, %m2 : tensor<4x4xf32>
+  return
+}
+
+// -----
+
 // Only elementwise ops and constants move: the add's operand from a
 // transpose after the exp keeps the add out of the exp's fusion.
 // CHECK-LABEL: func.func @no_hoisting_past_the_group
