@@ -16,6 +16,14 @@
 //    is recomputed in each group that reads it rather than stored once in
 //    the wide type and read back: reading the narrow value costs less than
 //    writing and reading the wide one.
+//  - An op that reads a value computed by a group of an earlier stretch
+//    (the ops between two kernels that are not elementwise: a GEMM, a
+//    reduction) gets its own copy of that value's computation when the
+//    group's inputs it needs are fewer bytes than the value. That is the
+//    backward of an activation: the GELU of a bf16 GEMM result needs
+//    x + bias, erf(...) and exp(-x^2) as f32 tensors, which would otherwise
+//    join the forward kernel and be stored until the backward reads them;
+//    recomputed, the backward reads the bf16 GEMM result instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +57,10 @@ ArrayRef<int64_t> resultShape(Operation *op) {
   return cast<RankedTensorType>(op->getResult(0).getType()).getShape();
 }
 
+int64_t numElements(Value value) {
+  return cast<RankedTensorType>(value.getType()).getNumElements();
+}
+
 /// Bytes of one element of `value`.
 unsigned elementBytes(Value value) {
   return (cast<RankedTensorType>(value.getType()).getElementTypeBitWidth() +
@@ -60,6 +72,18 @@ unsigned elementBytes(Value value) {
 /// group (a compare and its constant: two).
 constexpr int kMaxHoistDepth = 3;
 
+/// The most ops a value's recomputation in a later stretch copies (GELU and
+/// its derivative's exponential: about ten).
+constexpr unsigned kMaxRecomputedOps = 16;
+
+/// Whether `op` runs as a kernel of its own that is not an elementwise
+/// fusion: the ops between two of them form a stretch.
+bool endsStretch(Operation &op) {
+  return !FusionOp::isFusible(&op) &&
+         !isa<ConstantOp, ParamOp, ReshapeOp, AssignOp>(op) &&
+         !op.hasTrait<OpTrait::IsTerminator>();
+}
+
 class Fuser {
 public:
   explicit Fuser(Block &block) : block(block) { renumber(); }
@@ -69,6 +93,7 @@ public:
     for (Operation &op : block) {
       if (!FusionOp::isFusible(&op) || isa<ConstantOp>(op))
         continue;
+      recomputeFarOperands(&op);
       recomputeWideningCasts(&op, place(&op));
     }
     for (unsigned index = 0; index < groups.size(); ++index)
@@ -78,8 +103,14 @@ public:
 private:
   void renumber() {
     position.clear();
-    for (auto [index, op] : llvm::enumerate(block))
+    stretch.clear();
+    unsigned stretches = 0;
+    for (auto [index, op] : llvm::enumerate(block)) {
       position[&op] = index;
+      stretch[&op] = stretches;
+      if (endsStretch(op))
+        ++stretches;
+    }
   }
 
   /// Puts `op` into a group (joining or merging its producers' groups, or a
@@ -226,6 +257,92 @@ private:
       renumber();
   }
 
+  /// The ops of group `group` that `value` is computed from (program order)
+  /// when copying them is cheaper than reading `value`: at most
+  /// kMaxRecomputedOps, and the group's inputs they read (splat constants
+  /// are free) take fewer bytes per element of `value` than `value` does.
+  std::optional<SmallVector<Operation *>> cheapComputation(Value value,
+                                                           unsigned group) {
+    SmallVector<Operation *> cone, stack{value.getDefiningOp()};
+    llvm::SmallPtrSet<Operation *, 16> seen(stack.begin(), stack.end());
+    llvm::SetVector<Value> inputs;
+    while (!stack.empty()) {
+      Operation *op = stack.pop_back_val();
+      cone.push_back(op);
+      if (cone.size() > kMaxRecomputedOps)
+        return std::nullopt;
+      for (Value operand : op->getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        auto owner = groupOf.find(def);
+        if (owner != groupOf.end() && owner->second == group) {
+          if (seen.insert(def).second)
+            stack.push_back(def);
+        } else if (!isSplatConstant(operand)) {
+          inputs.insert(operand);
+        }
+      }
+    }
+    double elements = double(numElements(value)), inputBytes = 0;
+    for (Value input : inputs)
+      inputBytes += elementBytes(input) * double(numElements(input)) / elements;
+    if (!(inputBytes < double(elementBytes(value))))
+      return std::nullopt;
+    llvm::sort(cone, [&](Operation *a, Operation *b) {
+      return position.lookup(a) < position.lookup(b);
+    });
+    return cone;
+  }
+
+  /// Before `op` is placed: replaces each operand that a group of an
+  /// earlier stretch computes cheaply (cheapComputation) by a copy of its
+  /// computation, made just before `op` in a new group (or a copy made
+  /// earlier in this stretch), so that the value need not be stored.
+  void recomputeFarOperands(Operation *op) {
+    for (OpOperand &use : op->getOpOperands()) {
+      Operation *def = use.get().getDefiningOp();
+      auto owner = groupOf.find(def);
+      if (owner == groupOf.end() || stretch.lookup(def) == stretch.lookup(op))
+        continue;
+      if (Operation *copy = copyInStretch(def, op)) {
+        use.set(copy->getResult(0));
+        continue;
+      }
+      std::optional<SmallVector<Operation *>> cone =
+          cheapComputation(use.get(), owner->second);
+      if (!cone)
+        continue;
+      OpBuilder builder(op);
+      IRMapping mapping;
+      Group copies{{}, resultShape(def)};
+      for (Operation *original : *cone) {
+        if (Operation *copy = copyInStretch(original, op)) {
+          mapping.map(original->getResult(0), copy->getResult(0));
+          continue;
+        }
+        Operation *copy = builder.clone(*original, mapping);
+        copies.ops.push_back(copy);
+        copiesOf[original].push_back(copy);
+        groupOf[copy] = groups.size();
+      }
+      groups.push_back(std::move(copies));
+      use.set(mapping.lookupOrDefault(use.get()));
+      renumber();
+    }
+  }
+
+  /// A copy of `original` made by recomputeFarOperands in `op`'s stretch,
+  /// before `op`.
+  Operation *copyInStretch(Operation *original, Operation *op) {
+    auto it = copiesOf.find(original);
+    if (it == copiesOf.end())
+      return nullptr;
+    for (Operation *copy : it->second)
+      if (stretch.lookup(copy) == stretch.lookup(op) &&
+          position.lookup(copy) < position.lookup(op))
+        return copy;
+    return nullptr;
+  }
+
   /// Merges `candidates` into the first of them when `op` can join them all.
   std::optional<unsigned> merge(Operation *op, ArrayRef<unsigned> candidates) {
     SmallVector<Operation *> hoists;
@@ -325,6 +442,10 @@ private:
 
   Block &block;
   llvm::DenseMap<Operation *, unsigned> position;
+  /// How many ops that end a stretch (endsStretch) precede each op.
+  llvm::DenseMap<Operation *, unsigned> stretch;
+  /// The copies recomputeFarOperands made of each op.
+  llvm::DenseMap<Operation *, SmallVector<Operation *, 1>> copiesOf;
   llvm::DenseMap<Operation *, unsigned> groupOf;
   std::vector<Group> groups;
 };

@@ -158,6 +158,52 @@ func.func @hoist_param(%x: tensor<4x4xbf16>, %dy: tensor<4x4xbf16>) {
 
 // -----
 
+// An activation's backward, after a GEMM: it reads erf(x + b) of the
+// forward. Recomputing it from the bf16 x (2 bytes an element; the bias is
+// small) costs less than storing and reading the f32 value (4), so the
+// backward fusion copies the computation and the forward one keeps a single
+// result.
+// CHECK-LABEL: func.func @recompute_far_operand
+// CHECK:         %[[Y:.*]] = loom.fusion(%arg0, %arg1) : (tensor<4x8xbf16>, tensor<8xf32>) -> tensor<4x8xbf16> {
+// CHECK:         %[[G:.*]] = loom.matmul
+// CHECK-NEXT:    %[[D:.*]] = loom.fusion(%[[G]], %arg0, %arg1) : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>) -> tensor<4x8xf32> {
+// CHECK:           loom.erf
+// CHECK:           loom.mul
+// CHECK-NEXT:      loom.yield
+// CHECK:         return %[[Y]], %[[D]]
+func.func @recompute_far_operand(%a: tensor<4x8xbf16>, %b: tensor<8xf32>, %dy: tensor<4x8xbf16>, %w: tensor<8x8xbf16>) -> (tensor<4x8xbf16>, tensor<4x8xf32>) {
+  %x = loom.cast %a : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %h = loom.add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %e = loom.erf %h : tensor<4x8xf32>
+  %y = loom.cast %e : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %g = loom.matmul %dy, %w : (tensor<4x8xbf16>, tensor<8x8xbf16>) -> tensor<4x8xbf16>
+  %gw = loom.cast %g : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %d = loom.mul %gw, %e : tensor<4x8xf32>
+  return %y, %d : tensor<4x8xbf16>, tensor<4x8xf32>
+}
+
+// -----
+
+// The same from two f32 inputs (8 bytes an element against the value's 4):
+// the forward fusion stores the value and the backward one reads it.
+// CHECK-LABEL: func.func @keep_far_operand
+// CHECK:         %[[F:.*]]:2 = loom.fusion(%arg0, %arg1) : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>) {
+// CHECK:         %[[G:.*]] = loom.matmul
+// CHECK-NEXT:    loom.fusion(%[[G]], %[[F]]#0) : (tensor<4x8xbf16>, tensor<4x8xf32>) -> tensor<4x8xf32> {
+// CHECK-NOT:       loom.erf
+// CHECK:           loom.yield
+func.func @keep_far_operand(%a: tensor<4x8xf32>, %r: tensor<4x8xf32>, %dy: tensor<4x8xbf16>, %w: tensor<8x8xbf16>) -> (tensor<4x8xbf16>, tensor<4x8xf32>) {
+  %h = loom.add %a, %r : tensor<4x8xf32>
+  %e = loom.erf %h : tensor<4x8xf32>
+  %y = loom.cast %e : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %g = loom.matmul %dy, %w : (tensor<4x8xbf16>, tensor<8x8xbf16>) -> tensor<4x8xbf16>
+  %gw = loom.cast %g : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %d = loom.mul %gw, %e : tensor<4x8xf32>
+  return %y, %d : tensor<4x8xbf16>, tensor<4x8xf32>
+}
+
+// -----
+
 // Only elementwise ops and constants move: the add's operand from a
 // transpose after the exp keeps the add out of the exp's fusion.
 // CHECK-LABEL: func.func @no_hoisting_past_the_group

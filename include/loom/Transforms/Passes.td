@@ -49,13 +49,20 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise", "::mlir::func::FuncOp"> 
     before the fusion's first op; the fusion is placed there, so the
     rewrite never reorders a use before its definition. An operand defined
     later by an elementwise op whose own operands are available (a causal
-    mask compared from a buffer after the scores were scaled) is moved
-    above the fusion instead, so the consumer still joins.
+    mask compared from a buffer after the scores were scaled), or by a
+    `loom.param` (an optimizer state read after the weight's gradient), is
+    moved above the fusion instead, so the consumer still joins.
 
     A widening cast of a value in memory (a bf16 GEMM result read as f32)
     is recomputed in every fusion that reads it instead of being stored
     once in the wide type: reading the narrow value is cheaper than writing
-    and reading the wide one. Ops left without users are erased.
+    and reading the wide one. Likewise, an op that reads a value a fusion
+    computed before the last non-elementwise kernel (a GEMM, a reduction)
+    gets a copy of that value's computation (at most 16 ops) when its
+    inputs take fewer bytes per element than the value: an activation's
+    backward recomputes `x + b`, `erf` and `exp(-x^2)` from the bf16 GEMM
+    result rather than reading them as f32 tensors stored by the forward.
+    Ops left without users are erased.
 
     Input:
     ```mlir
