@@ -530,6 +530,49 @@ func.func @casts_cross_layout_ops(%x: tensor<4x8xf32>, %h: tensor<4x8xbf16>) -> 
 
 // -----
 
+// A fused QKV projection under mixed precision: the f32 result is split and
+// every piece narrowed for attention, so the split moves to bf16; in the
+// backward the three widened gradients are concatenated, so the concat
+// moves to bf16 and one widening cast follows it.
+// CHECK-LABEL: func @split_and_concat_in_the_narrow_type
+// CHECK-NEXT:    %[[N:.*]] = loom.cast %arg0 : tensor<2x12xf32> -> tensor<2x12xbf16>
+// CHECK-NEXT:    %[[S:.*]]:3 = loom.split %[[N]] axis 1 : tensor<2x12xbf16> -> tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x4xbf16>
+// CHECK-NEXT:    %[[C:.*]] = loom.concat %arg1, %arg2, %arg3 axis 1 : (tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x4xbf16>) -> tensor<2x12xbf16>
+// CHECK-NEXT:    %[[W:.*]] = loom.cast %[[C]] : tensor<2x12xbf16> -> tensor<2x12xf32>
+// CHECK-NEXT:    return %[[S]]#0, %[[S]]#1, %[[S]]#2, %[[W]]
+func.func @split_and_concat_in_the_narrow_type(%x: tensor<2x12xf32>, %a: tensor<2x4xbf16>, %b: tensor<2x4xbf16>, %c: tensor<2x4xbf16>) -> (tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x12xf32>) {
+  %0:3 = loom.split %x axis 1 : tensor<2x12xf32> -> tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+  %1 = loom.cast %0#0 : tensor<2x4xf32> -> tensor<2x4xbf16>
+  %2 = loom.cast %0#1 : tensor<2x4xf32> -> tensor<2x4xbf16>
+  %3 = loom.cast %0#2 : tensor<2x4xf32> -> tensor<2x4xbf16>
+  %4 = loom.cast %a : tensor<2x4xbf16> -> tensor<2x4xf32>
+  %5 = loom.cast %b : tensor<2x4xbf16> -> tensor<2x4xf32>
+  %6 = loom.cast %c : tensor<2x4xbf16> -> tensor<2x4xf32>
+  %7 = loom.concat %4, %5, %6 axis 1 : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x12xf32>
+  return %1, %2, %3, %7 : tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x12xf32>
+}
+
+// -----
+
+// Not when a piece is read in f32 as well, nor when the concat's inputs
+// come from different types.
+// CHECK-LABEL: func @split_and_concat_stay
+// CHECK-NEXT:    %[[S:.*]]:2 = loom.split %arg0 axis 1 : tensor<2x8xf32> -> tensor<2x4xf32>, tensor<2x4xf32>
+// CHECK-NEXT:    loom.cast %[[S]]#0 : tensor<2x4xf32> -> tensor<2x4xbf16>
+// CHECK-NEXT:    loom.cast %[[S]]#1 : tensor<2x4xf32> -> tensor<2x4xbf16>
+// CHECK:         loom.concat %{{.*}}, %{{.*}} axis 1 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
+func.func @split_and_concat_stay(%x: tensor<2x8xf32>, %a: tensor<2x4xbf16>, %b: tensor<2x4xf16>) -> (tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x4xf32>, tensor<2x8xf32>) {
+  %0:2 = loom.split %x axis 1 : tensor<2x8xf32> -> tensor<2x4xf32>, tensor<2x4xf32>
+  %1 = loom.cast %0#0 : tensor<2x4xf32> -> tensor<2x4xbf16>
+  %2 = loom.cast %0#1 : tensor<2x4xf32> -> tensor<2x4xbf16>
+  %3 = loom.cast %a : tensor<2x4xbf16> -> tensor<2x4xf32>
+  %4 = loom.cast %b : tensor<2x4xf16> -> tensor<2x4xf32>
+  %5 = loom.concat %3, %4 axis 1 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
+  return %1, %2, %0#1, %5 : tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x4xf32>, tensor<2x8xf32>
+}
+
+// -----
+
 // Round trips fold only through a type that holds every value exactly.
 // CHECK-LABEL: func @cast_round_trips
 // CHECK-DAG:     %[[A:.*]] = loom.cast %arg1 : tensor<4xf32> -> tensor<4xbf16>

@@ -226,8 +226,10 @@ def Loom_CastOp : Loom_Op<"cast", [Pure, SameOperandsAndResultShape,
     ```
 
     Canonicalization moves narrowing casts before, and widening casts
-    after, `reshape` and `transpose` (so those copy the narrow type), and
-    folds a cast back through a lossless widening (bf16 -> f32 -> bf16).
+    after, `reshape` and `transpose` (so those copy the narrow type), does
+    the same for a `split` whose results are all narrowed alike and a
+    `concat` whose inputs were all widened alike, and folds a cast back
+    through a lossless widening (bf16 -> f32 -> bf16).
   }];
   let arguments = (ins Loom_Tensor:$input);
   let results = (outs Loom_Tensor:$result);
