@@ -251,6 +251,26 @@ Status readLayerNormBackward(const Instruction &instruction, int64_t &axis,
   return Status::ok();
 }
 
+/// Mean and 1 / sqrt(variance + epsilon) of one row, in two passes in double
+/// (mean, then squared deviations: no cancellation). The forward and the
+/// backward share it, so the backward's statistics are the forward's.
+template <typename T>
+void rowStatistics(const T *in, int64_t n, double epsilon, double &mean,
+                   double &rstd) {
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i)
+    sum += in[i];
+  mean = n ? sum / double(n) : 0;
+  double squares = 0;
+#pragma omp simd reduction(+ : squares)
+  for (int64_t i = 0; i < n; ++i) {
+    double d = double(in[i]) - mean;
+    squares += d * d;
+  }
+  rstd = 1 / std::sqrt((n ? squares / double(n) : 0) + epsilon);
+}
+
 template <typename T> void layerNormTyped(const KernelArgs &args) {
   int64_t axis;
   double epsilon;
@@ -267,43 +287,13 @@ template <typename T> void layerNormTyped(const KernelArgs &args) {
   for (int64_t r = 0; r < rows; ++r) {
     const T *in = x + r * n;
     T *out = y + r * n;
-    // Two passes (mean, then squared deviations): no cancellation.
-    double sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < n; ++i)
-      sum += in[i];
-    double mean = n ? sum / double(n) : 0;
-    double squares = 0;
-#pragma omp simd reduction(+ : squares)
-    for (int64_t i = 0; i < n; ++i) {
-      double d = double(in[i]) - mean;
-      squares += d * d;
-    }
-    double variance = n ? squares / double(n) : 0;
-    T rstd = T(1 / std::sqrt(variance + epsilon));
+    double mean, rstdWide;
+    rowStatistics(in, n, epsilon, mean, rstdWide);
+    T rstd = T(rstdWide);
     T m = T(mean);
     for (int64_t i = 0; i < n; ++i)
       out[i] = (in[i] - m) * rstd * scale[i] + bias[i];
   }
-}
-
-/// Mean and 1 / sqrt(variance + epsilon) of one row, as the forward computes
-/// them (two passes in double).
-template <typename T>
-void rowStatistics(const T *in, int64_t n, double epsilon, double &mean,
-                   double &rstd) {
-  double sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i)
-    sum += in[i];
-  mean = n ? sum / double(n) : 0;
-  double squares = 0;
-#pragma omp simd reduction(+ : squares)
-  for (int64_t i = 0; i < n; ++i) {
-    double d = double(in[i]) - mean;
-    squares += d * d;
-  }
-  rstd = 1 / std::sqrt((n ? squares / double(n) : 0) + epsilon);
 }
 
 /// dx row by row (rows in parallel), then dscale and dbias column block by
