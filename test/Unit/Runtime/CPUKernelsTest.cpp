@@ -17,6 +17,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 using namespace loom::runtime;
 using namespace loom::runtime::test;
@@ -1019,6 +1020,18 @@ TEST(CPUKernelsNormalization, SoftmaxAndLogSoftmax) {
   expectClose(run1("softmax", {&big}, DType::F32, {3}), {0.5, 0.5, 0});
 }
 
+/// The mean and 1 / sqrt(variance + eps) of row `r` (n elements) of x, naively
+/// in double.
+std::pair<double, double> referenceRowStatistics(const Tensor &x, int64_t r,
+                                                 int64_t n, double eps) {
+  double mean = 0, var = 0;
+  for (int64_t i = 0; i < n; ++i)
+    mean += x.get(r * n + i) / double(n);
+  for (int64_t i = 0; i < n; ++i)
+    var += std::pow(x.get(r * n + i) - mean, 2) / double(n);
+  return {mean, 1 / std::sqrt(var + eps)};
+}
+
 TEST(CPUKernelsNormalization, LayerNorm) {
   struct Case {
     std::vector<int64_t> shape;
@@ -1039,15 +1052,10 @@ TEST(CPUKernelsNormalization, LayerNorm) {
       int64_t n = numElements(normalized), rows = x.size() / n;
       std::vector<double> expected(size_t(x.size()));
       for (int64_t r = 0; r < rows; ++r) {
-        double mean = 0, var = 0;
-        for (int64_t i = 0; i < n; ++i)
-          mean += x.get(r * n + i) / double(n);
-        for (int64_t i = 0; i < n; ++i)
-          var += std::pow(x.get(r * n + i) - mean, 2) / double(n);
+        auto [mean, rstd] = referenceRowStatistics(x, r, n, eps);
         for (int64_t i = 0; i < n; ++i)
           expected[size_t(r * n + i)] =
-              (x.get(r * n + i) - mean) / std::sqrt(var + eps) * scale.get(i) +
-              bias.get(i);
+              (x.get(r * n + i) - mean) * rstd * scale.get(i) + bias.get(i);
       }
       expectClose(y, expected, 1e-5, 1e-5);
     }
@@ -1087,12 +1095,9 @@ TEST(CPUKernelsNormalization, LayerNormBackward) {
       std::vector<double> dx(static_cast<size_t>(x.size())),
           dscale(static_cast<size_t>(n)), dbias(static_cast<size_t>(n));
       for (int64_t r = 0; r < rows; ++r) {
-        double mean = 0, var = 0;
-        for (int64_t i = 0; i < n; ++i)
-          mean += x.get(r * n + i) / double(n);
-        for (int64_t i = 0; i < n; ++i)
-          var += std::pow(x.get(r * n + i) - mean, 2) / double(n);
-        double rstd = 1 / std::sqrt(var + eps);
+        // Not a structured binding: the lambda below captures these.
+        double mean, rstd;
+        std::tie(mean, rstd) = referenceRowStatistics(x, r, n, eps);
         auto xhat = [&](int64_t i) { return (x.get(r * n + i) - mean) * rstd; };
         for (int64_t j = 0; j < n; ++j) {
           dscale[size_t(j)] += dy.get(r * n + j) * xhat(j);
