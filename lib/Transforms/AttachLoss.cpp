@@ -64,7 +64,10 @@ struct AttachLossPass : impl::LoomAttachLossBase<AttachLossPass> {
     SmallVector<Type> inputs(model.getArgumentTypes());
     if (labelsType)
       inputs.push_back(labelsType);
-    Type lossType = RankedTensorType::get({}, output.getElementType());
+    // cross_entropy's loss has its own type (f32 for bf16 logits).
+    Type lossType = RankedTensorType::get(
+        {}, kind == "cross_entropy" ? getStatisticsType(output.getElementType())
+                                    : output.getElementType());
     SmallVector<Type> results{lossType};
     llvm::append_range(results, model.getResultTypes());
     auto lossFunction =

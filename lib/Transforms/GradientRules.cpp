@@ -42,9 +42,6 @@ public:
   Value tanh(Value x) { return b.create<TanhOp>(loc, x); }
   Value rsqrt(Value x) { return b.create<RsqrtOp>(loc, x); }
   Value pow(Value x, Value y) { return b.create<PowOp>(loc, x, y); }
-  Value softmax(Value x, int64_t axis) {
-    return b.create<SoftmaxOp>(loc, x, axis);
-  }
 
   /// A rank-0 constant with the element type of `like`.
   Value scalar(Value like, double value) {
@@ -125,26 +122,6 @@ public:
     for (int64_t axis : axes)
       kept[axis] = 1;
     return broadcast(reshape(gradient, kept), input.getShape());
-  }
-
-  /// The integers 0..count-1 of `element` type, as a [count] constant.
-  Value iota(Type element, int64_t count) {
-    auto type = RankedTensorType::get({count}, element);
-    SmallVector<APInt> values;
-    for (int64_t i = 0; i < count; ++i)
-      values.push_back(APInt(element.getIntOrFloatBitWidth(), i));
-    return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, values));
-  }
-
-  /// One-hot rows of `indices` (any shape) over `classes`: shape
-  /// indices.shape + [classes], element type `element`.
-  Value oneHot(Value indices, int64_t classes, Type element) {
-    RankedTensorType type = tensorType(indices);
-    SmallVector<int64_t> column(type.getShape());
-    column.push_back(1);
-    Value hot = compare(CompareDirection::eq, reshape(indices, column),
-                        iota(type.getElementType(), classes));
-    return cast(hot, element);
   }
 
   OpBuilder &b;
@@ -479,34 +456,32 @@ private:
   }
 
   /// d loss / d logits = (softmax(logits) - onehot(label)) scaled by the
-  /// loss gradient, zero for ignored samples, over the counted ones for mean.
+  /// loss gradient, zero for ignored samples, over the counted ones for mean:
+  /// one loom.cross_entropy_grad, whose scale carries the reduction.
   LogicalResult crossEntropyRule(CrossEntropyOp loss) {
     Value logits = loss.getLogits(), labels = loss.getLabels();
     if (!ctx.isActive(logits))
       return success();
-    RankedTensorType type = tensorType(logits);
-    Type element = type.getElementType();
-    int64_t classes = type.getShape().back();
-    Value diff = e.sub(e.softmax(logits, type.getRank() - 1),
-                       e.oneHot(labels, classes, element));
-    SmallVector<int64_t> column(tensorType(labels).getShape());
-    column.push_back(1);
-    Value upstream = g();
-    if (loss.getReduction() == LossReduction::none)
-      upstream = e.reshape(upstream, column);
-    if (std::optional<int64_t> ignore = loss.getIgnoreIndex()) {
-      Value kept = e.compare(CompareDirection::ne, labels,
-                             e.scalar(labels, double(*ignore)));
-      Value weight = e.cast(kept, element);
-      if (loss.getReduction() == LossReduction::mean)
-        upstream = e.div(
-            upstream,
-            e.reduceSum(weight, range(0, tensorType(weight).getRank()), false));
-      diff = e.mul(diff, e.reshape(weight, column));
-    } else if (loss.getReduction() == LossReduction::mean) {
-      upstream = e.scale(upstream, 1.0 / double(product(column)));
+    Value scale = g();
+    std::optional<int64_t> ignore = loss.getIgnoreIndex();
+    if (loss.getReduction() == LossReduction::mean) {
+      RankedTensorType samples = tensorType(labels);
+      if (ignore) {
+        Value kept = e.compare(CompareDirection::ne, labels,
+                               e.scalar(labels, double(*ignore)));
+        Value counted =
+            e.reduceSum(e.cast(kept, tensorType(scale).getElementType()),
+                        range(0, samples.getRank()), false);
+        scale = e.div(scale, counted);
+      } else {
+        scale = e.scale(scale, 1.0 / double(samples.getNumElements()));
+      }
     }
-    ctx.accumulate(logits, e.mul(diff, upstream));
+    IntegerAttr ignoreAttr =
+        ignore ? e.b.getI64IntegerAttr(*ignore) : IntegerAttr();
+    ctx.accumulate(
+        logits, e.b.create<CrossEntropyGradOp>(e.loc, logits.getType(), logits,
+                                               labels, scale, ignoreAttr));
     return success();
   }
 

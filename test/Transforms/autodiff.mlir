@@ -10,7 +10,9 @@
 // CHECK:         %[[H:.*]] = loom.matmul
 // CHECK:         %[[L:.*]] = loom.cross_entropy
 // CHECK:         %[[ONE:.*]] = loom.constant dense<1.000000e+00> : tensor<f32>
-// CHECK:         loom.softmax
+// CHECK:         %[[HALF:.*]] = loom.constant dense<5.000000e-01> : tensor<f32>
+// CHECK:         %[[SCALE:.*]] = loom.mul %[[ONE]], %[[HALF]] : tensor<f32>
+// CHECK:         loom.cross_entropy_grad %{{.*}}, %arg1, %[[SCALE]] : (tensor<2x3xf32>, tensor<2xi64>, tensor<f32>) -> tensor<2x3xf32>
 // CHECK:         %[[DW:.*]] = loom.matmul %{{.*}}, %{{.*}} transpose_lhs : (tensor<2x4xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
 // CHECK:         return %[[L]], %[[DW]], %{{.*}} : tensor<f32>, tensor<4x3xf32>, tensor<3xf32>
 loom.parameter @w trainable : tensor<4x3xf32>
@@ -25,6 +27,40 @@ func.func @forward(%x: tensor<2x4xf32>, %labels: tensor<2xi64>) -> (tensor<f32> 
   %y = loom.bias_add %h, %b : tensor<2x3xf32>, tensor<3xf32>
   %z = loom.bias_add %y, %c : tensor<2x3xf32>, tensor<3xf32>
   %l = loom.cross_entropy %z, %labels : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A mean over the samples whose label is not ignore_index divides by their
+// count (counted in the loss type); `none` passes each sample's gradient as
+// the scale.
+// CHECK-LABEL: func.func @forward_grad(%arg0: tensor<4xi64>) -> (tensor<f32> {onnx.name = "loss"}, tensor<4x5xf32>
+// CHECK:         %[[W:.*]] = loom.param @w
+// CHECK:         %[[KEPT:.*]] = loom.compare ne, %arg0, %{{.*}} : (tensor<4xi64>, tensor<i64>) -> tensor<4xi1>
+// CHECK:         %[[WEIGHT:.*]] = loom.cast %[[KEPT]] : tensor<4xi1> -> tensor<4xf32>
+// CHECK:         %[[COUNT:.*]] = loom.reduce_sum %[[WEIGHT]] [0] : tensor<4xf32> -> tensor<f32>
+// CHECK:         %[[SCALE:.*]] = loom.div %{{.*}}, %[[COUNT]] : tensor<f32>
+// CHECK:         loom.cross_entropy_grad %[[W]], %arg0, %[[SCALE]] ignore_index -100 : (tensor<4x5xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x5xf32>
+loom.parameter @w trainable : tensor<4x5xf32>
+func.func @forward(%labels: tensor<4xi64>) -> (tensor<f32> {onnx.name = "loss"}) {
+  %z = loom.param @w : tensor<4x5xf32>
+  %l = loom.cross_entropy %z, %labels ignore_index -100 : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @forward_grad(%arg0: tensor<4xi64>) -> (tensor<f32> {onnx.name = "loss"}, tensor<4x5xf32>
+// CHECK:         %[[W:.*]] = loom.param @w
+// CHECK:         loom.reduce_sum
+// CHECK-NOT:     loom.reduce_sum
+// CHECK:         loom.cross_entropy_grad %[[W]], %arg0, %{{.*}} : (tensor<4x5xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<4x5xf32>
+loom.parameter @w trainable : tensor<4x5xf32>
+func.func @forward(%labels: tensor<4xi64>) -> (tensor<f32> {onnx.name = "loss"}) {
+  %z = loom.param @w : tensor<4x5xf32>
+  %p = loom.cross_entropy %z, %labels reduction none : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<4xf32>
+  %l = loom.reduce_sum %p [0] : tensor<4xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
 

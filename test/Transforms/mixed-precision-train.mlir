@@ -28,7 +28,8 @@ loom.parameter @w2 trainable : tensor<4x16xf32> = dense<0.25> : tensor<4x16xf32>
 // Backward: the gradient of the logits is cast to bf16 (the gradient of the
 // cast), the backward GEMMs read the saved bf16 operands, and their results
 // are cast back to f32.
-// CHECK: %[[DY:.*]] = loom.cast %{{.*}} : tensor<2x3x4xf32> -> tensor<2x3x4xbf16>
+// CHECK: %[[DYF:.*]] = loom.cross_entropy_grad %[[LOGITS]], %arg1, %{{.*}} : (tensor<2x3x4xf32>, tensor<2x3xi64>, tensor<f32>) -> tensor<2x3x4xf32>
+// CHECK: %[[DY:.*]] = loom.cast %[[DYF]] : tensor<2x3x4xf32> -> tensor<2x3x4xbf16>
 // CHECK: %[[DH:.*]] = loom.matmul %[[DY]], %[[W2L]] : (tensor<2x3x4xbf16>, tensor<4x16xbf16>) -> tensor<2x3x16xbf16>
 // CHECK: %[[DW2L:.*]] = loom.matmul %{{.*}}, %{{.*}} transpose_lhs : (tensor<6x4xbf16>, tensor<6x16xbf16>) -> tensor<4x16xbf16>
 // CHECK: %[[DW2:.*]] = loom.cast %[[DW2L]] : tensor<4x16xbf16> -> tensor<4x16xf32>
@@ -48,7 +49,12 @@ loom.parameter @w2 trainable : tensor<4x16xf32> = dense<0.25> : tensor<4x16xf32>
 // PLAN: loom.cast %{{.*}} : tensor<2x3x16xbf16> -> tensor<2x3x16xf32>
 // PLAN: loom.gelu
 // PLAN: loom.cast %{{.*}} : tensor<2x3x16xf32> -> tensor<2x3x16xbf16>
-// PLAN: plan.kernel "matmul" ins(%{{.*}}, %{{.*}} : memref<2x3x16xbf16>, memref<4x16xbf16>) outs(%{{.*}} : memref<2x3x4xbf16>)
+// PLAN: plan.kernel "matmul" ins(%{{.*}}, %{{.*}} : memref<2x3x16xbf16>, memref<4x16xbf16>) outs(%[[LOGITS:.*]] : memref<2x3x4xbf16>)
+// The loss and its gradient read the bf16 logits, and the gradient is
+// written in bf16 for the backward GEMM: no f32 logits.
+// PLAN: plan.kernel "cross_entropy" ins(%[[LOGITS]], %{{.*}} : memref<2x3x4xbf16>, memref<2x3xi64>) outs(%{{.*}} : memref<f32>)
+// PLAN: plan.kernel "cross_entropy_backward" ins(%[[LOGITS]], %{{.*}}, %{{.*}} : memref<2x3x4xbf16>, memref<2x3xi64>, memref<f32>) outs(%[[DY:.*]] : memref<2x3x4xbf16>)
+// PLAN: plan.kernel "matmul" ins(%[[DY]], %{{.*}} : memref<2x3x4xbf16>, memref<4x16xbf16>)
 func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<2x3x4xf32> {
   %w1 = loom.param @w1 : tensor<16x8xf32>
   %b1 = loom.param @b1 : tensor<16xf32>

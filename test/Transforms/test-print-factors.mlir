@@ -96,6 +96,12 @@ func.func @f(%x: tensor<8x128x768xf32>, %w: tensor<768x3072xf32>, %wt: tensor<30
   // Per-sample loss: samples stay parallel.
   // expected-remark @below {{loom.cross_entropy: iterators = [parallel, parallel, need_replication], sizes = [8, 128, 50257], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d1), (d0, d1, d2) -> (d0, d1)]}}
   %30 = loom.cross_entropy %l, %y reduction none : (tensor<8x128x50257xf32>, tensor<8x128xi64>) -> tensor<8x128xf32>
+  // The gradient: samples parallel whatever the reduction (a mean's count is
+  // in the scale), classes needed whole.
+  // expected-remark @below {{loom.cross_entropy_grad: iterators = [parallel, parallel, need_replication], sizes = [8, 128, 50257], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d1), (d0, d1, d2) -> (), (d0, d1, d2) -> (d0, d1, d2)]}}
+  %grad = loom.cross_entropy_grad %l, %y, %29 : (tensor<8x128x50257xf32>, tensor<8x128xi64>, tensor<f32>) -> tensor<8x128x50257xf32>
+  // expected-remark @below {{loom.cross_entropy_grad: iterators = [parallel, parallel, need_replication], sizes = [8, 128, 50257], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d1), (d0, d1, d2) -> (d0, d1), (d0, d1, d2) -> (d0, d1, d2)]}}
+  %gradEach = loom.cross_entropy_grad %l, %y, %30 : (tensor<8x128x50257xf32>, tensor<8x128xi64>, tensor<8x128xf32>) -> tensor<8x128x50257xbf16>
   // expected-remark @below {{loom.param: iterators = [parallel, parallel], sizes = [768, 3072], maps = [(d0, d1) -> (d0, d1)]}}
   %31 = loom.param @w : tensor<768x3072xf32>
   // Scalars have no factors.

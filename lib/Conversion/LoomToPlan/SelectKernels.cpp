@@ -113,6 +113,12 @@ public:
                 result.attrs.push_back(integer("ignore_index", *ignore));
               return result;
             })
+            .Case([&](CrossEntropyGradOp grad) {
+              Selection result = make("cross_entropy_backward");
+              if (std::optional<int64_t> ignore = grad.getIgnoreIndex())
+                result.attrs.push_back(integer("ignore_index", *ignore));
+              return result;
+            })
             .Case([&](TransposeOp transpose) {
               return make("transpose",
                           {list("permutation", transpose.getPermutation())});
@@ -180,7 +186,8 @@ private:
   static bool takesBF16(StringRef kernel) {
     return llvm::is_contained({"elementwise", "matmul", "transpose", "slice",
                                "concat", "split", "gather", "attention",
-                               "attention_backward"},
+                               "attention_backward", "cross_entropy",
+                               "cross_entropy_backward"},
                               kernel);
   }
 
@@ -198,9 +205,8 @@ private:
                << element << ", which the " << target << " backend's '"
                << kernel
                << "' kernel does not support (bf16 runs in matmul, "
-                  "attention, elementwise and data-movement kernels; compute "
-                  "this op "
-                  "in f32)";
+                  "attention, cross-entropy, elementwise and data-movement "
+                  "kernels; compute this op in f32)";
       return success();
     };
     WalkResult result = op->walk([&](Operation *nested) {

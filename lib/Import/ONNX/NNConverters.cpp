@@ -288,8 +288,15 @@ static LogicalResult convertSoftmaxCrossEntropy(NodeContext &ctx) {
   if (const onnx::AttributeProto *ignore = ctx.findAttr("ignore_index"))
     attrs.push_back(
         ctx.namedAttr("ignore_index", b.getI64IntegerAttr(ignore->i())));
-  if (failed(ctx.setResult(
-          ctx.create<CrossEntropyOp>({logits, ctx.getInput(1)}, attrs))))
+  FailureOr<Value> loss =
+      ctx.create<CrossEntropyOp>({logits, ctx.getInput(1)}, attrs);
+  if (failed(loss))
+    return failure();
+  // ONNX's loss has the scores' type; Loom's is f32 for f16/bf16 scores.
+  auto lossType = cast<RankedTensorType>(loss->getType());
+  if (lossType.getElementType() != type.getElementType())
+    loss = ctx.create<CastOp>(*loss, {}, lossType.clone(type.getElementType()));
+  if (failed(ctx.setResult(loss)))
     return failure();
   if (!ctx.hasOutput(1))
     return success();

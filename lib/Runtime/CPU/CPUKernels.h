@@ -51,6 +51,7 @@ LOOM_CPU_KERNEL(log_softmax)
 LOOM_CPU_KERNEL(layer_norm)
 LOOM_CPU_KERNEL(layer_norm_backward)
 LOOM_CPU_KERNEL(cross_entropy)
+LOOM_CPU_KERNEL(cross_entropy_backward)
 // DataMovement.cpp
 LOOM_CPU_KERNEL(gather)
 LOOM_CPU_KERNEL(scatter_add)

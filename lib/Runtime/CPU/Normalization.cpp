@@ -8,10 +8,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BFloat16.h"
 #include "CPUKernels.h"
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 using namespace loom::runtime;
 using namespace loom::runtime::cpu;
@@ -366,11 +369,50 @@ template <typename T> void layerNormBackwardTyped(const KernelArgs &args) {
 
 enum class Reduction { None, Mean, Sum };
 
+/// The dtype cross-entropy computes in and returns its loss in for `logits`:
+/// f64 for f64, f32 for f32 and bf16.
+DType lossDType(DType logits) {
+  return logits == DType::F64 ? DType::F64 : DType::F32;
+}
+
+/// Checks logits [..., C] (f32, f64 or bf16) and labels [...] (i32, i64).
+Status checkLogitsAndLabels(const TensorRef &logits, const TensorRef &labels) {
+  if (Status s = expectFloatOrBF16(logits.dtype, "logits"); !s)
+    return s;
+  if (labels.dtype != DType::I32 && labels.dtype != DType::I64)
+    return Status::error(std::string("labels have dtype ") +
+                         dtypeName(labels.dtype) + "; expected i32 or i64");
+  if (logits.shape.empty())
+    return Status::error("logits must have rank >= 1 (classes last)");
+  std::vector<int64_t> samples(logits.shape.begin(), logits.shape.end() - 1);
+  if (labels.shape != samples)
+    return Status::error("labels " + shapeString(labels.shape) + " should be " +
+                         shapeString(samples) + " for logits " +
+                         shapeString(logits.shape));
+  return Status::ok();
+}
+
+Status expectLossDType(const TensorRef &logits, const TensorRef &value,
+                       const std::string &what) {
+  if (value.dtype == lossDType(logits.dtype))
+    return Status::ok();
+  return Status::error(what + " has dtype " + dtypeName(value.dtype) + "; " +
+                       dtypeName(logits.dtype) + " logits need " +
+                       dtypeName(lossDType(logits.dtype)));
+}
+
 struct CrossEntropyAttrs {
   Reduction reduction = Reduction::Mean;
   bool hasIgnore = false;
   int64_t ignoreIndex = 0;
 };
+
+Status readIgnoreIndex(const Instruction &instruction,
+                       CrossEntropyAttrs &attrs) {
+  attrs.hasIgnore = instruction.attrs.count("ignore_index") != 0;
+  return getIntAttr(instruction.attrs, "ignore_index", attrs.ignoreIndex,
+                    false);
+}
 
 Status readCrossEntropy(const Instruction &instruction,
                         CrossEntropyAttrs &attrs) {
@@ -383,20 +425,10 @@ Status readCrossEntropy(const Instruction &instruction,
   const TensorRef &logits = instruction.inputs[0],
                   &labels = instruction.inputs[1],
                   &loss = instruction.outputs[0];
-  if (Status s = expectFloat(logits.dtype, "logits"); !s)
+  if (Status s = checkLogitsAndLabels(logits, labels); !s)
     return s;
-  if (Status s = expectSameDType(logits, "logits", loss, "loss"); !s)
+  if (Status s = expectLossDType(logits, loss, "loss"); !s)
     return s;
-  if (labels.dtype != DType::I32 && labels.dtype != DType::I64)
-    return Status::error(std::string("labels have dtype ") +
-                         dtypeName(labels.dtype) + "; expected i32 or i64");
-  if (logits.shape.empty())
-    return Status::error("logits must have rank >= 1 (classes last)");
-  std::vector<int64_t> samples(logits.shape.begin(), logits.shape.end() - 1);
-  if (labels.shape != samples)
-    return Status::error("labels " + shapeString(labels.shape) + " should be " +
-                         shapeString(samples) + " for logits " +
-                         shapeString(logits.shape));
   std::string reduction;
   if (Status s =
           getWordAttr(instruction.attrs, "reduction", reduction, false, "mean");
@@ -411,11 +443,9 @@ Status readCrossEntropy(const Instruction &instruction,
   else
     return Status::error("reduction must be mean, sum or none, not '" +
                          reduction + "'");
-  attrs.hasIgnore = instruction.attrs.count("ignore_index") != 0;
-  if (Status s = getIntAttr(instruction.attrs, "ignore_index",
-                            attrs.ignoreIndex, false);
-      !s)
+  if (Status s = readIgnoreIndex(instruction, attrs); !s)
     return s;
+  std::vector<int64_t> samples(logits.shape.begin(), logits.shape.end() - 1);
   if (attrs.reduction == Reduction::None) {
     if (loss.shape != samples)
       return Status::error("loss " + shapeString(loss.shape) + " should be " +
@@ -427,49 +457,203 @@ Status readCrossEntropy(const Instruction &instruction,
   return Status::ok();
 }
 
+/// Rows of logits as the cross-entropy kernels compute with them: f32 and
+/// f64 rows in place, bf16 rows widened to f32 into a buffer (one reader
+/// per thread).
+template <typename T> struct LogitRows {
+  using Compute = T;
+  const T *logits;
+  int64_t classes;
+  const T *row(int64_t i) { return logits + i * classes; }
+};
+template <> struct LogitRows<BF16> {
+  using Compute = float;
+  const BF16 *logits;
+  int64_t classes;
+  std::vector<float> wide = std::vector<float>(size_t(classes));
+  const float *row(int64_t i) {
+    widenBF16(logits + i * classes, wide.data(), classes);
+    return wide.data();
+  }
+};
+
+template <typename C> C rowMax(const C *row, int64_t n) {
+  C max = -std::numeric_limits<C>::infinity();
+#pragma omp simd reduction(max : max)
+  for (int64_t c = 0; c < n; ++c)
+    max = row[c] > max ? row[c] : max;
+  return max;
+}
+
+/// Whether sample `i`'s label is ignored; reports an out-of-range one.
+bool skipSample(const KernelArgs &args, const CrossEntropyAttrs &attrs,
+                int64_t label, int64_t i, int64_t classes, bool &invalid) {
+  invalid = false;
+  if (attrs.hasIgnore && label == attrs.ignoreIndex)
+    return true;
+  if (label >= 0 && label < classes)
+    return false;
+  reportError(args, "label " + std::to_string(label) + " of sample " +
+                        std::to_string(i) + " is outside [0, " +
+                        std::to_string(classes) + ")");
+  invalid = true;
+  return true;
+}
+
 template <typename T, typename L>
 void crossEntropyTyped(const KernelArgs &args, const CrossEntropyAttrs &attrs) {
+  using C = typename LogitRows<T>::Compute;
   const std::vector<int64_t> &shape = args.instruction.inputs[0].shape;
   const int64_t classes = shape.back();
   const int64_t samples = dimProduct(shape, 0, shape.size() - 1);
   const T *logits = static_cast<const T *>(args.inputs[0]);
   const L *labels = static_cast<const L *>(args.inputs[1]);
-  T *loss = static_cast<T *>(args.outputs[0]);
+  C *loss = static_cast<C *>(args.outputs[0]);
   double total = 0;
   int64_t counted = 0;
   int threads = threadsFor(samples * classes, 1 << 13);
-#pragma omp parallel for num_threads(threads) schedule(static)                 \
-    reduction(+ : total, counted)
-  for (int64_t i = 0; i < samples; ++i) {
-    int64_t label = int64_t(labels[i]);
-    double sampleLoss = 0;
-    if (attrs.hasIgnore && label == attrs.ignoreIndex) {
-      sampleLoss = 0;
-    } else if (label < 0 || label >= classes) {
-      reportError(args, "label " + std::to_string(label) + " of sample " +
-                            std::to_string(i) + " is outside [0, " +
-                            std::to_string(classes) + ")");
-      sampleLoss = std::numeric_limits<double>::quiet_NaN();
-    } else {
-      const T *row = logits + i * classes;
-      T max = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : max)
-      for (int64_t c = 0; c < classes; ++c)
-        max = row[c] > max ? row[c] : max;
-      // The vectorized exp of softmax: a scalar std::exp per class made
-      // this the step's most expensive kernel on large vocabularies.
-      double sum = expShiftedSum(row, classes, max);
-      sampleLoss = double(max) + std::log(sum) - double(row[label]);
-      ++counted;
+#pragma omp parallel num_threads(threads) reduction(+ : total, counted)
+  {
+    LogitRows<T> rows{logits, classes};
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < samples; ++i) {
+      int64_t label = int64_t(labels[i]);
+      bool invalid;
+      double sampleLoss = 0;
+      if (skipSample(args, attrs, label, i, classes, invalid)) {
+        if (invalid)
+          sampleLoss = std::numeric_limits<double>::quiet_NaN();
+      } else {
+        const C *row = rows.row(i);
+        C max = rowMax(row, classes);
+        // The vectorized exp of softmax: a scalar std::exp per class made
+        // this the step's most expensive kernel on large vocabularies.
+        double sum = expShiftedSum(row, classes, max);
+        sampleLoss = double(max) + std::log(sum) - double(row[label]);
+        ++counted;
+      }
+      if (attrs.reduction == Reduction::None)
+        loss[i] = C(sampleLoss);
+      total += sampleLoss;
     }
-    if (attrs.reduction == Reduction::None)
-      loss[i] = T(sampleLoss);
-    total += sampleLoss;
   }
   if (attrs.reduction == Reduction::Sum)
-    loss[0] = T(total);
+    loss[0] = C(total);
   else if (attrs.reduction == Reduction::Mean)
-    loss[0] = T(total / double(counted)); // NaN when nothing counted
+    loss[0] = C(total / double(counted)); // NaN when nothing counted
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy_backward
+//===----------------------------------------------------------------------===//
+
+Status readCrossEntropyBackward(const Instruction &instruction,
+                                CrossEntropyAttrs &attrs) {
+  if (Status s = expectOperandCounts(instruction, 3, 1); !s)
+    return s;
+  if (Status s = expectKnownAttrs(instruction.attrs, {"ignore_index"}); !s)
+    return s;
+  const TensorRef &logits = instruction.inputs[0],
+                  &labels = instruction.inputs[1],
+                  &scale = instruction.inputs[2],
+                  &dlogits = instruction.outputs[0];
+  if (Status s = checkLogitsAndLabels(logits, labels); !s)
+    return s;
+  if (Status s = expectLossDType(logits, scale, "scale"); !s)
+    return s;
+  if (!scale.shape.empty() && scale.shape != labels.shape)
+    return Status::error("scale " + shapeString(scale.shape) +
+                         " should be a scalar or " + shapeString(labels.shape) +
+                         " (one per sample)");
+  if (Status s = expectSameShape(logits, "logits", dlogits, "dlogits"); !s)
+    return s;
+  // Computed in the loss dtype and rounded once: to it, or to the next
+  // narrower type (f32 -> bf16, f64 -> f32).
+  DType computed = lossDType(logits.dtype);
+  DType narrower = computed == DType::F64 ? DType::F32 : DType::BF16;
+  if (dlogits.dtype != computed && dlogits.dtype != narrower)
+    return Status::error(std::string("dlogits have dtype ") +
+                         dtypeName(dlogits.dtype) + "; " +
+                         dtypeName(logits.dtype) + " logits give " +
+                         dtypeName(computed) + " or " + dtypeName(narrower));
+  attrs.reduction = Reduction::None;
+  return readIgnoreIndex(instruction, attrs);
+}
+
+inline void storeGradient(float *out, float value) { *out = value; }
+inline void storeGradient(double *out, double value) { *out = value; }
+inline void storeGradient(float *out, double value) { *out = float(value); }
+inline void storeGradient(BF16 *out, float value) { *out = roundToBF16(value); }
+
+/// (softmax(row) - onehot(label)) * scale per row: the probabilities as
+/// softmax computes them (e^(x - max) times 1/sum), in the loss dtype.
+template <typename T, typename L, typename O>
+void crossEntropyBackwardTyped(const KernelArgs &args,
+                               const CrossEntropyAttrs &attrs) {
+  using C = typename LogitRows<T>::Compute;
+  const std::vector<int64_t> &shape = args.instruction.inputs[0].shape;
+  const int64_t classes = shape.back();
+  const int64_t samples = dimProduct(shape, 0, shape.size() - 1);
+  const T *logits = static_cast<const T *>(args.inputs[0]);
+  const L *labels = static_cast<const L *>(args.inputs[1]);
+  const C *scale = static_cast<const C *>(args.inputs[2]);
+  const bool scalePerSample = !args.instruction.inputs[2].shape.empty();
+  O *dlogits = static_cast<O *>(args.outputs[0]);
+  int threads = threadsFor(samples * classes, 1 << 13);
+#pragma omp parallel num_threads(threads)
+  {
+    LogitRows<T> rows{logits, classes};
+    std::vector<C> e(static_cast<size_t>(classes));
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < samples; ++i) {
+      O *out = dlogits + i * classes;
+      int64_t label = int64_t(labels[i]);
+      bool invalid;
+      if (skipSample(args, attrs, label, i, classes, invalid)) {
+        C fill = invalid ? std::numeric_limits<C>::quiet_NaN() : C(0);
+        for (int64_t c = 0; c < classes; ++c)
+          storeGradient(out + c, fill);
+        continue;
+      }
+      const C *row = rows.row(i);
+      C max = rowMax(row, classes);
+      C inverse = C(1 / expShifted(row, e.data(), classes, max));
+      C factor = scale[scalePerSample ? i : 0];
+      for (int64_t c = 0; c < classes; ++c) {
+        C p = e[size_t(c)] * inverse;
+        storeGradient(out + c, (c == label ? p - C(1) : p) * factor);
+      }
+    }
+  }
+}
+
+/// Runs the kernel for the result dtype: the loss dtype or the next
+/// narrower one (readCrossEntropyBackward allows no other).
+template <typename T, typename L>
+void crossEntropyBackwardTo(const KernelArgs &args,
+                            const CrossEntropyAttrs &attrs) {
+  using C = typename LogitRows<T>::Compute;
+  using Narrower = std::conditional_t<std::is_same_v<C, double>, float, BF16>;
+  if (args.instruction.outputs[0].dtype ==
+      lossDType(args.instruction.inputs[0].dtype))
+    crossEntropyBackwardTyped<T, L, C>(args, attrs);
+  else
+    crossEntropyBackwardTyped<T, L, Narrower>(args, attrs);
+}
+
+/// Calls `run(T(), L())` with T the logits' storage type (float, double,
+/// BF16) and L the labels' (int32_t, int64_t).
+template <typename Run>
+void dispatchLogitsAndLabels(const KernelArgs &args, Run run) {
+  bool i32 = args.instruction.inputs[1].dtype == DType::I32;
+  switch (args.instruction.inputs[0].dtype) {
+  case DType::F64:
+    return i32 ? run(double(), int32_t()) : run(double(), int64_t());
+  case DType::F32:
+    return i32 ? run(float(), int32_t()) : run(float(), int64_t());
+  default:
+    return i32 ? run(BF16(), int32_t()) : run(BF16(), int64_t());
+  }
 }
 
 } // namespace
@@ -516,14 +700,19 @@ Status cpu::check_cross_entropy(const Instruction &instruction) {
 void cpu::run_cross_entropy(const KernelArgs &args) {
   CrossEntropyAttrs attrs;
   (void)readCrossEntropy(args.instruction, attrs);
-  bool f32 = args.instruction.inputs[0].dtype == DType::F32;
-  bool i32 = args.instruction.inputs[1].dtype == DType::I32;
-  if (f32 && i32)
-    crossEntropyTyped<float, int32_t>(args, attrs);
-  else if (f32)
-    crossEntropyTyped<float, int64_t>(args, attrs);
-  else if (i32)
-    crossEntropyTyped<double, int32_t>(args, attrs);
-  else
-    crossEntropyTyped<double, int64_t>(args, attrs);
+  dispatchLogitsAndLabels(args, [&](auto logits, auto labels) {
+    crossEntropyTyped<decltype(logits), decltype(labels)>(args, attrs);
+  });
+}
+
+Status cpu::check_cross_entropy_backward(const Instruction &instruction) {
+  CrossEntropyAttrs attrs;
+  return readCrossEntropyBackward(instruction, attrs);
+}
+void cpu::run_cross_entropy_backward(const KernelArgs &args) {
+  CrossEntropyAttrs attrs;
+  (void)readCrossEntropyBackward(args.instruction, attrs);
+  dispatchLogitsAndLabels(args, [&](auto logits, auto labels) {
+    crossEntropyBackwardTo<decltype(logits), decltype(labels)>(args, attrs);
+  });
 }

@@ -14,6 +14,10 @@ func.func @kernels(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<32xf3
   %fb = loom.fused_matmul %x, %w bias %g transpose_rhs : (tensor<8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<8x32xf32>
   // CHECK: loom.cross_entropy {{.*}} {plan.kernel = "cross_entropy", plan.kernel_attrs = {ignore_index = -100 : i64, reduction = "mean"}}
   %l = loom.cross_entropy %h, %ids ignore_index -100 : (tensor<8x32xf32>, tensor<8xi64>) -> tensor<f32>
+  // CHECK: loom.cross_entropy_grad {{.*}} {plan.kernel = "cross_entropy_backward", plan.kernel_attrs = {ignore_index = -100 : i64}}
+  %dl = loom.cross_entropy_grad %h, %ids, %l ignore_index -100 : (tensor<8x32xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x32xbf16>
+  // CHECK: loom.cross_entropy_grad {{.*}} {plan.kernel = "cross_entropy_backward", plan.kernel_attrs = {}}
+  %dl2 = loom.cross_entropy_grad %h, %ids, %l : (tensor<8x32xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x32xf32>
   // CHECK: loom.layer_norm {{.*}} {plan.kernel = "layer_norm", plan.kernel_attrs = {axis = 1 : i64, epsilon = 9.9999999999999995E-7 : f64}}
   %n = loom.layer_norm %h, %g, %g axis 1 epsilon 1.0e-6 : tensor<8x32xf32>, tensor<32xf32>
   // CHECK: loom.layer_norm_grad {{.*}} {plan.kernel = "layer_norm_backward", plan.kernel_attrs = {axis = 1 : i64, epsilon = 9.9999999999999995E-7 : f64}}
@@ -101,7 +105,7 @@ func.func @bf16_kernels(%x: tensor<8x16xf32>, %w: tensor<32x16xbf16>, %ids: tens
 
 // Reductions, normalizations and the loss keep f32: compute them in f32.
 func.func @bf16_softmax(%x: tensor<4x4xbf16>) -> tensor<4x4xbf16> {
-  // expected-error @+1 {{'loom.softmax' op computes in 'bf16', which the cpu backend's 'softmax' kernel does not support (bf16 runs in matmul, attention, elementwise and data-movement kernels; compute this op in f32)}}
+  // expected-error @+1 {{'loom.softmax' op computes in 'bf16', which the cpu backend's 'softmax' kernel does not support (bf16 runs in matmul, attention, cross-entropy, elementwise and data-movement kernels; compute this op in f32)}}
   %0 = loom.softmax %x axis 1 : tensor<4x4xbf16>
   return %0 : tensor<4x4xbf16>
 }

@@ -597,3 +597,43 @@ func.func @cast_round_trips(%h: tensor<4xbf16>, %f: tensor<4xf32>, %i: tensor<4x
   %11 = loom.cast %10 : tensor<4xf32> -> tensor<4xi1>
   return %1, %3, %5, %7, %9, %11 : tensor<4xbf16>, tensor<4xf32>, tensor<4xi32>, tensor<4xf16>, tensor<4xf32>, tensor<4xi1>
 }
+
+// -----
+
+// The loss of mixed precision: cross-entropy and its gradient read the bf16
+// logits the GEMM wrote (the f32 copy goes), and the gradient is written in
+// the bf16 the next GEMM takes.
+// CHECK-LABEL: func @cross_entropy_in_bf16
+// CHECK-NOT:     loom.cast
+// CHECK:         %[[L:.*]] = loom.cross_entropy %arg0, %arg1 : (tensor<4x10xbf16>, tensor<4xi64>) -> tensor<f32>
+// CHECK:         %[[G:.*]] = loom.cross_entropy_grad %arg0, %arg1, %[[L]] ignore_index 3 : (tensor<4x10xbf16>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xbf16>
+// CHECK-NEXT:    return %[[L]], %[[G]]
+func.func @cross_entropy_in_bf16(%h: tensor<4x10xbf16>, %y: tensor<4xi64>) -> (tensor<f32>, tensor<4x10xbf16>) {
+  %0 = loom.cast %h : tensor<4x10xbf16> -> tensor<4x10xf32>
+  %1 = loom.cross_entropy %0, %y : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
+  %2 = loom.cross_entropy_grad %0, %y, %1 ignore_index 3 : (tensor<4x10xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xf32>
+  %3 = loom.cast %2 : tensor<4x10xf32> -> tensor<4x10xbf16>
+  return %1, %3 : tensor<f32>, tensor<4x10xbf16>
+}
+
+// -----
+
+// What stays: a widening to f64 (the loss would become f32), a gradient with
+// another use, and a narrowing of a gradient that was already rounded (f64
+// logits, f32 result: bf16 would round twice).
+// CHECK-LABEL: func @cross_entropy_casts_that_stay
+// CHECK:         %[[W:.*]] = loom.cast %arg0 : tensor<4x10xbf16> -> tensor<4x10xf64>
+// CHECK:         loom.cross_entropy %[[W]], %arg1 : (tensor<4x10xf64>, tensor<4xi64>) -> tensor<f64>
+// CHECK:         %[[G:.*]] = loom.cross_entropy_grad %arg0, %arg1, %arg3 : (tensor<4x10xbf16>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xf32>
+// CHECK:         loom.cast %[[G]] : tensor<4x10xf32> -> tensor<4x10xbf16>
+// CHECK:         %[[G64:.*]] = loom.cross_entropy_grad %arg2, %arg1, %arg4 : (tensor<4x10xf64>, tensor<4xi64>, tensor<f64>) -> tensor<4x10xf32>
+// CHECK:         loom.cast %[[G64]] : tensor<4x10xf32> -> tensor<4x10xbf16>
+func.func @cross_entropy_casts_that_stay(%h: tensor<4x10xbf16>, %y: tensor<4xi64>, %d: tensor<4x10xf64>, %s: tensor<f32>, %s64: tensor<f64>) -> (tensor<f64>, tensor<4x10xbf16>, tensor<4x10xf32>, tensor<4x10xbf16>) {
+  %0 = loom.cast %h : tensor<4x10xbf16> -> tensor<4x10xf64>
+  %1 = loom.cross_entropy %0, %y : (tensor<4x10xf64>, tensor<4xi64>) -> tensor<f64>
+  %2 = loom.cross_entropy_grad %h, %y, %s : (tensor<4x10xbf16>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xf32>
+  %3 = loom.cast %2 : tensor<4x10xf32> -> tensor<4x10xbf16>
+  %4 = loom.cross_entropy_grad %d, %y, %s64 : (tensor<4x10xf64>, tensor<4xi64>, tensor<f64>) -> tensor<4x10xf32>
+  %5 = loom.cast %4 : tensor<4x10xf32> -> tensor<4x10xbf16>
+  return %1, %3, %2, %5 : tensor<f64>, tensor<4x10xbf16>, tensor<4x10xf32>, tensor<4x10xbf16>
+}

@@ -177,7 +177,8 @@ func.func @reductions(%x: tensor<8x16x4xf32>, %i: tensor<8x16xi32>) {
 // CHECK-LABEL: func @layers
 func.func @layers(%s: tensor<8x12x128x128xf32>, %x: tensor<8x128x768xf32>, %g: tensor<768xf32>,
                   %b: tensor<768xf32>, %logits: tensor<1024x50257xf32>, %labels: tensor<1024xi64>,
-                  %logits3: tensor<8x128x50257xf32>, %labels3: tensor<8x128xi32>) {
+                  %logits3: tensor<8x128x50257xf32>, %labels3: tensor<8x128xi32>,
+                  %scale: tensor<f32>, %blogits: tensor<1024x50257xbf16>) {
   // CHECK: loom.softmax %{{.*}} axis 3 : tensor<8x12x128x128xf32>
   %0 = loom.softmax %s axis 3 : tensor<8x12x128x128xf32>
   // CHECK: loom.log_softmax %{{.*}} axis 0 : tensor<8x12x128x128xf32>
@@ -198,6 +199,15 @@ func.func @layers(%s: tensor<8x12x128x128xf32>, %x: tensor<8x128x768xf32>, %g: t
   %7 = loom.cross_entropy %logits3, %labels3 reduction none ignore_index -100 : (tensor<8x128x50257xf32>, tensor<8x128xi32>) -> tensor<8x128xf32>
   // CHECK: loom.cross_entropy %{{.*}}, %{{.*}} reduction sum : (tensor<1024x50257xf32>, tensor<1024xi64>) -> tensor<f32>
   %8 = loom.cross_entropy %logits, %labels reduction sum : (tensor<1024x50257xf32>, tensor<1024xi64>) -> tensor<f32>
+  // CHECK: loom.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<1024x50257xf32>, tensor<1024xi64>, tensor<f32>) -> tensor<1024x50257xf32>
+  %9 = loom.cross_entropy_grad %logits, %labels, %scale : (tensor<1024x50257xf32>, tensor<1024xi64>, tensor<f32>) -> tensor<1024x50257xf32>
+  // CHECK: loom.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} ignore_index -100 : (tensor<8x128x50257xf32>, tensor<8x128xi32>, tensor<8x128xf32>) -> tensor<8x128x50257xbf16>
+  %10 = loom.cross_entropy_grad %logits3, %labels3, %7 ignore_index -100 : (tensor<8x128x50257xf32>, tensor<8x128xi32>, tensor<8x128xf32>) -> tensor<8x128x50257xbf16>
+  // bf16 logits give an f32 loss.
+  // CHECK: loom.cross_entropy %{{.*}}, %{{.*}} : (tensor<1024x50257xbf16>, tensor<1024xi64>) -> tensor<f32>
+  %11 = loom.cross_entropy %blogits, %labels : (tensor<1024x50257xbf16>, tensor<1024xi64>) -> tensor<f32>
+  // CHECK: loom.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<1024x50257xbf16>, tensor<1024xi64>, tensor<f32>) -> tensor<1024x50257xbf16>
+  %12 = loom.cross_entropy_grad %blogits, %labels, %11 : (tensor<1024x50257xbf16>, tensor<1024xi64>, tensor<f32>) -> tensor<1024x50257xbf16>
   return
 }
 

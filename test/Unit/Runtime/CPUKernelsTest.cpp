@@ -193,7 +193,7 @@ std::vector<int64_t> withoutLast2(const std::vector<int64_t> &s) {
 TEST(CPUKernelsRegistry, NamesAreSortedAndResolve) {
   std::vector<std::string> names = cpuKernelNames();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
-  EXPECT_EQ(names.size(), 20u);
+  EXPECT_EQ(names.size(), 21u);
   for (const std::string &name : names) {
     const KernelInfo *kernel = lookupCPUKernel(name);
     ASSERT_NE(kernel, nullptr) << name;
@@ -1190,6 +1190,165 @@ TEST(CPUKernelsNormalization, CrossEntropyLabelOutOfRangeIsRuntimeError) {
             "label 70 of sample 3 is outside [0, 64)");
 }
 
+TEST(CPUKernelsNormalization, CrossEntropyReadsBF16Logits) {
+  // bf16 logits widen exactly, so the f32 loss is the f32 kernel's on the
+  // widened logits, bit for bit.
+  Tensor logits = random(DType::F32, {6, 300}, -8, 8).as(DType::BF16);
+  Tensor labels = filled(DType::I64, {6}, {0, 299, 17, 4, 150, 42});
+  Tensor wide = logits.as(DType::F32);
+  for (const char *reduction : {"mean", "none"}) {
+    Attributes attrs{{"reduction", std::string(reduction)}};
+    std::vector<int64_t> shape = std::string(reduction) == "none"
+                                     ? std::vector<int64_t>{6}
+                                     : std::vector<int64_t>{};
+    Tensor narrow =
+        run1("cross_entropy", {&logits, &labels}, DType::F32, shape, attrs);
+    Tensor reference =
+        run1("cross_entropy", {&wide, &labels}, DType::F32, shape, attrs);
+    EXPECT_EQ(narrow.bytes, reference.bytes) << reduction;
+  }
+}
+
+/// (softmax(row) - onehot(label)) * scale in f64, 0 for ignored samples.
+std::vector<double> referenceCrossEntropyGrad(const Tensor &logits,
+                                              const Tensor &labels,
+                                              const Tensor &scale,
+                                              int64_t ignoreIndex) {
+  const int64_t classes = logits.shape.back();
+  std::vector<double> grad(size_t(logits.size()), 0.0);
+  for (int64_t i = 0; i < labels.size(); ++i) {
+    int64_t label = int64_t(labels.get(i));
+    if (label == ignoreIndex)
+      continue;
+    double max = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      max = std::max(max, logits.get(i * classes + c));
+    for (int64_t c = 0; c < classes; ++c)
+      sum += std::exp(logits.get(i * classes + c) - max);
+    double factor = scale.get(scale.size() == 1 ? 0 : i);
+    for (int64_t c = 0; c < classes; ++c) {
+      double p = std::exp(logits.get(i * classes + c) - max) / sum;
+      grad[size_t(i * classes + c)] = (p - (c == label ? 1 : 0)) * factor;
+    }
+  }
+  return grad;
+}
+
+TEST(CPUKernelsNormalization, CrossEntropyBackward) {
+  struct Case {
+    DType logits, result;
+    std::vector<int64_t> shape;
+    bool scalePerSample;
+  };
+  const Case cases[] = {
+      {DType::F32, DType::F32, {3, 4, 11}, false},
+      {DType::F32, DType::F32, {5, 2000}, true},
+      {DType::F64, DType::F64, {3, 4, 11}, true},
+      {DType::F64, DType::F32, {7, 33}, false},
+      {DType::F32, DType::BF16, {7, 33}, true},
+      {DType::BF16, DType::BF16, {4, 3000}, false},
+      {DType::BF16, DType::F32, {4, 300}, true},
+      {DType::F32, DType::F32, {5, 1}, false}, // one class: all zero
+      {DType::F32, DType::F32, {0, 6}, false}, // no samples
+  };
+  const int64_t ignore = -100;
+  for (const Case &c : cases) {
+    std::vector<int64_t> samples(c.shape.begin(), c.shape.end() - 1);
+    const int64_t classes = c.shape.back();
+    Tensor logits = random(c.logits, c.shape, -6, 6);
+    for (DType labelType : {DType::I32, DType::I64}) {
+      Tensor labels(labelType, samples);
+      for (int64_t i = 0; i < labels.size(); ++i)
+        labels.set(i, double((i * 5 + 3) % classes));
+      if (labels.size() > 2)
+        labels.set(1, double(ignore));
+      DType lossType = c.logits == DType::F64 ? DType::F64 : DType::F32;
+      Tensor scale = c.scalePerSample ? random(lossType, samples, 0.1, 2)
+                                      : filled(lossType, {}, {0.25});
+      Tensor grad = run1("cross_entropy_backward", {&logits, &labels, &scale},
+                         c.result, c.shape, {{"ignore_index", ignore}});
+      SCOPED_TRACE(std::string(dtypeName(c.logits)) + " -> " +
+                   dtypeName(c.result) + " " + shapeString(c.shape));
+      // Rounded once from the computed value: bf16 to half an ulp (2^-8),
+      // f32 near its own precision (the exponentials' error), f64 tightly.
+      double rtol = c.result == DType::BF16 ? 1.0 / 256
+                    : lossType == DType::F32
+                        ? 2e-6
+                        : (c.result == DType::F32 ? 1e-7 : 1e-13);
+      double atol = c.result == DType::BF16 ? 1e-7 : 1e-10;
+      expectClose(grad,
+                  referenceCrossEntropyGrad(logits, labels, scale, ignore),
+                  rtol, atol);
+      if (labels.size() > 2)
+        for (int64_t k = classes; k < 2 * classes; ++k)
+          EXPECT_EQ(grad.get(k), 0.0)
+              << "ignored sample, class " << k - classes;
+    }
+  }
+}
+
+TEST(CPUKernelsNormalization, CrossEntropyBackwardRoundsOnce) {
+  // The narrow result is the wide result rounded once: what the cast it
+  // replaces did.
+  Tensor logits = random(DType::F32, {8, 500}, -6, 6);
+  Tensor labels = filled(DType::I64, {8}, {0, 1, 2, 3, 499, 5, 6, 7});
+  Tensor scale = filled(DType::F32, {}, {1.0 / 8});
+  Tensor wide = run1("cross_entropy_backward", {&logits, &labels, &scale},
+                     DType::F32, {8, 500});
+  Tensor narrow = run1("cross_entropy_backward", {&logits, &labels, &scale},
+                       DType::BF16, {8, 500});
+  EXPECT_EQ(narrow.bytes, wide.as(DType::BF16).bytes);
+  // bf16 logits are read as their exact f32 values.
+  Tensor bf16 = logits.as(DType::BF16);
+  Tensor widened = bf16.as(DType::F32);
+  EXPECT_EQ(run1("cross_entropy_backward", {&bf16, &labels, &scale}, DType::F32,
+                 {8, 500})
+                .bytes,
+            run1("cross_entropy_backward", {&widened, &labels, &scale},
+                 DType::F32, {8, 500})
+                .bytes);
+}
+
+TEST(CPUKernelsNormalization, CrossEntropyBackwardMatchesFiniteDifferences) {
+  // d/dx of sum_i scale_i * loss_i through the forward kernel (f64, central
+  // differences), independent of the softmax formula.
+  Tensor logits = random(DType::F64, {3, 7}, -3, 3);
+  Tensor labels = filled(DType::I64, {3}, {6, 0, 3});
+  Tensor scale = filled(DType::F64, {3}, {0.5, -1.25, 2.0});
+  Tensor grad = run1("cross_entropy_backward", {&logits, &labels, &scale},
+                     DType::F64, {3, 7});
+  auto objective = [&](const Tensor &x) {
+    Tensor losses = run1("cross_entropy", {&x, &labels}, DType::F64, {3},
+                         {{"reduction", std::string("none")}});
+    double total = 0;
+    for (int64_t i = 0; i < 3; ++i)
+      total += scale.get(i) * losses.get(i);
+    return total;
+  };
+  std::vector<double> numeric;
+  const double h = 1e-6;
+  for (int64_t k = 0; k < logits.size(); ++k) {
+    Tensor up = logits, down = logits;
+    up.set(k, logits.get(k) + h);
+    down.set(k, logits.get(k) - h);
+    numeric.push_back((objective(up) - objective(down)) / (2 * h));
+  }
+  expectClose(grad, numeric, 1e-6, 1e-8);
+}
+
+TEST(CPUKernelsNormalization,
+     CrossEntropyBackwardLabelOutOfRangeIsRuntimeError) {
+  Tensor logits = random(DType::F32, {4, 64});
+  Tensor labels = filled(DType::I32, {4}, {1, -2, 3, 4});
+  Tensor scale = filled(DType::F32, {}, {1});
+  std::vector<Tensor> outputs{Tensor(DType::F32, {4, 64})};
+  Instruction instruction =
+      makeKernel("cross_entropy_backward", {&logits, &labels, &scale}, outputs);
+  EXPECT_EQ(runKernel(instruction, {&logits, &labels, &scale}, outputs),
+            "label -2 of sample 1 is outside [0, 64)");
+  EXPECT_TRUE(std::isnan(outputs[0].get(64)));
+}
+
 TEST(CPUKernelsNormalization, CheckRejects) {
   Tensor x(DType::F32, {4, 5}), y(DType::F32, {4, 5});
   EXPECT_REJECTED(makeKernel("softmax", {&x}, {y}, {{"axis", int64_t(2)}}),
@@ -1262,6 +1421,43 @@ TEST(CPUKernelsNormalization, CheckRejects) {
   EXPECT_REJECTED(makeKernel("cross_entropy", {&x, &labels}, {loss},
                              {{"ignore_index", 1.5}}),
                   "must be an integer");
+  Tensor xb(DType::BF16, {4, 5});
+  EXPECT_EQ(checkMessage(makeKernel("cross_entropy", {&xb, &labels}, {loss})),
+            "");
+  EXPECT_REJECTED(
+      makeKernel("cross_entropy", {&xb, &labels}, {Tensor(DType::BF16, {})}),
+      "loss has dtype bf16; bf16 logits need f32");
+
+  EXPECT_EQ(checkMessage(makeKernel("cross_entropy_backward",
+                                    {&x, &labels, &loss}, {y})),
+            "");
+  Tensor perSample(DType::F32, {4});
+  EXPECT_EQ(checkMessage(makeKernel("cross_entropy_backward",
+                                    {&xb, &labels, &perSample}, {xb})),
+            "");
+  EXPECT_REJECTED(makeKernel("cross_entropy_backward",
+                             {&x, &labels, &perSample}, {y},
+                             {{"reduction", std::string("mean")}}),
+                  "unknown attribute 'reduction'");
+  EXPECT_REJECTED(makeKernel("cross_entropy_backward", {&x, &labels}, {y}),
+                  "expected 3 input(s)");
+  Tensor loss64(DType::F64, {});
+  EXPECT_REJECTED(
+      makeKernel("cross_entropy_backward", {&x, &labels, &loss64}, {y}),
+      "scale has dtype f64; f32 logits need f32");
+  EXPECT_REJECTED(
+      makeKernel("cross_entropy_backward", {&x, &labels, &dscale}, {y}),
+      "scale [5] should be a scalar or [4] (one per sample)");
+  EXPECT_REJECTED(makeKernel("cross_entropy_backward", {&x, &labels, &loss},
+                             {Tensor(DType::F32, {5, 4})}),
+                  "logits [4,5] and dlogits [5,4] must have the same shape");
+  EXPECT_REJECTED(makeKernel("cross_entropy_backward", {&x, &labels, &loss},
+                             {Tensor(DType::F64, {4, 5})}),
+                  "dlogits have dtype f64; f32 logits give f32 or bf16");
+  Tensor x64(DType::F64, {4, 5});
+  EXPECT_REJECTED(makeKernel("cross_entropy_backward", {&x64, &labels, &loss64},
+                             {Tensor(DType::BF16, {4, 5})}),
+                  "dlogits have dtype bf16; f64 logits give f64 or f32");
 }
 
 //===----------------------------------------------------------------------===//

@@ -71,8 +71,7 @@ checkAttentionOperands(std::optional<Location> loc, Type qType, Type kType,
           "] with each leading dimension 1 or the batch size (",
           formatShape(batch), ")");
   }
-  Type stats = q.getElementType().isF64() ? q.getElementType()
-                                          : Float32Type::get(q.getContext());
+  Type stats = getStatisticsType(q.getElementType());
   SmallVector<int64_t> shape(q.getShape());
   shape.back() = v.getShape().back();
   return AttentionTypes{

@@ -595,3 +595,24 @@ FactorRule CrossEntropyOp::getFactorRule() {
                                                        : TensorFactors());
   return rule;
 }
+
+FactorRule CrossEntropyGradOp::getFactorRule() {
+  // Each sample's gradient needs only its own row, label and scale: samples
+  // are parallel (a mean's global count is already in `scale`). Classes are
+  // needed whole, for the row's softmax.
+  RankedTensorType logits = getLogits().getType();
+  int64_t classes = logits.getRank() - 1;
+  FactorRule rule;
+  for (int64_t d = 0; d < classes; ++d)
+    rule.addFactor(logits.getDimSize(d), FactorKind::Parallel);
+  rule.addFactor(logits.getDimSize(classes), FactorKind::NeedReplication);
+  TensorFactors logitsDims, sampleDims;
+  appendIdentity(logitsDims, 0, logits.getRank());
+  appendIdentity(sampleDims, 0, classes);
+  rule.addOperand(logitsDims);
+  rule.addOperand(sampleDims);
+  rule.addOperand(getScale().getType().getRank() == 0 ? TensorFactors()
+                                                      : sampleDims);
+  rule.addResult(std::move(logitsDims));
+  return rule;
+}

@@ -2,7 +2,7 @@
 //
 // Verifiers, type inference, folders and canonicalizations of matmul,
 // bias_add, the reductions, softmax, layer_norm and its gradient, dropout
-// and cross_entropy.
+// and cross_entropy and its gradient.
 //
 //===----------------------------------------------------------------------===//
 
@@ -335,27 +335,151 @@ void DropoutOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 // CrossEntropyOp
 //===----------------------------------------------------------------------===//
 
+/// Checks that `labels` index the samples of `logits` ([..., C] with the
+/// classes last); errors name `OpTy`.
+template <typename OpTy>
+static LogicalResult checkCrossEntropyOperands(std::optional<Location> loc,
+                                               Type logitsType,
+                                               Type labelsType) {
+  auto logits = dyn_cast<RankedTensorType>(logitsType);
+  auto labels = dyn_cast<RankedTensorType>(labelsType);
+  if (!logits || !labels)
+    return emitInferError<OpTy>(loc, "operands must be ranked tensors");
+  if (logits.getRank() < 1)
+    return emitInferError<OpTy>(loc,
+                                "logits need a class dimension (rank >= 1)");
+  ArrayRef<int64_t> samples = logits.getShape().drop_back();
+  if (labels.getShape() != samples)
+    return emitInferError<OpTy>(
+        loc, "labels have shape ", formatShape(labels.getShape()),
+        " but logits ", formatShape(logits.getShape()),
+        " (classes last) need labels of shape ", formatShape(samples));
+  return success();
+}
+
 LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
                                                std::optional<Location> loc,
                                                Adaptor adaptor,
                                                SmallVectorImpl<Type> &results) {
-  auto logits = dyn_cast<RankedTensorType>(adaptor.getLogits().getType());
-  auto labels = dyn_cast<RankedTensorType>(adaptor.getLabels().getType());
-  if (!logits || !labels)
-    return emitInferError<CrossEntropyOp>(loc,
-                                          "operands must be ranked tensors");
-  if (logits.getRank() < 1)
-    return emitInferError<CrossEntropyOp>(
-        loc, "logits need a class dimension (rank >= 1)");
+  if (failed(checkCrossEntropyOperands<CrossEntropyOp>(
+          loc, adaptor.getLogits().getType(), adaptor.getLabels().getType())))
+    return failure();
+  auto logits = cast<RankedTensorType>(adaptor.getLogits().getType());
   ArrayRef<int64_t> samples = logits.getShape().drop_back();
-  if (labels.getShape() != samples)
-    return emitInferError<CrossEntropyOp>(
-        loc, "labels have shape ", formatShape(labels.getShape()),
-        " but logits ", formatShape(logits.getShape()),
-        " (classes last) need labels of shape ", formatShape(samples));
+  Type loss = getStatisticsType(logits.getElementType());
   if (adaptor.getReduction() == LossReduction::none)
-    results.push_back(RankedTensorType::get(samples, logits.getElementType()));
+    results.push_back(RankedTensorType::get(samples, loss));
   else
-    results.push_back(RankedTensorType::get({}, logits.getElementType()));
+    results.push_back(RankedTensorType::get({}, loss));
   return success();
+}
+
+/// The f16/bf16 tensor a lossless float widening to f32 read, or null.
+/// Cross-entropy reads narrow logits in f32 itself, so such a cast changes
+/// nothing but the bytes read.
+static Value narrowLogitsBehind(Value logits) {
+  auto widen = logits.getDefiningOp<CastOp>();
+  if (!widen)
+    return {};
+  Type from = widen.getInput().getType().getElementType();
+  Type to = widen.getType().getElementType();
+  if (!to.isF32() || !(from.isBF16() || from.isF16()))
+    return {};
+  return widen.getInput();
+}
+
+namespace {
+/// cross_entropy(cast_widen(x)) -> cross_entropy(x): the same f32 loss.
+struct ReadNarrowLogits : OpRewritePattern<CrossEntropyOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(CrossEntropyOp op,
+                                PatternRewriter &rewriter) const override {
+    Value narrow = narrowLogitsBehind(op.getLogits());
+    if (!narrow)
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] { op.getLogitsMutable().assign(narrow); });
+    return success();
+  }
+};
+} // namespace
+
+void CrossEntropyOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                                 MLIRContext *context) {
+  patterns.add<ReadNarrowLogits>(context);
+}
+
+//===----------------------------------------------------------------------===//
+// CrossEntropyGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(checkCrossEntropyOperands<CrossEntropyGradOp>(
+          getLoc(), getLogits().getType(), getLabels().getType())))
+    return failure();
+  RankedTensorType logits = getLogits().getType();
+  RankedTensorType scale = getScale().getType();
+  ArrayRef<int64_t> samples = logits.getShape().drop_back();
+  if (scale.getRank() != 0 && scale.getShape() != samples)
+    return emitOpError() << "scale has shape " << formatShape(scale.getShape())
+                         << "; it must be a scalar or have the samples' shape "
+                         << formatShape(samples);
+  Type statistics = getStatisticsType(logits.getElementType());
+  if (scale.getElementType() != statistics)
+    return emitOpError() << "scale must be " << statistics << " for "
+                         << logits.getElementType() << " logits, got "
+                         << scale.getElementType();
+  if (getDlogits().getType().getShape() != logits.getShape())
+    return emitOpError() << "result has shape "
+                         << formatShape(getDlogits().getType().getShape())
+                         << " but logits " << formatShape(logits.getShape());
+  return success();
+}
+
+namespace {
+/// cross_entropy_grad(cast_widen(x), ...) -> cross_entropy_grad(x, ...):
+/// the kernel widens as it reads.
+struct GradReadNarrowLogits : OpRewritePattern<CrossEntropyGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(CrossEntropyGradOp op,
+                                PatternRewriter &rewriter) const override {
+    Value narrow = narrowLogitsBehind(op.getLogits());
+    if (!narrow)
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] { op.getLogitsMutable().assign(narrow); });
+    return success();
+  }
+};
+
+/// cast_narrow(cross_entropy_grad(...)) -> cross_entropy_grad(...) with the
+/// narrow result type, when the cast is the only use and the gradient was
+/// computed in its own type (f32 -> bf16, f64 -> f32): rounding once from
+/// the computed value is what the cast did.
+struct GradWriteNarrowResult : OpRewritePattern<CrossEntropyGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(CrossEntropyGradOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op->hasOneUse())
+      return failure();
+    auto narrow = dyn_cast<CastOp>(*op->user_begin());
+    if (!narrow)
+      return failure();
+    Type computed =
+        getStatisticsType(op.getLogits().getType().getElementType());
+    Type from = op.getType().getElementType();
+    Type to = narrow.getType().getElementType();
+    bool narrows =
+        (from.isF32() && to.isBF16()) || (from.isF64() && to.isF32());
+    if (from != computed || !narrows)
+      return failure();
+    rewriter.replaceOpWithNewOp<CrossEntropyGradOp>(
+        narrow, narrow.getType(), op.getLogits(), op.getLabels(), op.getScale(),
+        op.getIgnoreIndexAttr());
+    return success();
+  }
+};
+} // namespace
+
+void CrossEntropyGradOp::getCanonicalizationPatterns(
+    RewritePatternSet &patterns, MLIRContext *context) {
+  patterns.add<GradReadNarrowLogits, GradWriteNarrowResult>(context);
 }

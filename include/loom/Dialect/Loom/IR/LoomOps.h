@@ -20,4 +20,19 @@
 #define GET_OP_CLASSES
 #include "loom/Dialect/Loom/IR/LoomOps.h.inc"
 
+namespace mlir {
+namespace loom {
+
+/// The type Loom's statistics and losses accumulate in for `element`
+/// values: f64 for f64, f32 otherwise (f16, bf16, f32). Softmax sums,
+/// attention's log-sum-exp and cross-entropy losses have it.
+inline FloatType getStatisticsType(Type element) {
+  if (element.isF64())
+    return cast<FloatType>(element);
+  return Float32Type::get(element.getContext());
+}
+
+} // namespace loom
+} // namespace mlir
+
 #endif // LOOM_DIALECT_LOOM_IR_LOOMOPS_H

@@ -743,6 +743,11 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [
     (the default: over the counted samples, as `torch.nn.functional.
     cross_entropy`), `sum`, or `none` (the per-sample losses).
 
+    The loss is f32 for f16, bf16 and f32 logits and f64 for f64 ones: the
+    log-sum-exp accumulates in that type, so bf16 logits need no f32 copy.
+    Canonicalization folds a widening cast of the logits into the op (bf16
+    -> f32 logits give the same loss read as bf16).
+
     ```mlir
     %l = loom.cross_entropy %logits, %labels : (tensor<1024x50257xf32>, tensor<1024xi64>) -> tensor<f32>
     %p = loom.cross_entropy %logits, %labels reduction none ignore_index -100
@@ -759,6 +764,41 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [
     (`ignore_index` $ignore_index^)? attr-dict `:`
     functional-type(operands, results)
   }];
+  let hasCanonicalizer = 1;
+}
+
+def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad", [
+    Pure, DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Gradient of loom.cross_entropy with respect to its logits";
+  let description = [{
+    `dlogits = (softmax(logits) - onehot(labels)) * scale` per sample, 0
+    for the samples whose label is `ignore_index`. `scale` is a scalar or
+    has the samples' shape (`[...]`): the loss gradient with the reduction
+    folded in (divided by the counted samples for `mean`). It is computed in
+    the loss type of `loom.cross_entropy` (f32, f64 for f64 logits), which
+    `scale` must have, and rounded once to the result's element type.
+
+    Made by the gradient rule of `loom.cross_entropy`, so that neither the
+    probabilities nor f32 logits are stored. Canonicalization folds a
+    widening cast of the logits into the op, and a narrowing cast of its
+    only use into its result type (f32 -> bf16, f64 -> f32): bf16 logits
+    in, bf16 gradient out. It has no gradient of its own.
+
+    ```mlir
+    %d = loom.cross_entropy_grad %logits, %labels, %scale ignore_index -100
+        : (tensor<8192x50257xbf16>, tensor<8192xi64>, tensor<f32>)
+        -> tensor<8192x50257xbf16>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels,
+      Loom_FloatTensor:$scale, OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Loom_FloatTensor:$dlogits);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $scale (`ignore_index` $ignore_index^)? attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 //===----------------------------------------------------------------------===//
