@@ -770,6 +770,83 @@ TEST(CUDAKernels, CrossEntropyLabelOutOfRange) {
   EXPECT_EQ(error.bound, 6);
 }
 
+TEST(CUDAKernels, CrossEntropyBF16Logits) {
+  for (int64_t classes : {10, 50257}) {
+    SCOPED_TRACE("classes " + std::to_string(classes));
+    Tensor logits = random(DType::BF16, {4, classes}, -8, 8);
+    Tensor labels = filled(DType::I64, {4}, {0, 3, -100, 9});
+    for (const char *reduction : {"mean", "none"}) {
+      std::vector<int64_t> out;
+      if (std::string(reduction) == "none")
+        out = {4};
+      expectSame(makeInstruction("cross_entropy", {&logits, &labels},
+                                 {ref(DType::F32, out)},
+                                 {{"reduction", std::string(reduction)},
+                                  {"ignore_index", int64_t(-100)}}),
+                 {&logits, &labels});
+    }
+  }
+}
+
+TEST(CUDAKernels, CrossEntropyBackward) {
+  // (logits, dlogits) pairs the kernels take: the loss dtype or the next
+  // narrower one.
+  const std::pair<DType, DType> types[] = {
+      {DType::F32, DType::F32},   {DType::F32, DType::BF16},
+      {DType::F64, DType::F64},   {DType::F64, DType::F32},
+      {DType::BF16, DType::BF16}, {DType::BF16, DType::F32}};
+  for (auto [dtype, result] : types)
+    for (DType labelType : {DType::I32, DType::I64})
+      for (int64_t classes : {10, 3000})
+        for (bool perSample : {false, true}) {
+          SCOPED_TRACE(std::string(dtypeName(dtype)) + " -> " +
+                       dtypeName(result) + " classes " +
+                       std::to_string(classes) +
+                       (perSample ? " per-sample scale" : ""));
+          Tensor logits = random(dtype, {3, 5, classes}, -4, 4);
+          Tensor labels = random(labelType, {3, 5}, 0, double(classes));
+          labels.set(3, -100);
+          DType lossType = dtype == DType::F64 ? DType::F64 : DType::F32;
+          Tensor scale = perSample ? random(lossType, {3, 5}, -2, 2)
+                                   : filled(lossType, {}, {1.0 / 14});
+          Instruction inst = makeInstruction("cross_entropy_backward",
+                                             {&logits, &labels, &scale},
+                                             {ref(result, {3, 5, classes})},
+                                             {{"ignore_index", int64_t(-100)}});
+          // Both compute in the loss dtype (exp may differ in the last
+          // bits); a bf16 result may then round one ulp apart.
+          double rtol = result == DType::BF16    ? 1.0 / 128
+                        : lossType == DType::F32 ? 1e-5
+                                                 : 1e-12;
+          expectSame(inst, {&logits, &labels, &scale}, rtol,
+                     lossType == DType::F32 ? 1e-8 : 1e-15);
+        }
+  // GPT-2's vocabulary: a block per row, bf16 in and out.
+  Tensor logits = random(DType::BF16, {6, 50257}, -8, 8);
+  Tensor labels = filled(DType::I64, {6}, {0, 50256, 7, 12345, 50000, 1});
+  Tensor scale = filled(DType::F32, {}, {1.0 / 6});
+  expectSame(makeInstruction("cross_entropy_backward",
+                             {&logits, &labels, &scale},
+                             {ref(DType::BF16, {6, 50257})}),
+             {&logits, &labels, &scale}, 1.0 / 128, 1e-12);
+}
+
+TEST(CUDAKernels, CrossEntropyBackwardLabelOutOfRange) {
+  Tensor logits = random(DType::F32, {4, 6});
+  Tensor labels = filled(DType::I32, {4}, {1, 0, 6, 5});
+  Tensor scale = filled(DType::F32, {}, {1});
+  Instruction inst =
+      makeInstruction("cross_entropy_backward", {&logits, &labels, &scale},
+                      {ref(DType::F32, {4, 6})});
+  std::vector<Tensor> gpu;
+  DeviceError error{};
+  runGPU(inst, {&logits, &labels, &scale}, gpu, error);
+  EXPECT_EQ(error.code, DeviceError::IndexOutOfRange);
+  EXPECT_EQ(error.value, 6);
+  EXPECT_EQ(error.position, 2);
+  EXPECT_EQ(error.bound, 6);
+}
+
 //===----------------------------------------------------------------------===//
 // gather, scatter_add
 //===----------------------------------------------------------------------===//

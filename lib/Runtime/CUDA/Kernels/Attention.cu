@@ -51,8 +51,6 @@ using namespace loom::runtime::cuda;
 
 namespace {
 
-using BF16 = __nv_bfloat16;
-
 /// What every attention kernel takes by value.
 struct AttentionParams {
   int64_t batch = 1, sq = 0, sk = 0, d = 0, dv = 0;
@@ -69,24 +67,6 @@ struct AttentionParams {
 // Element access
 //===----------------------------------------------------------------------===//
 
-__device__ inline float widen(float x) { return x; }
-__device__ inline double widen(double x) { return x; }
-__device__ inline float widen(BF16 x) { return __bfloat162float(x); }
-
-/// Rounds to nearest even as the CPU does (NaN stays a quiet NaN with its
-/// sign).
-__device__ inline BF16 roundBF16(float v) {
-  uint32_t bits = __float_as_uint(v);
-  uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  uint32_t nan = (bits >> 16) | 0x0040u;
-  return __ushort_as_bfloat16(
-      (unsigned short)((bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded));
-}
-
-__device__ inline void store(float *p, float v) { *p = v; }
-__device__ inline void store(double *p, double v) { *p = v; }
-__device__ inline void store(BF16 *p, float v) { *p = roundBF16(v); }
-
 /// p and ds as the products take them: rounded to bf16 for bf16 operands.
 template <typename T, typename A> __device__ inline A roundLike(A x) {
   if constexpr (std::is_same_v<T, BF16>)
@@ -94,11 +74,6 @@ template <typename T, typename A> __device__ inline A roundLike(A x) {
   else
     return x;
 }
-
-__device__ inline float expOf(float x) { return expf(x); }
-__device__ inline double expOf(double x) { return exp(x); }
-__device__ inline float logOf(float x) { return logf(x); }
-__device__ inline double logOf(double x) { return log(x); }
 
 template <typename A> __device__ inline A infinity() {
   return std::numeric_limits<A>::infinity();

@@ -59,8 +59,8 @@ constexpr int64_t kReductionBlocksPerSM = 4;
 int64_t reductionChunks(int64_t blocks, int64_t count, int64_t minChunk,
                         uint64_t bytesPerChunk, int multiprocessors,
                         uint64_t workspaceBytes);
-// Normalization.cu: softmax and log_softmax, layer_norm and its backward,
-// cross_entropy.
+// Normalization.cu: softmax and log_softmax, layer_norm and cross_entropy
+// and their backwards.
 KernelOr createSoftmax(const LaunchContext &context,
                        const Instruction &instruction);
 KernelOr createLayerNorm(const LaunchContext &context,
@@ -69,6 +69,8 @@ KernelOr createLayerNormBackward(const LaunchContext &context,
                                  const Instruction &instruction);
 KernelOr createCrossEntropy(const LaunchContext &context,
                             const Instruction &instruction);
+KernelOr createCrossEntropyBackward(const LaunchContext &context,
+                                    const Instruction &instruction);
 // DataMovement.cu
 KernelOr createGather(const LaunchContext &context,
                       const Instruction &instruction);

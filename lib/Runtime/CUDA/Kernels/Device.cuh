@@ -12,6 +12,7 @@
 
 #include "Common.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -39,6 +40,39 @@ __device__ inline void recordError(DeviceError *error, int32_t code,
   error->position = position;
   error->bound = bound;
 }
+
+//===----------------------------------------------------------------------===//
+// Element access and math
+//===----------------------------------------------------------------------===//
+
+using BF16 = __nv_bfloat16;
+
+/// Values as the kernels compute with them: f32 and bf16 in f32, f64 in f64
+/// (bf16 widens exactly: it is the upper half of an f32).
+__device__ inline float widen(float x) { return x; }
+__device__ inline double widen(double x) { return x; }
+__device__ inline float widen(BF16 x) { return __bfloat162float(x); }
+
+/// Rounds to nearest even as the CPU does (BFloat16.h); NaN stays a quiet
+/// NaN with its sign.
+__device__ inline BF16 roundBF16(float v) {
+  uint32_t bits = __float_as_uint(v);
+  uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  uint32_t nan = (bits >> 16) | 0x0040u;
+  return __ushort_as_bfloat16(
+      (unsigned short)((bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded));
+}
+
+/// Stores a computed value, rounded once to the destination's type.
+__device__ inline void store(float *p, float v) { *p = v; }
+__device__ inline void store(double *p, double v) { *p = v; }
+__device__ inline void store(float *p, double v) { *p = float(v); }
+__device__ inline void store(BF16 *p, float v) { *p = roundBF16(v); }
+
+__device__ inline float expOf(float x) { return expf(x); }
+__device__ inline double expOf(double x) { return exp(x); }
+__device__ inline float logOf(float x) { return logf(x); }
+__device__ inline double logOf(double x) { return log(x); }
 
 //===----------------------------------------------------------------------===//
 // Reductions
@@ -169,10 +203,11 @@ template <typename I> __device__ inline I stridedOffset(const Dims &dims, I i) {
   return offset;
 }
 
-/// Calls `make(T(), L())` with T the float type of `values` (f32, f64) and
-/// L the integer type of `indices` (i32, i64): the kernels that take float
-/// data and integer indices or labels (scatter_add, cross_entropy).
-template <typename Make>
+/// Calls `make(T(), L())` with T the float type of `values` (f32, f64, and
+/// bf16 when `WithBF16`) and L the integer type of `indices` (i32, i64):
+/// the kernels that take float data and integer indices or labels
+/// (scatter_add, cross_entropy).
+template <bool WithBF16 = false, typename Make>
 KernelOr dispatchFloatAndIndex(DType values, DType indices, Make make,
                                const char *kernel) {
   const bool i32 = indices == DType::I32;
@@ -181,6 +216,10 @@ KernelOr dispatchFloatAndIndex(DType values, DType indices, Make make,
     return i32 ? make(float(), int32_t()) : make(float(), int64_t());
   case DType::F64:
     return i32 ? make(double(), int32_t()) : make(double(), int64_t());
+  case DType::BF16:
+    if constexpr (WithBF16)
+      return i32 ? make(BF16(), int32_t()) : make(BF16(), int64_t());
+    [[fallthrough]];
   default:
     return Status::error(std::string("the CUDA backend has no ") +
                          dtypeName(values) + " " + kernel);

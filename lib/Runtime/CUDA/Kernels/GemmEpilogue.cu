@@ -17,26 +17,6 @@ using namespace loom::runtime::cuda;
 
 namespace {
 
-/// bf16 values as the CPU kernels handle them: widened exactly, rounded to
-/// nearest even, NaN kept quiet with its sign.
-struct BF16Bits {
-  uint16_t bits;
-};
-
-__device__ inline float load(const float *p) { return *p; }
-__device__ inline double load(const double *p) { return *p; }
-__device__ inline float load(const BF16Bits *p) {
-  return __uint_as_float(uint32_t(p->bits) << 16);
-}
-__device__ inline void store(float *p, float v) { *p = v; }
-__device__ inline void store(double *p, double v) { *p = v; }
-__device__ inline void store(BF16Bits *p, float v) {
-  uint32_t bits = __float_as_uint(v);
-  uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  uint32_t nan = (bits >> 16) | 0x0040u;
-  p->bits = uint16_t((bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-
 __device__ inline float activate(MatmulActivation activation, float x) {
   switch (activation) {
   case MatmulActivation::Relu:
@@ -71,9 +51,9 @@ __global__ void epilogue(T *c, const T *bias, T *pre, int64_t total, int64_t n,
                          MatmulActivation activation) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
-    C v = load(c + i);
+    C v = widen(c[i]);
     if (bias)
-      v = v + load(bias + i % n);
+      v = v + widen(bias[i % n]);
     if (pre)
       store(pre + i, v);
     store(c + i, activate(activation, v));
@@ -105,8 +85,7 @@ Status cuda::launchMatmulEpilogue(cudaStream_t stream, DType dtype, void *c,
     return launchTyped<double, double>(stream, c, bias, pre, total, n,
                                        activation);
   case DType::BF16:
-    return launchTyped<BF16Bits, float>(stream, c, bias, pre, total, n,
-                                        activation);
+    return launchTyped<BF16, float>(stream, c, bias, pre, total, n, activation);
   default:
     return Status::error(std::string("matmul epilogue: no ") +
                          dtypeName(dtype) + " kernel");

@@ -21,7 +21,10 @@
 // cross_entropy with reduction=mean|sum writes each sample's loss to the
 // workspace and a one-block kernel sums them in a fixed order (no atomics:
 // the loss is the same from run to run); it needs 8 bytes of workspace per
-// sample.
+// sample. cross_entropy_backward recomputes each row's maximum and sum of
+// exponentials (a warp or block per row) and writes the gradient, so the
+// probabilities are never stored. Both read bf16 logits as they are and
+// compute in f32 (f64 for f64).
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,9 +37,6 @@ using namespace loom::runtime;
 using namespace loom::runtime::cuda;
 
 namespace {
-
-__device__ inline float expOf(float x) { return expf(x); }
-__device__ inline double expOf(double x) { return exp(x); }
 
 template <typename T> __device__ inline T negativeInfinity() {
   return -std::numeric_limits<T>::infinity();
@@ -309,12 +309,32 @@ struct CrossEntropyParams {
   enum class Reduction { None, Mean, Sum } reduction = Reduction::Mean;
 };
 
+/// The type cross-entropy computes in and returns its loss in: f32 for f32
+/// and bf16 logits, f64 for f64.
+template <typename T> using LossOf = decltype(widen(T()));
+
+/// A row's maximum (ignoring NaN) and sum of e^(x - max) over the group.
+template <bool Block, typename T, typename A = LossOf<T>>
+__device__ void rowExpSum(const T *row, int64_t classes,
+                          const RowGroup<Block> &g, A &max, double &sum) {
+  max = negativeInfinity<A>();
+  for (int64_t c = g.lane; c < classes; c += g.size)
+    max = MaxIgnoreNaNOp()(max, widen(row[c]));
+  max = groupReduce<Block>(max, MaxIgnoreNaNOp());
+  sum = 0;
+  for (int64_t c = g.lane; c < classes; c += g.size)
+    sum += double(expOf(widen(row[c]) - max));
+  sum = groupReduce<Block>(sum, SumOp());
+}
+
 /// Each sample's loss: to `loss` (reduction=none) or to `perSample`.
 /// Out-of-range labels are recorded in `error` and give NaN.
 template <typename T, typename L, bool Block>
-__global__ void crossEntropyRows(const T *logits, const L *labels, T *loss,
-                                 double *perSample, CrossEntropyParams p,
-                                 DeviceError *error, int32_t instruction) {
+__global__ void crossEntropyRows(const T *logits, const L *labels,
+                                 LossOf<T> *loss, double *perSample,
+                                 CrossEntropyParams p, DeviceError *error,
+                                 int32_t instruction) {
+  using A = LossOf<T>;
   RowGroup<Block> g;
   if (g.row >= p.rows)
     return;
@@ -330,20 +350,15 @@ __global__ void crossEntropyRows(const T *logits, const L *labels, T *loss,
     sampleLoss = std::numeric_limits<double>::quiet_NaN();
   } else {
     const T *row = logits + g.row * p.classes;
-    T max = negativeInfinity<T>();
-    for (int64_t c = g.lane; c < p.classes; c += g.size)
-      max = MaxIgnoreNaNOp()(max, row[c]);
-    max = groupReduce<Block>(max, MaxIgnoreNaNOp());
-    double sum = 0;
-    for (int64_t c = g.lane; c < p.classes; c += g.size)
-      sum += double(expOf(row[c] - max));
-    sum = groupReduce<Block>(sum, SumOp());
-    sampleLoss = double(max) + log(sum) - double(row[label]);
+    A max;
+    double sum;
+    rowExpSum(row, p.classes, g, max, sum);
+    sampleLoss = double(max) + log(sum) - double(widen(row[label]));
   }
   if (g.lane != 0)
     return;
   if (p.reduction == CrossEntropyParams::Reduction::None)
-    loss[g.row] = T(sampleLoss);
+    loss[g.row] = A(sampleLoss);
   else
     perSample[g.row] = sampleLoss;
 }
@@ -351,9 +366,9 @@ __global__ void crossEntropyRows(const T *logits, const L *labels, T *loss,
 constexpr int kSumThreads = 1024;
 
 /// One block: the sum (or the mean over counted samples) of `perSample`.
-template <typename T, typename L>
+template <typename A, typename L>
 __global__ void crossEntropyTotal(const double *perSample, const L *labels,
-                                  T *loss, CrossEntropyParams p) {
+                                  A *loss, CrossEntropyParams p) {
   double total = 0;
   unsigned long long counted = 0;
   for (int64_t i = threadIdx.x; i < p.rows; i += blockDim.x) {
@@ -367,14 +382,14 @@ __global__ void crossEntropyTotal(const double *perSample, const L *labels,
   if (threadIdx.x != 0)
     return;
   if (p.reduction == CrossEntropyParams::Reduction::Sum)
-    loss[0] = T(total);
+    loss[0] = A(total);
   else
-    loss[0] = T(total / double(counted)); // NaN when nothing counted
+    loss[0] = A(total / double(counted)); // NaN when nothing counted
 }
 
 template <typename T, typename L>
 Status launchCrossEntropy(const LaunchContext &context, const T *logits,
-                          const L *labels, T *loss,
+                          const L *labels, LossOf<T> *loss,
                           const CrossEntropyParams &p) {
   const bool reduce = p.reduction != CrossEntropyParams::Reduction::None;
   double *perSample = static_cast<double *>(context.workspace);
@@ -399,9 +414,78 @@ Status launchCrossEntropy(const LaunchContext &context, const T *logits,
   }
   if (!reduce)
     return Status::ok();
-  crossEntropyTotal<T, L>
+  crossEntropyTotal<LossOf<T>, L>
       <<<1, kSumThreads, 0, context.stream>>>(perSample, labels, loss, p);
   return launchStatus("cross_entropy (total)");
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy_backward
+//===----------------------------------------------------------------------===//
+
+/// (softmax(row) - onehot(label)) * scale per row, the probabilities as the
+/// softmax kernel computes them (e^(x - max) times 1/sum), rounded once to
+/// O. Ignored samples get zeros, out-of-range labels NaN and an error.
+template <typename T, typename L, typename O, bool Block>
+__global__ void
+crossEntropyBackwardRows(const T *logits, const L *labels,
+                         const LossOf<T> *scale, bool scalePerSample,
+                         O *dlogits, CrossEntropyParams p, DeviceError *error,
+                         int32_t instruction) {
+  using A = LossOf<T>;
+  RowGroup<Block> g;
+  if (g.row >= p.rows)
+    return;
+  const int64_t label = int64_t(labels[g.row]);
+  O *out = dlogits + g.row * p.classes;
+  const bool ignored = p.hasIgnore && label == p.ignoreIndex;
+  if (ignored || label < 0 || label >= p.classes) {
+    if (!ignored && g.lane == 0)
+      recordError(error, DeviceError::IndexOutOfRange, instruction, label,
+                  g.row, p.classes);
+    const A fill = ignored ? A(0) : std::numeric_limits<A>::quiet_NaN();
+    for (int64_t c = g.lane; c < p.classes; c += g.size)
+      store(out + c, fill);
+    return;
+  }
+  const T *row = logits + g.row * p.classes;
+  A max;
+  double sum;
+  rowExpSum(row, p.classes, g, max, sum);
+  const A inverse = A(1 / sum);
+  const A factor = scale[scalePerSample ? g.row : 0];
+  for (int64_t c = g.lane; c < p.classes; c += g.size) {
+    A prob = expOf(widen(row[c]) - max) * inverse;
+    store(out + c, (c == label ? prob - A(1) : prob) * factor);
+  }
+}
+
+template <typename T, typename L, typename O>
+Status launchCrossEntropyBackward(const LaunchContext &context, const T *logits,
+                                  const L *labels, const LossOf<T> *scale,
+                                  bool scalePerSample, O *dlogits,
+                                  const CrossEntropyParams &p) {
+  if (p.rows * p.classes == 0)
+    return Status::ok();
+  bool block = p.classes > kWarpRowMax;
+  unsigned blocks = rowBlocks(p.rows, block);
+  if (block)
+    crossEntropyBackwardRows<T, L, O, true>
+        <<<blocks, kRowThreads, 0, context.stream>>>(
+            logits, labels, scale, scalePerSample, dlogits, p, context.error,
+            context.instruction);
+  else
+    crossEntropyBackwardRows<T, L, O, false>
+        <<<blocks, kRowThreads, 0, context.stream>>>(
+            logits, labels, scale, scalePerSample, dlogits, p, context.error,
+            context.instruction);
+  return launchStatus("cross_entropy_backward");
+}
+
+/// ignore_index from the instruction.
+void readIgnoreIndex(const Instruction &inst, CrossEntropyParams &p) {
+  p.hasIgnore = inst.attrs.count("ignore_index") != 0;
+  p.ignoreIndex = intAttr(inst.attrs, "ignore_index");
 }
 
 } // namespace
@@ -526,8 +610,7 @@ KernelOr cuda::createCrossEntropy(const LaunchContext &context,
   CrossEntropyParams p;
   p.classes = shape.back();
   p.rows = product(shape, 0, shape.size() - 1);
-  p.hasIgnore = inst.attrs.count("ignore_index") != 0;
-  p.ignoreIndex = intAttr(inst.attrs, "ignore_index");
+  readIgnoreIndex(inst, p);
   std::string reduction = wordAttr(inst.attrs, "reduction", "mean");
   p.reduction = reduction == "none"  ? CrossEntropyParams::Reduction::None
                 : reduction == "sum" ? CrossEntropyParams::Reduction::Sum
@@ -543,11 +626,49 @@ KernelOr cuda::createCrossEntropy(const LaunchContext &context,
     using L = decltype(labelTag);
     return makeKernel([=](const LaunchContext &context,
                           const void *const *inputs, void *const *outputs) {
-      return launchCrossEntropy<T, L>(
-          context, static_cast<const T *>(inputs[0]),
-          static_cast<const L *>(inputs[1]), static_cast<T *>(outputs[0]), p);
+      return launchCrossEntropy<T, L>(context,
+                                      static_cast<const T *>(inputs[0]),
+                                      static_cast<const L *>(inputs[1]),
+                                      static_cast<LossOf<T> *>(outputs[0]), p);
     });
   };
-  return dispatchFloatAndIndex(inst.inputs[0].dtype, inst.inputs[1].dtype, make,
-                               "cross_entropy");
+  return dispatchFloatAndIndex</*WithBF16=*/true>(
+      inst.inputs[0].dtype, inst.inputs[1].dtype, make, "cross_entropy");
+}
+
+KernelOr cuda::createCrossEntropyBackward(const LaunchContext &,
+                                          const Instruction &inst) {
+  const std::vector<int64_t> &shape = inst.inputs[0].shape;
+  CrossEntropyParams p;
+  p.classes = shape.back();
+  p.rows = product(shape, 0, shape.size() - 1);
+  p.reduction = CrossEntropyParams::Reduction::None;
+  readIgnoreIndex(inst, p);
+  const bool scalePerSample = !inst.inputs[2].shape.empty();
+  // The result is the loss type or the next narrower one (the CPU check
+  // allows no other): f32 or bf16 for f32/bf16 logits, f64 or f32 for f64.
+  const bool narrowResult =
+      inst.outputs[0].dtype !=
+      (inst.inputs[0].dtype == DType::F64 ? DType::F64 : DType::F32);
+  auto make = [&](auto tag, auto labelTag) {
+    using T = decltype(tag);
+    using L = decltype(labelTag);
+    using A = LossOf<T>;
+    using Narrower = std::conditional_t<std::is_same_v<A, double>, float, BF16>;
+    auto withResult = [&](auto resultTag) {
+      using O = decltype(resultTag);
+      return makeKernel([=](const LaunchContext &context,
+                            const void *const *inputs, void *const *outputs) {
+        return launchCrossEntropyBackward<T, L, O>(
+            context, static_cast<const T *>(inputs[0]),
+            static_cast<const L *>(inputs[1]),
+            static_cast<const A *>(inputs[2]), scalePerSample,
+            static_cast<O *>(outputs[0]), p);
+      });
+    };
+    return narrowResult ? withResult(Narrower()) : withResult(A());
+  };
+  return dispatchFloatAndIndex</*WithBF16=*/true>(inst.inputs[0].dtype,
+                                                  inst.inputs[1].dtype, make,
+                                                  "cross_entropy_backward");
 }

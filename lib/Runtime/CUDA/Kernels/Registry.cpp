@@ -32,6 +32,7 @@ const Entry kKernels[] = {
     {"concat", createConcat},
     {"copy", createCopy},
     {"cross_entropy", createCrossEntropy},
+    {"cross_entropy_backward", createCrossEntropyBackward},
     {"dropout", createDropout},
     {"elementwise", createElementwise},
     {"gather", createGather},
