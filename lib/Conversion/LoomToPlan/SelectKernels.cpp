@@ -184,11 +184,11 @@ public:
 private:
   /// Kernels that take bf16 operands (and compute them in f32).
   static bool takesBF16(StringRef kernel) {
-    return llvm::is_contained({"elementwise", "matmul", "transpose", "slice",
-                               "concat", "split", "gather", "attention",
-                               "attention_backward", "cross_entropy",
-                               "cross_entropy_backward"},
-                              kernel);
+    return llvm::is_contained(
+        {"elementwise", "matmul", "transpose", "slice", "concat", "split",
+         "gather", "attention", "attention_backward", "cross_entropy",
+         "cross_entropy_backward", "layer_norm", "layer_norm_backward"},
+        kernel);
   }
 
   /// f16 runs nowhere, bf16 only in the kernels of takesBF16.
@@ -205,8 +205,8 @@ private:
                << element << ", which the " << target << " backend's '"
                << kernel
                << "' kernel does not support (bf16 runs in matmul, "
-                  "attention, cross-entropy, elementwise and data-movement "
-                  "kernels; compute this op in f32)";
+                  "attention, cross-entropy, layer-norm, elementwise and "
+                  "data-movement kernels; compute this op in f32)";
       return success();
     };
     WalkResult result = op->walk([&](Operation *nested) {

@@ -34,6 +34,29 @@ AxisView viewAround(const std::vector<int64_t> &shape, int64_t axis) {
   return view;
 }
 
+/// Values as computed (f32 for f32 and bf16, f64 for f64) and stored,
+/// rounded once to the destination's dtype.
+inline float loadWide(const float *p) { return *p; }
+inline double loadWide(const double *p) { return *p; }
+inline float loadWide(const BF16 *p) { return widenBF16(*p); }
+inline void storeRounded(float *out, float value) { *out = value; }
+inline void storeRounded(double *out, double value) { *out = value; }
+inline void storeRounded(float *out, double value) { *out = float(value); }
+inline void storeRounded(BF16 *out, float value) { *out = roundToBF16(value); }
+
+/// The dtype of `other` is `x`'s, or bf16 where `x` is f32 (layer norm's
+/// narrow result and gradient under mixed precision).
+Status expectSameOrBF16(const TensorRef &x, const TensorRef &other,
+                        const char *name) {
+  if (other.dtype == x.dtype ||
+      (x.dtype == DType::F32 && other.dtype == DType::BF16))
+    return Status::ok();
+  return Status::error(std::string(name) + " has dtype " +
+                       dtypeName(other.dtype) + "; input " +
+                       dtypeName(x.dtype) + " needs " + dtypeName(x.dtype) +
+                       (x.dtype == DType::F32 ? " or bf16" : ""));
+}
+
 //===----------------------------------------------------------------------===//
 // softmax, log_softmax
 //===----------------------------------------------------------------------===//
@@ -221,7 +244,7 @@ Status readLayerNorm(const Instruction &instruction, int64_t &axis,
   const TensorRef &x = instruction.inputs[0], &y = instruction.outputs[0];
   if (Status s = readLayerNormAttrs(instruction, x, axis, epsilon); !s)
     return s;
-  if (Status s = expectSameDType(x, "input", y, "result"); !s)
+  if (Status s = expectSameOrBF16(x, y, "result"); !s)
     return s;
   if (Status s = expectSameShape(x, "input", y, "result"); !s)
     return s;
@@ -241,7 +264,10 @@ Status readLayerNormBackward(const Instruction &instruction, int64_t &axis,
     return s;
   for (auto [ref, name] : {std::pair{&instruction.inputs[2], "dout"},
                            std::pair{&instruction.outputs[0], "dinput"}}) {
-    if (Status s = expectSameDType(x, "input", *ref, name); !s)
+    Status s = ref == &instruction.inputs[2]
+                   ? expectSameOrBF16(x, *ref, name)
+                   : expectSameDType(x, "input", *ref, name);
+    if (!s)
       return s;
     if (Status s = expectSameShape(x, "input", *ref, name); !s)
       return s;
@@ -274,7 +300,7 @@ void rowStatistics(const T *in, int64_t n, double epsilon, double &mean,
   rstd = 1 / std::sqrt((n ? squares / double(n) : 0) + epsilon);
 }
 
-template <typename T> void layerNormTyped(const KernelArgs &args) {
+template <typename T, typename O> void layerNormTyped(const KernelArgs &args) {
   int64_t axis;
   double epsilon;
   (void)readLayerNorm(args.instruction, axis, epsilon);
@@ -284,25 +310,26 @@ template <typename T> void layerNormTyped(const KernelArgs &args) {
   const T *x = static_cast<const T *>(args.inputs[0]);
   const T *scale = static_cast<const T *>(args.inputs[1]);
   const T *bias = static_cast<const T *>(args.inputs[2]);
-  T *y = static_cast<T *>(args.outputs[0]);
+  O *y = static_cast<O *>(args.outputs[0]);
   int threads = threadsFor(rows * n, 1 << 13);
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const T *in = x + r * n;
-    T *out = y + r * n;
+    O *out = y + r * n;
     double mean, rstdWide;
     rowStatistics(in, n, epsilon, mean, rstdWide);
     T rstd = T(rstdWide);
     T m = T(mean);
     for (int64_t i = 0; i < n; ++i)
-      out[i] = (in[i] - m) * rstd * scale[i] + bias[i];
+      storeRounded(out + i, T((in[i] - m) * rstd * scale[i] + bias[i]));
   }
 }
 
 /// dx row by row (rows in parallel), then dscale and dbias column block by
 /// column block, each column summed over the rows in order: the result does
 /// not depend on the thread count.
-template <typename T> void layerNormBackwardTyped(const KernelArgs &args) {
+template <typename T, typename D>
+void layerNormBackwardTyped(const KernelArgs &args) {
   int64_t axis;
   double epsilon;
   (void)readLayerNormBackward(args.instruction, axis, epsilon);
@@ -311,7 +338,7 @@ template <typename T> void layerNormBackwardTyped(const KernelArgs &args) {
   int64_t n = dimProduct(shape, size_t(axis), shape.size());
   const T *x = static_cast<const T *>(args.inputs[0]);
   const T *scale = static_cast<const T *>(args.inputs[1]);
-  const T *dy = static_cast<const T *>(args.inputs[2]);
+  const D *dy = static_cast<const D *>(args.inputs[2]);
   T *dx = static_cast<T *>(args.outputs[0]);
   T *dscale = static_cast<T *>(args.outputs[1]);
   T *dbias = static_cast<T *>(args.outputs[2]);
@@ -320,7 +347,8 @@ template <typename T> void layerNormBackwardTyped(const KernelArgs &args) {
   int threads = threadsFor(rows * n, 1 << 13);
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    const T *in = x + r * n, *grad = dy + r * n;
+    const T *in = x + r * n;
+    const D *grad = dy + r * n;
     double mean, rstd;
     rowStatistics(in, n, epsilon, mean, rstd);
     means[size_t(r)] = mean;
@@ -328,7 +356,7 @@ template <typename T> void layerNormBackwardTyped(const KernelArgs &args) {
     double sumG = 0, sumGX = 0;
 #pragma omp simd reduction(+ : sumG, sumGX)
     for (int64_t i = 0; i < n; ++i) {
-      double g = double(grad[i]) * double(scale[i]);
+      double g = double(loadWide(grad + i)) * double(scale[i]);
       sumG += g;
       sumGX += g * ((double(in[i]) - mean) * rstd);
     }
@@ -336,7 +364,7 @@ template <typename T> void layerNormBackwardTyped(const KernelArgs &args) {
     T *out = dx + r * n;
     for (int64_t i = 0; i < n; ++i) {
       double xhat = (double(in[i]) - mean) * rstd;
-      double g = double(grad[i]) * double(scale[i]);
+      double g = double(loadWide(grad + i)) * double(scale[i]);
       out[i] = T(rstd * (g - meanG - xhat * meanGX));
     }
   }
@@ -348,12 +376,14 @@ template <typename T> void layerNormBackwardTyped(const KernelArgs &args) {
     int64_t first = b * kColumns, width = std::min(kColumns, n - first);
     double sumScale[kColumns] = {}, sumBias[kColumns] = {};
     for (int64_t r = 0; r < rows; ++r) {
-      const T *in = x + r * n + first, *grad = dy + r * n + first;
+      const T *in = x + r * n + first;
+      const D *grad = dy + r * n + first;
       double mean = means[size_t(r)], rstd = rstds[size_t(r)];
 #pragma omp simd
       for (int64_t j = 0; j < width; ++j) {
-        sumScale[j] += double(grad[j]) * ((double(in[j]) - mean) * rstd);
-        sumBias[j] += double(grad[j]);
+        double g = double(loadWide(grad + j));
+        sumScale[j] += g * ((double(in[j]) - mean) * rstd);
+        sumBias[j] += g;
       }
     }
     for (int64_t j = 0; j < width; ++j) {
@@ -580,11 +610,6 @@ Status readCrossEntropyBackward(const Instruction &instruction,
   return readIgnoreIndex(instruction, attrs);
 }
 
-inline void storeGradient(float *out, float value) { *out = value; }
-inline void storeGradient(double *out, double value) { *out = value; }
-inline void storeGradient(float *out, double value) { *out = float(value); }
-inline void storeGradient(BF16 *out, float value) { *out = roundToBF16(value); }
-
 /// (softmax(row) - onehot(label)) * scale per row: the probabilities as
 /// softmax computes them (e^(x - max) times 1/sum), in the loss dtype.
 template <typename T, typename L, typename O>
@@ -612,7 +637,7 @@ void crossEntropyBackwardTyped(const KernelArgs &args,
       if (skipSample(args, attrs, label, i, classes, invalid)) {
         C fill = invalid ? std::numeric_limits<C>::quiet_NaN() : C(0);
         for (int64_t c = 0; c < classes; ++c)
-          storeGradient(out + c, fill);
+          storeRounded(out + c, fill);
         continue;
       }
       const C *row = rows.row(i);
@@ -621,7 +646,7 @@ void crossEntropyBackwardTyped(const KernelArgs &args,
       C factor = scale[scalePerSample ? i : 0];
       for (int64_t c = 0; c < classes; ++c) {
         C p = e[size_t(c)] * inverse;
-        storeGradient(out + c, (c == label ? p - C(1) : p) * factor);
+        storeRounded(out + c, (c == label ? p - C(1) : p) * factor);
       }
     }
   }
@@ -675,10 +700,12 @@ Status cpu::check_layer_norm(const Instruction &instruction) {
   return readLayerNorm(instruction, axis, epsilon);
 }
 void cpu::run_layer_norm(const KernelArgs &args) {
-  if (args.instruction.inputs[0].dtype == DType::F32)
-    layerNormTyped<float>(args);
+  if (args.instruction.inputs[0].dtype == DType::F64)
+    layerNormTyped<double, double>(args);
+  else if (args.instruction.outputs[0].dtype == DType::BF16)
+    layerNormTyped<float, BF16>(args);
   else
-    layerNormTyped<double>(args);
+    layerNormTyped<float, float>(args);
 }
 
 Status cpu::check_layer_norm_backward(const Instruction &instruction) {
@@ -687,10 +714,12 @@ Status cpu::check_layer_norm_backward(const Instruction &instruction) {
   return readLayerNormBackward(instruction, axis, epsilon);
 }
 void cpu::run_layer_norm_backward(const KernelArgs &args) {
-  if (args.instruction.inputs[0].dtype == DType::F32)
-    layerNormBackwardTyped<float>(args);
+  if (args.instruction.inputs[0].dtype == DType::F64)
+    layerNormBackwardTyped<double, double>(args);
+  else if (args.instruction.inputs[2].dtype == DType::BF16)
+    layerNormBackwardTyped<float, BF16>(args);
   else
-    layerNormBackwardTyped<double>(args);
+    layerNormBackwardTyped<float, float>(args);
 }
 
 Status cpu::check_cross_entropy(const Instruction &instruction) {

@@ -105,7 +105,7 @@ func.func @bf16_kernels(%x: tensor<8x16xf32>, %w: tensor<32x16xbf16>, %ids: tens
 
 // Reductions, normalizations and the loss keep f32: compute them in f32.
 func.func @bf16_softmax(%x: tensor<4x4xbf16>) -> tensor<4x4xbf16> {
-  // expected-error @+1 {{'loom.softmax' op computes in 'bf16', which the cpu backend's 'softmax' kernel does not support (bf16 runs in matmul, attention, cross-entropy, elementwise and data-movement kernels; compute this op in f32)}}
+  // expected-error @+1 {{'loom.softmax' op computes in 'bf16', which the cpu backend's 'softmax' kernel does not support (bf16 runs in matmul, attention, cross-entropy, layer-norm, elementwise and data-movement kernels; compute this op in f32)}}
   %0 = loom.softmax %x axis 1 : tensor<4x4xbf16>
   return %0 : tensor<4x4xbf16>
 }

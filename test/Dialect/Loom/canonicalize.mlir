@@ -637,3 +637,36 @@ func.func @cross_entropy_casts_that_stay(%h: tensor<4x10xbf16>, %y: tensor<4xi64
   %5 = loom.cast %4 : tensor<4x10xf32> -> tensor<4x10xbf16>
   return %1, %3, %2, %5 : tensor<f64>, tensor<4x10xbf16>, tensor<4x10xf32>, tensor<4x10xbf16>
 }
+
+// -----
+
+// Mixed precision around a layer norm: the cast before the next GEMM folds
+// into the forward's result, the cast of the GEMM's gradient into the
+// backward's dout.
+// CHECK-LABEL: func @layer_norm_in_bf16
+// CHECK-NOT:     loom.cast
+// CHECK:         %[[Y:.*]] = loom.layer_norm %arg0, %arg1, %arg1 axis 1 : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xbf16>
+// CHECK:         loom.layer_norm_grad %arg0, %arg1, %arg2 axis 1 : tensor<4x8xf32>, tensor<8xf32> dout tensor<4x8xbf16>
+func.func @layer_norm_in_bf16(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %dyb: tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %y = loom.layer_norm %x, %g, %g axis 1 : tensor<4x8xf32>, tensor<8xf32>
+  %yb = loom.cast %y : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %dy = loom.cast %dyb : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %dx, %dg, %db = loom.layer_norm_grad %x, %g, %dy axis 1 : tensor<4x8xf32>, tensor<8xf32>
+  return %yb, %dx, %dg, %db : tensor<4x8xbf16>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// What stays: an f32 result with another use, and f64 (no bf16 form).
+// CHECK-LABEL: func @layer_norm_casts_that_stay
+// CHECK:         %[[Y:.*]] = loom.layer_norm %arg0, %arg1, %arg1 axis 1 : tensor<4x8xf32>, tensor<8xf32>{{$}}
+// CHECK:         loom.cast %[[Y]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK:         %[[Z:.*]] = loom.layer_norm %arg2, %arg3, %arg3 axis 1 : tensor<4x8xf64>, tensor<8xf64>{{$}}
+// CHECK:         loom.cast %[[Z]] : tensor<4x8xf64> -> tensor<4x8xf32>
+func.func @layer_norm_casts_that_stay(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %x64: tensor<4x8xf64>, %g64: tensor<8xf64>) -> (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %y = loom.layer_norm %x, %g, %g axis 1 : tensor<4x8xf32>, tensor<8xf32>
+  %yb = loom.cast %y : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %z = loom.layer_norm %x64, %g64, %g64 axis 1 : tensor<4x8xf64>, tensor<8xf64>
+  %zf = loom.cast %z : tensor<4x8xf64> -> tensor<4x8xf32>
+  return %yb, %y, %zf : tensor<4x8xbf16>, tensor<4x8xf32>, tensor<4x8xf32>
+}

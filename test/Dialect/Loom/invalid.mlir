@@ -542,8 +542,32 @@ func.func @layer_norm_grad_axis(%x: tensor<4x8xf32>, %g: tensor<8xf32>) {
 // -----
 
 func.func @layer_norm_grad_dout(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %dy: tensor<4x8xf64>) {
-  // expected-error @+1 {{'loom.layer_norm_grad' op failed to verify that all of {input, dout, dinput} have same type}}
+  // expected-error @+1 {{'loom.layer_norm_grad' op dout 'tensor<4x8xf64>' must have the input's type 'tensor<4x8xf32>' or be its bf16 form for an f32 input}}
   %0:3 = "loom.layer_norm_grad"(%x, %g, %dy) {axis = 1 : i64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf64>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_bf16_dout_of_f64(%x: tensor<4x8xf64>, %g: tensor<8xf64>, %dy: tensor<4x8xbf16>) {
+  // expected-error @+1 {{'loom.layer_norm_grad' op dout 'tensor<4x8xbf16>' must have the input's type 'tensor<4x8xf64>' or be its bf16 form for an f32 input}}
+  %0:3 = loom.layer_norm_grad %x, %g, %dy axis 1 : tensor<4x8xf64>, tensor<8xf64> dout tensor<4x8xbf16>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_scale_type(%x: tensor<4x8xf32>, %g: tensor<8xf64>) {
+  // expected-error @+1 {{'loom.layer_norm_grad' op scale 'tensor<8xf64>' must have the input's element type 'f32'}}
+  %0:3 = "loom.layer_norm_grad"(%x, %g, %x) {axis = 1 : i64} : (tensor<4x8xf32>, tensor<8xf64>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf64>, tensor<8xf64>)
+  return
+}
+
+// -----
+
+func.func @layer_norm_result(%x: tensor<4x8xbf16>, %g: tensor<8xbf16>) {
+  // expected-error @+1 {{'loom.layer_norm' op result 'tensor<4x8xf32>' must have the input's type 'tensor<4x8xbf16>' or be its bf16 form for an f32 input}}
+  %0 = loom.layer_norm %x, %g, %g axis 1 : tensor<4x8xbf16>, tensor<8xbf16> -> tensor<4x8xf32>
   return
 }
 

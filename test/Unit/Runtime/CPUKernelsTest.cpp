@@ -1190,6 +1190,36 @@ TEST(CPUKernelsNormalization, CrossEntropyLabelOutOfRangeIsRuntimeError) {
             "label 70 of sample 3 is outside [0, 64)");
 }
 
+TEST(CPUKernelsNormalization, LayerNormNarrowResultAndGradient) {
+  // Mixed precision folds a cast into each: the bf16 result is the f32
+  // result rounded once, and a bf16 dout is read as its exact f32 values.
+  Tensor x = random(DType::F32, {6, 300}, -3, 5);
+  Tensor scale = random(DType::F32, {300}, 0.5, 1.5);
+  Tensor bias = random(DType::F32, {300}, -1, 1);
+  Attributes attrs{{"axis", int64_t(1)}};
+  Tensor wide =
+      run1("layer_norm", {&x, &scale, &bias}, DType::F32, {6, 300}, attrs);
+  Tensor narrow =
+      run1("layer_norm", {&x, &scale, &bias}, DType::BF16, {6, 300}, attrs);
+  EXPECT_EQ(narrow.bytes, wide.as(DType::BF16).bytes);
+
+  Tensor dyNarrow = random(DType::F32, {6, 300}, -1, 1).as(DType::BF16);
+  Tensor dyWide = dyNarrow.as(DType::F32);
+  auto backward = [&](const Tensor &dy) {
+    std::vector<Tensor> outputs{Tensor(DType::F32, {6, 300}),
+                                Tensor(DType::F32, {300}),
+                                Tensor(DType::F32, {300})};
+    Instruction inst =
+        makeKernel("layer_norm_backward", {&x, &scale, &dy}, outputs, attrs);
+    EXPECT_EQ(runKernel(inst, {&x, &scale, &dy}, outputs), "");
+    return outputs;
+  };
+  std::vector<Tensor> fromNarrow = backward(dyNarrow);
+  std::vector<Tensor> fromWide = backward(dyWide);
+  for (size_t o = 0; o < 3; ++o)
+    EXPECT_EQ(fromNarrow[o].bytes, fromWide[o].bytes) << "output " << o;
+}
+
 TEST(CPUKernelsNormalization, CrossEntropyReadsBF16Logits) {
   // bf16 logits widen exactly, so the f32 loss is the f32 kernel's on the
   // widened logits, bit for bit.
@@ -1379,7 +1409,18 @@ TEST(CPUKernelsNormalization, CheckRejects) {
   EXPECT_REJECTED(makeKernel("layer_norm", {&x, &scale64, &bias}, {y}),
                   "same dtype");
 
+  EXPECT_EQ(checkMessage(makeKernel("layer_norm", {&x, &scale, &bias},
+                                    {Tensor(DType::BF16, {4, 5})})),
+            "");
+  EXPECT_REJECTED(makeKernel("layer_norm", {&x, &scale, &bias},
+                             {Tensor(DType::F64, {4, 5})}),
+                  "result has dtype f64; input f32 needs f32 or bf16");
   Tensor dscale(DType::F32, {5}), dbias(DType::F32, {5});
+  Tensor dyNarrow(DType::BF16, {4, 5});
+  EXPECT_EQ(
+      checkMessage(makeKernel("layer_norm_backward", {&x, &scale, &dyNarrow},
+                              {y, dscale, dbias})),
+      "");
   EXPECT_EQ(checkMessage(makeKernel("layer_norm_backward", {&x, &scale, &x},
                                     {y, dscale, dbias})),
             "");

@@ -50,6 +50,48 @@ static void printElementwiseTypes(OpAsmPrinter &printer, Operation *, Type lhs,
   printer.printFunctionalType(TypeRange{lhs, rhs}, TypeRange{result});
 }
 
+/// `input, scale`, then `<keyword> other` only when `other` (layer_norm's
+/// result, layer_norm_grad's dout) is not the input's type.
+static ParseResult parseNormTypes(OpAsmParser &parser, Type &input, Type &scale,
+                                  Type &other,
+                                  function_ref<ParseResult()> keyword) {
+  if (parser.parseType(input) || parser.parseComma() || parser.parseType(scale))
+    return failure();
+  if (succeeded(keyword()))
+    return parser.parseType(other);
+  other = input;
+  return success();
+}
+
+static void printNormTypes(OpAsmPrinter &printer, Type input, Type scale,
+                           Type other, StringRef keyword) {
+  printer << input << ", " << scale;
+  if (other != input)
+    printer << " " << keyword << " " << other;
+}
+
+static ParseResult parseLayerNormTypes(OpAsmParser &parser, Type &input,
+                                       Type &scale, Type &result) {
+  return parseNormTypes(parser, input, scale, result,
+                        [&] { return parser.parseOptionalArrow(); });
+}
+
+static void printLayerNormTypes(OpAsmPrinter &printer, Operation *, Type input,
+                                Type scale, Type result) {
+  printNormTypes(printer, input, scale, result, "->");
+}
+
+static ParseResult parseLayerNormGradTypes(OpAsmParser &parser, Type &input,
+                                           Type &scale, Type &dout) {
+  return parseNormTypes(parser, input, scale, dout,
+                        [&] { return parser.parseOptionalKeyword("dout"); });
+}
+
+static void printLayerNormGradTypes(OpAsmPrinter &printer, Operation *,
+                                    Type input, Type scale, Type dout) {
+  printNormTypes(printer, input, scale, dout, "dout");
+}
+
 /// `[start:limit, start:limit:stride, ...]`, one entry per dimension.
 static ParseResult parseSliceRanges(OpAsmParser &parser,
                                     DenseI64ArrayAttr &starts,

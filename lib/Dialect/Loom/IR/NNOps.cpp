@@ -274,16 +274,89 @@ static LogicalResult verifyLayerNorm(Operation *op, RankedTensorType input,
   return success();
 }
 
+/// Whether `other` may stand for `input` in a layer norm: the same type, or
+/// bf16 where the input is f32 (mixed precision's narrow activations).
+static bool isInputOrBF16Of(RankedTensorType input, RankedTensorType other) {
+  return other == input ||
+         (other.getShape() == input.getShape() &&
+          input.getElementType().isF32() && other.getElementType().isBF16());
+}
+
 LogicalResult LayerNormOp::verify() {
+  if (!isInputOrBF16Of(getInput().getType(), getType()))
+    return emitOpError() << "result " << getType()
+                         << " must have the input's type "
+                         << getInput().getType()
+                         << " or be its bf16 form for an f32 input";
   return verifyLayerNorm(*this, getInput().getType(), getScale().getType(),
                          getAxisAttr().getInt(),
                          getEpsilon().convertToDouble());
 }
 
+namespace {
+/// cast_narrow(layer_norm(x)) -> layer_norm(x) with a bf16 result: the
+/// kernel rounds its f32 result once, as the cast did.
+struct LayerNormWritesNarrow : OpRewritePattern<LayerNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LayerNormOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op->hasOneUse())
+      return failure();
+    auto narrow = dyn_cast<CastOp>(*op->user_begin());
+    if (!narrow || op.getType() != op.getInput().getType() ||
+        !isInputOrBF16Of(op.getType(), narrow.getType()) ||
+        narrow.getType() == op.getType())
+      return failure();
+    rewriter.replaceOpWithNewOp<LayerNormOp>(
+        narrow, narrow.getType(), op.getInput(), op.getScale(), op.getBias(),
+        op.getAxisAttr(), op.getEpsilonAttr());
+    return success();
+  }
+};
+} // namespace
+
+void LayerNormOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                              MLIRContext *context) {
+  patterns.add<LayerNormWritesNarrow>(context);
+}
+
 LogicalResult LayerNormGradOp::verify() {
-  return verifyLayerNorm(*this, getInput().getType(), getScale().getType(),
+  RankedTensorType input = getInput().getType();
+  if (getScale().getType().getElementType() != input.getElementType())
+    return emitOpError() << "scale " << getScale().getType()
+                         << " must have the input's element type "
+                         << input.getElementType();
+  if (!isInputOrBF16Of(input, getDout().getType()))
+    return emitOpError() << "dout " << getDout().getType()
+                         << " must have the input's type " << input
+                         << " or be its bf16 form for an f32 input";
+  return verifyLayerNorm(*this, input, getScale().getType(),
                          getAxisAttr().getInt(),
                          getEpsilon().convertToDouble());
+}
+
+namespace {
+/// layer_norm_grad(x, g, cast_widen(dy)) -> layer_norm_grad(x, g, dy): the
+/// kernel widens bf16 dout exactly as it reads it.
+struct LayerNormGradReadsNarrow : OpRewritePattern<LayerNormGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LayerNormGradOp op,
+                                PatternRewriter &rewriter) const override {
+    auto widen = op.getDout().getDefiningOp<CastOp>();
+    if (!widen || op.getDout().getType() != op.getInput().getType() ||
+        !isInputOrBF16Of(op.getInput().getType(), widen.getInput().getType()) ||
+        widen.getInput().getType() == op.getInput().getType())
+      return failure();
+    rewriter.modifyOpInPlace(
+        op, [&] { op.getDoutMutable().assign(widen.getInput()); });
+    return success();
+  }
+};
+} // namespace
+
+void LayerNormGradOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                                  MLIRContext *context) {
+  patterns.add<LayerNormGradReadsNarrow>(context);
 }
 
 //===----------------------------------------------------------------------===//

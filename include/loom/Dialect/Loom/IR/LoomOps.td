@@ -645,8 +645,7 @@ def Loom_SoftmaxOp : Loom_SoftmaxLikeOp<"softmax", "Softmax">;
 def Loom_LogSoftmaxOp : Loom_SoftmaxLikeOp<"log_softmax", "Log-softmax">;
 
 def Loom_LayerNormOp : Loom_Op<"layer_norm", [
-    Pure, AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>,
-    SameOperandsElementType,
+    Pure, AllTypesMatch<["scale", "bias"]>, SameOperandsElementType,
     DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
   let summary = "Layer normalization over the trailing dimensions";
   let description = [{
@@ -655,9 +654,15 @@ def Loom_LayerNormOp : Loom_Op<"layer_norm", [
     `scale` and `bias`, whose shape is the normalized shape. As
     `torch.nn.LayerNorm` and ONNX LayerNormalization.
 
+    The result has the input's type, or is bf16 for an f32 input: the f32
+    result rounded once, which is what a cast of it gives. Canonicalization
+    folds such a cast (mixed precision's cast before a GEMM) into the op,
+    so the f32 normalized activations are not stored.
+
     ```mlir
     %y = loom.layer_norm %x, %g, %b axis 2 : tensor<8x128x768xf32>, tensor<768xf32>
     %z = loom.layer_norm %x, %g, %b axis 2 epsilon 1.000000e-06 : tensor<8x128x768xf32>, tensor<768xf32>
+    %h = loom.layer_norm %x, %g, %b axis 2 : tensor<8x128x768xf32>, tensor<768xf32> -> tensor<8x128x768xbf16>
     ```
   }];
   let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$scale,
@@ -666,14 +671,15 @@ def Loom_LayerNormOp : Loom_Op<"layer_norm", [
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $scale `,` $bias `axis` $axis (`epsilon` $epsilon^)? attr-dict
-    `:` type($input) `,` type($scale)
+    `:` custom<LayerNormTypes>(type($input), type($scale), type($result))
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [
-    Pure, AllTypesMatch<["input", "dout", "dinput"]>,
-    AllTypesMatch<["scale", "dscale", "dbias"]>, SameOperandsElementType,
+    Pure, AllTypesMatch<["input", "dinput"]>,
+    AllTypesMatch<["scale", "dscale", "dbias"]>,
     DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
   let summary = "Gradients of loom.layer_norm";
   let description = [{
@@ -687,11 +693,15 @@ def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [
     `dbias = sum(dout)` over the leading ones.
 
     Made by the gradient rule of `loom.layer_norm`; it has no gradient of
-    its own.
+    its own. `dout` has the input's type, or is bf16 for an f32 input (read
+    as its exact f32 values); canonicalization folds a widening cast of
+    `dout` (a bf16 GEMM's gradient) into the op.
 
     ```mlir
     %dx, %dg, %db = loom.layer_norm_grad %x, %g, %dy axis 2
         : tensor<8x128x768xf32>, tensor<768xf32>
+    %dx2, %dg2, %db2 = loom.layer_norm_grad %x, %g, %dyb axis 2
+        : tensor<8x128x768xf32>, tensor<768xf32> dout tensor<8x128x768xbf16>
     ```
   }];
   let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$scale,
@@ -701,9 +711,10 @@ def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [
                       Loom_FloatTensor:$dbias);
   let assemblyFormat = [{
     $input `,` $scale `,` $dout `axis` $axis (`epsilon` $epsilon^)? attr-dict
-    `:` type($input) `,` type($scale)
+    `:` custom<LayerNormGradTypes>(type($input), type($scale), type($dout))
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Loom_DropoutOp : Loom_Op<"dropout", [
