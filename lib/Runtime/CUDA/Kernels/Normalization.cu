@@ -16,7 +16,9 @@
 // (a warp or block per row, as the forward), keeping them in the workspace
 // for a column pass: a thread per column sums dscale and dbias over a chunk
 // of rows, and a last pass adds the chunks in order. No atomics, so the
-// gradients are the same from run to run.
+// gradients are the same from run to run. With an f32 input, layer_norm
+// may write bf16 and layer_norm_backward read a bf16 dout (mixed
+// precision's casts, folded in).
 //
 // cross_entropy with reduction=mean|sum writes each sample's loss to the
 // workspace and a one-block kernel sums them in a fixed order (no atomics:
@@ -125,14 +127,15 @@ Status launchSoftmax(cudaStream_t stream, const T *x, T *y, int64_t outer,
 // layer_norm
 //===----------------------------------------------------------------------===//
 
-template <typename T, bool Block>
-__global__ void layerNormRows(const T *x, const T *scale, const T *bias, T *y,
+/// O is T, or bf16 for f32 (the f32 result rounded once).
+template <typename T, typename O, bool Block>
+__global__ void layerNormRows(const T *x, const T *scale, const T *bias, O *y,
                               int64_t rows, int64_t n, double epsilon) {
   RowGroup<Block> g;
   if (g.row >= rows)
     return;
   const T *in = x + g.row * n;
-  T *out = y + g.row * n;
+  O *out = y + g.row * n;
   // Two passes (mean, then squared deviations): no cancellation.
   double sum = 0;
   for (int64_t i = g.lane; i < n; i += g.size)
@@ -149,7 +152,7 @@ __global__ void layerNormRows(const T *x, const T *scale, const T *bias, T *y,
   const T rstd = T(1 / sqrt(variance + epsilon));
   const T m = T(mean);
   for (int64_t i = g.lane; i < n; i += g.size)
-    out[i] = (in[i] - m) * rstd * scale[i] + bias[i];
+    store(out + i, T((in[i] - m) * rstd * scale[i] + bias[i]));
 }
 
 //===----------------------------------------------------------------------===//
@@ -163,15 +166,16 @@ struct RowStats {
 };
 
 /// dx of each row; records the row's statistics (recomputed as the forward
-/// computes them) in `stats`.
-template <typename T, bool Block>
-__global__ void layerNormBackwardRows(const T *x, const T *scale, const T *dy,
+/// computes them) in `stats`. D (dy's type) is T, or bf16 for f32.
+template <typename T, typename D, bool Block>
+__global__ void layerNormBackwardRows(const T *x, const T *scale, const D *dy,
                                       T *dx, RowStats *stats, int64_t rows,
                                       int64_t n, double epsilon) {
   RowGroup<Block> g;
   if (g.row >= rows)
     return;
-  const T *in = x + g.row * n, *grad = dy + g.row * n;
+  const T *in = x + g.row * n;
+  const D *grad = dy + g.row * n;
   double sum = 0;
   for (int64_t i = g.lane; i < n; i += g.size)
     sum += double(in[i]);
@@ -186,7 +190,7 @@ __global__ void layerNormBackwardRows(const T *x, const T *scale, const T *dy,
   const T m = T(mean), r = T(rstd);
   double sumG = 0, sumGX = 0;
   for (int64_t i = g.lane; i < n; i += g.size) {
-    T gi = grad[i] * scale[i];
+    T gi = T(widen(grad[i])) * scale[i];
     sumG += double(gi);
     sumGX += double(gi * ((in[i] - m) * r));
   }
@@ -196,7 +200,7 @@ __global__ void layerNormBackwardRows(const T *x, const T *scale, const T *dy,
   T *out = dx + g.row * n;
   for (int64_t i = g.lane; i < n; i += g.size) {
     T xhat = (in[i] - m) * r;
-    out[i] = r * (grad[i] * scale[i] - meanG - xhat * meanGX);
+    out[i] = r * (T(widen(grad[i])) * scale[i] - meanG - xhat * meanGX);
   }
   if (g.lane == 0)
     stats[g.row] = {mean, rstd};
@@ -205,8 +209,8 @@ __global__ void layerNormBackwardRows(const T *x, const T *scale, const T *dy,
 /// Partial dscale and dbias of one chunk of rows: a thread per column (loads
 /// coalesce along the row), the chunk's rows summed in order into
 /// `partial[chunk][0 | 1][n]`.
-template <typename T>
-__global__ void layerNormParamPartials(const T *x, const T *dy,
+template <typename T, typename D>
+__global__ void layerNormParamPartials(const T *x, const D *dy,
                                        const RowStats *stats, double *partial,
                                        int64_t rows, int64_t n,
                                        int64_t rowsPerChunk) {
@@ -217,7 +221,7 @@ __global__ void layerNormParamPartials(const T *x, const T *dy,
   const int64_t last = min(rows, first + rowsPerChunk);
   double sumScale = 0, sumBias = 0;
   for (int64_t r = first; r < last; ++r) {
-    double grad = double(dy[r * n + column]);
+    double grad = double(widen(dy[r * n + column]));
     RowStats st = stats[r];
     sumScale += grad * ((double(x[r * n + column]) - st.mean) * st.rstd);
     sumBias += grad;
@@ -254,10 +258,10 @@ struct LayerNormBackwardPlan {
   }
 };
 
-template <typename T>
+template <typename T, typename D>
 Status launchLayerNormBackward(const LaunchContext &context,
                                const LayerNormBackwardPlan &p, const T *x,
-                               const T *scale, const T *dy, T *dx, T *dscale,
+                               const T *scale, const D *dy, T *dx, T *dscale,
                                T *dbias) {
   if (p.n == 0)
     return Status::ok();
@@ -273,17 +277,17 @@ Status launchLayerNormBackward(const LaunchContext &context,
     bool block = p.n > kWarpRowMax;
     unsigned blocks = rowBlocks(p.rows, block);
     if (block)
-      layerNormBackwardRows<T, true>
+      layerNormBackwardRows<T, D, true>
           <<<blocks, kRowThreads, 0, context.stream>>>(x, scale, dy, dx, stats,
                                                        p.rows, p.n, p.epsilon);
     else
-      layerNormBackwardRows<T, false>
+      layerNormBackwardRows<T, D, false>
           <<<blocks, kRowThreads, 0, context.stream>>>(x, scale, dy, dx, stats,
                                                        p.rows, p.n, p.epsilon);
     if (Status s = launchStatus("layer_norm_backward (rows)"); !s)
       return s;
     dim3 grid(unsigned((p.n + kThreads - 1) / kThreads), unsigned(p.chunks));
-    layerNormParamPartials<T><<<grid, kThreads, 0, context.stream>>>(
+    layerNormParamPartials<T, D><<<grid, kThreads, 0, context.stream>>>(
         x, dy, stats, partial, p.rows, p.n, p.rowsPerChunk);
     if (Status s = launchStatus("layer_norm_backward (columns)"); !s)
       return s;
@@ -524,8 +528,9 @@ KernelOr cuda::createLayerNorm(const LaunchContext &, const Instruction &inst) {
   const int64_t rows = product(shape, 0, axis),
                 n = product(shape, axis, shape.size());
   const double epsilon = doubleAttr(inst.attrs, "epsilon", 1e-5);
-  auto make = [&](auto tag) {
+  auto make = [&](auto tag, auto resultTag) {
     using T = decltype(tag);
+    using O = decltype(resultTag);
     return makeKernel([=](const LaunchContext &context,
                           const void *const *inputs, void *const *outputs) {
       if (rows * n == 0)
@@ -533,22 +538,25 @@ KernelOr cuda::createLayerNorm(const LaunchContext &, const Instruction &inst) {
       const T *x = static_cast<const T *>(inputs[0]);
       const T *scale = static_cast<const T *>(inputs[1]);
       const T *bias = static_cast<const T *>(inputs[2]);
-      T *y = static_cast<T *>(outputs[0]);
+      O *y = static_cast<O *>(outputs[0]);
       bool block = n > kWarpRowMax;
       unsigned blocks = rowBlocks(rows, block);
       if (block)
-        layerNormRows<T, true><<<blocks, kRowThreads, 0, context.stream>>>(
+        layerNormRows<T, O, true><<<blocks, kRowThreads, 0, context.stream>>>(
             x, scale, bias, y, rows, n, epsilon);
       else
-        layerNormRows<T, false><<<blocks, kRowThreads, 0, context.stream>>>(
+        layerNormRows<T, O, false><<<blocks, kRowThreads, 0, context.stream>>>(
             x, scale, bias, y, rows, n, epsilon);
       return launchStatus("layer_norm");
     });
   };
+  // The result is the input's dtype, or bf16 for f32 (the CPU check allows
+  // no other).
   if (inst.inputs[0].dtype == DType::F32)
-    return make(float());
+    return inst.outputs[0].dtype == DType::BF16 ? make(float(), BF16())
+                                                : make(float(), float());
   if (inst.inputs[0].dtype == DType::F64)
-    return make(double());
+    return make(double(), double());
   return Status::error(std::string("the CUDA backend has no ") +
                        dtypeName(inst.inputs[0].dtype) + " layer_norm");
 }
@@ -584,21 +592,24 @@ KernelOr cuda::createLayerNormBackward(const LaunchContext &context,
   // Drop chunks that would be empty after rounding the chunk size up.
   p.chunks =
       p.rowsPerChunk ? (p.rows + p.rowsPerChunk - 1) / p.rowsPerChunk : 1;
-  auto make = [&](auto tag) {
+  auto make = [&](auto tag, auto doutTag) {
     using T = decltype(tag);
+    using D = decltype(doutTag);
     return makeKernel([=](const LaunchContext &context,
                           const void *const *inputs, void *const *outputs) {
-      return launchLayerNormBackward<T>(
+      return launchLayerNormBackward<T, D>(
           context, p, static_cast<const T *>(inputs[0]),
-          static_cast<const T *>(inputs[1]), static_cast<const T *>(inputs[2]),
+          static_cast<const T *>(inputs[1]), static_cast<const D *>(inputs[2]),
           static_cast<T *>(outputs[0]), static_cast<T *>(outputs[1]),
           static_cast<T *>(outputs[2]));
     });
   };
+  // dout is the input's dtype, or bf16 for f32.
   if (inst.inputs[0].dtype == DType::F32)
-    return make(float());
+    return inst.inputs[2].dtype == DType::BF16 ? make(float(), BF16())
+                                               : make(float(), float());
   if (inst.inputs[0].dtype == DType::F64)
-    return make(double());
+    return make(double(), double());
   return Status::error(std::string("the CUDA backend has no ") +
                        dtypeName(inst.inputs[0].dtype) +
                        " layer_norm_backward");
