@@ -283,9 +283,12 @@ public:
         })
         .Case([&](ShardOp shard) { return unary(shard.getInput(), g()); })
         .Case([&](ReduceSumOp reduce) {
-          return unary(
-              reduce.getInput(),
-              e.unreduce(g(), reduce.getAxes(), tensorType(reduce.getInput())));
+          RankedTensorType input = tensorType(reduce.getInput());
+          Value grad = e.unreduce(g(), reduce.getAxes(), input);
+          // An f32 sum of bf16 values passes a bf16 gradient back.
+          if (tensorType(grad).getElementType() != input.getElementType())
+            grad = e.cast(grad, input.getElementType());
+          return unary(reduce.getInput(), grad);
         })
         .Case([&](ReduceMeanOp reduce) {
           RankedTensorType input = tensorType(reduce.getInput());

@@ -161,3 +161,17 @@ func.func @forward() -> tensor<f32> {
   %l = loom.reduce_sum %lse [0, 1] : tensor<2x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// An f32 sum of bf16 values passes a bf16 gradient back.
+// CHECK-LABEL: func.func @forward_grad() -> (tensor<f32> {onnx.name = "loss"}, tensor<4x3xbf16>
+// CHECK:         %[[B:.*]] = loom.broadcast %{{.*}} : tensor<1x1xf32> -> tensor<4x3xf32>
+// CHECK:         %[[G:.*]] = loom.cast %[[B]] : tensor<4x3xf32> -> tensor<4x3xbf16>
+// CHECK:         return %{{.*}}, %[[G]]
+loom.parameter @h trainable : tensor<4x3xbf16>
+func.func @forward() -> (tensor<f32> {onnx.name = "loss"}) {
+  %h = loom.param @h : tensor<4x3xbf16>
+  %l = loom.reduce_sum %h [0, 1] : tensor<4x3xbf16> -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -191,16 +191,21 @@ private:
         kernel);
   }
 
-  /// f16 runs nowhere, bf16 only in the kernels of takesBF16.
+  /// Kernels that read bf16 operands into an f32 result, and write no bf16.
+  static bool readsBF16(StringRef kernel) { return kernel == "reduce_sum"; }
+
+  /// f16 runs nowhere, bf16 only in the kernels of takesBF16 (and as an
+  /// operand of those of readsBF16).
   LogicalResult checkElementTypes(Operation *op, StringRef kernel) {
-    auto check = [&](Type type) -> LogicalResult {
+    auto check = [&](Type type, bool operand) -> LogicalResult {
       Type element = getElementTypeOrSelf(type);
       if (element.isF16())
         return op->emitOpError("computes in ")
                << element << ", which the " << target
                << " backend does not support (it has f32 and f64 kernels, "
                   "and bf16 ones for mixed precision)";
-      if (element.isBF16() && !takesBF16(kernel))
+      if (element.isBF16() && !takesBF16(kernel) &&
+          !(operand && readsBF16(kernel)))
         return op->emitOpError("computes in ")
                << element << ", which the " << target << " backend's '"
                << kernel
@@ -211,10 +216,10 @@ private:
     };
     WalkResult result = op->walk([&](Operation *nested) {
       for (Type type : nested->getResultTypes())
-        if (failed(check(type)))
+        if (failed(check(type, /*operand=*/false)))
           return WalkResult::interrupt();
       for (Type type : nested->getOperandTypes())
-        if (failed(check(type)))
+        if (failed(check(type, /*operand=*/true)))
           return WalkResult::interrupt();
       return WalkResult::advance();
     });

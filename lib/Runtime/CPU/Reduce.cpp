@@ -8,11 +8,14 @@
 // vectorizes). Other patterns use a general loop over output elements.
 //
 // f32 sums accumulate in double; integer sums wrap like two's complement.
+// reduce_sum also reads bf16 into an f32 result: the input is widened
+// (exactly) into a buffer and summed as f32, so the result is the f32 sum's.
 // reduce_max propagates NaN. An empty reduction gives 0 (sum), NaN (mean) or
 // the lowest value (max).
 //
 //===----------------------------------------------------------------------===//
 
+#include "BFloat16.h"
 #include "CPUKernels.h"
 
 #include <cmath>
@@ -34,7 +37,13 @@ Status readAxes(const Instruction &instruction, ReduceKind kind,
   if (Status s = expectKnownAttrs(instruction.attrs, {"axes"}); !s)
     return s;
   const TensorRef &x = instruction.inputs[0], &y = instruction.outputs[0];
-  if (kind == ReduceKind::Mean) {
+  if (kind == ReduceKind::Sum && x.dtype == DType::BF16) {
+    if (y.dtype != DType::F32)
+      return Status::error(std::string("result has dtype ") +
+                           dtypeName(y.dtype) +
+                           "; a sum of bf16 is f32 (bf16 results are not "
+                           "supported)");
+  } else if (kind == ReduceKind::Mean) {
     if (Status s = expectFloat(x.dtype, "input"); !s)
       return s;
   } else if (x.dtype != DType::F32 && x.dtype != DType::F64 &&
@@ -42,8 +51,9 @@ Status readAxes(const Instruction &instruction, ReduceKind kind,
     return Status::error(std::string("input has dtype ") + dtypeName(x.dtype) +
                          "; only f32, f64, i32 and i64 are supported");
   }
-  if (Status s = expectSameDType(x, "input", y, "result"); !s)
-    return s;
+  if (x.dtype != DType::BF16)
+    if (Status s = expectSameDType(x, "input", y, "result"); !s)
+      return s;
   std::vector<int64_t> axes;
   if (Status s = getIntListAttr(instruction.attrs, "axes", axes, true); !s)
     return s;
@@ -247,11 +257,9 @@ void reduceGeneral(const T *x, T *y, const Groups &groups) {
 }
 
 template <typename T, ReduceKind K>
-void reduceTyped(const KernelArgs &args, const std::vector<bool> &reduced) {
-  const TensorRef &xRef = args.instruction.inputs[0];
-  const T *x = static_cast<const T *>(args.inputs[0]);
-  T *y = static_cast<T *>(args.outputs[0]);
-  Groups groups = mergeDims(xRef.shape, reduced);
+void reduceTyped(const T *x, T *y, const std::vector<int64_t> &shape,
+                 const std::vector<bool> &reduced) {
+  Groups groups = mergeDims(shape, reduced);
   size_t n = groups.sizes.size();
   // (outer, reduced, inner) when at most one reduced group exists.
   int reducedGroups = 0;
@@ -262,7 +270,8 @@ void reduceTyped(const KernelArgs &args, const std::vector<bool> &reduced) {
       redAt = g;
     }
   if (reducedGroups == 0) {
-    std::memcpy(y, x, xRef.bytes()); // nothing (or only size-1 dims) reduced
+    // Nothing (or only size-1 dims) reduced.
+    std::memcpy(y, x, size_t(numElements(shape)) * sizeof(T));
     return;
   }
   if (reducedGroups == 1) {
@@ -274,21 +283,36 @@ void reduceTyped(const KernelArgs &args, const std::vector<bool> &reduced) {
   reduceGeneral<T, K>(x, y, groups);
 }
 
+template <typename T, ReduceKind K>
+void reduceArgs(const KernelArgs &args, const std::vector<bool> &reduced) {
+  reduceTyped<T, K>(static_cast<const T *>(args.inputs[0]),
+                    static_cast<T *>(args.outputs[0]),
+                    args.instruction.inputs[0].shape, reduced);
+}
+
 template <ReduceKind K> void runReduce(const KernelArgs &args) {
   std::vector<bool> reduced;
   (void)readAxes(args.instruction, K, reduced); // validated by check
+  const std::vector<int64_t> &shape = args.instruction.inputs[0].shape;
   switch (args.instruction.inputs[0].dtype) {
   case DType::F32:
-    return reduceTyped<float, K>(args, reduced);
+    return reduceArgs<float, K>(args, reduced);
   case DType::F64:
-    return reduceTyped<double, K>(args, reduced);
+    return reduceArgs<double, K>(args, reduced);
+  case DType::BF16: {
+    std::vector<float> wide(static_cast<size_t>(numElements(shape)));
+    widenBF16(static_cast<const BF16 *>(args.inputs[0]), wide.data(),
+              int64_t(wide.size()));
+    return reduceTyped<float, K>(
+        wide.data(), static_cast<float *>(args.outputs[0]), shape, reduced);
+  }
   case DType::I32:
     if constexpr (K != ReduceKind::Mean)
-      return reduceTyped<int32_t, K>(args, reduced);
+      return reduceArgs<int32_t, K>(args, reduced);
     return;
   case DType::I64:
     if constexpr (K != ReduceKind::Mean)
-      return reduceTyped<int64_t, K>(args, reduced);
+      return reduceArgs<int64_t, K>(args, reduced);
     return;
   default:
     return;

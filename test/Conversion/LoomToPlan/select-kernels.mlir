@@ -112,6 +112,17 @@ func.func @bf16_softmax(%x: tensor<4x4xbf16>) -> tensor<4x4xbf16> {
 
 // -----
 
+// A bf16 sum into f32 runs (the bias gradient of mixed precision); a bf16
+// result does not.
+// CHECK-LABEL: func.func @bf16_into_f32_sum
+// CHECK: loom.reduce_sum {{.*}} {plan.kernel = "reduce_sum", plan.kernel_attrs = {axes = array<i64: 1>}} : tensor<4x4xbf16> -> tensor<4xf32>
+func.func @bf16_into_f32_sum(%x: tensor<4x4xbf16>) -> tensor<4xf32> {
+  %0 = loom.reduce_sum %x [1] : tensor<4x4xbf16> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
 func.func @bf16_reduce(%x: tensor<4x4xbf16>) -> tensor<4xbf16> {
   // expected-error @+1 {{'loom.reduce_sum' op computes in 'bf16', which the cpu backend's 'reduce_sum' kernel does not support}}
   %0 = loom.reduce_sum %x [1] : tensor<4x4xbf16> -> tensor<4xbf16>

@@ -670,3 +670,23 @@ func.func @layer_norm_casts_that_stay(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %x
   %zf = loom.cast %z : tensor<4x8xf64> -> tensor<4x8xf32>
   return %yb, %y, %zf : tensor<4x8xbf16>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// A bias gradient under mixed precision: the sum reads the bf16 gradient.
+// Other widenings stay (an f32 -> f64 sum, an integer cast).
+// CHECK-LABEL: func @sum_of_widened
+// CHECK:         %[[A:.*]] = loom.reduce_sum %arg0 [0] : tensor<8x4xbf16> -> tensor<4xf32>
+// CHECK:         %[[W:.*]] = loom.cast %arg1 : tensor<8x4xf32> -> tensor<8x4xf64>
+// CHECK:         loom.reduce_sum %[[W]] [0] : tensor<8x4xf64> -> tensor<4xf64>
+// CHECK:         %[[I:.*]] = loom.cast %arg2 : tensor<8x4xi32> -> tensor<8x4xf32>
+// CHECK:         loom.reduce_sum %[[I]] [0] : tensor<8x4xf32> -> tensor<4xf32>
+func.func @sum_of_widened(%g: tensor<8x4xbf16>, %f: tensor<8x4xf32>, %i: tensor<8x4xi32>) -> (tensor<4xf32>, tensor<4xf64>, tensor<4xf32>) {
+  %0 = loom.cast %g : tensor<8x4xbf16> -> tensor<8x4xf32>
+  %1 = loom.reduce_sum %0 [0] : tensor<8x4xf32> -> tensor<4xf32>
+  %2 = loom.cast %f : tensor<8x4xf32> -> tensor<8x4xf64>
+  %3 = loom.reduce_sum %2 [0] : tensor<8x4xf64> -> tensor<4xf64>
+  %4 = loom.cast %i : tensor<8x4xi32> -> tensor<8x4xf32>
+  %5 = loom.reduce_sum %4 [0] : tensor<8x4xf32> -> tensor<4xf32>
+  return %1, %3, %5 : tensor<4xf32>, tensor<4xf64>, tensor<4xf32>
+}

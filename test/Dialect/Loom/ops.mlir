@@ -158,11 +158,13 @@ func.func @shapes(%x: tensor<8x128x768xf32>, %qkv: tensor<8x128x2304xf32>, %v: t
 // -----
 
 // CHECK-LABEL: func @reductions
-func.func @reductions(%x: tensor<8x16x4xf32>, %i: tensor<8x16xi32>) {
+func.func @reductions(%x: tensor<8x16x4xf32>, %i: tensor<8x16xi32>, %bx: tensor<8x16xbf16>) {
   // CHECK: loom.reduce_sum %{{.*}} [1] : tensor<8x16x4xf32> -> tensor<8x4xf32>
   %0 = loom.reduce_sum %x [1] : tensor<8x16x4xf32> -> tensor<8x4xf32>
   // CHECK: loom.reduce_sum %{{.*}} [0, 1] : tensor<8x16xi32> -> tensor<i32>
   %1 = loom.reduce_sum %i [0, 1] : tensor<8x16xi32> -> tensor<i32>
+  // CHECK: loom.reduce_sum %{{.*}} [0] : tensor<8x16xbf16> -> tensor<16xf32>
+  %bsum = loom.reduce_sum %bx [0] : tensor<8x16xbf16> -> tensor<16xf32>
   // CHECK: loom.reduce_mean %{{.*}} [2] keepdims : tensor<8x16x4xf32> -> tensor<8x16x1xf32>
   %2 = loom.reduce_mean %x [2] keepdims : tensor<8x16x4xf32> -> tensor<8x16x1xf32>
   // CHECK: loom.reduce_max %{{.*}} [0, 2] : tensor<8x16x4xf32> -> tensor<16xf32>

@@ -923,6 +923,27 @@ TEST(CPUKernelsReduce, AxesPatterns) {
         }
 }
 
+TEST(CPUKernelsReduce, SumOfBF16IsTheF32Sum) {
+  // The input widens exactly, so the f32 sum is the sum of the widened
+  // input, bit for bit, whatever the pattern.
+  for (auto [shape, axes] :
+       std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+           {{6, 7}, {1}},
+           {{64, 33, 17}, {1}},
+           {{2, 3, 4, 5}, {0, 2}},
+           {{4, 1, 5}, {1}},
+           {{512, 96}, {0}}}) {
+    SCOPED_TRACE(shapeString(shape) + " axes " + shapeString(axes));
+    Tensor narrow = random(DType::F32, shape, -50, 50).as(DType::BF16);
+    Tensor wide = narrow.as(DType::F32);
+    std::vector<int64_t> out = reducedShape(shape, axes, false);
+    EXPECT_EQ(run1("reduce_sum", {&narrow}, DType::F32, out, {{"axes", axes}})
+                  .bytes,
+              run1("reduce_sum", {&wide}, DType::F32, out, {{"axes", axes}})
+                  .bytes);
+  }
+}
+
 TEST(CPUKernelsReduce, EmptyReductionsAndNaN) {
   Tensor x(DType::F32, {3, 0});
   double nan = std::numeric_limits<double>::quiet_NaN();
@@ -2080,7 +2101,14 @@ TEST(CPUKernelsBF16, CheckRejects) {
                   "has dtype bf16");
   EXPECT_REJECTED(makeKernel("reduce_sum", {&a}, {Tensor(DType::BF16, {8})},
                              {{"axes", std::vector<int64_t>{1}}}),
-                  "has dtype bf16");
+                  "result has dtype bf16; a sum of bf16 is f32");
+  EXPECT_EQ(checkMessage(makeKernel("reduce_sum", {&a},
+                                    {Tensor(DType::F32, {8})},
+                                    {{"axes", std::vector<int64_t>{1}}})),
+            "");
+  EXPECT_REJECTED(makeKernel("reduce_max", {&a}, {Tensor(DType::F32, {8})},
+                             {{"axes", std::vector<int64_t>{1}}}),
+                  "input has dtype bf16");
 }
 
 //===----------------------------------------------------------------------===//

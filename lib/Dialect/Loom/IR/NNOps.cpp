@@ -231,6 +231,49 @@ static LogicalResult inferReduce(std::optional<Location> loc, Type inputType,
     return {};                                                                 \
   }
 LOOM_REDUCE_OP(ReduceSumOp)
+
+/// The inferred type, or its f32 form for a bf16/f16 input (the sum
+/// accumulated and returned in f32).
+bool ReduceSumOp::isCompatibleReturnTypes(TypeRange inferred,
+                                          TypeRange actual) {
+  if (inferred == actual)
+    return true;
+  if (inferred.size() != 1 || actual.size() != 1)
+    return false;
+  auto expected = dyn_cast<RankedTensorType>(inferred.front());
+  auto result = dyn_cast<RankedTensorType>(actual.front());
+  if (!expected || !result || expected.getShape() != result.getShape())
+    return false;
+  Type from = expected.getElementType();
+  return (from.isBF16() || from.isF16()) && result.getElementType().isF32();
+}
+
+namespace {
+/// reduce_sum(cast_widen(x)) -> reduce_sum(x) with the same f32 result: the
+/// kernel widens as it reads, so the wide copy is never stored.
+struct SumReadsNarrow : OpRewritePattern<ReduceSumOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ReduceSumOp op,
+                                PatternRewriter &rewriter) const override {
+    auto widen = op.getInput().getDefiningOp<CastOp>();
+    if (!widen || !op.getType().getElementType().isF32() ||
+        op.getInput().getType().getElementType() !=
+            op.getType().getElementType())
+      return failure();
+    Type from = widen.getInput().getType().getElementType();
+    if (!from.isBF16() && !from.isF16())
+      return failure();
+    rewriter.modifyOpInPlace(
+        op, [&] { op.getInputMutable().assign(widen.getInput()); });
+    return success();
+  }
+};
+} // namespace
+
+void ReduceSumOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                              MLIRContext *context) {
+  patterns.add<SumReadsNarrow>(context);
+}
 LOOM_REDUCE_OP(ReduceMeanOp)
 LOOM_REDUCE_OP(ReduceMaxOp)
 #undef LOOM_REDUCE_OP

@@ -24,6 +24,10 @@ def Loom_VerifyInferredTypes : NativeOpTrait<"VerifyInferredTypes"> {
 // Result types inferred from operands and attributes; shape errors are
 // reported once, precisely (see LoomTraits.h).
 def Loom_InferTypes : TraitList<[Loom_VerifyInferredTypes, InferTypeOpAdaptor]>;
+// The same, for ops that accept other result types than the inferred ones
+// (their isCompatibleReturnTypes says which).
+def Loom_InferTypesWithIsCompatible
+    : TraitList<[Loom_VerifyInferredTypes, InferTypeOpAdaptorWithIsCompatible]>;
 
 //===----------------------------------------------------------------------===//
 // Type constraints
@@ -592,10 +596,12 @@ def Loom_ScatterAddOp : Loom_Op<"scatter_add", [
 // Reductions
 //===----------------------------------------------------------------------===//
 
-class Loom_ReduceOp<string mnemonic, Type type, string doc>
-    : Loom_Op<mnemonic, [Pure, Loom_InferTypes,
-                         SameOperandsAndResultElementType,
-                         DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+class Loom_ReduceOp<string mnemonic, Type type, string doc,
+                    list<Trait> typing = [Loom_InferTypes,
+                                          SameOperandsAndResultElementType]>
+    : Loom_Op<mnemonic, !listconcat([Pure,
+                         DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>],
+                         typing)> {
   let summary = doc # " over the given axes";
   let description = "    " # doc # [{ over `axes` (sorted, unique, in range); the
     reduced dimensions are dropped, or kept with size 1 under `keepdims`.
@@ -616,7 +622,27 @@ class Loom_ReduceOp<string mnemonic, Type type, string doc>
   let hasFolder = 1;
 }
 
-def Loom_ReduceSumOp : Loom_ReduceOp<"reduce_sum", Loom_NumericTensor, "Sum">;
+def Loom_ReduceSumOp : Loom_ReduceOp<"reduce_sum", Loom_NumericTensor, "Sum",
+                                     [Loom_InferTypesWithIsCompatible]> {
+  let description = [{
+    Sum over `axes` (sorted, unique, in range); the reduced dimensions are
+    dropped, or kept with size 1 under `keepdims`. Empty `axes` reduce
+    nothing.
+
+    The result has the input's element type, or is f32 for a bf16 or f16
+    input: the sum of the exact f32 values, as a widening cast before the
+    sum gives. Canonicalization folds such a cast into the op (a bias
+    gradient under mixed precision sums the bf16 GEMM gradient without an
+    f32 copy of it).
+
+    ```mlir
+    %y = loom.reduce_sum %x [1] : tensor<8x16xf32> -> tensor<8xf32>
+    %z = loom.reduce_sum %x [1] keepdims : tensor<8x16xf32> -> tensor<8x1xf32>
+    %b = loom.reduce_sum %g [0, 1] : tensor<8x1024x768xbf16> -> tensor<768xf32>
+    ```
+  }];
+  let hasCanonicalizer = 1;
+}
 def Loom_ReduceMeanOp : Loom_ReduceOp<"reduce_mean", Loom_FloatTensor, "Mean">;
 def Loom_ReduceMaxOp : Loom_ReduceOp<"reduce_max", Loom_NumericTensor, "Maximum">;
 

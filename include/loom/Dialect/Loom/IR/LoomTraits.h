@@ -31,7 +31,8 @@ public:
 /// Verifies an op whose result types follow from its operands and
 /// attributes: runs the op's `inferReturnTypes` with the op's location, so a
 /// shape error is reported once and precisely, then checks the declared
-/// result types against the inferred ones. Listed before
+/// result types against the inferred ones (equal, unless the op's
+/// isCompatibleReturnTypes accepts others). Listed before
 /// InferTypeOpInterface, whose own verifier would otherwise add a generic
 /// "failed to infer returned types" to every such error.
 template <typename ConcreteType>
@@ -44,7 +45,7 @@ public:
     if (failed(ConcreteType::inferReturnTypes(op->getContext(), op->getLoc(),
                                               adaptor, inferred)))
       return failure();
-    if (TypeRange(inferred) == op->getResultTypes())
+    if (ConcreteType::isCompatibleReturnTypes(inferred, op->getResultTypes()))
       return success();
     InFlightDiagnostic diag = op->emitOpError();
     diag << (inferred.size() == 1 ? "has result type " : "has result types ");
