@@ -592,7 +592,9 @@ TEST(CUDAKernels, ElementwiseBF16) {
 
 void testReduce(const std::string &kernel, DType dtype,
                 std::vector<int64_t> shape, std::vector<int64_t> axes,
-                bool keep) {
+                bool keep, DType resultType = DType::F16) {
+  if (resultType == DType::F16) // not given: the input's
+    resultType = dtype;
   SCOPED_TRACE(kernel + " " + dtypeName(dtype) + " " + shapeString(shape) +
                " axes " + shapeString(axes));
   Tensor x = random(dtype, shape, -50, 50);
@@ -604,7 +606,7 @@ void testReduce(const std::string &kernel, DType dtype,
     if (!reduced[d] || keep)
       out.push_back(reduced[d] ? 1 : shape[d]);
   Instruction inst =
-      makeInstruction(kernel, {&x}, {ref(dtype, out)}, {{"axes", axes}});
+      makeInstruction(kernel, {&x}, {ref(resultType, out)}, {{"axes", axes}});
   expectSame(inst, {&x});
 }
 
@@ -632,6 +634,18 @@ void testReductions(bool chunked) {
       testReduce(kernel, dtype, {2, 200000}, {1}, false);
       testReduce(kernel, dtype, {1000003}, {0}, false);
     }
+  // bf16 into an f32 sum (a bias gradient under mixed precision), in every
+  // pattern.
+  for (auto [shape, axes] :
+       std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+           {{7, 300}, {1}},
+           {{3, 5000}, {-1}},
+           {{64, 33, 17}, {1}},
+           {{6, 5, 4, 3}, {0, 2}},
+           {{4, 1, 5}, {1}},
+           {{8192, 768}, {0}},
+           {{8, 1024, 2304}, {0, 1}}})
+    testReduce("reduce_sum", DType::BF16, shape, axes, false, DType::F32);
 }
 
 // With the multiprocessor count unknown nothing is chunked: the single-pass

@@ -20,7 +20,8 @@
 // the workspace, and a second kernel combines each output's chunks in
 // order.
 // Every reduction combines partial results in a fixed order, so results are
-// the same from run to run.
+// the same from run to run. reduce_sum also reads bf16 (I) into an f32
+// result (T): loads widen exactly, so the result is the f32 input's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +37,14 @@ namespace {
 
 enum class Kind { Sum, Mean, Max };
 
+/// `in` as a T: bf16 widens to f32 exactly; other types are T already.
+template <typename T, typename I> __device__ inline T asValue(I in) {
+  if constexpr (std::is_same_v<I, BF16>)
+    return T(widen(in));
+  else
+    return in;
+}
+
 template <typename T, Kind K> struct Reducer {
   static constexpr bool isFloat = std::is_floating_point_v<T>;
   using A = std::conditional_t<K == Kind::Max, T,
@@ -50,7 +59,9 @@ template <typename T, Kind K> struct Reducer {
     else
       return std::numeric_limits<T>::lowest();
   }
-  __device__ static A load(T x) {
+  /// An input element (of T, or bf16 for an f32 T) as an accumulator.
+  template <typename I> __device__ static A load(I in) {
+    T x = asValue<T>(in);
     if constexpr (K == Kind::Max || isFloat)
       return A(x);
     else
@@ -67,15 +78,15 @@ template <typename T, Kind K> struct Reducer {
 };
 
 /// Trailing reduction: output `row` reduces x[row * n, (row + 1) * n).
-template <typename T, Kind K, bool Block>
-__global__ void rowReduce(const T *x, T *y, int64_t rows, int64_t n,
+template <typename T, Kind K, bool Block, typename I>
+__global__ void rowReduce(const I *x, T *y, int64_t rows, int64_t n,
                           typename Reducer<T, K>::A identity) {
   using R = Reducer<T, K>;
   typename R::Op op;
   RowGroup<Block> g;
   if (g.row >= rows)
     return; // a whole warp (warp mode only: a block's row always exists)
-  const T *in = x + g.row * n;
+  const I *in = x + g.row * n;
   typename R::A acc = identity;
   for (int64_t i = g.lane; i < n; i += g.size)
     acc = op(acc, R::load(in[i]));
@@ -87,15 +98,15 @@ __global__ void rowReduce(const T *x, T *y, int64_t rows, int64_t n,
 /// One chunk of each long row: block (s, row) reduces
 /// x[row * n + s * chunk, row * n + min(n, (s + 1) * chunk)) into
 /// partial[s * rows + row].
-template <typename T, Kind K>
-__global__ void rowChunkReduce(const T *x, typename Reducer<T, K>::A *partial,
+template <typename T, Kind K, typename I>
+__global__ void rowChunkReduce(const I *x, typename Reducer<T, K>::A *partial,
                                int64_t rows, int64_t n, int64_t chunk,
                                typename Reducer<T, K>::A identity) {
   using R = Reducer<T, K>;
   typename R::Op op;
   const int64_t row = blockIdx.y, begin = int64_t(blockIdx.x) * chunk;
   const int64_t end = std::min(n, begin + chunk);
-  const T *in = x + row * n;
+  const I *in = x + row * n;
   typename R::A acc = identity;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
     acc = op(acc, R::load(in[i]));
@@ -111,8 +122,8 @@ constexpr int kColumns = 32, kSplit = 8;
 /// rows [z * chunk, (z + 1) * chunk) of r: with one chunk it finishes into
 /// `y` (T), with several it leaves its accumulator in
 /// `y` (A: [chunks][outer][inner]) for combineChunks.
-template <typename T, Kind K, bool Chunked>
-__global__ void middleReduce(const T *x, void *y, int64_t outer, int64_t red,
+template <typename T, Kind K, bool Chunked, typename I>
+__global__ void middleReduce(const I *x, void *y, int64_t outer, int64_t red,
                              int64_t inner, int64_t chunk,
                              typename Reducer<T, K>::A identity) {
   using R = Reducer<T, K>;
@@ -125,7 +136,7 @@ __global__ void middleReduce(const T *x, void *y, int64_t outer, int64_t red,
   for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
     A acc = identity;
     if (j < inner) {
-      const T *in = x + o * red * inner + j;
+      const I *in = x + o * red * inner + j;
       for (int64_t r = begin + threadIdx.y; r < end; r += kSplit)
         acc = op(acc, R::load(in[r * inner]));
     }
@@ -162,8 +173,8 @@ __global__ void combineChunks(const typename Reducer<T, K>::A *partial, T *y,
 
 /// Any pattern: a warp per output; `kept` gives the outputs' dims with their
 /// strides in x, `reduced` the reduced dims with theirs.
-template <typename T, Kind K>
-__global__ void generalReduce(const T *x, T *y, int64_t outputs, Dims kept,
+template <typename T, Kind K, typename I>
+__global__ void generalReduce(const I *x, T *y, int64_t outputs, Dims kept,
                               Dims reduced, int64_t count,
                               typename Reducer<T, K>::A identity) {
   using R = Reducer<T, K>;
@@ -280,9 +291,9 @@ Status planReduction(const Instruction &instruction, ReducePlan &plan) {
   return Status::ok();
 }
 
-template <typename T, Kind K>
+template <typename T, Kind K, typename I>
 Status launchTyped(const ReducePlan &plan, const LaunchContext &context,
-                   const T *x, T *y) {
+                   const I *x, T *y) {
   using R = Reducer<T, K>;
   using A = typename R::A;
   const A identity = R::identity();
@@ -304,7 +315,16 @@ Status launchTyped(const ReducePlan &plan, const LaunchContext &context,
   };
   switch (plan.shape) {
   case ReducePlan::Shape::Copy:
-    if (x == y || plan.bytes == 0)
+    if constexpr (!std::is_same_v<I, T>) {
+      // Nothing reduced, but bf16 -> f32: each output a row of one.
+      if (plan.outputs == 0)
+        return Status::ok();
+      rowReduce<T, K, false, I>
+          <<<rowBlocks(plan.outputs, false), kRowThreads, 0, stream>>>(
+              x, y, plan.outputs, 1, identity);
+      return launchStatus("widening reduction");
+    }
+    if (static_cast<const void *>(x) == y || plan.bytes == 0)
       return Status::ok();
     return cudaStatus(
         cudaMemcpyAsync(y, x, plan.bytes, cudaMemcpyDeviceToDevice, stream),
@@ -314,7 +334,7 @@ Status launchTyped(const ReducePlan &plan, const LaunchContext &context,
       return Status::ok();
     if (plan.chunks > 1) {
       dim3 grid(unsigned(plan.chunks), unsigned(plan.outer));
-      rowChunkReduce<T, K><<<grid, kRowThreads, 0, stream>>>(
+      rowChunkReduce<T, K, I><<<grid, kRowThreads, 0, stream>>>(
           x, partial, plan.outer, plan.red, plan.chunk, identity);
       if (Status s = launchStatus("row reduction"); !s)
         return s;
@@ -323,10 +343,10 @@ Status launchTyped(const ReducePlan &plan, const LaunchContext &context,
     bool block = plan.red > kWarpRowMax;
     unsigned blocks = rowBlocks(plan.outer, block);
     if (block)
-      rowReduce<T, K, true><<<blocks, kRowThreads, 0, stream>>>(
+      rowReduce<T, K, true, I><<<blocks, kRowThreads, 0, stream>>>(
           x, y, plan.outer, plan.red, identity);
     else
-      rowReduce<T, K, false><<<blocks, kRowThreads, 0, stream>>>(
+      rowReduce<T, K, false, I><<<blocks, kRowThreads, 0, stream>>>(
           x, y, plan.outer, plan.red, identity);
     return launchStatus("row reduction");
   }
@@ -338,11 +358,11 @@ Status launchTyped(const ReducePlan &plan, const LaunchContext &context,
               unsigned(plan.chunks));
     dim3 block(kColumns, kSplit);
     if (plan.chunks == 1) {
-      middleReduce<T, K, false><<<grid, block, 0, stream>>>(
+      middleReduce<T, K, false, I><<<grid, block, 0, stream>>>(
           x, y, plan.outer, plan.red, plan.inner, plan.chunk, identity);
       return launchStatus("middle reduction");
     }
-    middleReduce<T, K, true><<<grid, block, 0, stream>>>(
+    middleReduce<T, K, true, I><<<grid, block, 0, stream>>>(
         x, partial, plan.outer, plan.red, plan.inner, plan.chunk, identity);
     if (Status s = launchStatus("middle reduction"); !s)
       return s;
@@ -351,7 +371,7 @@ Status launchTyped(const ReducePlan &plan, const LaunchContext &context,
   case ReducePlan::Shape::General:
     if (plan.outputs == 0)
       return Status::ok();
-    generalReduce<T, K>
+    generalReduce<T, K, I>
         <<<rowBlocks(plan.outputs, false), kRowThreads, 0, stream>>>(
             x, y, plan.outputs, plan.kept, plan.reduced, plan.count, identity);
     return launchStatus("reduction");
@@ -362,27 +382,33 @@ Status launchTyped(const ReducePlan &plan, const LaunchContext &context,
 template <Kind K>
 KernelOr createTyped(ReducePlan plan, const LaunchContext &context,
                      DType dtype) {
-  auto launch = [plan, &context](auto tag) mutable {
+  auto launch = [plan, &context](auto tag, auto inputTag) mutable {
     using T = decltype(tag);
+    using I = decltype(inputTag);
     chooseChunks(plan, context, sizeof(typename Reducer<T, K>::A));
     return makeKernel([plan](const LaunchContext &context,
                              const void *const *inputs, void *const *outputs) {
-      return launchTyped<T, K>(plan, context, static_cast<const T *>(inputs[0]),
-                               static_cast<T *>(outputs[0]));
+      return launchTyped<T, K, I>(plan, context,
+                                  static_cast<const I *>(inputs[0]),
+                                  static_cast<T *>(outputs[0]));
     });
   };
   switch (dtype) {
   case DType::F32:
-    return launch(float());
+    return launch(float(), float());
   case DType::F64:
-    return launch(double());
+    return launch(double(), double());
+  case DType::BF16: // an f32 sum (the CPU check allows no other)
+    if constexpr (K == Kind::Sum)
+      return launch(float(), BF16());
+    break;
   case DType::I32:
     if constexpr (K != Kind::Mean)
-      return launch(int32_t());
+      return launch(int32_t(), int32_t());
     break;
   case DType::I64:
     if constexpr (K != Kind::Mean)
-      return launch(int64_t());
+      return launch(int64_t(), int64_t());
     break;
   default:
     break;
