@@ -505,10 +505,11 @@ static Value narrowLogitsBehind(Value logits) {
 }
 
 namespace {
-/// cross_entropy(cast_widen(x)) -> cross_entropy(x): the same f32 loss.
-struct ReadNarrowLogits : OpRewritePattern<CrossEntropyOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(CrossEntropyOp op,
+/// op(cast_widen(x), ...) -> op(x, ...) for cross_entropy and its gradient:
+/// the same f32 result, the kernel widening as it reads.
+template <typename OpTy> struct ReadNarrowLogits : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     Value narrow = narrowLogitsBehind(op.getLogits());
     if (!narrow)
@@ -521,7 +522,7 @@ struct ReadNarrowLogits : OpRewritePattern<CrossEntropyOp> {
 
 void CrossEntropyOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                                  MLIRContext *context) {
-  patterns.add<ReadNarrowLogits>(context);
+  patterns.add<ReadNarrowLogits<CrossEntropyOp>>(context);
 }
 
 //===----------------------------------------------------------------------===//
@@ -552,20 +553,6 @@ LogicalResult CrossEntropyGradOp::verify() {
 }
 
 namespace {
-/// cross_entropy_grad(cast_widen(x), ...) -> cross_entropy_grad(x, ...):
-/// the kernel widens as it reads.
-struct GradReadNarrowLogits : OpRewritePattern<CrossEntropyGradOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(CrossEntropyGradOp op,
-                                PatternRewriter &rewriter) const override {
-    Value narrow = narrowLogitsBehind(op.getLogits());
-    if (!narrow)
-      return failure();
-    rewriter.modifyOpInPlace(op, [&] { op.getLogitsMutable().assign(narrow); });
-    return success();
-  }
-};
-
 /// cast_narrow(cross_entropy_grad(...)) -> cross_entropy_grad(...) with the
 /// narrow result type, when the cast is the only use and the gradient was
 /// computed in its own type (f32 -> bf16, f64 -> f32): rounding once from
@@ -597,5 +584,6 @@ struct GradWriteNarrowResult : OpRewritePattern<CrossEntropyGradOp> {
 
 void CrossEntropyGradOp::getCanonicalizationPatterns(
     RewritePatternSet &patterns, MLIRContext *context) {
-  patterns.add<GradReadNarrowLogits, GradWriteNarrowResult>(context);
+  patterns.add<ReadNarrowLogits<CrossEntropyGradOp>, GradWriteNarrowResult>(
+      context);
 }
