@@ -31,6 +31,11 @@ public:
   /// "CPU" or "CUDA", for messages.
   virtual const char *name() const = 0;
 
+  /// Called once with the rank's whole program before `prepare`, for work a
+  /// backend does for all instructions at once (the CUDA backend compiles
+  /// the elementwise programs in parallel). Errors surface in `prepare`.
+  virtual void preparePlan(const std::vector<Instruction> &instructions) {}
+
   /// Validates kernel instruction `index` and prepares it for `launch`.
   /// Called once per kernel instruction, in stream order.
   virtual Status prepare(size_t index, const Instruction &instruction) = 0;

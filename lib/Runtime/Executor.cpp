@@ -97,6 +97,7 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
   Backend &backend = *executor->backend_;
   const RankProgram &program = *executor->program_;
   bool communicates = false;
+  backend.preparePlan(program.instructions);
   for (size_t index = 0; index < program.instructions.size(); ++index) {
     const Instruction &instruction = program.instructions[index];
     if (instruction.kind == Instruction::Kind::Collective) {

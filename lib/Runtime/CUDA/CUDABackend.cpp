@@ -17,7 +17,9 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <thread>
 
 using namespace loom::runtime;
 using namespace loom::runtime::cuda;
@@ -107,6 +109,14 @@ public:
   }
 
   const char *name() const override { return "CUDA"; }
+
+  void preparePlan(const std::vector<Instruction> &instructions) override {
+    // NVRTC runs on the host: one thread per core compiles the plan's
+    // elementwise programs before the kernels are created one by one.
+    unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    cuda::compileElementwisePrograms(instructions, context_.computeCapability,
+                                     cores);
+  }
 
   Status prepare(size_t index, const Instruction &instruction) override {
     cudaSetDevice(device_);

@@ -86,6 +86,14 @@ createCUDAKernel(const LaunchContext &context, const Instruction &instruction);
 /// Every kernel name the CUDA backend implements, sorted.
 std::vector<std::string> cudaKernelNames();
 
+/// Compiles the distinct programs of `instructions`' elementwise kernels
+/// that the process-wide cache lacks, on up to `threads` threads, so that
+/// createCUDAKernel then only loads them. Compile errors are kept for
+/// createCUDAKernel to report. Needs no GPU. Returns how many programs it
+/// compiled (Elementwise.cpp).
+size_t compileElementwisePrograms(const std::vector<Instruction> &instructions,
+                                  int computeCapability, unsigned threads);
+
 } // namespace cuda
 } // namespace runtime
 } // namespace loom

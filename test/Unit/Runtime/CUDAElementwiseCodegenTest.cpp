@@ -403,6 +403,43 @@ TEST(CUDAKernelValidation, CrossEntropyNeedsWorkspaceToReduce) {
 } // namespace
 
 //===----------------------------------------------------------------------===//
+// A plan's programs compile in parallel, each distinct one once
+//===----------------------------------------------------------------------===//
+
+/// x * k + offset over [rows, 7]: distinct sources for distinct `rows`.
+Instruction scaleProgram(int64_t rows) {
+  ProgramBuilder p({rows, 7});
+  int x = p.input(DType::F32, {rows, 7});
+  int k = p.add("const", DType::F32, {}, {{"value", 3.0}});
+  int offset = p.add("const", DType::F32, {}, {{"value", 0.5}});
+  p.yield(p.add("add", DType::F32, {p.add("mul", DType::F32, {x, k}), offset}));
+  return p.instruction;
+}
+
+TEST(CUDAElementwiseCodegen, PlansCompileEachDistinctProgramOnce) {
+  // Sizes no other test uses, so the process-wide cache starts without
+  // them: five programs, three of them twice, one f16 program (which
+  // createElementwise rejects) and a kernel of another kind.
+  std::vector<Instruction> plan;
+  for (int64_t rows : {1001, 1002, 1003, 1004, 1005, 1001, 1002, 1003})
+    plan.push_back(scaleProgram(rows));
+  Instruction f16 = scaleProgram(1006);
+  f16.inputs[0].dtype = DType::F16;
+  plan.push_back(f16);
+  Instruction other;
+  other.kernel = "softmax";
+  plan.push_back(other);
+  EXPECT_EQ(compileElementwisePrograms(plan, 90, 4), 5u);
+  // All cached now; and an unknown device compiles nothing.
+  EXPECT_EQ(compileElementwisePrograms(plan, 90, 4), 0u);
+  EXPECT_EQ(compileElementwisePrograms({scaleProgram(1007)}, 0, 4), 0u);
+  // One thread works through the list too.
+  EXPECT_EQ(compileElementwisePrograms({scaleProgram(1007), scaleProgram(1008)},
+                                       90, 1),
+            2u);
+}
+
+//===----------------------------------------------------------------------===//
 // How reductions that would leave the device idle are cut into chunks
 //===----------------------------------------------------------------------===//
 

@@ -7,19 +7,25 @@
 // source, so executors on several threads (or devices of one architecture)
 // compile each distinct program once. Cached libraries stay loaded until the
 // process exits (unloading them from static destructors would race the CUDA
-// runtime's own teardown).
+// runtime's own teardown). A backend compiles a whole plan's programs on a
+// pool of threads first (compileElementwisePrograms): one after another,
+// GPT-2's few hundred programs took most of the plan's load time.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Elementwise.h"
 #include "Common.h"
+#include "loom/Runtime/Kernels.h"
 
 #include <nvrtc.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 using namespace loom::runtime;
 using namespace loom::runtime::cuda;
@@ -123,33 +129,43 @@ struct CacheEntry {
   std::shared_ptr<const Module> module; // null until loaded
 };
 
-/// The cached module for `source`, compiling and loading it when needed.
-/// Compile failures are remembered; load failures (no device yet) are not.
-StatusOr<std::shared_ptr<const Module>>
-moduleFor(const std::string &source, int computeCapability, bool hasVector) {
+/// The cache entry of `source` for `computeCapability`, made when missing.
+std::shared_ptr<CacheEntry> entryFor(const std::string &source,
+                                     int computeCapability) {
   // Leaked on purpose: see the file comment.
   static std::mutex *mutex = new std::mutex;
   static auto *cache =
       new std::unordered_map<std::string, std::shared_ptr<CacheEntry>>;
-  std::shared_ptr<CacheEntry> entry;
-  {
-    std::lock_guard<std::mutex> lock(*mutex);
-    std::shared_ptr<CacheEntry> &slot =
-        (*cache)["sm_" + std::to_string(computeCapability) + "\n" + source];
-    if (!slot)
-      slot = std::make_shared<CacheEntry>();
-    entry = slot;
-  }
-  // Only this entry is held while it compiles: other programs compile in
-  // parallel.
+  std::lock_guard<std::mutex> lock(*mutex);
+  std::shared_ptr<CacheEntry> &slot =
+      (*cache)["sm_" + std::to_string(computeCapability) + "\n" + source];
+  if (!slot)
+    slot = std::make_shared<CacheEntry>();
+  return slot;
+}
+
+/// Compiles `entry` unless it was; the caller holds `entry->mutex`, so only
+/// this entry waits while it compiles and other programs compile in
+/// parallel. True when this call compiled it.
+bool compileLocked(CacheEntry &entry, const std::string &source,
+                   int computeCapability) {
+  if (entry.compiled)
+    return false;
+  entry.compileStatus =
+      compileElementwise(source, computeCapability, entry.image);
+  entry.compiled = true;
+  return true;
+}
+
+/// The cached module for `source`, compiling and loading it when needed.
+/// Compile failures are remembered; load failures (no device yet) are not.
+StatusOr<std::shared_ptr<const Module>>
+moduleFor(const std::string &source, int computeCapability, bool hasVector) {
+  std::shared_ptr<CacheEntry> entry = entryFor(source, computeCapability);
   std::lock_guard<std::mutex> lock(entry->mutex);
   if (entry->module)
     return entry->module;
-  if (!entry->compiled) {
-    entry->compileStatus =
-        compileElementwise(source, computeCapability, entry->image);
-    entry->compiled = true;
-  }
+  compileLocked(*entry, source, computeCapability);
   if (!entry->compileStatus)
     return entry->compileStatus;
   auto module = std::make_shared<Module>();
@@ -241,14 +257,59 @@ private:
 
 } // namespace
 
-KernelOr cuda::createElementwise(const LaunchContext &context,
-                                 const Instruction &inst) {
+/// Whether `inst` computes in f16, which the CUDA elementwise kernel lacks.
+static bool usesF16(const Instruction &inst) {
   auto isF16 = [](const TensorRef &ref) { return ref.dtype == DType::F16; };
   bool f16 = std::any_of(inst.inputs.begin(), inst.inputs.end(), isF16) ||
              std::any_of(inst.outputs.begin(), inst.outputs.end(), isF16);
   for (const ProgramOp &op : inst.program)
     f16 = f16 || op.dtype == DType::F16;
-  if (f16)
+  return f16;
+}
+
+size_t
+cuda::compileElementwisePrograms(const std::vector<Instruction> &instructions,
+                                 int computeCapability, unsigned threads) {
+  if (computeCapability <= 0)
+    return 0;
+  // Distinct sources, in plan order. Instructions the CPU check would
+  // reject are left to createElementwise, which reports them.
+  std::vector<std::string> sources;
+  std::unordered_set<std::string> seen;
+  for (const Instruction &inst : instructions) {
+    if (inst.kind != Instruction::Kind::Kernel ||
+        inst.kernel != "elementwise" || usesF16(inst))
+      continue;
+    const KernelInfo *cpu = lookupCPUKernel(inst.kernel);
+    if (!cpu || !cpu->check(inst))
+      continue;
+    std::string source = elementwiseSource(inst);
+    if (seen.insert(source).second)
+      sources.push_back(std::move(source));
+  }
+  std::atomic<size_t> next{0}, compiled{0};
+  auto work = [&] {
+    for (size_t i = next++; i < sources.size(); i = next++) {
+      std::shared_ptr<CacheEntry> entry =
+          entryFor(sources[i], computeCapability);
+      std::lock_guard<std::mutex> lock(entry->mutex);
+      if (compileLocked(*entry, sources[i], computeCapability))
+        ++compiled;
+    }
+  };
+  threads = std::max(1u, std::min<unsigned>(threads, unsigned(sources.size())));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &thread : pool)
+    thread.join();
+  return compiled;
+}
+
+KernelOr cuda::createElementwise(const LaunchContext &context,
+                                 const Instruction &inst) {
+  if (usesF16(inst))
     return Status::error("the CUDA backend has no f16 elementwise programs");
   if (context.computeCapability <= 0)
     return Status::error("elementwise: the launch context has no compute "
