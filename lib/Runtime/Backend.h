@@ -34,7 +34,7 @@ public:
   /// Called once with the rank's whole program before `prepare`, for work a
   /// backend does for all instructions at once (the CUDA backend compiles
   /// the elementwise programs in parallel). Errors surface in `prepare`.
-  virtual void preparePlan(const std::vector<Instruction> &instructions) {}
+  virtual void preparePlan(const std::vector<Instruction> & /*instructions*/) {}
 
   /// Validates kernel instruction `index` and prepares it for `launch`.
   /// Called once per kernel instruction, in stream order.
