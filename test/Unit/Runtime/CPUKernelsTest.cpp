@@ -937,10 +937,9 @@ TEST(CPUKernelsReduce, SumOfBF16IsTheF32Sum) {
     Tensor narrow = random(DType::F32, shape, -50, 50).as(DType::BF16);
     Tensor wide = narrow.as(DType::F32);
     std::vector<int64_t> out = reducedShape(shape, axes, false);
-    EXPECT_EQ(run1("reduce_sum", {&narrow}, DType::F32, out, {{"axes", axes}})
-                  .bytes,
-              run1("reduce_sum", {&wide}, DType::F32, out, {{"axes", axes}})
-                  .bytes);
+    EXPECT_EQ(
+        run1("reduce_sum", {&narrow}, DType::F32, out, {{"axes", axes}}).bytes,
+        run1("reduce_sum", {&wide}, DType::F32, out, {{"axes", axes}}).bytes);
   }
 }
 
@@ -1150,6 +1149,17 @@ TEST(CPUKernelsNormalization, LayerNormBackward) {
     }
 }
 
+/// log(sum(exp(row))) of row `i` of [..., classes] logits, in f64.
+double referenceLogSumExp(const Tensor &logits, int64_t i) {
+  const int64_t classes = logits.shape.back();
+  double max = -INFINITY, sum = 0;
+  for (int64_t c = 0; c < classes; ++c)
+    max = std::max(max, logits.get(i * classes + c));
+  for (int64_t c = 0; c < classes; ++c)
+    sum += std::exp(logits.get(i * classes + c) - max);
+  return max + std::log(sum);
+}
+
 TEST(CPUKernelsNormalization, CrossEntropy) {
   const int64_t classes = 11;
   Tensor logits = random(DType::F32, {3, 4, classes}, -5, 5);
@@ -1167,12 +1177,8 @@ TEST(CPUKernelsNormalization, CrossEntropy) {
         perSample.push_back(0);
         continue;
       }
-      double max = -INFINITY, s = 0;
-      for (int64_t c = 0; c < classes; ++c)
-        max = std::max(max, logits.get(i * classes + c));
-      for (int64_t c = 0; c < classes; ++c)
-        s += std::exp(logits.get(i * classes + c) - max);
-      double loss = max + std::log(s) - logits.get(i * classes + label);
+      double loss =
+          referenceLogSumExp(logits, i) - logits.get(i * classes + label);
       perSample.push_back(loss);
       sum += loss;
       ++counted;
@@ -1271,14 +1277,10 @@ std::vector<double> referenceCrossEntropyGrad(const Tensor &logits,
     int64_t label = int64_t(labels.get(i));
     if (label == ignoreIndex)
       continue;
-    double max = -INFINITY, sum = 0;
-    for (int64_t c = 0; c < classes; ++c)
-      max = std::max(max, logits.get(i * classes + c));
-    for (int64_t c = 0; c < classes; ++c)
-      sum += std::exp(logits.get(i * classes + c) - max);
+    double lse = referenceLogSumExp(logits, i);
     double factor = scale.get(scale.size() == 1 ? 0 : i);
     for (int64_t c = 0; c < classes; ++c) {
-      double p = std::exp(logits.get(i * classes + c) - max) / sum;
+      double p = std::exp(logits.get(i * classes + c) - lse);
       grad[size_t(i * classes + c)] = (p - (c == label ? 1 : 0)) * factor;
     }
   }
@@ -2102,10 +2104,10 @@ TEST(CPUKernelsBF16, CheckRejects) {
   EXPECT_REJECTED(makeKernel("reduce_sum", {&a}, {Tensor(DType::BF16, {8})},
                              {{"axes", std::vector<int64_t>{1}}}),
                   "result has dtype bf16; a sum of bf16 is f32");
-  EXPECT_EQ(checkMessage(makeKernel("reduce_sum", {&a},
-                                    {Tensor(DType::F32, {8})},
-                                    {{"axes", std::vector<int64_t>{1}}})),
-            "");
+  EXPECT_EQ(
+      checkMessage(makeKernel("reduce_sum", {&a}, {Tensor(DType::F32, {8})},
+                              {{"axes", std::vector<int64_t>{1}}})),
+      "");
   EXPECT_REJECTED(makeKernel("reduce_max", {&a}, {Tensor(DType::F32, {8})},
                              {{"axes", std::vector<int64_t>{1}}}),
                   "input has dtype bf16");
