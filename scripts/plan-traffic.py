@@ -18,8 +18,12 @@ Defaults are an H200's order of magnitude: 3500 GB/s achieved of 4800 GB/s
 HBM bandwidth, 650 TFLOP/s achieved by large bf16 GEMMs, 3 us per launch.
 Collectives are counted (bytes of their operands) but not timed.
 
-Prints the totals, the time per kernel kind, and the top N ONNX node paths
-(layer numbers folded: /h.3/attn/MatMul counts as /h.N/attn/MatMul).
+Prints the totals, the time per kernel kind, the top N ONNX node paths
+(layer numbers folded: /h.3/attn/MatMul counts as /h.N/attn/MatMul), and
+the matmuls with an operand whose rows are not a multiple of 16 bytes
+(cuBLASLt's fastest tensor-core kernels need 16-byte aligned leading
+dimensions; a vocabulary of 50257 is the usual case, which padding the
+dimension to a multiple of 8 avoids).
 """
 import argparse
 import collections
@@ -49,7 +53,7 @@ def read_header(path):
 
 
 def parse_ref(token):
-    """(bytes, dims) of a REF token, or None for any other token."""
+    """(bytes, dims, dtype) of a REF token, or None for any other token."""
     match = REF.match(token)
     if not match or match.group(1) not in DTYPE_BYTES:
         return None
@@ -57,7 +61,7 @@ def parse_ref(token):
     count = 1
     for d in dims:
         count *= d
-    return count * DTYPE_BYTES[match.group(1)], dims
+    return count * DTYPE_BYTES[match.group(1)], dims, match.group(1)
 
 
 class Instruction:
@@ -77,7 +81,7 @@ class Instruction:
         self.outputs = outputs
         match = LOC.search(tail)
         self.loc = match.group(1) if match else "(no location)"
-        self.bytes = sum(b for b, _ in self.inputs + self.outputs)
+        self.bytes = sum(ref[0] for ref in self.inputs + self.outputs)
         self.flops = 0
         if self.kernel == "matmul" and self.inputs and self.outputs:
             lhs = self.inputs[0][1]
@@ -180,6 +184,32 @@ def main():
     for (loc, kernel), (calls, nbytes, secs) in ranked:
         print("%10.3f %6d %10.3f  %-14s %s" %
               (secs * 1e3, calls, nbytes / 1e9, kernel, loc))
+
+    # Matmul operands (A, B, C) whose rows are not 16-byte multiples.
+    unaligned = collections.OrderedDict()
+    for inst in kernels:
+        if inst.kernel != "matmul":
+            continue
+        names = ["A", "B", "bias"][:len(inst.inputs)] + ["C"]
+        refs = inst.inputs + inst.outputs[:1]
+        shapes = ["%s %s[%s]" % (name, dtype, ",".join(map(str, dims)))
+                  for name, (_, dims, dtype) in zip(names, refs)
+                  if name != "bias" and dims and
+                  dims[-1] * DTYPE_BYTES[dtype] % 16]
+        if not shapes:
+            continue
+        row = unaligned.setdefault(LAYER.sub("N", inst.loc), [0, 0.0, set()])
+        row[0] += 1
+        row[1] += seconds(inst)
+        row[2].update(shapes)
+    if unaligned:
+        print()
+        print("matmuls with rows that are not 16-byte multiples:")
+        print("%10s %6s  %s" % ("est. ms", "calls", "location: operands"))
+        for loc, (calls, secs, shapes) in sorted(unaligned.items(),
+                                                 key=lambda kv: -kv[1][1]):
+            print("%10.3f %6d  %s: %s" %
+                  (secs * 1e3, calls, loc, ", ".join(sorted(shapes))))
 
 
 if __name__ == "__main__":
