@@ -8,8 +8,10 @@
 // compile each distinct program once. Cached libraries stay loaded until the
 // process exits (unloading them from static destructors would race the CUDA
 // runtime's own teardown). A backend compiles a whole plan's programs on a
-// pool of threads first (compileElementwisePrograms): one after another,
-// GPT-2's few hundred programs took most of the plan's load time.
+// pool of threads first (compileElementwisePrograms). The GPT-2 benchmark's
+// 309 elementwise kernels are 24 distinct programs, 1.2 s of NVRTC one
+// after another on the development machine; plans whose layers differ have
+// many more.
 //
 //===----------------------------------------------------------------------===//
 
