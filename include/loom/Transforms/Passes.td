@@ -183,9 +183,14 @@ def LoomMixedPrecision : Pass<"loom-mixed-precision", "::mlir::func::FuncOp"> {
     cast is a cast, so the backward GEMMs come out in bf16 as well and the
     weight gradients are cast back to f32 before the f32 optimizer. After
     `loom-fuse-elementwise` the casts join their neighbouring elementwise
-    kernels, so activations that feed GEMMs are stored in bf16. Run
-    `canonicalize` first, so that transposes are folded into the GEMMs
-    before casts separate them.
+    kernels, so activations that feed GEMMs are stored in bf16.
+    Canonicalization also folds the casts into the ops next to them that
+    read or write bf16 exactly as the cast would: the loss
+    (`loom.cross_entropy` and its gradient), layer norms (a bf16 result, a
+    bf16 incoming gradient) and bias-gradient sums (`loom.reduce_sum` into
+    f32), so the values stay those of the f32 form. Run `canonicalize`
+    first, so that transposes are folded into the GEMMs before casts
+    separate them.
 
     Matmuls in other types are left alone: bf16 ones already are, and f64
     ones (a remark says so), as torch.autocast leaves f64. `precision=f32`
