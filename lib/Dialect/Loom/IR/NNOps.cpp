@@ -191,6 +191,21 @@ OpFoldResult BiasAddOp::fold(FoldAdaptor adaptor) {
 // Reductions
 //===----------------------------------------------------------------------===//
 
+/// The f16/bf16 tensor that `value`, a lossless float widening to f32,
+/// read; null for anything else. Ops whose kernels read narrow values in f32
+/// themselves (reduce_sum, layer_norm_grad's dout, cross-entropy) fold such
+/// a cast: it changes nothing but the bytes read.
+static Value narrowSourceOfWidening(Value value) {
+  auto widen = value.getDefiningOp<CastOp>();
+  if (!widen)
+    return {};
+  Type from = widen.getInput().getType().getElementType();
+  Type to = widen.getType().getElementType();
+  if (!to.isF32() || !(from.isBF16() || from.isF16()))
+    return {};
+  return widen.getInput();
+}
+
 template <typename OpTy>
 static LogicalResult inferReduce(std::optional<Location> loc, Type inputType,
                                  ArrayRef<int64_t> axes, bool keepdims,
@@ -255,16 +270,11 @@ struct SumReadsNarrow : OpRewritePattern<ReduceSumOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(ReduceSumOp op,
                                 PatternRewriter &rewriter) const override {
-    auto widen = op.getInput().getDefiningOp<CastOp>();
-    if (!widen || !op.getType().getElementType().isF32() ||
-        op.getInput().getType().getElementType() !=
-            op.getType().getElementType())
+    Value narrow = narrowSourceOfWidening(op.getInput());
+    if (!narrow || op.getType().getElementType() !=
+                       op.getInput().getType().getElementType())
       return failure();
-    Type from = widen.getInput().getType().getElementType();
-    if (!from.isBF16() && !from.isF16())
-      return failure();
-    rewriter.modifyOpInPlace(
-        op, [&] { op.getInputMutable().assign(widen.getInput()); });
+    rewriter.modifyOpInPlace(op, [&] { op.getInputMutable().assign(narrow); });
     return success();
   }
 };
@@ -385,13 +395,12 @@ struct LayerNormGradReadsNarrow : OpRewritePattern<LayerNormGradOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(LayerNormGradOp op,
                                 PatternRewriter &rewriter) const override {
-    auto widen = op.getDout().getDefiningOp<CastOp>();
-    if (!widen || op.getDout().getType() != op.getInput().getType() ||
-        !isInputOrBF16Of(op.getInput().getType(), widen.getInput().getType()) ||
-        widen.getInput().getType() == op.getInput().getType())
+    Value narrow = narrowSourceOfWidening(op.getDout());
+    if (!narrow || op.getDout().getType() != op.getInput().getType() ||
+        !isInputOrBF16Of(op.getInput().getType(),
+                         cast<RankedTensorType>(narrow.getType())))
       return failure();
-    rewriter.modifyOpInPlace(
-        op, [&] { op.getDoutMutable().assign(widen.getInput()); });
+    rewriter.modifyOpInPlace(op, [&] { op.getDoutMutable().assign(narrow); });
     return success();
   }
 };
@@ -490,20 +499,6 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-/// The f16/bf16 tensor a lossless float widening to f32 read, or null.
-/// Cross-entropy reads narrow logits in f32 itself, so such a cast changes
-/// nothing but the bytes read.
-static Value narrowLogitsBehind(Value logits) {
-  auto widen = logits.getDefiningOp<CastOp>();
-  if (!widen)
-    return {};
-  Type from = widen.getInput().getType().getElementType();
-  Type to = widen.getType().getElementType();
-  if (!to.isF32() || !(from.isBF16() || from.isF16()))
-    return {};
-  return widen.getInput();
-}
-
 namespace {
 /// op(cast_widen(x), ...) -> op(x, ...) for cross_entropy and its gradient:
 /// the same f32 result, the kernel widening as it reads.
@@ -511,7 +506,7 @@ template <typename OpTy> struct ReadNarrowLogits : OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
-    Value narrow = narrowLogitsBehind(op.getLogits());
+    Value narrow = narrowSourceOfWidening(op.getLogits());
     if (!narrow)
       return failure();
     rewriter.modifyOpInPlace(op, [&] { op.getLogitsMutable().assign(narrow); });
