@@ -331,6 +331,25 @@ __device__ void rowExpSum(const T *row, int64_t classes,
   sum = groupReduce<Block>(sum, SumOp());
 }
 
+enum class LabelKind { Counted, Ignored, Invalid };
+
+/// What a row's label says; the first lane records an out-of-range one.
+/// `label` is the same for the whole group, so the callers' branches on
+/// the result are uniform.
+template <bool Block>
+__device__ LabelKind classifyLabel(int64_t label, const CrossEntropyParams &p,
+                                   const RowGroup<Block> &g, DeviceError *error,
+                                   int32_t instruction) {
+  if (p.hasIgnore && label == p.ignoreIndex)
+    return LabelKind::Ignored;
+  if (label >= 0 && label < p.classes)
+    return LabelKind::Counted;
+  if (g.lane == 0)
+    recordError(error, DeviceError::IndexOutOfRange, instruction, label, g.row,
+                p.classes);
+  return LabelKind::Invalid;
+}
+
 /// Each sample's loss: to `loss` (reduction=none) or to `perSample`.
 /// Out-of-range labels are recorded in `error` and give NaN.
 template <typename T, typename L, bool Block>
@@ -343,14 +362,11 @@ __global__ void crossEntropyRows(const T *logits, const L *labels,
   if (g.row >= p.rows)
     return;
   const int64_t label = int64_t(labels[g.row]);
+  const LabelKind kind = classifyLabel(label, p, g, error, instruction);
   double sampleLoss;
-  // `label` is the same for the whole group, so the branches are uniform.
-  if (p.hasIgnore && label == p.ignoreIndex) {
+  if (kind == LabelKind::Ignored) {
     sampleLoss = 0;
-  } else if (label < 0 || label >= p.classes) {
-    if (g.lane == 0)
-      recordError(error, DeviceError::IndexOutOfRange, instruction, label,
-                  g.row, p.classes);
+  } else if (kind == LabelKind::Invalid) {
     sampleLoss = std::numeric_limits<double>::quiet_NaN();
   } else {
     const T *row = logits + g.row * p.classes;
@@ -442,12 +458,10 @@ crossEntropyBackwardRows(const T *logits, const L *labels,
     return;
   const int64_t label = int64_t(labels[g.row]);
   O *out = dlogits + g.row * p.classes;
-  const bool ignored = p.hasIgnore && label == p.ignoreIndex;
-  if (ignored || label < 0 || label >= p.classes) {
-    if (!ignored && g.lane == 0)
-      recordError(error, DeviceError::IndexOutOfRange, instruction, label,
-                  g.row, p.classes);
-    const A fill = ignored ? A(0) : std::numeric_limits<A>::quiet_NaN();
+  const LabelKind kind = classifyLabel(label, p, g, error, instruction);
+  if (kind != LabelKind::Counted) {
+    const A fill =
+        kind == LabelKind::Ignored ? A(0) : std::numeric_limits<A>::quiet_NaN();
     for (int64_t c = g.lane; c < p.classes; c += g.size)
       store(out + c, fill);
     return;
