@@ -98,7 +98,7 @@ struct AttachLossPass : impl::LoomAttachLossBase<AttachLossPass> {
     if (kind == "cross_entropy") {
       loss = builder.create<CrossEntropyOp>(
           loc, prediction, body->getArguments().back(), LossReduction::mean,
-          /*ignore_index=*/IntegerAttr());
+          /*ignore_index=*/IntegerAttr(), /*classes=*/IntegerAttr());
     } else if (kind == "mse") {
       Value diff =
           builder.create<SubOp>(loc, prediction, body->getArguments().back());

@@ -482,9 +482,9 @@ private:
     }
     IntegerAttr ignoreAttr =
         ignore ? e.b.getI64IntegerAttr(*ignore) : IntegerAttr();
-    ctx.accumulate(
-        logits, e.b.create<CrossEntropyGradOp>(e.loc, logits.getType(), logits,
-                                               labels, scale, ignoreAttr));
+    ctx.accumulate(logits, e.b.create<CrossEntropyGradOp>(
+                               e.loc, logits.getType(), logits, labels, scale,
+                               ignoreAttr, loss.getClassesAttr()));
     return success();
   }
 

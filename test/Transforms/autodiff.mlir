@@ -51,6 +51,20 @@ func.func @forward(%labels: tensor<4xi64>) -> (tensor<f32> {onnx.name = "loss"})
 
 // -----
 
+// Padded logits: the gradient keeps the loss's classes (and so is 0 in the
+// padding).
+// CHECK-LABEL: func.func @forward_grad(%arg0: tensor<4xi64>) -> (tensor<f32> {onnx.name = "loss"}, tensor<4x8xf32>
+// CHECK:         %[[W:.*]] = loom.param @w
+// CHECK:         loom.cross_entropy_grad %[[W]], %arg0, %{{.*}} classes 5 : (tensor<4x8xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x8xf32>
+loom.parameter @w trainable : tensor<4x8xf32>
+func.func @forward(%labels: tensor<4xi64>) -> (tensor<f32> {onnx.name = "loss"}) {
+  %z = loom.param @w : tensor<4x8xf32>
+  %l = loom.cross_entropy %z, %labels classes 5 : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @forward_grad(%arg0: tensor<4xi64>) -> (tensor<f32> {onnx.name = "loss"}, tensor<4x5xf32>
 // CHECK:         %[[W:.*]] = loom.param @w
 // CHECK:         loom.reduce_sum

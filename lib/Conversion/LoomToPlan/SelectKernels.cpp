@@ -111,12 +111,16 @@ public:
                              stringifyLossReduction(loss.getReduction()))});
               if (std::optional<int64_t> ignore = loss.getIgnoreIndex())
                 result.attrs.push_back(integer("ignore_index", *ignore));
+              if (std::optional<int64_t> classes = loss.getClasses())
+                result.attrs.push_back(integer("classes", *classes));
               return result;
             })
             .Case([&](CrossEntropyGradOp grad) {
               Selection result = make("cross_entropy_backward");
               if (std::optional<int64_t> ignore = grad.getIgnoreIndex())
                 result.attrs.push_back(integer("ignore_index", *ignore));
+              if (std::optional<int64_t> classes = grad.getClasses())
+                result.attrs.push_back(integer("classes", *classes));
               return result;
             })
             .Case([&](TransposeOp transpose) {

@@ -435,21 +435,39 @@ struct CrossEntropyAttrs {
   Reduction reduction = Reduction::Mean;
   bool hasIgnore = false;
   int64_t ignoreIndex = 0;
+  /// The leading entries of each row that are classes; the rest of the row
+  /// (up to the last dimension) is padding.
+  int64_t classes = 0;
 };
 
-Status readIgnoreIndex(const Instruction &instruction,
-                       CrossEntropyAttrs &attrs) {
+/// Reads ignore_index and classes (default: the whole last dimension).
+Status readLabelAttrs(const Instruction &instruction,
+                      CrossEntropyAttrs &attrs) {
   attrs.hasIgnore = instruction.attrs.count("ignore_index") != 0;
-  return getIntAttr(instruction.attrs, "ignore_index", attrs.ignoreIndex,
-                    false);
+  if (Status s = getIntAttr(instruction.attrs, "ignore_index",
+                            attrs.ignoreIndex, false);
+      !s)
+    return s;
+  const int64_t width = instruction.inputs[0].shape.back();
+  if (Status s =
+          getIntAttr(instruction.attrs, "classes", attrs.classes, false, width);
+      !s)
+    return s;
+  if (instruction.attrs.count("classes") &&
+      (attrs.classes < 1 || attrs.classes > width))
+    return Status::error("classes " + std::to_string(attrs.classes) +
+                         " must be in [1, " + std::to_string(width) +
+                         "] for logits " +
+                         shapeString(instruction.inputs[0].shape));
+  return Status::ok();
 }
 
 Status readCrossEntropy(const Instruction &instruction,
                         CrossEntropyAttrs &attrs) {
   if (Status s = expectOperandCounts(instruction, 2, 1); !s)
     return s;
-  if (Status s =
-          expectKnownAttrs(instruction.attrs, {"reduction", "ignore_index"});
+  if (Status s = expectKnownAttrs(instruction.attrs,
+                                  {"reduction", "ignore_index", "classes"});
       !s)
     return s;
   const TensorRef &logits = instruction.inputs[0],
@@ -473,7 +491,7 @@ Status readCrossEntropy(const Instruction &instruction,
   else
     return Status::error("reduction must be mean, sum or none, not '" +
                          reduction + "'");
-  if (Status s = readIgnoreIndex(instruction, attrs); !s)
+  if (Status s = readLabelAttrs(instruction, attrs); !s)
     return s;
   std::vector<int64_t> samples(logits.shape.begin(), logits.shape.end() - 1);
   if (attrs.reduction == Reduction::None) {
@@ -487,22 +505,22 @@ Status readCrossEntropy(const Instruction &instruction,
   return Status::ok();
 }
 
-/// Rows of logits as the cross-entropy kernels compute with them: f32 and
-/// f64 rows in place, bf16 rows widened to f32 into a buffer (one reader
-/// per thread).
+/// The classes of rows of logits (`width` apart) as the cross-entropy
+/// kernels compute with them: f32 and f64 rows in place, bf16 rows widened
+/// to f32 into a buffer (one reader per thread).
 template <typename T> struct LogitRows {
   using Compute = T;
   const T *logits;
-  int64_t classes;
-  const T *row(int64_t i) { return logits + i * classes; }
+  int64_t width, classes;
+  const T *row(int64_t i) { return logits + i * width; }
 };
 template <> struct LogitRows<BF16> {
   using Compute = float;
   const BF16 *logits;
-  int64_t classes;
+  int64_t width, classes;
   std::vector<float> wide = std::vector<float>(size_t(classes));
   const float *row(int64_t i) {
-    widenBF16(logits + i * classes, wide.data(), classes);
+    widenBF16(logits + i * width, wide.data(), classes);
     return wide.data();
   }
 };
@@ -534,7 +552,7 @@ template <typename T, typename L>
 void crossEntropyTyped(const KernelArgs &args, const CrossEntropyAttrs &attrs) {
   using C = typename LogitRows<T>::Compute;
   const std::vector<int64_t> &shape = args.instruction.inputs[0].shape;
-  const int64_t classes = shape.back();
+  const int64_t width = shape.back(), classes = attrs.classes;
   const int64_t samples = dimProduct(shape, 0, shape.size() - 1);
   const T *logits = static_cast<const T *>(args.inputs[0]);
   const L *labels = static_cast<const L *>(args.inputs[1]);
@@ -544,7 +562,7 @@ void crossEntropyTyped(const KernelArgs &args, const CrossEntropyAttrs &attrs) {
   int threads = threadsFor(samples * classes, 1 << 13);
 #pragma omp parallel num_threads(threads) reduction(+ : total, counted)
   {
-    LogitRows<T> rows{logits, classes};
+    LogitRows<T> rows{logits, width, classes};
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < samples; ++i) {
       int64_t label = int64_t(labels[i]);
@@ -581,7 +599,9 @@ Status readCrossEntropyBackward(const Instruction &instruction,
                                 CrossEntropyAttrs &attrs) {
   if (Status s = expectOperandCounts(instruction, 3, 1); !s)
     return s;
-  if (Status s = expectKnownAttrs(instruction.attrs, {"ignore_index"}); !s)
+  if (Status s =
+          expectKnownAttrs(instruction.attrs, {"ignore_index", "classes"});
+      !s)
     return s;
   const TensorRef &logits = instruction.inputs[0],
                   &labels = instruction.inputs[1],
@@ -607,17 +627,18 @@ Status readCrossEntropyBackward(const Instruction &instruction,
                          dtypeName(logits.dtype) + " logits give " +
                          dtypeName(computed) + " or " + dtypeName(narrower));
   attrs.reduction = Reduction::None;
-  return readIgnoreIndex(instruction, attrs);
+  return readLabelAttrs(instruction, attrs);
 }
 
 /// (softmax(row) - onehot(label)) * scale per row: the probabilities as
-/// softmax computes them (e^(x - max) times 1/sum), in the loss dtype.
+/// softmax computes them (e^(x - max) times 1/sum), in the loss dtype; 0
+/// for the padding after the classes.
 template <typename T, typename L, typename O>
 void crossEntropyBackwardTyped(const KernelArgs &args,
                                const CrossEntropyAttrs &attrs) {
   using C = typename LogitRows<T>::Compute;
   const std::vector<int64_t> &shape = args.instruction.inputs[0].shape;
-  const int64_t classes = shape.back();
+  const int64_t width = shape.back(), classes = attrs.classes;
   const int64_t samples = dimProduct(shape, 0, shape.size() - 1);
   const T *logits = static_cast<const T *>(args.inputs[0]);
   const L *labels = static_cast<const L *>(args.inputs[1]);
@@ -627,13 +648,15 @@ void crossEntropyBackwardTyped(const KernelArgs &args,
   int threads = threadsFor(samples * classes, 1 << 13);
 #pragma omp parallel num_threads(threads)
   {
-    LogitRows<T> rows{logits, classes};
+    LogitRows<T> rows{logits, width, classes};
     std::vector<C> e(static_cast<size_t>(classes));
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < samples; ++i) {
-      O *out = dlogits + i * classes;
+      O *out = dlogits + i * width;
       int64_t label = int64_t(labels[i]);
       bool invalid;
+      for (int64_t c = classes; c < width; ++c)
+        storeRounded(out + c, C(0));
       if (skipSample(args, attrs, label, i, classes, invalid)) {
         C fill = invalid ? std::numeric_limits<C>::quiet_NaN() : C(0);
         for (int64_t c = 0; c < classes; ++c)

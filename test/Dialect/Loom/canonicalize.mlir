@@ -640,6 +640,34 @@ func.func @cross_entropy_casts_that_stay(%h: tensor<4x10xbf16>, %y: tensor<4xi64
 
 // -----
 
+// `classes` that cover the whole last dimension say nothing and go; fewer
+// stay (they are padding).
+// CHECK-LABEL: func @cross_entropy_whole_classes
+// CHECK:         %[[L:.*]] = loom.cross_entropy %arg0, %arg1 : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
+// CHECK:         loom.cross_entropy_grad %arg0, %arg1, %[[L]] : (tensor<4x10xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xf32>
+// CHECK:         %[[P:.*]] = loom.cross_entropy %arg0, %arg1 classes 9 : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
+// CHECK:         loom.cross_entropy_grad %arg0, %arg1, %[[P]] classes 9 : (tensor<4x10xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xf32>
+func.func @cross_entropy_whole_classes(%h: tensor<4x10xf32>, %y: tensor<4xi64>) -> (tensor<4x10xf32>, tensor<4x10xf32>) {
+  %0 = loom.cross_entropy %h, %y classes 10 : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
+  %1 = loom.cross_entropy_grad %h, %y, %0 classes 10 : (tensor<4x10xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xf32>
+  %2 = loom.cross_entropy %h, %y classes 9 : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
+  %3 = loom.cross_entropy_grad %h, %y, %2 classes 9 : (tensor<4x10xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xf32>
+  return %1, %3 : tensor<4x10xf32>, tensor<4x10xf32>
+}
+
+// -----
+
+// A narrow gradient result keeps the loss's classes.
+// CHECK-LABEL: func @cross_entropy_grad_narrow_keeps_classes
+// CHECK:         loom.cross_entropy_grad %arg0, %arg1, %arg2 classes 9 : (tensor<4x16xbf16>, tensor<4xi64>, tensor<f32>) -> tensor<4x16xbf16>
+func.func @cross_entropy_grad_narrow_keeps_classes(%h: tensor<4x16xbf16>, %y: tensor<4xi64>, %s: tensor<f32>) -> tensor<4x16xbf16> {
+  %0 = loom.cross_entropy_grad %h, %y, %s classes 9 : (tensor<4x16xbf16>, tensor<4xi64>, tensor<f32>) -> tensor<4x16xf32>
+  %1 = loom.cast %0 : tensor<4x16xf32> -> tensor<4x16xbf16>
+  return %1 : tensor<4x16xbf16>
+}
+
+// -----
+
 // Mixed precision around a layer norm: the cast before the next GEMM folds
 // into the forward's result, the cast of the GEMM's gradient into the
 // backward's dout.

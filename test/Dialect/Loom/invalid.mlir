@@ -678,6 +678,30 @@ func.func @cross_entropy_grad_result(%l: tensor<8x100xf32>, %y: tensor<8xi64>, %
 
 // -----
 
+func.func @cross_entropy_classes_too_many(%l: tensor<8x100xf32>, %y: tensor<8xi64>) {
+  // expected-error @+1 {{'loom.cross_entropy' op has classes 101 but its logits have only 100 entries in the last dimension}}
+  %0 = loom.cross_entropy %l, %y classes 101 : (tensor<8x100xf32>, tensor<8xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_classes_zero(%l: tensor<8x100xf32>, %y: tensor<8xi64>) {
+  // expected-error @+1 {{'loom.cross_entropy' op attribute 'classes' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %0 = loom.cross_entropy %l, %y classes 0 : (tensor<8x100xf32>, tensor<8xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_classes(%l: tensor<8x100xf32>, %y: tensor<8xi64>, %s: tensor<f32>) {
+  // expected-error @+1 {{'loom.cross_entropy_grad' op has classes 128 but its logits have only 100 entries in the last dimension}}
+  %0 = loom.cross_entropy_grad %l, %y, %s classes 128 : (tensor<8x100xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x100xf32>
+  return
+}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // Sizes that do not fit in 64 bits
 //===----------------------------------------------------------------------===//

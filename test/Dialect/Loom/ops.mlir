@@ -215,6 +215,11 @@ func.func @layers(%s: tensor<8x12x128x128xf32>, %x: tensor<8x128x768xf32>, %g: t
   %11 = loom.cross_entropy %blogits, %labels : (tensor<1024x50257xbf16>, tensor<1024xi64>) -> tensor<f32>
   // CHECK: loom.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<1024x50257xbf16>, tensor<1024xi64>, tensor<f32>) -> tensor<1024x50257xbf16>
   %12 = loom.cross_entropy_grad %blogits, %labels, %11 : (tensor<1024x50257xbf16>, tensor<1024xi64>, tensor<f32>) -> tensor<1024x50257xbf16>
+  // Padded logits: the first 50000 of the 50257 entries are classes.
+  // CHECK: loom.cross_entropy %{{.*}}, %{{.*}} ignore_index -100 classes 50000 : (tensor<1024x50257xbf16>, tensor<1024xi64>) -> tensor<f32>
+  %13 = loom.cross_entropy %blogits, %labels ignore_index -100 classes 50000 : (tensor<1024x50257xbf16>, tensor<1024xi64>) -> tensor<f32>
+  // CHECK: loom.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} classes 50000 : (tensor<1024x50257xbf16>, tensor<1024xi64>, tensor<f32>) -> tensor<1024x50257xbf16>
+  %14 = loom.cross_entropy_grad %blogits, %labels, %13 classes 50000 : (tensor<1024x50257xbf16>, tensor<1024xi64>, tensor<f32>) -> tensor<1024x50257xbf16>
   return
 }
 

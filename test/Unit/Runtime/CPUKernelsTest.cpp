@@ -1389,6 +1389,81 @@ TEST(CPUKernelsNormalization, CrossEntropyBackwardMatchesFiniteDifferences) {
   expectClose(grad, numeric, 1e-6, 1e-8);
 }
 
+/// `logits` [rows, classes] as rows of `width` whose padding holds values
+/// that would change any softmax they took part in (huge, -inf and NaN).
+Tensor padClasses(const Tensor &logits, int64_t width) {
+  const int64_t rows = logits.shape[0], classes = logits.shape[1];
+  Tensor padded(logits.dtype, {rows, width});
+  const double junk[] = {1e30, -std::numeric_limits<double>::infinity(),
+                         std::numeric_limits<double>::quiet_NaN()};
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t c = 0; c < width; ++c)
+      padded.set(i * width + c,
+                 c < classes ? logits.get(i * classes + c) : junk[(i + c) % 3]);
+  return padded;
+}
+
+TEST(CPUKernelsNormalization, CrossEntropyPaddedClassesAreLeftOut) {
+  // With `classes`, rows of padded logits give exactly the loss and the
+  // gradient of the unpadded rows, whatever the padding holds; the
+  // gradient of the padding is 0, also for ignored samples.
+  const int64_t rows = 5, classes = 13, width = 16;
+  for (DType dtype : {DType::F32, DType::BF16, DType::F64}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    DType loss = dtype == DType::F64 ? DType::F64 : DType::F32;
+    Tensor logits = random(DType::F32, {rows, classes}, -5, 5).as(dtype);
+    Tensor padded = padClasses(logits, width);
+    Tensor labels = filled(DType::I64, {rows}, {0, 12, -100, 7, 3});
+    Attributes classesAttr{{"classes", classes}, {"ignore_index", -100}};
+    for (const char *reduction : {"mean", "sum", "none"}) {
+      SCOPED_TRACE(reduction);
+      std::vector<int64_t> shape;
+      if (std::string(reduction) == "none")
+        shape = {rows};
+      Attributes plain{{"reduction", std::string(reduction)},
+                       {"ignore_index", -100}};
+      Attributes withClasses = plain;
+      withClasses["classes"] = classes;
+      EXPECT_EQ(
+          run1("cross_entropy", {&padded, &labels}, loss, shape, withClasses)
+              .bytes,
+          run1("cross_entropy", {&logits, &labels}, loss, shape, plain).bytes);
+    }
+    Tensor scale = filled(loss, {rows}, {0.5, -1, 2, 0.25, 1});
+    DType narrow = dtype == DType::F64 ? DType::F32 : DType::BF16;
+    for (DType result : {loss, narrow}) {
+      Tensor expected =
+          run1("cross_entropy_backward", {&logits, &labels, &scale}, result,
+               {rows, classes}, {{"ignore_index", -100}});
+      Tensor grad = run1("cross_entropy_backward", {&padded, &labels, &scale},
+                         result, {rows, width}, classesAttr);
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t c = 0; c < width; ++c) {
+          double want = c < classes ? expected.get(i * classes + c) : 0.0;
+          EXPECT_EQ(grad.get(i * width + c), want)
+              << dtypeName(result) << " sample " << i << ", entry " << c;
+        }
+    }
+  }
+}
+
+TEST(CPUKernelsNormalization, CrossEntropyLabelInPaddingIsRuntimeError) {
+  Tensor logits = random(DType::F32, {3, 16});
+  Tensor labels = filled(DType::I64, {3}, {1, 2, 13});
+  Tensor scale = filled(DType::F32, {}, {1});
+  Attributes attrs{{"classes", int64_t(13)}};
+  std::vector<Tensor> losses{Tensor(DType::F32, {})};
+  EXPECT_EQ(
+      runKernel(makeKernel("cross_entropy", {&logits, &labels}, losses, attrs),
+                {&logits, &labels}, losses),
+      "label 13 of sample 2 is outside [0, 13)");
+  std::vector<Tensor> grads{Tensor(DType::F32, {3, 16})};
+  EXPECT_EQ(runKernel(makeKernel("cross_entropy_backward",
+                                 {&logits, &labels, &scale}, grads, attrs),
+                      {&logits, &labels, &scale}, grads),
+            "label 13 of sample 2 is outside [0, 13)");
+}
+
 TEST(CPUKernelsNormalization,
      CrossEntropyBackwardLabelOutOfRangeIsRuntimeError) {
   Tensor logits = random(DType::F32, {4, 64});
@@ -1522,6 +1597,15 @@ TEST(CPUKernelsNormalization, CheckRejects) {
   EXPECT_REJECTED(makeKernel("cross_entropy_backward", {&x64, &labels, &loss64},
                              {Tensor(DType::BF16, {4, 5})}),
                   "dlogits have dtype bf16; f64 logits give f64 or f32");
+  EXPECT_EQ(checkMessage(makeKernel("cross_entropy", {&x, &labels}, {loss},
+                                    {{"classes", int64_t(5)}})),
+            "");
+  EXPECT_REJECTED(makeKernel("cross_entropy", {&x, &labels}, {loss},
+                             {{"classes", int64_t(6)}}),
+                  "classes 6 must be in [1, 5] for logits [4,5]");
+  EXPECT_REJECTED(makeKernel("cross_entropy_backward", {&x, &labels, &loss},
+                             {y}, {{"classes", int64_t(0)}}),
+                  "classes 0 must be in [1, 5] for logits [4,5]");
 }
 
 //===----------------------------------------------------------------------===//

@@ -884,6 +884,53 @@ TEST(CUDAKernels, CrossEntropyBackwardLabelOutOfRange) {
   EXPECT_EQ(error.bound, 6);
 }
 
+TEST(CUDAKernels, CrossEntropyPaddedClasses) {
+  // Rows of `width` logits of which the first `classes` count (what
+  // loom-pad-classes makes): the padding holds values that would change
+  // any softmax they took part in; both backends leave them out and give
+  // the padding a zero gradient. The CPU test compares with unpadded rows.
+  const std::pair<int64_t, int64_t> shapes[] = {{13, 16}, {50257, 50264}};
+  for (auto [classes, width] : shapes)
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " classes " +
+                   std::to_string(classes));
+      Tensor logits = random(dtype, {5, width}, -8, 8);
+      const double junk[] = {1e30, -INFINITY, NAN};
+      for (int64_t i = 0; i < 5; ++i)
+        for (int64_t c = classes; c < width; ++c)
+          logits.set(i * width + c, junk[(i + c) % 3]);
+      Tensor labels = filled(DType::I64, {5}, {0, classes - 1, -100, 7, 3});
+      Attributes attrs{{"classes", classes}, {"ignore_index", int64_t(-100)}};
+      for (const char *reduction : {"mean", "none"}) {
+        Attributes forward = attrs;
+        forward["reduction"] = std::string(reduction);
+        std::vector<int64_t> out;
+        if (std::string(reduction) == "none")
+          out = {5};
+        expectSame(makeInstruction("cross_entropy", {&logits, &labels},
+                                   {ref(DType::F32, out)}, forward),
+                   {&logits, &labels});
+      }
+      Tensor scale = filled(DType::F32, {}, {0.25});
+      expectSame(makeInstruction("cross_entropy_backward",
+                                 {&logits, &labels, &scale},
+                                 {ref(DType::BF16, {5, width})}, attrs),
+                 {&logits, &labels, &scale}, 1.0 / 128, 1e-12);
+    }
+  // A label in the padding is out of range: the bound is `classes`.
+  Tensor logits = random(DType::F32, {2, 16});
+  Tensor labels = filled(DType::I64, {2}, {1, 13});
+  std::vector<Tensor> gpu;
+  DeviceError error{};
+  runGPU(makeInstruction("cross_entropy", {&logits, &labels},
+                         {ref(DType::F32, {})}, {{"classes", int64_t(13)}}),
+         {&logits, &labels}, gpu, error);
+  EXPECT_EQ(error.code, DeviceError::IndexOutOfRange);
+  EXPECT_EQ(error.value, 13);
+  EXPECT_EQ(error.position, 1);
+  EXPECT_EQ(error.bound, 13);
+}
+
 //===----------------------------------------------------------------------===//
 // gather, scatter_add
 //===----------------------------------------------------------------------===//

@@ -499,6 +499,20 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// Checks `classes N` (0 < N <= the logits' last dimension) of a
+/// cross-entropy op.
+template <typename OpTy> static LogicalResult verifyClasses(OpTy op) {
+  IntegerAttr classes = op.getClassesAttr();
+  int64_t width = op.getLogits().getType().getShape().back();
+  if (classes && classes.getInt() > width)
+    return op.emitOpError()
+           << "has classes " << classes.getInt() << " but its logits have only "
+           << width << " entries in the last dimension";
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() { return verifyClasses(*this); }
+
 namespace {
 /// op(cast_widen(x), ...) -> op(x, ...) for cross_entropy and its gradient:
 /// the same f32 result, the kernel widening as it reads.
@@ -513,11 +527,26 @@ template <typename OpTy> struct ReadNarrowLogits : OpRewritePattern<OpTy> {
     return success();
   }
 };
+
+/// `classes N` where N is the whole last dimension says nothing: drop it.
+template <typename OpTy> struct DropWholeClasses : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
+    std::optional<int64_t> classes = op.getClasses();
+    if (!classes || *classes != op.getLogits().getType().getShape().back())
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] { op.removeClassesAttr(); });
+    return success();
+  }
+};
 } // namespace
 
 void CrossEntropyOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                                  MLIRContext *context) {
-  patterns.add<ReadNarrowLogits<CrossEntropyOp>>(context);
+  patterns
+      .add<ReadNarrowLogits<CrossEntropyOp>, DropWholeClasses<CrossEntropyOp>>(
+          context);
 }
 
 //===----------------------------------------------------------------------===//
@@ -544,7 +573,7 @@ LogicalResult CrossEntropyGradOp::verify() {
     return emitOpError() << "result has shape "
                          << formatShape(getDlogits().getType().getShape())
                          << " but logits " << formatShape(logits.getShape());
-  return success();
+  return verifyClasses(*this);
 }
 
 namespace {
@@ -571,7 +600,7 @@ struct GradWriteNarrowResult : OpRewritePattern<CrossEntropyGradOp> {
       return failure();
     rewriter.replaceOpWithNewOp<CrossEntropyGradOp>(
         narrow, narrow.getType(), op.getLogits(), op.getLabels(), op.getScale(),
-        op.getIgnoreIndexAttr());
+        op.getIgnoreIndexAttr(), op.getClassesAttr());
     return success();
   }
 };
@@ -579,6 +608,6 @@ struct GradWriteNarrowResult : OpRewritePattern<CrossEntropyGradOp> {
 
 void CrossEntropyGradOp::getCanonicalizationPatterns(
     RewritePatternSet &patterns, MLIRContext *context) {
-  patterns.add<ReadNarrowLogits<CrossEntropyGradOp>, GradWriteNarrowResult>(
-      context);
+  patterns.add<ReadNarrowLogits<CrossEntropyGradOp>, GradWriteNarrowResult,
+               DropWholeClasses<CrossEntropyGradOp>>(context);
 }

@@ -307,7 +307,9 @@ Status launchLayerNormBackward(const LaunchContext &context,
 //===----------------------------------------------------------------------===//
 
 struct CrossEntropyParams {
-  int64_t rows = 0, classes = 0;
+  /// Rows of `width` logits whose first `classes` are classes (the rest is
+  /// padding that takes no part).
+  int64_t rows = 0, width = 0, classes = 0;
   bool hasIgnore = false;
   int64_t ignoreIndex = 0;
   enum class Reduction { None, Mean, Sum } reduction = Reduction::Mean;
@@ -369,7 +371,7 @@ __global__ void crossEntropyRows(const T *logits, const L *labels,
   } else if (kind == LabelKind::Invalid) {
     sampleLoss = std::numeric_limits<double>::quiet_NaN();
   } else {
-    const T *row = logits + g.row * p.classes;
+    const T *row = logits + g.row * p.width;
     A max;
     double sum;
     rowExpSum(row, p.classes, g, max, sum);
@@ -445,7 +447,8 @@ Status launchCrossEntropy(const LaunchContext &context, const T *logits,
 
 /// (softmax(row) - onehot(label)) * scale per row, the probabilities as the
 /// softmax kernel computes them (e^(x - max) times 1/sum), rounded once to
-/// O. Ignored samples get zeros, out-of-range labels NaN and an error.
+/// O. Ignored samples get zeros, out-of-range labels NaN and an error; the
+/// padding after the classes gets zeros.
 template <typename T, typename L, typename O, bool Block>
 __global__ void
 crossEntropyBackwardRows(const T *logits, const L *labels,
@@ -457,7 +460,9 @@ crossEntropyBackwardRows(const T *logits, const L *labels,
   if (g.row >= p.rows)
     return;
   const int64_t label = int64_t(labels[g.row]);
-  O *out = dlogits + g.row * p.classes;
+  O *out = dlogits + g.row * p.width;
+  for (int64_t c = p.classes + g.lane; c < p.width; c += g.size)
+    store(out + c, LossOf<T>(0));
   const LabelKind kind = classifyLabel(label, p, g, error, instruction);
   if (kind != LabelKind::Counted) {
     const A fill =
@@ -466,7 +471,7 @@ crossEntropyBackwardRows(const T *logits, const L *labels,
       store(out + c, fill);
     return;
   }
-  const T *row = logits + g.row * p.classes;
+  const T *row = logits + g.row * p.width;
   A max;
   double sum;
   rowExpSum(row, p.classes, g, max, sum);
@@ -483,7 +488,7 @@ Status launchCrossEntropyBackward(const LaunchContext &context, const T *logits,
                                   const L *labels, const LossOf<T> *scale,
                                   bool scalePerSample, O *dlogits,
                                   const CrossEntropyParams &p) {
-  if (p.rows * p.classes == 0)
+  if (p.rows * p.width == 0)
     return Status::ok();
   bool block = p.classes > kWarpRowMax;
   unsigned blocks = rowBlocks(p.rows, block);
@@ -500,10 +505,17 @@ Status launchCrossEntropyBackward(const LaunchContext &context, const T *logits,
   return launchStatus("cross_entropy_backward");
 }
 
-/// ignore_index from the instruction.
-void readIgnoreIndex(const Instruction &inst, CrossEntropyParams &p) {
+/// The rows of the logits, ignore_index and classes from the instruction
+/// (which the CPU check has validated).
+CrossEntropyParams readCrossEntropyParams(const Instruction &inst) {
+  const std::vector<int64_t> &shape = inst.inputs[0].shape;
+  CrossEntropyParams p;
+  p.width = shape.back();
+  p.classes = intAttr(inst.attrs, "classes", p.width);
+  p.rows = product(shape, 0, shape.size() - 1);
   p.hasIgnore = inst.attrs.count("ignore_index") != 0;
   p.ignoreIndex = intAttr(inst.attrs, "ignore_index");
+  return p;
 }
 
 } // namespace
@@ -631,11 +643,7 @@ KernelOr cuda::createLayerNormBackward(const LaunchContext &context,
 
 KernelOr cuda::createCrossEntropy(const LaunchContext &context,
                                   const Instruction &inst) {
-  const std::vector<int64_t> &shape = inst.inputs[0].shape;
-  CrossEntropyParams p;
-  p.classes = shape.back();
-  p.rows = product(shape, 0, shape.size() - 1);
-  readIgnoreIndex(inst, p);
+  CrossEntropyParams p = readCrossEntropyParams(inst);
   std::string reduction = wordAttr(inst.attrs, "reduction", "mean");
   p.reduction = reduction == "none"  ? CrossEntropyParams::Reduction::None
                 : reduction == "sum" ? CrossEntropyParams::Reduction::Sum
@@ -663,12 +671,8 @@ KernelOr cuda::createCrossEntropy(const LaunchContext &context,
 
 KernelOr cuda::createCrossEntropyBackward(const LaunchContext &,
                                           const Instruction &inst) {
-  const std::vector<int64_t> &shape = inst.inputs[0].shape;
-  CrossEntropyParams p;
-  p.classes = shape.back();
-  p.rows = product(shape, 0, shape.size() - 1);
+  CrossEntropyParams p = readCrossEntropyParams(inst);
   p.reduction = CrossEntropyParams::Reduction::None;
-  readIgnoreIndex(inst, p);
   const bool scalePerSample = !inst.inputs[2].shape.empty();
   // The result is the loss type or the next narrower one (the CPU check
   // allows no other): f32 or bf16 for f32/bf16 logits, f64 or f32 for f64.

@@ -785,22 +785,31 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [
     Canonicalization folds a widening cast of the logits into the op (bf16
     -> f32 logits give the same loss read as bf16).
 
+    `classes N` says that only the first N entries of the last dimension are
+    classes and the rest is padding (loom-pad-classes aligns the rows of the
+    logits' GEMMs that way): the padding takes no part in the softmax and
+    labels must be below N. Without it every entry is a class.
+
     ```mlir
     %l = loom.cross_entropy %logits, %labels : (tensor<1024x50257xf32>, tensor<1024xi64>) -> tensor<f32>
     %p = loom.cross_entropy %logits, %labels reduction none ignore_index -100
         : (tensor<8x128x50257xf32>, tensor<8x128xi64>) -> tensor<8x128xf32>
+    %q = loom.cross_entropy %padded, %labels classes 50257
+        : (tensor<1024x50264xbf16>, tensor<1024xi64>) -> tensor<f32>
     ```
   }];
   let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels,
       DefaultValuedAttr<Loom_LossReduction,
                         "::mlir::loom::LossReduction::mean">:$reduction,
-      OptionalAttr<I64Attr>:$ignore_index);
+      OptionalAttr<I64Attr>:$ignore_index,
+      OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$classes);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels (`reduction` $reduction^)?
-    (`ignore_index` $ignore_index^)? attr-dict `:`
+    (`ignore_index` $ignore_index^)? (`classes` $classes^)? attr-dict `:`
     functional-type(operands, results)
   }];
+  let hasVerifier = 1;
   let hasCanonicalizer = 1;
 }
 
@@ -815,6 +824,9 @@ def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad", [
     the loss type of `loom.cross_entropy` (f32, f64 for f64 logits), which
     `scale` must have, and rounded once to the result's element type.
 
+    With `classes N`, as for `loom.cross_entropy`, only the first N entries
+    of the last dimension are classes; the gradient of the padding is 0.
+
     Made by the gradient rule of `loom.cross_entropy`, so that neither the
     probabilities nor f32 logits are stored. Canonicalization folds a
     widening cast of the logits into the op, and a narrowing cast of its
@@ -828,11 +840,12 @@ def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad", [
     ```
   }];
   let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels,
-      Loom_FloatTensor:$scale, OptionalAttr<I64Attr>:$ignore_index);
+      Loom_FloatTensor:$scale, OptionalAttr<I64Attr>:$ignore_index,
+      OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$classes);
   let results = (outs Loom_FloatTensor:$dlogits);
   let assemblyFormat = [{
-    $logits `,` $labels `,` $scale (`ignore_index` $ignore_index^)? attr-dict
-    `:` functional-type(operands, results)
+    $logits `,` $labels `,` $scale (`ignore_index` $ignore_index^)?
+    (`classes` $classes^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
