@@ -292,6 +292,50 @@ def LoomAttachLoss : Pass<"loom-attach-loss", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomPadClasses : Pass<"loom-pad-classes", "::mlir::func::FuncOp"> {
+  let summary = "Pad the class dimension of a cross-entropy's GEMM for aligned rows";
+  let description = [{
+    A language model's last GEMM writes one row of `V` logits per token,
+    and its backward reads those rows twice. When a row is not a multiple
+    of 16 bytes (GPT-2's `V` = 50257 in bf16), cuBLASLt cannot use its
+    aligned tensor-core kernels for any of the three GEMMs, which are the
+    largest of the step. This pass pads `V` to the next multiple of
+    `multiple` entries: the weight gets zero columns (a `loom.concat` with
+    zeros, so the parameter itself keeps its shape), the logits get the
+    padded width, and the `loom.cross_entropy` is told by `classes V` that
+    the padding is not a class. The loss and every gradient are unchanged:
+    the padded logits are 0 and excluded from the softmax, their gradient
+    is 0, and the weight's gradient is the slice of the padded one.
+
+    What is matched, walking up from the cross-entropy's logits: casts,
+    reshapes that keep the last dimension, `loom.bias_add` and `loom.add`
+    of a `[V]` bias (padded with zeros too), and at the top a `loom.matmul`
+    whose `rhs` provides `V`. Other uses of any of these values read a
+    `loom.slice` of the first `V` entries. Anything else is left alone. Run
+    it before `loom-autodiff`, so that the backward is built from the padded
+    forward.
+
+    Input:
+    ```mlir
+    %l = loom.matmul %x, %w : (tensor<8x16xbf16>, tensor<16x50xbf16>) -> tensor<8x50xbf16>
+    %loss = loom.cross_entropy %l, %labels : (tensor<8x50xbf16>, tensor<8xi64>) -> tensor<f32>
+    ```
+    Output (`multiple=8`):
+    ```mlir
+    %z = loom.constant dense<0.000000e+00> : tensor<16x6xbf16>
+    %p = loom.concat %w, %z axis 1 : (tensor<16x50xbf16>, tensor<16x6xbf16>) -> tensor<16x56xbf16>
+    %l = loom.matmul %x, %p : (tensor<8x16xbf16>, tensor<16x56xbf16>) -> tensor<8x56xbf16>
+    %loss = loom.cross_entropy %l, %labels classes 50 : (tensor<8x56xbf16>, tensor<8xi64>) -> tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"multiple", "multiple", "int64_t", /*default=*/"8",
+           "Pad the classes to a multiple of this many entries (8: 16-byte "
+           "bf16 rows)">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
   let summary = "Build one training step: accumulate, clip, update, assign";
   let description = [{

@@ -67,6 +67,9 @@ def parse_args():
                         help="data set size; not a multiple of the batch size "
                              "so that the steps wrap around it unevenly")
     parser.add_argument("--grad-accum", type=int, default=1)
+    parser.add_argument("--vocab", type=int, default=64,
+                        help="the GPT's vocabulary (61: not a multiple of "
+                        "8, so Loom pads its classes)")
     parser.add_argument("--loss", choices=["cross_entropy", "mse"],
                         default="cross_entropy",
                         help="mse: float labels shaped like the output "
@@ -94,12 +97,12 @@ def parse_args():
     return args
 
 
-def build_model(which):
+def build_model(which, vocab=64):
     """The model of export_with_gradients.py and its ONNX input name."""
     if which == "gpt":
         sys.path.insert(0, os.path.join(ROOT, "gpt"))
         import export_gpt
-        return export_gpt.GPT(vocab=64, block_size=16, n_layer=2, n_head=2,
+        return export_gpt.GPT(vocab=vocab, block_size=16, n_layer=2, n_head=2,
                               n_embd=32), "idx"
     sys.path.insert(0, os.path.join(ROOT, "mlp"))
     import export_mlp
@@ -108,13 +111,13 @@ def build_model(which):
     return export_mlp.MLP(), "x"
 
 
-def make_dataset(which, samples, loss="cross_entropy"):
+def make_dataset(which, samples, loss="cross_entropy", vocab=64):
     """Random (inputs, labels) with `samples` rows, from torch's global RNG."""
     if which == "gpt":
-        inputs = torch.randint(0, 64, (samples, 16))
+        inputs = torch.randint(0, vocab, (samples, 16))
         if loss == "mse":
-            return inputs, torch.randn(samples, 16, 64)
-        return inputs, torch.randint(0, 64, (samples, 16))
+            return inputs, torch.randn(samples, 16, vocab)
+        return inputs, torch.randint(0, vocab, (samples, 16))
     import export_mlp
     inputs = torch.randn(samples, export_mlp.IN_FEATURES)
     if loss == "mse":
@@ -230,10 +233,11 @@ def main():
     ref_dir = os.path.join(args.out_dir, "ref")
     os.makedirs(ref_dir, exist_ok=True)
     torch.manual_seed(0)
-    model, input_name = build_model(args.model)
+    model, input_name = build_model(args.model, args.vocab)
     global LOSS
     LOSS = args.loss
-    inputs, labels = make_dataset(args.model, args.samples, args.loss)
+    inputs, labels = make_dataset(args.model, args.samples, args.loss,
+                                  args.vocab)
     model_path = os.path.join(args.out_dir, "model.onnx")
     export(model, inputs[:args.batch_size // args.grad_accum], input_name,
            model_path)

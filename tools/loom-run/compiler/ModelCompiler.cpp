@@ -114,6 +114,9 @@ LogicalResult buildTrainingStep(ModuleOp module,
   loss.function = model;
   loss.kind = train.loss;
   pm.addPass(mlir::loom::createLoomAttachLoss(loss));
+  // Aligned rows for the logits' GEMMs (GPT-2's 50257 classes are not a
+  // multiple of 8); the loss and gradients stay the same.
+  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomPadClasses());
   mlir::loom::LoomAutodiffOptions autodiff;
   autodiff.function = model + "_loss";
   pm.addPass(mlir::loom::createLoomAutodiff(autodiff));
