@@ -8,7 +8,8 @@
 // samples and averages over the samples it counted.
 //
 // Rows along the last axis get a warp each, or a block each when longer than
-// kWarpRowMax; every pass re-reads the row (from L1/L2 for short rows).
+// kWarpRowMax; every pass re-reads the row (from L1/L2 for short rows), so
+// cross_entropy finds a row's max and sum of exponentials in one pass.
 // Softmax along another axis gives each (outer, inner) column a thread, so
 // that loads coalesce along the inner dim.
 //
@@ -319,18 +320,30 @@ struct CrossEntropyParams {
 /// and bf16 logits, f64 for f64.
 template <typename T> using LossOf = decltype(widen(T()));
 
-/// A row's maximum (ignoring NaN) and sum of e^(x - max) over the group.
+/// A row's maximum (ignoring NaN) and sum of e^(x - max) over the group,
+/// in one pass over the row (a vocabulary-sized row is 100 KB): each lane
+/// keeps the sum for its own running maximum and rescales it when that
+/// grows (online softmax); the lanes' sums are rescaled to the row's
+/// maximum when combined. -inf entries add nothing; NaN ones make the sum
+/// NaN, as in the two-pass form.
 template <bool Block, typename T, typename A = LossOf<T>>
 __device__ void rowExpSum(const T *row, int64_t classes,
                           const RowGroup<Block> &g, A &max, double &sum) {
-  max = negativeInfinity<A>();
-  for (int64_t c = g.lane; c < classes; c += g.size)
-    max = MaxIgnoreNaNOp()(max, widen(row[c]));
-  max = groupReduce<Block>(max, MaxIgnoreNaNOp());
-  sum = 0;
-  for (int64_t c = g.lane; c < classes; c += g.size)
-    sum += double(expOf(widen(row[c]) - max));
-  sum = groupReduce<Block>(sum, SumOp());
+  A laneMax = negativeInfinity<A>();
+  double laneSum = 0;
+  for (int64_t c = g.lane; c < classes; c += g.size) {
+    const A x = widen(row[c]);
+    if (x > laneMax) {
+      laneSum = laneSum * double(expOf(laneMax - x)) + 1;
+      laneMax = x;
+    } else if (x != negativeInfinity<A>()) {
+      laneSum += double(expOf(x - laneMax));
+    }
+  }
+  max = groupReduce<Block>(laneMax, MaxIgnoreNaNOp());
+  // A lane without entries (or only -inf ones) adds 0 * e^(-inf - max).
+  sum = groupReduce<Block>(
+      laneSum == 0 ? 0.0 : laneSum * double(expOf(laneMax - max)), SumOp());
 }
 
 enum class LabelKind { Counted, Ignored, Invalid };
