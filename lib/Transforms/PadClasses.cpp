@@ -146,8 +146,12 @@ struct PadClassesPass : impl::LoomPadClassesBase<PadClassesPass> {
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (multiple < 1) {
-      func.emitError() << "loom-pad-classes: multiple must be at least 1, not "
+    // A bound far above any useful alignment, so that rounding up cannot
+    // overflow.
+    constexpr int64_t kMaxMultiple = 1 << 16;
+    if (multiple < 1 || multiple > kMaxMultiple) {
+      func.emitError() << "loom-pad-classes: multiple must be in [1, "
+                       << kMaxMultiple << "], not "
                        << static_cast<int64_t>(multiple);
       return signalPassFailure();
     }

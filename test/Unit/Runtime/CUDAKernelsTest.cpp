@@ -884,6 +884,37 @@ TEST(CUDAKernels, CrossEntropyBackwardLabelOutOfRange) {
   EXPECT_EQ(error.bound, 6);
 }
 
+TEST(CUDAKernels, CrossEntropySpecialValuesInOnePass) {
+  // The CUDA kernels find a row's max and sum in one read, rescaling each
+  // lane's sum as its max grows; the CPU's two passes are the reference.
+  // Rows: increasing (a rescale at every entry), decreasing, one NaN, one
+  // +inf, some -inf, all -inf; for a warp per row and a block per row.
+  for (int64_t classes : {40, 3000}) {
+    SCOPED_TRACE("classes " + std::to_string(classes));
+    const int64_t rows = 6;
+    Tensor logits(DType::F32, {rows, classes});
+    for (int64_t c = 0; c < classes; ++c) {
+      double x = double(c) / 16;
+      logits.set(0 * classes + c, x);
+      logits.set(1 * classes + c, -x);
+      logits.set(2 * classes + c, c == 7 ? NAN : x / 4);
+      logits.set(3 * classes + c, c == 9 ? INFINITY : -x / 4);
+      logits.set(4 * classes + c, c % 3 == 0 ? -INFINITY : std::sin(x));
+      logits.set(5 * classes + c, -INFINITY);
+    }
+    Tensor labels = filled(DType::I64, {rows}, {classes - 1, 0, 1, 2, 4, 3});
+    expectSame(makeInstruction("cross_entropy", {&logits, &labels},
+                               {ref(DType::F32, {rows})},
+                               {{"reduction", std::string("none")}}),
+               {&logits, &labels});
+    Tensor scale = filled(DType::F32, {}, {0.5});
+    expectSame(makeInstruction("cross_entropy_backward",
+                               {&logits, &labels, &scale},
+                               {ref(DType::F32, {rows, classes})}),
+               {&logits, &labels, &scale});
+  }
+}
+
 TEST(CUDAKernels, CrossEntropyPaddedClasses) {
   // Rows of `width` logits of which the first `classes` count (what
   // loom-pad-classes makes): the padding holds values that would change
