@@ -761,6 +761,21 @@ TEST(CUDAKernels, LayerNormNarrowResultAndGradient) {
   }
 }
 
+/// Runs `instruction` on the device and expects its IndexOutOfRange error:
+/// `value` at `position`, outside [0, bound).
+void expectIndexOutOfRange(const Instruction &instruction,
+                           const std::vector<const Tensor *> &inputs,
+                           int64_t value, int64_t position, int64_t bound) {
+  std::vector<Tensor> gpu;
+  DeviceError error{};
+  runGPU(instruction, inputs, gpu, error);
+  EXPECT_EQ(error.code, DeviceError::IndexOutOfRange);
+  EXPECT_EQ(error.instruction, kInstruction);
+  EXPECT_EQ(error.value, value);
+  EXPECT_EQ(error.position, position);
+  EXPECT_EQ(error.bound, bound);
+}
+
 TEST(CUDAKernels, CrossEntropy) {
   for (DType dtype : {DType::F32, DType::F64})
     for (DType labelType : {DType::I32, DType::I64})
@@ -795,16 +810,9 @@ TEST(CUDAKernels, CrossEntropyEverythingIgnored) {
 TEST(CUDAKernels, CrossEntropyLabelOutOfRange) {
   Tensor logits = random(DType::F32, {4, 6});
   Tensor labels = filled(DType::I32, {4}, {1, 0, 6, 5});
-  Instruction inst = makeInstruction("cross_entropy", {&logits, &labels},
-                                     {ref(DType::F32, {})});
-  std::vector<Tensor> gpu;
-  DeviceError error{};
-  runGPU(inst, {&logits, &labels}, gpu, error);
-  EXPECT_EQ(error.code, DeviceError::IndexOutOfRange);
-  EXPECT_EQ(error.instruction, kInstruction);
-  EXPECT_EQ(error.value, 6);
-  EXPECT_EQ(error.position, 2);
-  EXPECT_EQ(error.bound, 6);
+  expectIndexOutOfRange(makeInstruction("cross_entropy", {&logits, &labels},
+                                        {ref(DType::F32, {})}),
+                        {&logits, &labels}, 6, 2, 6);
 }
 
 TEST(CUDAKernels, CrossEntropyBF16Logits) {
@@ -872,16 +880,10 @@ TEST(CUDAKernels, CrossEntropyBackwardLabelOutOfRange) {
   Tensor logits = random(DType::F32, {4, 6});
   Tensor labels = filled(DType::I32, {4}, {1, 0, 6, 5});
   Tensor scale = filled(DType::F32, {}, {1});
-  Instruction inst =
-      makeInstruction("cross_entropy_backward", {&logits, &labels, &scale},
-                      {ref(DType::F32, {4, 6})});
-  std::vector<Tensor> gpu;
-  DeviceError error{};
-  runGPU(inst, {&logits, &labels, &scale}, gpu, error);
-  EXPECT_EQ(error.code, DeviceError::IndexOutOfRange);
-  EXPECT_EQ(error.value, 6);
-  EXPECT_EQ(error.position, 2);
-  EXPECT_EQ(error.bound, 6);
+  expectIndexOutOfRange(makeInstruction("cross_entropy_backward",
+                                        {&logits, &labels, &scale},
+                                        {ref(DType::F32, {4, 6})}),
+                        {&logits, &labels, &scale}, 6, 2, 6);
 }
 
 TEST(CUDAKernels, CrossEntropySpecialValuesInOnePass) {
@@ -951,15 +953,10 @@ TEST(CUDAKernels, CrossEntropyPaddedClasses) {
   // A label in the padding is out of range: the bound is `classes`.
   Tensor logits = random(DType::F32, {2, 16});
   Tensor labels = filled(DType::I64, {2}, {1, 13});
-  std::vector<Tensor> gpu;
-  DeviceError error{};
-  runGPU(makeInstruction("cross_entropy", {&logits, &labels},
-                         {ref(DType::F32, {})}, {{"classes", int64_t(13)}}),
-         {&logits, &labels}, gpu, error);
-  EXPECT_EQ(error.code, DeviceError::IndexOutOfRange);
-  EXPECT_EQ(error.value, 13);
-  EXPECT_EQ(error.position, 1);
-  EXPECT_EQ(error.bound, 13);
+  expectIndexOutOfRange(makeInstruction("cross_entropy", {&logits, &labels},
+                                        {ref(DType::F32, {})},
+                                        {{"classes", int64_t(13)}}),
+                        {&logits, &labels}, 13, 1, 13);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1029,15 +1026,9 @@ TEST(CUDAKernels, ScatterAdd) {
     }
   Tensor updates = random(DType::F32, {3, 4});
   Tensor indices = filled(DType::I64, {3}, {0, 4, 1});
-  Instruction inst = makeInstruction("scatter_add", {&updates, &indices},
-                                     {ref(DType::F32, {4, 4})});
-  std::vector<Tensor> gpu;
-  DeviceError error{};
-  runGPU(inst, {&updates, &indices}, gpu, error);
-  EXPECT_EQ(error.code, DeviceError::IndexOutOfRange);
-  EXPECT_EQ(error.value, 4);
-  EXPECT_EQ(error.position, 1);
-  EXPECT_EQ(error.bound, 4);
+  expectIndexOutOfRange(makeInstruction("scatter_add", {&updates, &indices},
+                                        {ref(DType::F32, {4, 4})}),
+                        {&updates, &indices}, 4, 1, 4);
 }
 
 //===----------------------------------------------------------------------===//
