@@ -91,11 +91,15 @@ class Instruction:
                 count *= d
             self.flops = 2 * count * k
         elif self.kernel in ("attention", "attention_backward"):
-            # q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv]: the forward
-            # multiplies twice (q k^T, p v), the backward five times
-            # (s again, dout v^T, p^T dout, ds k, ds^T q). Masked tiles a
-            # kernel skips are not subtracted.
-            q, k, v = (ref[1] for ref in self.inputs[:3])
+            # q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv] (with
+            # seq_major=1 [..., S, H, D]): the forward multiplies twice
+            # (q k^T, p v), the backward five times (s again, dout v^T,
+            # p^T dout, ds k, ds^T q). Masked tiles a kernel skips are not
+            # subtracted.
+            q, k, v = (list(ref[1]) for ref in self.inputs[:3])
+            if attrs.get("seq_major") == "1":
+                for x in (q, k, v):
+                    x[-3], x[-2] = x[-2], x[-3]
             batch = 1
             for d in q[:-2]:
                 batch *= d
