@@ -6,7 +6,9 @@
 // most of a training step's memory traffic. The match starts at each
 // softmax over the last dimension, walks up to the scores' matmul and down
 // to the product with v; it gives up, leaving the graph alone, at the first
-// step that is not one of the expected forms or has another user.
+// step that is not one of the expected forms or has another user. When q,
+// k and v are head transposes of [..., S, H, D] values and the output's
+// only use transposes it back, the attention is made seq_major instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +17,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/SetVector.h"
 
 #include <optional>
 
@@ -200,6 +203,59 @@ Value normalizeMask(OpBuilder &builder, Location loc, Match &match,
   return mask;
 }
 
+/// Whether `permutation` swaps dimensions rank-3 and rank-2 (sequence and
+/// heads) and keeps the others.
+bool isHeadSwap(ArrayRef<int64_t> permutation) {
+  int64_t rank = permutation.size();
+  if (rank < 3)
+    return false;
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t expected = i == rank - 3 ? rank - 2 : i == rank - 2 ? rank - 3 : i;
+    if (permutation[i] != expected)
+      return false;
+  }
+  return true;
+}
+
+/// The seq-major `[..., S, H, D]` value that `value` (`[..., H, S, D]`) is
+/// a head transpose of: the first value up its chain of transposes that
+/// the chain as a whole swaps sequence and heads of.
+Value seqMajorSource(Value value) {
+  int64_t rank = cast<RankedTensorType>(value.getType()).getRank();
+  // Dimension i of `value` is dimension composite[i] of `current`.
+  SmallVector<int64_t> composite = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  Value current = value;
+  while (auto transpose = current.getDefiningOp<TransposeOp>()) {
+    ArrayRef<int64_t> step = transpose.getPermutation();
+    for (int64_t &d : composite)
+      d = step[d];
+    current = transpose.getInput();
+    if (isHeadSwap(composite))
+      return current;
+  }
+  return {};
+}
+
+/// The only user of `output` when it is a head transpose.
+TransposeOp headTransposeUser(Value output) {
+  if (!output.hasOneUse())
+    return {};
+  auto transpose = dyn_cast<TransposeOp>(*output.getUsers().begin());
+  if (!transpose || !isHeadSwap(transpose.getPermutation()))
+    return {};
+  return transpose;
+}
+
+/// Erases `value`'s chain of transposes upwards while nothing else reads it.
+void eraseDeadTransposes(Value value) {
+  while (auto transpose = value.getDefiningOp<TransposeOp>()) {
+    if (!transpose->use_empty())
+      return;
+    value = transpose.getInput();
+    transpose.erase();
+  }
+}
+
 void rewrite(Match &match) {
   OpBuilder builder(match.output);
   Location loc = builder.getFusedLoc(
@@ -215,12 +271,27 @@ void rewrite(Match &match) {
   Value mask;
   if (match.mask)
     mask = normalizeMask(builder, loc, match, match.scores.getType());
+  // Models split heads out of a projection ([B, S, H*D] -> [B, S, H, D] ->
+  // transpose) and merge them back the same way. Taken seq-major, the
+  // attention reads and writes the projections' layout and the four
+  // transposes (and their backward copies) go.
+  Value qSource = seqMajorSource(q), kSource = seqMajorSource(k),
+        vSource = seqMajorSource(v);
+  TransposeOp merge = headTransposeUser(match.output.getResult());
+  bool seqMajor = qSource && kSource && vSource && merge;
   auto attention = builder.create<AttentionOp>(
-      loc, q, k, v, mask, builder.getF64FloatAttr(match.scale),
+      loc, seqMajor ? qSource : q, seqMajor ? kSource : k,
+      seqMajor ? vSource : v, mask, builder.getF64FloatAttr(match.scale),
       builder.getF64FloatAttr(match.mask
                                   ? match.maskValue
-                                  : -std::numeric_limits<double>::infinity()));
-  match.output.getResult().replaceAllUsesWith(attention.getOutput());
+                                  : -std::numeric_limits<double>::infinity()),
+      seqMajor ? builder.getUnitAttr() : UnitAttr());
+  if (seqMajor) {
+    merge.getResult().replaceAllUsesWith(attention.getOutput());
+    merge.erase();
+  } else {
+    match.output.getResult().replaceAllUsesWith(attention.getOutput());
+  }
   match.output.erase();
   // Users first: the chain was collected from the softmax upwards, then the
   // cast below it.
@@ -233,6 +304,15 @@ void rewrite(Match &match) {
   dead.push_back(match.scores);
   for (Operation *op : dead)
     op->erase();
+  if (seqMajor) {
+    // Once each: q, k and v may be one value (self-attention on one tensor).
+    llvm::SetVector<Value> operands;
+    operands.insert(q);
+    operands.insert(k);
+    operands.insert(v);
+    for (Value operand : operands)
+      eraseDeadTransposes(operand);
+  }
 }
 
 struct FuseAttentionPass : impl::LoomFuseAttentionBase<FuseAttentionPass> {

@@ -418,7 +418,8 @@ private:
 
   /// The fused backward: delta = sum(dout * output) is a cheap row
   /// reduction computed here (in the statistics' precision), so that the
-  /// kernel needs no workspace.
+  /// kernel needs no workspace. Over the last dimension it has the
+  /// log-sum-exp's layout in either form (head- or seq-major).
   LogicalResult attentionRule(AttentionOp attention) {
     if (gradients[1])
       return attention.emitOpError(
@@ -435,7 +436,8 @@ private:
         /*keepdims=*/false);
     auto grad = e.b.create<AttentionGradOp>(
         e.loc, q, k, v, g(), lse, delta, attention.getMask(),
-        attention.getScaleAttr(), attention.getMaskValueAttr());
+        attention.getScaleAttr(), attention.getMaskValueAttr(),
+        attention.getSeqMajorAttr());
     for (auto [operand, gradient] : llvm::zip(operands, grad.getResults()))
       if (ctx.isActive(operand))
         ctx.accumulate(operand, gradient);

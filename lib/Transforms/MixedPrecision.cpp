@@ -53,7 +53,8 @@ void lowerPrecision(AttentionOp attention, Type low) {
       loc, castTo(builder, loc, attention.getQ(), low),
       castTo(builder, loc, attention.getK(), low),
       castTo(builder, loc, attention.getV(), low), attention.getMask(),
-      attention.getScaleAttr(), attention.getMaskValueAttr());
+      attention.getScaleAttr(), attention.getMaskValueAttr(),
+      attention.getSeqMajorAttr());
   for (NamedAttribute attr : attention->getDiscardableAttrs())
     lowered->setAttr(attr.getName(), attr.getValue());
   Type wide = attention.getOutput().getType().getElementType();

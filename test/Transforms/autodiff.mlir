@@ -143,6 +143,24 @@ func.func @forward(%m: tensor<1x8x8xi1>) -> tensor<f32> {
 
 // -----
 
+// A seq-major attention's backward is seq-major too: delta, summed over the
+// head dim, comes out [B, S, H] like the log-sum-exp.
+// CHECK-LABEL: func.func @forward_grad(
+// CHECK:         %[[O:.*]], %[[LSE:.*]] = loom.attention %[[Q:.*]], %[[Q]], %[[Q]] scale 5.000000e-01 seq_major
+// CHECK:         %[[P:.*]] = loom.mul %{{.*}}, %[[O]] : tensor<2x8x3x4xf32>
+// CHECK:         %[[D:.*]] = loom.reduce_sum %[[P]] [3] : tensor<2x8x3x4xf32> -> tensor<2x8x3xf32>
+// CHECK:         loom.attention_grad %[[Q]], %[[Q]], %[[Q]], %{{.*}}, %[[LSE]], %[[D]] scale 5.000000e-01 seq_major : {{.*}} -> (tensor<2x8x3x4xf32>, tensor<2x8x3x4xf32>, tensor<2x8x3x4xf32>)
+loom.parameter @x trainable : tensor<2x8x3x4xf32>
+func.func @forward() -> tensor<f32> {
+  %x = loom.param @x : tensor<2x8x3x4xf32>
+  %o, %lse = loom.attention %x, %x, %x scale 0.5 seq_major
+      : (tensor<2x8x3x4xf32>, tensor<2x8x3x4xf32>, tensor<2x8x3x4xf32>) -> (tensor<2x8x3x4xf32>, tensor<2x8x3xf32>)
+  %l = loom.reduce_sum %o [0, 1, 2, 3] : tensor<2x8x3x4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Layer norm's backward is one loom.layer_norm_grad with the forward's axis
 // and epsilon; its three results are the gradients of x, scale and bias.
 // CHECK-LABEL: func.func @forward_grad(

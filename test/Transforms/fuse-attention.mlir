@@ -115,3 +115,62 @@ func.func @not_attention(%q: tensor<2x16x8xf32>, %k: tensor<2x16x8xf32>, %v: ten
   %o2 = loom.matmul %p2, %w : (tensor<2x16x16xf32>, tensor<16x8xf32>) -> tensor<2x16x8xf32>
   return %o0, %o1, %o2 : tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>
 }
+
+// -----
+
+// GPT-2's heads: q, k and v come from [B, S, H, D] values through head
+// transposes (k's composed with the key transpose of q k^T), and the output
+// goes back through one. The attention takes them seq-major and every
+// transpose goes.
+// CHECK-LABEL: func.func @heads_seq_major
+// CHECK-SAME:    (%[[Q:.*]]: tensor<2x16x4x8xf32>, %[[K:.*]]: tensor<2x16x4x8xf32>, %[[V:.*]]: tensor<2x16x4x8xf32>, %[[M:.*]]: tensor<1x1x16x16xi1>)
+// CHECK-NOT:     loom.transpose
+// CHECK:         %[[O:.*]], %{{.*}} = loom.attention %[[Q]], %[[K]], %[[V]] mask %[[M]] scale 0.35355338454246521 seq_major : (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<1x1x16x16xi1>) -> (tensor<2x16x4x8xf32>, tensor<2x16x4xf32>)
+// CHECK-NOT:     loom.transpose
+// CHECK:         %[[R:.*]] = loom.reshape %[[O]] : tensor<2x16x4x8xf32> -> tensor<2x16x32xf32>
+// CHECK:         return %[[R]]
+func.func @heads_seq_major(%q: tensor<2x16x4x8xf32>, %k: tensor<2x16x4x8xf32>, %v: tensor<2x16x4x8xf32>, %mask: tensor<1x1x16x16xi1>) -> tensor<2x16x32xf32> {
+  %c = loom.constant dense<0.353553385> : tensor<f32>
+  %ninf = loom.constant dense<0xFF800000> : tensor<f32>
+  %qh = loom.transpose %q [0, 2, 1, 3] : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xf32>
+  %kh = loom.transpose %k [0, 2, 1, 3] : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xf32>
+  %kt = loom.transpose %kh [0, 1, 3, 2] : tensor<2x4x16x8xf32> -> tensor<2x4x8x16xf32>
+  %vh = loom.transpose %v [0, 2, 1, 3] : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xf32>
+  %s = loom.matmul %qh, %kt : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  %t = loom.mul %s, %c : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+  %u = loom.select %mask, %ninf, %t : (tensor<1x1x16x16xi1>, tensor<f32>, tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
+  %p = loom.softmax %u axis 3 : tensor<2x4x16x16xf32>
+  %o = loom.matmul %p, %vh : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %ot = loom.transpose %o [0, 2, 1, 3] : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  %r = loom.reshape %ot : tensor<2x16x4x8xf32> -> tensor<2x16x32xf32>
+  return %r : tensor<2x16x32xf32>
+}
+
+// -----
+
+// Head-major when anything else reads the output in that layout, or when
+// an operand is not a head transpose; a head transpose with another user
+// stays for it.
+// CHECK-LABEL: func.func @heads_kept
+// CHECK:         %[[QH:.*]] = loom.transpose %{{.*}} [0, 2, 1, 3]
+// CHECK:         loom.attention %[[QH]], %{{.*}}, %{{.*}} scale 5.000000e-01 : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+// CHECK:         loom.attention %[[QH]], %{{.*}}, %{{.*}} scale 5.000000e-01 : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+// CHECK-NOT:     seq_major
+func.func @heads_kept(%q: tensor<2x16x4x8xf32>, %k: tensor<2x4x16x8xf32>) -> (tensor<2x16x4x8xf32>, tensor<2x4x16x8xf32>, tensor<2x16x4x8xf32>) {
+  %c = loom.constant dense<0.5> : tensor<f32>
+  %qh = loom.transpose %q [0, 2, 1, 3] : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xf32>
+  // Two consumers of the output.
+  %s0 = loom.matmul %qh, %qh transpose_rhs : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x16xf32>
+  %t0 = loom.mul %s0, %c : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+  %p0 = loom.softmax %t0 axis 3 : tensor<2x4x16x16xf32>
+  %o0 = loom.matmul %p0, %qh : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %r0 = loom.transpose %o0 [0, 2, 1, 3] : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  %e0 = loom.exp %o0 : tensor<2x4x16x8xf32>
+  // k is head-major already.
+  %s1 = loom.matmul %qh, %k transpose_rhs : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x16xf32>
+  %t1 = loom.mul %s1, %c : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+  %p1 = loom.softmax %t1 axis 3 : tensor<2x4x16x16xf32>
+  %o1 = loom.matmul %p1, %qh : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %r1 = loom.transpose %o1 [0, 2, 1, 3] : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  return %r0, %e0, %r1 : tensor<2x16x4x8xf32>, tensor<2x4x16x8xf32>, tensor<2x16x4x8xf32>
+}

@@ -83,3 +83,13 @@ func.func @fused_attention(%q: tensor<2x16x8xf32>, %k: tensor<2x16x8xf32>, %v: t
   %o, %lse = loom.attention %q, %k, %v mask %m scale 0.5 : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<1x16x16xi1>) -> (tensor<2x16x8xf32>, tensor<2x16xf32>)
   return %o, %lse : tensor<2x16x8xf32>, tensor<2x16xf32>
 }
+
+// -----
+
+// It stays seq-major.
+// CHECK-LABEL: func.func @fused_attention_seq_major
+// CHECK:         loom.attention %{{.*}}, %{{.*}}, %{{.*}} scale 5.000000e-01 seq_major : {{.*}} -> (tensor<2x16x4x8xbf16>, tensor<2x16x4xf32>)
+func.func @fused_attention_seq_major(%q: tensor<2x16x4x8xf32>) -> tensor<2x16x4x8xf32> {
+  %o, %lse = loom.attention %q, %q, %q scale 0.5 seq_major : (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>) -> (tensor<2x16x4x8xf32>, tensor<2x16x4xf32>)
+  return %o : tensor<2x16x4x8xf32>
+}

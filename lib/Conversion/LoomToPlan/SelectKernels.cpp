@@ -92,13 +92,14 @@ public:
                    real("epsilon", grad.getEpsilon().convertToDouble())});
             })
             .Case([&](AttentionOp attention) {
-              return make("attention",
-                          attentionAttrs(attention.getScale(),
-                                         attention.getMaskValue()));
+              return make("attention", attentionAttrs(attention.getScale(),
+                                                      attention.getMaskValue(),
+                                                      attention.getSeqMajor()));
             })
             .Case([&](AttentionGradOp grad) {
               return make("attention_backward",
-                          attentionAttrs(grad.getScale(), grad.getMaskValue()));
+                          attentionAttrs(grad.getScale(), grad.getMaskValue(),
+                                         grad.getSeqMajor()));
             })
             .Case([&](ScatterAddOp) { return make("scatter_add"); })
             .Case([&](GatherOp gather) {
@@ -248,9 +249,14 @@ private:
   NamedAttribute list(StringRef name, ArrayRef<int64_t> values) {
     return builder.getNamedAttr(name, builder.getDenseI64ArrayAttr(values));
   }
-  SmallVector<NamedAttribute> attentionAttrs(APFloat scale, APFloat maskValue) {
-    return {real("scale", scale.convertToDouble()),
-            real("mask_value", maskValue.convertToDouble())};
+  SmallVector<NamedAttribute> attentionAttrs(APFloat scale, APFloat maskValue,
+                                             bool seqMajor) {
+    SmallVector<NamedAttribute> attrs = {
+        real("scale", scale.convertToDouble()),
+        real("mask_value", maskValue.convertToDouble())};
+    if (seqMajor)
+      attrs.push_back(integer("seq_major", 1));
+    return attrs;
   }
   NamedAttribute axes(ArrayRef<int64_t> values) { return list("axes", values); }
   NamedAttribute reduction(CollectiveReduction value) {

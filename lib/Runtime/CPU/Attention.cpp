@@ -16,6 +16,11 @@
 // kernel rounds them for a bf16 tensor-core product; f32, f64: unchanged).
 // Everything accumulates in f32 (f64 for f64) and is rounded once on store.
 //
+// With seq_major=1 q, k, v, dout, out and the gradients are [..., S, H, D]
+// and lse and delta [..., S, H] (the mask stays [..., H, Sq, Sk]): they are
+// gathered into the head-major form on entry and scattered back on exit,
+// which is all the layout changes here.
+//
 // A score of -inf contributes nothing (p = 0, even where lse is -inf), so a
 // row whose every score is -inf (fully masked) gives out = NaN and
 // lse = -inf, as the unfused softmax would, and zero gradients.
@@ -35,6 +40,8 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <type_traits>
 
 using namespace loom::runtime;
 using namespace loom::runtime::cpu;
@@ -49,9 +56,14 @@ namespace {
 struct AttentionShape {
   bool backward = false;
   DType dtype = DType::F32;
-  /// The leading ("batch") dims of q, k and v, and their product.
+  /// The leading ("batch") dims of the head-major form of q, k and v (heads
+  /// last), and their product.
   std::vector<int64_t> lead;
   int64_t batch = 1;
+  /// Operands are [..., S, H, D] (seq_major=1); `heads` is H then, 1
+  /// otherwise.
+  bool seqMajor = false;
+  int64_t heads = 1;
   int64_t sq = 0, sk = 0, d = 0, dv = 0;
   double scale = 1;
   double maskValue = -std::numeric_limits<double>::infinity();
@@ -62,6 +74,28 @@ struct AttentionShape {
   /// Masked entries contribute nothing (p = 0), so blocks may skip them.
   bool masksSkip() const {
     return hasMask && std::isinf(maskValue) && maskValue < 0;
+  }
+
+  /// The shape of an operand with `rows` rows of `cols` (none for lse and
+  /// delta) in the instruction's layout.
+  std::vector<int64_t> operandShape(int64_t rows,
+                                    std::optional<int64_t> cols) const {
+    std::vector<int64_t> dims = lead;
+    if (seqMajor)
+      dims.back() = rows; // [..., rows, H]
+    else
+      dims.push_back(rows);
+    if (seqMajor)
+      dims.push_back(heads);
+    if (cols)
+      dims.push_back(*cols);
+    return dims;
+  }
+
+  /// The index of row i of (head-major) batch b among an operand's rows
+  /// of the instruction's layout.
+  int64_t rowIndex(int64_t b, int64_t i, int64_t rows) const {
+    return ((b / heads) * rows + i) * heads + b % heads;
   }
 };
 
@@ -119,9 +153,18 @@ Status readAttention(const Instruction &instruction, bool backward,
                   : "3 or 4 inputs (q, k, v, mask) and 2 outputs (out, lse)") +
         ", got " + std::to_string(inputs) + " and " +
         std::to_string(instruction.outputs.size()));
-  if (Status st = expectKnownAttrs(instruction.attrs, {"scale", "mask_value"});
+  if (Status st = expectKnownAttrs(instruction.attrs,
+                                   {"scale", "mask_value", "seq_major"});
       !st)
     return st;
+  int64_t seqMajor = 0;
+  if (Status st = getIntAttr(instruction.attrs, "seq_major", seqMajor, false);
+      !st)
+    return st;
+  if (seqMajor != 0 && seqMajor != 1)
+    return Status::error("seq_major must be 0 or 1, got " +
+                         std::to_string(seqMajor));
+  s.seqMajor = seqMajor == 1;
   if (Status st = getDoubleAttr(instruction.attrs, "scale", s.scale, true); !st)
     return st;
   if (Status st = getDoubleAttr(instruction.attrs, "mask_value", s.maskValue,
@@ -140,32 +183,39 @@ Status readAttention(const Instruction &instruction, bool backward,
   if (Status st = expectSameDType(q, "q", v, "v"); !st)
     return st;
   const size_t rank = q.shape.size();
-  if (rank < 2)
+  if (rank < (s.seqMajor ? 3 : 2))
     return Status::error("q " + shapeString(q.shape) +
-                         " must have rank >= 2 ([..., Sq, D])");
+                         (s.seqMajor ? " must have rank >= 3 ([..., Sq, H, D])"
+                                     : " must have rank >= 2 ([..., Sq, D])"));
   if (k.shape.size() != rank || v.shape.size() != rank)
     return Status::error("q " + shapeString(q.shape) + ", k " +
                          shapeString(k.shape) + " and v " +
                          shapeString(v.shape) + " must have the same rank");
   s.dtype = q.dtype;
-  s.lead.assign(q.shape.begin(), q.shape.end() - 2);
+  // Rows are dimension rank-3 when seq-major (heads rank-2), else rank-2.
+  const size_t rowDim = s.seqMajor ? rank - 3 : rank - 2;
+  s.lead.assign(q.shape.begin(), q.shape.begin() + rowDim);
+  if (s.seqMajor) {
+    s.heads = q.shape[rank - 2];
+    s.lead.push_back(s.heads);
+  }
   s.batch = dimProduct(s.lead, 0, s.lead.size());
-  s.sq = q.shape[rank - 2];
+  s.sq = q.shape[rowDim];
   s.d = q.shape[rank - 1];
-  s.sk = k.shape[rank - 2];
+  s.sk = k.shape[rowDim];
   s.dv = v.shape[rank - 1];
-  if (k.shape != concatDims(s.lead, {s.sk, s.d}))
+  if (k.shape != s.operandShape(s.sk, s.d))
     return Status::error("k " + shapeString(k.shape) + " should be " +
-                         shapeString(concatDims(s.lead, {s.sk, s.d})) +
+                         shapeString(s.operandShape(s.sk, s.d)) +
                          ": q's batch dims and head dim");
-  if (v.shape != concatDims(s.lead, {s.sk, v.shape[rank - 1]}))
+  if (v.shape != s.operandShape(s.sk, s.dv))
     return Status::error("v " + shapeString(v.shape) +
                          " should have q's batch dims and k's " +
                          std::to_string(s.sk) + " keys");
 
   const DType stat = q.dtype == DType::F64 ? DType::F64 : DType::F32;
-  const std::vector<int64_t> outShape = concatDims(s.lead, {s.sq, s.dv});
-  const std::vector<int64_t> rowShape = concatDims(s.lead, {s.sq});
+  const std::vector<int64_t> outShape = s.operandShape(s.sq, s.dv);
+  const std::vector<int64_t> rowShape = s.operandShape(s.sq, std::nullopt);
   if (backward) {
     if (Status st =
             expectTensor(instruction.inputs[3], "dout", q.dtype, outShape);
@@ -531,54 +581,95 @@ void backwardKeys(const Problem<C> &pb, const BackwardOperands<C> &x) {
 // Entry points: bf16 operands are widened to f32 and the results rounded
 //===----------------------------------------------------------------------===//
 
-/// An input in the compute type C: the buffer itself, or widened from bf16.
+/// Where the kernels' head-major element e = (b * rows + i) * cols + c of
+/// an operand with `rows` rows of `cols` is in the instruction's layout.
+struct OperandLayout {
+  const AttentionShape &s;
+  int64_t rows, cols;
+  int64_t count() const { return s.batch * rows * cols; }
+  int64_t offset(int64_t e) const {
+    const int64_t row = e / cols, b = row / rows;
+    return s.rowIndex(b, row % rows, rows) * cols + e % cols;
+  }
+};
+
+/// An element of type T as the compute type C.
+template <typename C, typename T> inline C computeValue(T x) {
+  if constexpr (std::is_same_v<T, BF16>)
+    return C(widenBF16(x));
+  else
+    return C(x);
+}
+
+/// An input in the compute type C and head-major: the buffer itself, or a
+/// copy widened from bf16 and/or gathered from the seq-major layout. T is
+/// the buffer's element type (C, or BF16 for a bf16 C = float).
 template <typename C> class Input {
 public:
-  Input(const void *data, int64_t count, bool bf16) {
-    if (!bf16) {
+  Input(const void *data, const OperandLayout &layout, bool bf16) {
+    if (!bf16 && !layout.s.seqMajor) {
       data_ = static_cast<const C *>(data);
       return;
     }
-    wide_.resize(size_t(count));
-    const BF16 *in = static_cast<const BF16 *>(data);
-    int threads = threadsFor(count, 1 << 15);
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t i = 0; i < count; ++i)
-      wide_[size_t(i)] = C(widenBF16(in[i]));
+    if (bf16)
+      gather(static_cast<const BF16 *>(data), layout);
+    else
+      gather(static_cast<const C *>(data), layout);
     data_ = wide_.data();
   }
   const C *get() const { return data_; }
 
 private:
+  template <typename T> void gather(const T *in, const OperandLayout &layout) {
+    const int64_t count = layout.count();
+    wide_.resize(size_t(count));
+    int threads = threadsFor(count, 1 << 15);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t e = 0; e < count; ++e)
+      wide_[size_t(e)] = computeValue<C>(in[layout.offset(e)]);
+  }
+
   const C *data_ = nullptr;
   std::vector<C> wide_;
 };
 
-/// An output in the compute type C, rounded into a bf16 buffer by `finish`.
+/// An output in the compute type C and head-major, rounded into a bf16
+/// buffer and/or scattered into the seq-major layout by `finish`.
 template <typename C> class Output {
 public:
-  Output(void *data, int64_t count, bool bf16) : target_(data), count_(count) {
-    if (!bf16) {
+  Output(void *data, const OperandLayout &layout, bool bf16)
+      : target_(data), layout_(layout), bf16_(bf16) {
+    if (!bf16 && !layout.s.seqMajor) {
       data_ = static_cast<C *>(data);
       return;
     }
-    wide_.resize(size_t(count));
+    wide_.resize(size_t(layout.count()));
     data_ = wide_.data();
   }
   C *get() { return data_; }
   void finish() {
     if (wide_.empty())
       return;
-    BF16 *out = static_cast<BF16 *>(target_);
-    int threads = threadsFor(count_, 1 << 15);
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t i = 0; i < count_; ++i)
-      out[i] = roundToBF16(float(wide_[size_t(i)]));
+    if (bf16_)
+      scatter(static_cast<BF16 *>(target_),
+              [](C x) { return roundToBF16(float(x)); });
+    else
+      scatter(static_cast<C *>(target_), [](C x) { return x; });
   }
 
 private:
+  template <typename T, typename Convert>
+  void scatter(T *out, Convert convert) {
+    const int64_t count = layout_.count();
+    int threads = threadsFor(count, 1 << 15);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t e = 0; e < count; ++e)
+      out[layout_.offset(e)] = convert(wide_[size_t(e)]);
+  }
+
   void *target_;
-  int64_t count_;
+  OperandLayout layout_;
+  bool bf16_;
   C *data_ = nullptr;
   std::vector<C> wide_;
 };
@@ -595,44 +686,38 @@ template <typename C>
 void runForward(const AttentionShape &s, const KernelArgs &args) {
   const bool bf16 = s.dtype == DType::BF16;
   Problem<C> pb(s, s.hasMask ? args.inputs[3] : nullptr);
-  Input<C> q(args.inputs[0], s.batch * s.sq * s.d, bf16);
-  Input<C> k(args.inputs[1], s.batch * s.sk * s.d, bf16);
-  Input<C> v(args.inputs[2], s.batch * s.sk * s.dv, bf16);
-  Output<C> out(args.outputs[0], s.batch * s.sq * s.dv, bf16);
+  Input<C> q(args.inputs[0], {s, s.sq, s.d}, bf16);
+  Input<C> k(args.inputs[1], {s, s.sk, s.d}, bf16);
+  Input<C> v(args.inputs[2], {s, s.sk, s.dv}, bf16);
+  Output<C> out(args.outputs[0], {s, s.sq, s.dv}, bf16);
+  Output<C> lse(args.outputs[1], {s, s.sq, 1}, false);
   std::vector<C> kt = transposed(k.get(), s.batch, s.sk, s.d);
-  ForwardOperands<C> x{q.get(), kt.data(), v.get(), out.get(),
-                       static_cast<C *>(args.outputs[1])};
+  ForwardOperands<C> x{q.get(), kt.data(), v.get(), out.get(), lse.get()};
   forward(pb, x);
   out.finish();
+  lse.finish();
 }
 
 template <typename C>
 void runBackward(const AttentionShape &s, const KernelArgs &args) {
   const bool bf16 = s.dtype == DType::BF16;
   Problem<C> pb(s, s.hasMask ? args.inputs[6] : nullptr);
-  Input<C> q(args.inputs[0], s.batch * s.sq * s.d, bf16);
-  Input<C> k(args.inputs[1], s.batch * s.sk * s.d, bf16);
-  Input<C> v(args.inputs[2], s.batch * s.sk * s.dv, bf16);
-  Input<C> dout(args.inputs[3], s.batch * s.sq * s.dv, bf16);
-  Output<C> dq(args.outputs[0], s.batch * s.sq * s.d, bf16);
-  Output<C> dk(args.outputs[1], s.batch * s.sk * s.d, bf16);
-  Output<C> dv(args.outputs[2], s.batch * s.sk * s.dv, bf16);
+  Input<C> q(args.inputs[0], {s, s.sq, s.d}, bf16);
+  Input<C> k(args.inputs[1], {s, s.sk, s.d}, bf16);
+  Input<C> v(args.inputs[2], {s, s.sk, s.dv}, bf16);
+  Input<C> dout(args.inputs[3], {s, s.sq, s.dv}, bf16);
+  Input<C> lse(args.inputs[4], {s, s.sq, 1}, false);
+  Input<C> delta(args.inputs[5], {s, s.sq, 1}, false);
+  Output<C> dq(args.outputs[0], {s, s.sq, s.d}, bf16);
+  Output<C> dk(args.outputs[1], {s, s.sk, s.d}, bf16);
+  Output<C> dv(args.outputs[2], {s, s.sk, s.dv}, bf16);
   std::vector<C> qt = transposed(q.get(), s.batch, s.sq, s.d);
   std::vector<C> kt = transposed(k.get(), s.batch, s.sk, s.d);
   std::vector<C> doutT = transposed(dout.get(), s.batch, s.sq, s.dv);
   std::vector<C> vt = transposed(v.get(), s.batch, s.sk, s.dv);
-  BackwardOperands<C> x{q.get(),
-                        k.get(),
-                        v.get(),
-                        dout.get(),
-                        static_cast<const C *>(args.inputs[4]),
-                        static_cast<const C *>(args.inputs[5]),
-                        qt.data(),
-                        kt.data(),
-                        doutT.data(),
-                        vt.data(),
-                        dq.get(),
-                        dk.get(),
+  BackwardOperands<C> x{q.get(),      k.get(),     v.get(),   dout.get(),
+                        lse.get(),    delta.get(), qt.data(), kt.data(),
+                        doutT.data(), vt.data(),   dq.get(),  dk.get(),
                         dv.get()};
   backwardQueries(pb, x);
   backwardKeys(pb, x);

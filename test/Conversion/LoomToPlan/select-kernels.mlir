@@ -189,3 +189,16 @@ func.func @attention(%q: tensor<2x16x8xbf16>, %m: tensor<1x16x16xi1>, %d: tensor
       : (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<1x16x16xi1>) -> (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>)
   return %dq : tensor<2x16x8xbf16>
 }
+
+// -----
+
+// seq_major becomes seq_major = 1 on both kernels.
+// CHECK-LABEL: func.func @attention_seq_major
+// CHECK: loom.attention {{.*}}plan.kernel = "attention", plan.kernel_attrs = {mask_value = 0xFFF0000000000000 : f64, scale = 1.250000e-01 : f64, seq_major = 1 : i64}
+// CHECK: loom.attention_grad {{.*}}plan.kernel = "attention_backward", plan.kernel_attrs = {mask_value = 0xFFF0000000000000 : f64, scale = 1.250000e-01 : f64, seq_major = 1 : i64}
+func.func @attention_seq_major(%q: tensor<2x16x4x8xbf16>, %d: tensor<2x16x4xf32>) -> tensor<2x16x4x8xbf16> {
+  %o, %lse = loom.attention %q, %q, %q scale 0.125 seq_major : (tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>) -> (tensor<2x16x4x8xbf16>, tensor<2x16x4xf32>)
+  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %o, %lse, %d scale 0.125 seq_major
+      : (tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4xf32>, tensor<2x16x4xf32>) -> (tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>)
+  return %dq : tensor<2x16x4x8xbf16>
+}

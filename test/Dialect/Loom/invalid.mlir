@@ -924,6 +924,40 @@ func.func @attention_values(%q: tensor<2x16x8xf32>, %v: tensor<2x12x8xf32>) -> t
 
 // -----
 
+func.func @attention_seq_major_rank(%q: tensor<16x8xf32>) -> tensor<16x8xf32> {
+  // expected-error @+1 {{'loom.attention' op q, k and v need the same rank >= 3 ([..., S, H, D] with seq_major), got 16x8, 16x8, 16x8}}
+  %o, %l = loom.attention %q, %q, %q scale 1.0 seq_major : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16xf32>)
+  return %o : tensor<16x8xf32>
+}
+
+// -----
+
+func.func @attention_seq_major_heads(%q: tensor<2x16x4x8xf32>, %k: tensor<2x16x2x8xf32>) -> tensor<2x16x4x8xf32> {
+  // expected-error @+1 {{'loom.attention' op q, k and v head counts (dimension 2 with seq_major) differ: 2x16x4x8, 2x16x2x8, 2x16x2x8}}
+  %o, %l = loom.attention %q, %k, %k scale 1.0 seq_major : (tensor<2x16x4x8xf32>, tensor<2x16x2x8xf32>, tensor<2x16x2x8xf32>) -> (tensor<2x16x4x8xf32>, tensor<2x16x4xf32>)
+  return %o : tensor<2x16x4x8xf32>
+}
+
+// -----
+
+func.func @attention_seq_major_mask(%q: tensor<2x16x4x8xf32>, %m: tensor<1x16x4x16xi1>) -> tensor<2x16x4x8xf32> {
+  // The mask is head-major, [B, H, Sq, Sk], whatever the operands' layout.
+  // expected-error @+1 {{'loom.attention' op mask 1x16x4x16 must be [..., 16, 16] with each leading dimension 1 or the batch size (2x4)}}
+  %o, %l = loom.attention %q, %q, %q mask %m scale 1.0 seq_major : (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<1x16x4x16xi1>) -> (tensor<2x16x4x8xf32>, tensor<2x16x4xf32>)
+  return %o : tensor<2x16x4x8xf32>
+}
+
+// -----
+
+func.func @attention_seq_major_stats(%q: tensor<2x16x4x8xf32>, %s: tensor<2x4x16xf32>) -> tensor<2x16x4x8xf32> {
+  // expected-error @+1 {{'loom.attention_grad' op logsumexp has type 'tensor<2x4x16xf32>', expected 'tensor<2x16x4xf32>'}}
+  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %q, %s, %s scale 1.0 seq_major
+      : (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>)
+  return %dq : tensor<2x16x4x8xf32>
+}
+
+// -----
+
 func.func @attention_grad_stats(%q: tensor<2x16x8xbf16>, %s: tensor<2x16xbf16>) -> tensor<2x16x8xbf16> {
   // expected-error @+1 {{'loom.attention_grad' op logsumexp has type 'tensor<2x16xbf16>', expected 'tensor<2x16xf32>'}}
   %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %q, %s, %s scale 1.0

@@ -283,3 +283,19 @@ func.func @attention(%q: tensor<2x4x16x8xbf16>, %k: tensor<2x4x12x8xbf16>, %v: t
   %o2, %lse2 = loom.attention %q2, %k2, %v2 scale 1.0 : (tensor<16x8xf64>, tensor<12x8xf64>, tensor<12x6xf64>) -> (tensor<16x6xf64>, tensor<16xf64>)
   return %dq, %o2 : tensor<2x4x16x8xbf16>, tensor<16x6xf64>
 }
+
+// -----
+
+// Seq-major operands [B, S, H, D]: the output is [B, Sq, H, Dv], the
+// statistics [B, Sq, H]; the mask stays [B, H, Sq, Sk].
+// CHECK-LABEL: func.func @attention_seq_major
+// CHECK: %{{.*}}, %[[LSE:.*]] = loom.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} scale 1.250000e-01 seq_major : (tensor<2x16x4x8xbf16>, tensor<2x12x4x8xbf16>, tensor<2x12x4x6xbf16>, tensor<1x4x16x12xi1>) -> (tensor<2x16x4x6xbf16>, tensor<2x16x4xf32>)
+// CHECK: loom.attention_grad {{.*}}, %[[LSE]], %{{.*}} mask %{{.*}} scale 1.250000e-01 mask_value -1.000000e+04 seq_major : {{.*}} -> (tensor<2x16x4x8xbf16>, tensor<2x12x4x8xbf16>, tensor<2x12x4x6xbf16>)
+func.func @attention_seq_major(%q: tensor<2x16x4x8xbf16>, %k: tensor<2x12x4x8xbf16>, %v: tensor<2x12x4x6xbf16>, %m: tensor<1x4x16x12xi1>, %d: tensor<2x16x4xf32>) -> tensor<2x16x4x8xbf16> {
+  %o, %lse = loom.attention %q, %k, %v mask %m scale 0.125 seq_major
+      : (tensor<2x16x4x8xbf16>, tensor<2x12x4x8xbf16>, tensor<2x12x4x6xbf16>, tensor<1x4x16x12xi1>) -> (tensor<2x16x4x6xbf16>, tensor<2x16x4xf32>)
+  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %d mask %m scale 0.125 mask_value -1.0e+04 seq_major
+      : (tensor<2x16x4x8xbf16>, tensor<2x12x4x8xbf16>, tensor<2x12x4x6xbf16>, tensor<2x16x4x6xbf16>, tensor<2x16x4xf32>, tensor<2x16x4xf32>, tensor<1x4x16x12xi1>)
+      -> (tensor<2x16x4x8xbf16>, tensor<2x12x4x8xbf16>, tensor<2x12x4x6xbf16>)
+  return %dq : tensor<2x16x4x8xbf16>
+}

@@ -158,6 +158,12 @@ CASES = {
   %o, %lse = loom.attention %Pq, %Pk, %Pv mask %m scale 1.3 mask_value -0.5 : (tensor<2x3x2xf64>, tensor<2x4x2xf64>, tensor<2x4x3xf64>, tensor<2x3x4xi1>) -> (tensor<2x3x3xf64>, tensor<2x3xf64>)
   %x = loom.mul %o, %Pw : tensor<2x3x3xf64>
   %l = loom.reduce_sum %x [0, 1, 2] : tensor<2x3x3xf64> -> tensor<f64>"""),
+    # Seq-major operands [S, H, D] with a mask that differs per head.
+    "attention_seq_major": ([("q", [3, 2, 2], -1, 1), ("k", [4, 2, 2], -1, 1), ("v", [4, 2, 3], -1, 1), ("w", [3, 2, 3], -1, 1)], {}, """
+  %m = loom.constant dense<[[[false, false, true, true], [false, false, false, true], [false, false, false, false]], [[false, true, true, true], [true, false, false, true], [false, false, true, false]]]> : tensor<2x3x4xi1>
+  %o, %lse = loom.attention %Pq, %Pk, %Pv mask %m scale 0.7 seq_major : (tensor<3x2x2xf64>, tensor<4x2x2xf64>, tensor<4x2x3xf64>, tensor<2x3x4xi1>) -> (tensor<3x2x3xf64>, tensor<3x2xf64>)
+  %x = loom.mul %o, %Pw : tensor<3x2x3xf64>
+  %l = loom.reduce_sum %x [0, 1, 2] : tensor<3x2x3xf64> -> tensor<f64>"""),
     "dropout": ([("a", [8], -1, 1)], {}, """
   %y, %mask = loom.dropout %Pa ratio 0.5 seed 3 : tensor<8xf64>
   %m = loom.mul %y, %Pa : tensor<8xf64>

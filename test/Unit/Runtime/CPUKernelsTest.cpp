@@ -2437,6 +2437,114 @@ TEST(CPUKernelsAttention, MatchesTheReference) {
   }
 }
 
+/// `t` ([..., A, B, C]) with dimensions rank-3 and rank-2 swapped: a
+/// head-major [..., H, S, D] tensor as seq-major [..., S, H, D] and back.
+Tensor swapSequenceAndHeads(const Tensor &t) {
+  const size_t rank = t.shape.size();
+  std::vector<int64_t> shape = t.shape;
+  std::swap(shape[rank - 3], shape[rank - 2]);
+  Tensor out(t.dtype, shape);
+  const int64_t a = t.shape[rank - 3], b = t.shape[rank - 2],
+                c = t.shape[rank - 1];
+  for (int64_t e = 0; e < t.size(); ++e) {
+    const int64_t outer = e / (a * b * c), i = (e / (b * c)) % a,
+                  j = (e / c) % b, col = e % c;
+    out.set(((outer * b + j) * a + i) * c + col, t.get(e));
+  }
+  return out;
+}
+
+TEST(CPUKernelsAttention, SeqMajorIsTheHeadTransposeOfHeadMajor) {
+  // The same problem in both layouts: the seq-major results are the head
+  // transposes of the head-major ones, bit for bit (lse and delta as
+  // [..., S, H] taken as [..., S, H, 1]).
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (AttentionCase c : {
+             AttentionCase{
+                 dtype, {2, 3}, 37, 37, 16, 8, MaskKind::Causal, -inf},
+             AttentionCase{dtype, {2, 4}, 20, 33, 8, 8, MaskKind::Random, -1e4},
+             AttentionCase{dtype, {3}, 16, 16, 8, 8, MaskKind::None, -inf},
+         }) {
+      SCOPED_TRACE(c.name());
+      auto withColumn = [](const Tensor &t) {
+        Tensor u = t;
+        u.shape.push_back(1);
+        return u;
+      };
+      auto withoutColumn = [](const Tensor &t) {
+        Tensor u = t;
+        u.shape.pop_back();
+        return u;
+      };
+      Tensor q = random(dtype, c.shape(c.sq, c.d));
+      Tensor k = random(dtype, c.shape(c.sk, c.d));
+      Tensor v = random(dtype, c.shape(c.sk, c.dv));
+      Tensor mask;
+      std::vector<const Tensor *> inputs{&q, &k, &v};
+      if (c.mask != MaskKind::None) {
+        // A random mask differs from head to head, so that a layout that
+        // mixed up heads would show.
+        std::vector<int64_t> full = c.shape(c.sq, c.sk);
+        mask = c.mask == MaskKind::Random ? random(DType::I1, full, 0, 2)
+                                          : attentionMask(c);
+        inputs.push_back(&mask);
+      }
+      std::vector<Tensor> fwd{Tensor(dtype, c.shape(c.sq, c.dv)),
+                              Tensor(DType::F32, c.shape(c.sq, -1))};
+      ASSERT_EQ(runKernel(makeKernel("attention", inputs, fwd, c.attrs()),
+                          inputs, fwd),
+                "");
+
+      Attributes seqAttrs = c.attrs();
+      seqAttrs["seq_major"] = int64_t(1);
+      Tensor qs = swapSequenceAndHeads(q), ks = swapSequenceAndHeads(k),
+             vs = swapSequenceAndHeads(v);
+      std::vector<const Tensor *> seqInputs{&qs, &ks, &vs};
+      if (c.mask != MaskKind::None)
+        seqInputs.push_back(&mask); // the mask stays head-major
+      std::vector<Tensor> seqFwd{
+          Tensor(dtype, swapSequenceAndHeads(fwd[0]).shape),
+          withoutColumn(swapSequenceAndHeads(withColumn(fwd[1])))};
+      ASSERT_EQ(runKernel(makeKernel("attention", seqInputs, seqFwd, seqAttrs),
+                          seqInputs, seqFwd),
+                "");
+      EXPECT_EQ(seqFwd[0].bytes, swapSequenceAndHeads(fwd[0]).bytes);
+      EXPECT_EQ(seqFwd[1].bytes,
+                swapSequenceAndHeads(withColumn(fwd[1])).bytes);
+
+      Tensor dout = random(dtype, c.shape(c.sq, c.dv));
+      Tensor delta = random(DType::F32, c.shape(c.sq, -1));
+      std::vector<const Tensor *> bwdInputs{&q, &k, &v, &dout, &fwd[1], &delta};
+      if (c.mask != MaskKind::None)
+        bwdInputs.push_back(&mask);
+      std::vector<Tensor> grads{Tensor(dtype, q.shape), Tensor(dtype, k.shape),
+                                Tensor(dtype, v.shape)};
+      ASSERT_EQ(runKernel(makeKernel("attention_backward", bwdInputs, grads,
+                                     c.attrs()),
+                          bwdInputs, grads),
+                "");
+      Tensor douts = swapSequenceAndHeads(dout);
+      Tensor lses = withoutColumn(swapSequenceAndHeads(withColumn(fwd[1])));
+      Tensor deltas = withoutColumn(swapSequenceAndHeads(withColumn(delta)));
+      std::vector<const Tensor *> seqBwdInputs{&qs,    &ks,   &vs,
+                                               &douts, &lses, &deltas};
+      if (c.mask != MaskKind::None)
+        seqBwdInputs.push_back(&mask);
+      std::vector<Tensor> seqGrads{Tensor(dtype, qs.shape),
+                                   Tensor(dtype, ks.shape),
+                                   Tensor(dtype, vs.shape)};
+      ASSERT_EQ(runKernel(makeKernel("attention_backward", seqBwdInputs,
+                                     seqGrads, seqAttrs),
+                          seqBwdInputs, seqGrads),
+                "");
+      for (size_t i = 0; i < 3; ++i)
+        EXPECT_EQ(seqGrads[i].bytes, swapSequenceAndHeads(grads[i]).bytes)
+            << "gradient " << i;
+    }
+  }
+}
+
 TEST(CPUKernelsAttention, FullyMaskedRow) {
   // Query 0 sees no key: its out is NaN and its lse -inf, as the unfused
   // softmax gives; it contributes nothing to the gradients.
@@ -2547,6 +2655,27 @@ TEST(CPUKernelsAttention, CheckRejects) {
   Tensor vector(DType::F32, {8});
   EXPECT_REJECTED(fwd({&vector, &vector, &vector}, {out, lse}, attrs),
                   "must have rank >= 2");
+
+  // seq_major: q, k, v and out are [..., S, H, D], lse [..., S, H].
+  Attributes seqMajor{{"scale", 0.5}, {"seq_major", int64_t(1)}};
+  Tensor qs(DType::F32, {2, 16, 3, 8}), ks(DType::F32, {2, 20, 3, 8}),
+      vs(DType::F32, {2, 20, 3, 4});
+  Tensor outs(DType::F32, {2, 16, 3, 4}), lses(DType::F32, {2, 16, 3});
+  EXPECT_EQ(checkMessage(fwd({&qs, &ks, &vs, &mask}, {outs, lses}, seqMajor)),
+            "");
+  EXPECT_REJECTED(fwd({&qs, &ks, &vs}, {outs, lses},
+                      {{"scale", 0.5}, {"seq_major", int64_t(2)}}),
+                  "seq_major must be 0 or 1, got 2");
+  Tensor matrix(DType::F32, {16, 8});
+  EXPECT_REJECTED(fwd({&matrix, &matrix, &matrix}, {outs, lses}, seqMajor),
+                  "must have rank >= 3 ([..., Sq, H, D])");
+  Tensor ksHeads(DType::F32, {2, 20, 2, 8});
+  EXPECT_REJECTED(fwd({&qs, &ksHeads, &vs}, {outs, lses}, seqMajor),
+                  "k [2,20,2,8] should be [2,20,3,8]");
+  EXPECT_REJECTED(fwd({&qs, &ks, &vs}, {outs, lse}, seqMajor),
+                  "lse [2,3,16] should be [2,16,3]");
+  EXPECT_REJECTED(fwd({&q, &k, &v}, {out, lse}, seqMajor),
+                  "k [2,3,20,8] should be [2,3,16,8]");
 
   // attention_backward
   Tensor dout(DType::F32, {2, 3, 16, 4}), delta(DType::F32, {2, 3, 16});

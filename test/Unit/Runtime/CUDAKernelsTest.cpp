@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 
 using namespace loom::runtime;
@@ -1158,6 +1159,22 @@ struct AttentionTest {
   AttentionMask mask;
   double maskValue;
   bool misalign = false;
+  /// Operands [lead[:-1], S, H = lead.back(), D] (seq_major=1); a random
+  /// mask then differs from head to head.
+  bool seqMajor = false;
+
+  /// An operand with `rows` rows of `cols` (lse and delta: none) in the
+  /// test's layout.
+  std::vector<int64_t> shape(int64_t rows, std::optional<int64_t> cols) const {
+    std::vector<int64_t> dims = lead;
+    if (seqMajor)
+      dims.insert(dims.end() - 1, rows);
+    else
+      dims.push_back(rows);
+    if (cols)
+      dims.push_back(*cols);
+    return dims;
+  }
 };
 
 std::vector<int64_t> withDims(std::vector<int64_t> dims,
@@ -1174,15 +1191,19 @@ void testAttention(const AttentionTest &c) {
                std::to_string(c.sk) + " D " + std::to_string(c.d) + " Dv " +
                std::to_string(c.dv) + " mask " + std::to_string(int(c.mask)) +
                " mask_value " + std::to_string(c.maskValue) +
-               (c.misalign ? " misaligned" : ""));
+               (c.misalign ? " misaligned" : "") +
+               (c.seqMajor ? " seq_major" : ""));
   const DType stat = c.dtype == DType::F64 ? DType::F64 : DType::F32;
-  Tensor q = random(c.dtype, withDims(c.lead, {c.sq, c.d}));
-  Tensor k = random(c.dtype, withDims(c.lead, {c.sk, c.d}));
-  Tensor v = random(c.dtype, withDims(c.lead, {c.sk, c.dv}));
+  Tensor q = random(c.dtype, c.shape(c.sq, c.d));
+  Tensor k = random(c.dtype, c.shape(c.sk, c.d));
+  Tensor v = random(c.dtype, c.shape(c.sk, c.dv));
   Tensor mask;
   if (c.mask != AttentionMask::None) {
+    // Head-major in either layout: [lead..., Sq, Sk].
     std::vector<int64_t> shape(c.lead.size(), 1);
-    if (c.mask == AttentionMask::Random && !shape.empty())
+    if (c.mask == AttentionMask::Random && c.seqMajor)
+      shape = c.lead;
+    else if (c.mask == AttentionMask::Random && !shape.empty())
       shape[0] = c.lead[0];
     mask = random(DType::I1, withDims(shape, {c.sq, c.sk}), 0, 2);
     for (int64_t i = 0; i < mask.size(); ++i) {
@@ -1196,6 +1217,8 @@ void testAttention(const AttentionTest &c) {
   Attributes attrs{{"scale", 1 / std::sqrt(double(c.d))}};
   if (!std::isinf(c.maskValue))
     attrs["mask_value"] = c.maskValue;
+  if (c.seqMajor)
+    attrs["seq_major"] = int64_t(1);
   const bool bf16 = c.dtype == DType::BF16;
   const double rtol = bf16 ? 2e-2 : c.dtype == DType::F32 ? 1e-4 : 1e-10;
   const double atol = bf16 ? 3e-2 : c.dtype == DType::F32 ? 1e-4 : 1e-10;
@@ -1206,8 +1229,8 @@ void testAttention(const AttentionTest &c) {
     inputs.push_back(&mask);
   Instruction forward =
       makeInstruction("attention", inputs,
-                      {ref(c.dtype, withDims(c.lead, {c.sq, c.dv})),
-                       ref(stat, withDims(c.lead, {c.sq}))},
+                      {ref(c.dtype, c.shape(c.sq, c.dv)),
+                       ref(stat, c.shape(c.sq, std::nullopt))},
                       attrs);
   std::vector<Tensor> cpu, gpu;
   ASSERT_EQ(runCPU(forward, inputs, cpu), "");
@@ -1218,8 +1241,8 @@ void testAttention(const AttentionTest &c) {
   expectCloseScaled(gpu[0], cpu[0], rtol, atol, "out");
   expectClose(gpu[1], cpu[1], lseTol, lseTol, "lse");
 
-  Tensor dout = random(c.dtype, withDims(c.lead, {c.sq, c.dv}));
-  Tensor delta(stat, withDims(c.lead, {c.sq}));
+  Tensor dout = random(c.dtype, c.shape(c.sq, c.dv));
+  Tensor delta(stat, c.shape(c.sq, std::nullopt));
   for (int64_t r = 0; r < delta.size(); ++r) {
     double sum = 0;
     for (int64_t t = 0; t < c.dv; ++t)
@@ -1307,6 +1330,40 @@ TEST(CUDAKernels, AttentionFlashBF16Unaligned) {
                  AttentionMask::Causal,
                  kNegInf,
                  true});
+}
+
+TEST(CUDAKernels, AttentionSeqMajor) {
+  // [B, S, H, D] operands, as the projections write them: the flash
+  // kernels load rows H * D apart, the generic ones index them so. The CPU
+  // kernels (compared there with the head-major layout) are the reference.
+  for (AttentionTest c : std::vector<AttentionTest>{
+           {DType::BF16,
+            {2, 3},
+            128,
+            128,
+            64,
+            64,
+            AttentionMask::Causal,
+            kNegInf},
+           {DType::BF16, {2, 4}, 70, 133, 64, 32, AttentionMask::Random, -1e4},
+           {DType::BF16, {3}, 33, 33, 16, 16, AttentionMask::None, kNegInf},
+           {DType::BF16,
+            {2, 3},
+            70,
+            70,
+            40,
+            40,
+            AttentionMask::Causal,
+            kNegInf},
+           {DType::F32, {2, 4}, 40, 70, 16, 24, AttentionMask::Random, kNegInf},
+           {DType::F64, {2, 2}, 37, 53, 24, 8, AttentionMask::Causal, -1e4},
+       }) {
+    c.seqMajor = true;
+    testAttention(c);
+  }
+  AttentionTest misaligned{DType::BF16,           {2, 3},  70,   70,  64, 64,
+                           AttentionMask::Causal, kNegInf, true, true};
+  testAttention(misaligned);
 }
 
 TEST(CUDAKernels, AttentionGeneric) {

@@ -1,7 +1,8 @@
 //===- AttentionOps.cpp - Fused scaled dot-product attention --------------===//
 //
 // Type inference of loom.attention and loom.attention_grad. Both check the
-// same operands (q, k, v and the mask), so one function does it.
+// same operands (q, k, v and the mask), so one function does it; a
+// seq_major op's operands are checked in their head-major form.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,11 +24,22 @@ struct AttentionTypes {
 };
 } // namespace
 
-/// Checks the q, k, v and mask of an attention op.
+/// `type` with its sequence and head dimensions swapped: the head-major
+/// form `[..., H, S, D]` of a seq-major operand `[..., S, H, D]`.
+static RankedTensorType swapSequenceAndHeads(RankedTensorType type) {
+  SmallVector<int64_t> shape(type.getShape());
+  int64_t rank = type.getRank();
+  std::swap(shape[rank - 3], shape[rank - 2]);
+  return type.clone(shape);
+}
+
+/// Checks the q, k, v and mask of an attention op. With `seqMajor` the
+/// operands are checked in their head-major form and the result types
+/// given in the seq-major one.
 template <typename OpTy>
 static FailureOr<AttentionTypes>
 checkAttentionOperands(std::optional<Location> loc, Type qType, Type kType,
-                       Type vType, Value mask) {
+                       Type vType, Value mask, bool seqMajor) {
   auto q = dyn_cast<RankedTensorType>(qType);
   auto k = dyn_cast<RankedTensorType>(kType);
   auto v = dyn_cast<RankedTensorType>(vType);
@@ -39,11 +51,24 @@ checkAttentionOperands(std::optional<Location> loc, Type qType, Type kType,
         loc, "q, k and v element types differ: ", q.getElementType(), ", ",
         k.getElementType(), ", ", v.getElementType());
   int64_t rank = q.getRank();
-  if (rank < 2 || k.getRank() != rank || v.getRank() != rank)
-    return emitInferError<OpTy>(loc, "q, k and v need the same rank >= 2, got ",
-                                formatShape(q.getShape()), ", ",
-                                formatShape(k.getShape()), ", ",
-                                formatShape(v.getShape()));
+  int64_t minRank = seqMajor ? 3 : 2;
+  if (rank < minRank || k.getRank() != rank || v.getRank() != rank)
+    return emitInferError<OpTy>(
+        loc, "q, k and v need the same rank >= ", minRank,
+        seqMajor ? " ([..., S, H, D] with seq_major), got " : ", got ",
+        formatShape(q.getShape()), ", ", formatShape(k.getShape()), ", ",
+        formatShape(v.getShape()));
+  if (seqMajor) {
+    if (k.getDimSize(rank - 2) != q.getDimSize(rank - 2) ||
+        v.getDimSize(rank - 2) != q.getDimSize(rank - 2))
+      return emitInferError<OpTy>(
+          loc, "q, k and v head counts (dimension ", rank - 2,
+          " with seq_major) differ: ", formatShape(q.getShape()), ", ",
+          formatShape(k.getShape()), ", ", formatShape(v.getShape()));
+    q = swapSequenceAndHeads(q);
+    k = swapSequenceAndHeads(k);
+    v = swapSequenceAndHeads(v);
+  }
   ArrayRef<int64_t> batch = q.getShape().drop_back(2);
   if (k.getShape().drop_back(2) != batch || v.getShape().drop_back(2) != batch)
     return emitInferError<OpTy>(
@@ -74,6 +99,8 @@ checkAttentionOperands(std::optional<Location> loc, Type qType, Type kType,
   Type stats = getStatisticsType(q.getElementType());
   SmallVector<int64_t> shape(q.getShape());
   shape.back() = v.getShape().back();
+  if (seqMajor)
+    std::swap(shape[rank - 3], shape[rank - 2]);
   return AttentionTypes{
       q.clone(shape),
       RankedTensorType::get(ArrayRef<int64_t>(shape).drop_back(), stats)};
@@ -85,7 +112,7 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             SmallVectorImpl<Type> &results) {
   FailureOr<AttentionTypes> types = checkAttentionOperands<AttentionOp>(
       loc, adaptor.getQ().getType(), adaptor.getK().getType(),
-      adaptor.getV().getType(), adaptor.getMask());
+      adaptor.getV().getType(), adaptor.getMask(), adaptor.getSeqMajor());
   if (failed(types))
     return failure();
   results.push_back(types->output);
@@ -99,7 +126,7 @@ AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                   SmallVectorImpl<Type> &results) {
   FailureOr<AttentionTypes> types = checkAttentionOperands<AttentionGradOp>(
       loc, adaptor.getQ().getType(), adaptor.getK().getType(),
-      adaptor.getV().getType(), adaptor.getMask());
+      adaptor.getV().getType(), adaptor.getMask(), adaptor.getSeqMajor());
   if (failed(types))
     return failure();
   if (adaptor.getDout().getType() != types->output)

@@ -484,35 +484,55 @@ FactorRule LayerNormGradOp::getFactorRule() {
 }
 
 /// The factors of an attention op's iteration space: the batch dimensions
-/// (parallel: heads and samples are independent), then Sq, Sk, D and Dv
-/// with the given kinds; fills in q, k, v and the mask operands.
+/// of the head-major form, heads last (parallel: heads and samples are
+/// independent), then Sq, Sk, D and Dv with the given kinds; fills in q, k,
+/// v and the mask operands.
 namespace {
 struct AttentionFactors {
   unsigned sq, sk, d, dv;
   int64_t batch;
+  /// Operands are [..., S, H, D]: the last batch factor (H) follows the
+  /// rows.
+  bool seqMajor;
 };
 } // namespace
 
 static AttentionFactors
 addAttentionFactors(FactorRule &rule, RankedTensorType q, RankedTensorType v,
-                    FactorKind sqKind, FactorKind dvKind) {
+                    FactorKind sqKind, FactorKind dvKind, bool seqMajor) {
   AttentionFactors f;
-  f.batch = q.getRank() - 2;
+  f.seqMajor = seqMajor;
+  int64_t rank = q.getRank();
+  f.batch = rank - 2;
+  // Dimension positions of the head-major form in the operands' layout.
+  auto at = [&](int64_t d) {
+    if (!seqMajor || d < rank - 3)
+      return d;
+    return d == rank - 3 ? rank - 2 : d == rank - 2 ? rank - 3 : d;
+  };
   for (int64_t d = 0; d < f.batch; ++d)
-    rule.addFactor(q.getDimSize(d), FactorKind::Parallel);
-  f.sq = rule.addFactor(q.getDimSize(f.batch), sqKind);
-  f.sk = rule.addFactor(v.getDimSize(f.batch), FactorKind::NeedReplication);
-  f.d = rule.addFactor(q.getDimSize(f.batch + 1), FactorKind::NeedReplication);
-  f.dv = rule.addFactor(v.getDimSize(f.batch + 1), dvKind);
+    rule.addFactor(q.getDimSize(at(d)), FactorKind::Parallel);
+  f.sq = rule.addFactor(q.getDimSize(at(f.batch)), sqKind);
+  f.sk = rule.addFactor(v.getDimSize(at(f.batch)), FactorKind::NeedReplication);
+  f.d = rule.addFactor(q.getDimSize(rank - 1), FactorKind::NeedReplication);
+  f.dv = rule.addFactor(v.getDimSize(rank - 1), dvKind);
   return f;
 }
 
-/// `[batch..., rows, cols]` of an attention operand.
+/// `[batch..., rows, cols]` of an attention operand, `[..., rows, H, cols]`
+/// when seq-major.
 static TensorFactors attentionDims(const AttentionFactors &f, unsigned rows,
                                    std::optional<unsigned> cols) {
   TensorFactors dims;
-  appendIdentity(dims, 0, f.batch);
-  dims.push_back({rows});
+  if (f.seqMajor) {
+    unsigned heads = static_cast<unsigned>(f.batch - 1);
+    appendIdentity(dims, 0, f.batch - 1);
+    dims.push_back({rows});
+    dims.push_back({heads});
+  } else {
+    appendIdentity(dims, 0, f.batch);
+    dims.push_back({rows});
+  }
   if (cols)
     dims.push_back({*cols});
   return dims;
@@ -538,9 +558,9 @@ FactorRule AttentionOp::getFactorRule() {
   // Query rows and value columns are independent; the keys and the head
   // dimension feed a softmax, which needs them whole.
   FactorRule rule;
-  AttentionFactors f =
-      addAttentionFactors(rule, getQ().getType(), getV().getType(),
-                          FactorKind::Parallel, FactorKind::Parallel);
+  AttentionFactors f = addAttentionFactors(
+      rule, getQ().getType(), getV().getType(), FactorKind::Parallel,
+      FactorKind::Parallel, getSeqMajor());
   rule.addOperand(attentionDims(f, f.sq, f.d));
   rule.addOperand(attentionDims(f, f.sk, f.d));
   rule.addOperand(attentionDims(f, f.sk, f.dv));
@@ -558,7 +578,7 @@ FactorRule AttentionGradOp::getFactorRule() {
   FactorRule rule;
   AttentionFactors f = addAttentionFactors(
       rule, getQ().getType(), getV().getType(), FactorKind::NeedReplication,
-      FactorKind::NeedReplication);
+      FactorKind::NeedReplication, getSeqMajor());
   rule.addOperand(attentionDims(f, f.sq, f.d));
   rule.addOperand(attentionDims(f, f.sk, f.d));
   rule.addOperand(attentionDims(f, f.sk, f.dv));

@@ -32,6 +32,11 @@
 //    a chunk of keys (queries) at a time, each output element summed by one
 //    thread in key order.
 //
+// With seq_major=1 the operands are [..., S, H, D] (lse and delta
+// [..., S, H]): the kernels walk the same (batch, row) problems, and only
+// where a row lives changes (rowIndex; consecutive rows of one head are H
+// rows apart), so the flash tiles load strided rows and nothing is copied.
+//
 // Every output element is written by one thread in a fixed order: the
 // results are the same from run to run.
 //
@@ -53,7 +58,10 @@ namespace {
 
 /// What every attention kernel takes by value.
 struct AttentionParams {
+  /// batch counts the head-major batch dims (heads included).
   int64_t batch = 1, sq = 0, sk = 0, d = 0, dv = 0;
+  /// H for seq-major operands ([..., S, H, D]), 1 for head-major ones.
+  int64_t heads = 1;
   double scale = 1;
   double maskValue = -std::numeric_limits<double>::infinity();
   /// The mask's offset (in elements) of batch b's [Sq, Sk] matrix is
@@ -82,6 +90,16 @@ template <typename A> __device__ inline A infinity() {
 /// e^(s - shift), 0 for a score of -inf whatever the shift.
 template <typename A> __device__ inline A expShift(A s, A shift) {
   return s == -infinity<A>() ? A(0) : expOf(s - shift);
+}
+
+/// The index of row i of (head-major) batch b among the rows of an operand
+/// with `rows` rows per batch, in the instruction's layout: b * rows + i
+/// head-major, ((b / H) * rows + i) * H + b % H seq-major. An operand's
+/// element (b, i, c) is at rowIndex * cols + c, and consecutive rows of a
+/// batch are `heads * cols` elements apart.
+__host__ __device__ inline int64_t rowIndex(const AttentionParams &p, int64_t b,
+                                            int64_t i, int64_t rows) {
+  return ((b / p.heads) * rows + i) * p.heads + b % p.heads;
 }
 
 /// Batch b's [Sq, Sk] mask, or null.
@@ -113,7 +131,7 @@ __device__ inline A dot(const A *x, const T *y, int64_t n) {
   return sum;
 }
 
-/// One block per query row (b * Sq + i).
+/// One block per query row (b * Sq + i, head-major).
 template <typename T, typename A>
 __global__ void __launch_bounds__(kGenericThreads)
     attentionRows(AttentionParams p, const T *q, const T *k, const T *v,
@@ -121,11 +139,14 @@ __global__ void __launch_bounds__(kGenericThreads)
   A *qRow = sharedAs<A>(); // d
   A *acc = qRow + p.d;     // dv
   A *weights = acc + p.dv; // blockDim.x
-  const int64_t row = blockIdx.x, b = row / p.sq, i = row % p.sq;
+  const int64_t b = blockIdx.x / p.sq, i = blockIdx.x % p.sq;
+  const int64_t row = rowIndex(p, b, i, p.sq);
   const uint8_t *m = maskOf(mask, p, b);
   if (m)
     m += i * p.sk;
-  const T *kb = k + b * p.sk * p.d, *vb = v + b * p.sk * p.dv;
+  const int64_t ldk = p.heads * p.d, ldv = p.heads * p.dv;
+  const T *kb = k + rowIndex(p, b, 0, p.sk) * p.d,
+          *vb = v + rowIndex(p, b, 0, p.sk) * p.dv;
   const A scale = A(p.scale), maskValue = A(p.maskValue), inf = infinity<A>();
   for (int64_t t = threadIdx.x; t < p.d; t += blockDim.x)
     qRow[t] = widen(q[row * p.d + t]);
@@ -135,7 +156,7 @@ __global__ void __launch_bounds__(kGenericThreads)
   auto score = [&](int64_t j) -> A {
     if (m && m[j])
       return maskValue;
-    return scale * dot(qRow, kb + j * p.d, p.d);
+    return scale * dot(qRow, kb + j * ldk, p.d);
   };
 
   // Each thread's running max and sum over its keys, then the block's.
@@ -174,7 +195,7 @@ __global__ void __launch_bounds__(kGenericThreads)
     for (int64_t c = threadIdx.x; c < p.dv; c += blockDim.x) {
       A a = acc[c];
       for (int64_t jj = 0; jj < n; ++jj)
-        a += weights[jj] * widen(vb[(j0 + jj) * p.dv + c]);
+        a += weights[jj] * widen(vb[(j0 + jj) * ldv + c]);
       acc[c] = a;
     }
     __syncthreads();
@@ -185,7 +206,7 @@ __global__ void __launch_bounds__(kGenericThreads)
     lse[row] = rowMax + logOf(rowSum);
 }
 
-/// dq: one block per query row (b * Sq + i).
+/// dq: one block per query row (b * Sq + i, head-major).
 template <typename T, typename A>
 __global__ void __launch_bounds__(kGenericThreads)
     attentionQueryGradRows(AttentionParams p, const T *q, const T *k,
@@ -195,11 +216,14 @@ __global__ void __launch_bounds__(kGenericThreads)
   A *doutRow = qRow + p.d; // dv
   A *acc = doutRow + p.dv; // d
   A *weights = acc + p.d;  // blockDim.x
-  const int64_t row = blockIdx.x, b = row / p.sq, i = row % p.sq;
+  const int64_t b = blockIdx.x / p.sq, i = blockIdx.x % p.sq;
+  const int64_t row = rowIndex(p, b, i, p.sq);
   const uint8_t *m = maskOf(mask, p, b);
   if (m)
     m += i * p.sk;
-  const T *kb = k + b * p.sk * p.d, *vb = v + b * p.sk * p.dv;
+  const int64_t ldk = p.heads * p.d, ldv = p.heads * p.dv;
+  const T *kb = k + rowIndex(p, b, 0, p.sk) * p.d,
+          *vb = v + rowIndex(p, b, 0, p.sk) * p.dv;
   const A scale = A(p.scale);
   for (int64_t t = threadIdx.x; t < p.d; t += blockDim.x) {
     qRow[t] = widen(q[row * p.d + t]);
@@ -214,8 +238,8 @@ __global__ void __launch_bounds__(kGenericThreads)
     if (j < p.sk) {
       A ds = 0;
       if (!(m && m[j])) {
-        A pr = expShift(scale * dot(qRow, kb + j * p.d, p.d), rowLse);
-        A dp = dot(doutRow, vb + j * p.dv, p.dv);
+        A pr = expShift(scale * dot(qRow, kb + j * ldk, p.d), rowLse);
+        A dp = dot(doutRow, vb + j * ldv, p.dv);
         ds = roundLike<T>(pr * (dp - rowDelta));
       }
       weights[threadIdx.x] = ds;
@@ -225,7 +249,7 @@ __global__ void __launch_bounds__(kGenericThreads)
     for (int64_t c = threadIdx.x; c < p.d; c += blockDim.x) {
       A a = acc[c];
       for (int64_t jj = 0; jj < n; ++jj)
-        a += weights[jj] * widen(kb[(j0 + jj) * p.d + c]);
+        a += weights[jj] * widen(kb[(j0 + jj) * ldk + c]);
       acc[c] = a;
     }
     __syncthreads();
@@ -234,7 +258,7 @@ __global__ void __launch_bounds__(kGenericThreads)
     store(dq + row * p.d + c, scale * acc[c]);
 }
 
-/// dk and dv: one block per key row (b * Sk + j).
+/// dk and dv: one block per key row (b * Sk + j, head-major).
 template <typename T, typename A>
 __global__ void __launch_bounds__(kGenericThreads)
     attentionKeyGradRows(AttentionParams p, const T *q, const T *k, const T *v,
@@ -246,10 +270,15 @@ __global__ void __launch_bounds__(kGenericThreads)
   A *accV = accK + p.d;                 // dv
   A *pWeights = accV + p.dv;            // blockDim.x
   A *dsWeights = pWeights + blockDim.x; // blockDim.x
-  const int64_t row = blockIdx.x, b = row / p.sk, j = row % p.sk;
+  const int64_t b = blockIdx.x / p.sk, j = blockIdx.x % p.sk;
+  const int64_t row = rowIndex(p, b, j, p.sk);
   const uint8_t *m = maskOf(mask, p, b);
-  const T *qb = q + b * p.sq * p.d, *doutb = dout + b * p.sq * p.dv;
-  const A *lseb = lse + b * p.sq, *deltab = delta + b * p.sq;
+  const int64_t ldq = p.heads * p.d, ldo = p.heads * p.dv;
+  const T *qb = q + rowIndex(p, b, 0, p.sq) * p.d,
+          *doutb = dout + rowIndex(p, b, 0, p.sq) * p.dv;
+  // lse and delta of query i: lseb[i * heads], deltab[i * heads].
+  const A *lseb = lse + rowIndex(p, b, 0, p.sq),
+          *deltab = delta + rowIndex(p, b, 0, p.sq);
   const A scale = A(p.scale), maskValue = A(p.maskValue);
   for (int64_t t = threadIdx.x; t < p.d; t += blockDim.x) {
     kRow[t] = widen(k[row * p.d + t]);
@@ -264,11 +293,12 @@ __global__ void __launch_bounds__(kGenericThreads)
     const int64_t i = i0 + threadIdx.x;
     if (i < p.sq) {
       const bool masked = m && m[i * p.sk + j];
-      A s = masked ? maskValue : scale * dot(kRow, qb + i * p.d, p.d);
-      A pr = expShift(s, lseb[i]);
+      A s = masked ? maskValue : scale * dot(kRow, qb + i * ldq, p.d);
+      A pr = expShift(s, lseb[i * p.heads]);
       A ds = 0;
       if (!masked)
-        ds = roundLike<T>(pr * (dot(vRow, doutb + i * p.dv, p.dv) - deltab[i]));
+        ds = roundLike<T>(
+            pr * (dot(vRow, doutb + i * ldo, p.dv) - deltab[i * p.heads]));
       pWeights[threadIdx.x] = roundLike<T>(pr);
       dsWeights[threadIdx.x] = ds;
     }
@@ -277,13 +307,13 @@ __global__ void __launch_bounds__(kGenericThreads)
     for (int64_t c = threadIdx.x; c < p.dv; c += blockDim.x) {
       A a = accV[c];
       for (int64_t ii = 0; ii < n; ++ii)
-        a += pWeights[ii] * widen(doutb[(i0 + ii) * p.dv + c]);
+        a += pWeights[ii] * widen(doutb[(i0 + ii) * ldo + c]);
       accV[c] = a;
     }
     for (int64_t c = threadIdx.x; c < p.d; c += blockDim.x) {
       A a = accK[c];
       for (int64_t ii = 0; ii < n; ++ii)
-        a += dsWeights[ii] * widen(qb[(i0 + ii) * p.d + c]);
+        a += dsWeights[ii] * widen(qb[(i0 + ii) * ldq + c]);
       accK[c] = a;
     }
     __syncthreads();
@@ -407,28 +437,41 @@ __device__ inline unsigned char *flashShared() {
   return attentionShared;
 }
 
-/// Rows [r0, r0 + count) of a [rows, cols] bf16 matrix into shared memory
-/// with leading dim `ld`; rows past `rows` are zeros. `cols` is a multiple
-/// of 8; `vectorized`: the matrix is 16-byte aligned (so is every row).
+/// Rows [r0, r0 + count) of a [rows, cols] bf16 matrix whose rows are
+/// `srcLd` elements apart into shared memory with leading dim `ld`; rows
+/// past `rows` are zeros. `cols` and `srcLd` are multiples of 8;
+/// `vectorized`: the matrix is 16-byte aligned (so is every row).
 __device__ inline void loadTile(BF16 *dst, int ld, const BF16 *src,
-                                int64_t rows, int64_t r0, int count, int cols,
-                                bool vectorized) {
+                                int64_t srcLd, int64_t rows, int64_t r0,
+                                int count, int cols, bool vectorized) {
   if (vectorized) {
     const int chunks = cols / 8;
     for (int idx = threadIdx.x; idx < count * chunks; idx += blockDim.x) {
       const int r = idx / chunks, c = (idx % chunks) * 8;
       uint4 value = make_uint4(0, 0, 0, 0);
       if (r0 + r < rows)
-        value = *reinterpret_cast<const uint4 *>(src + (r0 + r) * cols + c);
+        value = *reinterpret_cast<const uint4 *>(src + (r0 + r) * srcLd + c);
       *reinterpret_cast<uint4 *>(dst + r * ld + c) = value;
     }
     return;
   }
   for (int idx = threadIdx.x; idx < count * cols; idx += blockDim.x) {
     const int r = idx / cols, c = idx % cols;
-    dst[r * ld + c] = r0 + r < rows ? src[(r0 + r) * cols + c]
+    dst[r * ld + c] = r0 + r < rows ? src[(r0 + r) * srcLd + c]
                                     : __ushort_as_bfloat16((unsigned short)0);
   }
+}
+
+/// Batch b's rows of a flash operand with `rows` rows of `cols` and their
+/// stride: the arguments loadTile takes after the shared tile.
+struct OperandRows {
+  const BF16 *base;
+  int64_t ld, rows;
+};
+__device__ inline OperandRows operandRows(const AttentionParams &p,
+                                          const BF16 *x, int64_t b,
+                                          int64_t rows, int cols) {
+  return {x + rowIndex(p, b, 0, rows) * cols, p.heads * cols, rows};
 }
 
 /// Whether the mask `m` ([Sq, Sk], row stride sk) marks every entry of rows
@@ -511,7 +554,10 @@ __global__ void __launch_bounds__(kFlashThreads)
   const uint8_t *m = maskOf(mask, p, b);
   const bool skipMasked = m && maskValue == -inf;
 
-  loadTile(qs, ldq, q + b * p.sq * d, p.sq, i0, kTile, d, vectorized);
+  const OperandRows qRows = operandRows(p, q, b, p.sq, d),
+                    kRows = operandRows(p, k, b, p.sk, d),
+                    vRows = operandRows(p, v, b, p.sk, dv);
+  loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kTile, d, vectorized);
   for (int idx = threadIdx.x; idx < kTile * dv; idx += blockDim.x)
     os[(idx / dv) * ldo + idx % dv] = 0.0f;
   for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
@@ -524,8 +570,8 @@ __global__ void __launch_bounds__(kFlashThreads)
     const int cols = int(min(int64_t(kTile), p.sk - j0));
     if (skipMasked && tileMasked(m, p.sk, i0, rows, j0, cols))
       continue;
-    loadTile(ks, ldq, k + b * p.sk * d, p.sk, j0, kTile, d, vectorized);
-    loadTile(vs, ldv, v + b * p.sk * dv, p.sk, j0, kTile, dv, vectorized);
+    loadTile(ks, ldq, kRows.base, kRows.ld, p.sk, j0, kTile, d, vectorized);
+    loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, j0, kTile, dv, vectorized);
     __syncthreads();
 
     // S = Q K^T for this warp's 16 rows.
@@ -578,7 +624,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     const int r = warp * 16 + rr;
     if (r >= rows)
       break;
-    const int64_t row = b * p.sq + i0 + r;
+    const int64_t row = rowIndex(p, b, i0 + r, p.sq);
     const float sum = rowSum[r]; // 0 when every score was -inf: NaN out
     for (int c = lane; c < dv; c += 32)
       out[row * dv + c] = roundBF16(os[r * ldo + c] / sum);
@@ -622,13 +668,19 @@ __global__ void __launch_bounds__(kFlashThreads)
   const uint8_t *m = maskOf(mask, p, b);
   const bool skipMasked = m && maskValue == -inf;
 
-  loadTile(qs, ldq, q + b * p.sq * d, p.sq, i0, kTile, d, vectorized);
-  loadTile(douts, ldv, dout + b * p.sq * dv, p.sq, i0, kTile, dv, vectorized);
+  const OperandRows qRows = operandRows(p, q, b, p.sq, d),
+                    doutRows = operandRows(p, dout, b, p.sq, dv),
+                    kRows = operandRows(p, k, b, p.sk, d),
+                    vRows = operandRows(p, v, b, p.sk, dv);
+  loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kTile, d, vectorized);
+  loadTile(douts, ldv, doutRows.base, doutRows.ld, p.sq, i0, kTile, dv,
+           vectorized);
   for (int idx = threadIdx.x; idx < kTile * d; idx += blockDim.x)
     acc[(idx / d) * ldacc + idx % d] = 0.0f;
   for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
-    lses[r] = r < rows ? lse[b * p.sq + i0 + r] : 0.0f;
-    deltas[r] = r < rows ? delta[b * p.sq + i0 + r] : 0.0f;
+    const int64_t row = rowIndex(p, b, i0 + r, p.sq);
+    lses[r] = r < rows ? lse[row] : 0.0f;
+    deltas[r] = r < rows ? delta[row] : 0.0f;
   }
   __syncthreads();
 
@@ -636,8 +688,8 @@ __global__ void __launch_bounds__(kFlashThreads)
     const int cols = int(min(int64_t(kTile), p.sk - j0));
     if (skipMasked && tileMasked(m, p.sk, i0, rows, j0, cols))
       continue;
-    loadTile(ks, ldq, k + b * p.sk * d, p.sk, j0, kTile, d, vectorized);
-    loadTile(vs, ldv, v + b * p.sk * dv, p.sk, j0, kTile, dv, vectorized);
+    loadTile(ks, ldq, kRows.base, kRows.ld, p.sk, j0, kTile, d, vectorized);
+    loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, j0, kTile, dv, vectorized);
     __syncthreads();
 
     // S = Q K^T and dP = dO V^T for this warp's 16 rows.
@@ -673,7 +725,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     const int r = warp * 16 + rr;
     if (r >= rows)
       break;
-    const int64_t row = b * p.sq + i0 + r;
+    const int64_t row = rowIndex(p, b, i0 + r, p.sq);
     for (int c = lane; c < d; c += 32)
       dq[row * d + c] = roundBF16(scale * acc[r * ldacc + c]);
   }
@@ -718,8 +770,12 @@ __global__ void __launch_bounds__(kFlashThreads)
   const uint8_t *m = maskOf(mask, p, b);
   const bool skipMasked = m && maskValue == -inf;
 
-  loadTile(ks, ldq, k + b * p.sk * d, p.sk, j0, kTile, d, vectorized);
-  loadTile(vs, ldv, v + b * p.sk * dvDim, p.sk, j0, kTile, dvDim, vectorized);
+  const OperandRows kRows = operandRows(p, k, b, p.sk, d),
+                    vRows = operandRows(p, v, b, p.sk, dvDim),
+                    qRows = operandRows(p, q, b, p.sq, d),
+                    doutRows = operandRows(p, dout, b, p.sq, dvDim);
+  loadTile(ks, ldq, kRows.base, kRows.ld, p.sk, j0, kTile, d, vectorized);
+  loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, j0, kTile, dvDim, vectorized);
   for (int idx = threadIdx.x; idx < kTile * d; idx += blockDim.x)
     accK[(idx / d) * ldk + idx % d] = 0.0f;
   for (int idx = threadIdx.x; idx < kTile * dvDim; idx += blockDim.x)
@@ -730,13 +786,14 @@ __global__ void __launch_bounds__(kFlashThreads)
     const int rows = int(min(int64_t(kKeyGradQueries), p.sq - i0));
     if (skipMasked && tileMasked(m, p.sk, i0, rows, j0, cols))
       continue;
-    loadTile(qs, ldq, q + b * p.sq * d, p.sq, i0, kKeyGradQueries, d,
+    loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kKeyGradQueries, d,
              vectorized);
-    loadTile(douts, ldv, dout + b * p.sq * dvDim, p.sq, i0, kKeyGradQueries,
+    loadTile(douts, ldv, doutRows.base, doutRows.ld, p.sq, i0, kKeyGradQueries,
              dvDim, vectorized);
     for (int r = threadIdx.x; r < kKeyGradQueries; r += blockDim.x) {
-      lses[r] = r < rows ? lse[b * p.sq + i0 + r] : 0.0f;
-      deltas[r] = r < rows ? delta[b * p.sq + i0 + r] : 0.0f;
+      const int64_t row = rowIndex(p, b, i0 + r, p.sq);
+      lses[r] = r < rows ? lse[row] : 0.0f;
+      deltas[r] = r < rows ? delta[row] : 0.0f;
     }
     __syncthreads();
 
@@ -776,7 +833,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     const int r = warp * 16 + rr;
     if (r >= cols)
       break;
-    const int64_t row = b * p.sk + j0 + r;
+    const int64_t row = rowIndex(p, b, j0 + r, p.sk);
     for (int c = lane; c < d; c += 32)
       dk[row * d + c] = roundBF16(scale * accK[r * ldk + c]);
     for (int c = lane; c < dvDim; c += 32)
@@ -793,10 +850,16 @@ AttentionParams readParams(const Instruction &inst, bool backward) {
   AttentionParams p;
   const std::vector<int64_t> &q = inst.inputs[0].shape;
   const size_t rank = q.size(), lead = rank - 2;
-  p.batch = product(q, 0, lead);
-  p.sq = q[rank - 2];
+  const bool seqMajor = intAttr(inst.attrs, "seq_major", 0) == 1;
+  // The head-major dims: [lead..., Sq, D], heads the last lead dim.
+  std::vector<int64_t> logical = q;
+  if (seqMajor)
+    std::swap(logical[rank - 3], logical[rank - 2]);
+  p.heads = seqMajor ? q[rank - 2] : 1;
+  p.batch = product(logical, 0, lead);
+  p.sq = logical[rank - 2];
   p.d = q[rank - 1];
-  p.sk = inst.inputs[1].shape[rank - 2];
+  p.sk = inst.inputs[1].shape[seqMajor ? rank - 3 : rank - 2];
   p.dv = inst.inputs[2].shape[rank - 1];
   p.scale = doubleAttr(inst.attrs, "scale", 1);
   p.maskValue = doubleAttr(inst.attrs, "mask_value",
@@ -807,7 +870,7 @@ AttentionParams readParams(const Instruction &inst, bool backward) {
     const std::vector<int64_t> &mask = inst.inputs[maskIndex].shape;
     p.maskDims.rank = int(lead);
     for (size_t t = 0; t < lead && t < size_t(kMaxDims); ++t) {
-      p.maskDims.size[t] = q[t];
+      p.maskDims.size[t] = logical[t];
       p.maskDims.stride[t] = mask[t] == 1 ? 0 : product(mask, t + 1, rank);
     }
   }

@@ -877,11 +877,25 @@ def Loom_AttentionOp : Loom_Op<"attention", [
     the unfused softmax does. Made from the unfused form by
     `loom-fuse-attention`.
 
+    With `seq_major` the operands keep the layout the projections write,
+    `[..., S, H, D]` (sequence before heads), instead of `[..., H, S, D]`:
+    `q` is `[..., Sq, H, D]`, `k` `[..., Sk, H, D]`, `v` `[..., Sk, H, Dv]`,
+    the output `[..., Sq, H, Dv]` and the log-sum-exp `[..., Sq, H]`. It is
+    the attention of the operands with those two dimensions swapped, with
+    the output swapped back, so the head transposes around the attention
+    are not needed. The mask keeps the head-major form: rank of `q`,
+    `[..., H or 1, Sq, Sk]`.
+
     ```mlir
     %o, %lse = loom.attention %q, %k, %v mask %causal scale 1.250000e-01
         : (tensor<8x12x1024x64xbf16>, tensor<8x12x1024x64xbf16>,
            tensor<8x12x1024x64xbf16>, tensor<1x1x1024x1024xi1>)
         -> (tensor<8x12x1024x64xbf16>, tensor<8x12x1024xf32>)
+    %o2, %lse2 = loom.attention %q2, %k2, %v2 mask %causal
+        scale 1.250000e-01 seq_major
+        : (tensor<8x1024x12x64xbf16>, tensor<8x1024x12x64xbf16>,
+           tensor<8x1024x12x64xbf16>, tensor<1x1x1024x1024xi1>)
+        -> (tensor<8x1024x12x64xbf16>, tensor<8x1024x12xf32>)
     ```
   }];
   let arguments = (ins Loom_FloatTensor:$q, Loom_FloatTensor:$k,
@@ -889,11 +903,12 @@ def Loom_AttentionOp : Loom_Op<"attention", [
                        F64Attr:$scale,
                        DefaultValuedAttr<F64Attr,
                            "-::std::numeric_limits<double>::infinity()">
-                           :$mask_value);
+                           :$mask_value,
+                       UnitAttr:$seq_major);
   let results = (outs Loom_FloatTensor:$output, Loom_FloatTensor:$logsumexp);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`mask` $mask^)? `scale` $scale
-    (`mask_value` $mask_value^)? attr-dict `:`
+    (`mask_value` $mask_value^)? (`seq_major` $seq_major^)? attr-dict `:`
     functional-type(operands, results)
   }];
 }
@@ -910,7 +925,9 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [
     nothing of size `[..., Sq, Sk]` is kept between the passes:
     `p = exp(s - lse)`, `ds = p * (dout v^T - delta)` (0 where masked),
     `dq = scale * ds k`, `dk = scale * ds^T q`, `dv = p^T dout`, with `p`
-    and `ds` rounded to the element type before those products.
+    and `ds` rounded to the element type before those products. With
+    `seq_major` every operand and result has the layout it has in
+    `loom.attention ... seq_major` (`delta` that of the log-sum-exp).
 
     Made by the gradient rule of `loom.attention`; it has no gradient of
     its own.
@@ -932,12 +949,14 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [
                        Optional<Loom_BoolTensor>:$mask, F64Attr:$scale,
                        DefaultValuedAttr<F64Attr,
                            "-::std::numeric_limits<double>::infinity()">
-                           :$mask_value);
+                           :$mask_value,
+                       UnitAttr:$seq_major);
   let results = (outs Loom_FloatTensor:$dq, Loom_FloatTensor:$dk,
                       Loom_FloatTensor:$dv);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $dout `,` $logsumexp `,` $delta (`mask` $mask^)?
-    `scale` $scale (`mask_value` $mask_value^)? attr-dict `:`
+    `scale` $scale (`mask_value` $mask_value^)? (`seq_major` $seq_major^)?
+    attr-dict `:`
     functional-type(operands, results)
   }];
 }
