@@ -246,13 +246,27 @@ TransposeOp headTransposeUser(Value output) {
   return transpose;
 }
 
-/// Erases `value`'s chain of transposes upwards while nothing else reads it.
-void eraseDeadTransposes(Value value) {
-  while (auto transpose = value.getDefiningOp<TransposeOp>()) {
-    if (!transpose->use_empty())
-      return;
-    value = transpose.getInput();
-    transpose.erase();
+/// Erases the transposes above `operands` that nothing reads any more. The
+/// chains may share ops (k's may run through v's head transpose), so they
+/// are collected first and erased users before producers until none is
+/// left unread.
+void eraseDeadTransposes(ArrayRef<Value> operands) {
+  llvm::SetVector<Operation *> chain;
+  for (Value value : operands)
+    while (auto transpose = value.getDefiningOp<TransposeOp>()) {
+      chain.insert(transpose);
+      value = transpose.getInput();
+    }
+  SmallVector<Operation *> ops(chain.begin(), chain.end());
+  bool erased = true;
+  while (erased) {
+    erased = false;
+    for (Operation *&op : ops)
+      if (op && op->use_empty()) {
+        op->erase();
+        op = nullptr;
+        erased = true;
+      }
   }
 }
 
@@ -304,15 +318,8 @@ void rewrite(Match &match) {
   dead.push_back(match.scores);
   for (Operation *op : dead)
     op->erase();
-  if (seqMajor) {
-    // Once each: q, k and v may be one value (self-attention on one tensor).
-    llvm::SetVector<Value> operands;
-    operands.insert(q);
-    operands.insert(k);
-    operands.insert(v);
-    for (Value operand : operands)
-      eraseDeadTransposes(operand);
-  }
+  if (seqMajor)
+    eraseDeadTransposes({q, k, v});
 }
 
 struct FuseAttentionPass : impl::LoomFuseAttentionBase<FuseAttentionPass> {

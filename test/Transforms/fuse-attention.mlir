@@ -174,3 +174,26 @@ func.func @heads_kept(%q: tensor<2x16x4x8xf32>, %k: tensor<2x4x16x8xf32>) -> (te
   %r1 = loom.transpose %o1 [0, 2, 1, 3] : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
   return %r0, %e0, %r1 : tensor<2x16x4x8xf32>, tensor<2x4x16x8xf32>, tensor<2x16x4x8xf32>
 }
+
+// -----
+
+// Keys and values from one tensor, k^T spelled as a transpose of v's head
+// transpose: the chains share an op, which goes once nothing reads it.
+// CHECK-LABEL: func.func @heads_shared_chain
+// CHECK-SAME:    (%[[Q:.*]]: tensor<2x16x4x8xf32>, %[[KV:.*]]: tensor<2x16x4x8xf32>)
+// CHECK-NOT:     loom.transpose
+// CHECK:         %[[O:.*]], %{{.*}} = loom.attention %[[Q]], %[[KV]], %[[KV]] scale 5.000000e-01 seq_major
+// CHECK-NOT:     loom.transpose
+// CHECK:         return %[[O]]
+func.func @heads_shared_chain(%q: tensor<2x16x4x8xf32>, %kv: tensor<2x16x4x8xf32>) -> tensor<2x16x4x8xf32> {
+  %c = loom.constant dense<0.5> : tensor<f32>
+  %qh = loom.transpose %q [0, 2, 1, 3] : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xf32>
+  %vh = loom.transpose %kv [0, 2, 1, 3] : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xf32>
+  %kt = loom.transpose %vh [0, 1, 3, 2] : tensor<2x4x16x8xf32> -> tensor<2x4x8x16xf32>
+  %s = loom.matmul %qh, %kt : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  %t = loom.mul %s, %c : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+  %p = loom.softmax %t axis 3 : tensor<2x4x16x16xf32>
+  %o = loom.matmul %p, %vh : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %ot = loom.transpose %o [0, 2, 1, 3] : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  return %ot : tensor<2x16x4x8xf32>
+}

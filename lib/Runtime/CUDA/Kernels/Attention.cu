@@ -462,16 +462,16 @@ __device__ inline void loadTile(BF16 *dst, int ld, const BF16 *src,
   }
 }
 
-/// Batch b's rows of a flash operand with `rows` rows of `cols` and their
-/// stride: the arguments loadTile takes after the shared tile.
+/// Where batch b's rows of a flash operand with `rows` rows of `cols`
+/// start, and their stride: loadTile's `src` and `srcLd`.
 struct OperandRows {
   const BF16 *base;
-  int64_t ld, rows;
+  int64_t ld;
 };
 __device__ inline OperandRows operandRows(const AttentionParams &p,
                                           const BF16 *x, int64_t b,
                                           int64_t rows, int cols) {
-  return {x + rowIndex(p, b, 0, rows) * cols, p.heads * cols, rows};
+  return {x + rowIndex(p, b, 0, rows) * cols, p.heads * cols};
 }
 
 /// Whether the mask `m` ([Sq, Sk], row stride sk) marks every entry of rows
