@@ -336,6 +336,37 @@ def LoomPadClasses : Pass<"loom-pad-classes", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomNarrowBiasGradients
+    : Pass<"loom-narrow-bias-gradients", "::mlir::func::FuncOp"> {
+  let summary = "Sum bias gradients from the bf16 gradient the GEMMs read";
+  let description = [{
+    Under `loom-mixed-precision` a linear layer's backward GEMMs read its
+    output gradient rounded to bf16, but its bias gradient (a
+    `loom.reduce_sum` of the f32 gradient over every dimension but the
+    last) read the f32 value, which then had to be stored for the sum
+    alone. This pass makes such a sum read the narrow copy when the f32
+    value also has one (a `loom.cast` to a narrower float type): the sum
+    still accumulates and returns f32, as `torch.autocast` computes a bias
+    gradient, and reads half the bytes; the f32 gradient often need not be
+    stored at all. Run it on the gradient (or training step) function,
+    after `loom-autodiff`; `loom-run --train --precision bf16` does.
+    Sums over other axes, of other types, and values without a narrow copy
+    are left alone.
+
+    Input:
+    ```mlir
+    %n = loom.cast %g : tensor<8x64xf32> -> tensor<8x64xbf16>
+    %b = loom.reduce_sum %g [0] : tensor<8x64xf32> -> tensor<64xf32>
+    ```
+    Output:
+    ```mlir
+    %n = loom.cast %g : tensor<8x64xf32> -> tensor<8x64xbf16>
+    %b = loom.reduce_sum %n [0] : tensor<8x64xbf16> -> tensor<64xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
   let summary = "Build one training step: accumulate, clip, update, assign";
   let description = [{

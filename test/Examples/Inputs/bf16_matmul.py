@@ -6,7 +6,9 @@ result rounded to bf16) and a cast back to f32; autodiff then makes the
 backward GEMMs from the bf16 values, so they read the gradient rounded to
 bf16 and round their results too. BF16Matmul does exactly that with f32
 tensors holding bf16-rounded values (torch rounds to nearest even, as Loom
-does). Everything else stays f32.
+does). A linear layer's bias gradient sums that rounded gradient too
+(loom-narrow-bias-gradients, as torch.autocast does): BF16BiasAdd.
+Everything else stays f32.
 
 use_bf16_matmuls() routes F.linear and the `@` operator (the only GEMMs of
 the example models) through it, like torch.autocast would route them.
@@ -60,9 +62,23 @@ class BF16Matmul(torch.autograd.Function):
         return da, db
 
 
+class BF16BiasAdd(torch.autograd.Function):
+    """y + bias, whose bias gradient sums the gradient rounded to bf16 (the
+    copy the GEMM's backward reads) in f64, as loom-narrow-bias-gradients
+    makes Loom's reduce_sum do; y's gradient passes unchanged."""
+    @staticmethod
+    def forward(ctx, y, bias):
+        return y + bias
+
+    @staticmethod
+    def backward(ctx, grad):
+        leading = tuple(range(grad.dim() - 1))
+        return grad, bf16(grad).double().sum(dim=leading).float()
+
+
 def linear(x, weight, bias=None):
     y = BF16Matmul.apply(x, weight.t())
-    return y if bias is None else y + bias
+    return y if bias is None else BF16BiasAdd.apply(y, bias)
 
 
 def use_bf16_matmuls():

@@ -120,6 +120,10 @@ LogicalResult buildTrainingStep(ModuleOp module,
   mlir::loom::LoomAutodiffOptions autodiff;
   autodiff.function = model + "_loss";
   pm.addPass(mlir::loom::createLoomAutodiff(autodiff));
+  // Bias gradients sum the bf16 gradient the backward GEMMs read, as
+  // torch.autocast does, instead of an f32 copy stored for them alone.
+  if (options.precision != "f32")
+    pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomNarrowBiasGradients());
   mlir::loom::LoomBuildTrainStepOptions step;
   step.function = model + "_loss_grad";
   step.optimizer = train.optimizer;
