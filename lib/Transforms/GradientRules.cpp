@@ -416,10 +416,8 @@ private:
     return success();
   }
 
-  /// The fused backward: delta = sum(dout * output) is a cheap row
-  /// reduction computed here (in the statistics' precision), so that the
-  /// kernel needs no workspace. Over the last dimension it has the
-  /// log-sum-exp's layout in either form (head- or seq-major).
+  /// The fused backward, which reads the output for the row sums
+  /// delta = sum(dout * output) itself.
   LogicalResult attentionRule(AttentionOp attention) {
     if (gradients[1])
       return attention.emitOpError(
@@ -428,16 +426,10 @@ private:
     SmallVector<Value, 3> operands = {q, k, v};
     if (!g() || !llvm::any_of(operands, ctx.isActive))
       return success();
-    Value lse = attention.getLogsumexp();
-    Type stats = getElementTypeOrSelf(lse.getType());
-    int64_t last = tensorType(q).getRank() - 1;
-    Value delta = e.reduceSum(
-        e.mul(e.cast(g(), stats), e.cast(attention.getOutput(), stats)), {last},
-        /*keepdims=*/false);
     auto grad = e.b.create<AttentionGradOp>(
-        e.loc, q, k, v, g(), lse, delta, attention.getMask(),
-        attention.getScaleAttr(), attention.getMaskValueAttr(),
-        attention.getSeqMajorAttr());
+        e.loc, q, k, v, g(), attention.getLogsumexp(), attention.getOutput(),
+        attention.getMask(), attention.getScaleAttr(),
+        attention.getMaskValueAttr(), attention.getSeqMajorAttr());
     for (auto [operand, gradient] : llvm::zip(operands, grad.getResults()))
       if (ctx.isActive(operand))
         ctx.accumulate(operand, gradient);

@@ -117,9 +117,9 @@ func.func @attention(%q: tensor<2x4x16x8xbf16>, %k: tensor<2x4x12x8xbf16>, %v: t
   %o, %lse = loom.attention %q, %k, %v mask %m scale 0.125
       : (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>, tensor<1x4x16x12xi1>) -> (tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>)
   // The backward splits along the batch dims only.
-  // expected-remark @below {{loom.attention_grad: iterators = [parallel, parallel, need_replication, need_replication, need_replication, need_replication], sizes = [2, 4, 16, 12, 8, 6], maps = [(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d5), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d5), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d2), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d2), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d5)]}}
-  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %d scale 0.125
-      : (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>, tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>)
+  // expected-remark @below {{loom.attention_grad: iterators = [parallel, parallel, need_replication, need_replication, need_replication, need_replication], sizes = [2, 4, 16, 12, 8, 6], maps = [(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d5), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d5), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d2), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d5), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d5)]}}
+  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %o scale 0.125
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>, tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x6xbf16>) -> (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>)
   return
 }
 
@@ -129,8 +129,8 @@ func.func @attention_seq_major(%q: tensor<2x16x4x8xbf16>, %k: tensor<2x12x4x8xbf
   // expected-remark @below {{loom.attention: iterators = [parallel, parallel, parallel, need_replication, need_replication, parallel], sizes = [2, 4, 16, 12, 8, 6], maps = [(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d3, d1, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d3, d1, d5), (d0, d1, d2, d3, d4, d5) -> (0, d1, d2, d3), (d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d5), (d0, d1, d2, d3, d4, d5) -> (d0, d2, d1)]}}
   %o, %lse = loom.attention %q, %k, %v mask %m scale 0.125 seq_major
       : (tensor<2x16x4x8xbf16>, tensor<2x12x4x8xbf16>, tensor<2x12x4x6xbf16>, tensor<1x4x16x12xi1>) -> (tensor<2x16x4x6xbf16>, tensor<2x16x4xf32>)
-  // expected-remark @below {{loom.attention_grad: iterators = [parallel, parallel, need_replication, need_replication, need_replication, need_replication], sizes = [2, 4, 16, 12, 8, 6], maps = [(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d3, d1, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d3, d1, d5), (d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d5), (d0, d1, d2, d3, d4, d5) -> (d0, d2, d1), (d0, d1, d2, d3, d4, d5) -> (d0, d2, d1), (d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d3, d1, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d3, d1, d5)]}}
-  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %d scale 0.125 seq_major
-      : (tensor<2x16x4x8xbf16>, tensor<2x12x4x8xbf16>, tensor<2x12x4x6xbf16>, tensor<2x16x4x6xbf16>, tensor<2x16x4xf32>, tensor<2x16x4xf32>) -> (tensor<2x16x4x8xbf16>, tensor<2x12x4x8xbf16>, tensor<2x12x4x6xbf16>)
+  // expected-remark @below {{loom.attention_grad: iterators = [parallel, parallel, need_replication, need_replication, need_replication, need_replication], sizes = [2, 4, 16, 12, 8, 6], maps = [(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d3, d1, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d3, d1, d5), (d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d5), (d0, d1, d2, d3, d4, d5) -> (d0, d2, d1), (d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d5), (d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d3, d1, d4), (d0, d1, d2, d3, d4, d5) -> (d0, d3, d1, d5)]}}
+  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %o scale 0.125 seq_major
+      : (tensor<2x16x4x8xbf16>, tensor<2x12x4x8xbf16>, tensor<2x12x4x6xbf16>, tensor<2x16x4x6xbf16>, tensor<2x16x4xf32>, tensor<2x16x4x6xbf16>) -> (tensor<2x16x4x8xbf16>, tensor<2x12x4x8xbf16>, tensor<2x12x4x6xbf16>)
   return
 }

@@ -4,20 +4,21 @@
 // the reference the CUDA backend's flash kernels are compared with.
 //
 //   attention(q, k, v[, mask]) -> out, lse        {scale, mask_value}
-//   attention_backward(q, k, v, dout, lse, delta[, mask]) -> dq, dk, dv
+//   attention_backward(q, k, v, dout, lse, out[, mask]) -> dq, dk, dv
 //
 // Per row i of one batch: s[j] = scale * q[i] . k[j], or mask_value where
 // mask[i, j] is true (true = masked out; mask_value defaults to -inf);
 // p = softmax(s); out[i] = sum_j p~[j] v[j]; lse[i] = log sum_j e^s[j].
-// The backward recomputes p = e^(s - lse) and takes delta[i] = dout[i] .
-// out[i] from the caller: ds = p (dout . v - delta), 0 where masked (those
+// The backward recomputes p = e^(s - lse) and computes delta[i] = dout[i] .
+// out[i] (products in C, summed in f64): ds = p (dout . v - delta), 0 where
+// masked (those
 // scores are constants); dv = p~^T dout, dq = scale ds~ k, dk = scale ds~^T q.
 // p~ and ds~ are p and ds rounded to the element type (bf16: as a flash
 // kernel rounds them for a bf16 tensor-core product; f32, f64: unchanged).
 // Everything accumulates in f32 (f64 for f64) and is rounded once on store.
 //
 // With seq_major=1 q, k, v, dout, out and the gradients are [..., S, H, D]
-// and lse and delta [..., S, H] (the mask stays [..., H, Sq, Sk]): they are
+// and lse [..., S, H] (the mask stays [..., H, Sq, Sk]): they are
 // gathered into the head-major form on entry and scattered back on exit,
 // which is all the layout changes here.
 //
@@ -148,7 +149,7 @@ Status readAttention(const Instruction &instruction, bool backward,
       instruction.outputs.size() != results)
     return Status::error(
         std::string("expects ") +
-        (backward ? "6 or 7 inputs (q, k, v, dout, lse, delta, mask) and 3 "
+        (backward ? "6 or 7 inputs (q, k, v, dout, lse, out, mask) and 3 "
                     "outputs (dq, dk, dv)"
                   : "3 or 4 inputs (q, k, v, mask) and 2 outputs (out, lse)") +
         ", got " + std::to_string(inputs) + " and " +
@@ -225,7 +226,7 @@ Status readAttention(const Instruction &instruction, bool backward,
         !st)
       return st;
     if (Status st =
-            expectTensor(instruction.inputs[5], "delta", stat, rowShape);
+            expectTensor(instruction.inputs[5], "out", q.dtype, outShape);
         !st)
       return st;
     const char *names[] = {"dq", "dk", "dv"};
@@ -674,6 +675,23 @@ private:
   std::vector<C> wide_;
 };
 
+/// delta[r] = x[r] . y[r] over rows of `cols`: products in C, as the
+/// elementwise multiply of the unfused form, summed in f64 as its f32
+/// reduce_sum does.
+template <typename C>
+std::vector<C> rowDots(const C *x, const C *y, int64_t rows, int64_t cols) {
+  std::vector<C> dots(static_cast<size_t>(rows));
+  int threads = threadsFor(rows * cols, 1 << 15);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int64_t c = 0; c < cols; ++c)
+      sum += double(C(x[r * cols + c] * y[r * cols + c]));
+    dots[size_t(r)] = C(sum);
+  }
+  return dots;
+}
+
 template <typename C>
 std::vector<C> transposed(const C *in, int64_t batch, int64_t rows,
                           int64_t cols) {
@@ -707,7 +725,8 @@ void runBackward(const AttentionShape &s, const KernelArgs &args) {
   Input<C> v(args.inputs[2], {s, s.sk, s.dv}, bf16);
   Input<C> dout(args.inputs[3], {s, s.sq, s.dv}, bf16);
   Input<C> lse(args.inputs[4], {s, s.sq, 1}, false);
-  Input<C> delta(args.inputs[5], {s, s.sq, 1}, false);
+  Input<C> out(args.inputs[5], {s, s.sq, s.dv}, bf16);
+  std::vector<C> delta = rowDots(dout.get(), out.get(), s.batch * s.sq, s.dv);
   Output<C> dq(args.outputs[0], {s, s.sq, s.d}, bf16);
   Output<C> dk(args.outputs[1], {s, s.sk, s.d}, bf16);
   Output<C> dv(args.outputs[2], {s, s.sk, s.dv}, bf16);
@@ -715,9 +734,9 @@ void runBackward(const AttentionShape &s, const KernelArgs &args) {
   std::vector<C> kt = transposed(k.get(), s.batch, s.sk, s.d);
   std::vector<C> doutT = transposed(dout.get(), s.batch, s.sq, s.dv);
   std::vector<C> vt = transposed(v.get(), s.batch, s.sk, s.dv);
-  BackwardOperands<C> x{q.get(),      k.get(),     v.get(),   dout.get(),
-                        lse.get(),    delta.get(), qt.data(), kt.data(),
-                        doutT.data(), vt.data(),   dq.get(),  dk.get(),
+  BackwardOperands<C> x{q.get(),      k.get(),      v.get(),   dout.get(),
+                        lse.get(),    delta.data(), qt.data(), kt.data(),
+                        doutT.data(), vt.data(),    dq.get(),  dk.get(),
                         dv.get()};
   backwardQueries(pb, x);
   backwardKeys(pb, x);

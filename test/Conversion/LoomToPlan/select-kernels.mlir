@@ -185,8 +185,8 @@ module attributes {loom.world_size = 2 : i64} {
 // CHECK: loom.attention_grad {{.*}}plan.kernel = "attention_backward", plan.kernel_attrs = {mask_value = -1.000000e+04 : f64, scale = 1.250000e-01 : f64}
 func.func @attention(%q: tensor<2x16x8xbf16>, %m: tensor<1x16x16xi1>, %d: tensor<2x16xf32>) -> tensor<2x16x8xbf16> {
   %o, %lse = loom.attention %q, %q, %q mask %m scale 0.125 : (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<1x16x16xi1>) -> (tensor<2x16x8xbf16>, tensor<2x16xf32>)
-  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %o, %lse, %d mask %m scale 0.125 mask_value -1.0e+04
-      : (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<1x16x16xi1>) -> (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>)
+  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %o, %lse, %o mask %m scale 0.125 mask_value -1.0e+04
+      : (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16xf32>, tensor<2x16x8xbf16>, tensor<1x16x16xi1>) -> (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>)
   return %dq : tensor<2x16x8xbf16>
 }
 
@@ -198,7 +198,7 @@ func.func @attention(%q: tensor<2x16x8xbf16>, %m: tensor<1x16x16xi1>, %d: tensor
 // CHECK: loom.attention_grad {{.*}}plan.kernel = "attention_backward", plan.kernel_attrs = {mask_value = 0xFFF0000000000000 : f64, scale = 1.250000e-01 : f64, seq_major = 1 : i64}
 func.func @attention_seq_major(%q: tensor<2x16x4x8xbf16>, %d: tensor<2x16x4xf32>) -> tensor<2x16x4x8xbf16> {
   %o, %lse = loom.attention %q, %q, %q scale 0.125 seq_major : (tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>) -> (tensor<2x16x4x8xbf16>, tensor<2x16x4xf32>)
-  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %o, %lse, %d scale 0.125 seq_major
-      : (tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4xf32>, tensor<2x16x4xf32>) -> (tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>)
+  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %o, %lse, %o scale 0.125 seq_major
+      : (tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4xf32>, tensor<2x16x4x8xbf16>) -> (tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>)
   return %dq : tensor<2x16x4x8xbf16>
 }

@@ -951,8 +951,8 @@ func.func @attention_seq_major_mask(%q: tensor<2x16x4x8xf32>, %m: tensor<1x16x4x
 
 func.func @attention_seq_major_stats(%q: tensor<2x16x4x8xf32>, %s: tensor<2x4x16xf32>) -> tensor<2x16x4x8xf32> {
   // expected-error @+1 {{'loom.attention_grad' op logsumexp has type 'tensor<2x4x16xf32>', expected 'tensor<2x16x4xf32>'}}
-  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %q, %s, %s scale 1.0 seq_major
-      : (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>)
+  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %q, %s, %q scale 1.0 seq_major
+      : (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x4x16xf32>, tensor<2x16x4x8xf32>) -> (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>)
   return %dq : tensor<2x16x4x8xf32>
 }
 
@@ -960,7 +960,16 @@ func.func @attention_seq_major_stats(%q: tensor<2x16x4x8xf32>, %s: tensor<2x4x16
 
 func.func @attention_grad_stats(%q: tensor<2x16x8xbf16>, %s: tensor<2x16xbf16>) -> tensor<2x16x8xbf16> {
   // expected-error @+1 {{'loom.attention_grad' op logsumexp has type 'tensor<2x16xbf16>', expected 'tensor<2x16xf32>'}}
-  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %q, %s, %s scale 1.0
-      : (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16xbf16>, tensor<2x16xbf16>) -> (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>)
+  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %q, %s, %q scale 1.0
+      : (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16xbf16>, tensor<2x16x8xbf16>) -> (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>)
+  return %dq : tensor<2x16x8xbf16>
+}
+
+// -----
+
+func.func @attention_grad_output(%q: tensor<2x16x8xbf16>, %s: tensor<2x16xf32>, %o: tensor<2x16x8xf32>) -> tensor<2x16x8xbf16> {
+  // expected-error @+1 {{'loom.attention_grad' op output has type 'tensor<2x16x8xf32>' but the attention output is 'tensor<2x16x8xbf16>'}}
+  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %q, %s, %o scale 1.0
+      : (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16xf32>, tensor<2x16x8xf32>) -> (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>)
   return %dq : tensor<2x16x8xbf16>
 }

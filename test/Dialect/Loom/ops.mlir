@@ -277,8 +277,8 @@ func.func @attention(%q: tensor<2x4x16x8xbf16>, %k: tensor<2x4x12x8xbf16>, %v: t
                      %q2: tensor<16x8xf64>, %k2: tensor<12x8xf64>, %v2: tensor<12x6xf64>) -> (tensor<2x4x16x8xbf16>, tensor<16x6xf64>) {
   %o, %lse = loom.attention %q, %k, %v mask %m scale 0.125
       : (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>, tensor<1x4x16x12xi1>) -> (tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>)
-  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %d mask %m scale 0.125 mask_value -1.0e+04
-      : (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>, tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<1x4x16x12xi1>)
+  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %o mask %m scale 0.125 mask_value -1.0e+04
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>, tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x6xbf16>, tensor<1x4x16x12xi1>)
       -> (tensor<2x4x16x8xbf16>, tensor<2x4x12x8xbf16>, tensor<2x4x12x6xbf16>)
   %o2, %lse2 = loom.attention %q2, %k2, %v2 scale 1.0 : (tensor<16x8xf64>, tensor<12x8xf64>, tensor<12x6xf64>) -> (tensor<16x6xf64>, tensor<16xf64>)
   return %dq, %o2 : tensor<2x4x16x8xbf16>, tensor<16x6xf64>
@@ -294,8 +294,8 @@ func.func @attention(%q: tensor<2x4x16x8xbf16>, %k: tensor<2x4x12x8xbf16>, %v: t
 func.func @attention_seq_major(%q: tensor<2x16x4x8xbf16>, %k: tensor<2x12x4x8xbf16>, %v: tensor<2x12x4x6xbf16>, %m: tensor<1x4x16x12xi1>, %d: tensor<2x16x4xf32>) -> tensor<2x16x4x8xbf16> {
   %o, %lse = loom.attention %q, %k, %v mask %m scale 0.125 seq_major
       : (tensor<2x16x4x8xbf16>, tensor<2x12x4x8xbf16>, tensor<2x12x4x6xbf16>, tensor<1x4x16x12xi1>) -> (tensor<2x16x4x6xbf16>, tensor<2x16x4xf32>)
-  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %d mask %m scale 0.125 mask_value -1.0e+04 seq_major
-      : (tensor<2x16x4x8xbf16>, tensor<2x12x4x8xbf16>, tensor<2x12x4x6xbf16>, tensor<2x16x4x6xbf16>, tensor<2x16x4xf32>, tensor<2x16x4xf32>, tensor<1x4x16x12xi1>)
+  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %o mask %m scale 0.125 mask_value -1.0e+04 seq_major
+      : (tensor<2x16x4x8xbf16>, tensor<2x12x4x8xbf16>, tensor<2x12x4x6xbf16>, tensor<2x16x4x6xbf16>, tensor<2x16x4xf32>, tensor<2x16x4x6xbf16>, tensor<1x4x16x12xi1>)
       -> (tensor<2x16x4x8xbf16>, tensor<2x12x4x8xbf16>, tensor<2x12x4x6xbf16>)
   return %dq : tensor<2x16x4x8xbf16>
 }

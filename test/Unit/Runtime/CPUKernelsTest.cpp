@@ -2350,9 +2350,22 @@ struct AttentionReference {
   }
 };
 
+/// delta = rowsum(dout * out) in double: the reference's.
+Tensor attentionDelta(const AttentionCase &c, const Tensor &dout,
+                      const Tensor &out) {
+  Tensor delta(c.statType(), c.shape(c.sq, -1));
+  for (int64_t r = 0; r < delta.size(); ++r) {
+    double sum = 0;
+    for (int64_t t = 0; t < c.dv; ++t)
+      sum += dout.get(r * c.dv + t) * out.get(r * c.dv + t);
+    delta.set(r, sum);
+  }
+  return delta;
+}
+
 /// Runs attention and attention_backward on random data and compares both
-/// with the reference. delta is computed from the kernel's own out, and the
-/// kernel's lse goes into the backward, as the compiler wires them.
+/// with the reference. The kernel's out and lse go into the backward, as
+/// the compiler wires them; the reference takes delta from that out.
 void testAttention(const AttentionCase &c) {
   SCOPED_TRACE(c.name());
   Tensor q = random(c.dtype, c.shape(c.sq, c.d));
@@ -2390,14 +2403,8 @@ void testAttention(const AttentionCase &c) {
   }
 
   Tensor dout = random(c.dtype, c.shape(c.sq, c.dv));
-  Tensor delta(c.statType(), c.shape(c.sq, -1));
-  for (int64_t r = 0; r < delta.size(); ++r) {
-    double sum = 0;
-    for (int64_t t = 0; t < c.dv; ++t)
-      sum += dout.get(r * c.dv + t) * fwd[0].get(r * c.dv + t);
-    delta.set(r, sum);
-  }
-  std::vector<const Tensor *> bwdInputs{&q, &k, &v, &dout, &fwd[1], &delta};
+  Tensor delta = attentionDelta(c, dout, fwd[0]);
+  std::vector<const Tensor *> bwdInputs{&q, &k, &v, &dout, &fwd[1], &fwd[0]};
   if (c.mask != MaskKind::None)
     bwdInputs.push_back(&mask);
   std::vector<Tensor> grads{Tensor(c.dtype, q.shape), Tensor(c.dtype, k.shape),
@@ -2456,8 +2463,8 @@ Tensor swapSequenceAndHeads(const Tensor &t) {
 
 TEST(CPUKernelsAttention, SeqMajorIsTheHeadTransposeOfHeadMajor) {
   // The same problem in both layouts: the seq-major results are the head
-  // transposes of the head-major ones, bit for bit (lse and delta as
-  // [..., S, H] taken as [..., S, H, 1]).
+  // transposes of the head-major ones, bit for bit (lse as [..., S, H]
+  // taken as [..., S, H, 1]).
   const double inf = std::numeric_limits<double>::infinity();
   for (DType dtype : {DType::F32, DType::BF16}) {
     for (AttentionCase c : {
@@ -2514,8 +2521,8 @@ TEST(CPUKernelsAttention, SeqMajorIsTheHeadTransposeOfHeadMajor) {
                 swapSequenceAndHeads(withColumn(fwd[1])).bytes);
 
       Tensor dout = random(dtype, c.shape(c.sq, c.dv));
-      Tensor delta = random(DType::F32, c.shape(c.sq, -1));
-      std::vector<const Tensor *> bwdInputs{&q, &k, &v, &dout, &fwd[1], &delta};
+      std::vector<const Tensor *> bwdInputs{&q,    &k,      &v,
+                                            &dout, &fwd[1], &fwd[0]};
       if (c.mask != MaskKind::None)
         bwdInputs.push_back(&mask);
       std::vector<Tensor> grads{Tensor(dtype, q.shape), Tensor(dtype, k.shape),
@@ -2526,9 +2533,8 @@ TEST(CPUKernelsAttention, SeqMajorIsTheHeadTransposeOfHeadMajor) {
                 "");
       Tensor douts = swapSequenceAndHeads(dout);
       Tensor lses = withoutColumn(swapSequenceAndHeads(withColumn(fwd[1])));
-      Tensor deltas = withoutColumn(swapSequenceAndHeads(withColumn(delta)));
       std::vector<const Tensor *> seqBwdInputs{&qs,    &ks,   &vs,
-                                               &douts, &lses, &deltas};
+                                               &douts, &lses, &seqFwd[0]};
       if (c.mask != MaskKind::None)
         seqBwdInputs.push_back(&mask);
       std::vector<Tensor> seqGrads{Tensor(dtype, qs.shape),
@@ -2579,10 +2585,9 @@ TEST(CPUKernelsAttention, FullyMaskedRow) {
     expectClose(fwd[1], lse, 1e-5, 1e-5);
 
     Tensor dout = random(dtype, c.shape(c.sq, c.dv));
-    Tensor delta = random(DType::F32, c.shape(c.sq, -1));
-    delta.set(0, std::numeric_limits<double>::quiet_NaN()); // from a NaN out
-    std::vector<const Tensor *> bwdInputs{&q,      &k,     &v,   &dout,
-                                          &fwd[1], &delta, &mask};
+    Tensor delta = attentionDelta(c, dout, fwd[0]); // NaN for the NaN row
+    std::vector<const Tensor *> bwdInputs{&q,      &k,      &v,   &dout,
+                                          &fwd[1], &fwd[0], &mask};
     std::vector<Tensor> grads{Tensor(dtype, q.shape), Tensor(dtype, k.shape),
                               Tensor(dtype, v.shape)};
     ASSERT_EQ(
@@ -2678,34 +2683,34 @@ TEST(CPUKernelsAttention, CheckRejects) {
                   "k [2,3,20,8] should be [2,3,16,8]");
 
   // attention_backward
-  Tensor dout(DType::F32, {2, 3, 16, 4}), delta(DType::F32, {2, 3, 16});
+  Tensor dout(DType::F32, {2, 3, 16, 4});
   auto bwd = [&](std::vector<const Tensor *> inputs,
                  std::vector<Tensor> outputs, Attributes a) {
     return makeKernel("attention_backward", inputs, outputs, a);
   };
   std::vector<Tensor> grads{q, k, v};
-  EXPECT_EQ(checkMessage(bwd({&q, &k, &v, &dout, &lse, &delta}, grads, attrs)),
+  EXPECT_EQ(checkMessage(bwd({&q, &k, &v, &dout, &lse, &out}, grads, attrs)),
             "");
   EXPECT_EQ(
-      checkMessage(bwd({&q, &k, &v, &dout, &lse, &delta, &mask}, grads, attrs)),
+      checkMessage(bwd({&q, &k, &v, &dout, &lse, &out, &mask}, grads, attrs)),
       "");
   EXPECT_REJECTED(bwd({&q, &k, &v, &dout, &lse}, grads, attrs),
-                  "expects 6 or 7 inputs (q, k, v, dout, lse, delta, mask)");
-  EXPECT_REJECTED(bwd({&q, &k, &v, &dout, &lse, &delta}, {q, k}, attrs),
+                  "expects 6 or 7 inputs (q, k, v, dout, lse, out, mask)");
+  EXPECT_REJECTED(bwd({&q, &k, &v, &dout, &lse, &out}, {q, k}, attrs),
                   "and 3 outputs (dq, dk, dv)");
-  EXPECT_REJECTED(bwd({&q, &k, &v, &out, &lse, &delta}, grads, {}),
+  EXPECT_REJECTED(bwd({&q, &k, &v, &out, &lse, &out}, grads, {}),
                   "missing attribute 'scale'");
-  EXPECT_REJECTED(bwd({&q, &k, &v, &q, &lse, &delta}, grads, attrs),
+  EXPECT_REJECTED(bwd({&q, &k, &v, &q, &lse, &out}, grads, attrs),
                   "dout [2,3,16,8] should be [2,3,16,4]");
   Tensor lse64(DType::F64, {2, 3, 16});
-  EXPECT_REJECTED(bwd({&q, &k, &v, &dout, &lse64, &delta}, grads, attrs),
+  EXPECT_REJECTED(bwd({&q, &k, &v, &dout, &lse64, &out}, grads, attrs),
                   "lse has dtype f64; expected f32");
-  EXPECT_REJECTED(bwd({&q, &k, &v, &dout, &lse, &out}, grads, attrs),
-                  "delta [2,3,16,4] should be [2,3,16]");
-  EXPECT_REJECTED(bwd({&q, &k, &v, &dout, &lse, &delta}, {q, q, v}, attrs),
+  EXPECT_REJECTED(bwd({&q, &k, &v, &dout, &lse, &lse}, grads, attrs),
+                  "out [2,3,16] should be [2,3,16,4]");
+  EXPECT_REJECTED(bwd({&q, &k, &v, &dout, &lse, &out}, {q, q, v}, attrs),
                   "dk [2,3,16,8] should be [2,3,20,8]");
   EXPECT_REJECTED(
-      bwd({&q, &k, &v, &dout, &lse, &delta, &floatMask}, grads, attrs),
+      bwd({&q, &k, &v, &dout, &lse, &out, &floatMask}, grads, attrs),
       "mask has dtype f32; expected i1");
 }
 

@@ -465,3 +465,33 @@ TEST(CUDAReductionChunks, FillTheDeviceWithinTheWorkspace) {
   // An unknown device is not chunked.
   EXPECT_EQ(reductionChunks(1, 1 << 20, 64, 8, 0, workspace), 1);
 }
+
+namespace {
+
+TEST(CUDAAttentionFactory, BackwardNeedsWorkspaceForDelta) {
+  // attention_backward keeps one delta per query row in the launch
+  // workspace between its two kernels; too small a workspace is an error
+  // when the kernel is created (before any device call, so no GPU needed).
+  Instruction inst;
+  inst.kernel = "attention_backward";
+  const std::vector<int64_t> rows = {2, 16, 4, 8}; // [B, S, H, D], seq-major
+  // q, k, v, dout, lse, out.
+  for (int i = 0; i < 5; ++i)
+    inst.inputs.push_back(ref(DType::BF16, rows));
+  inst.inputs.insert(inst.inputs.begin() + 4, ref(DType::F32, {2, 16, 4}));
+  inst.outputs = {ref(DType::BF16, rows), ref(DType::BF16, rows),
+                  ref(DType::BF16, rows)};
+  inst.attrs["scale"] = 0.5;
+  inst.attrs["seq_major"] = int64_t(1);
+  LaunchContext context;
+  context.workspaceBytes = 2 * 16 * 4 * 4 - 1; // one f32 short of 128 rows
+  KernelOr kernel = createAttentionBackward(context, inst);
+  ASSERT_FALSE(kernel.isOk());
+  EXPECT_NE(kernel.status().message().find(
+                "attention_backward keeps delta for 128 query rows (512 "
+                "bytes) in the launch workspace, which has 511"),
+            std::string::npos)
+      << kernel.status().message();
+}
+
+} // namespace

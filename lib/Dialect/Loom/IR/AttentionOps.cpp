@@ -129,16 +129,16 @@ AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
       adaptor.getV().getType(), adaptor.getMask(), adaptor.getSeqMajor());
   if (failed(types))
     return failure();
-  if (adaptor.getDout().getType() != types->output)
-    return emitInferError<AttentionGradOp>(
-        loc, "dout has type ", adaptor.getDout().getType(),
-        " but the attention output is ", types->output);
-  for (auto [name, value] : {std::pair{"logsumexp", adaptor.getLogsumexp()},
-                             std::pair{"delta", adaptor.getDelta()}})
-    if (value.getType() != types->stats)
-      return emitInferError<AttentionGradOp>(loc, name, " has type ",
-                                             value.getType(), ", expected ",
-                                             types->stats);
+  for (auto [name, value] : {std::pair{"dout", adaptor.getDout()},
+                             std::pair{"output", adaptor.getOutput()}})
+    if (value.getType() != types->output)
+      return emitInferError<AttentionGradOp>(
+          loc, name, " has type ", value.getType(),
+          " but the attention output is ", types->output);
+  if (adaptor.getLogsumexp().getType() != types->stats)
+    return emitInferError<AttentionGradOp>(loc, "logsumexp has type ",
+                                           adaptor.getLogsumexp().getType(),
+                                           ", expected ", types->stats);
   results.push_back(adaptor.getQ().getType());
   results.push_back(adaptor.getK().getType());
   results.push_back(adaptor.getV().getType());

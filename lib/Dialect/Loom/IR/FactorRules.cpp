@@ -584,7 +584,7 @@ FactorRule AttentionGradOp::getFactorRule() {
   rule.addOperand(attentionDims(f, f.sk, f.dv));
   rule.addOperand(attentionDims(f, f.sq, f.dv));
   rule.addOperand(attentionDims(f, f.sq, std::nullopt));
-  rule.addOperand(attentionDims(f, f.sq, std::nullopt));
+  rule.addOperand(attentionDims(f, f.sq, f.dv));
   if (getMask())
     rule.addOperand(attentionMaskDims(f, rule, getMask()));
   rule.addResult(attentionDims(f, f.sq, f.d));

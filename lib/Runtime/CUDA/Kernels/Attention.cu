@@ -20,6 +20,9 @@
 //    The backward recomputes p = e^(s - lse) in two kernels, neither with
 //    atomics: dq with one block per (batch, 64 queries) walking 64-key tiles,
 //    dk and dv with one block per (batch, 64 keys) walking 32-query tiles.
+//    The dq kernel also computes its rows' delta = dout . out and leaves it
+//    in the launch workspace (head-major, f32), where the dk/dv kernel,
+//    which runs after it on the stream, reads every query's.
 //    With mask_value -inf a (query tile, key tile) pair whose entries are all
 //    masked is skipped (a causal mask skips about half the work); with a
 //    finite mask_value masked entries contribute, so nothing is skipped.
@@ -206,12 +209,13 @@ __global__ void __launch_bounds__(kGenericThreads)
     lse[row] = rowMax + logOf(rowSum);
 }
 
-/// dq: one block per query row (b * Sq + i, head-major).
+/// dq and delta (into `delta`, head-major): one block per query row
+/// (b * Sq + i, head-major).
 template <typename T, typename A>
 __global__ void __launch_bounds__(kGenericThreads)
     attentionQueryGradRows(AttentionParams p, const T *q, const T *k,
                            const T *v, const T *dout, const A *lse,
-                           const A *delta, const uint8_t *mask, T *dq) {
+                           const T *out, const uint8_t *mask, T *dq, A *delta) {
   A *qRow = sharedAs<A>(); // d
   A *doutRow = qRow + p.d; // dv
   A *acc = doutRow + p.dv; // d
@@ -229,10 +233,16 @@ __global__ void __launch_bounds__(kGenericThreads)
     qRow[t] = widen(q[row * p.d + t]);
     acc[t] = 0;
   }
-  for (int64_t t = threadIdx.x; t < p.dv; t += blockDim.x)
+  double rowDot = 0; // delta: products in A, summed in f64 (as on the CPU)
+  for (int64_t t = threadIdx.x; t < p.dv; t += blockDim.x) {
     doutRow[t] = widen(dout[row * p.dv + t]);
+    rowDot += double(A(doutRow[t] * widen(out[row * p.dv + t])));
+  }
+  const A rowDelta = A(groupReduce<true>(rowDot, SumOp()));
+  if (threadIdx.x == 0)
+    delta[blockIdx.x] = rowDelta; // head-major, for the dk/dv kernel
   __syncthreads();
-  const A rowLse = lse[row], rowDelta = delta[row];
+  const A rowLse = lse[row];
   for (int64_t j0 = 0; j0 < p.sk; j0 += blockDim.x) {
     const int64_t j = j0 + threadIdx.x;
     if (j < p.sk) {
@@ -276,9 +286,8 @@ __global__ void __launch_bounds__(kGenericThreads)
   const int64_t ldq = p.heads * p.d, ldo = p.heads * p.dv;
   const T *qb = q + rowIndex(p, b, 0, p.sq) * p.d,
           *doutb = dout + rowIndex(p, b, 0, p.sq) * p.dv;
-  // lse and delta of query i: lseb[i * heads], deltab[i * heads].
-  const A *lseb = lse + rowIndex(p, b, 0, p.sq),
-          *deltab = delta + rowIndex(p, b, 0, p.sq);
+  // lse of query i: lseb[i * heads]; delta (head-major): deltab[i].
+  const A *lseb = lse + rowIndex(p, b, 0, p.sq), *deltab = delta + b * p.sq;
   const A scale = A(p.scale), maskValue = A(p.maskValue);
   for (int64_t t = threadIdx.x; t < p.d; t += blockDim.x) {
     kRow[t] = widen(k[row * p.d + t]);
@@ -297,8 +306,7 @@ __global__ void __launch_bounds__(kGenericThreads)
       A pr = expShift(s, lseb[i * p.heads]);
       A ds = 0;
       if (!masked)
-        ds = roundLike<T>(
-            pr * (dot(vRow, doutb + i * ldo, p.dv) - deltab[i * p.heads]));
+        ds = roundLike<T>(pr * (dot(vRow, doutb + i * ldo, p.dv) - deltab[i]));
       pWeights[threadIdx.x] = roundLike<T>(pr);
       dsWeights[threadIdx.x] = ds;
     }
@@ -634,12 +642,13 @@ __global__ void __launch_bounds__(kFlashThreads)
 #endif
 }
 
-/// dq: one block per (batch, 64 queries).
+/// dq and delta (into `delta`, head-major): one block per (batch, 64
+/// queries).
 __global__ void __launch_bounds__(kFlashThreads)
     flashQueryGrads(AttentionParams p, const BF16 *q, const BF16 *k,
                     const BF16 *v, const BF16 *dout, const float *lse,
-                    const float *delta, const uint8_t *mask, BF16 *dq,
-                    bool vectorized) {
+                    const BF16 *out, const uint8_t *mask, BF16 *dq,
+                    float *delta, bool vectorized) {
 #if !LOOM_FLASH_ARCH
   __trap();
 #else
@@ -677,12 +686,28 @@ __global__ void __launch_bounds__(kFlashThreads)
            vectorized);
   for (int idx = threadIdx.x; idx < kTile * d; idx += blockDim.x)
     acc[(idx / d) * ldacc + idx % d] = 0.0f;
-  for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
-    const int64_t row = rowIndex(p, b, i0 + r, p.sq);
-    lses[r] = r < rows ? lse[row] : 0.0f;
-    deltas[r] = r < rows ? delta[row] : 0.0f;
-  }
+  for (int r = threadIdx.x; r < kTile; r += blockDim.x)
+    lses[r] = r < rows ? lse[rowIndex(p, b, i0 + r, p.sq)] : 0.0f;
   __syncthreads();
+  // delta = dout . out for this warp's rows (products in f32, summed in
+  // f64 as on the CPU), kept for the loop and stored for the dk/dv kernel.
+  for (int rr = 0; rr < 16; ++rr) {
+    const int r = warp * 16 + rr;
+    double rowDot = 0;
+    if (r < rows) {
+      const BF16 *o = out + rowIndex(p, b, i0 + r, p.sq) * dv;
+      for (int c = lane; c < dv; c += 32)
+        rowDot += double(__bfloat162float(douts[r * ldv + c]) *
+                         __bfloat162float(o[c]));
+    }
+    rowDot = warpReduce(rowDot, SumOp());
+    if (lane == 0) {
+      deltas[r] = r < rows ? float(rowDot) : 0.0f;
+      if (r < rows)
+        delta[b * p.sq + i0 + r] = float(rowDot);
+    }
+  }
+  __syncwarp();
 
   for (int64_t j0 = 0; j0 < p.sk; j0 += kTile) {
     const int cols = int(min(int64_t(kTile), p.sk - j0));
@@ -793,7 +818,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     for (int r = threadIdx.x; r < kKeyGradQueries; r += blockDim.x) {
       const int64_t row = rowIndex(p, b, i0 + r, p.sq);
       lses[r] = r < rows ? lse[row] : 0.0f;
-      deltas[r] = r < rows ? delta[row] : 0.0f;
+      deltas[r] = r < rows ? delta[b * p.sq + i0 + r] : 0.0f;
     }
     __syncthreads();
 
@@ -1000,13 +1025,15 @@ KernelOr makeGenericBackward(const AttentionParams &p) {
     const T *v = static_cast<const T *>(inputs[2]);
     const T *dout = static_cast<const T *>(inputs[3]);
     const A *lse = static_cast<const A *>(inputs[4]);
-    const A *delta = static_cast<const A *>(inputs[5]);
+    const T *out = static_cast<const T *>(inputs[5]);
     const uint8_t *mask =
         p.hasMask ? static_cast<const uint8_t *>(inputs[6]) : nullptr;
+    A *delta = static_cast<A *>(context.workspace);
     if (p.batch * p.sq > 0) {
-      attentionQueryGradRows<T, A><<<unsigned(p.batch * p.sq), kGenericThreads,
-                                     queryShared, context.stream>>>(
-          p, q, k, v, dout, lse, delta, mask, static_cast<T *>(outputs[0]));
+      attentionQueryGradRows<T, A>
+          <<<unsigned(p.batch * p.sq), kGenericThreads, queryShared,
+             context.stream>>>(p, q, k, v, dout, lse, out, mask,
+                               static_cast<T *>(outputs[0]), delta);
       if (Status s = launchStatus("attention_backward (dq)"); !s)
         return s;
     }
@@ -1062,16 +1089,17 @@ KernelOr makeFlashBackward(const AttentionParams &p) {
     const BF16 *v = static_cast<const BF16 *>(inputs[2]);
     const BF16 *dout = static_cast<const BF16 *>(inputs[3]);
     const float *lse = static_cast<const float *>(inputs[4]);
-    const float *delta = static_cast<const float *>(inputs[5]);
+    const BF16 *out = static_cast<const BF16 *>(inputs[5]);
     const uint8_t *mask =
         p.hasMask ? static_cast<const uint8_t *>(inputs[6]) : nullptr;
+    float *delta = static_cast<float *>(context.workspace);
     const bool vectorized =
         aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout);
     if (queryBlocks > 0) {
       flashQueryGrads<<<unsigned(queryBlocks), kFlashThreads, queryShared,
-                        context.stream>>>(p, q, k, v, dout, lse, delta, mask,
+                        context.stream>>>(p, q, k, v, dout, lse, out, mask,
                                           static_cast<BF16 *>(outputs[0]),
-                                          vectorized);
+                                          delta, vectorized);
       if (Status s = launchStatus("attention_backward (flash dq)"); !s)
         return s;
     }
@@ -1095,6 +1123,15 @@ KernelOr createAttentionKernel(const LaunchContext &context,
       !s)
     return s;
   const AttentionParams p = readParams(inst, backward);
+  // The backward's delta (one per query row) lives in the launch workspace
+  // between its two kernels.
+  const size_t statBytes = dtype == DType::F64 ? 8 : 4;
+  if (backward && uint64_t(p.batch * p.sq) * statBytes > context.workspaceBytes)
+    return Status::error("attention_backward keeps delta for " +
+                         std::to_string(p.batch * p.sq) + " query rows (" +
+                         std::to_string(uint64_t(p.batch * p.sq) * statBytes) +
+                         " bytes) in the launch workspace, which has " +
+                         std::to_string(context.workspaceBytes));
   StatusOr<bool> flash = useFlash(context, dtype, p, backward);
   if (!flash.isOk())
     return flash.status();

@@ -920,24 +920,25 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [
   let description = [{
     The backward of `loom.attention` (same `q`, `k`, `v`, `mask`, `scale`
     and `mask_value`) given the gradient `dout` of its output, its
-    `logsumexp` result and `delta = sum(dout * output)` over the last
-    dimension. The probabilities are recomputed from the log-sum-exp, so
-    nothing of size `[..., Sq, Sk]` is kept between the passes:
+    `logsumexp` result and the `output` itself. The probabilities are
+    recomputed from the log-sum-exp, so nothing of size `[..., Sq, Sk]` is
+    kept between the passes: with `delta = sum(dout * output)` over the
+    last dimension (products in f32, f64 for f64, summed in f64),
     `p = exp(s - lse)`, `ds = p * (dout v^T - delta)` (0 where masked),
     `dq = scale * ds k`, `dk = scale * ds^T q`, `dv = p^T dout`, with `p`
     and `ds` rounded to the element type before those products. With
     `seq_major` every operand and result has the layout it has in
-    `loom.attention ... seq_major` (`delta` that of the log-sum-exp).
+    `loom.attention ... seq_major`.
 
     Made by the gradient rule of `loom.attention`; it has no gradient of
     its own.
 
     ```mlir
-    %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %dout, %lse, %delta
+    %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %dout, %lse, %o
         mask %causal scale 1.250000e-01
         : (tensor<8x12x1024x64xbf16>, tensor<8x12x1024x64xbf16>,
            tensor<8x12x1024x64xbf16>, tensor<8x12x1024x64xbf16>,
-           tensor<8x12x1024xf32>, tensor<8x12x1024xf32>,
+           tensor<8x12x1024xf32>, tensor<8x12x1024x64xbf16>,
            tensor<1x1x1024x1024xi1>)
         -> (tensor<8x12x1024x64xbf16>, tensor<8x12x1024x64xbf16>,
             tensor<8x12x1024x64xbf16>)
@@ -945,7 +946,7 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [
   }];
   let arguments = (ins Loom_FloatTensor:$q, Loom_FloatTensor:$k,
                        Loom_FloatTensor:$v, Loom_FloatTensor:$dout,
-                       Loom_FloatTensor:$logsumexp, Loom_FloatTensor:$delta,
+                       Loom_FloatTensor:$logsumexp, Loom_FloatTensor:$output,
                        Optional<Loom_BoolTensor>:$mask, F64Attr:$scale,
                        DefaultValuedAttr<F64Attr,
                            "-::std::numeric_limits<double>::infinity()">
@@ -954,7 +955,7 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [
   let results = (outs Loom_FloatTensor:$dq, Loom_FloatTensor:$dk,
                       Loom_FloatTensor:$dv);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $dout `,` $logsumexp `,` $delta (`mask` $mask^)?
+    $q `,` $k `,` $v `,` $dout `,` $logsumexp `,` $output (`mask` $mask^)?
     `scale` $scale (`mask_value` $mask_value^)? (`seq_major` $seq_major^)?
     attr-dict `:`
     functional-type(operands, results)
