@@ -2,8 +2,16 @@
 // precision on the forward model, then loss, autodiff and the step
 // (loom-run also pads the 4 classes to 8 after the loss, loom-pad-classes:
 // left out here, tested in pad-classes.mlir and Examples/train-bf16.test).
-// RUN: loom-opt %s --canonicalize --loom-mixed-precision --loom-attach-loss --loom-autodiff=function=forward_loss "--loom-build-train-step=function=forward_loss_grad optimizer=sgd lr=0.1" | FileCheck %s
-// RUN: loom-opt %s --canonicalize --loom-mixed-precision --loom-attach-loss --loom-autodiff=function=forward_loss "--loom-build-train-step=function=forward_loss_grad optimizer=sgd lr=0.1" --loom-lower-to-plan | FileCheck %s --check-prefix=PLAN
+// RUN: loom-opt %s --canonicalize --loom-mixed-precision --loom-attach-loss --loom-autodiff=function=forward_loss --loom-narrow-bias-gradients "--loom-build-train-step=function=forward_loss_grad optimizer=sgd lr=0.1" | FileCheck %s
+// RUN: loom-opt %s --canonicalize --loom-mixed-precision --loom-attach-loss --loom-autodiff=function=forward_loss --loom-narrow-bias-gradients "--loom-build-train-step=function=forward_loss_grad optimizer=sgd lr=0.1" --loom-lower-to-plan | FileCheck %s --check-prefix=PLAN
+// RUN: loom-opt %s --canonicalize --loom-mixed-precision --loom-attach-loss --loom-autodiff=function=forward_loss --loom-narrow-bias-gradients "--loom-build-train-step=function=forward_loss_grad optimizer=sgd lr=0.1" | FileCheck %s --check-prefix=BIAS
+
+// The bias gradient sums the bf16 copy of the GELU's gradient that the
+// first layer's weight-gradient GEMM reads (loom-narrow-bias-gradients).
+// BIAS-LABEL: func.func @train_step(
+// BIAS-NOT:   loom.reduce_sum {{.*}} : tensor<2x3x16xf32>
+// BIAS:       loom.reduce_sum %{{.*}} [0, 1] keepdims : tensor<2x3x16xbf16> -> tensor<1x1x16xf32>
+// BIAS-NOT:   loom.reduce_sum {{.*}} : tensor<2x3x16xf32>
 
 loom.parameter @w1 trainable : tensor<16x8xf32> = dense<0.5> : tensor<16x8xf32>
 loom.parameter @b1 trainable : tensor<16xf32> = dense<0.1> : tensor<16xf32>

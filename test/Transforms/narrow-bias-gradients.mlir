@@ -17,8 +17,8 @@ func.func @bias_gradient(%g: tensor<4x16x32xf32>, %w: tensor<32x8xbf16>) -> (ten
 
 // -----
 
-// Left alone: a sum over another axis (attention's delta), a value with no
-// narrow copy, and a widening cast.
+// Left alone: a sum over another axis (a row sum), a value with no narrow
+// copy, and a widening cast.
 // CHECK-LABEL: func.func @not_bias_gradients
 // CHECK:         loom.reduce_sum %arg0 [2] : tensor<4x16x32xf32> -> tensor<4x16xf32>
 // CHECK:         loom.reduce_sum %arg1 [0] : tensor<16x32xf32> -> tensor<32xf32>

@@ -351,7 +351,9 @@ def LoomNarrowBiasGradients
     stored at all. Run it on the gradient (or training step) function,
     after `loom-autodiff`; `loom-run --train --precision bf16` does.
     Sums over other axes, of other types, and values without a narrow copy
-    are left alone.
+    are left alone. The match is structural: a forward column sum of an
+    activation that a bf16 GEMM also reads (rare in models) would read the
+    rounded copy too, which `torch.autocast` would not do.
 
     Input:
     ```mlir

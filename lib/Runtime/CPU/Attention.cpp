@@ -77,8 +77,8 @@ struct AttentionShape {
     return hasMask && std::isinf(maskValue) && maskValue < 0;
   }
 
-  /// The shape of an operand with `rows` rows of `cols` (none for lse and
-  /// delta) in the instruction's layout.
+  /// The shape of an operand with `rows` rows of `cols` (none for lse) in
+  /// the instruction's layout.
   std::vector<int64_t> operandShape(int64_t rows,
                                     std::optional<int64_t> cols) const {
     std::vector<int64_t> dims = lead;

@@ -72,6 +72,8 @@ class BF16BiasAdd(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        if grad.dim() == 1:  # no rows to sum: Loom has no reduce_sum there
+            return grad, grad
         leading = tuple(range(grad.dim() - 1))
         return grad, bf16(grad).double().sum(dim=leading).float()
 

@@ -470,8 +470,10 @@ namespace {
 
 TEST(CUDAAttentionFactory, BackwardNeedsWorkspaceForDelta) {
   // attention_backward keeps one delta per query row in the launch
-  // workspace between its two kernels; too small a workspace is an error
-  // when the kernel is created (before any device call, so no GPU needed).
+  // workspace between its two kernels, a batch (here one of 2 x 4 heads)
+  // at a time or more; a workspace that cannot hold one batch's rows is an
+  // error when the kernel is created (before any device call, so no GPU
+  // needed).
   Instruction inst;
   inst.kernel = "attention_backward";
   const std::vector<int64_t> rows = {2, 16, 4, 8}; // [B, S, H, D], seq-major
@@ -484,12 +486,12 @@ TEST(CUDAAttentionFactory, BackwardNeedsWorkspaceForDelta) {
   inst.attrs["scale"] = 0.5;
   inst.attrs["seq_major"] = int64_t(1);
   LaunchContext context;
-  context.workspaceBytes = 2 * 16 * 4 * 4 - 1; // one f32 short of 128 rows
+  context.workspaceBytes = 16 * 4 - 1; // one f32 short of 16 rows
   KernelOr kernel = createAttentionBackward(context, inst);
   ASSERT_FALSE(kernel.isOk());
   EXPECT_NE(kernel.status().message().find(
-                "attention_backward keeps delta for 128 query rows (512 "
-                "bytes) in the launch workspace, which has 511"),
+                "attention_backward keeps delta for one batch's 16 query "
+                "rows (64 bytes) in the launch workspace, which has 63"),
             std::string::npos)
       << kernel.status().message();
 }

@@ -22,7 +22,9 @@
 //    dk and dv with one block per (batch, 64 keys) walking 32-query tiles.
 //    The dq kernel also computes its rows' delta = dout . out and leaves it
 //    in the launch workspace (head-major, f32), where the dk/dv kernel,
-//    which runs after it on the stream, reads every query's.
+//    which runs after it on the stream, reads every query's. When the
+//    workspace cannot hold every batch's rows, the pair runs on as many
+//    batches at a time as it holds.
 //    With mask_value -inf a (query tile, key tile) pair whose entries are all
 //    masked is skipped (a causal mask skips about half the work); with a
 //    finite mask_value masked entries contribute, so nothing is skipped.
@@ -65,6 +67,9 @@ struct AttentionParams {
   int64_t batch = 1, sq = 0, sk = 0, d = 0, dv = 0;
   /// H for seq-major operands ([..., S, H, D]), 1 for head-major ones.
   int64_t heads = 1;
+  /// The backward's first (head-major) batch in this launch: its delta
+  /// workspace holds the rows of batches [batchBegin, batchBegin + grid's).
+  int64_t batchBegin = 0;
   double scale = 1;
   double maskValue = -std::numeric_limits<double>::infinity();
   /// The mask's offset (in elements) of batch b's [Sq, Sk] matrix is
@@ -220,7 +225,7 @@ __global__ void __launch_bounds__(kGenericThreads)
   A *doutRow = qRow + p.d; // dv
   A *acc = doutRow + p.dv; // d
   A *weights = acc + p.d;  // blockDim.x
-  const int64_t b = blockIdx.x / p.sq, i = blockIdx.x % p.sq;
+  const int64_t b = p.batchBegin + blockIdx.x / p.sq, i = blockIdx.x % p.sq;
   const int64_t row = rowIndex(p, b, i, p.sq);
   const uint8_t *m = maskOf(mask, p, b);
   if (m)
@@ -280,14 +285,16 @@ __global__ void __launch_bounds__(kGenericThreads)
   A *accV = accK + p.d;                 // dv
   A *pWeights = accV + p.dv;            // blockDim.x
   A *dsWeights = pWeights + blockDim.x; // blockDim.x
-  const int64_t b = blockIdx.x / p.sk, j = blockIdx.x % p.sk;
+  const int64_t b = p.batchBegin + blockIdx.x / p.sk, j = blockIdx.x % p.sk;
   const int64_t row = rowIndex(p, b, j, p.sk);
   const uint8_t *m = maskOf(mask, p, b);
   const int64_t ldq = p.heads * p.d, ldo = p.heads * p.dv;
   const T *qb = q + rowIndex(p, b, 0, p.sq) * p.d,
           *doutb = dout + rowIndex(p, b, 0, p.sq) * p.dv;
-  // lse of query i: lseb[i * heads]; delta (head-major): deltab[i].
-  const A *lseb = lse + rowIndex(p, b, 0, p.sq), *deltab = delta + b * p.sq;
+  // lse of query i: lseb[i * heads]; delta (head-major, from the
+  // launch's first batch): deltab[i].
+  const A *lseb = lse + rowIndex(p, b, 0, p.sq),
+          *deltab = delta + (b - p.batchBegin) * p.sq;
   const A scale = A(p.scale), maskValue = A(p.maskValue);
   for (int64_t t = threadIdx.x; t < p.d; t += blockDim.x) {
     kRow[t] = widen(k[row * p.d + t]);
@@ -669,7 +676,8 @@ __global__ void __launch_bounds__(kFlashThreads)
             ldds = kTile + kPadBF16, ldacc = d + kPadF32;
 
   const int64_t tiles = (p.sq + kTile - 1) / kTile;
-  const int64_t b = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kTile;
+  const int64_t b = p.batchBegin + blockIdx.x / tiles,
+                i0 = (blockIdx.x % tiles) * kTile;
   const int rows = int(min(int64_t(kTile), p.sq - i0));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float scale = float(p.scale), maskValue = float(p.maskValue);
@@ -704,7 +712,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     if (lane == 0) {
       deltas[r] = r < rows ? float(rowDot) : 0.0f;
       if (r < rows)
-        delta[b * p.sq + i0 + r] = float(rowDot);
+        delta[(b - p.batchBegin) * p.sq + i0 + r] = float(rowDot);
     }
   }
   __syncwarp();
@@ -787,7 +795,8 @@ __global__ void __launch_bounds__(kFlashThreads)
             ldk = d + kPadF32, ldav = dvDim + kPadF32;
 
   const int64_t tiles = (p.sk + kTile - 1) / kTile;
-  const int64_t b = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * kTile;
+  const int64_t b = p.batchBegin + blockIdx.x / tiles,
+                j0 = (blockIdx.x % tiles) * kTile;
   const int cols = int(min(int64_t(kTile), p.sk - j0));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float scale = float(p.scale), maskValue = float(p.maskValue);
@@ -818,7 +827,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     for (int r = threadIdx.x; r < kKeyGradQueries; r += blockDim.x) {
       const int64_t row = rowIndex(p, b, i0 + r, p.sq);
       lses[r] = r < rows ? lse[row] : 0.0f;
-      deltas[r] = r < rows ? delta[b * p.sq + i0 + r] : 0.0f;
+      deltas[r] = r < rows ? delta[(b - p.batchBegin) * p.sq + i0 + r] : 0.0f;
     }
     __syncthreads();
 
@@ -985,6 +994,18 @@ Status checkGenericShared(size_t bytes) {
                        std::to_string(kGenericSharedBytes));
 }
 
+/// How many (head-major) batches' delta the launch workspace holds: the
+/// backward runs its two kernels on that many batches at a time
+/// (createAttentionKernel checked that one batch fits).
+int64_t deltaBatches(const LaunchContext &context, const AttentionParams &p,
+                     size_t statBytes) {
+  if (p.sq == 0)
+    return std::max<int64_t>(p.batch, 1);
+  const int64_t fit =
+      int64_t(context.workspaceBytes / (uint64_t(p.sq) * statBytes));
+  return std::max<int64_t>(1, std::min(p.batch, fit));
+}
+
 template <typename T, typename A>
 KernelOr makeGenericForward(const AttentionParams &p) {
   const size_t shared = genericForwardBytes(p, sizeof(A));
@@ -1029,21 +1050,27 @@ KernelOr makeGenericBackward(const AttentionParams &p) {
     const uint8_t *mask =
         p.hasMask ? static_cast<const uint8_t *>(inputs[6]) : nullptr;
     A *delta = static_cast<A *>(context.workspace);
-    if (p.batch * p.sq > 0) {
-      attentionQueryGradRows<T, A>
-          <<<unsigned(p.batch * p.sq), kGenericThreads, queryShared,
-             context.stream>>>(p, q, k, v, dout, lse, out, mask,
-                               static_cast<T *>(outputs[0]), delta);
-      if (Status s = launchStatus("attention_backward (dq)"); !s)
-        return s;
-    }
-    if (p.batch * p.sk > 0) {
-      attentionKeyGradRows<T, A><<<unsigned(p.batch * p.sk), kGenericThreads,
-                                   keyShared, context.stream>>>(
-          p, q, k, v, dout, lse, delta, mask, static_cast<T *>(outputs[1]),
-          static_cast<T *>(outputs[2]));
-      if (Status s = launchStatus("attention_backward (dk, dv)"); !s)
-        return s;
+    const int64_t chunk = deltaBatches(context, p, sizeof(A));
+    for (int64_t begin = 0; begin < p.batch; begin += chunk) {
+      AttentionParams part = p;
+      part.batchBegin = begin;
+      const int64_t count = std::min(chunk, p.batch - begin);
+      if (count * p.sq > 0) {
+        attentionQueryGradRows<T, A>
+            <<<unsigned(count * p.sq), kGenericThreads, queryShared,
+               context.stream>>>(part, q, k, v, dout, lse, out, mask,
+                                 static_cast<T *>(outputs[0]), delta);
+        if (Status s = launchStatus("attention_backward (dq)"); !s)
+          return s;
+      }
+      if (count * p.sk > 0) {
+        attentionKeyGradRows<T, A><<<unsigned(count * p.sk), kGenericThreads,
+                                     keyShared, context.stream>>>(
+            part, q, k, v, dout, lse, delta, mask, static_cast<T *>(outputs[1]),
+            static_cast<T *>(outputs[2]));
+        if (Status s = launchStatus("attention_backward (dk, dv)"); !s)
+          return s;
+      }
     }
     return Status::ok();
   });
@@ -1095,21 +1122,30 @@ KernelOr makeFlashBackward(const AttentionParams &p) {
     float *delta = static_cast<float *>(context.workspace);
     const bool vectorized =
         aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout);
-    if (queryBlocks > 0) {
-      flashQueryGrads<<<unsigned(queryBlocks), kFlashThreads, queryShared,
-                        context.stream>>>(p, q, k, v, dout, lse, out, mask,
-                                          static_cast<BF16 *>(outputs[0]),
-                                          delta, vectorized);
-      if (Status s = launchStatus("attention_backward (flash dq)"); !s)
-        return s;
-    }
-    if (keyBlocks > 0) {
-      flashKeyGrads<<<unsigned(keyBlocks), kFlashThreads, keyShared,
-                      context.stream>>>(
-          p, q, k, v, dout, lse, delta, mask, static_cast<BF16 *>(outputs[1]),
-          static_cast<BF16 *>(outputs[2]), vectorized);
-      if (Status s = launchStatus("attention_backward (flash dk, dv)"); !s)
-        return s;
+    const int64_t chunk = deltaBatches(context, p, sizeof(float));
+    for (int64_t begin = 0; begin < p.batch; begin += chunk) {
+      AttentionParams part = p;
+      part.batchBegin = begin;
+      const int64_t count = std::min(chunk, p.batch - begin);
+      const int64_t queryTiles = count * ceilDiv(p.sq, kTile);
+      const int64_t keyTiles = count * ceilDiv(p.sk, kTile);
+      if (queryTiles > 0) {
+        flashQueryGrads<<<unsigned(queryTiles), kFlashThreads, queryShared,
+                          context.stream>>>(part, q, k, v, dout, lse, out, mask,
+                                            static_cast<BF16 *>(outputs[0]),
+                                            delta, vectorized);
+        if (Status s = launchStatus("attention_backward (flash dq)"); !s)
+          return s;
+      }
+      if (keyTiles > 0) {
+        flashKeyGrads<<<unsigned(keyTiles), kFlashThreads, keyShared,
+                        context.stream>>>(part, q, k, v, dout, lse, delta, mask,
+                                          static_cast<BF16 *>(outputs[1]),
+                                          static_cast<BF16 *>(outputs[2]),
+                                          vectorized);
+        if (Status s = launchStatus("attention_backward (flash dk, dv)"); !s)
+          return s;
+      }
     }
     return Status::ok();
   });
@@ -1124,12 +1160,13 @@ KernelOr createAttentionKernel(const LaunchContext &context,
     return s;
   const AttentionParams p = readParams(inst, backward);
   // The backward's delta (one per query row) lives in the launch workspace
-  // between its two kernels.
+  // between its two kernels, which run on as many batches at a time as it
+  // holds: at least one must fit.
   const size_t statBytes = dtype == DType::F64 ? 8 : 4;
-  if (backward && uint64_t(p.batch * p.sq) * statBytes > context.workspaceBytes)
-    return Status::error("attention_backward keeps delta for " +
-                         std::to_string(p.batch * p.sq) + " query rows (" +
-                         std::to_string(uint64_t(p.batch * p.sq) * statBytes) +
+  if (backward && uint64_t(p.sq) * statBytes > context.workspaceBytes)
+    return Status::error("attention_backward keeps delta for one batch's " +
+                         std::to_string(p.sq) + " query rows (" +
+                         std::to_string(uint64_t(p.sq) * statBytes) +
                          " bytes) in the launch workspace, which has " +
                          std::to_string(context.workspaceBytes));
   StatusOr<bool> flash = useFlash(context, dtype, p, backward);
