@@ -126,8 +126,7 @@ constexpr int kGenericThreads = 128;
 constexpr size_t kGenericSharedBytes = 40 * 1024;
 
 template <typename A> __device__ inline A *sharedAs() {
-  extern __shared__ __align__(128) unsigned char attentionShared[];
-  return reinterpret_cast<A *>(attentionShared);
+  return reinterpret_cast<A *>(dynamicShared());
 }
 
 /// x[0..n) . y[0..n), y in global memory.
@@ -447,11 +446,6 @@ struct KeyGradLayout {
 #define LOOM_FLASH_ARCH 1
 #endif
 
-__device__ inline unsigned char *flashShared() {
-  extern __shared__ __align__(128) unsigned char attentionShared[];
-  return attentionShared;
-}
-
 /// Rows [r0, r0 + count) of a [rows, cols] bf16 matrix whose rows are
 /// `srcLd` elements apart into shared memory with leading dim `ld`; rows
 /// past `rows` are zeros. `cols` and `srcLd` are multiples of 8;
@@ -548,7 +542,7 @@ __global__ void __launch_bounds__(kFlashThreads)
 #else
   const int d = int(p.d), dv = int(p.dv);
   const ForwardLayout layout(d, dv);
-  unsigned char *shared = flashShared();
+  unsigned char *shared = dynamicShared();
   BF16 *qs = reinterpret_cast<BF16 *>(shared + layout.q);
   BF16 *ks = reinterpret_cast<BF16 *>(shared + layout.k);
   BF16 *vs = reinterpret_cast<BF16 *>(shared + layout.v);
@@ -661,7 +655,7 @@ __global__ void __launch_bounds__(kFlashThreads)
 #else
   const int d = int(p.d), dv = int(p.dv);
   const QueryGradLayout layout(d, dv);
-  unsigned char *shared = flashShared();
+  unsigned char *shared = dynamicShared();
   BF16 *qs = reinterpret_cast<BF16 *>(shared + layout.q);
   BF16 *douts = reinterpret_cast<BF16 *>(shared + layout.dout);
   BF16 *ks = reinterpret_cast<BF16 *>(shared + layout.k);
@@ -777,7 +771,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   static_assert(kKeyGradQueries == 32, "one query per lane");
   const int d = int(p.d), dvDim = int(p.dv);
   const KeyGradLayout layout(d, dvDim);
-  unsigned char *shared = flashShared();
+  unsigned char *shared = dynamicShared();
   BF16 *ks = reinterpret_cast<BF16 *>(shared + layout.k);
   BF16 *vs = reinterpret_cast<BF16 *>(shared + layout.v);
   BF16 *qs = reinterpret_cast<BF16 *>(shared + layout.q);
@@ -1018,13 +1012,12 @@ KernelOr makeGenericForward(const AttentionParams &p) {
     const int64_t rows = p.batch * p.sq;
     if (rows == 0)
       return Status::ok();
-    attentionRows<T, A>
-        <<<unsigned(rows), kGenericThreads, shared, context.stream>>>(
-            p, static_cast<const T *>(inputs[0]),
-            static_cast<const T *>(inputs[1]),
-            static_cast<const T *>(inputs[2]),
-            p.hasMask ? static_cast<const uint8_t *>(inputs[3]) : nullptr,
-            static_cast<T *>(outputs[0]), static_cast<A *>(outputs[1]));
+    launchKernel(attentionRows<T, A>, unsigned(rows), kGenericThreads, shared,
+                 context.stream, p, static_cast<const T *>(inputs[0]),
+                 static_cast<const T *>(inputs[1]),
+                 static_cast<const T *>(inputs[2]),
+                 p.hasMask ? static_cast<const uint8_t *>(inputs[3]) : nullptr,
+                 static_cast<T *>(outputs[0]), static_cast<A *>(outputs[1]));
     return launchStatus("attention");
   });
 }
@@ -1056,18 +1049,18 @@ KernelOr makeGenericBackward(const AttentionParams &p) {
       part.batchBegin = begin;
       const int64_t count = std::min(chunk, p.batch - begin);
       if (count * p.sq > 0) {
-        attentionQueryGradRows<T, A>
-            <<<unsigned(count * p.sq), kGenericThreads, queryShared,
-               context.stream>>>(part, q, k, v, dout, lse, out, mask,
-                                 static_cast<T *>(outputs[0]), delta);
+        launchKernel(attentionQueryGradRows<T, A>, unsigned(count * p.sq),
+                     kGenericThreads, queryShared, context.stream, part, q, k,
+                     v, dout, lse, out, mask, static_cast<T *>(outputs[0]),
+                     delta);
         if (Status s = launchStatus("attention_backward (dq)"); !s)
           return s;
       }
       if (count * p.sk > 0) {
-        attentionKeyGradRows<T, A><<<unsigned(count * p.sk), kGenericThreads,
-                                     keyShared, context.stream>>>(
-            part, q, k, v, dout, lse, delta, mask, static_cast<T *>(outputs[1]),
-            static_cast<T *>(outputs[2]));
+        launchKernel(attentionKeyGradRows<T, A>, unsigned(count * p.sk),
+                     kGenericThreads, keyShared, context.stream, part, q, k, v,
+                     dout, lse, delta, mask, static_cast<T *>(outputs[1]),
+                     static_cast<T *>(outputs[2]));
         if (Status s = launchStatus("attention_backward (dk, dv)"); !s)
           return s;
       }
@@ -1091,11 +1084,11 @@ KernelOr makeFlashForward(const AttentionParams &p) {
     const BF16 *k = static_cast<const BF16 *>(inputs[1]);
     const BF16 *v = static_cast<const BF16 *>(inputs[2]);
     const bool vectorized = aligned16(q) && aligned16(k) && aligned16(v);
-    flashForward<<<unsigned(blocks), kFlashThreads, shared, context.stream>>>(
-        p, q, k, v,
-        p.hasMask ? static_cast<const uint8_t *>(inputs[3]) : nullptr,
-        static_cast<BF16 *>(outputs[0]), static_cast<float *>(outputs[1]),
-        vectorized);
+    launchKernel(flashForward, unsigned(blocks), kFlashThreads, shared,
+                 context.stream, p, q, k, v,
+                 p.hasMask ? static_cast<const uint8_t *>(inputs[3]) : nullptr,
+                 static_cast<BF16 *>(outputs[0]),
+                 static_cast<float *>(outputs[1]), vectorized);
     return launchStatus("attention (flash)");
   });
 }
@@ -1130,19 +1123,17 @@ KernelOr makeFlashBackward(const AttentionParams &p) {
       const int64_t queryTiles = count * ceilDiv(p.sq, kTile);
       const int64_t keyTiles = count * ceilDiv(p.sk, kTile);
       if (queryTiles > 0) {
-        flashQueryGrads<<<unsigned(queryTiles), kFlashThreads, queryShared,
-                          context.stream>>>(part, q, k, v, dout, lse, out, mask,
-                                            static_cast<BF16 *>(outputs[0]),
-                                            delta, vectorized);
+        launchKernel(flashQueryGrads, unsigned(queryTiles), kFlashThreads,
+                     queryShared, context.stream, part, q, k, v, dout, lse, out,
+                     mask, static_cast<BF16 *>(outputs[0]), delta, vectorized);
         if (Status s = launchStatus("attention_backward (flash dq)"); !s)
           return s;
       }
       if (keyTiles > 0) {
-        flashKeyGrads<<<unsigned(keyTiles), kFlashThreads, keyShared,
-                        context.stream>>>(part, q, k, v, dout, lse, delta, mask,
-                                          static_cast<BF16 *>(outputs[1]),
-                                          static_cast<BF16 *>(outputs[2]),
-                                          vectorized);
+        launchKernel(flashKeyGrads, unsigned(keyTiles), kFlashThreads,
+                     keyShared, context.stream, part, q, k, v, dout, lse, delta,
+                     mask, static_cast<BF16 *>(outputs[1]),
+                     static_cast<BF16 *>(outputs[2]), vectorized);
         if (Status s = launchStatus("attention_backward (flash dk, dv)"); !s)
           return s;
       }

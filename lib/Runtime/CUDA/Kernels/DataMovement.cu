@@ -101,13 +101,14 @@ Status launchCopy2D(cudaStream_t stream, void *dst, int64_t dstPitch,
     const int64_t cols = rowBytes / width;
     const unsigned grid = gridFor(rows * cols);
     if (wide(rows * std::max(dstPitch, srcPitch) / width))
-      copy2D<U, int64_t><<<grid, kThreads, 0, stream>>>(
-          static_cast<U *>(dst), dstPitch / width, static_cast<const U *>(src),
-          srcPitch / width, rows, cols);
+      launchKernel(copy2D<U, int64_t>, grid, kThreads, 0, stream,
+                   static_cast<U *>(dst), dstPitch / width,
+                   static_cast<const U *>(src), srcPitch / width, rows, cols);
     else
-      copy2D<U, int32_t><<<grid, kThreads, 0, stream>>>(
-          static_cast<U *>(dst), dstPitch / width, static_cast<const U *>(src),
-          srcPitch / width, int32_t(rows), int32_t(cols));
+      launchKernel(copy2D<U, int32_t>, grid, kThreads, 0, stream,
+                   static_cast<U *>(dst), dstPitch / width,
+                   static_cast<const U *>(src), srcPitch / width, int32_t(rows),
+                   int32_t(cols));
     return launchStatus("copy");
   });
 }
@@ -163,12 +164,13 @@ Status launchStrided(cudaStream_t stream, const void *x, void *y, Dims dims,
     using U = decltype(tag);
     const unsigned grid = gridFor(total);
     if (wide(std::max(total, extent)))
-      stridedCopy<U, int64_t><<<grid, kThreads, 0, stream>>>(
-          static_cast<const U *>(x), static_cast<U *>(y), total, dims, base);
+      launchKernel(stridedCopy<U, int64_t>, grid, kThreads, 0, stream,
+                   static_cast<const U *>(x), static_cast<U *>(y), total, dims,
+                   base);
     else
-      stridedCopy<U, int32_t><<<grid, kThreads, 0, stream>>>(
-          static_cast<const U *>(x), static_cast<U *>(y), int32_t(total), dims,
-          int32_t(base));
+      launchKernel(stridedCopy<U, int32_t>, grid, kThreads, 0, stream,
+                   static_cast<const U *>(x), static_cast<U *>(y),
+                   int32_t(total), dims, int32_t(base));
     return launchStatus("strided copy");
   });
 }
@@ -306,10 +308,10 @@ Status launchTranspose(const TransposePlan &plan, cudaStream_t stream,
   const unsigned grid = unsigned(std::min<int64_t>(items, 1 << 20));
   return withWidth(plan.size, [&](auto tag) {
     using U = decltype(tag);
-    transposeTiled<U><<<grid, dim3(kTile, kTileRows), 0, stream>>>(
-        static_cast<const U *>(x), static_cast<U *>(y), plan.otherIn,
-        plan.otherOut, plan.outer, plan.rowsP, plan.cols, plan.inCol,
-        plan.outRowP, tilesP, tilesC);
+    launchKernel(transposeTiled<U>, grid, dim3(kTile, kTileRows), 0, stream,
+                 static_cast<const U *>(x), static_cast<U *>(y), plan.otherIn,
+                 plan.otherOut, plan.outer, plan.rowsP, plan.cols, plan.inCol,
+                 plan.outRowP, tilesP, tilesC);
     return launchStatus("transpose");
   });
 }
@@ -357,11 +359,11 @@ Status launchGather(const GatherPlan &p, const LaunchContext &context,
     auto go = [&](auto indexTag, auto iTag) {
       using Idx = decltype(indexTag);
       using I = decltype(iTag);
-      gatherKernel<U, Idx, I>
-          <<<gridFor(p.outer * p.count * inner), kThreads, 0, context.stream>>>(
-              static_cast<const U *>(x), static_cast<const Idx *>(indices),
-              static_cast<U *>(y), I(p.outer), I(p.count), I(p.n), I(inner),
-              context.error, context.instruction);
+      launchKernel(gatherKernel<U, Idx, I>, gridFor(p.outer * p.count * inner),
+                   kThreads, 0, context.stream, static_cast<const U *>(x),
+                   static_cast<const Idx *>(indices), static_cast<U *>(y),
+                   I(p.outer), I(p.count), I(p.n), I(inner), context.error,
+                   context.instruction);
     };
     if (p.i32)
       isWide ? go(int32_t(), int64_t()) : go(int32_t(), int32_t());
@@ -477,11 +479,10 @@ KernelOr cuda::createScatterAdd(const LaunchContext &,
         return s;
       if (count * width == 0)
         return Status::ok();
-      scatterAddKernel<T, Idx>
-          <<<gridFor(count * width), kThreads, 0, context.stream>>>(
-              static_cast<const T *>(inputs[0]),
-              static_cast<const Idx *>(inputs[1]), out, count, width, rows,
-              context.error, context.instruction);
+      launchKernel(scatterAddKernel<T, Idx>, gridFor(count * width), kThreads,
+                   0, context.stream, static_cast<const T *>(inputs[0]),
+                   static_cast<const Idx *>(inputs[1]), out, count, width, rows,
+                   context.error, context.instruction);
       return launchStatus("scatter_add");
     });
   };
@@ -591,7 +592,8 @@ KernelOr cuda::createDropout(const LaunchContext &, const Instruction &inst) {
                           const void *const *inputs, void *const *outputs) {
       if (n == 0)
         return Status::ok();
-      dropoutKernel<T><<<gridFor(n), kThreads, 0, context.stream>>>(
+      launchKernel(
+          dropoutKernel<T>, gridFor(n), kThreads, 0, context.stream,
           static_cast<const T *>(inputs[0]), static_cast<T *>(outputs[0]),
           static_cast<uint8_t *>(outputs[1]), n, base, threshold, scale);
       return launchStatus("dropout");

@@ -15,6 +15,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#ifdef LOOM_CUDA_EMULATOR
+#include "Emulator/Device.h"
+#endif
+
 #include <algorithm>
 #include <cstdint>
 
@@ -224,6 +228,39 @@ KernelOr dispatchFloatAndIndex(DType values, DType indices, Make make,
     return Status::error(std::string("the CUDA backend has no ") +
                          dtypeName(values) + " " + kernel);
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Launching
+//===----------------------------------------------------------------------===//
+
+/// Launches `kernel` with `grid` blocks of `block` threads and `shared` bytes
+/// of dynamic shared memory on `stream`: `kernel<<<...>>>(args...)`. A
+/// function rather than the launch syntax so that the host emulator
+/// (Emulator/Device.h, which has no such syntax) runs the same launch sites.
+/// The arguments convert to the kernel's parameter types, as in a call.
+template <typename T> struct NonDeduced { using type = T; };
+template <typename... Params>
+void launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block,
+                  size_t shared, cudaStream_t stream,
+                  typename NonDeduced<Params>::type... args) {
+#ifdef LOOM_CUDA_EMULATOR
+  emulator::launch(reinterpret_cast<const void *>(kernel), grid, block, shared,
+                   [&] { kernel(args...); });
+#else
+  kernel<<<grid, block, shared, stream>>>(args...);
+#endif
+}
+
+/// The block's dynamic shared memory (the launch's `shared` bytes), 128-byte
+/// aligned.
+__device__ inline unsigned char *dynamicShared() {
+#ifdef LOOM_CUDA_EMULATOR
+  return emulator::dynamicShared();
+#else
+  extern __shared__ __align__(128) unsigned char loomDynamicShared[];
+  return loomDynamicShared;
+#endif
 }
 
 /// Last launch error of this thread, as a Status.

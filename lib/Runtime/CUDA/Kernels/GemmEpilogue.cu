@@ -63,9 +63,9 @@ __global__ void epilogue(T *c, const T *bias, T *pre, int64_t total, int64_t n,
 template <typename T, typename C>
 Status launchTyped(cudaStream_t stream, void *c, const void *bias, void *pre,
                    int64_t total, int64_t n, MatmulActivation activation) {
-  epilogue<T, C><<<gridFor(total), kThreads, 0, stream>>>(
-      static_cast<T *>(c), static_cast<const T *>(bias), static_cast<T *>(pre),
-      total, n, activation);
+  launchKernel(epilogue<T, C>, gridFor(total), kThreads, 0, stream,
+               static_cast<T *>(c), static_cast<const T *>(bias),
+               static_cast<T *>(pre), total, n, activation);
   return launchStatus("matmul epilogue");
 }
 

@@ -112,14 +112,14 @@ Status launchSoftmax(cudaStream_t stream, const T *x, T *y, int64_t outer,
     bool block = n > kWarpRowMax;
     unsigned blocks = rowBlocks(outer, block);
     if (block)
-      softmaxRows<T, Log, true>
-          <<<blocks, kRowThreads, 0, stream>>>(x, y, outer, n);
+      launchKernel(softmaxRows<T, Log, true>, blocks, kRowThreads, 0, stream, x,
+                   y, outer, n);
     else
-      softmaxRows<T, Log, false>
-          <<<blocks, kRowThreads, 0, stream>>>(x, y, outer, n);
+      launchKernel(softmaxRows<T, Log, false>, blocks, kRowThreads, 0, stream,
+                   x, y, outer, n);
   } else {
-    softmaxColumns<T, Log><<<gridFor(outer * inner), kThreads, 0, stream>>>(
-        x, y, outer, n, inner);
+    launchKernel(softmaxColumns<T, Log>, gridFor(outer * inner), kThreads, 0,
+                 stream, x, y, outer, n, inner);
   }
   return launchStatus(Log ? "log_softmax" : "softmax");
 }
@@ -278,18 +278,19 @@ Status launchLayerNormBackward(const LaunchContext &context,
     bool block = p.n > kWarpRowMax;
     unsigned blocks = rowBlocks(p.rows, block);
     if (block)
-      layerNormBackwardRows<T, D, true>
-          <<<blocks, kRowThreads, 0, context.stream>>>(x, scale, dy, dx, stats,
-                                                       p.rows, p.n, p.epsilon);
+      launchKernel(layerNormBackwardRows<T, D, true>, blocks, kRowThreads, 0,
+                   context.stream, x, scale, dy, dx, stats, p.rows, p.n,
+                   p.epsilon);
     else
-      layerNormBackwardRows<T, D, false>
-          <<<blocks, kRowThreads, 0, context.stream>>>(x, scale, dy, dx, stats,
-                                                       p.rows, p.n, p.epsilon);
+      launchKernel(layerNormBackwardRows<T, D, false>, blocks, kRowThreads, 0,
+                   context.stream, x, scale, dy, dx, stats, p.rows, p.n,
+                   p.epsilon);
     if (Status s = launchStatus("layer_norm_backward (rows)"); !s)
       return s;
     dim3 grid(unsigned((p.n + kThreads - 1) / kThreads), unsigned(p.chunks));
-    layerNormParamPartials<T, D><<<grid, kThreads, 0, context.stream>>>(
-        x, dy, stats, partial, p.rows, p.n, p.rowsPerChunk);
+    launchKernel(layerNormParamPartials<T, D>, grid, kThreads, 0,
+                 context.stream, x, dy, stats, partial, p.rows, p.n,
+                 p.rowsPerChunk);
     if (Status s = launchStatus("layer_norm_backward (columns)"); !s)
       return s;
   }
@@ -298,8 +299,8 @@ Status launchLayerNormBackward(const LaunchContext &context,
     if (cudaMemsetAsync(partial, 0, 2 * uint64_t(p.n) * sizeof(double),
                         context.stream) != cudaSuccess)
       return launchStatus("layer_norm_backward (zero)");
-  layerNormParamTotals<T><<<gridFor(p.n), kThreads, 0, context.stream>>>(
-      partial, p.chunks, p.n, dscale, dbias);
+  launchKernel(layerNormParamTotals<T>, gridFor(p.n), kThreads, 0,
+               context.stream, partial, p.chunks, p.n, dscale, dbias);
   return launchStatus("layer_norm_backward (totals)");
 }
 
@@ -437,20 +438,20 @@ Status launchCrossEntropy(const LaunchContext &context, const T *logits,
     bool block = p.classes > kWarpRowMax;
     unsigned blocks = rowBlocks(p.rows, block);
     if (block)
-      crossEntropyRows<T, L, true><<<blocks, kRowThreads, 0, context.stream>>>(
-          logits, labels, loss, perSample, p, context.error,
-          context.instruction);
+      launchKernel(crossEntropyRows<T, L, true>, blocks, kRowThreads, 0,
+                   context.stream, logits, labels, loss, perSample, p,
+                   context.error, context.instruction);
     else
-      crossEntropyRows<T, L, false><<<blocks, kRowThreads, 0, context.stream>>>(
-          logits, labels, loss, perSample, p, context.error,
-          context.instruction);
+      launchKernel(crossEntropyRows<T, L, false>, blocks, kRowThreads, 0,
+                   context.stream, logits, labels, loss, perSample, p,
+                   context.error, context.instruction);
     if (Status s = launchStatus("cross_entropy"); !s)
       return s;
   }
   if (!reduce)
     return Status::ok();
-  crossEntropyTotal<LossOf<T>, L>
-      <<<1, kSumThreads, 0, context.stream>>>(perSample, labels, loss, p);
+  launchKernel(crossEntropyTotal<LossOf<T>, L>, 1, kSumThreads, 0,
+               context.stream, perSample, labels, loss, p);
   return launchStatus("cross_entropy (total)");
 }
 
@@ -506,15 +507,13 @@ Status launchCrossEntropyBackward(const LaunchContext &context, const T *logits,
   bool block = p.classes > kWarpRowMax;
   unsigned blocks = rowBlocks(p.rows, block);
   if (block)
-    crossEntropyBackwardRows<T, L, O, true>
-        <<<blocks, kRowThreads, 0, context.stream>>>(
-            logits, labels, scale, scalePerSample, dlogits, p, context.error,
-            context.instruction);
+    launchKernel(crossEntropyBackwardRows<T, L, O, true>, blocks, kRowThreads,
+                 0, context.stream, logits, labels, scale, scalePerSample,
+                 dlogits, p, context.error, context.instruction);
   else
-    crossEntropyBackwardRows<T, L, O, false>
-        <<<blocks, kRowThreads, 0, context.stream>>>(
-            logits, labels, scale, scalePerSample, dlogits, p, context.error,
-            context.instruction);
+    launchKernel(crossEntropyBackwardRows<T, L, O, false>, blocks, kRowThreads,
+                 0, context.stream, logits, labels, scale, scalePerSample,
+                 dlogits, p, context.error, context.instruction);
   return launchStatus("cross_entropy_backward");
 }
 
@@ -581,11 +580,11 @@ KernelOr cuda::createLayerNorm(const LaunchContext &, const Instruction &inst) {
       bool block = n > kWarpRowMax;
       unsigned blocks = rowBlocks(rows, block);
       if (block)
-        layerNormRows<T, O, true><<<blocks, kRowThreads, 0, context.stream>>>(
-            x, scale, bias, y, rows, n, epsilon);
+        launchKernel(layerNormRows<T, O, true>, blocks, kRowThreads, 0,
+                     context.stream, x, scale, bias, y, rows, n, epsilon);
       else
-        layerNormRows<T, O, false><<<blocks, kRowThreads, 0, context.stream>>>(
-            x, scale, bias, y, rows, n, epsilon);
+        launchKernel(layerNormRows<T, O, false>, blocks, kRowThreads, 0,
+                     context.stream, x, scale, bias, y, rows, n, epsilon);
       return launchStatus("layer_norm");
     });
   };

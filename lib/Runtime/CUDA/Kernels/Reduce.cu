@@ -309,8 +309,8 @@ Status launchTyped(const ReducePlan &plan, const LaunchContext &context,
                          std::to_string(context.workspaceBytes));
   // The second pass of a chunked reduction: each output's chunks in order.
   auto combine = [&](int64_t outputs) {
-    combineChunks<T, K><<<gridFor(outputs), kThreads, 0, stream>>>(
-        partial, y, outputs, plan.chunks, plan.red, identity);
+    launchKernel(combineChunks<T, K>, gridFor(outputs), kThreads, 0, stream,
+                 partial, y, outputs, plan.chunks, plan.red, identity);
     return launchStatus("combining a reduction's chunks");
   };
   switch (plan.shape) {
@@ -319,9 +319,8 @@ Status launchTyped(const ReducePlan &plan, const LaunchContext &context,
       // Nothing reduced, but bf16 -> f32: each output a row of one.
       if (plan.outputs == 0)
         return Status::ok();
-      rowReduce<T, K, false, I>
-          <<<rowBlocks(plan.outputs, false), kRowThreads, 0, stream>>>(
-              x, y, plan.outputs, 1, identity);
+      launchKernel(rowReduce<T, K, false, I>, rowBlocks(plan.outputs, false),
+                   kRowThreads, 0, stream, x, y, plan.outputs, 1, identity);
       return launchStatus("widening reduction");
     }
     if (static_cast<const void *>(x) == y || plan.bytes == 0)
@@ -334,8 +333,8 @@ Status launchTyped(const ReducePlan &plan, const LaunchContext &context,
       return Status::ok();
     if (plan.chunks > 1) {
       dim3 grid(unsigned(plan.chunks), unsigned(plan.outer));
-      rowChunkReduce<T, K, I><<<grid, kRowThreads, 0, stream>>>(
-          x, partial, plan.outer, plan.red, plan.chunk, identity);
+      launchKernel(rowChunkReduce<T, K, I>, grid, kRowThreads, 0, stream, x,
+                   partial, plan.outer, plan.red, plan.chunk, identity);
       if (Status s = launchStatus("row reduction"); !s)
         return s;
       return combine(plan.outer);
@@ -343,11 +342,11 @@ Status launchTyped(const ReducePlan &plan, const LaunchContext &context,
     bool block = plan.red > kWarpRowMax;
     unsigned blocks = rowBlocks(plan.outer, block);
     if (block)
-      rowReduce<T, K, true, I><<<blocks, kRowThreads, 0, stream>>>(
-          x, y, plan.outer, plan.red, identity);
+      launchKernel(rowReduce<T, K, true, I>, blocks, kRowThreads, 0, stream, x,
+                   y, plan.outer, plan.red, identity);
     else
-      rowReduce<T, K, false, I><<<blocks, kRowThreads, 0, stream>>>(
-          x, y, plan.outer, plan.red, identity);
+      launchKernel(rowReduce<T, K, false, I>, blocks, kRowThreads, 0, stream, x,
+                   y, plan.outer, plan.red, identity);
     return launchStatus("row reduction");
   }
   case ReducePlan::Shape::Middle: {
@@ -358,12 +357,13 @@ Status launchTyped(const ReducePlan &plan, const LaunchContext &context,
               unsigned(plan.chunks));
     dim3 block(kColumns, kSplit);
     if (plan.chunks == 1) {
-      middleReduce<T, K, false, I><<<grid, block, 0, stream>>>(
-          x, y, plan.outer, plan.red, plan.inner, plan.chunk, identity);
+      launchKernel(middleReduce<T, K, false, I>, grid, block, 0, stream, x, y,
+                   plan.outer, plan.red, plan.inner, plan.chunk, identity);
       return launchStatus("middle reduction");
     }
-    middleReduce<T, K, true, I><<<grid, block, 0, stream>>>(
-        x, partial, plan.outer, plan.red, plan.inner, plan.chunk, identity);
+    launchKernel(middleReduce<T, K, true, I>, grid, block, 0, stream, x,
+                 partial, plan.outer, plan.red, plan.inner, plan.chunk,
+                 identity);
     if (Status s = launchStatus("middle reduction"); !s)
       return s;
     return combine(plan.outer * plan.inner);
@@ -371,9 +371,9 @@ Status launchTyped(const ReducePlan &plan, const LaunchContext &context,
   case ReducePlan::Shape::General:
     if (plan.outputs == 0)
       return Status::ok();
-    generalReduce<T, K, I>
-        <<<rowBlocks(plan.outputs, false), kRowThreads, 0, stream>>>(
-            x, y, plan.outputs, plan.kept, plan.reduced, plan.count, identity);
+    launchKernel(generalReduce<T, K, I>, rowBlocks(plan.outputs, false),
+                 kRowThreads, 0, stream, x, y, plan.outputs, plan.kept,
+                 plan.reduced, plan.count, identity);
     return launchStatus("reduction");
   }
   return Status::ok();

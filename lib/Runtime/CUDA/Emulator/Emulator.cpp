@@ -1,0 +1,328 @@
+//===- Emulator.cpp - Runs emulated kernel launches on the host -----------===//
+//
+// A launch runs its blocks one after another on the calling thread. A
+// block's threads are fibers (ucontext) that run in turn until each reaches
+// a barrier or exits; a barrier opens when every thread it waits for has
+// arrived:
+//   - __syncthreads: every thread of the block that has not exited;
+//   - a warp barrier (__syncwarp, shuffles): every lane of the warp, none of
+//     which may have exited (a device would hang or be undefined there).
+// When nothing can run and some threads still wait, the launch fails with a
+// deadlock report instead of hanging.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Emulator.h"
+
+#include "Emulator/Device.h"
+
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+using namespace loom::runtime::cuda;
+using namespace loom::runtime::cuda::emulator;
+
+namespace {
+
+/// Each fiber's stack: the kernels keep small per-thread arrays.
+constexpr size_t kStackBytes = size_t(256) << 10;
+/// What a device allows (an H100/H200): dynamic shared memory without and
+/// with the per-kernel opt-in, threads per block, grid dims.
+constexpr size_t kDefaultSharedBytes = 48 << 10;
+constexpr size_t kOptInSharedBytes = 227 << 10;
+constexpr unsigned kMaxBlockThreads = 1024;
+
+enum class State { Runnable, AtBlockBarrier, AtWarpBarrier, Exited };
+
+struct Fiber {
+  ucontext_t context;
+  ThreadPosition position;
+  State state = State::Runnable;
+  /// __syncthreads_and's operand while waiting, then its result.
+  int predicate = 1;
+};
+
+/// A stack that stays mapped for the thread's later launches.
+struct Stack {
+  void *base = nullptr;
+  Stack() {
+    base = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) {
+      std::perror("emulator: mmap of a fiber stack");
+      std::abort();
+    }
+  }
+  ~Stack() { munmap(base, kStackBytes); }
+  Stack(const Stack &) = delete;
+  Stack &operator=(const Stack &) = delete;
+};
+
+struct Block {
+  const std::function<void()> *body = nullptr;
+  std::vector<Fiber> fibers;
+  Fiber *current = nullptr;
+  ucontext_t scheduler;
+  unsigned char *shared = nullptr;
+  std::vector<uint64_t> exchange;
+  /// Set by fail(): the launch stops after this block.
+  std::string failure;
+};
+
+thread_local Block *activeBlock = nullptr;
+thread_local std::vector<std::unique_ptr<Stack>> stacks;
+thread_local cudaError_t lastError = cudaSuccess;
+
+/// cudaFuncAttributeMaxDynamicSharedMemorySize per kernel.
+std::mutex attributesMutex;
+std::map<const void *, size_t> sharedLimits;
+
+Block &block() {
+  if (!activeBlock) {
+    std::fprintf(stderr, "emulator: a device function ran outside a launch\n");
+    std::abort();
+  }
+  return *activeBlock;
+}
+
+std::string describe(const uint3 &v) {
+  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," +
+         std::to_string(v.z) + ")";
+}
+
+/// Suspends the running fiber and returns to the block's scheduler.
+void yieldToScheduler() {
+  Block &b = block();
+  swapcontext(&b.current->context, &b.scheduler);
+}
+
+void fiberMain() {
+  Block &b = block();
+  (*b.body)();
+  b.current->state = State::Exited;
+  // uc_link returns to the scheduler.
+}
+
+/// Opens the barriers whose threads have all arrived; false when none could
+/// open although some threads wait (a deadlock).
+bool openBarriers(Block &b, unsigned warpsPerBlock) {
+  bool anyWaiting = false, blockBarrierComplete = true;
+  int all = 1;
+  for (Fiber &f : b.fibers) {
+    if (f.state == State::Exited)
+      continue;
+    anyWaiting = true;
+    if (f.state != State::AtBlockBarrier)
+      blockBarrierComplete = false;
+    else
+      all &= f.predicate != 0;
+  }
+  if (!anyWaiting)
+    return true;
+  if (blockBarrierComplete) {
+    for (Fiber &f : b.fibers)
+      if (f.state == State::AtBlockBarrier) {
+        f.state = State::Runnable;
+        f.predicate = all;
+      }
+    return true;
+  }
+  bool opened = false;
+  for (unsigned w = 0; w < warpsPerBlock; ++w) {
+    size_t begin = size_t(w) * 32,
+           end = std::min(b.fibers.size(), size_t(w + 1) * 32);
+    bool complete = true;
+    for (size_t i = begin; i < end; ++i)
+      complete &= b.fibers[i].state == State::AtWarpBarrier;
+    if (!complete)
+      continue;
+    for (size_t i = begin; i < end; ++i)
+      b.fibers[i].state = State::Runnable;
+    opened = true;
+  }
+  return opened;
+}
+
+std::string deadlockReport(const Block &b) {
+  size_t atBlock = 0, atWarp = 0, exited = 0;
+  for (const Fiber &f : b.fibers) {
+    atBlock += f.state == State::AtBlockBarrier;
+    atWarp += f.state == State::AtWarpBarrier;
+    exited += f.state == State::Exited;
+  }
+  return "deadlock in block " + describe(b.fibers[0].position.block) + ": " +
+         std::to_string(atBlock) + " threads at __syncthreads, " +
+         std::to_string(atWarp) + " at a warp barrier, " +
+         std::to_string(exited) + " exited";
+}
+
+/// Runs one block to completion; false when it failed (b.failure says why).
+bool runBlock(Block &b, unsigned warpsPerBlock) {
+  for (size_t i = 0; i < b.fibers.size(); ++i) {
+    Fiber &f = b.fibers[i];
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = stacks[i]->base;
+    f.context.uc_stack.ss_size = kStackBytes;
+    f.context.uc_link = &b.scheduler;
+    makecontext(&f.context, fiberMain, 0);
+  }
+  for (bool reversed = false;; reversed = !reversed) {
+    // Threads run in turn until they block; the order flips every round, so
+    // that a read of what another thread writes without a barrier between
+    // them sees stale data one way or the other.
+    for (size_t n = 0; n < b.fibers.size(); ++n) {
+      Fiber &f = b.fibers[reversed ? b.fibers.size() - 1 - n : n];
+      if (f.state != State::Runnable)
+        continue;
+      b.current = &f;
+      swapcontext(&b.scheduler, &f.context);
+      if (!b.failure.empty())
+        return false;
+    }
+    bool allExited = true;
+    for (const Fiber &f : b.fibers)
+      allExited &= f.state == State::Exited;
+    if (allExited)
+      return true;
+    if (!openBarriers(b, warpsPerBlock)) {
+      b.failure = deadlockReport(b);
+      return false;
+    }
+  }
+}
+
+cudaError_t checkConfiguration(const void *kernel, dim3 grid, dim3 block,
+                               size_t shared, std::string &why) {
+  const uint64_t threads = uint64_t(block.x) * block.y * block.z;
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0) {
+    why = "an empty grid or block";
+    return cudaErrorInvalidConfiguration;
+  }
+  if (threads > kMaxBlockThreads || block.z > 64) {
+    why = std::to_string(threads) + " threads per block";
+    return cudaErrorInvalidConfiguration;
+  }
+  if (grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535) {
+    why = "grid " + describe(uint3{grid.x, grid.y, grid.z});
+    return cudaErrorInvalidConfiguration;
+  }
+  size_t limit = kDefaultSharedBytes;
+  {
+    std::lock_guard<std::mutex> lock(attributesMutex);
+    auto it = sharedLimits.find(kernel);
+    if (it != sharedLimits.end())
+      limit = it->second;
+  }
+  if (shared > limit) {
+    why = std::to_string(shared) + " bytes of dynamic shared memory (" +
+          std::to_string(limit) + " allowed)";
+    return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
+} // namespace
+
+const ThreadPosition &emulator::position() { return block().current->position; }
+
+unsigned char *emulator::dynamicShared() { return block().shared; }
+
+uint64_t &emulator::exchangeSlot(int lane) {
+  Block &b = block();
+  const size_t warp = size_t(b.current - b.fibers.data()) / 32;
+  return b.exchange[warp * 32 + size_t(lane)];
+}
+
+int emulator::syncThreads(int predicate) {
+  Block &b = block();
+  b.current->predicate = predicate;
+  b.current->state = State::AtBlockBarrier;
+  yieldToScheduler();
+  return b.current->predicate;
+}
+
+void emulator::syncWarp() {
+  block().current->state = State::AtWarpBarrier;
+  yieldToScheduler();
+}
+
+void emulator::fail(const char *message) {
+  Block &b = block();
+  const ThreadPosition &p = b.current->position;
+  b.failure = std::string(message) + " in block " + describe(p.block) +
+              ", thread " + describe(p.thread);
+  yieldToScheduler();
+  std::abort(); // never resumed
+}
+
+void emulator::launch(const void *kernel, dim3 grid, dim3 blockDims,
+                      size_t shared, const std::function<void()> &body) {
+  std::string why;
+  if (cudaError_t error =
+          checkConfiguration(kernel, grid, blockDims, shared, why)) {
+    std::fprintf(stderr, "emulator: launch rejected: %s\n", why.c_str());
+    lastError = error;
+    return;
+  }
+  const size_t threads = size_t(blockDims.x) * blockDims.y * blockDims.z;
+  const unsigned warps = unsigned((threads + 31) / 32);
+  while (stacks.size() < threads)
+    stacks.push_back(std::make_unique<Stack>());
+  std::unique_ptr<unsigned char[]> sharedBytes(new unsigned char[shared + 128]);
+  unsigned char *alignedShared = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(sharedBytes.get()) + 127) & ~uintptr_t(127));
+
+  Block b;
+  b.body = &body;
+  b.shared = alignedShared;
+  b.exchange.assign(size_t(warps) * 32, 0);
+  b.fibers.resize(threads);
+  Block *outer = activeBlock;
+  activeBlock = &b;
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        std::memset(alignedShared, 0xff, shared);
+        size_t i = 0;
+        for (unsigned tz = 0; tz < blockDims.z; ++tz)
+          for (unsigned ty = 0; ty < blockDims.y; ++ty)
+            for (unsigned tx = 0; tx < blockDims.x; ++tx, ++i) {
+              Fiber &f = b.fibers[i];
+              f.state = State::Runnable;
+              f.predicate = 1;
+              f.position = {uint3{tx, ty, tz}, uint3{bx, by, bz}, blockDims,
+                            grid};
+            }
+        if (!runBlock(b, warps)) {
+          std::fprintf(stderr, "emulator: kernel failed: %s\n",
+                       b.failure.c_str());
+          lastError = cudaErrorLaunchFailure;
+          activeBlock = outer;
+          return;
+        }
+      }
+  activeBlock = outer;
+}
+
+cudaError_t emulator::takeLastError() {
+  cudaError_t error = lastError;
+  lastError = cudaSuccess;
+  return error;
+}
+
+cudaError_t emulator::peekLastError() { return lastError; }
+
+void emulator::setSharedLimit(const void *kernel, size_t bytes) {
+  std::lock_guard<std::mutex> lock(attributesMutex);
+  sharedLimits[kernel] = bytes;
+}
+
+size_t emulator::optInSharedBytes() { return kOptInSharedBytes; }

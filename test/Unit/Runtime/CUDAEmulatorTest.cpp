@@ -1,0 +1,230 @@
+//===- CUDAEmulatorTest.cpp - The host CUDA emulator's own checks ---------===//
+//
+// The emulator (lib/Runtime/CUDA/Emulator) stands in for a GPU in the
+// kernels' tests, so it must compute what a device computes where a kernel
+// is correct, and report what a device would fail on: invalid launches,
+// traps, barriers some threads never reach, misaligned wmma operands. It
+// must also surface a missing barrier as wrong data rather than hide it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels/Device.cuh"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+using namespace loom::runtime::cuda;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+/// out[block] = sum of in[block * blockDim + t] over the block's threads.
+__global__ void blockSums(const float *in, float *out) {
+  const float value = in[blockIdx.x * blockDim.x + threadIdx.x];
+  const float sum = groupReduce<true>(value, SumOp());
+  if (threadIdx.x == 0)
+    out[blockIdx.x] = sum;
+}
+
+/// out[t] = the value of lane t ^ mask.
+__global__ void shuffled(const int *in, int *out, int mask) {
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, in[threadIdx.x], mask);
+}
+
+/// out[t] = whether every thread's in[t] is non-zero.
+__global__ void allNonZero(const int *in, int *out) {
+  out[threadIdx.x] = __syncthreads_and(in[threadIdx.x]);
+}
+
+/// out[t] = the value thread t + 1 put in shared memory, read after a
+/// barrier or (wrongly) without one.
+__global__ void neighbours(float *out, bool barrier) {
+  float *shared = reinterpret_cast<float *>(dynamicShared());
+  shared[threadIdx.x] = float(threadIdx.x);
+  if (barrier)
+    __syncthreads();
+  out[threadIdx.x] = shared[(threadIdx.x + 1) % blockDim.x];
+}
+
+/// Lane 5 leaves before the warp's shuffle: a device would hang.
+__global__ void shuffleWithoutLane5(int *out) {
+  if (threadIdx.x == 5)
+    return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, int(threadIdx.x), 1);
+}
+
+/// Half of warp 0 waits at __syncthreads, the other half at a warp barrier
+/// that needs the first half: a device would hang.
+__global__ void crossedBarriers() {
+  if (threadIdx.x < 16) {
+    __syncthreads();
+  } else {
+    __syncwarp();
+    __syncthreads();
+  }
+}
+
+__global__ void traps(int *out) {
+  if (blockIdx.x == 1 && threadIdx.x == 3)
+    __trap();
+  out[blockIdx.x * blockDim.x + threadIdx.x] = 1;
+}
+
+__global__ void nothing() {}
+
+namespace wmma = nvcuda::wmma;
+
+/// c (16 x 16, f32) = a (16 x 16, bf16, row-major) b (16 x 16, bf16,
+/// column-major), with one warp; `offset` shifts every operand by that
+/// many elements.
+__global__ void tileProduct(const BF16 *a, const BF16 *b, float *c,
+                            int offset) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, BF16, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, BF16, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+  wmma::fill_fragment(fc, 1.0f);
+  wmma::load_matrix_sync(fa, a + offset, 16);
+  wmma::load_matrix_sync(fb, b + offset, 16);
+  wmma::mma_sync(fc, fa, fb, fc);
+  wmma::store_matrix_sync(c + offset, fc, 16, wmma::mem_row_major);
+}
+
+//===----------------------------------------------------------------------===//
+// Tests
+//===----------------------------------------------------------------------===//
+
+TEST(CUDAEmulator, BlockReductionsAcrossWarps) {
+  const int blocks = 3, threads = 256;
+  std::vector<float> in(blocks * threads), out(blocks, -1);
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = float(i % 17);
+  launchKernel(blockSums, blocks, threads, 0, nullptr, in.data(), out.data());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  for (int b = 0; b < blocks; ++b) {
+    float expected = 0;
+    for (int t = 0; t < threads; ++t)
+      expected += in[b * threads + t];
+    EXPECT_EQ(out[b], expected) << "block " << b;
+  }
+}
+
+TEST(CUDAEmulator, ShufflesExchangeLanes) {
+  std::vector<int> in(64), out(64, -1);
+  for (int i = 0; i < 64; ++i)
+    in[i] = 100 + i;
+  for (int mask : {1, 2, 16}) {
+    launchKernel(shuffled, 1, 64, 0, nullptr, in.data(), out.data(), mask);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    for (int i = 0; i < 64; ++i)
+      EXPECT_EQ(out[i], 100 + ((i & ~31) | ((i % 32) ^ mask))) << i;
+  }
+}
+
+TEST(CUDAEmulator, SyncThreadsAnd) {
+  std::vector<int> in(96, 1), out(96, -1);
+  launchKernel(allNonZero, 1, 96, 0, nullptr, in.data(), out.data());
+  EXPECT_EQ(out, std::vector<int>(96, 1));
+  in[70] = 0;
+  launchKernel(allNonZero, 1, 96, 0, nullptr, in.data(), out.data());
+  EXPECT_EQ(out, std::vector<int>(96, 0));
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(CUDAEmulator, MissingBarrierShowsAsWrongData) {
+  const int threads = 64;
+  std::vector<float> out(threads);
+  launchKernel(neighbours, 1, threads, threads * sizeof(float), nullptr,
+               out.data(), true);
+  for (int t = 0; t < threads; ++t)
+    EXPECT_EQ(out[t], float((t + 1) % threads));
+  launchKernel(neighbours, 1, threads, threads * sizeof(float), nullptr,
+               out.data(), false);
+  int wrong = 0;
+  for (int t = 0; t < threads; ++t)
+    wrong += out[t] != float((t + 1) % threads);
+  EXPECT_GT(wrong, 0) << "reads without a barrier saw every write";
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(CUDAEmulator, BarriersThatCannotOpenFailTheLaunch) {
+  std::vector<int> out(32);
+  launchKernel(shuffleWithoutLane5, 1, 32, 0, nullptr, out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  launchKernel(crossedBarriers, 1, 64, 0, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  // The error was taken: the next launch starts clean.
+  launchKernel(nothing, 1, 1, 0, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(CUDAEmulator, TrapFailsTheLaunch) {
+  std::vector<int> out(4 * 32, 0);
+  launchKernel(traps, 4, 32, 0, nullptr, out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  EXPECT_EQ(out[0], 1);          // block 0 ran
+  EXPECT_EQ(out[3 * 32 + 1], 0); // block 3 did not
+}
+
+TEST(CUDAEmulator, InvalidConfigurations) {
+  launchKernel(nothing, 0, 32, 0, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  launchKernel(nothing, 1, 2048, 0, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  launchKernel(nothing, dim3(1, 70000), 32, 0, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  launchKernel(nothing, 1, dim3(32, 32), 0, nullptr); // 1024: the most
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(CUDAEmulator, DynamicSharedMemoryNeedsTheOptIn) {
+  const size_t big = 100 << 10;
+  launchKernel(traps, 1, 1, big, nullptr, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFuncSetAttribute(reinterpret_cast<const void *>(&nothing),
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(big)),
+            cudaSuccess);
+  launchKernel(nothing, 1, 1, big, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaFuncSetAttribute(reinterpret_cast<const void *>(&nothing),
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 300 << 10),
+            cudaErrorInvalidValue);
+}
+
+TEST(CUDAEmulator, WmmaTileProduct) {
+  // 32-byte aligned storage with room for a shifted copy.
+  alignas(32) BF16 a[16 * 16 + 16], b[16 * 16 + 16];
+  alignas(32) float c[16 * 16 + 16];
+  float fa[16][16], fb[16][16];
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      fa[i][j] = float((i * 3 + j) % 7) - 3;
+      fb[i][j] = float((i + 5 * j) % 5) * 0.5f;
+      a[i * 16 + j] = __float2bfloat16_rn(fa[i][j]);
+      b[j * 16 + i] = __float2bfloat16_rn(fb[i][j]); // column-major
+    }
+  launchKernel(tileProduct, 1, 32, 0, nullptr, a, b, c, 0);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      float expected = 1;
+      for (int k = 0; k < 16; ++k)
+        expected += fa[i][k] * fb[k][j];
+      EXPECT_EQ(c[i * 16 + j], expected) << i << "," << j;
+    }
+  // 8 bf16 elements past an aligned address: 16 bytes, not 32.
+  launchKernel(tileProduct, 1, 32, 0, nullptr, a, b, c, 8);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
