@@ -11,6 +11,9 @@
 #include "Kernels/Device.cuh"
 
 #include <gtest/gtest.h>
+#include <nvrtc.h>
+
+#include <string>
 
 #include <vector>
 
@@ -220,6 +223,62 @@ TEST(CUDAEmulator, WmmaTileProduct) {
   // 8 bf16 elements past an aligned address: 16 bytes, not 32.
   launchKernel(tileProduct, 1, 32, 0, nullptr, a, b, c, 8);
   EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+}
+
+/// A run-time compiled program: NVRTC's calls compile it with the host
+/// compiler, the library calls load and launch it.
+TEST(CUDAEmulator, RunTimeCompiledPrograms) {
+  const char *source = R"(
+extern "C" __global__ void __launch_bounds__(64) scaled(const float *in,
+                                                        float *out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n)
+    out[i] = in[i] * 3.0f + normcdff(0.0f);
+})";
+  nvrtcProgram program;
+  ASSERT_EQ(nvrtcCreateProgram(&program, source, "p.cu", 0, nullptr, nullptr),
+            NVRTC_SUCCESS);
+  ASSERT_EQ(nvrtcCompileProgram(program, 0, nullptr), NVRTC_SUCCESS);
+  size_t size = 0;
+  ASSERT_EQ(nvrtcGetCUBINSize(program, &size), NVRTC_SUCCESS);
+  std::string image(size, '\0');
+  ASSERT_EQ(nvrtcGetCUBIN(program, image.data()), NVRTC_SUCCESS);
+  nvrtcDestroyProgram(&program);
+
+  cudaLibrary_t library;
+  cudaKernel_t kernel;
+  ASSERT_EQ(cudaLibraryLoadData(&library, image.data(), nullptr, nullptr, 0,
+                                nullptr, nullptr, 0),
+            cudaSuccess);
+  EXPECT_EQ(cudaLibraryGetKernel(&kernel, library, "missing"),
+            cudaErrorSymbolNotFound);
+  ASSERT_EQ(cudaLibraryGetKernel(&kernel, library, "scaled"), cudaSuccess);
+  std::vector<float> in(100), out(100, -1);
+  for (int i = 0; i < 100; ++i)
+    in[i] = float(i);
+  const float *inArg = in.data();
+  float *outArg = out.data();
+  int n = 100;
+  void *args[] = {&inArg, &outArg, &n};
+  ASSERT_EQ(cudaLaunchKernel(reinterpret_cast<const void *>(kernel), dim3(2),
+                             dim3(64), args, 0, nullptr),
+            cudaSuccess);
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(out[i], float(i) * 3.0f + 0.5f) << i;
+}
+
+TEST(CUDAEmulator, ProgramCompileErrorsHaveALog) {
+  nvrtcProgram program;
+  ASSERT_EQ(nvrtcCreateProgram(&program, "int f() { return undeclared; }",
+                               "bad.cu", 0, nullptr, nullptr),
+            NVRTC_SUCCESS);
+  EXPECT_EQ(nvrtcCompileProgram(program, 0, nullptr), NVRTC_ERROR_COMPILATION);
+  size_t size = 0;
+  ASSERT_EQ(nvrtcGetProgramLogSize(program, &size), NVRTC_SUCCESS);
+  std::string log(size, '\0');
+  nvrtcGetProgramLog(program, log.data());
+  EXPECT_NE(log.find("undeclared"), std::string::npos) << log;
+  nvrtcDestroyProgram(&program);
 }
 
 } // namespace

@@ -39,8 +39,8 @@ namespace emulator {
 struct ThreadPosition {
   uint3 thread;
   uint3 block;
-  dim3 blockDim;
-  dim3 gridDim;
+  dim3 blockSize;
+  dim3 gridSize;
 };
 
 /// The running thread's position; only valid inside a launch.
@@ -76,8 +76,8 @@ uint64_t &exchangeSlot(int lane);
 
 #define threadIdx (::loom::runtime::cuda::emulator::position().thread)
 #define blockIdx (::loom::runtime::cuda::emulator::position().block)
-#define blockDim (::loom::runtime::cuda::emulator::position().blockDim)
-#define gridDim (::loom::runtime::cuda::emulator::position().gridDim)
+#define blockDim (::loom::runtime::cuda::emulator::position().blockSize)
+#define gridDim (::loom::runtime::cuda::emulator::position().gridSize)
 
 //===----------------------------------------------------------------------===//
 // Intrinsics

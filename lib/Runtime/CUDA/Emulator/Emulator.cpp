@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -326,3 +327,10 @@ void emulator::setSharedLimit(const void *kernel, size_t bytes) {
 }
 
 size_t emulator::optInSharedBytes() { return kOptInSharedBytes; }
+
+// ProgramPrelude.h's LoomEmulatorPosition: four triples of unsigned.
+static_assert(sizeof(ThreadPosition) == 12 * sizeof(unsigned) &&
+                  offsetof(ThreadPosition, gridSize) == 9 * sizeof(unsigned),
+              "ThreadPosition is four packed triples");
+
+const void *emulator::positionAddress() { return &position(); }

@@ -26,6 +26,9 @@ cudaError_t peekLastError();
 void setSharedLimit(const void *kernel, size_t bytes);
 /// The most dynamic shared memory a kernel may opt into.
 size_t optInSharedBytes();
+/// The running thread's ThreadPosition (for run-time compiled programs,
+/// which see it as ProgramPrelude.h's LoomEmulatorPosition).
+const void *positionAddress();
 
 } // namespace emulator
 } // namespace cuda

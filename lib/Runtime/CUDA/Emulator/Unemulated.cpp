@@ -1,9 +1,8 @@
-//===- Unemulated.cpp - Kernel families the emulator cannot run -----------===//
+//===- Unemulated.cpp - The kernel family the emulator cannot run ---------===//
 //
-// GEMMs go to cuBLASLt and elementwise programs are compiled by NVRTC and
-// loaded by the driver: libraries, not source the emulator could run. Their
-// factories here say so, so that a test of them fails with that reason (the
-// emulator's tests skip them; docs/cuda-emulator.md).
+// GEMMs go to cuBLASLt, a library rather than source the emulator could
+// run. The factory here says so, so that a test of them fails with that
+// reason (the emulator's tests skip them; docs/cuda-emulator.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,14 +13,4 @@ using namespace loom::runtime::cuda;
 
 KernelOr cuda::createMatmul(const LaunchContext &, const Instruction &) {
   return Status::error("matmul is not emulated (it runs in cuBLASLt)");
-}
-
-KernelOr cuda::createElementwise(const LaunchContext &, const Instruction &) {
-  return Status::error(
-      "elementwise is not emulated (its programs are compiled by NVRTC)");
-}
-
-size_t cuda::compileElementwisePrograms(const std::vector<Instruction> &, int,
-                                        unsigned) {
-  return 0;
 }

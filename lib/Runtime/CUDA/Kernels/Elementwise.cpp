@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -90,6 +91,7 @@ Status cuda::compileElementwise(const std::string &source,
     if (nvrtcGetProgramLogSize(program, &logSize) == NVRTC_SUCCESS) {
       log.resize(logSize);
       nvrtcGetProgramLog(program, log.data());
+      log.resize(std::strlen(log.c_str())); // the size counts the NUL
     }
     nvrtcDestroyProgram(&program);
     return Status::error(std::string("NVRTC failed to compile an elementwise "
