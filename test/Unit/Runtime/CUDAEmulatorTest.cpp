@@ -10,6 +10,7 @@
 
 #include "Kernels/Device.cuh"
 
+#include <cublasLt.h>
 #include <gtest/gtest.h>
 #include <nvrtc.h>
 
@@ -279,6 +280,68 @@ TEST(CUDAEmulator, ProgramCompileErrorsHaveALog) {
   nvrtcGetProgramLog(program, log.data());
   EXPECT_NE(log.find("undeclared"), std::string::npos) << log;
   nvrtcDestroyProgram(&program);
+}
+
+/// The emulated cuBLASLt computes what its documentation says and rejects
+/// what it calls invalid.
+TEST(CUDAEmulator, CublasLtMatmul) {
+  // Column-major A (2 x 3), B (3 x 2): D = A B + bias along D's rows.
+  alignas(256) float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 1, 0, 1, 1};
+  alignas(256) float d[4] = {}, bias[2] = {10, 20};
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t la, lb, ld, lk;
+  ASSERT_EQ(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+            CUBLAS_STATUS_SUCCESS);
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const void *biasPointer = bias;
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                 sizeof epilogue);
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                 &biasPointer, sizeof biasPointer);
+  cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, 2, 3, 2);
+  cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, 3, 2, 3);
+  cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, 2, 2, 2);
+  cublasLtMatrixLayoutCreate(&lk, CUDA_R_32F, 2, 2, 2); // k = 2: no chain
+  const float one = 1, zero = 0;
+  ASSERT_EQ(cublasLtMatmul(nullptr, desc, &one, a, la, b, lb, &zero, d, ld, d,
+                           ld, nullptr, nullptr, 0, nullptr),
+            CUBLAS_STATUS_SUCCESS);
+  // D(0, 0) = 1*1 + 3*0 + 5*1 + 10, D(1, 0) = 2 + 6 + 20, D(0, 1) = 3 + 5
+  // + 10, D(1, 1) = 4 + 6 + 20.
+  EXPECT_EQ(std::vector<float>(d, d + 4), (std::vector<float>{16, 28, 18, 30}));
+  EXPECT_EQ(cublasLtMatmul(nullptr, desc, &one, a, la, a, lk, &zero, d, ld, d,
+                           ld, nullptr, nullptr, 0, nullptr),
+            CUBLAS_STATUS_INVALID_VALUE);
+  // An algorithm chosen for 16-byte operands refuses a 4-byte aligned one.
+  cublasLtMatmulPreference_t preference;
+  cublasLtMatmulPreferenceCreate(&preference);
+  uint32_t alignment = 16;
+  cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignment,
+      sizeof alignment);
+  cublasLtMatmulHeuristicResult_t result;
+  int count = 0;
+  ASSERT_EQ(cublasLtMatmulAlgoGetHeuristic(nullptr, desc, la, lb, ld, ld,
+                                           preference, 1, &result, &count),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(count, 1);
+  EXPECT_EQ(cublasLtMatmul(nullptr, desc, &one, a, la, b, lb, &zero, d + 1, ld,
+                           d + 1, ld, &result.algo, nullptr, 0, nullptr),
+            CUBLAS_STATUS_INVALID_VALUE);
+  // The GELU input's leading dimension must be a multiple of 8.
+  epilogue = CUBLASLT_EPILOGUE_GELU_AUX;
+  int64_t auxLd = 2;
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                 sizeof epilogue);
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                 &auxLd, sizeof auxLd);
+  EXPECT_EQ(cublasLtMatmulAlgoGetHeuristic(nullptr, desc, la, lb, ld, ld,
+                                           preference, 1, &result, &count),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  cublasLtMatmulPreferenceDestroy(preference);
+  for (cublasLtMatrixLayout_t l : {la, lb, ld, lk})
+    cublasLtMatrixLayoutDestroy(l);
+  cublasLtMatmulDescDestroy(desc);
 }
 
 } // namespace

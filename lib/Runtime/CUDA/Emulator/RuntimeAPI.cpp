@@ -1,16 +1,14 @@
 //===- RuntimeAPI.cpp - The CUDA runtime API calls the kernels make -------===//
 //
-// The subset of the CUDA runtime API (and cuBLASLt's handle calls) that the
-// kernels and their tests use, on host memory: one device, an H200's
-// properties (so that launch geometry is what the GPU gets), synchronous
-// streams. Linked into the emulator's programs instead of libcudart, whose
-// definitions these take the place of.
+// The subset of the CUDA runtime API that the kernels and their tests use, on
+// host memory: one device, an H200's properties (so that launch geometry is
+// what the GPU gets), synchronous streams. Linked into the emulator's programs
+// instead of libcudart, whose definitions these take the place of.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Emulator.h"
 
-#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -173,16 +171,6 @@ cudaError_t cudaFuncSetAttribute(const void *kernel,
     return cudaErrorInvalidValue;
   emulator::setSharedLimit(kernel, size_t(value));
   return cudaSuccess;
-}
-
-// The kernels' tests create a cuBLASLt handle for their launch context; the
-// emulator has no GEMMs (createMatmul says so), so the handle is a token.
-cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle) {
-  *handle = reinterpret_cast<cublasLtHandle_t>(&streamTag);
-  return CUBLAS_STATUS_SUCCESS;
-}
-cublasStatus_t cublasLtDestroy(cublasLtHandle_t) {
-  return CUBLAS_STATUS_SUCCESS;
 }
 
 } // extern "C"

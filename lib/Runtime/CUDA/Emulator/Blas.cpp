@@ -1,0 +1,396 @@
+//===- Blas.cpp - The cuBLASLt calls of the matmul kernel, on the host ----===//
+//
+// A reference implementation of the part of cuBLASLt that Gemm.cpp uses,
+// written from cuBLASLt's documentation, so that the matmul kernel's
+// descriptors, batching and epilogue choices run in the emulator:
+//   - layouts are column-major (element (i, j) at i + j * ld), with a batch
+//     count and a strided batch offset in elements;
+//   - D = alpha op(A) op(B) + beta C per batch, accumulated in the compute
+//     type (TF32 rounds the operands to 10 mantissa bits first);
+//   - epilogues: BIAS adds a vector of D's row count along the rows, the
+//     GELU ones apply the tanh form, the AUX ones store the input of the
+//     GELU (D's type, leading dimension EPILOGUE_AUX_LD) first.
+// It checks what cuBLASLt documents as invalid: shapes that do not chain,
+// a leading dimension below the row count, batch counts that differ, an
+// auxiliary leading dimension not a multiple of 8, and pointers less
+// aligned than the algorithm was chosen for.
+//
+//===----------------------------------------------------------------------===//
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+struct Layout {
+  cudaDataType type;
+  uint64_t rows, cols;
+  int64_t ld;
+  int32_t batch = 1;
+  int64_t stride = 0;
+};
+
+struct MatmulDesc {
+  cublasComputeType_t compute;
+  cudaDataType_t scale;
+  cublasOperation_t transA = CUBLAS_OP_N, transB = CUBLAS_OP_N;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void *bias = nullptr;
+  int32_t biasType = -1;
+  void *aux = nullptr;
+  int64_t auxLd = 0;
+};
+
+struct Preference {
+  uint32_t alignment = 256; // cuBLASLt's default minimum
+};
+
+template <typename T, typename Handle> T &as(Handle handle) {
+  return *reinterpret_cast<T *>(handle);
+}
+
+template <typename V> bool read(V &value, const void *buf, size_t size) {
+  if (size != sizeof(V))
+    return false;
+  std::memcpy(&value, buf, sizeof(V));
+  return true;
+}
+
+double load(cudaDataType type, const void *base, int64_t index) {
+  switch (type) {
+  case CUDA_R_32F:
+    return static_cast<const float *>(base)[index];
+  case CUDA_R_64F:
+    return static_cast<const double *>(base)[index];
+  default:
+    return __bfloat162float(static_cast<const __nv_bfloat16 *>(base)[index]);
+  }
+}
+
+void store(cudaDataType type, void *base, int64_t index, double value) {
+  switch (type) {
+  case CUDA_R_32F:
+    static_cast<float *>(base)[index] = float(value);
+    return;
+  case CUDA_R_64F:
+    static_cast<double *>(base)[index] = value;
+    return;
+  default:
+    static_cast<__nv_bfloat16 *>(base)[index] =
+        __float2bfloat16_rn(float(value));
+  }
+}
+
+bool supported(cudaDataType type) {
+  return type == CUDA_R_32F || type == CUDA_R_64F || type == CUDA_R_16BF;
+}
+
+/// An f32 rounded to TF32 (10 mantissa bits, to nearest even).
+float tf32(float x) {
+  if (!std::isfinite(x))
+    return x;
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits = (bits + 0xfffu + ((bits >> 13) & 1u)) & ~0x1fffu;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+bool hasBias(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS ||
+         e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+bool hasGelu(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_BIAS ||
+         e == CUBLASLT_EPILOGUE_GELU_AUX ||
+         e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+bool hasAux(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU_AUX ||
+         e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
+/// Whether the operation is one cuBLASLt accepts (see the file comment).
+cublasStatus_t validate(const MatmulDesc &d, const Layout &a, const Layout &b,
+                        const Layout &c, const Layout &out) {
+  for (const Layout *l : {&a, &b, &c, &out})
+    if (!supported(l->type) || l->ld < int64_t(l->rows) ||
+        l->batch != out.batch)
+      return CUBLAS_STATUS_INVALID_VALUE;
+  const uint64_t m = d.transA == CUBLAS_OP_N ? a.rows : a.cols;
+  const uint64_t k = d.transA == CUBLAS_OP_N ? a.cols : a.rows;
+  const uint64_t kb = d.transB == CUBLAS_OP_N ? b.rows : b.cols;
+  const uint64_t n = d.transB == CUBLAS_OP_N ? b.cols : b.rows;
+  if (k != kb || out.rows != m || out.cols != n || c.rows != m || c.cols != n)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  switch (d.epilogue) {
+  case CUBLASLT_EPILOGUE_DEFAULT:
+  case CUBLASLT_EPILOGUE_BIAS:
+  case CUBLASLT_EPILOGUE_GELU:
+  case CUBLASLT_EPILOGUE_GELU_BIAS:
+  case CUBLASLT_EPILOGUE_GELU_AUX:
+  case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+    break;
+  default:
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  if (hasAux(d.epilogue) && (d.auxLd < int64_t(m) || d.auxLd % 8 != 0))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (hasBias(d.epilogue) && d.biasType != -1 && d.biasType != out.type &&
+      d.biasType != CUDA_R_32F)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+bool aligned(const void *p, uint32_t alignment) {
+  return reinterpret_cast<uintptr_t>(p) % alignment == 0;
+}
+
+} // namespace
+
+extern "C" {
+
+// A handle carries no state here.
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle) {
+  static int token;
+  *handle = reinterpret_cast<cublasLtHandle_t>(&token);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t) {
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasLtGetStatusName(cublasStatus_t status) {
+  switch (status) {
+  case CUBLAS_STATUS_SUCCESS:
+    return "CUBLAS_STATUS_SUCCESS";
+  case CUBLAS_STATUS_INVALID_VALUE:
+    return "CUBLAS_STATUS_INVALID_VALUE";
+  case CUBLAS_STATUS_NOT_SUPPORTED:
+    return "CUBLAS_STATUS_NOT_SUPPORTED";
+  default:
+    return "CUBLAS_STATUS_INTERNAL_ERROR";
+  }
+}
+
+const char *cublasLtGetStatusString(cublasStatus_t) {
+  return "the emulator's cuBLASLt rejected the call";
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout,
+                                          cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld) {
+  *layout = reinterpret_cast<cublasLtMatrixLayout_t>(
+      new Layout{type, rows, cols, ld});
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
+  delete &as<Layout>(layout);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout,
+                                 cublasLtMatrixLayoutAttribute_t attribute,
+                                 const void *buf, size_t size) {
+  Layout &l = as<Layout>(layout);
+  bool ok = false;
+  if (attribute == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT)
+    ok = read(l.batch, buf, size) && l.batch >= 1;
+  else if (attribute == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET)
+    ok = read(l.stride, buf, size);
+  return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc,
+                                        cublasComputeType_t compute,
+                                        cudaDataType_t scale) {
+  auto *d = new MatmulDesc;
+  d->compute = compute;
+  d->scale = scale;
+  *desc = reinterpret_cast<cublasLtMatmulDesc_t>(d);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
+  delete &as<MatmulDesc>(desc);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
+                               cublasLtMatmulDescAttributes_t attribute,
+                               const void *buf, size_t size) {
+  MatmulDesc &d = as<MatmulDesc>(desc);
+  bool ok = false;
+  switch (attribute) {
+  case CUBLASLT_MATMUL_DESC_TRANSA:
+    ok = read(d.transA, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_TRANSB:
+    ok = read(d.transB, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE:
+    ok = read(d.epilogue, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+    ok = read(d.bias, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+    ok = read(d.biasType, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+    ok = read(d.aux, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+    ok = read(d.auxLd, buf, size);
+    break;
+  default:
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
+  *p = reinterpret_cast<cublasLtMatmulPreference_t>(new Preference);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
+  delete &as<Preference>(p);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(
+    cublasLtMatmulPreference_t p,
+    cublasLtMatmulPreferenceAttributes_t attribute, const void *buf,
+    size_t size) {
+  Preference &pref = as<Preference>(p);
+  switch (attribute) {
+  case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: {
+    uint64_t bytes;
+    return read(bytes, buf, size) ? CUBLAS_STATUS_SUCCESS
+                                  : CUBLAS_STATUS_INVALID_VALUE;
+  }
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: {
+    uint32_t bytes;
+    if (!read(bytes, buf, size) || bytes == 0)
+      return CUBLAS_STATUS_INVALID_VALUE;
+    // The algorithm may assume the least alignment any operand promises.
+    pref.alignment = std::min(pref.alignment, bytes);
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  default:
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+}
+
+// One algorithm, recording the alignment its operands must have (the least
+// the preference promised, and the bias and aux pointers' when set).
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
+    cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+    cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+    cublasLtMatrixLayout_t out, cublasLtMatmulPreference_t preference,
+    int requested, cublasLtMatmulHeuristicResult_t results[], int *count) {
+  *count = 0;
+  if (requested < 1)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const MatmulDesc &d = as<MatmulDesc>(desc);
+  if (cublasStatus_t s = validate(d, as<Layout>(a), as<Layout>(b),
+                                  as<Layout>(c), as<Layout>(out)))
+    return s;
+  uint32_t alignment = as<Preference>(preference).alignment;
+  std::memset(&results[0], 0, sizeof results[0]);
+  results[0].algo.data[0] = alignment;
+  results[0].state = CUBLAS_STATUS_SUCCESS;
+  results[0].wavesCount = 1;
+  *count = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
+                              const void *alpha, const void *A,
+                              cublasLtMatrixLayout_t aDesc, const void *B,
+                              cublasLtMatrixLayout_t bDesc, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t cDesc,
+                              void *D, cublasLtMatrixLayout_t dDesc,
+                              const cublasLtMatmulAlgo_t *algo, void *, size_t,
+                              cudaStream_t) {
+  const MatmulDesc &d = as<MatmulDesc>(desc);
+  const Layout &a = as<Layout>(aDesc), &b = as<Layout>(bDesc),
+               &c = as<Layout>(cDesc), &out = as<Layout>(dDesc);
+  if (cublasStatus_t s = validate(d, a, b, c, out))
+    return s;
+  const uint32_t alignment = algo ? uint32_t(algo->data[0]) : 1;
+  for (const void *p : {A, B, C, static_cast<const void *>(D)})
+    if (!aligned(p, alignment))
+      return CUBLAS_STATUS_INVALID_VALUE;
+  if (hasBias(d.epilogue) && (!d.bias || !aligned(d.bias, 16)))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (hasAux(d.epilogue) && (!d.aux || !aligned(d.aux, 16)))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const bool wide = d.compute == CUBLAS_COMPUTE_64F;
+  const bool tf32Inputs = d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+  const double alphaValue = wide ? *static_cast<const double *>(alpha)
+                                 : *static_cast<const float *>(alpha);
+  const double betaValue = wide ? *static_cast<const double *>(beta)
+                                : *static_cast<const float *>(beta);
+  const int64_t m = int64_t(out.rows), n = int64_t(out.cols);
+  const int64_t k = int64_t(d.transA == CUBLAS_OP_N ? a.cols : a.rows);
+  const cudaDataType biasType =
+      d.biasType == -1 ? out.type : cudaDataType(d.biasType);
+  auto operand = [&](const Layout &l, const void *base, int64_t batch,
+                     bool transposed, int64_t row, int64_t col) {
+    const int64_t index =
+        batch * l.stride + (transposed ? col + row * l.ld : row + col * l.ld);
+    double v = load(l.type, base, index);
+    return tf32Inputs ? double(tf32(float(v))) : v;
+  };
+  for (int64_t batch = 0; batch < out.batch; ++batch)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < m; ++i) {
+        double value;
+        if (wide) {
+          double sum = 0;
+          for (int64_t t = 0; t < k; ++t)
+            sum += operand(a, A, batch, d.transA != CUBLAS_OP_N, i, t) *
+                   operand(b, B, batch, d.transB != CUBLAS_OP_N, t, j);
+          value = sum;
+        } else {
+          float sum = 0;
+          for (int64_t t = 0; t < k; ++t)
+            sum += float(operand(a, A, batch, d.transA != CUBLAS_OP_N, i, t)) *
+                   float(operand(b, B, batch, d.transB != CUBLAS_OP_N, t, j));
+          value = sum;
+        }
+        value *= alphaValue;
+        if (betaValue != 0)
+          value += betaValue * load(c.type, C, batch * c.stride + i + j * c.ld);
+        if (hasBias(d.epilogue))
+          value += load(biasType, d.bias, i);
+        if (!wide)
+          value = float(value);
+        if (hasAux(d.epilogue))
+          store(out.type, d.aux, i + j * d.auxLd, value);
+        if (hasGelu(d.epilogue)) {
+          const float x = float(value);
+          value = 0.5f * x *
+                  (1.0f + std::tanh(0.7978845608028654f *
+                                    (x + 0.044715f * x * x * x)));
+        }
+        store(out.type, D, batch * out.stride + i + j * out.ld, value);
+      }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+} // extern "C"
