@@ -4,6 +4,7 @@
     gpu_checks.py make OUT_DIR --loom-run BIN [--python PY]
     gpu_checks.py check OUT_DIR --loom-run BIN [--device cuda|cpu]
     gpu_checks.py ctest OUT_DIR --loom-run BIN [--python PY]
+                                [--run-with BIN]
 
 `make` (needs the full build: it compiles models) exports the example models
 with PyTorch, compiles them to plans with `loom-run --emit-plan`, and records
@@ -24,6 +25,10 @@ checks this script (test/GPU/kit.test) where there is no GPU.
 
 `ctest` is what the `gpu` ctest label runs: it skips (77) before making
 anything when there is no GPU, else makes the cases and checks them.
+
+`--run-with BIN` runs the cases with another loom-run than the one that
+made them: `loom-run-emulated` runs them on the host CUDA emulator
+(docs/design/cuda-emulator.md), which the `emulator` ctest label does.
 """
 import argparse
 import json
@@ -180,7 +185,9 @@ def compare_dirs(reference, actual, atol, rtol):
             if expected.dtype.kind in "fc":
                 difference = np.abs(got.astype(np.float64) -
                                     expected.astype(np.float64))
-                worst = max(worst, float(difference.max(initial=0)))
+                largest = float(difference.max(initial=0))
+                # max() would drop a NaN, which is the worst of all.
+                worst = largest if np.isnan(largest) else max(worst, largest)
                 if not np.allclose(got, expected, atol=atol, rtol=rtol,
                                    equal_nan=True):
                     problems.append("%s: max |actual - cpu| = %.3g" %
@@ -258,19 +265,23 @@ def main():
     parser.add_argument("--loom-run", required=True)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--run-with",
+                        help="the loom-run that runs the cases (default: "
+                        "--loom-run), e.g. loom-run-emulated")
     args = parser.parse_args()
     out_dir = os.path.abspath(args.out_dir)
+    runner = args.run_with or args.loom_run
     if args.command == "make":
         make(out_dir, args.loom_run, args.python)
         return 0
     if args.command == "ctest":
-        devices, listing = gpus(args.loom_run)
+        devices, listing = gpus(runner)
         if not devices:
             print("SKIPPED: no CUDA device (loom-run --list-devices says:)")
             print(listing.rstrip())
             return SKIP
         make(out_dir, args.loom_run, args.python)
-    return check(out_dir, args.loom_run, args.device)
+    return check(out_dir, runner, args.device)
 
 
 if __name__ == "__main__":

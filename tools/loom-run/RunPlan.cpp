@@ -362,11 +362,15 @@ void loom::printReport(const RunReport &report, int iterations) {
               formatBytes(report.plannedArenaBytes).c_str());
   std::printf("  planned, whole pages    %s\n",
               formatBytes(report.plannedArenaPageBytes).c_str());
-  std::printf("  measured peak (touched) %s  %s\n",
-              formatBytes(report.measuredArenaBytes).c_str(),
-              report.measuredArenaBytes == report.plannedArenaPageBytes
-                  ? "= planned"
-                  : "!= planned");
+  // 0: the backend cannot tell (CUDA allocates the planned arena whole).
+  if (report.measuredArenaBytes == 0 && report.plannedArenaPageBytes != 0)
+    std::printf("  measured peak (touched) not measured on this device\n");
+  else
+    std::printf("  measured peak (touched) %s  %s\n",
+                formatBytes(report.measuredArenaBytes).c_str(),
+                report.measuredArenaBytes == report.plannedArenaPageBytes
+                    ? "= planned"
+                    : "!= planned");
   std::printf("  weights                 %s\n",
               formatBytes(report.weightBytes).c_str());
   std::printf("time: %.3f ms per run (%d run%s)\n", report.seconds * 1e3,

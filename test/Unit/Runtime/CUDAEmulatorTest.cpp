@@ -158,9 +158,12 @@ TEST(CUDAEmulator, BarriersThatCannotOpenFailTheLaunch) {
   std::vector<int> out(32);
   launchKernel(shuffleWithoutLane5, 1, 32, 0, nullptr, out.data());
   EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  // Sticky, as on a device, until the device is reset.
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
   launchKernel(crossedBarriers, 1, 64, 0, nullptr);
   EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
-  // The error was taken: the next launch starts clean.
+  EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
   launchKernel(nothing, 1, 1, 0, nullptr);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
@@ -171,6 +174,7 @@ TEST(CUDAEmulator, TrapFailsTheLaunch) {
   EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
   EXPECT_EQ(out[0], 1);          // block 0 ran
   EXPECT_EQ(out[3 * 32 + 1], 0); // block 3 did not
+  EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
 }
 
 TEST(CUDAEmulator, InvalidConfigurations) {
@@ -224,6 +228,133 @@ TEST(CUDAEmulator, WmmaTileProduct) {
   // 8 bf16 elements past an aligned address: 16 bytes, not 32.
   launchKernel(tileProduct, 1, 32, 0, nullptr, a, b, c, 8);
   EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
+}
+
+/// Work on a created stream runs when something waits for it; a copy from
+/// pageable memory has its source staged when it is enqueued.
+TEST(CUDAEmulator, StreamWorkIsDeferredUntilWaitedFor) {
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  float *device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 4 * sizeof(float)), cudaSuccess);
+  std::vector<float> source = {1, 2, 3, 4}, back(4, -1);
+  ASSERT_EQ(cudaMemcpyAsync(device, source.data(), 4 * sizeof(float),
+                            cudaMemcpyHostToDevice, stream),
+            cudaSuccess);
+  source.assign(4, 9); // after the staging: not what the device gets
+  ASSERT_EQ(cudaMemcpyAsync(back.data(), device, 4 * sizeof(float),
+                            cudaMemcpyDeviceToHost, stream),
+            cudaSuccess);
+  EXPECT_EQ(back[0], -1); // nothing ran yet
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(back, std::vector<float>({1, 2, 3, 4}));
+  EXPECT_EQ(cudaFree(device), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+/// An event orders one stream after another; without the wait, the
+/// reading stream sees the buffer as it was before the writer's work.
+TEST(CUDAEmulator, EventsOrderStreams) {
+  cudaStream_t writer, reader;
+  cudaEvent_t written;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&writer, cudaStreamNonBlocking),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&reader, cudaStreamNonBlocking),
+            cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&written, cudaEventDisableTiming),
+            cudaSuccess);
+  unsigned char *a = nullptr, *b = nullptr;
+  ASSERT_EQ(cudaMalloc(&a, 64), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b, 64), cudaSuccess);
+  std::vector<unsigned char> back(64);
+  auto readThrough = [&](bool wait) {
+    EXPECT_EQ(cudaMemsetAsync(a, 7, 64, writer), cudaSuccess);
+    EXPECT_EQ(cudaEventRecord(written, writer), cudaSuccess);
+    if (wait) {
+      EXPECT_EQ(cudaStreamWaitEvent(reader, written, 0), cudaSuccess);
+    }
+    EXPECT_EQ(cudaMemcpyAsync(b, a, 64, cudaMemcpyDeviceToDevice, reader),
+              cudaSuccess);
+    EXPECT_EQ(
+        cudaMemcpyAsync(back.data(), b, 64, cudaMemcpyDeviceToHost, reader),
+        cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(reader), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(writer), cudaSuccess);
+    return back[0];
+  };
+  EXPECT_EQ(readThrough(false), 0xff); // fresh memory: the race shows
+  EXPECT_EQ(readThrough(true), 7);
+  EXPECT_EQ(cudaEventSynchronize(written), cudaSuccess);
+  cudaEventDestroy(written);
+  cudaFree(a);
+  cudaFree(b);
+  cudaStreamDestroy(reader);
+  cudaStreamDestroy(writer);
+}
+
+/// Timing events have a time once their stream ran past them.
+TEST(CUDAEmulator, EventTimes) {
+  cudaStream_t stream;
+  cudaEvent_t start, end, untimed;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&end), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming),
+            cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(start, stream), cudaSuccess);
+  launchKernel(nothing, 1, 1, 0, stream);
+  ASSERT_EQ(cudaEventRecord(end, stream), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(untimed, stream), cudaSuccess);
+  float ms = -1;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, end), cudaErrorNotReady);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, end), cudaSuccess);
+  EXPECT_GE(ms, 0.0f);
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, untimed),
+            cudaErrorInvalidResourceHandle);
+  for (cudaEvent_t e : {start, end, untimed})
+    cudaEventDestroy(e);
+  cudaStreamDestroy(stream);
+}
+
+/// A kernel that fails on a stream fails the device when it runs: the
+/// launch itself reports nothing, the synchronization does.
+TEST(CUDAEmulator, DeferredFailuresAreSticky) {
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  std::vector<int> out(4 * 32, 0);
+  launchKernel(traps, 4, 32, 0, stream, out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(out[0], 0);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaErrorLaunchFailure);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  EXPECT_EQ(cudaMemsetAsync(nullptr, 0, 0, stream), cudaSuccess);
+  EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaStreamDestroy(stream);
+}
+
+/// Copies name the memory they move between; the device side must lie
+/// inside one cudaMalloc block.
+TEST(CUDAEmulator, CopiesCheckTheirPointers) {
+  unsigned char *device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 100), cudaSuccess);
+  std::vector<unsigned char> host(200, 1);
+  EXPECT_EQ(cudaMemcpy(device, host.data(), 100, cudaMemcpyHostToDevice),
+            cudaSuccess);
+  EXPECT_EQ(
+      cudaMemcpy(host.data(), host.data() + 100, 100, cudaMemcpyHostToDevice),
+      cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(device, host.data(), 200, cudaMemcpyHostToDevice),
+            cudaErrorInvalidValue); // past the block's end
+  EXPECT_EQ(cudaMemcpy(device + 50, device, 50, cudaMemcpyDeviceToHost),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemset(device + 99, 0, 2), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(host.data()), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(device), cudaSuccess);
 }
 
 /// A run-time compiled program: NVRTC's calls compile it with the host

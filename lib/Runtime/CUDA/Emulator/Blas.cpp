@@ -17,6 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Emulator.h"
+
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 
@@ -25,6 +27,8 @@
 #include <cstdint>
 #include <cstring>
 #include <vector>
+
+using namespace loom::runtime::cuda;
 
 namespace {
 
@@ -325,10 +329,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
                               const void *C, cublasLtMatrixLayout_t cDesc,
                               void *D, cublasLtMatrixLayout_t dDesc,
                               const cublasLtMatmulAlgo_t *algo, void *, size_t,
-                              cudaStream_t) {
-  const MatmulDesc &d = as<MatmulDesc>(desc);
-  const Layout &a = as<Layout>(aDesc), &b = as<Layout>(bDesc),
-               &c = as<Layout>(cDesc), &out = as<Layout>(dDesc);
+                              cudaStream_t stream) {
+  // The descriptors and scalars are read now; the operands when the
+  // product runs on the stream.
+  const MatmulDesc d = as<MatmulDesc>(desc);
+  const Layout a = as<Layout>(aDesc), b = as<Layout>(bDesc),
+               c = as<Layout>(cDesc), out = as<Layout>(dDesc);
   if (cublasStatus_t s = validate(d, a, b, c, out))
     return s;
   const uint32_t alignment = algo ? uint32_t(algo->data[0]) : 1;
@@ -345,52 +351,56 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
                                  : *static_cast<const float *>(alpha);
   const double betaValue = wide ? *static_cast<const double *>(beta)
                                 : *static_cast<const float *>(beta);
-  const int64_t m = int64_t(out.rows), n = int64_t(out.cols);
-  const int64_t k = int64_t(d.transA == CUBLAS_OP_N ? a.cols : a.rows);
-  const cudaDataType biasType =
-      d.biasType == -1 ? out.type : cudaDataType(d.biasType);
-  auto operand = [&](const Layout &l, const void *base, int64_t batch,
-                     bool transposed, int64_t row, int64_t col) {
-    const int64_t index =
-        batch * l.stride + (transposed ? col + row * l.ld : row + col * l.ld);
-    double v = load(l.type, base, index);
-    return tf32Inputs ? double(tf32(float(v))) : v;
-  };
-  for (int64_t batch = 0; batch < out.batch; ++batch)
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < m; ++i) {
-        double value;
-        if (wide) {
-          double sum = 0;
-          for (int64_t t = 0; t < k; ++t)
-            sum += operand(a, A, batch, d.transA != CUBLAS_OP_N, i, t) *
-                   operand(b, B, batch, d.transB != CUBLAS_OP_N, t, j);
-          value = sum;
-        } else {
-          float sum = 0;
-          for (int64_t t = 0; t < k; ++t)
-            sum += float(operand(a, A, batch, d.transA != CUBLAS_OP_N, i, t)) *
-                   float(operand(b, B, batch, d.transB != CUBLAS_OP_N, t, j));
-          value = sum;
+  cudaError_t error = emulator::enqueue(stream, [=] {
+    const int64_t m = int64_t(out.rows), n = int64_t(out.cols);
+    const int64_t k = int64_t(d.transA == CUBLAS_OP_N ? a.cols : a.rows);
+    const cudaDataType biasType =
+        d.biasType == -1 ? out.type : cudaDataType(d.biasType);
+    auto operand = [&](const Layout &l, const void *base, int64_t batch,
+                       bool transposed, int64_t row, int64_t col) {
+      const int64_t index =
+          batch * l.stride + (transposed ? col + row * l.ld : row + col * l.ld);
+      double v = load(l.type, base, index);
+      return tf32Inputs ? double(tf32(float(v))) : v;
+    };
+    for (int64_t batch = 0; batch < out.batch; ++batch)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < m; ++i) {
+          double value;
+          if (wide) {
+            double sum = 0;
+            for (int64_t t = 0; t < k; ++t)
+              sum += operand(a, A, batch, d.transA != CUBLAS_OP_N, i, t) *
+                     operand(b, B, batch, d.transB != CUBLAS_OP_N, t, j);
+            value = sum;
+          } else {
+            float sum = 0;
+            for (int64_t t = 0; t < k; ++t)
+              sum +=
+                  float(operand(a, A, batch, d.transA != CUBLAS_OP_N, i, t)) *
+                  float(operand(b, B, batch, d.transB != CUBLAS_OP_N, t, j));
+            value = sum;
+          }
+          value *= alphaValue;
+          if (betaValue != 0)
+            value +=
+                betaValue * load(c.type, C, batch * c.stride + i + j * c.ld);
+          if (hasBias(d.epilogue))
+            value += load(biasType, d.bias, i);
+          if (!wide)
+            value = float(value);
+          if (hasAux(d.epilogue))
+            store(out.type, d.aux, i + j * d.auxLd, value);
+          if (hasGelu(d.epilogue)) {
+            const float x = float(value);
+            value = 0.5f * x *
+                    (1.0f + std::tanh(0.7978845608028654f *
+                                      (x + 0.044715f * x * x * x)));
+          }
+          store(out.type, D, batch * out.stride + i + j * out.ld, value);
         }
-        value *= alphaValue;
-        if (betaValue != 0)
-          value += betaValue * load(c.type, C, batch * c.stride + i + j * c.ld);
-        if (hasBias(d.epilogue))
-          value += load(biasType, d.bias, i);
-        if (!wide)
-          value = float(value);
-        if (hasAux(d.epilogue))
-          store(out.type, d.aux, i + j * d.auxLd, value);
-        if (hasGelu(d.epilogue)) {
-          const float x = float(value);
-          value = 0.5f * x *
-                  (1.0f + std::tanh(0.7978845608028654f *
-                                    (x + 0.044715f * x * x * x)));
-        }
-        store(out.type, D, batch * out.stride + i + j * out.ld, value);
-      }
-  return CUBLAS_STATUS_SUCCESS;
+  });
+  return error ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
 } // extern "C"

@@ -46,13 +46,15 @@ struct ThreadPosition {
 /// The running thread's position; only valid inside a launch.
 const ThreadPosition &position();
 
-/// Runs `body` as `kernel` with `grid` blocks of `block` threads and `shared`
-/// bytes of dynamic shared memory, before returning. Launch errors (an
-/// invalid configuration, too much shared memory) and failures inside the
-/// kernel (a trap, a deadlock at a barrier, a misaligned wmma operand) are
-/// printed and left for cudaGetLastError, as a device would.
+/// Enqueues `body` on `stream` as `kernel` with `grid` blocks of `block`
+/// threads and `shared` bytes of dynamic shared memory (the body holds
+/// copies of the arguments, as a launch does). Launch errors (an invalid
+/// configuration, too much shared memory) are printed and left for
+/// cudaGetLastError at once; failures inside the kernel (a trap, a deadlock
+/// at a barrier, a misaligned wmma operand) when it runs, as the device's
+/// sticky error.
 void launch(const void *kernel, dim3 grid, dim3 block, size_t shared,
-            const std::function<void()> &body);
+            cudaStream_t stream, std::function<void()> body);
 
 /// The block's dynamic shared memory, 128-byte aligned. Filled with 0xff
 /// bytes (NaN for every float type) before each block, so that reads of

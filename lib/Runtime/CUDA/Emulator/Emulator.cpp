@@ -1,6 +1,7 @@
 //===- Emulator.cpp - Runs emulated kernel launches on the host -----------===//
 //
-// A launch runs its blocks one after another on the calling thread. A
+// A launch runs its blocks one after another on the host thread that runs
+// its stream's work (Streams.cpp). A
 // block's threads are fibers (ucontext) that run in turn until each reaches
 // a barrier or exits; a barrier opens when every thread it waits for has
 // arrived:
@@ -230,6 +231,50 @@ cudaError_t checkConfiguration(const void *kernel, dim3 grid, dim3 block,
   return cudaSuccess;
 }
 
+/// Runs every block of a launch in turn on this thread; false (after
+/// printing why) when one failed.
+bool runGrid(dim3 grid, dim3 blockDims, size_t shared,
+             const std::function<void()> &body) {
+  const size_t threads = size_t(blockDims.x) * blockDims.y * blockDims.z;
+  const unsigned warps = unsigned((threads + 31) / 32);
+  while (stacks.size() < threads)
+    stacks.push_back(std::make_unique<Stack>());
+  std::unique_ptr<unsigned char[]> sharedBytes(new unsigned char[shared + 128]);
+  unsigned char *alignedShared = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(sharedBytes.get()) + 127) & ~uintptr_t(127));
+
+  Block b;
+  b.body = &body;
+  b.shared = alignedShared;
+  b.exchange.assign(size_t(warps) * 32, 0);
+  b.fibers.resize(threads);
+  Block *outer = activeBlock;
+  activeBlock = &b;
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        std::memset(alignedShared, 0xff, shared);
+        size_t i = 0;
+        for (unsigned tz = 0; tz < blockDims.z; ++tz)
+          for (unsigned ty = 0; ty < blockDims.y; ++ty)
+            for (unsigned tx = 0; tx < blockDims.x; ++tx, ++i) {
+              Fiber &f = b.fibers[i];
+              f.state = State::Runnable;
+              f.predicate = 1;
+              f.position = {uint3{tx, ty, tz}, uint3{bx, by, bz}, blockDims,
+                            grid};
+            }
+        if (!runBlock(b, warps)) {
+          std::fprintf(stderr, "emulator: kernel failed: %s\n",
+                       b.failure.c_str());
+          activeBlock = outer;
+          return false;
+        }
+      }
+  activeBlock = outer;
+  return true;
+}
+
 } // namespace
 
 const ThreadPosition &emulator::position() { return block().current->position; }
@@ -265,7 +310,8 @@ void emulator::fail(const char *message) {
 }
 
 void emulator::launch(const void *kernel, dim3 grid, dim3 blockDims,
-                      size_t shared, const std::function<void()> &body) {
+                      size_t shared, cudaStream_t stream,
+                      std::function<void()> body) {
   std::string why;
   if (cudaError_t error =
           checkConfiguration(kernel, grid, blockDims, shared, why)) {
@@ -273,53 +319,28 @@ void emulator::launch(const void *kernel, dim3 grid, dim3 blockDims,
     lastError = error;
     return;
   }
-  const size_t threads = size_t(blockDims.x) * blockDims.y * blockDims.z;
-  const unsigned warps = unsigned((threads + 31) / 32);
-  while (stacks.size() < threads)
-    stacks.push_back(std::make_unique<Stack>());
-  std::unique_ptr<unsigned char[]> sharedBytes(new unsigned char[shared + 128]);
-  unsigned char *alignedShared = reinterpret_cast<unsigned char *>(
-      (reinterpret_cast<uintptr_t>(sharedBytes.get()) + 127) & ~uintptr_t(127));
-
-  Block b;
-  b.body = &body;
-  b.shared = alignedShared;
-  b.exchange.assign(size_t(warps) * 32, 0);
-  b.fibers.resize(threads);
-  Block *outer = activeBlock;
-  activeBlock = &b;
-  for (unsigned bz = 0; bz < grid.z; ++bz)
-    for (unsigned by = 0; by < grid.y; ++by)
-      for (unsigned bx = 0; bx < grid.x; ++bx) {
-        std::memset(alignedShared, 0xff, shared);
-        size_t i = 0;
-        for (unsigned tz = 0; tz < blockDims.z; ++tz)
-          for (unsigned ty = 0; ty < blockDims.y; ++ty)
-            for (unsigned tx = 0; tx < blockDims.x; ++tx, ++i) {
-              Fiber &f = b.fibers[i];
-              f.state = State::Runnable;
-              f.predicate = 1;
-              f.position = {uint3{tx, ty, tz}, uint3{bx, by, bz}, blockDims,
-                            grid};
-            }
-        if (!runBlock(b, warps)) {
-          std::fprintf(stderr, "emulator: kernel failed: %s\n",
-                       b.failure.c_str());
-          lastError = cudaErrorLaunchFailure;
-          activeBlock = outer;
-          return;
-        }
-      }
-  activeBlock = outer;
+  cudaError_t error =
+      enqueue(stream, [grid, blockDims, shared, body = std::move(body)] {
+        if (!runGrid(grid, blockDims, shared, body))
+          failDevice(cudaErrorLaunchFailure);
+      });
+  if (error)
+    lastError = error;
 }
 
 cudaError_t emulator::takeLastError() {
+  if (cudaError_t sticky = deviceError())
+    return sticky;
   cudaError_t error = lastError;
   lastError = cudaSuccess;
   return error;
 }
 
-cudaError_t emulator::peekLastError() { return lastError; }
+cudaError_t emulator::peekLastError() {
+  if (cudaError_t sticky = deviceError())
+    return sticky;
+  return lastError;
+}
 
 void emulator::setSharedLimit(const void *kernel, size_t bytes) {
   std::lock_guard<std::mutex> lock(attributesMutex);

@@ -1,8 +1,9 @@
 //===- Emulator.h - Host side of the CUDA emulator (internal) ---*- C++ -*-===//
 //
-// What the emulated CUDA runtime API (RuntimeAPI.cpp) shares with the launch
-// machinery (Emulator.cpp): the thread's last launch error and the dynamic
-// shared memory limits kernels opt into.
+// What the emulated CUDA runtime API (RuntimeAPI.cpp, Streams.cpp) shares
+// with the launch machinery (Emulator.cpp) and the libraries (Programs.cpp,
+// Blas.cpp): stream queues, the device's sticky error, the thread's last
+// launch error and the dynamic shared memory limits kernels opt into.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,13 +13,30 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <functional>
 
 namespace loom {
 namespace runtime {
 namespace cuda {
 namespace emulator {
 
-/// The calling thread's last launch error, cleared (cudaGetLastError).
+/// Enqueues `work` on `stream` (Streams.cpp): deferred on a created stream,
+/// run at once on the legacy default stream. Returns the sticky error set
+/// before the call (the work is dropped), or cudaErrorInvalidResourceHandle
+/// for an unknown stream.
+cudaError_t enqueue(cudaStream_t stream, std::function<void()> work);
+/// Runs what `stream` holds (the legacy stream: what the blocking streams
+/// hold); returns the sticky error.
+cudaError_t synchronizeStream(cudaStream_t stream);
+/// Runs what every stream holds; returns the sticky error.
+cudaError_t synchronizeDevice();
+/// Makes `error` the device's sticky error (a failure of deferred work).
+void failDevice(cudaError_t error);
+/// The sticky error (cudaSuccess when there is none).
+cudaError_t deviceError();
+
+/// The calling thread's last launch error, cleared (cudaGetLastError), or
+/// the sticky error.
 cudaError_t takeLastError();
 /// The same, left as it is (cudaPeekAtLastError).
 cudaError_t peekLastError();

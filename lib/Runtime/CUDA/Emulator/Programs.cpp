@@ -50,6 +50,8 @@ struct Program {
 struct EmulatedKernel {
   using Entry = void (*)(void **, const void *(*)());
   Entry entry;
+  /// Its parameters' sizes, 0-terminated.
+  const unsigned long long *sizes = nullptr;
 };
 
 /// The directory the compiled programs go to (removed at exit).
@@ -87,14 +89,18 @@ std::string entryPoints(const std::string &source) {
        << "_emulated(void **args, const void *(*position)()) {\n"
        << "  loomEmulatorPosition = position;\n  " << name << "(";
     std::stringstream list(params);
-    std::string param;
+    std::string param, sizes;
     for (int i = 0; std::getline(list, param, ','); ++i) {
       std::smatch match;
       if (!std::regex_match(param, match, parameter))
         continue;
       os << (i ? ", " : "") << "*(" << match[1].str() << " *)args[" << i << "]";
+      sizes += "sizeof(" + match[1].str() + "), ";
     }
     os << ");\n}\n";
+    // What cudaLaunchKernel copies out of the argument array, 0-terminated.
+    os << "extern \"C\" const unsigned long long " << name
+       << "_emulated_sizes[] = {" << sizes << "0};\n";
   }
   return os.str();
 }
@@ -238,6 +244,11 @@ cudaError_t cudaLibraryGetKernel(cudaKernel_t *kernel, cudaLibrary_t library,
     return cudaErrorSymbolNotFound;
   auto found = std::make_unique<EmulatedKernel>();
   found->entry = reinterpret_cast<EmulatedKernel::Entry>(symbol);
+  found->sizes = static_cast<const unsigned long long *>(
+      dlsym(reinterpret_cast<void *>(library),
+            (std::string(name) + "_emulated_sizes").c_str()));
+  if (!found->sizes)
+    return cudaErrorSymbolNotFound;
   std::lock_guard<std::mutex> lock(kernelsMutex);
   kernels.push_back(std::move(found));
   *kernel = reinterpret_cast<cudaKernel_t>(kernels.back().get());
@@ -247,10 +258,26 @@ cudaError_t cudaLibraryGetKernel(cudaKernel_t *kernel, cudaLibrary_t library,
 // Only kernels from cudaLibraryGetKernel: the nvcc-compiled ones launch
 // through launchKernel.
 cudaError_t cudaLaunchKernel(const void *function, dim3 grid, dim3 block,
-                             void **args, size_t shared, cudaStream_t) {
+                             void **args, size_t shared, cudaStream_t stream) {
   const auto *kernel = static_cast<const EmulatedKernel *>(function);
-  emulator::launch(function, grid, block, shared,
-                   [&] { kernel->entry(args, emulator::positionAddress); });
+  // The arguments are copied at the launch, as a device's are, each into
+  // 256 bytes of maximally aligned room.
+  size_t count = 0;
+  while (kernel->sizes[count])
+    ++count;
+  auto storage =
+      std::make_shared<std::vector<std::max_align_t>>(count * 16 + 1);
+  auto pointers = std::make_shared<std::vector<void *>>(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (kernel->sizes[i] > 16 * sizeof(std::max_align_t))
+      return cudaErrorInvalidValue;
+    (*pointers)[i] = storage->data() + i * 16;
+    std::memcpy((*pointers)[i], args[i], kernel->sizes[i]);
+  }
+  emulator::launch(function, grid, block, shared, stream,
+                   [kernel, storage, pointers] {
+                     kernel->entry(pointers->data(), emulator::positionAddress);
+                   });
   return emulator::takeLastError();
 }
 

@@ -246,7 +246,7 @@ void launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block,
                   typename NonDeduced<Params>::type... args) {
 #ifdef LOOM_CUDA_EMULATOR
   emulator::launch(reinterpret_cast<const void *>(kernel), grid, block, shared,
-                   [&] { kernel(args...); });
+                   stream, [=] { kernel(args...); });
 #else
   kernel<<<grid, block, shared, stream>>>(args...);
 #endif

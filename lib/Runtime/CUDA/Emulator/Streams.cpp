@@ -1,0 +1,343 @@
+//===- Streams.cpp - Emulated streams and events --------------------------===//
+//
+// Work enqueued on a created stream (kernels, copies, memsets, matmuls) is
+// deferred: it runs, in stream order, only when something has to wait for it
+// (a stream or event synchronization, a cudaStreamWaitEvent whose stream
+// runs, the legacy default stream, cudaFree). That is one legal schedule of
+// a device's, and the most telling one: work that a missing synchronization
+// leaves unordered has not happened yet when it is read, so the reader sees
+// stale data (fresh device memory is NaN) instead of racing and sometimes
+// winning.
+//
+// The legacy default stream (0) runs its work at once, after everything the
+// blocking streams hold (as a device orders them); non-blocking streams are
+// not ordered against it. Failures of deferred work are sticky, as on a
+// device: every later call reports them until cudaDeviceReset.
+//
+// One device-wide recursive mutex serializes the calls of every host thread
+// (thread ranks share the emulated device), and work runs on the thread that
+// made it needed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Emulator.h"
+
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+
+using namespace loom::runtime::cuda;
+
+namespace {
+
+struct Stream;
+
+/// An entry of a stream's queue: work, or a wait for another stream to have
+/// run up to a point (cudaStreamWaitEvent).
+struct Item {
+  uint64_t sequence = 0;
+  std::function<void()> work;
+  std::shared_ptr<Stream> waitOn;
+  uint64_t waitUntil = 0;
+};
+
+struct Stream {
+  /// Ordered against the legacy default stream (cudaStreamCreate's kind).
+  bool blocking = true;
+  std::deque<Item> pending;
+  /// Items ever enqueued, and the sequence number of the last one run.
+  uint64_t enqueued = 0, executed = 0;
+};
+
+struct Event {
+  bool timing = true;
+  /// Where the last record was enqueued, and its place there; no stream
+  /// once it is known complete (or before any record).
+  std::shared_ptr<Stream> stream;
+  uint64_t sequence = 0;
+  bool recorded = false, timed = false;
+  std::chrono::steady_clock::time_point time;
+};
+
+struct Device {
+  std::recursive_mutex mutex;
+  std::map<const void *, std::shared_ptr<Stream>> streams;
+  std::map<const void *, std::shared_ptr<Event>> events;
+  cudaError_t sticky = cudaSuccess;
+};
+
+/// Never destroyed: programs may still call in from static destructors.
+Device &device() {
+  static Device *d = new Device;
+  return *d;
+}
+
+bool isLegacy(cudaStream_t stream) {
+  return stream == nullptr || stream == cudaStreamLegacy ||
+         stream == cudaStreamPerThread;
+}
+
+/// Runs `s` up to (and including) the item numbered `upTo`.
+void runUpTo(Stream &s, uint64_t upTo) {
+  while (s.executed < upTo && !s.pending.empty()) {
+    Item item = std::move(s.pending.front());
+    s.pending.pop_front();
+    if (item.waitOn)
+      runUpTo(*item.waitOn, item.waitUntil);
+    else if (device().sticky == cudaSuccess)
+      item.work();
+    s.executed = item.sequence;
+  }
+}
+
+void runAll(Stream &s) { runUpTo(s, s.enqueued); }
+
+/// What the legacy default stream waits for before its own work.
+void runBlockingStreams() {
+  for (auto &entry : device().streams)
+    if (entry.second->blocking)
+      runAll(*entry.second);
+}
+
+/// The stream behind a handle, or null (an unknown handle).
+std::shared_ptr<Stream> lookup(cudaStream_t stream) {
+  auto it = device().streams.find(stream);
+  return it == device().streams.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<Event> lookup(cudaEvent_t event) {
+  auto it = device().events.find(event);
+  return it == device().events.end() ? nullptr : it->second;
+}
+
+bool complete(const Event &e) {
+  return !e.stream || e.stream->executed >= e.sequence;
+}
+
+cudaError_t createStream(cudaStream_t *handle, unsigned flags) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  auto stream = std::make_shared<Stream>();
+  stream->blocking = !(flags & cudaStreamNonBlocking);
+  *handle = reinterpret_cast<cudaStream_t>(stream.get());
+  device().streams[*handle] = std::move(stream);
+  return cudaSuccess;
+}
+
+cudaError_t createEvent(cudaEvent_t *handle, unsigned flags) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  auto event = std::make_shared<Event>();
+  event->timing = !(flags & cudaEventDisableTiming);
+  *handle = reinterpret_cast<cudaEvent_t>(event.get());
+  device().events[*handle] = std::move(event);
+  return cudaSuccess;
+}
+
+} // namespace
+
+cudaError_t emulator::enqueue(cudaStream_t stream, std::function<void()> work) {
+  Device &d = device();
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  if (d.sticky)
+    return d.sticky;
+  if (isLegacy(stream)) {
+    // A failure of this work is the device's, not the call's.
+    runBlockingStreams();
+    if (!d.sticky)
+      work();
+    return cudaSuccess;
+  }
+  std::shared_ptr<Stream> s = lookup(stream);
+  if (!s)
+    return cudaErrorInvalidResourceHandle;
+  Item item;
+  item.sequence = ++s->enqueued;
+  item.work = std::move(work);
+  s->pending.push_back(std::move(item));
+  return cudaSuccess;
+}
+
+cudaError_t emulator::synchronizeStream(cudaStream_t stream) {
+  Device &d = device();
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  if (isLegacy(stream)) {
+    runBlockingStreams();
+  } else if (std::shared_ptr<Stream> s = lookup(stream)) {
+    runAll(*s);
+  } else {
+    return cudaErrorInvalidResourceHandle;
+  }
+  return d.sticky;
+}
+
+cudaError_t emulator::synchronizeDevice() {
+  Device &d = device();
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  for (auto &entry : d.streams)
+    runAll(*entry.second);
+  return d.sticky;
+}
+
+void emulator::failDevice(cudaError_t error) {
+  Device &d = device();
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  if (!d.sticky)
+    d.sticky = error;
+}
+
+cudaError_t emulator::deviceError() {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  return device().sticky;
+}
+
+extern "C" {
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream) {
+  return createStream(stream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream,
+                                      unsigned int flags) {
+  return createStream(stream, flags);
+}
+
+// Work already enqueued still runs, as on a device.
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  Device &d = device();
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  std::shared_ptr<Stream> s = lookup(stream);
+  if (!s)
+    return cudaErrorInvalidResourceHandle;
+  runAll(*s);
+  d.streams.erase(stream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  return emulator::synchronizeStream(stream);
+}
+
+// Done once it has run: a query makes the stream's work run, so that a
+// polling loop ends.
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  return emulator::synchronizeStream(stream);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                unsigned int) {
+  Device &d = device();
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  std::shared_ptr<Event> e = lookup(event);
+  if (!e)
+    return cudaErrorInvalidResourceHandle;
+  if (d.sticky)
+    return d.sticky;
+  // The wait is for the event's last record before this call.
+  if (complete(*e))
+    return cudaSuccess;
+  if (isLegacy(stream)) {
+    runUpTo(*e->stream, e->sequence);
+    return d.sticky;
+  }
+  std::shared_ptr<Stream> s = lookup(stream);
+  if (!s)
+    return cudaErrorInvalidResourceHandle;
+  Item item;
+  item.sequence = ++s->enqueued;
+  item.waitOn = e->stream;
+  item.waitUntil = e->sequence;
+  s->pending.push_back(std::move(item));
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() { return emulator::synchronizeDevice(); }
+
+// Lets the emulator's tests go on after a failed kernel: the pending work
+// is run (or, with the error set, dropped) and the sticky error cleared.
+cudaError_t cudaDeviceReset() {
+  Device &d = device();
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  for (auto &entry : d.streams)
+    runAll(*entry.second);
+  d.sticky = cudaSuccess;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) {
+  return createEvent(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+  return createEvent(event, flags);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  return device().events.erase(event) ? cudaSuccess
+                                      : cudaErrorInvalidResourceHandle;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  Device &d = device();
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  std::shared_ptr<Event> e = lookup(event);
+  if (!e)
+    return cudaErrorInvalidResourceHandle;
+  e->recorded = true;
+  e->timed = false;
+  if (isLegacy(stream)) {
+    runBlockingStreams();
+    e->stream = nullptr;
+    e->timed = true;
+    e->time = std::chrono::steady_clock::now();
+    return d.sticky;
+  }
+  std::shared_ptr<Stream> s = lookup(stream);
+  if (!s)
+    return cudaErrorInvalidResourceHandle;
+  e->stream = s;
+  e->sequence = s->enqueued + 1;
+  const uint64_t sequence = e->sequence;
+  // Timestamps only the record that is still the event's last when it runs.
+  return emulator::enqueue(stream, [e, sequence] {
+    if (e->sequence != sequence || e->stream == nullptr)
+      return;
+    e->timed = true;
+    e->time = std::chrono::steady_clock::now();
+  });
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  Device &d = device();
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  std::shared_ptr<Event> e = lookup(event);
+  if (!e)
+    return cudaErrorInvalidResourceHandle;
+  if (!complete(*e))
+    runUpTo(*e->stream, e->sequence);
+  return d.sticky;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  return cudaEventSynchronize(event);
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
+                                 cudaEvent_t end) {
+  Device &d = device();
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  std::shared_ptr<Event> a = lookup(start), b = lookup(end);
+  if (!a || !b || !a->timing || !b->timing || !a->recorded || !b->recorded)
+    return cudaErrorInvalidResourceHandle;
+  if (!complete(*a) || !complete(*b))
+    return cudaErrorNotReady;
+  if (d.sticky)
+    return d.sticky;
+  *ms = std::chrono::duration<float, std::milli>(b->time - a->time).count();
+  return cudaSuccess;
+}
+
+} // extern "C"
