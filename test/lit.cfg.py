@@ -35,3 +35,9 @@ if mpirun:
     config.available_features.add("mpi")
     config.substitutions.append(
         ("%mpirun", mpirun + " --oversubscribe --allow-run-as-root --mca btl self,vader"))
+
+# The CUDA backend on the host emulator (lib/Runtime/CUDA/Emulator): plans
+# run with `loom-run-emulated --device cuda` where the build has CUDA.
+import os
+if os.path.exists(os.path.join(config.loom_tools_dir, "loom-run-emulated")):
+    config.available_features.add("cuda-emulator")
