@@ -229,11 +229,17 @@ public:
     if (Status status = clearError(); !status)
       return status;
     failed = size_t(found.instruction);
+    // The CPU backend's words for the same errors.
     if (found.code == DeviceError::IndexOutOfRange)
       return Status::error("index " + std::to_string(found.value) +
                            " at position " + std::to_string(found.position) +
                            " is outside [-" + std::to_string(found.bound) +
                            ", " + std::to_string(found.bound) + ")");
+    if (found.code == DeviceError::LabelOutOfRange)
+      return Status::error("label " + std::to_string(found.value) +
+                           " of sample " + std::to_string(found.position) +
+                           " is outside [0, " + std::to_string(found.bound) +
+                           ")");
     return Status::error("a kernel reported error code " +
                          std::to_string(found.code));
   }

@@ -33,12 +33,14 @@ namespace cuda {
 /// Written by a kernel (first error wins: atomicCAS on `code`) when its data
 /// is invalid; zeroed by the executor before each step.
 struct DeviceError {
-  enum Code : int32_t { None = 0, IndexOutOfRange = 1 };
+  enum Code : int32_t { None = 0, IndexOutOfRange = 1, LabelOutOfRange = 2 };
   int32_t code;
   /// The instruction that failed (LaunchContext::instruction).
   int32_t instruction;
   /// IndexOutOfRange: the index, its position (row-major, in the index
-  /// tensor) and the size of the indexed dimension.
+  /// tensor) and the size of the indexed dimension (negative indices count
+  /// from its end). LabelOutOfRange: a cross-entropy label, its sample and
+  /// the class count.
   int64_t value;
   int64_t position;
   int64_t bound;

@@ -786,19 +786,33 @@ TEST(CUDAKernels, LayerNormNarrowResultAndGradient) {
   }
 }
 
-/// Runs `instruction` on the device and expects its IndexOutOfRange error:
-/// `value` at `position`, outside [0, bound).
-void expectIndexOutOfRange(const Instruction &instruction,
-                           const std::vector<const Tensor *> &inputs,
-                           int64_t value, int64_t position, int64_t bound) {
+/// Runs `instruction` on the device and expects its error `code`: `value`
+/// at `position` (a cross-entropy label's sample), outside its `bound`.
+void expectDeviceError(DeviceError::Code code, const Instruction &instruction,
+                       const std::vector<const Tensor *> &inputs, int64_t value,
+                       int64_t position, int64_t bound) {
   std::vector<Tensor> gpu;
   DeviceError error{};
   runGPU(instruction, inputs, gpu, error);
-  EXPECT_EQ(error.code, DeviceError::IndexOutOfRange);
+  EXPECT_EQ(error.code, code);
   EXPECT_EQ(error.instruction, kInstruction);
   EXPECT_EQ(error.value, value);
   EXPECT_EQ(error.position, position);
   EXPECT_EQ(error.bound, bound);
+}
+
+void expectIndexOutOfRange(const Instruction &instruction,
+                           const std::vector<const Tensor *> &inputs,
+                           int64_t value, int64_t position, int64_t bound) {
+  expectDeviceError(DeviceError::IndexOutOfRange, instruction, inputs, value,
+                    position, bound);
+}
+
+void expectLabelOutOfRange(const Instruction &instruction,
+                           const std::vector<const Tensor *> &inputs,
+                           int64_t value, int64_t position, int64_t bound) {
+  expectDeviceError(DeviceError::LabelOutOfRange, instruction, inputs, value,
+                    position, bound);
 }
 
 TEST(CUDAKernels, CrossEntropy) {
@@ -835,7 +849,7 @@ TEST(CUDAKernels, CrossEntropyEverythingIgnored) {
 TEST(CUDAKernels, CrossEntropyLabelOutOfRange) {
   Tensor logits = random(DType::F32, {4, 6});
   Tensor labels = filled(DType::I32, {4}, {1, 0, 6, 5});
-  expectIndexOutOfRange(makeInstruction("cross_entropy", {&logits, &labels},
+  expectLabelOutOfRange(makeInstruction("cross_entropy", {&logits, &labels},
                                         {ref(DType::F32, {})}),
                         {&logits, &labels}, 6, 2, 6);
 }
@@ -905,7 +919,7 @@ TEST(CUDAKernels, CrossEntropyBackwardLabelOutOfRange) {
   Tensor logits = random(DType::F32, {4, 6});
   Tensor labels = filled(DType::I32, {4}, {1, 0, 6, 5});
   Tensor scale = filled(DType::F32, {}, {1});
-  expectIndexOutOfRange(makeInstruction("cross_entropy_backward",
+  expectLabelOutOfRange(makeInstruction("cross_entropy_backward",
                                         {&logits, &labels, &scale},
                                         {ref(DType::F32, {4, 6})}),
                         {&logits, &labels, &scale}, 6, 2, 6);
@@ -980,7 +994,7 @@ TEST(CUDAKernels, CrossEntropyPaddedClasses) {
   // A label in the padding is out of range: the bound is `classes`.
   Tensor logits = random(DType::F32, {2, 16});
   Tensor labels = filled(DType::I64, {2}, {1, 13});
-  expectIndexOutOfRange(makeInstruction("cross_entropy", {&logits, &labels},
+  expectLabelOutOfRange(makeInstruction("cross_entropy", {&logits, &labels},
                                         {ref(DType::F32, {})},
                                         {{"classes", int64_t(13)}}),
                         {&logits, &labels}, 13, 1, 13);

@@ -361,7 +361,7 @@ __device__ LabelKind classifyLabel(int64_t label, const CrossEntropyParams &p,
   if (label >= 0 && label < p.classes)
     return LabelKind::Counted;
   if (g.lane == 0)
-    recordError(error, DeviceError::IndexOutOfRange, instruction, label, g.row,
+    recordError(error, DeviceError::LabelOutOfRange, instruction, label, g.row,
                 p.classes);
   return LabelKind::Invalid;
 }
