@@ -4,7 +4,7 @@
 Usage:
   onnx_node_tests.py --loom-run build/bin/loom-run [--data DIR]
       [--exclusions FILE] [--filter REGEX] [-j N] [--keep-dir DIR]
-      [--verbose]
+      [--verbose] [--run-with BIN --device cuda]
 
 ONNX ships one directory per node test (Debian: libonnx-testdata, under
 /usr/include/onnx/backend/test/data/node/test_*), each with a model.onnx and
@@ -35,6 +35,12 @@ bodies count as "(multi-op graphs)"), the exclusions with their reasons, the
 details of each failure and a total. It exits with 1 when a test that is not
 excluded fails, or when an excluded test passes (remove it from the
 exclusions then), else with 0.
+
+--run-with BIN --device DEV compiles each model to a plan with
+`--loom-run ... --emit-plan` and runs the plan with `BIN --device DEV`:
+`--run-with build/bin/loom-run-emulated --device cuda` runs the node tests
+on the CUDA backend on the host CUDA emulator. The exclusions then also
+include onnx_node_exclusions_DEV.txt (tests that fail only there).
 
 Needs an interpreter with the onnx and numpy packages (Debian's
 /usr/bin/python3).
@@ -232,9 +238,10 @@ def numbered(data_set, prefix):
                                                       os.path.basename(p))[0]))
 
 
-def run_data_set(loom_run, test, data_set, work_dir):
+def run_data_set(loom_run, test, data_set, work_dir, runner=None):
     """(passed, details, command) for one data set of `test`; the model (if
-    rewritten) and the outputs go to `work_dir`."""
+    rewritten) and the outputs go to `work_dir`. `runner`: (binary, device)
+    that runs the plan `loom_run` compiles, or None (loom_run runs it)."""
     inputs = []  # (graph input name, file)
     for index, path in enumerate(numbered(data_set, "input")):
         name = read_tensor(path).name
@@ -265,6 +272,17 @@ def run_data_set(loom_run, test, data_set, work_dir):
     out_dir = os.path.join(work_dir, "out")
     os.makedirs(out_dir, exist_ok=True)
     command = [loom_run, model_path]
+    if runner:
+        plan_path = os.path.join(work_dir, "model.plan")
+        result = subprocess.run(command + ["--emit-plan", plan_path],
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                errors="replace", timeout=TIMEOUT_S)
+        if result.returncode != 0:
+            return False, "compiling the plan failed:\n" + "\n".join(
+                result.stderr.strip().splitlines()[:STDERR_LINES]), (
+                " ".join(shlex.quote(c) for c in command) + " --emit-plan P")
+        command = [runner[0], plan_path, "--device", runner[1]]
     for name, path in inputs:
         command += ["--input", f"{name}={path}"]
     shown = " ".join(shlex.quote(c) for c in command) + " --output-dir OUT"
@@ -318,7 +336,7 @@ def run_data_set(loom_run, test, data_set, work_dir):
     return not problems, "\n".join(problems), shown
 
 
-def run_test(loom_run, test, keep_dir):
+def run_test(loom_run, test, keep_dir, runner=None):
     """(test, [(data set, passed, details, command)])."""
     results = []
     for data_set in test.data_sets:
@@ -326,10 +344,11 @@ def run_test(loom_run, test, keep_dir):
         if keep_dir:
             work_dir = os.path.join(keep_dir, test.name, set_name)
             os.makedirs(work_dir, exist_ok=True)
-            outcome = run_data_set(loom_run, test, data_set, work_dir)
+            outcome = run_data_set(loom_run, test, data_set, work_dir, runner)
         else:
             with tempfile.TemporaryDirectory(prefix="loom-onnx-") as work_dir:
-                outcome = run_data_set(loom_run, test, data_set, work_dir)
+                outcome = run_data_set(loom_run, test, data_set, work_dir,
+                                       runner)
         results.append((set_name,) + outcome)
     return test, results
 
@@ -359,7 +378,17 @@ def main():
                              "a temporary directory")
     parser.add_argument("--verbose", action="store_true",
                         help="print every test's result as it finishes")
+    parser.add_argument("--run-with", metavar="BIN",
+                        help="run the compiled plans with BIN (e.g. "
+                             "loom-run-emulated) and --device")
+    parser.add_argument("--device", default="cpu",
+                        help="the device BIN runs the plans on (default cpu)")
     args = parser.parse_args()
+    runner = None
+    if args.run_with:
+        runner = (os.path.abspath(args.run_with), args.device)
+        if not os.access(runner[0], os.X_OK):
+            sys.exit(f"error: {args.run_with} is not an executable")
 
     loom_run = os.path.abspath(args.loom_run)
     if not os.access(loom_run, os.X_OK):
@@ -368,6 +397,11 @@ def main():
         sys.exit(f"error: no node test directory {args.data}")
     keep_dir = os.path.abspath(args.keep_dir) if args.keep_dir else None
     exclusions = read_exclusions(args.exclusions)
+    if runner and args.device != "cpu":
+        device_exclusions = re.sub(r"\.txt$", f"_{args.device}.txt",
+                                   args.exclusions)
+        if os.path.exists(device_exclusions):
+            exclusions.update(read_exclusions(device_exclusions))
     tests = find_tests(args.data, args.filter)
     if not tests:
         sys.exit("error: no applicable tests found")
@@ -382,7 +416,8 @@ def main():
     unexpected = []     # excluded test names that passed
     excluded_run = []   # excluded test names that were run
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        futures = [pool.submit(run_test, loom_run, t, keep_dir) for t in tests]
+        futures = [pool.submit(run_test, loom_run, t, keep_dir, runner)
+                   for t in tests]
         for future in concurrent.futures.as_completed(futures):
             test, results = future.result()
             passed = all(r[1] for r in results)
