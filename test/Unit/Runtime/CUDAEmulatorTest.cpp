@@ -172,8 +172,9 @@ TEST(CUDAEmulator, TrapFailsTheLaunch) {
   std::vector<int> out(4 * 32, 0);
   launchKernel(traps, 4, 32, 0, nullptr, out.data());
   EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
-  EXPECT_EQ(out[0], 1);          // block 0 ran
-  EXPECT_EQ(out[3 * 32 + 1], 0); // block 3 did not
+  // Blocks run last to first: 3 and 2 ran, 0 did not.
+  EXPECT_EQ(out[3 * 32 + 1], 1);
+  EXPECT_EQ(out[0], 0);
   EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
 }
 

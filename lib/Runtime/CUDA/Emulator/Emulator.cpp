@@ -250,27 +250,30 @@ bool runGrid(dim3 grid, dim3 blockDims, size_t shared,
   b.fibers.resize(threads);
   Block *outer = activeBlock;
   activeBlock = &b;
-  for (unsigned bz = 0; bz < grid.z; ++bz)
-    for (unsigned by = 0; by < grid.y; ++by)
-      for (unsigned bx = 0; bx < grid.x; ++bx) {
-        std::memset(alignedShared, 0xff, shared);
-        size_t i = 0;
-        for (unsigned tz = 0; tz < blockDims.z; ++tz)
-          for (unsigned ty = 0; ty < blockDims.y; ++ty)
-            for (unsigned tx = 0; tx < blockDims.x; ++tx, ++i) {
-              Fiber &f = b.fibers[i];
-              f.state = State::Runnable;
-              f.predicate = 1;
-              f.position = {uint3{tx, ty, tz}, uint3{bx, by, bz}, blockDims,
-                            grid};
-            }
-        if (!runBlock(b, warps)) {
-          std::fprintf(stderr, "emulator: kernel failed: %s\n",
-                       b.failure.c_str());
-          activeBlock = outer;
-          return false;
+  // Blocks run last to first: a device runs them in no set order, and the
+  // usual accident (a block reading what a lower-numbered one writes in the
+  // same launch) then reads stale data instead of passing.
+  const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
+  for (uint64_t n = blocks; n-- > 0;) {
+    const unsigned bx = unsigned(n % grid.x),
+                   by = unsigned(n / grid.x % grid.y),
+                   bz = unsigned(n / grid.x / grid.y);
+    std::memset(alignedShared, 0xff, shared);
+    size_t i = 0;
+    for (unsigned tz = 0; tz < blockDims.z; ++tz)
+      for (unsigned ty = 0; ty < blockDims.y; ++ty)
+        for (unsigned tx = 0; tx < blockDims.x; ++tx, ++i) {
+          Fiber &f = b.fibers[i];
+          f.state = State::Runnable;
+          f.predicate = 1;
+          f.position = {uint3{tx, ty, tz}, uint3{bx, by, bz}, blockDims, grid};
         }
-      }
+    if (!runBlock(b, warps)) {
+      std::fprintf(stderr, "emulator: kernel failed: %s\n", b.failure.c_str());
+      activeBlock = outer;
+      return false;
+    }
+  }
   activeBlock = outer;
   return true;
 }
