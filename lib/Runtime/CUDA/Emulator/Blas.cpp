@@ -156,6 +156,60 @@ bool aligned(const void *p, uint32_t alignment) {
   return reinterpret_cast<uintptr_t>(p) % alignment == 0;
 }
 
+/// D = alpha op(A) op(B) + beta C and the epilogue, as validated.
+void multiply(const MatmulDesc &d, const Layout &a, const Layout &b,
+              const Layout &c, const Layout &out, double alphaValue,
+              const void *A, const void *B, double betaValue, const void *C,
+              void *D) {
+  const bool wide = d.compute == CUBLAS_COMPUTE_64F;
+  const bool tf32Inputs = d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+  const int64_t m = int64_t(out.rows), n = int64_t(out.cols);
+  const int64_t k = int64_t(d.transA == CUBLAS_OP_N ? a.cols : a.rows);
+  const cudaDataType biasType =
+      d.biasType == -1 ? out.type : cudaDataType(d.biasType);
+  auto operand = [&](const Layout &l, const void *base, int64_t batch,
+                     bool transposed, int64_t row, int64_t col) {
+    const int64_t index =
+        batch * l.stride + (transposed ? col + row * l.ld : row + col * l.ld);
+    double v = load(l.type, base, index);
+    return tf32Inputs ? double(tf32(float(v))) : v;
+  };
+  for (int64_t batch = 0; batch < out.batch; ++batch)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < m; ++i) {
+        double value;
+        if (wide) {
+          double sum = 0;
+          for (int64_t t = 0; t < k; ++t)
+            sum += operand(a, A, batch, d.transA != CUBLAS_OP_N, i, t) *
+                   operand(b, B, batch, d.transB != CUBLAS_OP_N, t, j);
+          value = sum;
+        } else {
+          float sum = 0;
+          for (int64_t t = 0; t < k; ++t)
+            sum += float(operand(a, A, batch, d.transA != CUBLAS_OP_N, i, t)) *
+                   float(operand(b, B, batch, d.transB != CUBLAS_OP_N, t, j));
+          value = sum;
+        }
+        value *= alphaValue;
+        if (betaValue != 0)
+          value += betaValue * load(c.type, C, batch * c.stride + i + j * c.ld);
+        if (hasBias(d.epilogue))
+          value += load(biasType, d.bias, i);
+        if (!wide)
+          value = float(value);
+        if (hasAux(d.epilogue))
+          store(out.type, d.aux, i + j * d.auxLd, value);
+        if (hasGelu(d.epilogue)) {
+          const float x = float(value);
+          value = 0.5f * x *
+                  (1.0f + std::tanh(0.7978845608028654f *
+                                    (x + 0.044715f * x * x * x)));
+        }
+        store(out.type, D, batch * out.stride + i + j * out.ld, value);
+      }
+}
+
 } // namespace
 
 extern "C" {
@@ -346,59 +400,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
   if (hasAux(d.epilogue) && (!d.aux || !aligned(d.aux, 16)))
     return CUBLAS_STATUS_INVALID_VALUE;
   const bool wide = d.compute == CUBLAS_COMPUTE_64F;
-  const bool tf32Inputs = d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   const double alphaValue = wide ? *static_cast<const double *>(alpha)
                                  : *static_cast<const float *>(alpha);
   const double betaValue = wide ? *static_cast<const double *>(beta)
                                 : *static_cast<const float *>(beta);
   cudaError_t error = emulator::enqueue(stream, [=] {
-    const int64_t m = int64_t(out.rows), n = int64_t(out.cols);
-    const int64_t k = int64_t(d.transA == CUBLAS_OP_N ? a.cols : a.rows);
-    const cudaDataType biasType =
-        d.biasType == -1 ? out.type : cudaDataType(d.biasType);
-    auto operand = [&](const Layout &l, const void *base, int64_t batch,
-                       bool transposed, int64_t row, int64_t col) {
-      const int64_t index =
-          batch * l.stride + (transposed ? col + row * l.ld : row + col * l.ld);
-      double v = load(l.type, base, index);
-      return tf32Inputs ? double(tf32(float(v))) : v;
-    };
-    for (int64_t batch = 0; batch < out.batch; ++batch)
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < m; ++i) {
-          double value;
-          if (wide) {
-            double sum = 0;
-            for (int64_t t = 0; t < k; ++t)
-              sum += operand(a, A, batch, d.transA != CUBLAS_OP_N, i, t) *
-                     operand(b, B, batch, d.transB != CUBLAS_OP_N, t, j);
-            value = sum;
-          } else {
-            float sum = 0;
-            for (int64_t t = 0; t < k; ++t)
-              sum +=
-                  float(operand(a, A, batch, d.transA != CUBLAS_OP_N, i, t)) *
-                  float(operand(b, B, batch, d.transB != CUBLAS_OP_N, t, j));
-            value = sum;
-          }
-          value *= alphaValue;
-          if (betaValue != 0)
-            value +=
-                betaValue * load(c.type, C, batch * c.stride + i + j * c.ld);
-          if (hasBias(d.epilogue))
-            value += load(biasType, d.bias, i);
-          if (!wide)
-            value = float(value);
-          if (hasAux(d.epilogue))
-            store(out.type, d.aux, i + j * d.auxLd, value);
-          if (hasGelu(d.epilogue)) {
-            const float x = float(value);
-            value = 0.5f * x *
-                    (1.0f + std::tanh(0.7978845608028654f *
-                                      (x + 0.044715f * x * x * x)));
-          }
-          store(out.type, D, batch * out.stride + i + j * out.ld, value);
-        }
+    multiply(d, a, b, c, out, alphaValue, A, B, betaValue, C, D);
   });
   return error ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }

@@ -63,35 +63,40 @@ void *allocate(size_t bytes) {
 
 enum class Space { Device, PartlyDevice, Pinned, Pageable };
 
-/// Whether [p, p + bytes) lies in `blocks`: 2 inside one, 1 overlapping
-/// some, 0 outside all.
-int within(const std::map<const void *, size_t> &blocks, const void *p,
-           size_t bytes) {
+enum class Overlap { Inside, Partly, Outside };
+
+/// Where [p, p + bytes) lies: inside one of `blocks`, partly in some, or
+/// outside all.
+Overlap overlap(const std::map<const void *, size_t> &blocks, const void *p,
+                size_t bytes) {
   const auto *begin = static_cast<const unsigned char *>(p);
   auto it = blocks.upper_bound(p);
   if (it != blocks.begin()) {
     auto block = std::prev(it);
     const auto *start = static_cast<const unsigned char *>(block->first);
     if (begin < start + block->second)
-      return begin + bytes <= start + block->second ? 2 : 1;
+      return begin + bytes <= start + block->second ? Overlap::Inside
+                                                    : Overlap::Partly;
   }
-  return it != blocks.end() &&
-                 static_cast<const unsigned char *>(it->first) < begin + bytes
-             ? 1
-             : 0;
+  if (it != blocks.end() &&
+      static_cast<const unsigned char *>(it->first) < begin + bytes)
+    return Overlap::Partly;
+  return Overlap::Outside;
 }
 
 Space space(const void *p, size_t bytes) {
   std::lock_guard<std::mutex> lock(memory().mutex);
-  switch (within(memory().device, p, bytes)) {
-  case 2:
+  switch (overlap(memory().device, p, bytes)) {
+  case Overlap::Inside:
     return Space::Device;
-  case 1:
+  case Overlap::Partly:
     return Space::PartlyDevice;
-  default:
-    return within(memory().pinned, p, bytes) == 2 ? Space::Pinned
-                                                  : Space::Pageable;
+  case Overlap::Outside:
+    break;
   }
+  return overlap(memory().pinned, p, bytes) == Overlap::Inside
+             ? Space::Pinned
+             : Space::Pageable;
 }
 
 /// Whether a copy's kind names the spaces its pointers are in.
