@@ -404,6 +404,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
                                  : *static_cast<const float *>(alpha);
   const double betaValue = wide ? *static_cast<const double *>(beta)
                                 : *static_cast<const float *>(beta);
+  emulator::count(emulator::Call::Matmul);
   cudaError_t error = emulator::enqueue(stream, [=] {
     multiply(d, a, b, c, out, alphaValue, A, B, betaValue, C, D);
   });

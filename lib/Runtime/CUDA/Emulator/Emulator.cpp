@@ -322,6 +322,7 @@ void emulator::launch(const void *kernel, dim3 grid, dim3 blockDims,
     lastError = error;
     return;
   }
+  count(Call::Launch);
   cudaError_t error =
       enqueue(stream, [grid, blockDims, shared, body = std::move(body)] {
         if (!runGrid(grid, blockDims, shared, body))

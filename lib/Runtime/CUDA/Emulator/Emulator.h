@@ -35,6 +35,23 @@ void failDevice(cudaError_t error);
 /// The sticky error (cudaSuccess when there is none).
 cudaError_t deviceError();
 
+/// What LOOM_EMULATOR_STATS=1 counts: the runtime calls that cost a device
+/// time or a synchronization, printed to stderr at exit (Streams.cpp).
+enum class Call {
+  Launch,
+  Matmul,
+  CopyToDevice,
+  CopyToHost,
+  CopyOnDevice,
+  Memset,
+  Synchronize,
+  Malloc,
+  Free,
+  Compile,
+  Count
+};
+void count(Call call);
+
 /// The calling thread's last launch error, cleared (cudaGetLastError), or
 /// the sticky error.
 cudaError_t takeLastError();

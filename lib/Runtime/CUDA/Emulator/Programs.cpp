@@ -186,6 +186,7 @@ nvrtcResult nvrtcDestroyProgram(nvrtcProgram *program) {
 
 nvrtcResult nvrtcCompileProgram(nvrtcProgram program, int,
                                 const char *const *) {
+  emulator::count(emulator::Call::Compile);
   return compile(*reinterpret_cast<Program *>(program));
 }
 

@@ -182,6 +182,7 @@ cudaError_t cudaDriverGetVersion(int *version) {
 }
 
 cudaError_t cudaMalloc(void **pointer, size_t bytes) {
+  emulator::count(emulator::Call::Malloc);
   *pointer = allocate(bytes);
   if (!*pointer)
     return cudaErrorMemoryAllocation;
@@ -195,6 +196,7 @@ cudaError_t cudaMalloc(void **pointer, size_t bytes) {
 cudaError_t cudaFree(void *pointer) {
   if (!pointer)
     return cudaSuccess;
+  emulator::count(emulator::Call::Free);
   emulator::synchronizeDevice();
   std::lock_guard<std::mutex> lock(memory().mutex);
   auto it = memory().device.find(pointer);
@@ -208,6 +210,7 @@ cudaError_t cudaFree(void *pointer) {
 
 // cuda_runtime.h's typed cudaMallocHost calls cudaHostAlloc.
 cudaError_t cudaHostAlloc(void **pointer, size_t bytes, unsigned int) {
+  emulator::count(emulator::Call::Malloc);
   *pointer = allocate(bytes);
   if (!*pointer)
     return cudaErrorMemoryAllocation;
@@ -223,6 +226,7 @@ cudaError_t cudaMallocHost(void **pointer, size_t bytes) {
 cudaError_t cudaFreeHost(void *pointer) {
   if (!pointer)
     return cudaSuccess;
+  emulator::count(emulator::Call::Free);
   emulator::synchronizeDevice();
   std::lock_guard<std::mutex> lock(memory().mutex);
   if (!memory().pinned.erase(pointer))
@@ -246,6 +250,9 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
   if (to == Space::PartlyDevice || from == Space::PartlyDevice ||
       !matches(kind, from, to))
     return cudaErrorInvalidValue;
+  emulator::count(to != Space::Device     ? emulator::Call::CopyToHost
+                  : from != Space::Device ? emulator::Call::CopyToDevice
+                                          : emulator::Call::CopyOnDevice);
   if (from != Space::Device && to != Space::Device) {
     // Host to host: synchronous with respect to the host.
     if (cudaError_t error = emulator::synchronizeStream(stream))
@@ -278,6 +285,7 @@ cudaError_t cudaMemsetAsync(void *pointer, int value, size_t bytes,
     return cudaSuccess;
   if (space(pointer, bytes) != Space::Device)
     return cudaErrorInvalidValue;
+  emulator::count(emulator::Call::Memset);
   return emulator::enqueue(stream, [=] { std::memset(pointer, value, bytes); });
 }
 

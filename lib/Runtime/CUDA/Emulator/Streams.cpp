@@ -22,13 +22,16 @@
 
 #include "Emulator.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 using namespace loom::runtime::cuda;
 
@@ -136,7 +139,44 @@ cudaError_t createEvent(cudaEvent_t *handle, unsigned flags) {
   return cudaSuccess;
 }
 
+/// LOOM_EMULATOR_STATS's counts, printed at exit.
+struct Stats {
+  std::atomic<uint64_t> calls[size_t(emulator::Call::Count)] = {};
+  Stats() {
+    const char *enabled = std::getenv("LOOM_EMULATOR_STATS");
+    if (enabled && *enabled && std::string(enabled) != "0")
+      std::atexit(print);
+  }
+  static void print();
+};
+
+Stats &stats() {
+  static Stats *s = new Stats;
+  return *s;
+}
+
+void Stats::print() {
+  static const char *const names[] = {"kernel launches",
+                                      "cuBLASLt matmuls",
+                                      "copies to the device",
+                                      "copies to the host",
+                                      "copies on the device",
+                                      "memsets",
+                                      "host synchronizations",
+                                      "cudaMalloc/cudaMallocHost",
+                                      "frees",
+                                      "NVRTC compilations"};
+  static_assert(sizeof names / sizeof *names == size_t(emulator::Call::Count),
+                "a name per counter");
+  std::fprintf(stderr, "emulator: calls made (LOOM_EMULATOR_STATS):\n");
+  for (size_t i = 0; i < size_t(emulator::Call::Count); ++i)
+    std::fprintf(stderr, "  %-28s %llu\n", names[i],
+                 static_cast<unsigned long long>(stats().calls[i].load()));
+}
+
 } // namespace
+
+void emulator::count(Call call) { ++stats().calls[size_t(call)]; }
 
 cudaError_t emulator::enqueue(cudaStream_t stream, std::function<void()> work) {
   Device &d = device();
@@ -161,6 +201,7 @@ cudaError_t emulator::enqueue(cudaStream_t stream, std::function<void()> work) {
 }
 
 cudaError_t emulator::synchronizeStream(cudaStream_t stream) {
+  count(Call::Synchronize);
   Device &d = device();
   std::lock_guard<std::recursive_mutex> lock(d.mutex);
   if (isLegacy(stream)) {
@@ -174,6 +215,7 @@ cudaError_t emulator::synchronizeStream(cudaStream_t stream) {
 }
 
 cudaError_t emulator::synchronizeDevice() {
+  count(Call::Synchronize);
   Device &d = device();
   std::lock_guard<std::recursive_mutex> lock(d.mutex);
   for (auto &entry : d.streams)
@@ -311,6 +353,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  emulator::count(emulator::Call::Synchronize);
   Device &d = device();
   std::lock_guard<std::recursive_mutex> lock(d.mutex);
   std::shared_ptr<Event> e = lookup(event);
