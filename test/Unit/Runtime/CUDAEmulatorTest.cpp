@@ -80,6 +80,10 @@ __global__ void traps(int *out) {
 
 __global__ void nothing() {}
 
+__global__ void writeAt(float *out, int offset) {
+  out[offset + int(threadIdx.x)] = 1.0f;
+}
+
 namespace wmma = nvcuda::wmma;
 
 /// c (16 x 16, f32) = a (16 x 16, bf16, row-major) b (16 x 16, bf16,
@@ -356,6 +360,25 @@ TEST(CUDAEmulator, CopiesCheckTheirPointers) {
   EXPECT_EQ(cudaMemset(device + 99, 0, 2), cudaErrorInvalidValue);
   EXPECT_EQ(cudaFree(host.data()), cudaErrorInvalidValue);
   EXPECT_EQ(cudaFree(device), cudaSuccess);
+}
+
+/// Device blocks sit between guard pages: a kernel that writes past a
+/// block's end (or far enough before its start) stops with a report naming
+/// the block and the thread.
+TEST(CUDAEmulator, OutOfBoundsAccessesHitGuardPages) {
+  float *block = nullptr;
+  ASSERT_EQ(cudaMalloc(&block, 256 * sizeof(float)), cudaSuccess);
+  launchKernel(writeAt, 1, 256, 0, nullptr, block, 0); // all inside
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_DEATH(launchKernel(writeAt, 1, 32, 0, nullptr, block, 250),
+               "out-of-bounds access to device memory: 0 bytes past the end "
+               "of the 1024-byte block at .* in block \\(0,0,0\\), thread "
+               "\\(6,0,0\\)");
+  // The block ends where its pages end, so before its start there is the
+  // rest of its first page (3 KiB here) ahead of the guard page.
+  EXPECT_DEATH(launchKernel(writeAt, 1, 1, 0, nullptr, block, -769),
+               "3076 bytes before the 1024-byte block");
+  EXPECT_EQ(cudaFree(block), cudaSuccess);
 }
 
 /// A run-time compiled program: NVRTC's calls compile it with the host

@@ -284,6 +284,13 @@ const ThreadPosition &emulator::position() { return block().current->position; }
 
 unsigned char *emulator::dynamicShared() { return block().shared; }
 
+std::string emulator::runningThread() {
+  if (!activeBlock || !activeBlock->current)
+    return "";
+  const ThreadPosition &p = activeBlock->current->position;
+  return " in block " + describe(p.block) + ", thread " + describe(p.thread);
+}
+
 uint64_t &emulator::exchangeSlot(int lane) {
   Block &b = block();
   const size_t warp = size_t(b.current - b.fibers.data()) / 32;

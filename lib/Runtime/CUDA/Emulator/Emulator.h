@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 
 namespace loom {
 namespace runtime {
@@ -51,6 +52,15 @@ enum class Call {
   Count
 };
 void count(Call call);
+
+/// A device block of `bytes` (DeviceMemory.cpp): 256-byte aligned, filled
+/// with 0xff bytes, between inaccessible guard pages; null when there is no
+/// memory for it.
+void *allocateDeviceBlock(size_t bytes);
+void freeDeviceBlock(void *block);
+/// " in block (x,y,z), thread (x,y,z)" while a kernel's thread runs on the
+/// calling host thread, else "".
+std::string runningThread();
 
 /// The calling thread's last launch error, cleared (cudaGetLastError), or
 /// the sticky error.

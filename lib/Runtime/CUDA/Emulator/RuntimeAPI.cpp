@@ -29,8 +29,9 @@ namespace {
 /// What an H200 reports.
 constexpr int kComputeMajor = 9, kComputeMinor = 0;
 constexpr int kMultiprocessors = 132;
-/// Device memory: cudaMalloc's alignment, and the byte fresh allocations are
-/// filled with (a device's are undefined; 0xff is NaN for every float type).
+/// Pinned host memory as cudaMallocHost gives it: aligned like device
+/// memory, and filled like fresh device blocks (DeviceMemory.cpp) since its
+/// contents are undefined too.
 constexpr size_t kAllocationAlignment = 256;
 constexpr int kFreshByte = 0xff;
 /// An H200's memory, as cudaMemGetInfo reports it.
@@ -51,7 +52,7 @@ Memory &memory() {
   return *m;
 }
 
-void *allocate(size_t bytes) {
+void *allocateHost(size_t bytes) {
   const size_t rounded = (bytes + kAllocationAlignment - 1) /
                          kAllocationAlignment * kAllocationAlignment;
   void *pointer = std::aligned_alloc(kAllocationAlignment,
@@ -183,7 +184,7 @@ cudaError_t cudaDriverGetVersion(int *version) {
 
 cudaError_t cudaMalloc(void **pointer, size_t bytes) {
   emulator::count(emulator::Call::Malloc);
-  *pointer = allocate(bytes);
+  *pointer = emulator::allocateDeviceBlock(bytes);
   if (!*pointer)
     return cudaErrorMemoryAllocation;
   std::lock_guard<std::mutex> lock(memory().mutex);
@@ -204,14 +205,14 @@ cudaError_t cudaFree(void *pointer) {
     return cudaErrorInvalidValue;
   memory().inUse -= it->second;
   memory().device.erase(it);
-  std::free(pointer);
+  emulator::freeDeviceBlock(pointer);
   return cudaSuccess;
 }
 
 // cuda_runtime.h's typed cudaMallocHost calls cudaHostAlloc.
 cudaError_t cudaHostAlloc(void **pointer, size_t bytes, unsigned int) {
   emulator::count(emulator::Call::Malloc);
-  *pointer = allocate(bytes);
+  *pointer = allocateHost(bytes);
   if (!*pointer)
     return cudaErrorMemoryAllocation;
   std::lock_guard<std::mutex> lock(memory().mutex);
