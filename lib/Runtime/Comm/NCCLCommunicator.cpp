@@ -396,15 +396,8 @@ public:
     // Stop this process's kernels, then the other ranks (MPI_Abort).
     std::string reason =
         "rank " + std::to_string(worldRank) + " failed: " + message;
-    std::vector<NCCLCommunicator *> all = {this};
-    if (std::shared_ptr<World> w = world.lock()) {
-      all.push_back(w->communicator);
-      for (auto &entry : w->groups)
-        all.push_back(entry.second.get());
-    }
-    for (NCCLCommunicator *communicator : all)
-      if (communicator)
-        (void)communicator->abortNCCL(reason);
+    for (NCCLCommunicator *communicator : processCommunicators())
+      (void)communicator->abortNCCL(reason);
     if (mpi)
       mpi->abort(message); // prints the message; does not return
     std::fprintf(stderr, "loom: %s\n", reason.c_str());
@@ -425,10 +418,21 @@ public:
     start(*launch, what, [&] { return enqueueGroup(batch, comm, stream); });
   }
 
+  /// Launches the held-back sends and receives of every communicator of
+  /// this process. Called before the host blocks: until the wait ends this
+  /// rank posts nothing more, so a transfer it held back could only stall a
+  /// peer, for instance one whose collective waits on the receive that
+  /// matches it.
+  void flushAll() {
+    for (NCCLCommunicator *communicator : processCommunicators())
+      communicator->flush();
+  }
+
   /// Polls a launched operation to its end, the timeout or an error.
   Status finish(const Launch &launch, const std::string &what) {
     if (!launch.status)
       return launch.status;
+    flushAll();
     while (true) {
       if (!comm)
         return Status::error(what + ": the NCCL communicator was aborted (" +
@@ -467,6 +471,19 @@ public:
   cudaEvent_t ordering = nullptr;
 
 private:
+  /// This communicator, the world's and every group's of this process.
+  std::vector<NCCLCommunicator *> processCommunicators() {
+    std::vector<NCCLCommunicator *> all = {this};
+    if (std::shared_ptr<World> w = world.lock()) {
+      if (w->communicator && w->communicator != this)
+        all.push_back(w->communicator);
+      for (auto &entry : w->groups)
+        if (entry.second.get() != this)
+          all.push_back(entry.second.get());
+    }
+    return all;
+  }
+
   std::shared_ptr<CommEvent> fail(const std::string &message) {
     return completedEvent(
         Status::error("rank " + std::to_string(worldRank) + ": " + message));
@@ -492,6 +509,7 @@ private:
       return fail(std::string(kind) + " of " + std::to_string(count) +
                   " elements");
     if (options.checkCollectives && mpi) {
+      flushAll(); // the exchange below blocks
       int64_t mine[5] = {int64_t(kind[0]) * 256 + kind[4], count,
                          int64_t(dtype), int64_t(op), root};
       std::vector<int64_t> all(size_t(5 * mySize));

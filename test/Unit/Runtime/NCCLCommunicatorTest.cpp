@@ -229,6 +229,46 @@ TEST(NCCL, SendRecvRing) {
   EXPECT_EQ(in.read(), std::vector<float>(1000, float((r + n - 1) % n)));
 }
 
+/// A send held back (to be launched with later transfers as one NCCL group)
+/// is launched before its rank blocks on something else. Here rank 1's
+/// collective waits, on the device, for the receive that matches rank 0's
+/// send, while rank 0's host waits for that collective: holding the send
+/// back would stall both until the timeout.
+TEST(NCCL, HeldBackSendsLaunchBeforeTheHostBlocks) {
+  int n = world->size(), r = world->rank();
+  if (n < 2)
+    GTEST_SKIP() << "needs 2 ranks";
+  std::vector<int> everyone;
+  for (int k = 0; k < n; ++k)
+    everyone.push_back(k);
+  auto all = world->group(everyone); // not the world's own communicator
+  ASSERT_TRUE(all.isOk()) << all.status().message();
+  DeviceBuffer<float> message(std::vector<float>(256, float(r)));
+  DeviceBuffer<float> x(std::vector<float>{1.0f});
+  cudaStream_t compute = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
+            cudaSuccess);
+  std::shared_ptr<CommEvent> transfer;
+  if (r == 0) {
+    transfer = world->send(message.data, 1024, 1, 3);
+  } else if (r == 1) {
+    transfer = world->recv(message.data, 1024, 0, 3);
+    ASSERT_TRUE(transfer->waitOnStream(compute));
+  }
+  (*all)->orderAfter(compute);
+  auto sum = (*all)->allReduce(x.data, x.data, 1, DType::F32, ReduceOp::Sum);
+  Status status = sum->wait(); // rank 0 blocks here, its send not launched
+  ASSERT_TRUE(status.isOk()) << status.message();
+  if (transfer) {
+    ASSERT_TRUE(transfer->wait());
+  }
+  EXPECT_EQ(x.read(), std::vector<float>{float(n)});
+  if (r == 1) {
+    EXPECT_EQ(message.read(), std::vector<float>(256, 0.0f));
+  }
+  cudaStreamDestroy(compute);
+}
+
 TEST(NCCL, SubGroups) {
   int n = world->size(), r = world->rank();
   // Every rank alone: made by its one member only.
