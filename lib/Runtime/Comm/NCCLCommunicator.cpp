@@ -396,8 +396,7 @@ public:
     // Stop this process's kernels, then the other ranks (MPI_Abort).
     std::string reason =
         "rank " + std::to_string(worldRank) + " failed: " + message;
-    for (NCCLCommunicator *communicator : processCommunicators())
-      (void)communicator->abortNCCL(reason);
+    (void)abortAll(reason);
     if (mpi)
       mpi->abort(message); // prints the message; does not return
     std::fprintf(stderr, "loom: %s\n", reason.c_str());
@@ -437,20 +436,30 @@ public:
       if (!comm)
         return Status::error(what + ": the NCCL communicator was aborted (" +
                              abortedBecause + ")");
+      // The error first: kernels that stop on one may still let the event
+      // complete.
+      ncclResult_t state = ncclSuccess;
+      ncclCommGetAsyncError(comm, &state);
+      if (state != ncclSuccess && state != ncclInProgress)
+        return abortAll(what + " failed in NCCL: " + ncclMessage(state));
       cudaError_t done = cudaEventQuery(launch.done);
       if (done == cudaSuccess)
         return Status::ok();
       if (done != cudaErrorNotReady)
-        return abortNCCL(what + " failed in CUDA: " + cudaGetErrorString(done));
-      ncclResult_t state = ncclSuccess;
-      ncclCommGetAsyncError(comm, &state);
-      if (state != ncclSuccess && state != ncclInProgress)
-        return abortNCCL(what + " failed in NCCL: " + ncclMessage(state));
+        return abortAll(what + " failed in CUDA: " + cudaGetErrorString(done));
       if (Clock::now() > launch.deadline)
-        return abortNCCL(what + " timed out after " +
-                         std::to_string(options.timeout.count()) + " ms");
+        return abortAll(what + " timed out after " +
+                        std::to_string(options.timeout.count()) + " ms");
       std::this_thread::yield();
     }
+  }
+
+  /// Aborts every NCCL communicator of the process: a compute stream may be
+  /// waiting on another one's operation, which could then never end.
+  Status abortAll(const std::string &reason) {
+    for (NCCLCommunicator *communicator : processCommunicators())
+      (void)communicator->abortNCCL(reason);
+    return Status::error(reason);
   }
 
   /// Aborts the NCCL communicator (its kernels stop); its operations fail.
@@ -547,13 +556,13 @@ private:
     if (Status status =
             settle(comm, enqueue(), launch.deadline, options.timeout);
         !status) {
-      launch.status = abortNCCL(what + status.message());
+      launch.status = abortAll(what + status.message());
       return;
     }
     if (cudaEventCreateWithFlags(&launch.done, cudaEventDisableTiming) !=
             cudaSuccess ||
         cudaEventRecord(launch.done, stream) != cudaSuccess)
-      launch.status = abortNCCL(
+      launch.status = abortAll(
           what + " failed in CUDA: " + cudaGetErrorString(cudaGetLastError()));
   }
 
