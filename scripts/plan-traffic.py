@@ -95,8 +95,13 @@ class Instruction:
             # seq_major=1 [..., S, H, D]): the forward multiplies twice
             # (q k^T, p v), the backward five times (s again, dout v^T,
             # p^T dout, ds k, ds^T q). Masked tiles a kernel skips are not
-            # subtracted.
-            q, k, v = (list(ref[1]) for ref in self.inputs[:3])
+            # subtracted. With packed_qkv=1 input 0 is qkv [..., S, 3, H, D].
+            if attrs.get("packed_qkv") == "1":
+                part = list(self.inputs[0][1])
+                del part[-3]
+                q, k, v = list(part), list(part), list(part)
+            else:
+                q, k, v = (list(ref[1]) for ref in self.inputs[:3])
             if attrs.get("seq_major") == "1":
                 for x in (q, k, v):
                     x[-3], x[-2] = x[-2], x[-3]

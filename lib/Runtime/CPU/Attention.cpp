@@ -20,7 +20,14 @@
 // With seq_major=1 q, k, v, dout, out and the gradients are [..., S, H, D]
 // and lse [..., S, H] (the mask stays [..., H, Sq, Sk]): they are
 // gathered into the head-major form on entry and scattered back on exit,
-// which is all the layout changes here.
+// which is all the layout changes here. With packed_qkv=1 (seq-major too)
+// q, k and v are one operand qkv [..., S, 3, H, D], and the backward's
+// gradients one result dqkv of that shape:
+//
+//   attention(qkv[, mask]) -> out, lse
+//   attention_backward(qkv, dout, lse, out[, mask]) -> dqkv
+//
+// Only where the gather and scatter find a row changes.
 //
 // A score of -inf contributes nothing (p = 0, even where lse is -inf), so a
 // row whose every score is -inf (fully masked) gives out = NaN and
@@ -65,6 +72,11 @@ struct AttentionShape {
   /// otherwise.
   bool seqMajor = false;
   int64_t heads = 1;
+  /// q, k and v are one operand [..., S, 3, H, D] (packed_qkv=1), and so
+  /// are dq, dk and dv.
+  bool packed = false;
+  /// Where dout, lse, out and the mask are among the inputs.
+  size_t doutInput = 3, lseInput = 4, outInput = 5, maskInput = 3;
   int64_t sq = 0, sk = 0, d = 0, dv = 0;
   double scale = 1;
   double maskValue = -std::numeric_limits<double>::infinity();
@@ -97,6 +109,15 @@ struct AttentionShape {
   /// of the instruction's layout.
   int64_t rowIndex(int64_t b, int64_t i, int64_t rows) const {
     return ((b / heads) * rows + i) * heads + b % heads;
+  }
+
+  /// Elements between the sequence positions of q, k or v (and of their
+  /// gradients), and where part `part` (0: q, 1: k, 2: v) starts.
+  int64_t qkvStride(int64_t cols) const {
+    return packed ? 3 * heads * cols : heads * cols;
+  }
+  int64_t qkvBase(int part, int64_t cols) const {
+    return packed ? part * heads * cols : 0;
   }
 };
 
@@ -140,32 +161,74 @@ Status readMask(const TensorRef &mask, AttentionShape &s) {
   return Status::ok();
 }
 
+/// Reads the 0/1 attribute `name` (default 0).
+Status readFlag(const Instruction &instruction, const char *name, bool &flag) {
+  int64_t value = 0;
+  if (Status st = getIntAttr(instruction.attrs, name, value, false); !st)
+    return st;
+  if (value != 0 && value != 1)
+    return Status::error(std::string(name) + " must be 0 or 1, got " +
+                         std::to_string(value));
+  flag = value == 1;
+  return Status::ok();
+}
+
+/// The operand counts and names of the four forms.
+Status checkArity(const Instruction &instruction, AttentionShape &s) {
+  const bool backward = s.backward, packed = s.packed;
+  const size_t operands = packed ? (backward ? 4 : 1) : (backward ? 6 : 3);
+  const size_t results = backward ? (packed ? 1 : 3) : 2;
+  const size_t inputs = instruction.inputs.size();
+  if ((inputs == operands || inputs == operands + 1) &&
+      instruction.outputs.size() == results) {
+    if (packed) {
+      s.doutInput = 1;
+      s.lseInput = 2;
+      s.outInput = 3;
+    }
+    s.maskInput = operands;
+    return Status::ok();
+  }
+  const char *expected =
+      packed ? (backward ? "4 or 5 inputs (qkv, dout, lse, out, mask) and 1 "
+                           "output (dqkv)"
+                         : "1 or 2 inputs (qkv, mask) and 2 outputs (out, lse)")
+      : backward ? "6 or 7 inputs (q, k, v, dout, lse, out, mask) and 3 "
+                   "outputs (dq, dk, dv)"
+                 : "3 or 4 inputs (q, k, v, mask) and 2 outputs (out, lse)";
+  return Status::error(std::string("expects ") + expected + ", got " +
+                       std::to_string(inputs) + " and " +
+                       std::to_string(instruction.outputs.size()));
+}
+
+/// The shape of q, k and v packed in `qkv` ([..., S, 3, H, D]).
+Status unpackedShape(const TensorRef &qkv, std::vector<int64_t> &part) {
+  const size_t rank = qkv.shape.size();
+  if (rank < 4 || qkv.shape[rank - 3] != 3)
+    return Status::error("qkv " + shapeString(qkv.shape) +
+                         " must be [..., S, 3, H, D]");
+  part = qkv.shape;
+  part.erase(part.end() - 3);
+  return Status::ok();
+}
+
 Status readAttention(const Instruction &instruction, bool backward,
                      AttentionShape &s) {
   s.backward = backward;
-  const size_t operands = backward ? 6 : 3, results = backward ? 3 : 2;
-  const size_t inputs = instruction.inputs.size();
-  if ((inputs != operands && inputs != operands + 1) ||
-      instruction.outputs.size() != results)
-    return Status::error(
-        std::string("expects ") +
-        (backward ? "6 or 7 inputs (q, k, v, dout, lse, out, mask) and 3 "
-                    "outputs (dq, dk, dv)"
-                  : "3 or 4 inputs (q, k, v, mask) and 2 outputs (out, lse)") +
-        ", got " + std::to_string(inputs) + " and " +
-        std::to_string(instruction.outputs.size()));
-  if (Status st = expectKnownAttrs(instruction.attrs,
-                                   {"scale", "mask_value", "seq_major"});
+  if (Status st =
+          expectKnownAttrs(instruction.attrs,
+                           {"scale", "mask_value", "seq_major", "packed_qkv"});
       !st)
     return st;
-  int64_t seqMajor = 0;
-  if (Status st = getIntAttr(instruction.attrs, "seq_major", seqMajor, false);
-      !st)
+  if (Status st = readFlag(instruction, "seq_major", s.seqMajor); !st)
     return st;
-  if (seqMajor != 0 && seqMajor != 1)
-    return Status::error("seq_major must be 0 or 1, got " +
-                         std::to_string(seqMajor));
-  s.seqMajor = seqMajor == 1;
+  if (Status st = readFlag(instruction, "packed_qkv", s.packed); !st)
+    return st;
+  if (s.packed && !s.seqMajor)
+    return Status::error("packed_qkv=1 needs seq_major=1 (qkv is "
+                         "[..., S, 3, H, D])");
+  if (Status st = checkArity(instruction, s); !st)
+    return st;
   if (Status st = getDoubleAttr(instruction.attrs, "scale", s.scale, true); !st)
     return st;
   if (Status st = getDoubleAttr(instruction.attrs, "mask_value", s.maskValue,
@@ -175,9 +238,19 @@ Status readAttention(const Instruction &instruction, bool backward,
   if (std::isnan(s.maskValue))
     return Status::error("mask_value must not be NaN");
 
-  const TensorRef &q = instruction.inputs[0], &k = instruction.inputs[1],
-                  &v = instruction.inputs[2];
-  if (Status st = expectFloatOrBF16(q.dtype, "q"); !st)
+  // q, k and v: the instruction's, or views of its qkv with their shape.
+  TensorRef q, k, v;
+  if (s.packed) {
+    q = instruction.inputs[0];
+    if (Status st = unpackedShape(instruction.inputs[0], q.shape); !st)
+      return st;
+    k = v = q;
+  } else {
+    q = instruction.inputs[0];
+    k = instruction.inputs[1];
+    v = instruction.inputs[2];
+  }
+  if (Status st = expectFloatOrBF16(q.dtype, s.packed ? "qkv" : "q"); !st)
     return st;
   if (Status st = expectSameDType(q, "q", k, "k"); !st)
     return st;
@@ -218,24 +291,32 @@ Status readAttention(const Instruction &instruction, bool backward,
   const std::vector<int64_t> outShape = s.operandShape(s.sq, s.dv);
   const std::vector<int64_t> rowShape = s.operandShape(s.sq, std::nullopt);
   if (backward) {
-    if (Status st =
-            expectTensor(instruction.inputs[3], "dout", q.dtype, outShape);
-        !st)
-      return st;
-    if (Status st = expectTensor(instruction.inputs[4], "lse", stat, rowShape);
+    if (Status st = expectTensor(instruction.inputs[s.doutInput], "dout",
+                                 q.dtype, outShape);
         !st)
       return st;
     if (Status st =
-            expectTensor(instruction.inputs[5], "out", q.dtype, outShape);
+            expectTensor(instruction.inputs[s.lseInput], "lse", stat, rowShape);
+        !st)
+      return st;
+    if (Status st = expectTensor(instruction.inputs[s.outInput], "out", q.dtype,
+                                 outShape);
         !st)
       return st;
     const char *names[] = {"dq", "dk", "dv"};
-    for (size_t i = 0; i < 3; ++i)
-      if (Status st = expectTensor(instruction.outputs[i], names[i],
-                                   instruction.inputs[i].dtype,
-                                   instruction.inputs[i].shape);
+    if (s.packed) {
+      if (Status st = expectTensor(instruction.outputs[0], "dqkv", q.dtype,
+                                   instruction.inputs[0].shape);
           !st)
         return st;
+    } else {
+      for (size_t i = 0; i < 3; ++i)
+        if (Status st = expectTensor(instruction.outputs[i], names[i],
+                                     instruction.inputs[i].dtype,
+                                     instruction.inputs[i].shape);
+            !st)
+          return st;
+    }
   } else {
     if (Status st =
             expectTensor(instruction.outputs[0], "out", q.dtype, outShape);
@@ -245,8 +326,8 @@ Status readAttention(const Instruction &instruction, bool backward,
         !st)
       return st;
   }
-  if (inputs == operands + 1)
-    return readMask(instruction.inputs[operands], s);
+  if (instruction.inputs.size() > s.maskInput)
+    return readMask(instruction.inputs[s.maskInput], s);
   return Status::ok();
 }
 
@@ -583,16 +664,26 @@ void backwardKeys(const Problem<C> &pb, const BackwardOperands<C> &x) {
 //===----------------------------------------------------------------------===//
 
 /// Where the kernels' head-major element e = (b * rows + i) * cols + c of
-/// an operand with `rows` rows of `cols` is in the instruction's layout.
+/// an operand with `rows` rows of `cols` is in the instruction's layout:
+/// sequence positions are `stride` elements apart (H * cols seq-major,
+/// cols head-major, 3 H cols packed) and the operand starts at `base`.
 struct OperandLayout {
   const AttentionShape &s;
   int64_t rows, cols;
+  int64_t stride = s.heads * cols, base = 0;
   int64_t count() const { return s.batch * rows * cols; }
   int64_t offset(int64_t e) const {
-    const int64_t row = e / cols, b = row / rows;
-    return s.rowIndex(b, row % rows, rows) * cols + e % cols;
+    const int64_t row = e / cols, b = row / rows, i = row % rows;
+    return base + ((b / s.heads) * rows + i) * stride + (b % s.heads) * cols +
+           e % cols;
   }
 };
+
+/// The layout of part `part` (0: q, 1: k, 2: v, or their gradients).
+OperandLayout qkvLayout(const AttentionShape &s, int part, int64_t rows,
+                        int64_t cols) {
+  return {s, rows, cols, s.qkvStride(cols), s.qkvBase(part, cols)};
+}
 
 /// An element of type T as the compute type C.
 template <typename C, typename T> inline C computeValue(T x) {
@@ -703,10 +794,12 @@ std::vector<C> transposed(const C *in, int64_t batch, int64_t rows,
 template <typename C>
 void runForward(const AttentionShape &s, const KernelArgs &args) {
   const bool bf16 = s.dtype == DType::BF16;
-  Problem<C> pb(s, s.hasMask ? args.inputs[3] : nullptr);
-  Input<C> q(args.inputs[0], {s, s.sq, s.d}, bf16);
-  Input<C> k(args.inputs[1], {s, s.sk, s.d}, bf16);
-  Input<C> v(args.inputs[2], {s, s.sk, s.dv}, bf16);
+  Problem<C> pb(s, s.hasMask ? args.inputs[s.maskInput] : nullptr);
+  // A packed qkv is the one input of all three.
+  const size_t kInput = s.packed ? 0 : 1, vInput = s.packed ? 0 : 2;
+  Input<C> q(args.inputs[0], qkvLayout(s, 0, s.sq, s.d), bf16);
+  Input<C> k(args.inputs[kInput], qkvLayout(s, 1, s.sk, s.d), bf16);
+  Input<C> v(args.inputs[vInput], qkvLayout(s, 2, s.sk, s.dv), bf16);
   Output<C> out(args.outputs[0], {s, s.sq, s.dv}, bf16);
   Output<C> lse(args.outputs[1], {s, s.sq, 1}, false);
   std::vector<C> kt = transposed(k.get(), s.batch, s.sk, s.d);
@@ -719,17 +812,19 @@ void runForward(const AttentionShape &s, const KernelArgs &args) {
 template <typename C>
 void runBackward(const AttentionShape &s, const KernelArgs &args) {
   const bool bf16 = s.dtype == DType::BF16;
-  Problem<C> pb(s, s.hasMask ? args.inputs[6] : nullptr);
-  Input<C> q(args.inputs[0], {s, s.sq, s.d}, bf16);
-  Input<C> k(args.inputs[1], {s, s.sk, s.d}, bf16);
-  Input<C> v(args.inputs[2], {s, s.sk, s.dv}, bf16);
-  Input<C> dout(args.inputs[3], {s, s.sq, s.dv}, bf16);
-  Input<C> lse(args.inputs[4], {s, s.sq, 1}, false);
-  Input<C> out(args.inputs[5], {s, s.sq, s.dv}, bf16);
+  Problem<C> pb(s, s.hasMask ? args.inputs[s.maskInput] : nullptr);
+  // A packed qkv (dqkv) is the one input (output) of all three.
+  const size_t kInput = s.packed ? 0 : 1, vInput = s.packed ? 0 : 2;
+  Input<C> q(args.inputs[0], qkvLayout(s, 0, s.sq, s.d), bf16);
+  Input<C> k(args.inputs[kInput], qkvLayout(s, 1, s.sk, s.d), bf16);
+  Input<C> v(args.inputs[vInput], qkvLayout(s, 2, s.sk, s.dv), bf16);
+  Input<C> dout(args.inputs[s.doutInput], {s, s.sq, s.dv}, bf16);
+  Input<C> lse(args.inputs[s.lseInput], {s, s.sq, 1}, false);
+  Input<C> out(args.inputs[s.outInput], {s, s.sq, s.dv}, bf16);
   std::vector<C> delta = rowDots(dout.get(), out.get(), s.batch * s.sq, s.dv);
-  Output<C> dq(args.outputs[0], {s, s.sq, s.d}, bf16);
-  Output<C> dk(args.outputs[1], {s, s.sk, s.d}, bf16);
-  Output<C> dv(args.outputs[2], {s, s.sk, s.dv}, bf16);
+  Output<C> dq(args.outputs[0], qkvLayout(s, 0, s.sq, s.d), bf16);
+  Output<C> dk(args.outputs[kInput], qkvLayout(s, 1, s.sk, s.d), bf16);
+  Output<C> dv(args.outputs[vInput], qkvLayout(s, 2, s.sk, s.dv), bf16);
   std::vector<C> qt = transposed(q.get(), s.batch, s.sq, s.d);
   std::vector<C> kt = transposed(k.get(), s.batch, s.sk, s.d);
   std::vector<C> doutT = transposed(dout.get(), s.batch, s.sq, s.dv);

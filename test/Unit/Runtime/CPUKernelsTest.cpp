@@ -2551,6 +2551,69 @@ TEST(CPUKernelsAttention, SeqMajorIsTheHeadTransposeOfHeadMajor) {
   }
 }
 
+TEST(CPUKernelsAttention, PackedQkvIsTheSeqMajorAttentionOfItsParts) {
+  // packed_qkv=1 reads q, k and v where they lie in one [..., S, 3, H, D]
+  // tensor and writes dq, dk and dv into one such tensor: the results are
+  // those of the seq-major kernels on the three parts, bit for bit.
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (MaskKind maskKind : {MaskKind::Causal, MaskKind::None}) {
+      AttentionCase c{dtype, {2, 3}, 21, 21, 8, 8, maskKind, -inf};
+      SCOPED_TRACE(c.name());
+      // Seq-major [2, S, 3 heads, D].
+      std::vector<int64_t> shape{2, c.sq, 3, c.d}, rows{2, c.sq, 3};
+      Tensor q = random(dtype, shape), k = random(dtype, shape),
+             v = random(dtype, shape), dout = random(dtype, shape);
+      Tensor qkv = packQkv(q, k, v);
+      Tensor mask;
+      std::vector<const Tensor *> inputs{&q, &k, &v}, packedInputs{&qkv};
+      if (maskKind != MaskKind::None) {
+        mask = attentionMask(c);
+        inputs.push_back(&mask);
+        packedInputs.push_back(&mask);
+      }
+      Attributes seqAttrs = c.attrs();
+      seqAttrs["seq_major"] = int64_t(1);
+      Attributes packedAttrs = seqAttrs;
+      packedAttrs["packed_qkv"] = int64_t(1);
+
+      std::vector<Tensor> fwd{Tensor(dtype, shape), Tensor(DType::F32, rows)};
+      std::vector<Tensor> packedFwd = fwd;
+      ASSERT_EQ(runKernel(makeKernel("attention", inputs, fwd, seqAttrs),
+                          inputs, fwd),
+                "");
+      ASSERT_EQ(runKernel(makeKernel("attention", packedInputs, packedFwd,
+                                     packedAttrs),
+                          packedInputs, packedFwd),
+                "");
+      EXPECT_EQ(packedFwd[0].bytes, fwd[0].bytes);
+      EXPECT_EQ(packedFwd[1].bytes, fwd[1].bytes);
+
+      std::vector<const Tensor *> bwdInputs{&q,    &k,      &v,
+                                            &dout, &fwd[1], &fwd[0]};
+      std::vector<const Tensor *> packedBwdInputs{&qkv, &dout, &fwd[1],
+                                                  &fwd[0]};
+      if (maskKind != MaskKind::None) {
+        bwdInputs.push_back(&mask);
+        packedBwdInputs.push_back(&mask);
+      }
+      std::vector<Tensor> grads{Tensor(dtype, shape), Tensor(dtype, shape),
+                                Tensor(dtype, shape)};
+      std::vector<Tensor> packedGrads{Tensor(dtype, qkv.shape)};
+      ASSERT_EQ(runKernel(makeKernel("attention_backward", bwdInputs, grads,
+                                     seqAttrs),
+                          bwdInputs, grads),
+                "");
+      ASSERT_EQ(runKernel(makeKernel("attention_backward", packedBwdInputs,
+                                     packedGrads, packedAttrs),
+                          packedBwdInputs, packedGrads),
+                "");
+      EXPECT_EQ(packedGrads[0].bytes,
+                packQkv(grads[0], grads[1], grads[2]).bytes);
+    }
+  }
+}
+
 TEST(CPUKernelsAttention, FullyMaskedRow) {
   // Query 0 sees no key: its out is NaN and its lse -inf, as the unfused
   // softmax gives; it contributes nothing to the gradients.
@@ -2681,6 +2744,34 @@ TEST(CPUKernelsAttention, CheckRejects) {
                   "lse [2,3,16] should be [2,16,3]");
   EXPECT_REJECTED(fwd({&q, &k, &v}, {out, lse}, seqMajor),
                   "k [2,3,20,8] should be [2,3,16,8]");
+
+  // packed_qkv: q, k and v are one [..., S, 3, H, D] input.
+  Attributes packed{
+      {"scale", 0.5}, {"seq_major", int64_t(1)}, {"packed_qkv", int64_t(1)}};
+  Tensor qkv(DType::F32, {2, 16, 3, 3, 8}), outp(DType::F32, {2, 16, 3, 8});
+  Tensor squareMask(DType::I1, {1, 3, 16, 16});
+  EXPECT_EQ(checkMessage(fwd({&qkv, &squareMask}, {outp, lses}, packed)), "");
+  EXPECT_REJECTED(
+      fwd({&qkv}, {outp, lses}, {{"scale", 0.5}, {"packed_qkv", int64_t(1)}}),
+      "packed_qkv=1 needs seq_major=1");
+  EXPECT_REJECTED(fwd({&qkv, &qkv, &qkv}, {outp, lses}, packed),
+                  "expects 1 or 2 inputs (qkv, mask)");
+  Tensor qkv4(DType::F32, {2, 16, 4, 3, 8});
+  EXPECT_REJECTED(fwd({&qkv4}, {outp, lses}, packed),
+                  "qkv [2,16,4,3,8] must be [..., S, 3, H, D]");
+  EXPECT_REJECTED(fwd({&qkv}, {outs, lses}, packed),
+                  "out [2,16,3,4] should be [2,16,3,8]");
+  EXPECT_REJECTED(
+      makeKernel("attention_backward", {&qkv, &outp, &lses, &outp},
+                 {qkv, qkv, qkv}, packed),
+      "4 or 5 inputs (qkv, dout, lse, out, mask) and 1 output (dqkv)");
+  EXPECT_REJECTED(makeKernel("attention_backward", {&qkv, &outp, &lses, &outp},
+                             {outp}, packed),
+                  "dqkv [2,16,3,8] should be [2,16,3,3,8]");
+  EXPECT_EQ(checkMessage(makeKernel("attention_backward",
+                                    {&qkv, &outp, &lses, &outp, &squareMask},
+                                    {qkv}, packed)),
+            "");
 
   // attention_backward
   Tensor dout(DType::F32, {2, 3, 16, 4});

@@ -1202,6 +1202,9 @@ struct AttentionTest {
   /// Operands [lead[:-1], S, H = lead.back(), D] (seq_major=1); a random
   /// mask then differs from head to head.
   bool seqMajor = false;
+  /// q, k and v packed into one [lead[:-1], S, 3, H, D] operand, and the
+  /// gradients into one result (packed_qkv=1; seq-major, Sq = Sk, D = Dv).
+  bool packed = false;
 
   /// An operand with `rows` rows of `cols` (lse: none) in the
   /// test's layout.
@@ -1227,13 +1230,13 @@ std::vector<int64_t> withDims(std::vector<int64_t> dims,
 /// CPU's forward results (out and lse; the kernels compute
 /// delta = rowsum(dout * out), the GPU's in the launch workspace).
 void testAttention(const AttentionTest &c) {
-  SCOPED_TRACE(std::string(dtypeName(c.dtype)) + " lead " +
-               shapeString(c.lead) + " Sq " + std::to_string(c.sq) + " Sk " +
-               std::to_string(c.sk) + " D " + std::to_string(c.d) + " Dv " +
-               std::to_string(c.dv) + " mask " + std::to_string(int(c.mask)) +
-               " mask_value " + std::to_string(c.maskValue) +
-               (c.misalign ? " misaligned" : "") +
-               (c.seqMajor ? " seq_major" : ""));
+  SCOPED_TRACE(
+      std::string(dtypeName(c.dtype)) + " lead " + shapeString(c.lead) +
+      " Sq " + std::to_string(c.sq) + " Sk " + std::to_string(c.sk) + " D " +
+      std::to_string(c.d) + " Dv " + std::to_string(c.dv) + " mask " +
+      std::to_string(int(c.mask)) + " mask_value " +
+      std::to_string(c.maskValue) + (c.misalign ? " misaligned" : "") +
+      (c.seqMajor ? " seq_major" : "") + (c.packed ? " packed_qkv" : ""));
   const DType stat = c.dtype == DType::F64 ? DType::F64 : DType::F32;
   Tensor q = random(c.dtype, c.shape(c.sq, c.d));
   Tensor k = random(c.dtype, c.shape(c.sk, c.d));
@@ -1260,12 +1263,17 @@ void testAttention(const AttentionTest &c) {
     attrs["mask_value"] = c.maskValue;
   if (c.seqMajor)
     attrs["seq_major"] = int64_t(1);
+  if (c.packed)
+    attrs["packed_qkv"] = int64_t(1);
+  const Tensor qkv = c.packed ? packQkv(q, k, v) : Tensor();
   const bool bf16 = c.dtype == DType::BF16;
   const double rtol = bf16 ? 2e-2 : c.dtype == DType::F32 ? 1e-4 : 1e-10;
   const double atol = bf16 ? 3e-2 : c.dtype == DType::F32 ? 1e-4 : 1e-10;
   const double lseTol = c.dtype == DType::F64 ? 1e-10 : 1e-4;
 
   std::vector<const Tensor *> inputs{&q, &k, &v};
+  if (c.packed)
+    inputs = {&qkv};
   if (c.mask != AttentionMask::None)
     inputs.push_back(&mask);
   Instruction forward =
@@ -1284,18 +1292,24 @@ void testAttention(const AttentionTest &c) {
 
   Tensor dout = random(c.dtype, c.shape(c.sq, c.dv));
   std::vector<const Tensor *> bwdInputs{&q, &k, &v, &dout, &cpu[1], &cpu[0]};
+  std::vector<TensorRef> grads{q.ref(), k.ref(), v.ref()};
+  if (c.packed) {
+    bwdInputs = {&qkv, &dout, &cpu[1], &cpu[0]};
+    grads = {qkv.ref()};
+  }
   if (c.mask != AttentionMask::None)
     bwdInputs.push_back(&mask);
-  Instruction backward = makeInstruction("attention_backward", bwdInputs,
-                                         {q.ref(), k.ref(), v.ref()}, attrs);
+  Instruction backward =
+      makeInstruction("attention_backward", bwdInputs, grads, attrs);
   std::vector<Tensor> cpuGrads, gpuGrads;
   ASSERT_EQ(runCPU(backward, bwdInputs, cpuGrads), "");
   runGPU(backward, bwdInputs, gpuGrads, error, false, false, c.misalign);
   EXPECT_EQ(error.code, DeviceError::None);
-  ASSERT_EQ(gpuGrads.size(), 3u);
+  ASSERT_EQ(gpuGrads.size(), grads.size());
   const char *names[] = {"dq", "dk", "dv"};
-  for (size_t i = 0; i < 3; ++i)
-    expectCloseScaled(gpuGrads[i], cpuGrads[i], rtol, atol, names[i]);
+  for (size_t i = 0; i < grads.size(); ++i)
+    expectCloseScaled(gpuGrads[i], cpuGrads[i], rtol, atol,
+                      c.packed ? "dqkv" : names[i]);
 }
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
@@ -1397,6 +1411,41 @@ TEST(CUDAKernels, AttentionSeqMajor) {
   }
   AttentionTest misaligned{DType::BF16,           {2, 3},  70,   70,  64, 64,
                            AttentionMask::Causal, kNegInf, true, true};
+  testAttention(misaligned);
+}
+
+TEST(CUDAKernels, AttentionPackedQkv) {
+  // q, k and v read from one [B, S, 3, H, D] tensor (rows 3 H D apart),
+  // and dq, dk, dv written into one: the flash kernels (bf16, head dims
+  // multiples of 16, 16-byte and unaligned) and the generic ones.
+  for (AttentionTest c : std::vector<AttentionTest>{
+           {DType::BF16,
+            {2, 3},
+            128,
+            128,
+            64,
+            64,
+            AttentionMask::Causal,
+            kNegInf},
+           {DType::BF16, {2, 2}, 70, 70, 32, 32, AttentionMask::Random, -1e4},
+           {DType::BF16, {3}, 33, 33, 16, 16, AttentionMask::None, kNegInf},
+           {DType::BF16,
+            {2, 3},
+            70,
+            70,
+            40,
+            40,
+            AttentionMask::Causal,
+            kNegInf},
+           {DType::F32, {2, 4}, 40, 40, 16, 16, AttentionMask::Random, kNegInf},
+           {DType::F64, {2, 2}, 37, 37, 24, 24, AttentionMask::Causal, -1e4},
+       }) {
+    c.seqMajor = true;
+    c.packed = true;
+    testAttention(c);
+  }
+  AttentionTest misaligned{DType::BF16,           {2, 3},  70,   70,   64,  64,
+                           AttentionMask::Causal, kNegInf, true, true, true};
   testAttention(misaligned);
 }
 

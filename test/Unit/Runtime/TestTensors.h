@@ -145,6 +145,22 @@ inline Tensor randomTensor(std::mt19937 &rng, DType dtype,
   return t;
 }
 
+/// q, k and v ([..., S, H, D], equal shapes) interleaved into one
+/// [..., S, 3, H, D] tensor, as a fused QKV projection writes them (the
+/// operand of a packed_qkv attention).
+inline Tensor packQkv(const Tensor &q, const Tensor &k, const Tensor &v) {
+  std::vector<int64_t> shape = q.shape;
+  shape.insert(shape.end() - 2, 3);
+  Tensor packed(q.dtype, shape);
+  const int64_t inner = shape[shape.size() - 1] * shape[shape.size() - 2];
+  const Tensor *parts[] = {&q, &k, &v};
+  for (int64_t e = 0; e < q.size(); ++e)
+    for (int64_t part = 0; part < 3; ++part)
+      packed.set(((e / inner) * 3 + part) * inner + e % inner,
+                 parts[part]->get(e));
+  return packed;
+}
+
 } // namespace test
 } // namespace runtime
 } // namespace loom

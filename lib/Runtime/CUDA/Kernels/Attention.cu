@@ -41,6 +41,9 @@
 // [..., S, H]): the kernels walk the same (batch, row) problems, and only
 // where a row lives changes (rowIndex; consecutive rows of one head are H
 // rows apart), so the flash tiles load strided rows and nothing is copied.
+// With packed_qkv=1 q, k and v (and dq, dk, dv) are the three parts of one
+// [..., S, 3, H, D] tensor: their sequence positions are 3 H D elements
+// apart instead of H D (qkLd, vLd), and each part starts H D further on.
 //
 // Every output element is written by one thread in a fixed order: the
 // results are the same from run to run.
@@ -67,6 +70,13 @@ struct AttentionParams {
   int64_t batch = 1, sq = 0, sk = 0, d = 0, dv = 0;
   /// H for seq-major operands ([..., S, H, D]), 1 for head-major ones.
   int64_t heads = 1;
+  /// Elements between consecutive sequence positions of q and k (and dq,
+  /// dk), and of v (and dv): H D and H Dv, or 3 H D when packed.
+  int64_t qkLd = 0, vLd = 0;
+  /// packed_qkv=1: input 0 holds q, k and v (output 0 dq, dk and dv).
+  bool packed = false;
+  /// Where dout, lse, out (backward) and the mask are among the inputs.
+  int doutInput = 3, lseInput = 4, outInput = 5, maskInput = 3;
   /// The backward's first (head-major) batch in this launch: its delta
   /// workspace holds the rows of batches [batchBegin, batchBegin + grid's).
   int64_t batchBegin = 0;
@@ -110,6 +120,14 @@ __host__ __device__ inline int64_t rowIndex(const AttentionParams &p, int64_t b,
   return ((b / p.heads) * rows + i) * p.heads + b % p.heads;
 }
 
+/// Where row i of (head-major) batch b of q, k, v or a gradient of them,
+/// rows of `cols` elements, starts: rowIndex * cols unless packed.
+__host__ __device__ inline int64_t qkvRow(const AttentionParams &p, int64_t b,
+                                          int64_t i, int64_t rows, int64_t cols,
+                                          int64_t ld) {
+  return ((b / p.heads) * rows + i) * ld + (b % p.heads) * cols;
+}
+
 /// Batch b's [Sq, Sk] mask, or null.
 __device__ inline const uint8_t *maskOf(const uint8_t *mask,
                                         const AttentionParams &p, int64_t b) {
@@ -151,12 +169,13 @@ __global__ void __launch_bounds__(kGenericThreads)
   const uint8_t *m = maskOf(mask, p, b);
   if (m)
     m += i * p.sk;
-  const int64_t ldk = p.heads * p.d, ldv = p.heads * p.dv;
-  const T *kb = k + rowIndex(p, b, 0, p.sk) * p.d,
-          *vb = v + rowIndex(p, b, 0, p.sk) * p.dv;
+  const int64_t ldk = p.qkLd, ldv = p.vLd;
+  const T *kb = k + qkvRow(p, b, 0, p.sk, p.d, ldk),
+          *vb = v + qkvRow(p, b, 0, p.sk, p.dv, ldv);
   const A scale = A(p.scale), maskValue = A(p.maskValue), inf = infinity<A>();
+  const T *qi = q + qkvRow(p, b, i, p.sq, p.d, p.qkLd);
   for (int64_t t = threadIdx.x; t < p.d; t += blockDim.x)
-    qRow[t] = widen(q[row * p.d + t]);
+    qRow[t] = widen(qi[t]);
   for (int64_t t = threadIdx.x; t < p.dv; t += blockDim.x)
     acc[t] = 0;
   __syncthreads();
@@ -229,12 +248,13 @@ __global__ void __launch_bounds__(kGenericThreads)
   const uint8_t *m = maskOf(mask, p, b);
   if (m)
     m += i * p.sk;
-  const int64_t ldk = p.heads * p.d, ldv = p.heads * p.dv;
-  const T *kb = k + rowIndex(p, b, 0, p.sk) * p.d,
-          *vb = v + rowIndex(p, b, 0, p.sk) * p.dv;
+  const int64_t ldk = p.qkLd, ldv = p.vLd;
+  const T *kb = k + qkvRow(p, b, 0, p.sk, p.d, ldk),
+          *vb = v + qkvRow(p, b, 0, p.sk, p.dv, ldv);
   const A scale = A(p.scale);
+  const int64_t qi = qkvRow(p, b, i, p.sq, p.d, p.qkLd);
   for (int64_t t = threadIdx.x; t < p.d; t += blockDim.x) {
-    qRow[t] = widen(q[row * p.d + t]);
+    qRow[t] = widen(q[qi + t]);
     acc[t] = 0;
   }
   double rowDot = 0; // delta: products in A, summed in f64 (as on the CPU)
@@ -269,7 +289,7 @@ __global__ void __launch_bounds__(kGenericThreads)
     __syncthreads();
   }
   for (int64_t c = threadIdx.x; c < p.d; c += blockDim.x)
-    store(dq + row * p.d + c, scale * acc[c]);
+    store(dq + qi + c, scale * acc[c]);
 }
 
 /// dk and dv: one block per key row (b * Sk + j, head-major).
@@ -285,10 +305,11 @@ __global__ void __launch_bounds__(kGenericThreads)
   A *pWeights = accV + p.dv;            // blockDim.x
   A *dsWeights = pWeights + blockDim.x; // blockDim.x
   const int64_t b = p.batchBegin + blockIdx.x / p.sk, j = blockIdx.x % p.sk;
-  const int64_t row = rowIndex(p, b, j, p.sk);
+  const int64_t kj = qkvRow(p, b, j, p.sk, p.d, p.qkLd),
+                vj = qkvRow(p, b, j, p.sk, p.dv, p.vLd);
   const uint8_t *m = maskOf(mask, p, b);
-  const int64_t ldq = p.heads * p.d, ldo = p.heads * p.dv;
-  const T *qb = q + rowIndex(p, b, 0, p.sq) * p.d,
+  const int64_t ldq = p.qkLd, ldo = p.heads * p.dv;
+  const T *qb = q + qkvRow(p, b, 0, p.sq, p.d, ldq),
           *doutb = dout + rowIndex(p, b, 0, p.sq) * p.dv;
   // lse of query i: lseb[i * heads]; delta (head-major, from the
   // launch's first batch): deltab[i].
@@ -296,11 +317,11 @@ __global__ void __launch_bounds__(kGenericThreads)
           *deltab = delta + (b - p.batchBegin) * p.sq;
   const A scale = A(p.scale), maskValue = A(p.maskValue);
   for (int64_t t = threadIdx.x; t < p.d; t += blockDim.x) {
-    kRow[t] = widen(k[row * p.d + t]);
+    kRow[t] = widen(k[kj + t]);
     accK[t] = 0;
   }
   for (int64_t t = threadIdx.x; t < p.dv; t += blockDim.x) {
-    vRow[t] = widen(v[row * p.dv + t]);
+    vRow[t] = widen(v[vj + t]);
     accV[t] = 0;
   }
   __syncthreads();
@@ -333,9 +354,9 @@ __global__ void __launch_bounds__(kGenericThreads)
     __syncthreads();
   }
   for (int64_t c = threadIdx.x; c < p.d; c += blockDim.x)
-    store(dk + row * p.d + c, scale * accK[c]);
+    store(dk + kj + c, scale * accK[c]);
   for (int64_t c = threadIdx.x; c < p.dv; c += blockDim.x)
-    store(dv + row * p.dv + c, accV[c]);
+    store(dv + vj + c, accV[c]);
 }
 
 /// Dynamic shared memory of the generic kernels.
@@ -472,15 +493,17 @@ __device__ inline void loadTile(BF16 *dst, int ld, const BF16 *src,
 }
 
 /// Where batch b's rows of a flash operand with `rows` rows of `cols`
-/// start, and their stride: loadTile's `src` and `srcLd`.
+/// start, and their stride: loadTile's `src` and `srcLd`. `ld` is the
+/// operand's stride between sequence positions (qkLd or vLd for q, k, v;
+/// H cols for dout).
 struct OperandRows {
   const BF16 *base;
   int64_t ld;
 };
 __device__ inline OperandRows operandRows(const AttentionParams &p,
                                           const BF16 *x, int64_t b,
-                                          int64_t rows, int cols) {
-  return {x + rowIndex(p, b, 0, rows) * cols, p.heads * cols};
+                                          int64_t rows, int cols, int64_t ld) {
+  return {x + qkvRow(p, b, 0, rows, cols, ld), ld};
 }
 
 /// Whether the mask `m` ([Sq, Sk], row stride sk) marks every entry of rows
@@ -563,9 +586,9 @@ __global__ void __launch_bounds__(kFlashThreads)
   const uint8_t *m = maskOf(mask, p, b);
   const bool skipMasked = m && maskValue == -inf;
 
-  const OperandRows qRows = operandRows(p, q, b, p.sq, d),
-                    kRows = operandRows(p, k, b, p.sk, d),
-                    vRows = operandRows(p, v, b, p.sk, dv);
+  const OperandRows qRows = operandRows(p, q, b, p.sq, d, p.qkLd),
+                    kRows = operandRows(p, k, b, p.sk, d, p.qkLd),
+                    vRows = operandRows(p, v, b, p.sk, dv, p.vLd);
   loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kTile, d, vectorized);
   for (int idx = threadIdx.x; idx < kTile * dv; idx += blockDim.x)
     os[(idx / dv) * ldo + idx % dv] = 0.0f;
@@ -679,10 +702,10 @@ __global__ void __launch_bounds__(kFlashThreads)
   const uint8_t *m = maskOf(mask, p, b);
   const bool skipMasked = m && maskValue == -inf;
 
-  const OperandRows qRows = operandRows(p, q, b, p.sq, d),
-                    doutRows = operandRows(p, dout, b, p.sq, dv),
-                    kRows = operandRows(p, k, b, p.sk, d),
-                    vRows = operandRows(p, v, b, p.sk, dv);
+  const OperandRows qRows = operandRows(p, q, b, p.sq, d, p.qkLd),
+                    doutRows = operandRows(p, dout, b, p.sq, dv, p.heads * dv),
+                    kRows = operandRows(p, k, b, p.sk, d, p.qkLd),
+                    vRows = operandRows(p, v, b, p.sk, dv, p.vLd);
   loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kTile, d, vectorized);
   loadTile(douts, ldv, doutRows.base, doutRows.ld, p.sq, i0, kTile, dv,
            vectorized);
@@ -752,9 +775,9 @@ __global__ void __launch_bounds__(kFlashThreads)
     const int r = warp * 16 + rr;
     if (r >= rows)
       break;
-    const int64_t row = rowIndex(p, b, i0 + r, p.sq);
+    BF16 *dqRow = dq + qkvRow(p, b, i0 + r, p.sq, d, p.qkLd);
     for (int c = lane; c < d; c += 32)
-      dq[row * d + c] = roundBF16(scale * acc[r * ldacc + c]);
+      dqRow[c] = roundBF16(scale * acc[r * ldacc + c]);
   }
 #endif
 }
@@ -798,10 +821,11 @@ __global__ void __launch_bounds__(kFlashThreads)
   const uint8_t *m = maskOf(mask, p, b);
   const bool skipMasked = m && maskValue == -inf;
 
-  const OperandRows kRows = operandRows(p, k, b, p.sk, d),
-                    vRows = operandRows(p, v, b, p.sk, dvDim),
-                    qRows = operandRows(p, q, b, p.sq, d),
-                    doutRows = operandRows(p, dout, b, p.sq, dvDim);
+  const OperandRows kRows = operandRows(p, k, b, p.sk, d, p.qkLd),
+                    vRows = operandRows(p, v, b, p.sk, dvDim, p.vLd),
+                    qRows = operandRows(p, q, b, p.sq, d, p.qkLd),
+                    doutRows =
+                        operandRows(p, dout, b, p.sq, dvDim, p.heads * dvDim);
   loadTile(ks, ldq, kRows.base, kRows.ld, p.sk, j0, kTile, d, vectorized);
   loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, j0, kTile, dvDim, vectorized);
   for (int idx = threadIdx.x; idx < kTile * d; idx += blockDim.x)
@@ -861,11 +885,12 @@ __global__ void __launch_bounds__(kFlashThreads)
     const int r = warp * 16 + rr;
     if (r >= cols)
       break;
-    const int64_t row = rowIndex(p, b, j0 + r, p.sk);
+    BF16 *dkRow = dk + qkvRow(p, b, j0 + r, p.sk, d, p.qkLd),
+         *dvRow = dv + qkvRow(p, b, j0 + r, p.sk, dvDim, p.vLd);
     for (int c = lane; c < d; c += 32)
-      dk[row * d + c] = roundBF16(scale * accK[r * ldk + c]);
+      dkRow[c] = roundBF16(scale * accK[r * ldk + c]);
     for (int c = lane; c < dvDim; c += 32)
-      dv[row * dvDim + c] = roundBF16(accV[r * ldav + c]);
+      dvRow[c] = roundBF16(accV[r * ldav + c]);
   }
 #endif
 }
@@ -874,11 +899,20 @@ __global__ void __launch_bounds__(kFlashThreads)
 // Host side
 //===----------------------------------------------------------------------===//
 
+/// The shape of q (of k and v: the same when packed).
+std::vector<int64_t> queryShape(const Instruction &inst) {
+  std::vector<int64_t> q = inst.inputs[0].shape;
+  if (intAttr(inst.attrs, "packed_qkv", 0) == 1)
+    q.erase(q.end() - 3); // [..., S, 3, H, D]
+  return q;
+}
+
 AttentionParams readParams(const Instruction &inst, bool backward) {
   AttentionParams p;
-  const std::vector<int64_t> &q = inst.inputs[0].shape;
+  const std::vector<int64_t> q = queryShape(inst);
   const size_t rank = q.size(), lead = rank - 2;
   const bool seqMajor = intAttr(inst.attrs, "seq_major", 0) == 1;
+  p.packed = intAttr(inst.attrs, "packed_qkv", 0) == 1;
   // The head-major dims: [lead..., Sq, D], heads the last lead dim.
   std::vector<int64_t> logical = q;
   if (seqMajor)
@@ -887,15 +921,22 @@ AttentionParams readParams(const Instruction &inst, bool backward) {
   p.batch = product(logical, 0, lead);
   p.sq = logical[rank - 2];
   p.d = q[rank - 1];
-  p.sk = inst.inputs[1].shape[seqMajor ? rank - 3 : rank - 2];
-  p.dv = inst.inputs[2].shape[rank - 1];
+  p.sk = p.packed ? p.sq : inst.inputs[1].shape[seqMajor ? rank - 3 : rank - 2];
+  p.dv = p.packed ? p.d : inst.inputs[2].shape[rank - 1];
+  p.qkLd = p.packed ? 3 * p.heads * p.d : p.heads * p.d;
+  p.vLd = p.packed ? 3 * p.heads * p.d : p.heads * p.dv;
+  if (p.packed) {
+    p.doutInput = 1;
+    p.lseInput = 2;
+    p.outInput = 3;
+  }
+  p.maskInput = p.packed ? (backward ? 4 : 1) : (backward ? 6 : 3);
   p.scale = doubleAttr(inst.attrs, "scale", 1);
   p.maskValue = doubleAttr(inst.attrs, "mask_value",
                            -std::numeric_limits<double>::infinity());
-  const size_t maskIndex = backward ? 6 : 3;
-  p.hasMask = inst.inputs.size() > maskIndex;
+  p.hasMask = inst.inputs.size() > size_t(p.maskInput);
   if (p.hasMask) {
-    const std::vector<int64_t> &mask = inst.inputs[maskIndex].shape;
+    const std::vector<int64_t> &mask = inst.inputs[p.maskInput].shape;
     p.maskDims.rank = int(lead);
     for (size_t t = 0; t < lead && t < size_t(kMaxDims); ++t) {
       p.maskDims.size[t] = logical[t];
@@ -966,6 +1007,24 @@ StatusOr<bool> useFlash(const LaunchContext &context, DType dtype,
   return true;
 }
 
+/// Part `part` (0: q, 1: k, 2: v, or their gradients) of a launch's
+/// buffers: buffer `part`, or that part of the packed buffer 0.
+template <typename T, typename Buffer>
+T *qkvPart(const AttentionParams &p, Buffer const *buffers, int part) {
+  if (!p.packed)
+    return static_cast<T *>(buffers[part]);
+  return static_cast<T *>(buffers[0]) + part * p.heads * p.d;
+}
+
+template <typename T> const T *inputAt(const void *const *inputs, int index) {
+  return static_cast<const T *>(inputs[index]);
+}
+
+/// The mask of a launch, or null.
+const uint8_t *launchMask(const AttentionParams &p, const void *const *inputs) {
+  return p.hasMask ? inputAt<uint8_t>(inputs, p.maskInput) : nullptr;
+}
+
 bool aligned16(const void *pointer) {
   return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
 }
@@ -1013,11 +1072,10 @@ KernelOr makeGenericForward(const AttentionParams &p) {
     if (rows == 0)
       return Status::ok();
     launchKernel(attentionRows<T, A>, unsigned(rows), kGenericThreads, shared,
-                 context.stream, p, static_cast<const T *>(inputs[0]),
-                 static_cast<const T *>(inputs[1]),
-                 static_cast<const T *>(inputs[2]),
-                 p.hasMask ? static_cast<const uint8_t *>(inputs[3]) : nullptr,
-                 static_cast<T *>(outputs[0]), static_cast<A *>(outputs[1]));
+                 context.stream, p, qkvPart<const T>(p, inputs, 0),
+                 qkvPart<const T>(p, inputs, 1), qkvPart<const T>(p, inputs, 2),
+                 launchMask(p, inputs), static_cast<T *>(outputs[0]),
+                 static_cast<A *>(outputs[1]));
     return launchStatus("attention");
   });
 }
@@ -1034,14 +1092,13 @@ KernelOr makeGenericBackward(const AttentionParams &p) {
     return s;
   return makeKernel([=](const LaunchContext &context, const void *const *inputs,
                         void *const *outputs) {
-    const T *q = static_cast<const T *>(inputs[0]);
-    const T *k = static_cast<const T *>(inputs[1]);
-    const T *v = static_cast<const T *>(inputs[2]);
-    const T *dout = static_cast<const T *>(inputs[3]);
-    const A *lse = static_cast<const A *>(inputs[4]);
-    const T *out = static_cast<const T *>(inputs[5]);
-    const uint8_t *mask =
-        p.hasMask ? static_cast<const uint8_t *>(inputs[6]) : nullptr;
+    const T *q = qkvPart<const T>(p, inputs, 0);
+    const T *k = qkvPart<const T>(p, inputs, 1);
+    const T *v = qkvPart<const T>(p, inputs, 2);
+    const T *dout = inputAt<T>(inputs, p.doutInput);
+    const A *lse = inputAt<A>(inputs, p.lseInput);
+    const T *out = inputAt<T>(inputs, p.outInput);
+    const uint8_t *mask = launchMask(p, inputs);
     A *delta = static_cast<A *>(context.workspace);
     const int64_t chunk = deltaBatches(context, p, sizeof(A));
     for (int64_t begin = 0; begin < p.batch; begin += chunk) {
@@ -1051,16 +1108,15 @@ KernelOr makeGenericBackward(const AttentionParams &p) {
       if (count * p.sq > 0) {
         launchKernel(attentionQueryGradRows<T, A>, unsigned(count * p.sq),
                      kGenericThreads, queryShared, context.stream, part, q, k,
-                     v, dout, lse, out, mask, static_cast<T *>(outputs[0]),
-                     delta);
+                     v, dout, lse, out, mask, qkvPart<T>(p, outputs, 0), delta);
         if (Status s = launchStatus("attention_backward (dq)"); !s)
           return s;
       }
       if (count * p.sk > 0) {
         launchKernel(attentionKeyGradRows<T, A>, unsigned(count * p.sk),
                      kGenericThreads, keyShared, context.stream, part, q, k, v,
-                     dout, lse, delta, mask, static_cast<T *>(outputs[1]),
-                     static_cast<T *>(outputs[2]));
+                     dout, lse, delta, mask, qkvPart<T>(p, outputs, 1),
+                     qkvPart<T>(p, outputs, 2));
         if (Status s = launchStatus("attention_backward (dk, dv)"); !s)
           return s;
       }
@@ -1080,13 +1136,12 @@ KernelOr makeFlashForward(const AttentionParams &p) {
                         void *const *outputs) {
     if (blocks == 0)
       return Status::ok();
-    const BF16 *q = static_cast<const BF16 *>(inputs[0]);
-    const BF16 *k = static_cast<const BF16 *>(inputs[1]);
-    const BF16 *v = static_cast<const BF16 *>(inputs[2]);
+    const BF16 *q = qkvPart<const BF16>(p, inputs, 0);
+    const BF16 *k = qkvPart<const BF16>(p, inputs, 1);
+    const BF16 *v = qkvPart<const BF16>(p, inputs, 2);
     const bool vectorized = aligned16(q) && aligned16(k) && aligned16(v);
     launchKernel(flashForward, unsigned(blocks), kFlashThreads, shared,
-                 context.stream, p, q, k, v,
-                 p.hasMask ? static_cast<const uint8_t *>(inputs[3]) : nullptr,
+                 context.stream, p, q, k, v, launchMask(p, inputs),
                  static_cast<BF16 *>(outputs[0]),
                  static_cast<float *>(outputs[1]), vectorized);
     return launchStatus("attention (flash)");
@@ -1104,14 +1159,13 @@ KernelOr makeFlashBackward(const AttentionParams &p) {
   const size_t keyShared = KeyGradLayout(int(p.d), int(p.dv)).bytes;
   return makeKernel([=](const LaunchContext &context, const void *const *inputs,
                         void *const *outputs) {
-    const BF16 *q = static_cast<const BF16 *>(inputs[0]);
-    const BF16 *k = static_cast<const BF16 *>(inputs[1]);
-    const BF16 *v = static_cast<const BF16 *>(inputs[2]);
-    const BF16 *dout = static_cast<const BF16 *>(inputs[3]);
-    const float *lse = static_cast<const float *>(inputs[4]);
-    const BF16 *out = static_cast<const BF16 *>(inputs[5]);
-    const uint8_t *mask =
-        p.hasMask ? static_cast<const uint8_t *>(inputs[6]) : nullptr;
+    const BF16 *q = qkvPart<const BF16>(p, inputs, 0);
+    const BF16 *k = qkvPart<const BF16>(p, inputs, 1);
+    const BF16 *v = qkvPart<const BF16>(p, inputs, 2);
+    const BF16 *dout = inputAt<BF16>(inputs, p.doutInput);
+    const float *lse = inputAt<float>(inputs, p.lseInput);
+    const BF16 *out = inputAt<BF16>(inputs, p.outInput);
+    const uint8_t *mask = launchMask(p, inputs);
     float *delta = static_cast<float *>(context.workspace);
     const bool vectorized =
         aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout);
@@ -1125,15 +1179,15 @@ KernelOr makeFlashBackward(const AttentionParams &p) {
       if (queryTiles > 0) {
         launchKernel(flashQueryGrads, unsigned(queryTiles), kFlashThreads,
                      queryShared, context.stream, part, q, k, v, dout, lse, out,
-                     mask, static_cast<BF16 *>(outputs[0]), delta, vectorized);
+                     mask, qkvPart<BF16>(p, outputs, 0), delta, vectorized);
         if (Status s = launchStatus("attention_backward (flash dq)"); !s)
           return s;
       }
       if (keyTiles > 0) {
         launchKernel(flashKeyGrads, unsigned(keyTiles), kFlashThreads,
                      keyShared, context.stream, part, q, k, v, dout, lse, delta,
-                     mask, static_cast<BF16 *>(outputs[1]),
-                     static_cast<BF16 *>(outputs[2]), vectorized);
+                     mask, qkvPart<BF16>(p, outputs, 1),
+                     qkvPart<BF16>(p, outputs, 2), vectorized);
         if (Status s = launchStatus("attention_backward (flash dk, dv)"); !s)
           return s;
       }
@@ -1145,7 +1199,7 @@ KernelOr makeFlashBackward(const AttentionParams &p) {
 KernelOr createAttentionKernel(const LaunchContext &context,
                                const Instruction &inst, bool backward) {
   const DType dtype = inst.inputs[0].dtype;
-  if (Status s = expectDimsAtMost(inst.inputs[0].shape.size() - 2,
+  if (Status s = expectDimsAtMost(queryShape(inst).size() - 2,
                                   "the batch dims of " + inst.kernel);
       !s)
     return s;
