@@ -169,6 +169,46 @@ def LoomFuseAttention : Pass<"loom-fuse-attention", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomPackAttention : Pass<"loom-pack-attention", "::mlir::func::FuncOp"> {
+  let summary = "Let attention read q, k and v from the fused QKV projection";
+  let description = [{
+    A GPT-style block computes q, k and v with one projection and splits
+    its `[..., S, 3 * H * D]` result along the last dimension; the
+    backward concatenates the three gradients back. Each is a copy of the
+    whole projection (at GPT-2 size, 0.9 GB per step each way). This pass
+    rewrites a seq-major `loom.attention` whose q, k and v are the three
+    parts of one such split (each reshaped to `[..., S, H, D]`) into a
+    `loom.packed_attention` of the split's input reshaped to
+    `[..., S, 3, H, D]`, whose kernels read the parts where they lie.
+
+    A `loom.attention_grad` of the same operands becomes a
+    `loom.packed_attention_grad` when its three gradients (reshaped) are
+    exactly the operands, in order, of a concat along the last dimension,
+    which is then replaced by the packed gradient. Otherwise it is left as
+    it is (reading the split's results, which then stay). A split or
+    concat in any other shape (unequal parts, another axis, parts in
+    another order, head-major operands) is left alone.
+
+    Runs in `loom-lower-to-plan` after partitioning: the packed ops have
+    no factor rule and no gradient rule.
+
+    Input:
+    ```mlir
+    %p:3 = loom.split %x axis 2 : tensor<2x16x96xbf16> -> tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x16x32xbf16>
+    %q = loom.reshape %p#0 : tensor<2x16x32xbf16> -> tensor<2x16x2x16xbf16>
+    %k = loom.reshape %p#1 : tensor<2x16x32xbf16> -> tensor<2x16x2x16xbf16>
+    %v = loom.reshape %p#2 : tensor<2x16x32xbf16> -> tensor<2x16x2x16xbf16>
+    %o, %lse = loom.attention %q, %k, %v scale 2.500000e-01 seq_major : (tensor<2x16x2x16xbf16>, tensor<2x16x2x16xbf16>, tensor<2x16x2x16xbf16>) -> (tensor<2x16x2x16xbf16>, tensor<2x16x2xf32>)
+    ```
+    Output:
+    ```mlir
+    %qkv = loom.reshape %x : tensor<2x16x96xbf16> -> tensor<2x16x3x2x16xbf16>
+    %o, %lse = loom.packed_attention %qkv scale 2.500000e-01 : (tensor<2x16x3x2x16xbf16>) -> (tensor<2x16x2x16xbf16>, tensor<2x16x2xf32>)
+    ```
+  }];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomMixedPrecision : Pass<"loom-mixed-precision", "::mlir::func::FuncOp"> {
   let summary = "Run the f32 matmuls in bf16 (torch.autocast-style)";
   let description = [{

@@ -14,6 +14,7 @@ void mlir::loom::buildLowerToPlanPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   OpPassManager &funcs = pm.nest<func::FuncOp>();
+  funcs.addPass(createLoomPackAttention());
   funcs.addPass(createLoomFuseMatmulEpilogue());
   funcs.addPass(createLoomFuseElementwise());
   funcs.addPass(createLoomSelectKernels());
@@ -25,8 +26,8 @@ void mlir::loom::registerLowerToPlanPipeline() {
   PassPipelineRegistration<>(
       "loom-lower-to-plan",
       "Lower loom functions to the plan dialect: expand optimizer updates, "
-      "decompose collectives, canonicalize, fold bias and activation into "
-      "GEMM epilogues, fuse elementwise chains, select kernels, bufferize, "
-      "plan memory",
+      "decompose collectives, canonicalize, let attention read the fused "
+      "QKV projection, fold bias and activation into GEMM epilogues, fuse "
+      "elementwise chains, select kernels, bufferize, plan memory",
       buildLowerToPlanPipeline);
 }

@@ -101,6 +101,14 @@ public:
                           attentionAttrs(grad.getScale(), grad.getMaskValue(),
                                          grad.getSeqMajor()));
             })
+            .Case([&](PackedAttentionOp attention) {
+              return make("attention", packedAttrs(attention.getScale(),
+                                                   attention.getMaskValue()));
+            })
+            .Case([&](PackedAttentionGradOp grad) {
+              return make("attention_backward",
+                          packedAttrs(grad.getScale(), grad.getMaskValue()));
+            })
             .Case([&](ScatterAddOp) { return make("scatter_add"); })
             .Case([&](GatherOp gather) {
               return make("gather", {integer("axis", gather.getAxis())});
@@ -256,6 +264,14 @@ private:
         real("mask_value", maskValue.convertToDouble())};
     if (seqMajor)
       attrs.push_back(integer("seq_major", 1));
+    return attrs;
+  }
+  /// A packed attention is a seq-major one whose q, k and v are one
+  /// operand.
+  SmallVector<NamedAttribute> packedAttrs(APFloat scale, APFloat maskValue) {
+    SmallVector<NamedAttribute> attrs =
+        attentionAttrs(scale, maskValue, /*seqMajor=*/true);
+    attrs.push_back(integer("packed_qkv", 1));
     return attrs;
   }
   NamedAttribute axes(ArrayRef<int64_t> values) { return list("axes", values); }

@@ -202,3 +202,17 @@ func.func @attention_seq_major(%q: tensor<2x16x4x8xbf16>, %d: tensor<2x16x4xf32>
       : (tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4xf32>, tensor<2x16x4x8xbf16>) -> (tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>)
   return %dq : tensor<2x16x4x8xbf16>
 }
+
+// -----
+
+// The packed forms are the same kernels with packed_qkv = 1 (and
+// seq_major = 1: qkv is [B, S, 3, H, D]).
+// CHECK-LABEL: func.func @packed_attention
+// CHECK: loom.packed_attention {{.*}}plan.kernel = "attention", plan.kernel_attrs = {mask_value = 0xFFF0000000000000 : f64, packed_qkv = 1 : i64, scale = 1.250000e-01 : f64, seq_major = 1 : i64}
+// CHECK: loom.packed_attention_grad {{.*}}plan.kernel = "attention_backward", plan.kernel_attrs = {mask_value = -1.000000e+04 : f64, packed_qkv = 1 : i64, scale = 1.250000e-01 : f64, seq_major = 1 : i64}
+func.func @packed_attention(%qkv: tensor<2x16x3x4x8xbf16>) -> tensor<2x16x3x4x8xbf16> {
+  %o, %lse = loom.packed_attention %qkv scale 0.125 : (tensor<2x16x3x4x8xbf16>) -> (tensor<2x16x4x8xbf16>, tensor<2x16x4xf32>)
+  %d = loom.packed_attention_grad %qkv, %o, %lse, %o scale 0.125 mask_value -1.0e+04
+      : (tensor<2x16x3x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4xf32>, tensor<2x16x4x8xbf16>) -> tensor<2x16x3x4x8xbf16>
+  return %d : tensor<2x16x3x4x8xbf16>
+}

@@ -973,3 +973,35 @@ func.func @attention_grad_output(%q: tensor<2x16x8xbf16>, %s: tensor<2x16xf32>, 
       : (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16xf32>, tensor<2x16x8xf32>) -> (tensor<2x16x8xbf16>, tensor<2x16x8xbf16>, tensor<2x16x8xbf16>)
   return %dq : tensor<2x16x8xbf16>
 }
+
+// -----
+
+func.func @packed_attention_parts(%qkv: tensor<2x16x4x2x8xf32>) -> tensor<2x16x2x8xf32> {
+  // expected-error @+1 {{'loom.packed_attention' op qkv must be [..., S, 3, H, D], got 'tensor<2x16x4x2x8xf32>'}}
+  %o, %l = loom.packed_attention %qkv scale 1.0 : (tensor<2x16x4x2x8xf32>) -> (tensor<2x16x2x8xf32>, tensor<2x16x2xf32>)
+  return %o : tensor<2x16x2x8xf32>
+}
+
+// -----
+
+func.func @packed_attention_mask(%qkv: tensor<2x16x3x2x8xf32>, %m: tensor<1x2x16x12xi1>) -> tensor<2x16x2x8xf32> {
+  // expected-error @+1 {{'loom.packed_attention' op mask 1x2x16x12 must be [..., 16, 16] with each leading dimension 1 or the batch size (2x2)}}
+  %o, %l = loom.packed_attention %qkv mask %m scale 1.0 : (tensor<2x16x3x2x8xf32>, tensor<1x2x16x12xi1>) -> (tensor<2x16x2x8xf32>, tensor<2x16x2xf32>)
+  return %o : tensor<2x16x2x8xf32>
+}
+
+// -----
+
+func.func @packed_attention_grad_dout(%qkv: tensor<2x16x3x2x8xf32>, %o: tensor<2x16x2x8xf32>, %d: tensor<2x16x2x4xf32>, %l: tensor<2x16x2xf32>) -> tensor<2x16x3x2x8xf32> {
+  // expected-error @+1 {{'loom.packed_attention_grad' op dout has type 'tensor<2x16x2x4xf32>' but the attention output is 'tensor<2x16x2x8xf32>'}}
+  %g = loom.packed_attention_grad %qkv, %d, %l, %o scale 1.0 : (tensor<2x16x3x2x8xf32>, tensor<2x16x2x4xf32>, tensor<2x16x2xf32>, tensor<2x16x2x8xf32>) -> tensor<2x16x3x2x8xf32>
+  return %g : tensor<2x16x3x2x8xf32>
+}
+
+// -----
+
+func.func @packed_attention_grad_lse(%qkv: tensor<2x16x3x2x8xf32>, %o: tensor<2x16x2x8xf32>, %l: tensor<2x2x16xf32>) -> tensor<2x16x3x2x8xf32> {
+  // expected-error @+1 {{'loom.packed_attention_grad' op logsumexp has type 'tensor<2x2x16xf32>', expected 'tensor<2x16x2xf32>'}}
+  %g = loom.packed_attention_grad %qkv, %o, %l, %o scale 1.0 : (tensor<2x16x3x2x8xf32>, tensor<2x16x2x8xf32>, tensor<2x2x16xf32>, tensor<2x16x2x8xf32>) -> tensor<2x16x3x2x8xf32>
+  return %g : tensor<2x16x3x2x8xf32>
+}

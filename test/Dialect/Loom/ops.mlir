@@ -286,6 +286,22 @@ func.func @attention(%q: tensor<2x4x16x8xbf16>, %k: tensor<2x4x12x8xbf16>, %v: t
 
 // -----
 
+// Packed q, k, v [B, S, 3, H, D]: the output is [B, S, H, D], the
+// statistics [B, S, H], the gradient packed like qkv.
+// CHECK-LABEL: func.func @packed_attention
+// CHECK: %{{.*}}, %[[LSE:.*]] = loom.packed_attention %{{.*}} mask %{{.*}} scale 1.250000e-01 : (tensor<2x16x3x4x8xbf16>, tensor<1x4x16x16xi1>) -> (tensor<2x16x4x8xbf16>, tensor<2x16x4xf32>)
+// CHECK: loom.packed_attention_grad %{{.*}}, %{{.*}}, %[[LSE]], %{{.*}} mask %{{.*}} scale 1.250000e-01 mask_value -1.000000e+04 : {{.*}} -> tensor<2x16x3x4x8xbf16>
+func.func @packed_attention(%qkv: tensor<2x16x3x4x8xbf16>, %m: tensor<1x4x16x16xi1>) -> tensor<2x16x3x4x8xbf16> {
+  %o, %lse = loom.packed_attention %qkv mask %m scale 0.125
+      : (tensor<2x16x3x4x8xbf16>, tensor<1x4x16x16xi1>) -> (tensor<2x16x4x8xbf16>, tensor<2x16x4xf32>)
+  %d = loom.packed_attention_grad %qkv, %o, %lse, %o mask %m scale 0.125 mask_value -1.0e+04
+      : (tensor<2x16x3x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4xf32>, tensor<2x16x4x8xbf16>, tensor<1x4x16x16xi1>)
+      -> tensor<2x16x3x4x8xbf16>
+  return %d : tensor<2x16x3x4x8xbf16>
+}
+
+// -----
+
 // Seq-major operands [B, S, H, D]: the output is [B, Sq, H, Dv], the
 // statistics [B, Sq, H]; the mask stays [B, H, Sq, Sk].
 // CHECK-LABEL: func.func @attention_seq_major

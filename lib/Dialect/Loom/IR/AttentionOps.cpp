@@ -1,8 +1,10 @@
 //===- AttentionOps.cpp - Fused scaled dot-product attention --------------===//
 //
-// Type inference of loom.attention and loom.attention_grad. Both check the
-// same operands (q, k, v and the mask), so one function does it; a
-// seq_major op's operands are checked in their head-major form.
+// Type inference of loom.attention and loom.attention_grad, and of their
+// packed forms. All check the same operands (q, k, v and the mask), so one
+// function does it; a seq_major op's operands are checked in their
+// head-major form, and a packed op's q, k and v are the three parts of its
+// qkv.
 //
 //===----------------------------------------------------------------------===//
 
@@ -106,6 +108,25 @@ checkAttentionOperands(std::optional<Location> loc, Type qType, Type kType,
       RankedTensorType::get(ArrayRef<int64_t>(shape).drop_back(), stats)};
 }
 
+/// Checks that a gradient op's dout, output and logsumexp have the types
+/// of the forward's results.
+template <typename OpTy, typename Adaptor>
+static LogicalResult checkForwardResults(std::optional<Location> loc,
+                                         const AttentionTypes &types,
+                                         Adaptor adaptor) {
+  for (auto [name, value] : {std::pair{"dout", adaptor.getDout()},
+                             std::pair{"output", adaptor.getOutput()}})
+    if (value.getType() != types.output)
+      return emitInferError<OpTy>(loc, name, " has type ", value.getType(),
+                                  " but the attention output is ",
+                                  types.output);
+  if (adaptor.getLogsumexp().getType() != types.stats)
+    return emitInferError<OpTy>(loc, "logsumexp has type ",
+                                adaptor.getLogsumexp().getType(), ", expected ",
+                                types.stats);
+  return success();
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
@@ -129,18 +150,59 @@ AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
       adaptor.getV().getType(), adaptor.getMask(), adaptor.getSeqMajor());
   if (failed(types))
     return failure();
-  for (auto [name, value] : {std::pair{"dout", adaptor.getDout()},
-                             std::pair{"output", adaptor.getOutput()}})
-    if (value.getType() != types->output)
-      return emitInferError<AttentionGradOp>(
-          loc, name, " has type ", value.getType(),
-          " but the attention output is ", types->output);
-  if (adaptor.getLogsumexp().getType() != types->stats)
-    return emitInferError<AttentionGradOp>(loc, "logsumexp has type ",
-                                           adaptor.getLogsumexp().getType(),
-                                           ", expected ", types->stats);
+  if (failed(checkForwardResults<AttentionGradOp>(loc, *types, adaptor)))
+    return failure();
   results.push_back(adaptor.getQ().getType());
   results.push_back(adaptor.getK().getType());
   results.push_back(adaptor.getV().getType());
+  return success();
+}
+
+/// The type of q, k and v (`[..., S, H, D]`) packed in `qkv`
+/// (`[..., S, 3, H, D]`).
+template <typename OpTy>
+static FailureOr<RankedTensorType> unpackedType(std::optional<Location> loc,
+                                                Type qkvType) {
+  auto qkv = dyn_cast<RankedTensorType>(qkvType);
+  if (!qkv || qkv.getRank() < 4 || qkv.getDimSize(qkv.getRank() - 3) != 3)
+    return emitInferError<OpTy>(loc, "qkv must be [..., S, 3, H, D], got ",
+                                qkvType);
+  SmallVector<int64_t> shape(qkv.getShape());
+  shape.erase(shape.end() - 3);
+  return qkv.clone(shape);
+}
+
+LogicalResult
+PackedAttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                    Adaptor adaptor,
+                                    SmallVectorImpl<Type> &results) {
+  FailureOr<RankedTensorType> part =
+      unpackedType<PackedAttentionOp>(loc, adaptor.getQkv().getType());
+  if (failed(part))
+    return failure();
+  FailureOr<AttentionTypes> types = checkAttentionOperands<PackedAttentionOp>(
+      loc, *part, *part, *part, adaptor.getMask(), /*seqMajor=*/true);
+  if (failed(types))
+    return failure();
+  results.push_back(types->output);
+  results.push_back(types->stats);
+  return success();
+}
+
+LogicalResult PackedAttentionGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  FailureOr<RankedTensorType> part =
+      unpackedType<PackedAttentionGradOp>(loc, adaptor.getQkv().getType());
+  if (failed(part))
+    return failure();
+  FailureOr<AttentionTypes> types =
+      checkAttentionOperands<PackedAttentionGradOp>(
+          loc, *part, *part, *part, adaptor.getMask(), /*seqMajor=*/true);
+  if (failed(types))
+    return failure();
+  if (failed(checkForwardResults<PackedAttentionGradOp>(loc, *types, adaptor)))
+    return failure();
+  results.push_back(adaptor.getQkv().getType());
   return success();
 }

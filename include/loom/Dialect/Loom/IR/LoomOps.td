@@ -962,6 +962,76 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [
   }];
 }
 
+def Loom_PackedAttentionOp : Loom_Op<"packed_attention", [
+    Pure, Loom_InferTypes]> {
+  let summary = "loom.attention reading q, k and v from one packed tensor";
+  let description = [{
+    `loom.attention ... seq_major` of `q = qkv[..., 0, :, :]`,
+    `k = qkv[..., 1, :, :]` and `v = qkv[..., 2, :, :]`, where `qkv` is
+    `[..., S, 3, H, D]`: the layout a fused QKV projection writes (its
+    `[..., S, 3 * H * D]` result, reshaped). The kernels read the three
+    operands where they lie, so the split of the projection into q, k and
+    v, a copy of the whole projection, is not needed. Results, mask,
+    `scale` and `mask_value` are those of `loom.attention ... seq_major`.
+
+    Made by `loom-pack-attention` when lowering to a plan, after
+    partitioning: it has no factor rule and no gradient rule (the
+    backward is `loom.packed_attention_grad`, packed by the same pass).
+
+    ```mlir
+    %o, %lse = loom.packed_attention %qkv mask %causal scale 1.250000e-01
+        : (tensor<8x1024x3x12x64xbf16>, tensor<1x1x1024x1024xi1>)
+        -> (tensor<8x1024x12x64xbf16>, tensor<8x1024x12xf32>)
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$qkv, Optional<Loom_BoolTensor>:$mask,
+                       F64Attr:$scale,
+                       DefaultValuedAttr<F64Attr,
+                           "-::std::numeric_limits<double>::infinity()">
+                           :$mask_value);
+  let results = (outs Loom_FloatTensor:$output, Loom_FloatTensor:$logsumexp);
+  let assemblyFormat = [{
+    $qkv (`mask` $mask^)? `scale` $scale (`mask_value` $mask_value^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Loom_PackedAttentionGradOp : Loom_Op<"packed_attention_grad", [
+    Pure, Loom_InferTypes]> {
+  let summary = "loom.attention_grad writing dq, dk and dv into one tensor";
+  let description = [{
+    The backward of `loom.packed_attention`: `loom.attention_grad ...
+    seq_major` of the q, k and v packed in `qkv` (`[..., S, 3, H, D]`),
+    whose one result `dqkv` holds `dq`, `dk` and `dv` in the same packed
+    layout: the layout of the QKV projection's gradient, so the concat of
+    the three gradients is not needed either. `dout`, `logsumexp` and
+    `output` are those of `loom.attention_grad ... seq_major`.
+
+    Made by `loom-pack-attention`.
+
+    ```mlir
+    %dqkv = loom.packed_attention_grad %qkv, %dout, %lse, %o
+        mask %causal scale 1.250000e-01
+        : (tensor<8x1024x3x12x64xbf16>, tensor<8x1024x12x64xbf16>,
+           tensor<8x1024x12xf32>, tensor<8x1024x12x64xbf16>,
+           tensor<1x1x1024x1024xi1>)
+        -> tensor<8x1024x3x12x64xbf16>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$qkv, Loom_FloatTensor:$dout,
+                       Loom_FloatTensor:$logsumexp, Loom_FloatTensor:$output,
+                       Optional<Loom_BoolTensor>:$mask, F64Attr:$scale,
+                       DefaultValuedAttr<F64Attr,
+                           "-::std::numeric_limits<double>::infinity()">
+                           :$mask_value);
+  let results = (outs Loom_FloatTensor:$dqkv);
+  let assemblyFormat = [{
+    $qkv `,` $dout `,` $logsumexp `,` $output (`mask` $mask^)?
+    `scale` $scale (`mask_value` $mask_value^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Training: parameter updates and optimizers
 //===----------------------------------------------------------------------===//
