@@ -3,7 +3,8 @@
 
     bench.py make KIT_DIR --loom-run BIN [--python PY] [model options]
     bench.py run KIT_DIR --loom-run BIN [--device cuda|cpu] [--steps 20]
-        [--warmup 3] [--no-torch] [--peak-tflops 989] [--profile FILE]
+        [--warmup 3] [--no-torch] [--no-graphs] [--peak-tflops 989]
+        [--profile FILE]
 
 `make` (on a machine with the full build and PyTorch) exports the model with
 zeroed parameters (export_gpt2.py), compiles its AdamW training step with
@@ -13,7 +14,10 @@ KIT_DIR/config.json. KIT_DIR then travels to the GPU machine.
 
 `run` (on the GPU machine, runtime-only build) unpacks the plan, gives it
 GPT-2's initialization (fill_weights.py), makes a random token data set,
-trains STEPS steps with `loom-run PLAN --train --device cuda --metrics`, and
+trains STEPS steps with `loom-run PLAN --train --device cuda --metrics` (on
+the GPU twice: kernel by kernel, and with `--cuda-graphs`, each step one
+replay of the first step's recorded launches, whose losses must be the
+same; --no-graphs skips that run), and
 runs the same model (examples/gpt/export_gpt.GPT), batch, sequence length
 and optimizer in PyTorch eager (torch.autocast bf16, torch.optim.AdamW with
 its default implementation) in the same process tree on the same GPU. It
@@ -206,6 +210,21 @@ def run(args):
         "--steps", str(args.steps), "--metrics", loom_metrics])
     loom_wall = time.perf_counter() - started
     loom_ms, loom_losses = median_step_ms(loom_metrics, args.warmup)
+    rows = [("Loom (loom-run --device %s)" % args.device, loom_ms,
+             loom_losses)]
+    if args.device == "cuda" and not args.no_graphs:
+        graph_metrics = os.path.join(work, "loom-graphs.jsonl")
+        sh([args.loom_run, plan, "--train", "--device", args.device,
+            "--cuda-graphs", "--input", "idx=" + os.path.join(work, "idx.npy"),
+            "--labels", os.path.join(work, "labels.npy"), "--batch-size",
+            str(c["batch"]), "--steps", str(args.steps), "--metrics",
+            graph_metrics])
+        graph_ms, graph_losses = median_step_ms(graph_metrics, args.warmup)
+        rows.append(("Loom --cuda-graphs", graph_ms, graph_losses))
+        if graph_losses != loom_losses:
+            print("WARNING: the --cuda-graphs losses differ from the "
+                  "kernel-by-kernel run's: %s vs %s" %
+                  (graph_losses, loom_losses))
     if args.profile:
         with open(args.profile, "w") as out:
             sh([args.loom_run, plan, "--train", "--device", args.device,
@@ -215,8 +234,7 @@ def run(args):
                stdout=out)
     tokens = c["batch"] * c["seq"]
     flops = training_flops_per_token(c) * tokens
-    rows = [("Loom (loom-run --device %s)" % args.device, loom_ms,
-             loom_losses)]
+    looms = len(rows)
     ceiling = None
     if not args.no_torch:
         torch_metrics = os.path.join(work, "torch.jsonl")
@@ -241,9 +259,10 @@ def run(args):
         print("%-32s %10.2f %12.0f %7.1f%% %10.4f" %
               (name, ms, tokens / (ms * 1e-3),
                100 * achieved / args.peak_tflops, losses[0]))
-    if len(rows) == 2:
-        print("Loom / PyTorch throughput: %.2f (> 1: Loom faster)" %
-              (rows[1][1] / rows[0][1]))
+    if len(rows) > looms:
+        for name, ms, _ in rows[:looms]:
+            print("%s / PyTorch throughput: %.2f (> 1: Loom faster)" %
+                  (name, rows[-1][1] / ms))
     print("MFU against %.0f TFLOP/s (dense bf16 peak)%s" %
           (args.peak_tflops, "" if ceiling is None else
            "; one 8192^3 bf16 matmul in PyTorch reaches %.0f TFLOP/s here" %
@@ -269,6 +288,7 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--no-torch", action="store_true")
+    parser.add_argument("--no-graphs", action="store_true")
     parser.add_argument("--peak-tflops", type=float, default=989.0)
     parser.add_argument("--profile", metavar="FILE")
     args = parser.parse_args()

@@ -87,6 +87,22 @@ public:
   /// Bytes of the arena the step actually touched, 0 when the backend
   /// cannot tell (measured once, after the first run).
   virtual uint64_t measureArena() = 0;
+
+  /// Replay (CUDA graphs): the launches between beginCapture and
+  /// endCapture are recorded instead of run, and `replay` enqueues all of
+  /// them again with one call. Backends without it say so in
+  /// `beginCapture`'s error.
+  virtual Status beginCapture() {
+    return Status::error(std::string("the ") + name() +
+                         " backend cannot record launches");
+  }
+  /// Ends the recording; `keep` false (a launch failed) drops it. An error
+  /// says why nothing was recorded.
+  virtual Status endCapture(bool /*keep*/) { return Status::ok(); }
+  /// Enqueues the recorded launches (after endCapture kept them).
+  virtual Status replay() {
+    return Status::error("nothing was recorded to replay");
+  }
 };
 
 std::unique_ptr<Backend> createCPUBackend();

@@ -86,6 +86,7 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
   executor->plan_ = plan;
   executor->program_ = &plan->ranks[rank];
   executor->device_ = options.device;
+  executor->graphs_ = options.device == Device::CUDA && options.cudaGraphs;
   if (options.device == Device::CUDA) {
     StatusOr<std::unique_ptr<Backend>> backend = createCUDABackend(options);
     if (!backend)
@@ -111,6 +112,13 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
       return status.withContext(describe(instruction, index));
   }
 
+  // Communication is posted and waited for by the host between launches,
+  // which one recorded graph cannot do.
+  if (communicates && executor->graphs_) {
+    executor->graphs_ = false;
+    executor->report_.cudaGraphs =
+        "off: the rank communicates (its collectives are posted by the host)";
+  }
   if (communicates) {
     int ranks = int(plan->ranks.size());
     if (!world)
@@ -284,7 +292,7 @@ Status Executor::run(bool profile) {
   if (profile)
     backend_->startProfile(instructions.size());
   double waitSeconds = 0;
-  if (Status status = runInstructions(times, waitSeconds); !status) {
+  if (Status status = runOrReplay(times, waitSeconds); !status) {
     // What was enqueued before the failure finishes now, so that its error
     // flag and timings do not leak into the next run.
     size_t ignored = instructions.size();
@@ -359,6 +367,34 @@ Status Executor::fail(Status status) {
   if (world_)
     world_->abort(status.message());
   return status;
+}
+
+/// With CUDA graphs the first run that may records its launches (nothing
+/// runs while they are recorded) and every run replays the recording. A
+/// recording that fails (a launch the capture refuses, or an instruction's
+/// own error) turns graphs off for the executor, and the run launches kernel
+/// by kernel, which reports an instruction's error as usual.
+Status Executor::runOrReplay(std::vector<double> &times, double &waitSeconds) {
+  const bool replayable = graphs_ && times.empty() && !hook_;
+  if (!replayable)
+    return runInstructions(times, waitSeconds);
+  if (!captured_) {
+    Status status = backend_->beginCapture();
+    if (status) {
+      status = runInstructions(times, waitSeconds);
+      Status recorded = backend_->endCapture(status.isOk());
+      if (status)
+        status = recorded;
+    }
+    if (!status) {
+      graphs_ = false;
+      report_.cudaGraphs = "off: " + status.message();
+      return runInstructions(times, waitSeconds);
+    }
+    captured_ = true;
+    report_.cudaGraphs = "replayed";
+  }
+  return backend_->replay();
 }
 
 /// Kernels run in order; communication is posted and only waited for when

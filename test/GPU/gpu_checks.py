@@ -20,6 +20,10 @@ losses with PyTorch's (rtol per case). Prints one line per case, then
 "all N cases match"; exits 1 on a mismatch, and 77 (after saying so) when
 `loom-run --list-devices` shows no CUDA device.
 
+On the GPU, each training case runs once more with `--cuda-graphs` (the
+first step recorded as a CUDA graph, every step a replay of it): its
+losses must equal the kernel-by-kernel run's exactly.
+
 `check --device cpu` runs the same comparisons on the CPU backend: it
 checks this script (test/GPU/kit.test) where there is no GPU.
 
@@ -199,6 +203,17 @@ def compare_dirs(reference, actual, atol, rtol):
     return not problems, worst, "; ".join(problems)
 
 
+def graph_losses(loom_run, plan, inputs, steps, folder):
+    """The losses of a `--cuda-graphs` run, and what it said of them."""
+    metrics = os.path.join(folder, "out-cuda-graphs.jsonl")
+    output = run([loom_run, plan, "--train", "--device", "cuda",
+                  "--cuda-graphs"] + inputs +
+                 ["--steps", str(steps), "--metrics", metrics])
+    notes = [line.split("CUDA graphs: ", 1)[1] for line in
+             output.splitlines() if "CUDA graphs: " in line]
+    return losses(metrics), notes[-1] if notes else "(no note)"
+
+
 def check(out_dir, loom_run, device="cuda"):
     if device == "cuda":
         devices, listing = gpus(loom_run)
@@ -244,6 +259,15 @@ def check(out_dir, loom_run, device="cuda"):
                         (len(got), worst,
                          max(abs(a - b) / max(abs(b), 1e-12)
                              for a, b in zip(cpu, reference))))
+                if device == "cuda":
+                    replayed, note = graph_losses(loom_run, plan, inputs,
+                                                  case["steps"], folder)
+                    if replayed != got or note != "replayed":
+                        ok = False
+                        message += "\n  --cuda-graphs (%s): %s, without: %s" % (
+                            note, replayed, got)
+                    line += ", graphs: %s" % (
+                        "same losses" if replayed == got else "DIFFERENT")
         except RuntimeError as error:
             ok, line, message = False, "failed", str(error)
         print("%-22s %s  %s" % (case["name"], "ok" if ok else "MISMATCH",

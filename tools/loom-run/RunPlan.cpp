@@ -197,6 +197,9 @@ void runRank(std::shared_ptr<const Plan> plan, const RunOptions &options,
 bool finish(const RankResult &result, const RunOptions &options, int rank,
             bool multi) {
   std::string prefix = multi ? "rank " + std::to_string(rank) + ": " : "";
+  if (!result.report.cudaGraphs.empty())
+    std::fprintf(stderr, "%sloom-run: CUDA graphs: %s\n", prefix.c_str(),
+                 result.report.cudaGraphs.c_str());
   if (!result.status) {
     std::fprintf(stderr, "loom-run: %s%s: %s\n", prefix.c_str(),
                  options.model.c_str(), result.status.message().c_str());

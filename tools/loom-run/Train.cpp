@@ -479,6 +479,9 @@ int loom::runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
   if (metrics)
     std::fclose(metrics);
   report = executor.report();
+  if (!report.cudaGraphs.empty())
+    std::fprintf(stderr, "loom-run: CUDA graphs: %s\n",
+                 report.cudaGraphs.c_str());
 
   if (!options.savePath.empty()) {
     std::map<std::string, HostTensor> values;

@@ -65,6 +65,11 @@ devices (docs/design/cuda-backend.md):
                       rank takes its local rank's GPU)
   --allow-tf32        let f32 GEMMs use TF32 tensor cores (as PyTorch's
                       allow_tf32); f32 stays exact by default
+  --cuda-graphs       record the first run's launches as a CUDA graph and
+                      replay it in every run (one launch per step); plans
+                      that communicate, and --report runs, launch kernel by
+                      kernel; a step that cannot be recorded says why on
+                      stderr and runs without
   --list-devices      print the devices this build can run on, and exit
 
 ranks (plans with several ranks; docs/design/communication.md):
@@ -311,6 +316,8 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       options.compile.fuseAttention = false;
     } else if (flag == "--allow-tf32") {
       options.run.executor.allowTF32 = true;
+    } else if (flag == "--cuda-graphs") {
+      options.run.executor.cudaGraphs = true;
     } else if (flag == "--device" || flag == "--gpu") {
       if (!value(text))
         return flag + " needs a value";

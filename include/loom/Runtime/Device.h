@@ -41,6 +41,10 @@ struct ExecutorOptions {
   /// as torch.backends.cuda.matmul.allow_tf32). Off by default: f32 stays
   /// f32.
   bool allowTF32 = false;
+  /// CUDA: record a run's launches once as a CUDA graph and replay it in
+  /// later runs (one launch per step instead of one per kernel). Plans
+  /// with communication, and profiled runs, launch kernel by kernel.
+  bool cudaGraphs = false;
 };
 
 } // namespace runtime

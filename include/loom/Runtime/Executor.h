@@ -50,6 +50,10 @@ struct RunReport {
   /// up to whole pages when the plan is tight. 0 where the backend cannot
   /// tell (CUDA: the arena is one device allocation of the planned size).
   uint64_t measuredArenaBytes = 0;
+  /// With ExecutorOptions::cudaGraphs: "replayed" once a run was recorded
+  /// as a CUDA graph, "off: <why>" when it could not be (runs then launch
+  /// kernel by kernel); empty otherwise.
+  std::string cudaGraphs;
   /// The planned peak rounded up to whole pages, for comparison.
   uint64_t plannedArenaPageBytes = 0;
   /// Bytes of weights the rank reads.
@@ -114,6 +118,7 @@ private:
   Executor();
   const void *resolve(const TensorRef &ref) const;
   Status runInstructions(std::vector<double> &times, double &waitSeconds);
+  Status runOrReplay(std::vector<double> &times, double &waitSeconds);
   /// Makes the other ranks stop with `status` (a local failure).
   Status fail(Status status);
 
@@ -129,6 +134,8 @@ private:
   std::vector<HostTensor> inputs_;
   std::vector<bool> inputSet_;
   bool measured_ = false;
+  /// CUDA graphs asked for and still possible; whether a run was recorded.
+  bool graphs_ = false, captured_ = false;
   RunReport report_;
   std::shared_ptr<Communicator> world_;
   /// The communicator of each plan group this rank belongs to (null for the

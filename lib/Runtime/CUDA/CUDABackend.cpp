@@ -54,6 +54,8 @@ public:
       cudaFree(block);
     if (hostError_)
       cudaFreeHost(hostError_);
+    if (graphExec_)
+      cudaGraphExecDestroy(graphExec_);
     if (lt_)
       cublasLtDestroy(lt_);
     if (compute_)
@@ -285,6 +287,44 @@ public:
 
   uint64_t measureArena() override { return 0; }
 
+  // Thread-local capture: other thread ranks of the process may allocate
+  // or synchronize meanwhile; only this thread's calls must be capturable.
+  Status beginCapture() override {
+    cudaSetDevice(device_);
+    if (cudaError_t error =
+            cudaStreamBeginCapture(compute_, cudaStreamCaptureModeThreadLocal))
+      return cudaFailure("starting to capture a CUDA graph", error);
+    return Status::ok();
+  }
+
+  Status endCapture(bool keep) override {
+    cudaSetDevice(device_);
+    cudaGraph_t graph = nullptr;
+    cudaError_t error = cudaStreamEndCapture(compute_, &graph);
+    // A refused call during the capture is reported by the call and again
+    // here; neither is the device's (sticky) error.
+    cudaGetLastError();
+    if (!error && keep)
+      error = cudaGraphInstantiate(&graphExec_, graph, 0);
+    if (graph)
+      cudaGraphDestroy(graph);
+    if (error) {
+      cudaGetLastError();
+      graphExec_ = nullptr;
+      return cudaFailure("capturing a step as a CUDA graph", error);
+    }
+    return Status::ok();
+  }
+
+  Status replay() override {
+    cudaSetDevice(device_);
+    if (!graphExec_)
+      return Status::error("no CUDA graph was captured");
+    if (cudaError_t error = cudaGraphLaunch(graphExec_, compute_))
+      return cudaFailure("launching the step's CUDA graph", error);
+    return Status::ok();
+  }
+
 private:
   Status clearError() {
     if (cudaError_t error =
@@ -302,6 +342,8 @@ private:
   std::vector<void *> blocks_;
   std::vector<cudaEvent_t> starts_, ends_;
   std::vector<bool> recorded_;
+  /// The step's launches, once captured (ExecutorOptions::cudaGraphs).
+  cudaGraphExec_t graphExec_ = nullptr;
 };
 
 } // namespace

@@ -18,7 +18,7 @@ def counts(path):
 one, three = counts(sys.argv[1]), counts(sys.argv[2])
 step = {name: (three[name] - one[name]) / 2 for name in one}
 print("per step: %g kernel launches, %g matmuls, %g allocations, %g frees, "
-      "%g synchronizations" %
+      "%g synchronizations, %g graph launches" %
       (step["kernel launches"], step["cuBLASLt matmuls"],
        step["cudaMalloc/cudaMallocHost"], step["frees"],
-       step["host synchronizations"]))
+       step["host synchronizations"], step["CUDA graph launches"]))

@@ -84,6 +84,8 @@ __global__ void writeAt(float *out, int offset) {
   out[offset + int(threadIdx.x)] = 1.0f;
 }
 
+__global__ void addOne(float *x) { x[threadIdx.x] += 1.0f; }
+
 namespace wmma = nvcuda::wmma;
 
 /// c (16 x 16, f32) = a (16 x 16, bf16, row-major) b (16 x 16, bf16,
@@ -256,6 +258,71 @@ TEST(CUDAEmulator, StreamWorkIsDeferredUntilWaitedFor) {
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   EXPECT_EQ(back, std::vector<float>({1, 2, 3, 4}));
   EXPECT_EQ(cudaFree(device), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+/// Work enqueued while a stream captures is recorded, not run; each launch
+/// of the instantiated graph runs all of it once, in stream order.
+TEST(CUDAEmulator, CapturedGraphsReplayTheirWork) {
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  float *device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 4 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(device, 0, 4 * sizeof(float), stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  launchKernel(addOne, 1, 4, 0, stream, device);
+  launchKernel(addOne, 1, 4, 0, stream, device);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_NE(graph, nullptr);
+  std::vector<float> back(4, -1);
+  ASSERT_EQ(cudaMemcpyAsync(back.data(), device, 4 * sizeof(float),
+                            cudaMemcpyDeviceToHost, stream),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(back, std::vector<float>(4, 0.0f)); // recorded, not run
+
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess); // the instance stays
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(back.data(), device, 4 * sizeof(float),
+                            cudaMemcpyDeviceToHost, stream),
+            cudaSuccess);
+  EXPECT_EQ(back[0], 0.0f); // deferred: the replays have not run yet
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(back, std::vector<float>(4, 4.0f)); // 2 launches x 2 kernels
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaFree(device), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+/// A capture cannot wait for its own stream: the synchronization fails and
+/// so does the end of the capture; the legacy stream cannot capture.
+TEST(CUDAEmulator, CaptureRefusesSynchronization) {
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  EXPECT_EQ(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeThreadLocal),
+            cudaErrorStreamCaptureUnsupported);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+            cudaErrorIllegalState);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t graph = reinterpret_cast<cudaGraph_t>(&stream);
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph),
+            cudaErrorStreamCaptureInvalidated);
+  EXPECT_EQ(graph, nullptr);
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorIllegalState);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess); // not sticky
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 

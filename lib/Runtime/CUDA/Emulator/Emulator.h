@@ -49,6 +49,7 @@ enum class Call {
   Malloc,
   Free,
   Compile,
+  GraphLaunch,
   Count
 };
 void count(Call call);

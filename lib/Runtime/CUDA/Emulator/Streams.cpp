@@ -18,6 +18,13 @@
 // (thread ranks share the emulated device), and work runs on the thread that
 // made it needed.
 //
+// Stream capture (CUDA graphs) records the work enqueued on a capturing
+// stream instead of deferring it; a graph launch enqueues the recorded work
+// again, in order, as one more item of the stream it is launched on.
+// Synchronizing a capturing stream fails and invalidates the capture, as on
+// a device; events cannot be recorded or waited for on it (the runtime does
+// not capture them).
+//
 //===----------------------------------------------------------------------===//
 
 #include "Emulator.h"
@@ -32,6 +39,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 using namespace loom::runtime::cuda;
 
@@ -48,12 +56,19 @@ struct Item {
   uint64_t waitUntil = 0;
 };
 
+/// The work of a captured graph, in stream order.
+using Work = std::vector<std::function<void()>>;
+
 struct Stream {
   /// Ordered against the legacy default stream (cudaStreamCreate's kind).
   bool blocking = true;
   std::deque<Item> pending;
   /// Items ever enqueued, and the sequence number of the last one run.
   uint64_t enqueued = 0, executed = 0;
+  /// While capturing: the work recorded so far, and whether a call that a
+  /// capture does not allow has invalidated it.
+  std::unique_ptr<Work> capture;
+  bool captureInvalid = false;
 };
 
 struct Event {
@@ -70,6 +85,10 @@ struct Device {
   std::recursive_mutex mutex;
   std::map<const void *, std::shared_ptr<Stream>> streams;
   std::map<const void *, std::shared_ptr<Event>> events;
+  /// Captured graphs and their instantiations (both just the work; a
+  /// launched instantiation lives until its launches have run).
+  std::map<const void *, std::unique_ptr<Work>> graphs;
+  std::map<const void *, std::shared_ptr<const Work>> execs;
   cudaError_t sticky = cudaSuccess;
 };
 
@@ -165,7 +184,8 @@ void Stats::print() {
                                       "host synchronizations",
                                       "cudaMalloc/cudaMallocHost",
                                       "frees",
-                                      "NVRTC compilations"};
+                                      "NVRTC compilations",
+                                      "CUDA graph launches"};
   static_assert(sizeof names / sizeof *names == size_t(emulator::Call::Count),
                 "a name per counter");
   std::fprintf(stderr, "emulator: calls made (LOOM_EMULATOR_STATS):\n");
@@ -193,11 +213,24 @@ cudaError_t emulator::enqueue(cudaStream_t stream, std::function<void()> work) {
   std::shared_ptr<Stream> s = lookup(stream);
   if (!s)
     return cudaErrorInvalidResourceHandle;
+  if (s->capture) {
+    s->capture->push_back(std::move(work));
+    return cudaSuccess;
+  }
   Item item;
   item.sequence = ++s->enqueued;
   item.work = std::move(work);
   s->pending.push_back(std::move(item));
   return cudaSuccess;
+}
+
+/// Fails a call that a capturing stream does not allow, invalidating the
+/// capture; cudaSuccess when `s` is not capturing.
+cudaError_t refuseWhileCapturing(Stream &s) {
+  if (!s.capture)
+    return cudaSuccess;
+  s.captureInvalid = true;
+  return cudaErrorStreamCaptureUnsupported;
 }
 
 cudaError_t emulator::synchronizeStream(cudaStream_t stream) {
@@ -207,6 +240,8 @@ cudaError_t emulator::synchronizeStream(cudaStream_t stream) {
   if (isLegacy(stream)) {
     runBlockingStreams();
   } else if (std::shared_ptr<Stream> s = lookup(stream)) {
+    if (cudaError_t error = refuseWhileCapturing(*s))
+      return error;
     runAll(*s);
   } else {
     return cudaErrorInvalidResourceHandle;
@@ -287,6 +322,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
   std::shared_ptr<Stream> s = lookup(stream);
   if (!s)
     return cudaErrorInvalidResourceHandle;
+  if (cudaError_t error = refuseWhileCapturing(*s))
+    return error;
   Item item;
   item.sequence = ++s->enqueued;
   item.waitOn = e->stream;
@@ -340,6 +377,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   std::shared_ptr<Stream> s = lookup(stream);
   if (!s)
     return cudaErrorInvalidResourceHandle;
+  if (cudaError_t error = refuseWhileCapturing(*s))
+    return error;
   e->stream = s;
   e->sequence = s->enqueued + 1;
   const uint64_t sequence = e->sequence;
@@ -350,6 +389,96 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     e->timed = true;
     e->time = std::chrono::steady_clock::now();
   });
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream,
+                                   enum cudaStreamCaptureMode) {
+  Device &d = device();
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  if (isLegacy(stream))
+    return cudaErrorStreamCaptureUnsupported;
+  std::shared_ptr<Stream> s = lookup(stream);
+  if (!s)
+    return cudaErrorInvalidResourceHandle;
+  if (s->capture)
+    return cudaErrorIllegalState;
+  s->capture = std::make_unique<Work>();
+  s->captureInvalid = false;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
+                                  enum cudaStreamCaptureStatus *status) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  std::shared_ptr<Stream> s = isLegacy(stream) ? nullptr : lookup(stream);
+  if (!s && !isLegacy(stream))
+    return cudaErrorInvalidResourceHandle;
+  *status = !s || !s->capture   ? cudaStreamCaptureStatusNone
+            : s->captureInvalid ? cudaStreamCaptureStatusInvalidated
+                                : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+  Device &d = device();
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  std::shared_ptr<Stream> s = isLegacy(stream) ? nullptr : lookup(stream);
+  if (!s)
+    return cudaErrorInvalidResourceHandle;
+  if (!s->capture)
+    return cudaErrorIllegalState;
+  std::unique_ptr<Work> work = std::move(s->capture);
+  *graph = nullptr;
+  if (s->captureInvalid)
+    return cudaErrorStreamCaptureInvalidated;
+  *graph = reinterpret_cast<cudaGraph_t>(work.get());
+  d.graphs[*graph] = std::move(work);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long) {
+  Device &d = device();
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  auto it = d.graphs.find(graph);
+  if (it == d.graphs.end())
+    return cudaErrorInvalidResourceHandle;
+  auto work = std::make_shared<const Work>(*it->second);
+  *exec = reinterpret_cast<cudaGraphExec_t>(const_cast<Work *>(work.get()));
+  d.execs[*exec] = std::move(work);
+  return cudaSuccess;
+}
+
+// The whole graph is one item of the stream: it runs when the stream does,
+// after what was enqueued before it.
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  emulator::count(emulator::Call::GraphLaunch);
+  Device &d = device();
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  auto it = d.execs.find(exec);
+  if (it == d.execs.end())
+    return cudaErrorInvalidResourceHandle;
+  if (std::shared_ptr<Stream> s = isLegacy(stream) ? nullptr : lookup(stream))
+    if (cudaError_t error = refuseWhileCapturing(*s))
+      return error;
+  std::shared_ptr<const Work> work = it->second;
+  return emulator::enqueue(stream, [work] {
+    for (const std::function<void()> &item : *work)
+      if (emulator::deviceError() == cudaSuccess)
+        item();
+  });
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  return device().execs.erase(exec) ? cudaSuccess
+                                    : cudaErrorInvalidResourceHandle;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  return device().graphs.erase(graph) ? cudaSuccess
+                                      : cudaErrorInvalidResourceHandle;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
