@@ -14,9 +14,13 @@
 //    accumulators), four warps per block, each warp owning 16 rows of a
 //    64-row tile. The forward takes one block per (batch, 64 queries) and
 //    walks 64-key tiles with an online softmax: scores go to shared memory
-//    (f32), each warp updates the running max and sum of its rows, rescales
-//    its rows of O (f32, in shared memory) and rounds e^(s - max) to bf16
-//    for the P V product; O / sum and max + log(sum) are stored at the end.
+//    (f32), each warp updates the running max and sum of its 16 rows (two
+//    lanes per row, each taking every other key, so a row's max and sum
+//    need one shuffle), rescales its rows of O (f32, in shared memory) and
+//    rounds e^(s - max) to bf16 for the P V product; O / sum and
+//    max + log(sum) are stored at the end. Each tile's mask is copied to
+//    shared memory in one coalesced pass, which also tells whether the tile
+//    is fully masked (skipped) or not masked at all (not read).
 //    The backward recomputes p = e^(s - lse) in two kernels, neither with
 //    atomics: dq with one block per (batch, 64 queries) walking 64-key tiles,
 //    dk and dv with one block per (batch, 64 keys) walking 32-query tiles.
@@ -405,8 +409,11 @@ struct SharedCarver {
   }
 };
 
+/// Row stride (bytes) of the forward's shared copy of a tile's mask.
+constexpr int kMaskLd = kTile + 4;
+
 struct ForwardLayout {
-  size_t q, k, v, s, p, o, max, sum, bytes;
+  size_t q, k, v, s, p, o, max, sum, mask, bytes;
   __host__ __device__ ForwardLayout(int d, int dv) {
     SharedCarver c;
     q = c.take(size_t(kTile) * (d + kPadBF16) * 2);
@@ -417,6 +424,7 @@ struct ForwardLayout {
     o = c.take(size_t(kTile) * (dv + kPadF32) * 4);
     max = c.take(size_t(kTile) * 4);
     sum = c.take(size_t(kTile) * 4);
+    mask = c.take(size_t(kTile) * kMaskLd);
     bytes = c.bytes;
   }
 };
@@ -519,6 +527,33 @@ __device__ inline bool tileMasked(const uint8_t *m, int64_t sk, int64_t i0,
   return __syncthreads_and(all) != 0;
 }
 
+/// What loadTileMask found in a tile of the mask.
+struct TileMask {
+  bool all, none;
+};
+
+/// Copies the mask `m` ([Sq, Sk], row stride sk) of rows [i0, i0 + rows) x
+/// keys [j0, j0 + cols) into `tile` (rows `ld` bytes apart; one coalesced
+/// pass, so that the softmax reads it from shared memory) and says whether
+/// every entry, or none, is masked. Every thread of the block must call it
+/// (it synchronizes the block).
+__device__ inline TileMask loadTileMask(uint8_t *tile, int ld, const uint8_t *m,
+                                        int64_t sk, int64_t i0, int rows,
+                                        int64_t j0, int cols) {
+  int all = 1, none = 1;
+  for (int idx = threadIdx.x; idx < rows * cols; idx += blockDim.x) {
+    const int r = idx / cols, c = idx % cols;
+    const uint8_t masked = m[(i0 + r) * sk + j0 + c];
+    tile[r * ld + c] = masked;
+    all &= masked != 0;
+    none &= masked == 0;
+  }
+  TileMask result;
+  result.all = __syncthreads_and(all) != 0;
+  result.none = __syncthreads_and(none) != 0;
+  return result;
+}
+
 /// out (16 x 16*n, f32, ld) = a (16 x inner, row-major) b^T, where b is
 /// (16*n x inner) row-major: one warp.
 __device__ inline void productABt(float *out, int ldOut, const BF16 *a, int lda,
@@ -574,6 +609,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   float *os = reinterpret_cast<float *>(shared + layout.o);
   float *rowMax = reinterpret_cast<float *>(shared + layout.max);
   float *rowSum = reinterpret_cast<float *>(shared + layout.sum);
+  uint8_t *masks = shared + layout.mask;
   const int ldq = d + kPadBF16, ldv = dv + kPadBF16, lds = kTile + kPadF32,
             ldp = kTile + kPadBF16, ldo = dv + kPadF32;
 
@@ -600,8 +636,16 @@ __global__ void __launch_bounds__(kFlashThreads)
 
   for (int64_t j0 = 0; j0 < p.sk; j0 += kTile) {
     const int cols = int(min(int64_t(kTile), p.sk - j0));
-    if (skipMasked && tileMasked(m, p.sk, i0, rows, j0, cols))
-      continue;
+    // The tile's mask goes to shared memory once; a tile that masks
+    // nothing (most of a causal mask's) is not read at all.
+    bool noneMasked = true;
+    if (m) {
+      const TileMask tile =
+          loadTileMask(masks, kMaskLd, m, p.sk, i0, rows, j0, cols);
+      if (skipMasked && tile.all)
+        continue;
+      noneMasked = tile.none;
+    }
     loadTile(ks, ldq, kRows.base, kRows.ld, p.sk, j0, kTile, d, vectorized);
     loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, j0, kTile, dv, vectorized);
     __syncthreads();
@@ -611,34 +655,42 @@ __global__ void __launch_bounds__(kFlashThreads)
                kTile / 16, d);
     __syncwarp();
 
-    // Online softmax, a row at a time (two keys per lane).
-    for (int rr = 0; rr < 16; ++rr) {
-      const int r = warp * 16 + rr;
-      float sv[2];
-      for (int h = 0; h < 2; ++h) {
-        const int c = lane + 32 * h;
+    // Online softmax of the warp's 16 rows at once: lane l takes row l % 16
+    // and every other key (half h = l / 16 takes keys h, h + 2, ...), so a
+    // row's max and sum combine two lanes with one shuffle each, where a row
+    // at a time took two 32-lane reductions per row.
+    {
+      const int rr = lane % 16, h = lane / 16, r = warp * 16 + rr;
+      const float *scores = ss + r * lds;
+      const uint8_t *masked = noneMasked ? nullptr : masks + r * kMaskLd;
+      float sv[kTile / 2];
+      float tileMax = -inf;
+#pragma unroll
+      for (int k = 0; k < kTile / 2; ++k) {
+        const int c = 2 * k + h;
         float s = -inf;
         if (r < rows && c < cols)
-          s = m && m[(i0 + r) * p.sk + j0 + c] ? maskValue
-                                               : scale * ss[r * lds + c];
-        sv[h] = s;
+          s = masked && masked[c] ? maskValue : scale * scores[c];
+        sv[k] = s;
+        tileMax = MaxIgnoreNaNOp()(tileMax, s);
       }
+      tileMax =
+          MaxIgnoreNaNOp()(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 16));
       const float oldMax = rowMax[r];
-      const float tileMax =
-          warpReduce(MaxIgnoreNaNOp()(sv[0], sv[1]), MaxIgnoreNaNOp());
       const float newMax = MaxIgnoreNaNOp()(oldMax, tileMax);
       float sum = 0.0f;
-      for (int h = 0; h < 2; ++h) {
-        const float e = expShift(sv[h], newMax);
-        ps[r * ldp + lane + 32 * h] = __float2bfloat16_rn(e);
+#pragma unroll
+      for (int k = 0; k < kTile / 2; ++k) {
+        const float e = expShift(sv[k], newMax);
+        ps[r * ldp + 2 * k + h] = __float2bfloat16_rn(e);
         sum += e;
       }
-      sum = warpReduce(sum, SumOp());
+      sum += __shfl_xor_sync(0xffffffffu, sum, 16);
       const float alpha = oldMax == -inf ? 0.0f : expf(oldMax - newMax);
-      for (int c = lane; c < dv; c += 32)
+      for (int c = h; c < dv; c += 2)
         os[r * ldo + c] *= alpha;
       __syncwarp();
-      if (lane == 0) {
+      if (h == 0) {
         rowMax[r] = newMax;
         rowSum[r] = rowSum[r] * alpha + sum;
       }
