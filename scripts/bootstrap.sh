@@ -52,8 +52,10 @@ export CCACHE_NOHASHDIR=1
 
 if [[ $mode == runtime ]]; then
   build="${BUILD_DIR:-$root/build-runtime}"
+  # As a GPU machine builds it (scripts/gpu-session.sh): no host CUDA
+  # emulator, whose tests the full build runs.
   cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-    -DLOOM_RUNTIME_ONLY=ON >/dev/null
+    -DLOOM_RUNTIME_ONLY=ON -DLOOM_BUILD_EMULATOR=OFF >/dev/null
 else
   build="${BUILD_DIR:-$root/build}"
   if [[ ! -f $build/build.ninja ]]; then

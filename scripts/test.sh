@@ -8,12 +8,14 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 "$root/scripts/bootstrap.sh"
-ctest --test-dir "$build" --output-on-failure "$@"
+# Tests run on every core (LOOM_TEST_JOBS overrides): most are one-threaded.
+jobs="${LOOM_TEST_JOBS:-$(nproc)}"
+ctest --test-dir "$build" --output-on-failure -j "$jobs" "$@"
 
 echo "== Runtime-only build (no LLVM/MLIR)"
 runtime="${RUNTIME_BUILD_DIR:-$root/build-runtime}"
 BUILD_DIR="$runtime" "$root/scripts/bootstrap.sh" --runtime-only
-ctest --test-dir "$runtime" --output-on-failure
+ctest --test-dir "$runtime" --output-on-failure -j "$jobs"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 "$root/examples/gpt/export_gpt.py" --opset 17 \
