@@ -18,9 +18,10 @@
 //    lanes per row, each taking every other key, so a row's max and sum
 //    need one shuffle), rescales its rows of O (f32, in shared memory) and
 //    rounds e^(s - max) to bf16 for the P V product; O / sum and
-//    max + log(sum) are stored at the end. Each tile's mask is copied to
-//    shared memory in one coalesced pass, which also tells whether the tile
-//    is fully masked (skipped) or not masked at all (not read).
+//    max + log(sum) are stored at the end. In every flash kernel, each
+//    tile's mask is copied to shared memory in one coalesced pass, which
+//    also tells whether the tile is fully masked (skipped) or not masked at
+//    all (not read); the dk/dv kernel reads a key's column of it there.
 //    The backward recomputes p = e^(s - lse) in two kernels, neither with
 //    atomics: dq with one block per (batch, 64 queries) walking 64-key tiles,
 //    dk and dv with one block per (batch, 64 keys) walking 32-query tiles.
@@ -430,7 +431,7 @@ struct ForwardLayout {
 };
 
 struct QueryGradLayout {
-  size_t q, dout, k, v, s, dp, ds, acc, lse, delta, bytes;
+  size_t q, dout, k, v, s, dp, ds, acc, lse, delta, mask, bytes;
   __host__ __device__ QueryGradLayout(int d, int dv) {
     SharedCarver c;
     q = c.take(size_t(kTile) * (d + kPadBF16) * 2);
@@ -443,12 +444,13 @@ struct QueryGradLayout {
     acc = c.take(size_t(kTile) * (d + kPadF32) * 4);
     lse = c.take(size_t(kTile) * 4);
     delta = c.take(size_t(kTile) * 4);
+    mask = c.take(size_t(kTile) * kMaskLd);
     bytes = c.bytes;
   }
 };
 
 struct KeyGradLayout {
-  size_t k, v, q, dout, s, dp, p, ds, accK, accV, lse, delta, bytes;
+  size_t k, v, q, dout, s, dp, p, ds, accK, accV, lse, delta, mask, bytes;
   __host__ __device__ KeyGradLayout(int d, int dv) {
     SharedCarver c;
     k = c.take(size_t(kTile) * (d + kPadBF16) * 2);
@@ -463,6 +465,7 @@ struct KeyGradLayout {
     accV = c.take(size_t(kTile) * (dv + kPadF32) * 4);
     lse = c.take(size_t(kKeyGradQueries) * 4);
     delta = c.take(size_t(kKeyGradQueries) * 4);
+    mask = c.take(size_t(kKeyGradQueries) * kMaskLd);
     bytes = c.bytes;
   }
 };
@@ -512,19 +515,6 @@ __device__ inline OperandRows operandRows(const AttentionParams &p,
                                           const BF16 *x, int64_t b,
                                           int64_t rows, int cols, int64_t ld) {
   return {x + qkvRow(p, b, 0, rows, cols, ld), ld};
-}
-
-/// Whether the mask `m` ([Sq, Sk], row stride sk) marks every entry of rows
-/// [i0, i0 + rows) x keys [j0, j0 + cols) as masked. Every thread of the
-/// block must call it (it synchronizes the block).
-__device__ inline bool tileMasked(const uint8_t *m, int64_t sk, int64_t i0,
-                                  int rows, int64_t j0, int cols) {
-  int all = 1;
-  for (int idx = threadIdx.x; all && idx < rows * cols; idx += blockDim.x) {
-    const int r = idx / cols, c = idx % cols;
-    all = m[(i0 + r) * sk + j0 + c] != 0;
-  }
-  return __syncthreads_and(all) != 0;
 }
 
 /// What loadTileMask found in a tile of the mask.
@@ -741,6 +731,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   float *acc = reinterpret_cast<float *>(shared + layout.acc);
   float *lses = reinterpret_cast<float *>(shared + layout.lse);
   float *deltas = reinterpret_cast<float *>(shared + layout.delta);
+  uint8_t *masks = shared + layout.mask;
   const int ldq = d + kPadBF16, ldv = dv + kPadBF16, lds = kTile + kPadF32,
             ldds = kTile + kPadBF16, ldacc = d + kPadF32;
 
@@ -788,8 +779,14 @@ __global__ void __launch_bounds__(kFlashThreads)
 
   for (int64_t j0 = 0; j0 < p.sk; j0 += kTile) {
     const int cols = int(min(int64_t(kTile), p.sk - j0));
-    if (skipMasked && tileMasked(m, p.sk, i0, rows, j0, cols))
-      continue;
+    bool noneMasked = true;
+    if (m) {
+      const TileMask tile =
+          loadTileMask(masks, kMaskLd, m, p.sk, i0, rows, j0, cols);
+      if (skipMasked && tile.all)
+        continue;
+      noneMasked = tile.none;
+    }
     loadTile(ks, ldq, kRows.base, kRows.ld, p.sk, j0, kTile, d, vectorized);
     loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, j0, kTile, dv, vectorized);
     __syncthreads();
@@ -807,7 +804,7 @@ __global__ void __launch_bounds__(kFlashThreads)
       for (int h = 0; h < 2; ++h) {
         const int c = lane + 32 * h;
         float ds = 0.0f;
-        if (r < rows && c < cols && !(m && m[(i0 + r) * p.sk + j0 + c])) {
+        if (r < rows && c < cols && (noneMasked || !masks[r * kMaskLd + c])) {
           const float pr = expShift(scale * ss[r * lds + c], lses[r]);
           ds = pr * (dps[r * lds + c] - deltas[r]);
         }
@@ -859,6 +856,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   float *accV = reinterpret_cast<float *>(shared + layout.accV);
   float *lses = reinterpret_cast<float *>(shared + layout.lse);
   float *deltas = reinterpret_cast<float *>(shared + layout.delta);
+  uint8_t *masks = shared + layout.mask;
   const int ldq = d + kPadBF16, ldv = dvDim + kPadBF16,
             lds = kKeyGradQueries + kPadF32, ldp = kKeyGradQueries + kPadBF16,
             ldk = d + kPadF32, ldav = dvDim + kPadF32;
@@ -888,8 +886,17 @@ __global__ void __launch_bounds__(kFlashThreads)
 
   for (int64_t i0 = 0; i0 < p.sq; i0 += kKeyGradQueries) {
     const int rows = int(min(int64_t(kKeyGradQueries), p.sq - i0));
-    if (skipMasked && tileMasked(m, p.sk, i0, rows, j0, cols))
-      continue;
+    // The tile's mask, [queries][keys], in shared memory: the lanes below
+    // read a key's column of it, which in global memory would be a strided
+    // load per lane.
+    bool noneMasked = true;
+    if (m) {
+      const TileMask tile =
+          loadTileMask(masks, kMaskLd, m, p.sk, i0, rows, j0, cols);
+      if (skipMasked && tile.all)
+        continue;
+      noneMasked = tile.none;
+    }
     loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kKeyGradQueries, d,
              vectorized);
     loadTile(douts, ldv, doutRows.base, doutRows.ld, p.sq, i0, kKeyGradQueries,
@@ -913,7 +920,7 @@ __global__ void __launch_bounds__(kFlashThreads)
       const int r = warp * 16 + rr, c = lane;
       float pr = 0.0f, ds = 0.0f;
       if (r < cols && c < rows) {
-        const bool masked = m && m[(i0 + c) * p.sk + j0 + r];
+        const bool masked = !noneMasked && masks[c * kMaskLd + r];
         const float s = masked ? maskValue : scale * ss[r * lds + c];
         pr = expShift(s, lses[c]);
         if (!masked)
