@@ -517,31 +517,34 @@ __device__ inline OperandRows operandRows(const AttentionParams &p,
   return {x + qkvRow(p, b, 0, rows, cols, ld), ld};
 }
 
-/// What loadTileMask found in a tile of the mask.
-struct TileMask {
-  bool all, none;
-};
+/// What a flash kernel does with a (query tile, key tile) pair.
+enum class TileMask { Skip, Unmasked, Masked };
 
-/// Copies the mask `m` ([Sq, Sk], row stride sk) of rows [i0, i0 + rows) x
-/// keys [j0, j0 + cols) into `tile` (rows `ld` bytes apart; one coalesced
-/// pass, so that the softmax reads it from shared memory) and says whether
-/// every entry, or none, is masked. Every thread of the block must call it
-/// (it synchronizes the block).
-__device__ inline TileMask loadTileMask(uint8_t *tile, int ld, const uint8_t *m,
-                                        int64_t sk, int64_t i0, int rows,
-                                        int64_t j0, int cols) {
+/// Copies the mask `m` ([Sq, Sk], row stride sk; null: no mask) of rows
+/// [i0, i0 + rows) x keys [j0, j0 + cols) into `tile` (rows kMaskLd bytes
+/// apart; one coalesced pass, so that the kernel reads it from shared
+/// memory) and says what to do with the pair: Skip when every entry is
+/// masked and masked entries contribute nothing (`skipMasked`), Unmasked
+/// when no entry is masked (the copy need not be read), else Masked. Every
+/// thread of the block must call it (it synchronizes the block).
+__device__ inline TileMask loadTileMask(uint8_t *tile, const uint8_t *m,
+                                        bool skipMasked, int64_t sk, int64_t i0,
+                                        int rows, int64_t j0, int cols) {
+  if (!m)
+    return TileMask::Unmasked;
   int all = 1, none = 1;
   for (int idx = threadIdx.x; idx < rows * cols; idx += blockDim.x) {
     const int r = idx / cols, c = idx % cols;
     const uint8_t masked = m[(i0 + r) * sk + j0 + c];
-    tile[r * ld + c] = masked;
+    tile[r * kMaskLd + c] = masked;
     all &= masked != 0;
     none &= masked == 0;
   }
-  TileMask result;
-  result.all = __syncthreads_and(all) != 0;
-  result.none = __syncthreads_and(none) != 0;
-  return result;
+  const bool allMasked = __syncthreads_and(all) != 0;
+  const bool noneMasked = __syncthreads_and(none) != 0;
+  if (skipMasked && allMasked)
+    return TileMask::Skip;
+  return noneMasked ? TileMask::Unmasked : TileMask::Masked;
 }
 
 /// out (16 x 16*n, f32, ld) = a (16 x inner, row-major) b^T, where b is
@@ -628,14 +631,11 @@ __global__ void __launch_bounds__(kFlashThreads)
     const int cols = int(min(int64_t(kTile), p.sk - j0));
     // The tile's mask goes to shared memory once; a tile that masks
     // nothing (most of a causal mask's) is not read at all.
-    bool noneMasked = true;
-    if (m) {
-      const TileMask tile =
-          loadTileMask(masks, kMaskLd, m, p.sk, i0, rows, j0, cols);
-      if (skipMasked && tile.all)
-        continue;
-      noneMasked = tile.none;
-    }
+    const TileMask tileMask =
+        loadTileMask(masks, m, skipMasked, p.sk, i0, rows, j0, cols);
+    if (tileMask == TileMask::Skip)
+      continue;
+    const bool noneMasked = tileMask == TileMask::Unmasked;
     loadTile(ks, ldq, kRows.base, kRows.ld, p.sk, j0, kTile, d, vectorized);
     loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, j0, kTile, dv, vectorized);
     __syncthreads();
@@ -779,14 +779,11 @@ __global__ void __launch_bounds__(kFlashThreads)
 
   for (int64_t j0 = 0; j0 < p.sk; j0 += kTile) {
     const int cols = int(min(int64_t(kTile), p.sk - j0));
-    bool noneMasked = true;
-    if (m) {
-      const TileMask tile =
-          loadTileMask(masks, kMaskLd, m, p.sk, i0, rows, j0, cols);
-      if (skipMasked && tile.all)
-        continue;
-      noneMasked = tile.none;
-    }
+    const TileMask tileMask =
+        loadTileMask(masks, m, skipMasked, p.sk, i0, rows, j0, cols);
+    if (tileMask == TileMask::Skip)
+      continue;
+    const bool noneMasked = tileMask == TileMask::Unmasked;
     loadTile(ks, ldq, kRows.base, kRows.ld, p.sk, j0, kTile, d, vectorized);
     loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, j0, kTile, dv, vectorized);
     __syncthreads();
@@ -889,14 +886,11 @@ __global__ void __launch_bounds__(kFlashThreads)
     // The tile's mask, [queries][keys], in shared memory: the lanes below
     // read a key's column of it, which in global memory would be a strided
     // load per lane.
-    bool noneMasked = true;
-    if (m) {
-      const TileMask tile =
-          loadTileMask(masks, kMaskLd, m, p.sk, i0, rows, j0, cols);
-      if (skipMasked && tile.all)
-        continue;
-      noneMasked = tile.none;
-    }
+    const TileMask tileMask =
+        loadTileMask(masks, m, skipMasked, p.sk, i0, rows, j0, cols);
+    if (tileMask == TileMask::Skip)
+      continue;
+    const bool noneMasked = tileMask == TileMask::Unmasked;
     loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kKeyGradQueries, d,
              vectorized);
     loadTile(douts, ldv, doutRows.base, doutRows.ld, p.sq, i0, kKeyGradQueries,
