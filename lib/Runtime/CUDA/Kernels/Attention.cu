@@ -1078,6 +1078,21 @@ const uint8_t *launchMask(const AttentionParams &p, const void *const *inputs) {
   return p.hasMask ? inputAt<uint8_t>(inputs, p.maskInput) : nullptr;
 }
 
+/// A backward launch's inputs, wherever the instruction's form puts them.
+template <typename T, typename A> struct BackwardInputs {
+  const T *q, *k, *v, *dout;
+  const A *lse;
+  const T *out;
+  const uint8_t *mask;
+
+  BackwardInputs(const AttentionParams &p, const void *const *inputs)
+      : q(qkvPart<const T>(p, inputs, 0)), k(qkvPart<const T>(p, inputs, 1)),
+        v(qkvPart<const T>(p, inputs, 2)),
+        dout(inputAt<T>(inputs, p.doutInput)),
+        lse(inputAt<A>(inputs, p.lseInput)),
+        out(inputAt<T>(inputs, p.outInput)), mask(launchMask(p, inputs)) {}
+};
+
 bool aligned16(const void *pointer) {
   return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
 }
@@ -1145,13 +1160,7 @@ KernelOr makeGenericBackward(const AttentionParams &p) {
     return s;
   return makeKernel([=](const LaunchContext &context, const void *const *inputs,
                         void *const *outputs) {
-    const T *q = qkvPart<const T>(p, inputs, 0);
-    const T *k = qkvPart<const T>(p, inputs, 1);
-    const T *v = qkvPart<const T>(p, inputs, 2);
-    const T *dout = inputAt<T>(inputs, p.doutInput);
-    const A *lse = inputAt<A>(inputs, p.lseInput);
-    const T *out = inputAt<T>(inputs, p.outInput);
-    const uint8_t *mask = launchMask(p, inputs);
+    const BackwardInputs<T, A> in(p, inputs);
     A *delta = static_cast<A *>(context.workspace);
     const int64_t chunk = deltaBatches(context, p, sizeof(A));
     for (int64_t begin = 0; begin < p.batch; begin += chunk) {
@@ -1160,16 +1169,17 @@ KernelOr makeGenericBackward(const AttentionParams &p) {
       const int64_t count = std::min(chunk, p.batch - begin);
       if (count * p.sq > 0) {
         launchKernel(attentionQueryGradRows<T, A>, unsigned(count * p.sq),
-                     kGenericThreads, queryShared, context.stream, part, q, k,
-                     v, dout, lse, out, mask, qkvPart<T>(p, outputs, 0), delta);
+                     kGenericThreads, queryShared, context.stream, part, in.q,
+                     in.k, in.v, in.dout, in.lse, in.out, in.mask,
+                     qkvPart<T>(p, outputs, 0), delta);
         if (Status s = launchStatus("attention_backward (dq)"); !s)
           return s;
       }
       if (count * p.sk > 0) {
         launchKernel(attentionKeyGradRows<T, A>, unsigned(count * p.sk),
-                     kGenericThreads, keyShared, context.stream, part, q, k, v,
-                     dout, lse, delta, mask, qkvPart<T>(p, outputs, 1),
-                     qkvPart<T>(p, outputs, 2));
+                     kGenericThreads, keyShared, context.stream, part, in.q,
+                     in.k, in.v, in.dout, in.lse, delta, in.mask,
+                     qkvPart<T>(p, outputs, 1), qkvPart<T>(p, outputs, 2));
         if (Status s = launchStatus("attention_backward (dk, dv)"); !s)
           return s;
       }
@@ -1212,16 +1222,10 @@ KernelOr makeFlashBackward(const AttentionParams &p) {
   const size_t keyShared = KeyGradLayout(int(p.d), int(p.dv)).bytes;
   return makeKernel([=](const LaunchContext &context, const void *const *inputs,
                         void *const *outputs) {
-    const BF16 *q = qkvPart<const BF16>(p, inputs, 0);
-    const BF16 *k = qkvPart<const BF16>(p, inputs, 1);
-    const BF16 *v = qkvPart<const BF16>(p, inputs, 2);
-    const BF16 *dout = inputAt<BF16>(inputs, p.doutInput);
-    const float *lse = inputAt<float>(inputs, p.lseInput);
-    const BF16 *out = inputAt<BF16>(inputs, p.outInput);
-    const uint8_t *mask = launchMask(p, inputs);
+    const BackwardInputs<BF16, float> in(p, inputs);
     float *delta = static_cast<float *>(context.workspace);
-    const bool vectorized =
-        aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout);
+    const bool vectorized = aligned16(in.q) && aligned16(in.k) &&
+                            aligned16(in.v) && aligned16(in.dout);
     const int64_t chunk = deltaBatches(context, p, sizeof(float));
     for (int64_t begin = 0; begin < p.batch; begin += chunk) {
       AttentionParams part = p;
@@ -1231,15 +1235,16 @@ KernelOr makeFlashBackward(const AttentionParams &p) {
       const int64_t keyTiles = count * ceilDiv(p.sk, kTile);
       if (queryTiles > 0) {
         launchKernel(flashQueryGrads, unsigned(queryTiles), kFlashThreads,
-                     queryShared, context.stream, part, q, k, v, dout, lse, out,
-                     mask, qkvPart<BF16>(p, outputs, 0), delta, vectorized);
+                     queryShared, context.stream, part, in.q, in.k, in.v,
+                     in.dout, in.lse, in.out, in.mask,
+                     qkvPart<BF16>(p, outputs, 0), delta, vectorized);
         if (Status s = launchStatus("attention_backward (flash dq)"); !s)
           return s;
       }
       if (keyTiles > 0) {
         launchKernel(flashKeyGrads, unsigned(keyTiles), kFlashThreads,
-                     keyShared, context.stream, part, q, k, v, dout, lse, delta,
-                     mask, qkvPart<BF16>(p, outputs, 1),
+                     keyShared, context.stream, part, in.q, in.k, in.v, in.dout,
+                     in.lse, delta, in.mask, qkvPart<BF16>(p, outputs, 1),
                      qkvPart<BF16>(p, outputs, 2), vectorized);
         if (Status s = launchStatus("attention_backward (flash dk, dv)"); !s)
           return s;
