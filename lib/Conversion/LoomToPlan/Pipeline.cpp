@@ -16,6 +16,7 @@ void mlir::loom::buildLowerToPlanPipeline(OpPassManager &pm) {
   OpPassManager &funcs = pm.nest<func::FuncOp>();
   funcs.addPass(createLoomPackAttention());
   funcs.addPass(createLoomFuseMatmulEpilogue());
+  funcs.addPass(createLoomFuseLayerNormGrad());
   funcs.addPass(createLoomFuseElementwise());
   funcs.addPass(createLoomSelectKernels());
   pm.addPass(createLoomBufferize());

@@ -91,6 +91,14 @@ public:
                   {integer("axis", grad.getAxis()),
                    real("epsilon", grad.getEpsilon().convertToDouble())});
             })
+            .Case([&](FusedLayerNormGradOp grad) {
+              // The addend is the kernel's fourth input, the bf16 copy its
+              // fourth output.
+              return make(
+                  "layer_norm_backward",
+                  {integer("axis", grad.getAxis()),
+                   real("epsilon", grad.getEpsilon().convertToDouble())});
+            })
             .Case([&](AttentionOp attention) {
               return make("attention", attentionAttrs(attention.getScale(),
                                                       attention.getMaskValue(),

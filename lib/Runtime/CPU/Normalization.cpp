@@ -254,14 +254,41 @@ Status readLayerNorm(const Instruction &instruction, int64_t &axis,
   return expectNormalizedParam(x, axis, instruction.inputs[2], "bias");
 }
 
-/// layer_norm_backward: x, scale, dy -> dx, dscale, dbias.
+/// layer_norm_backward: x, scale, dy[, addend] -> dx, dscale, dbias[,
+/// dx_bf16]. With an addend, dx is addend + the layer norm's input gradient
+/// (each rounded to x's dtype first, as a separate add would see it); with
+/// a fourth output, dx is also stored rounded to bf16.
 Status readLayerNormBackward(const Instruction &instruction, int64_t &axis,
                              double &epsilon) {
-  if (Status s = expectOperandCounts(instruction, 3, 3); !s)
-    return s;
+  size_t inputs = instruction.inputs.size(),
+         outputs = instruction.outputs.size();
+  if (inputs < 3 || inputs > 4 || outputs < 3 || outputs > 4)
+    return Status::error("expects 3 or 4 inputs (input, scale, dout, "
+                         "addend) and 3 or 4 outputs (dinput, dscale, dbias, "
+                         "dinput_bf16), got " +
+                         std::to_string(inputs) + " and " +
+                         std::to_string(outputs));
   const TensorRef &x = instruction.inputs[0];
   if (Status s = readLayerNormAttrs(instruction, x, axis, epsilon); !s)
     return s;
+  if (inputs == 4) {
+    const TensorRef &addend = instruction.inputs[3];
+    if (Status s = expectSameDType(x, "input", addend, "addend"); !s)
+      return s;
+    if (Status s = expectSameShape(x, "input", addend, "addend"); !s)
+      return s;
+  }
+  if (outputs == 4) {
+    const TensorRef &narrow = instruction.outputs[3];
+    if (x.dtype != DType::F32 || narrow.dtype != DType::BF16)
+      return Status::error(std::string("dinput_bf16 has dtype ") +
+                           dtypeName(narrow.dtype) +
+                           "; it must be bf16, "
+                           "of an f32 input (input is " +
+                           dtypeName(x.dtype) + ")");
+    if (Status s = expectSameShape(x, "input", narrow, "dinput_bf16"); !s)
+      return s;
+  }
   for (auto [ref, name] : {std::pair{&instruction.inputs[2], "dout"},
                            std::pair{&instruction.outputs[0], "dinput"}}) {
     Status s = ref == &instruction.inputs[2]
@@ -339,9 +366,15 @@ void layerNormBackwardTyped(const KernelArgs &args) {
   const T *x = static_cast<const T *>(args.inputs[0]);
   const T *scale = static_cast<const T *>(args.inputs[1]);
   const D *dy = static_cast<const D *>(args.inputs[2]);
+  const T *addend = args.instruction.inputs.size() == 4
+                        ? static_cast<const T *>(args.inputs[3])
+                        : nullptr;
   T *dx = static_cast<T *>(args.outputs[0]);
   T *dscale = static_cast<T *>(args.outputs[1]);
   T *dbias = static_cast<T *>(args.outputs[2]);
+  BF16 *narrow = args.instruction.outputs.size() == 4
+                     ? static_cast<BF16 *>(args.outputs[3])
+                     : nullptr;
   std::vector<double> means(static_cast<size_t>(rows)),
       rstds(static_cast<size_t>(rows));
   int threads = threadsFor(rows * n, 1 << 13);
@@ -366,6 +399,16 @@ void layerNormBackwardTyped(const KernelArgs &args) {
       double xhat = (double(in[i]) - mean) * rstd;
       double g = double(loadWide(grad + i)) * double(scale[i]);
       out[i] = T(rstd * (g - meanG - xhat * meanGX));
+    }
+    if (addend) {
+      const T *add = addend + r * n;
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = add[i] + out[i];
+    }
+    if (narrow) {
+      BF16 *copy = narrow + r * n;
+      for (int64_t i = 0; i < n; ++i)
+        storeRounded(copy + i, float(out[i]));
     }
   }
   constexpr int64_t kColumns = 64;

@@ -26,6 +26,9 @@ func.func @kernels(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<32xf3
   %n = loom.layer_norm %h, %g, %g axis 1 epsilon 1.0e-6 : tensor<8x32xf32>, tensor<32xf32>
   // CHECK: loom.layer_norm_grad {{.*}} {plan.kernel = "layer_norm_backward", plan.kernel_attrs = {axis = 1 : i64, epsilon = 9.9999999999999995E-7 : f64}}
   %ng:3 = loom.layer_norm_grad %h, %g, %h axis 1 epsilon 1.0e-6 : tensor<8x32xf32>, tensor<32xf32>
+  // The fused form is the same kernel with a fourth input (and output).
+  // CHECK: loom.fused_layer_norm_grad {{.*}} {plan.kernel = "layer_norm_backward", plan.kernel_attrs = {axis = 1 : i64, epsilon = 1.000000e-05 : f64}}
+  %fg:4 = loom.fused_layer_norm_grad %h, %g, %h add %h axis 1 : (tensor<8x32xf32>, tensor<32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) -> (tensor<8x32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<8x32xbf16>)
   // CHECK: loom.transpose {{.*}} {plan.kernel = "transpose", plan.kernel_attrs = {permutation = array<i64: 1, 0>}}
   %t = loom.transpose %h [1, 0] : tensor<8x32xf32> -> tensor<32x8xf32>
   // CHECK: loom.reduce_max {{.*}} {plan.kernel = "reduce_max", plan.kernel_attrs = {axes = array<i64: 1>}}

@@ -574,6 +574,38 @@ func.func @layer_norm_grad_bf16_dout_of_f64(%x: tensor<4x8xf64>, %g: tensor<8xf6
 
 // -----
 
+func.func @fused_layer_norm_grad_addend(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %r: tensor<4x8xf64>) {
+  // expected-error @+1 {{'loom.fused_layer_norm_grad' op addend 'tensor<4x8xf64>' must have the input's type 'tensor<4x8xf32>'}}
+  %0:3 = loom.fused_layer_norm_grad %x, %g, %x add %r axis 1 : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<4x8xf64>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @fused_layer_norm_grad_dscale(%x: tensor<4x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.fused_layer_norm_grad' op dscale 'tensor<4xf32>' must have the scale's type 'tensor<8xf32>'}}
+  %0:3 = loom.fused_layer_norm_grad %x, %g, %x add %x axis 1 : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @fused_layer_norm_grad_narrow_of_f64(%x: tensor<4x8xf64>, %g: tensor<8xf64>) {
+  // expected-error @+1 {{'loom.fused_layer_norm_grad' op dinput_bf16 'tensor<4x8xbf16>' must be the bf16 form of an f32 input 'tensor<4x8xf64>'}}
+  %0:4 = loom.fused_layer_norm_grad %x, %g, %x add %x axis 1 : (tensor<4x8xf64>, tensor<8xf64>, tensor<4x8xf64>, tensor<4x8xf64>) -> (tensor<4x8xf64>, tensor<8xf64>, tensor<8xf64>, tensor<4x8xbf16>)
+  return
+}
+
+// -----
+
+func.func @fused_layer_norm_grad_axis(%x: tensor<4x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.fused_layer_norm_grad' op axis 2 is out of range for 'tensor<4x8xf32>'}}
+  %0:3 = loom.fused_layer_norm_grad %x, %g, %x add %x axis 2 : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
 func.func @layer_norm_grad_scale_type(%x: tensor<4x8xf32>, %g: tensor<8xf64>) {
   // expected-error @+1 {{'loom.layer_norm_grad' op scale 'tensor<8xf64>' must have the input's element type 'f32'}}
   %0:3 = "loom.layer_norm_grad"(%x, %g, %x) {axis = 1 : i64} : (tensor<4x8xf32>, tensor<8xf64>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf64>, tensor<8xf64>)

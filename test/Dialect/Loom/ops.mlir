@@ -196,6 +196,10 @@ func.func @layers(%s: tensor<8x12x128x128xf32>, %x: tensor<8x128x768xf32>, %g: t
   %lnb = loom.layer_norm %x, %g, %b axis 2 : tensor<8x128x768xf32>, tensor<768xf32> -> tensor<8x128x768xbf16>
   // CHECK: loom.layer_norm_grad %{{.*}}, %{{.*}}, %[[LNB]] axis 2 : tensor<8x128x768xf32>, tensor<768xf32> dout tensor<8x128x768xbf16>
   %dxb:3 = loom.layer_norm_grad %x, %g, %lnb axis 2 : tensor<8x128x768xf32>, tensor<768xf32> dout tensor<8x128x768xbf16>
+  // CHECK: %{{.*}}, %{{.*}}, %{{.*}} = loom.fused_layer_norm_grad %{{.*}}, %{{.*}}, %[[LNB]] add %{{.*}} axis 2 : (tensor<8x128x768xf32>, tensor<768xf32>, tensor<8x128x768xbf16>, tensor<8x128x768xf32>) -> (tensor<8x128x768xf32>, tensor<768xf32>, tensor<768xf32>)
+  %fdx:3 = loom.fused_layer_norm_grad %x, %g, %lnb add %x axis 2 : (tensor<8x128x768xf32>, tensor<768xf32>, tensor<8x128x768xbf16>, tensor<8x128x768xf32>) -> (tensor<8x128x768xf32>, tensor<768xf32>, tensor<768xf32>)
+  // CHECK: %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} = loom.fused_layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} add %{{.*}} axis 2 epsilon 9.9999999999999995E-7 : {{.*}} -> (tensor<8x128x768xf32>, tensor<768xf32>, tensor<768xf32>, tensor<8x128x768xbf16>)
+  %fdxb:4 = loom.fused_layer_norm_grad %x, %g, %x add %x axis 2 epsilon 1.0e-6 : (tensor<8x128x768xf32>, tensor<768xf32>, tensor<8x128x768xf32>, tensor<8x128x768xf32>) -> (tensor<8x128x768xf32>, tensor<768xf32>, tensor<768xf32>, tensor<8x128x768xbf16>)
   // CHECK: %{{.*}}, %{{.*}} = loom.dropout %{{.*}} ratio 1.000000e-01 seed 7 : tensor<8x128x768xf32>
   %4:2 = loom.dropout %x ratio 0.1 seed 7 : tensor<8x128x768xf32>
   // CHECK: loom.dropout %{{.*}} ratio 5.000000e-01 : tensor<8x128x768xf32>

@@ -1247,6 +1247,43 @@ TEST(CPUKernelsNormalization, LayerNormNarrowResultAndGradient) {
     EXPECT_EQ(fromNarrow[o].bytes, fromWide[o].bytes) << "output " << o;
 }
 
+TEST(CPUKernelsNormalization, LayerNormBackwardAddsItsAddend) {
+  // loom.fused_layer_norm_grad: dx is the addend plus the plain kernel's dx
+  // (the same f32 addition a separate add does), and the bf16 copy is that
+  // sum rounded once; dscale and dbias are the plain kernel's.
+  for (DType dtype : {DType::F32, DType::F64}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    Tensor x = random(dtype, {6, 300}, -3, 5);
+    Tensor scale = random(dtype, {300}, 0.5, 1.5);
+    Tensor dy = random(dtype, {6, 300}, -1, 1);
+    Tensor addend = random(dtype, {6, 300}, -2, 2);
+    Attributes attrs{{"axis", int64_t(1)}};
+    std::vector<Tensor> plain{Tensor(dtype, {6, 300}), Tensor(dtype, {300}),
+                              Tensor(dtype, {300})};
+    ASSERT_EQ(runKernel(makeKernel("layer_norm_backward", {&x, &scale, &dy},
+                                   plain, attrs),
+                        {&x, &scale, &dy}, plain),
+              "");
+    std::vector<Tensor> fused = plain;
+    if (dtype == DType::F32)
+      fused.push_back(Tensor(DType::BF16, {6, 300}));
+    ASSERT_EQ(runKernel(makeKernel("layer_norm_backward",
+                                   {&x, &scale, &dy, &addend}, fused, attrs),
+                        {&x, &scale, &dy, &addend}, fused),
+              "");
+    Tensor sum(dtype, {6, 300});
+    for (int64_t i = 0; i < sum.size(); ++i)
+      sum.set(i, dtype == DType::F32
+                     ? double(float(addend.get(i)) + float(plain[0].get(i)))
+                     : addend.get(i) + plain[0].get(i));
+    EXPECT_EQ(fused[0].bytes, sum.bytes);
+    EXPECT_EQ(fused[1].bytes, plain[1].bytes);
+    EXPECT_EQ(fused[2].bytes, plain[2].bytes);
+    if (dtype == DType::F32)
+      EXPECT_EQ(fused[3].bytes, sum.as(DType::BF16).bytes);
+  }
+}
+
 TEST(CPUKernelsNormalization, CrossEntropyReadsBF16Logits) {
   // bf16 logits widen exactly, so the f32 loss is the f32 kernel's on the
   // widened logits, bit for bit.
@@ -1527,8 +1564,22 @@ TEST(CPUKernelsNormalization, CheckRejects) {
                   "dbias [4] should be [5]");
   EXPECT_REJECTED(
       makeKernel("layer_norm_backward", {&x, &scale, &x}, {y, dscale}),
-      "3 output(s), got 3 and 2");
+      "3 or 4 outputs (dinput, dscale, dbias, dinput_bf16), got 3 and 2");
+  Tensor yNarrow(DType::BF16, {4, 5}), addend64(DType::F64, {4, 5});
   Tensor transposed(DType::F32, {5, 4});
+  EXPECT_EQ(checkMessage(makeKernel("layer_norm_backward", {&x, &scale, &x, &x},
+                                    {y, dscale, dbias, yNarrow})),
+            "");
+  EXPECT_REJECTED(makeKernel("layer_norm_backward", {&x, &scale, &x, &addend64},
+                             {y, dscale, dbias}),
+                  "input (f32) and addend (f64) must have the same dtype");
+  EXPECT_REJECTED(makeKernel("layer_norm_backward",
+                             {&x, &scale, &x, &transposed}, {y, dscale, dbias}),
+                  "input [4,5] and addend [5,4] must have the same shape");
+  EXPECT_REJECTED(
+      makeKernel("layer_norm_backward", {&x, &scale, &x},
+                 {y, dscale, dbias, y}),
+      "dinput_bf16 has dtype f32; it must be bf16, of an f32 input");
   EXPECT_REJECTED(makeKernel("layer_norm_backward", {&x, &scale, &transposed},
                              {y, dscale, dbias}),
                   "input [4,5] and dout [5,4] must have the same shape");

@@ -786,6 +786,34 @@ TEST(CUDAKernels, LayerNormNarrowResultAndGradient) {
   }
 }
 
+TEST(CUDAKernels, LayerNormBackwardAddsItsAddend) {
+  // The fused form: an addend added to dx before it is stored, and a bf16
+  // copy of the sum; against the CPU kernel.
+  for (auto shape :
+       std::vector<std::vector<int64_t>>{{6, 40}, {3, 2000}, {8192, 768}}) {
+    SCOPED_TRACE(shapeString(shape));
+    std::vector<int64_t> normalized{shape.back()};
+    Tensor x = random(DType::F32, shape, -3, 5);
+    Tensor scale = random(DType::F32, normalized, 0.5, 1.5);
+    Tensor dy = random(DType::BF16, shape, -1, 1);
+    Tensor addend = random(DType::F32, shape, -2, 2);
+    std::vector<TensorRef> outputs{ref(DType::F32, shape),
+                                   ref(DType::F32, normalized),
+                                   ref(DType::F32, normalized)};
+    expectSame(makeInstruction("layer_norm_backward",
+                               {&x, &scale, &dy, &addend}, outputs,
+                               {{"axis", int64_t(1)}}),
+               {&x, &scale, &dy, &addend}, 1e-4, 1e-4);
+    // The f32 sums may differ in their last bits, so a bf16 rounding may
+    // land one ulp apart.
+    outputs.push_back(ref(DType::BF16, shape));
+    expectSame(makeInstruction("layer_norm_backward",
+                               {&x, &scale, &dy, &addend}, outputs,
+                               {{"axis", int64_t(1)}}),
+               {&x, &scale, &dy, &addend}, 1.0 / 128, 1e-4);
+  }
+}
+
 /// Runs `instruction` on the device and expects its error `code`: `value`
 /// at `position` (a cross-entropy label's sample), outside its `bound`.
 void expectDeviceError(DeviceError::Code code, const Instruction &instruction,

@@ -412,6 +412,43 @@ void LayerNormGradOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 }
 
 //===----------------------------------------------------------------------===//
+// FusedLayerNormGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusedLayerNormGradOp::verify() {
+  RankedTensorType input = getInput().getType();
+  RankedTensorType scale = getScale().getType();
+  if (scale.getElementType() != input.getElementType())
+    return emitOpError() << "scale " << scale
+                         << " must have the input's element type "
+                         << input.getElementType();
+  if (!isInputOrBF16Of(input, getDout().getType()))
+    return emitOpError() << "dout " << getDout().getType()
+                         << " must have the input's type " << input
+                         << " or be its bf16 form for an f32 input";
+  for (auto [value, name] :
+       {std::pair{getAddend(), "addend"}, std::pair{getDinput(), "dinput"}})
+    if (value.getType() != input)
+      return emitOpError() << name << " " << value.getType()
+                           << " must have the input's type " << input;
+  for (auto [value, name] :
+       {std::pair{getDscale(), "dscale"}, std::pair{getDbias(), "dbias"}})
+    if (value.getType() != scale)
+      return emitOpError() << name << " " << value.getType()
+                           << " must have the scale's type " << scale;
+  if (Value narrow = getDinputBf16()) {
+    auto type = cast<RankedTensorType>(narrow.getType());
+    if (!input.getElementType().isF32() || !type.getElementType().isBF16() ||
+        type.getShape() != input.getShape())
+      return emitOpError() << "dinput_bf16 " << type
+                           << " must be the bf16 form of an f32 input "
+                           << input;
+  }
+  return verifyLayerNorm(*this, input, scale, getAxisAttr().getInt(),
+                         getEpsilon().convertToDouble());
+}
+
+//===----------------------------------------------------------------------===//
 // DropoutOp
 //===----------------------------------------------------------------------===//
 

@@ -167,11 +167,14 @@ struct RowStats {
 };
 
 /// dx of each row; records the row's statistics (recomputed as the forward
-/// computes them) in `stats`. D (dy's type) is T, or bf16 for f32.
+/// computes them) in `stats`. D (dy's type) is T, or bf16 for f32. A
+/// non-null `addend` is added to each (rounded) element before it is stored;
+/// a non-null `narrow` receives dx rounded to bf16 as well.
 template <typename T, typename D, bool Block>
 __global__ void layerNormBackwardRows(const T *x, const T *scale, const D *dy,
-                                      T *dx, RowStats *stats, int64_t rows,
-                                      int64_t n, double epsilon) {
+                                      const T *addend, T *dx, BF16 *narrow,
+                                      RowStats *stats, int64_t rows, int64_t n,
+                                      double epsilon) {
   RowGroup<Block> g;
   if (g.row >= rows)
     return;
@@ -199,9 +202,16 @@ __global__ void layerNormBackwardRows(const T *x, const T *scale, const D *dy,
   sumGX = groupReduce<Block>(sumGX, SumOp());
   const T meanG = T(sumG / double(n)), meanGX = T(sumGX / double(n));
   T *out = dx + g.row * n;
+  const T *add = addend ? addend + g.row * n : nullptr;
+  BF16 *copy = narrow ? narrow + g.row * n : nullptr;
   for (int64_t i = g.lane; i < n; i += g.size) {
     T xhat = (in[i] - m) * r;
-    out[i] = r * (T(widen(grad[i])) * scale[i] - meanG - xhat * meanGX);
+    T value = r * (T(widen(grad[i])) * scale[i] - meanG - xhat * meanGX);
+    if (add)
+      value = add[i] + value;
+    out[i] = value;
+    if (copy)
+      store(copy + i, float(value));
   }
   if (g.lane == 0)
     stats[g.row] = {mean, rstd};
@@ -262,8 +272,8 @@ struct LayerNormBackwardPlan {
 template <typename T, typename D>
 Status launchLayerNormBackward(const LaunchContext &context,
                                const LayerNormBackwardPlan &p, const T *x,
-                               const T *scale, const D *dy, T *dx, T *dscale,
-                               T *dbias) {
+                               const T *scale, const D *dy, const T *addend,
+                               T *dx, T *dscale, T *dbias, BF16 *narrow) {
   if (p.n == 0)
     return Status::ok();
   if (!context.workspace || context.workspaceBytes < p.workspaceBytes())
@@ -279,12 +289,12 @@ Status launchLayerNormBackward(const LaunchContext &context,
     unsigned blocks = rowBlocks(p.rows, block);
     if (block)
       launchKernel(layerNormBackwardRows<T, D, true>, blocks, kRowThreads, 0,
-                   context.stream, x, scale, dy, dx, stats, p.rows, p.n,
-                   p.epsilon);
+                   context.stream, x, scale, dy, addend, dx, narrow, stats,
+                   p.rows, p.n, p.epsilon);
     else
       launchKernel(layerNormBackwardRows<T, D, false>, blocks, kRowThreads, 0,
-                   context.stream, x, scale, dy, dx, stats, p.rows, p.n,
-                   p.epsilon);
+                   context.stream, x, scale, dy, addend, dx, narrow, stats,
+                   p.rows, p.n, p.epsilon);
     if (Status s = launchStatus("layer_norm_backward (rows)"); !s)
       return s;
     dim3 grid(unsigned((p.n + kThreads - 1) / kThreads), unsigned(p.chunks));
@@ -630,6 +640,10 @@ KernelOr cuda::createLayerNormBackward(const LaunchContext &context,
   // Drop chunks that would be empty after rounding the chunk size up.
   p.chunks =
       p.rowsPerChunk ? (p.rows + p.rowsPerChunk - 1) / p.rowsPerChunk : 1;
+  // The fused form (loom.fused_layer_norm_grad) has an addend as its fourth
+  // input and a bf16 copy of dx as its fourth output.
+  const bool hasAddend = inst.inputs.size() == 4;
+  const bool hasNarrow = inst.outputs.size() == 4;
   auto make = [&](auto tag, auto doutTag) {
     using T = decltype(tag);
     using D = decltype(doutTag);
@@ -638,8 +652,10 @@ KernelOr cuda::createLayerNormBackward(const LaunchContext &context,
       return launchLayerNormBackward<T, D>(
           context, p, static_cast<const T *>(inputs[0]),
           static_cast<const T *>(inputs[1]), static_cast<const D *>(inputs[2]),
+          hasAddend ? static_cast<const T *>(inputs[3]) : nullptr,
           static_cast<T *>(outputs[0]), static_cast<T *>(outputs[1]),
-          static_cast<T *>(outputs[2]));
+          static_cast<T *>(outputs[2]),
+          hasNarrow ? static_cast<BF16 *>(outputs[3]) : nullptr);
     });
   };
   // dout is the input's dtype, or bf16 for f32.

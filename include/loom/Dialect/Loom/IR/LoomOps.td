@@ -743,6 +743,43 @@ def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [
   let hasCanonicalizer = 1;
 }
 
+def Loom_FusedLayerNormGradOp : Loom_Op<"fused_layer_norm_grad", [Pure]> {
+  let summary = "loom.layer_norm_grad that adds its input gradient to another";
+  let description = [{
+    `loom.layer_norm_grad` whose `dinput` is added to `addend` (the
+    gradient the residual branch brings to the same activations) before it
+    is stored, and optionally also stored in bf16 (`dinput_bf16`, what a
+    cast of the sum before a bf16 GEMM gives). The sum is exactly what
+    `loom.add` of `addend` and the rounded layer_norm_grad `dinput` gives,
+    so the fusion changes no value: only the f32 `dinput` is neither
+    written nor read back.
+
+    Made by `loom-fuse-layer-norm-grad` when a plan is lowered, after
+    autodiff and partitioning: it has no gradient or sharding rule.
+
+    ```mlir
+    %dx, %dg, %db = loom.fused_layer_norm_grad %x, %g, %dy add %r axis 2
+        : (tensor<8x128x768xf32>, tensor<768xf32>, tensor<8x128x768xbf16>, tensor<8x128x768xf32>)
+        -> (tensor<8x128x768xf32>, tensor<768xf32>, tensor<768xf32>)
+    %dx2, %dg2, %db2, %dxb = loom.fused_layer_norm_grad %x, %g, %dy add %r axis 2
+        : (tensor<8x128x768xf32>, tensor<768xf32>, tensor<8x128x768xbf16>, tensor<8x128x768xf32>)
+        -> (tensor<8x128x768xf32>, tensor<768xf32>, tensor<768xf32>, tensor<8x128x768xbf16>)
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$scale,
+                       Loom_FloatTensor:$dout, Loom_FloatTensor:$addend,
+                       I64Attr:$axis,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Loom_FloatTensor:$dinput, Loom_FloatTensor:$dscale,
+                      Loom_FloatTensor:$dbias,
+                      Optional<Loom_FloatTensor>:$dinput_bf16);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $dout `add` $addend `axis` $axis
+    (`epsilon` $epsilon^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Loom_DropoutOp : Loom_Op<"dropout", [
     Pure, Loom_InferTypes,
     DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
