@@ -8,6 +8,12 @@
 // what the chain did; in bf16 it drops the intermediate roundings) and
 // products with no other use (the fused op no longer has the bare product).
 //
+// Mixed precision leaves one more form: a bf16 product widened to f32, an
+// f32 bias added and the sum rounded back to bf16 for another bf16 op (a
+// QKV projection feeding attention). cuBLASLt adds a bias of D's type
+// only, so that chain becomes a bf16 GEMM whose epilogue adds the bias
+// rounded to bf16 and rounds once: torch.autocast's bf16 `linear`.
+//
 //===----------------------------------------------------------------------===//
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
@@ -94,6 +100,59 @@ std::optional<Epilogue> findEpilogue(MatmulOp matmul) {
   return epilogue;
 }
 
+/// A bf16 product widened to f32, plus an f32 bias, whose every use is a
+/// rounding back to bf16.
+struct NarrowedBiasAdd {
+  CastOp widen;
+  Operation *biasOp = nullptr;
+  Value bias;
+  SmallVector<CastOp> narrows;
+};
+
+std::optional<NarrowedBiasAdd> findNarrowedBiasAdd(MatmulOp matmul) {
+  Value product = matmul.getResult();
+  if (!matmul.getType().getElementType().isBF16() || !product.hasOneUse())
+    return std::nullopt;
+  NarrowedBiasAdd chain;
+  chain.widen = dyn_cast<CastOp>(*product.getUsers().begin());
+  if (!chain.widen || !chain.widen.getType().getElementType().isF32() ||
+      !chain.widen.getResult().hasOneUse())
+    return std::nullopt;
+  chain.biasOp = *chain.widen.getResult().getUsers().begin();
+  chain.bias = biasAddedBy(chain.biasOp, chain.widen.getResult());
+  if (!chain.bias)
+    return std::nullopt;
+  for (Operation *user : chain.biasOp->getResult(0).getUsers()) {
+    auto narrow = dyn_cast<CastOp>(user);
+    if (!narrow || narrow.getType() != matmul.getType())
+      return std::nullopt;
+    chain.narrows.push_back(narrow);
+  }
+  if (chain.narrows.empty())
+    return std::nullopt;
+  return chain;
+}
+
+void fuseNarrowed(MatmulOp matmul, const NarrowedBiasAdd &chain) {
+  OpBuilder builder(chain.biasOp);
+  auto biasType = cast<RankedTensorType>(chain.bias.getType());
+  Value bias =
+      builder.create<CastOp>(chain.biasOp->getLoc(),
+                             biasType.clone(builder.getBF16Type()), chain.bias);
+  auto fused = builder.create<FusedMatmulOp>(
+      builder.getFusedLoc({matmul.getLoc(), chain.biasOp->getLoc()}),
+      TypeRange{matmul.getType()}, matmul.getLhs(), matmul.getRhs(), bias,
+      matmul.getTransposeLhs(), matmul.getTransposeRhs(),
+      MatmulActivation::none);
+  for (CastOp narrow : chain.narrows) {
+    narrow.getResult().replaceAllUsesWith(fused.getResult());
+    narrow->erase();
+  }
+  chain.biasOp->erase();
+  chain.widen->erase();
+  matmul.erase();
+}
+
 void fuse(MatmulOp matmul, const Epilogue &epilogue) {
   // At the bias add (or the matmul): every operand is defined by then, and
   // every use of what the fused op replaces comes after it.
@@ -126,12 +185,18 @@ struct FuseMatmulEpiloguePass
     : impl::LoomFuseMatmulEpilogueBase<FuseMatmulEpiloguePass> {
   void runOnOperation() override {
     SmallVector<std::pair<MatmulOp, Epilogue>> rewrites;
+    SmallVector<std::pair<MatmulOp, NarrowedBiasAdd>> narrowed;
     getOperation().walk([&](MatmulOp matmul) {
       if (std::optional<Epilogue> epilogue = findEpilogue(matmul))
         rewrites.emplace_back(matmul, *epilogue);
+      else if (std::optional<NarrowedBiasAdd> chain =
+                   findNarrowedBiasAdd(matmul))
+        narrowed.emplace_back(matmul, std::move(*chain));
     });
     for (auto &[matmul, epilogue] : rewrites)
       fuse(matmul, epilogue);
+    for (auto &[matmul, chain] : narrowed)
+      fuseNarrowed(matmul, chain);
   }
 };
 

@@ -88,3 +88,31 @@ func.func @not_fused(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32x
   %g = loom.gelu %a4 : tensor<8x32xf32>
   return %h, %a, %a2, %a3, %g : tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
 }
+
+// -----
+
+// Mixed precision's linear layer feeding a bf16 op: the widened product
+// plus an f32 bias, rounded back to bf16. The bias is rounded to bf16 and
+// added by the bf16 GEMM's epilogue (torch.autocast's linear). Every use of
+// the sum must be such a rounding: with an f32 use it stays.
+// CHECK-LABEL: func.func @narrowed_bias
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<8x16xbf16>, %[[W:[^:]*]]: tensor<32x16xbf16>, %[[B:[^:]*]]: tensor<32xf32>)
+// CHECK-NEXT:    %[[BB:.*]] = loom.cast %[[B]] : tensor<32xf32> -> tensor<32xbf16>
+// CHECK-NEXT:    %[[Y:.*]] = loom.fused_matmul %[[X]], %[[W]] bias %[[BB]] transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>, tensor<32xbf16>) -> tensor<8x32xbf16>
+// CHECK-NEXT:    %[[H:.*]] = loom.matmul %[[X]], %[[W]] transpose_rhs
+// CHECK-NEXT:    %[[HW:.*]] = loom.cast %[[H]]
+// CHECK-NEXT:    %[[S:.*]] = loom.add %[[HW]], %[[B]]
+// CHECK-NEXT:    %[[SN:.*]] = loom.cast %[[S]]
+// CHECK-NEXT:    return %[[Y]], %[[Y]], %[[SN]], %[[S]]
+func.func @narrowed_bias(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xf32>) -> (tensor<8x32xbf16>, tensor<8x32xbf16>, tensor<8x32xbf16>, tensor<8x32xf32>) {
+  %h = loom.matmul %x, %w transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %hw = loom.cast %h : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %s = loom.add %b, %hw : (tensor<32xf32>, tensor<8x32xf32>) -> tensor<8x32xf32>
+  %n = loom.cast %s : tensor<8x32xf32> -> tensor<8x32xbf16>
+  %n2 = loom.cast %s : tensor<8x32xf32> -> tensor<8x32xbf16>
+  %h2 = loom.matmul %x, %w transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %hw2 = loom.cast %h2 : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %s2 = loom.add %hw2, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %n3 = loom.cast %s2 : tensor<8x32xf32> -> tensor<8x32xbf16>
+  return %n, %n2, %n3, %s2 : tensor<8x32xbf16>, tensor<8x32xbf16>, tensor<8x32xbf16>, tensor<8x32xf32>
+}

@@ -96,9 +96,15 @@ def LoomFuseMatmulEpilogue : Pass<"loom-fuse-matmul-epilogue",
     broadcasts along the last dimension (what ONNX exports of linear layers
     hold). The activation is `loom.relu` or `loom.gelu approximate tanh`
     (cuBLASLt computes the tanh form; the exact GELU stays elementwise).
-    The product, bias and sum must share one element type (an f32 bias
-    added to a widened bf16 product, what `loom-mixed-precision` makes, is
-    left alone) and the product may have no other use. In f32 and f64 the
+    The product, bias and sum must share one element type and the product
+    may have no other use. One mixed form is taken too: a bf16 product
+    widened to f32 (what `loom-mixed-precision` makes), plus an f32 bias,
+    whose every use rounds the sum back to bf16 (a QKV projection feeding
+    attention). cuBLASLt's bias has D's type, so the bias is cast to bf16
+    and the fused op is a bf16 GEMM adding it in f32 and rounding once, as
+    torch.autocast's bf16 `linear` does (the separate ops rounded the
+    product, added the f32 bias and rounded again). A sum with an f32 use
+    (a residual add) is left alone. In f32 and f64 the
     fused op computes exactly what the separate ops did; in bf16 it rounds
     once, after the activation, where the separate ops rounded after each
     op: what cuBLASLt's epilogues and PyTorch's autocast `linear` compute,

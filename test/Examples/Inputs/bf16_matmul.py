@@ -12,6 +12,9 @@ Everything else stays f32.
 
 use_bf16_matmuls() routes F.linear and the `@` operator (the only GEMMs of
 the example models) through it, like torch.autocast would route them.
+A linear layer whose result is only read in bf16 (the GPT's QKV
+projection) adds its bias inside the GEMM instead, rounded to bf16, and
+rounds once (BF16NarrowedLinear, use_narrowed_bias()).
 
 FusedAttention is loom.attention in bf16 (docs/design/attention.md), what
 loom-run computes unless --unfused-attention: the scores and their gradient
@@ -76,6 +79,36 @@ class BF16BiasAdd(torch.autograd.Function):
             return grad, grad
         leading = tuple(range(grad.dim() - 1))
         return grad, bf16(grad).double().sum(dim=leading).float()
+
+
+class BF16NarrowedLinear(torch.autograd.Function):
+    """A linear layer whose biased result is only read in bf16 (the GPT's
+    QKV projection, which attention reads): loom-fuse-matmul-epilogue makes
+    it one bf16 GEMM that adds the bias rounded to bf16 to the f32 sum and
+    rounds once, as torch.autocast's linear does. The backward is
+    BF16Matmul's and BF16BiasAdd's (the fusion comes after autodiff)."""
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        a, w = bf16(x), bf16(weight)
+        ctx.save_for_backward(a, w)
+        return bf16(torch.matmul(a, w.t()) + bf16(bias))
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, w = ctx.saved_tensors
+        g = bf16(grad)
+        da = bf16(torch.matmul(g, w))
+        dw = bf16(_flat_rows(g).t() @ _flat_rows(a))
+        leading = tuple(range(grad.dim() - 1))
+        db = bf16(grad).double().sum(dim=leading).float()
+        return da, dw, db
+
+
+def use_narrowed_bias(linear_module):
+    """Routes linear_module (an nn.Linear whose output only feeds bf16
+    products) through BF16NarrowedLinear."""
+    linear_module.forward = lambda x: BF16NarrowedLinear.apply(
+        x, linear_module.weight, linear_module.bias)
 
 
 def linear(x, weight, bias=None):

@@ -249,9 +249,14 @@ def main():
         import bf16_matmul
         bf16_matmul.use_bf16_matmuls()
         bf16_matmul.use_loom_layer_norm()
-        if args.model == "gpt" and not args.unfused_attention:
+        if args.model == "gpt":
             import export_gpt  # on the path since build_model
-            bf16_matmul.use_fused_attention(export_gpt.CausalSelfAttention)
+            for module in model.modules():
+                if isinstance(module, export_gpt.CausalSelfAttention):
+                    bf16_matmul.use_narrowed_bias(module.c_attn)
+            if not args.unfused_attention:
+                bf16_matmul.use_fused_attention(
+                    export_gpt.CausalSelfAttention)
     losses = train(model, inputs, labels, args)
     with open(os.path.join(ref_dir, "losses.json"), "w") as f:
         json.dump(losses, f, indent=1)
