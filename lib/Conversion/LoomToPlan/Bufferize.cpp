@@ -100,6 +100,19 @@ private:
                                            buffers.lookup(reshape.getInput())));
       return success();
     }
+    // A slice keeping its input's leading bytes (a padded dimension cut back)
+    // is a view of them rather than a copy. Not of a weight: the runtime
+    // refers to a weight as a whole.
+    if (auto slice = dyn_cast<SliceOp>(op); slice && slice.isLeadingPrefix()) {
+      Value input = buffers.lookup(slice.getInput());
+      if (!isa_and_nonnull<plan::WeightOp>(
+              plan::ViewOp::getRoot(input).getDefiningOp())) {
+        buffers.map(slice.getResult(),
+                    builder.create<plan::ViewOp>(
+                        loc, bufferType(slice.getType()), input));
+        return success();
+      }
+    }
     auto kernel = op->getAttrOfType<StringAttr>("plan.kernel");
     if (!kernel)
       return op->emitOpError("has no kernel selected; run "

@@ -88,3 +88,31 @@ func.func @assign(%g: tensor<4xf32>) -> tensor<4xf32> {
   loom.assign @s, %s1 : tensor<4xf32>
   return %r : tensor<4xf32>
 }
+
+// -----
+
+// A slice keeping its input's leading bytes (a padded dimension cut back,
+// leading size-1 dimensions allowed) is a view of the kernel result's
+// buffer, not a copy. A slice of a weight (which the runtime refers to
+// whole), a strided or offset one, and one that cuts a later dimension stay
+// kernels.
+// CHECK-LABEL: func.func @prefix_slices
+// CHECK:         %[[H:.*]] = plan.alloc : memref<1x64x32xf32>
+// CHECK-NEXT:    plan.kernel "exp"
+// CHECK-NEXT:    %[[V:.*]] = plan.view %[[H]] : memref<1x64x32xf32> to memref<1x61x32xf32>
+// CHECK-NEXT:    %[[W:.*]] = plan.weight @p : memref<64x32xf32>
+// CHECK-NEXT:    %[[S1:.*]] = plan.alloc : memref<61x32xf32>
+// CHECK-NEXT:    plan.kernel "slice" ins(%[[W]] : memref<64x32xf32>) outs(%[[S1]] : memref<61x32xf32>)
+// CHECK-COUNT-3: plan.kernel "slice"
+// CHECK:         plan.output "result0", %[[V]] : memref<1x61x32xf32>
+loom.parameter @p : tensor<64x32xf32> = dense<1.0> : tensor<64x32xf32>
+func.func @prefix_slices(%x: tensor<1x64x32xf32>) -> (tensor<1x61x32xf32>, tensor<61x32xf32>, tensor<1x30x32xf32>, tensor<1x61x32xf32>, tensor<1x64x16xf32>) {
+  %h = loom.exp %x {plan.kernel = "exp", plan.kernel_attrs = {}} : tensor<1x64x32xf32>
+  %a = loom.slice %h [0:1, 0:61, 0:32] {plan.kernel = "slice", plan.kernel_attrs = {starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>}} : tensor<1x64x32xf32> -> tensor<1x61x32xf32>
+  %w = loom.param @p : tensor<64x32xf32>
+  %b = loom.slice %w [0:61, 0:32] {plan.kernel = "slice", plan.kernel_attrs = {starts = array<i64: 0, 0>, strides = array<i64: 1, 1>}} : tensor<64x32xf32> -> tensor<61x32xf32>
+  %c = loom.slice %h [0:1, 0:60:2, 0:32] {plan.kernel = "slice", plan.kernel_attrs = {starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 2, 1>}} : tensor<1x64x32xf32> -> tensor<1x30x32xf32>
+  %d = loom.slice %h [0:1, 3:64, 0:32] {plan.kernel = "slice", plan.kernel_attrs = {starts = array<i64: 0, 3, 0>, strides = array<i64: 1, 1, 1>}} : tensor<1x64x32xf32> -> tensor<1x61x32xf32>
+  %e = loom.slice %h [0:1, 0:64, 0:16] {plan.kernel = "slice", plan.kernel_attrs = {starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>}} : tensor<1x64x32xf32> -> tensor<1x64x16xf32>
+  return %a, %b, %c, %d, %e : tensor<1x61x32xf32>, tensor<61x32xf32>, tensor<1x30x32xf32>, tensor<1x61x32xf32>, tensor<1x64x16xf32>
+}

@@ -19,8 +19,16 @@ func.func @weight_not_parameter() {
 // -----
 
 func.func @view_size(%x: memref<8xf32>) {
-  // expected-error @+1 {{'plan.view' op cannot view 'memref<8xf32>' as 'memref<4xf32>': element types and sizes must match}}
-  %v = plan.view %x : memref<8xf32> to memref<4xf32>
+  // expected-error @+1 {{'plan.view' op cannot view 'memref<8xf32>' as 'memref<16xf32>': element types must match and the view must fit}}
+  %v = plan.view %x : memref<8xf32> to memref<16xf32>
+  return
+}
+
+// -----
+
+func.func @view_type(%x: memref<8xf32>) {
+  // expected-error @+1 {{'plan.view' op cannot view 'memref<8xf32>' as 'memref<8xi32>': element types must match and the view must fit}}
+  %v = plan.view %x : memref<8xf32> to memref<8xi32>
   return
 }
 

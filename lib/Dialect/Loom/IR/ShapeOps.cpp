@@ -154,6 +154,22 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+bool SliceOp::isLeadingPrefix() {
+  ArrayRef<int64_t> input = getInput().getType().getShape();
+  ArrayRef<int64_t> result = getType().getShape();
+  if (llvm::any_of(getStarts(), [](int64_t s) { return s != 0; }) ||
+      llvm::any_of(getStrides(), [](int64_t s) { return s != 1; }))
+    return false;
+  size_t d = 0;
+  while (d < input.size() && input[d] == 1)
+    ++d;
+  // Dimension d may be cut; every later one must be whole.
+  for (size_t rest = d + 1; rest < input.size(); ++rest)
+    if (result[rest] != input[rest])
+      return false;
+  return true;
+}
+
 OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput(); // Same shape means every range is full.

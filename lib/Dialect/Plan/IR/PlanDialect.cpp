@@ -42,11 +42,10 @@ LogicalResult ViewOp::verify() {
   MemRefType source = getSource().getType();
   MemRefType result = getResult().getType();
   if (source.getElementType() != result.getElementType() ||
-      PlanDialect::getBufferBytes(source) !=
-          PlanDialect::getBufferBytes(result))
+      PlanDialect::getBufferBytes(source) < PlanDialect::getBufferBytes(result))
     return emitOpError("cannot view ")
            << source << " as " << result
-           << ": element types and sizes must match";
+           << ": element types must match and the view must fit";
   return success();
 }
 

@@ -483,6 +483,13 @@ def Loom_SliceOp : Loom_Op<"slice", [
     `:` type($input) `->` type($result)
   }];
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    /// Whether the result is the input's leading elements in row-major
+    /// order (the first dimension that is cut has only size-1 dimensions
+    /// before it and full ones after it, every start 0 and stride 1): the
+    /// same bytes' prefix, which a plan can view instead of copying.
+    bool isLeadingPrefix();
+  }];
 }
 
 def Loom_ConcatOp : Loom_Op<"concat", [

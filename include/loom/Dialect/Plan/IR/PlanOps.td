@@ -94,8 +94,12 @@ def Plan_WeightOp : Plan_Op<"weight", [
 }
 
 def Plan_ViewOp : Plan_Op<"view", [Pure]> {
-  let summary = "The same bytes with another shape (a reshape)";
+  let summary = "The same bytes, or their prefix, with another shape";
   let description = [{
+    A reshape of the source buffer, or (a smaller result) its leading
+    bytes: a `loom.slice` that keeps a row-major prefix of its input (the
+    rows a padded dimension adds are cut off) reads them in place.
+
     ```mlir
     %v = plan.view %0 : memref<8x128x768xf32> to memref<1024x768xf32>
     ```
