@@ -373,20 +373,25 @@ void LayerNormOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
   patterns.add<LayerNormWritesNarrow>(context);
 }
 
-LogicalResult LayerNormGradOp::verify() {
-  RankedTensorType input = getInput().getType();
-  if (getScale().getType().getElementType() != input.getElementType())
-    return emitOpError() << "scale " << getScale().getType()
-                         << " must have the input's element type "
-                         << input.getElementType();
-  if (!isInputOrBF16Of(input, getDout().getType()))
-    return emitOpError() << "dout " << getDout().getType()
-                         << " must have the input's type " << input
-                         << " or be its bf16 form for an f32 input";
-  return verifyLayerNorm(*this, input, getScale().getType(),
-                         getAxisAttr().getInt(),
-                         getEpsilon().convertToDouble());
+/// The operands layer_norm_grad and fused_layer_norm_grad share: a scale
+/// of the input's element type, a dout of the input's type (or bf16 of an
+/// f32 input), and layer_norm's axis, shape and epsilon rules.
+template <typename GradOp> static LogicalResult verifyLayerNormGrad(GradOp op) {
+  RankedTensorType input = op.getInput().getType();
+  RankedTensorType scale = op.getScale().getType();
+  if (scale.getElementType() != input.getElementType())
+    return op.emitOpError()
+           << "scale " << scale << " must have the input's element type "
+           << input.getElementType();
+  if (!isInputOrBF16Of(input, op.getDout().getType()))
+    return op.emitOpError() << "dout " << op.getDout().getType()
+                            << " must have the input's type " << input
+                            << " or be its bf16 form for an f32 input";
+  return verifyLayerNorm(op, input, scale, op.getAxisAttr().getInt(),
+                         op.getEpsilon().convertToDouble());
 }
+
+LogicalResult LayerNormGradOp::verify() { return verifyLayerNormGrad(*this); }
 
 namespace {
 /// layer_norm_grad(x, g, cast_widen(dy)) -> layer_norm_grad(x, g, dy): the
@@ -416,16 +421,10 @@ void LayerNormGradOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 //===----------------------------------------------------------------------===//
 
 LogicalResult FusedLayerNormGradOp::verify() {
+  if (failed(verifyLayerNormGrad(*this)))
+    return failure();
   RankedTensorType input = getInput().getType();
   RankedTensorType scale = getScale().getType();
-  if (scale.getElementType() != input.getElementType())
-    return emitOpError() << "scale " << scale
-                         << " must have the input's element type "
-                         << input.getElementType();
-  if (!isInputOrBF16Of(input, getDout().getType()))
-    return emitOpError() << "dout " << getDout().getType()
-                         << " must have the input's type " << input
-                         << " or be its bf16 form for an f32 input";
   for (auto [value, name] :
        {std::pair{getAddend(), "addend"}, std::pair{getDinput(), "dinput"}})
     if (value.getType() != input)
@@ -444,8 +443,7 @@ LogicalResult FusedLayerNormGradOp::verify() {
                            << " must be the bf16 form of an f32 input "
                            << input;
   }
-  return verifyLayerNorm(*this, input, scale, getAxisAttr().getInt(),
-                         getEpsilon().convertToDouble());
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
