@@ -212,6 +212,48 @@ def LoomFuseLayerNormGrad : Pass<"loom-fuse-layer-norm-grad",
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomFuseBiasGrad : Pass<"loom-fuse-bias-grad", "::mlir::func::FuncOp"> {
+  let summary = "Sum bias gradients inside the weight-gradient GEMM";
+  let description = [{
+    A linear layer's bias gradient sums its output gradient over the rows
+    that its weight-gradient GEMM contracts. Done separately, the sum reads
+    the whole gradient once more (at GPT-2 size 1.4 GB and 49 launches per
+    step); cuBLASLt's BGRADA/BGRADB epilogues sum the operand while the GEMM
+    reads it. This pass rewrites a `loom.reduce_sum` over every dimension
+    but the last and a `loom.matmul` with `transpose_lhs` (not
+    `transpose_rhs`) whose lhs or rhs is the same tensor (or a reshape of it
+    to [rows, last dimension]) into one `loom.matmul_bias_grad`.
+
+    The fused op rounds the sum to the GEMM's element type: in f32 nothing
+    changes but the summation order; a bf16 GEMM gives a bf16 bias
+    gradient, which a `loom.cast` widens to the sum's f32 (a deliberate
+    change from the f32 sum of `loom-narrow-bias-gradients`: it is what
+    `torch.autocast` computes, and cuBLASLt's epilogue stores the bias
+    gradient in the GEMM's output type). A sum without such a GEMM in its
+    block, or whose uses come before the GEMM while the GEMM's operands are
+    defined after the sum, is left alone. Runs in `loom-lower-to-plan`
+    after partitioning, before `loom-fuse-elementwise` (which takes the
+    widening into the optimizer's kernel).
+
+    Input:
+    ```mlir
+    %b = loom.reduce_sum %g [0, 1] : tensor<8x128x64xbf16> -> tensor<64xf32>
+    %r = loom.reshape %g : tensor<8x128x64xbf16> -> tensor<1024x64xbf16>
+    %w = loom.matmul %r, %x transpose_lhs
+        : (tensor<1024x64xbf16>, tensor<1024x32xbf16>) -> tensor<64x32xbf16>
+    ```
+    Output:
+    ```mlir
+    %r = loom.reshape %g : tensor<8x128x64xbf16> -> tensor<1024x64xbf16>
+    %w, %n = loom.matmul_bias_grad %r, %x sum lhs
+        : (tensor<1024x64xbf16>, tensor<1024x32xbf16>)
+        -> (tensor<64x32xbf16>, tensor<64xbf16>)
+    %b = loom.cast %n : tensor<64xbf16> -> tensor<64xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomPackAttention : Pass<"loom-pack-attention", "::mlir::func::FuncOp"> {
   let summary = "Let attention read q, k and v from the fused QKV projection";
   let description = [{

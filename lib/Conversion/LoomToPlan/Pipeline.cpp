@@ -17,6 +17,7 @@ void mlir::loom::buildLowerToPlanPipeline(OpPassManager &pm) {
   funcs.addPass(createLoomPackAttention());
   funcs.addPass(createLoomFuseMatmulEpilogue());
   funcs.addPass(createLoomFuseLayerNormGrad());
+  funcs.addPass(createLoomFuseBiasGrad());
   funcs.addPass(createLoomFuseElementwise());
   funcs.addPass(createLoomSelectKernels());
   pm.addPass(createLoomBufferize());
@@ -28,7 +29,8 @@ void mlir::loom::registerLowerToPlanPipeline() {
       "loom-lower-to-plan",
       "Lower loom functions to the plan dialect: expand optimizer updates, "
       "decompose collectives, canonicalize, let attention read the fused "
-      "QKV projection, fold bias and activation into GEMM epilogues, fuse "
+      "QKV projection, fold bias, activation and bias gradients into GEMM "
+      "epilogues, fuse "
       "elementwise chains, select kernels, bufferize, plan memory",
       buildLowerToPlanPipeline);
 }

@@ -64,6 +64,14 @@ public:
                          stringifyMatmulActivation(matmul.getActivation())));
               return result;
             })
+            .Case([&](MatmulBiasGradOp matmul) {
+              // The bias gradient is the kernel's second output.
+              return make("matmul",
+                          {flag("transpose_lhs", true),
+                           flag("transpose_rhs", false),
+                           word("bias_grad",
+                                stringifyMatmulOperand(matmul.getSummed()))});
+            })
             .Case([&](ReduceSumOp reduce) {
               return make("reduce_sum", {axes(reduce.getAxes())});
             })

@@ -22,6 +22,12 @@
 // rounded to its dtype, as cuBLASLt's epilogues do, so a bf16 result is
 // rounded once.
 //
+// Bias gradient (optional, `bias_grad` = lhs or rhs, no bias input, no
+// activation): a second output receives the sum of op(A) over K (a vector
+// of M) or of op(B) over K (a vector of N), what cuBLASLt's BGRADB and
+// BGRADA epilogues store for the weight-gradient GEMM of a linear layer.
+// It sums in f64 and rounds to the result's dtype once.
+//
 // bf16 GEMMs (A, B and C bf16) compute in f32: operands are widened to f32
 // a block at a time, multiplied by the f32 GEMM (so products accumulate in
 // f32) and the result is rounded to nearest even on store. A linear layer
@@ -46,6 +52,7 @@ using namespace loom::runtime::cpu;
 namespace {
 
 enum class Activation { None, Relu, GeluTanh };
+enum class BiasGrad { None, Lhs, Rhs };
 
 /// The validated geometry of one matmul instruction.
 struct MatmulShape {
@@ -56,8 +63,40 @@ struct MatmulShape {
   /// The epilogue: a bias input, the activation, a preactivation output.
   bool bias = false, preactivation = false;
   Activation activation = Activation::None;
+  /// The operand whose sum over K the second output receives, if any.
+  BiasGrad biasGrad = BiasGrad::None;
   bool hasEpilogue() const { return bias || activation != Activation::None; }
 };
+
+/// The bias gradient output of a weight-gradient GEMM (`bias_grad`).
+Status readBiasGrad(const Instruction &instruction, const std::string &operand,
+                    MatmulShape &shape) {
+  if (operand != "lhs" && operand != "rhs")
+    return Status::error("unknown bias_grad operand '" + operand +
+                         "' (known: lhs, rhs)");
+  shape.biasGrad = operand == "lhs" ? BiasGrad::Lhs : BiasGrad::Rhs;
+  if (shape.activation != Activation::None || instruction.inputs.size() != 2 ||
+      instruction.outputs.size() != 2)
+    return Status::error("bias_grad takes 2 inputs (lhs, rhs), 2 outputs "
+                         "(result, bias gradient) and no activation");
+  const TensorRef &c = instruction.outputs[0], &sum = instruction.outputs[1];
+  if (instruction.inputs[0].shape.size() != 2 ||
+      instruction.inputs[1].shape.size() != 2)
+    return Status::error(
+        "bias_grad needs one GEMM: lhs " +
+        shapeString(instruction.inputs[0].shape) + " and rhs " +
+        shapeString(instruction.inputs[1].shape) + " must be matrices");
+  if (Status s = expectSameDType(c, "result", sum, "bias gradient"); !s)
+    return s;
+  int64_t length = shape.biasGrad == BiasGrad::Lhs ? shape.m : shape.n;
+  if (sum.shape != std::vector<int64_t>{length})
+    return Status::error(
+        "bias gradient " + shapeString(sum.shape) +
+        " must be a vector of the " + std::to_string(length) + " " +
+        (shape.biasGrad == BiasGrad::Lhs ? "rows" : "columns") +
+        " of the result");
+  return Status::ok();
+}
 
 Status readEpilogue(const Instruction &instruction, MatmulShape &shape) {
   std::string activation;
@@ -73,6 +112,13 @@ Status readEpilogue(const Instruction &instruction, MatmulShape &shape) {
     return Status::error("unknown activation '" + activation +
                          "' (known: none, relu, gelu_tanh)");
   const TensorRef &c = instruction.outputs[0];
+  std::string biasGrad;
+  if (Status s =
+          getWordAttr(instruction.attrs, "bias_grad", biasGrad, false, "none");
+      !s)
+    return s;
+  if (biasGrad != "none")
+    return readBiasGrad(instruction, biasGrad, shape);
   shape.bias = instruction.inputs.size() == 3;
   if (shape.bias) {
     const TensorRef &bias = instruction.inputs[2];
@@ -107,8 +153,9 @@ Status readShape(const Instruction &instruction, MatmulShape &shape) {
                          "outputs (result, preactivation), got " +
                          std::to_string(inputs) + " and " +
                          std::to_string(outputs));
-  if (Status s = expectKnownAttrs(
-          instruction.attrs, {"transpose_lhs", "transpose_rhs", "activation"});
+  if (Status s =
+          expectKnownAttrs(instruction.attrs, {"transpose_lhs", "transpose_rhs",
+                                               "activation", "bias_grad"});
       !s)
     return s;
   int64_t transA, transB;
@@ -235,6 +282,23 @@ void epilogueToBF16(const MatmulShape &s, const float *wide, int64_t rows,
         pre[i] = roundToBF16(v);
       c[i] = roundToBF16(activate(s.activation, v));
     }
+}
+
+/// The bias gradient: the sum over K of op(A) ([M, K]) or op(B) ([K, N]),
+/// read in its stored layout, in f64, rounded once by `store`.
+template <typename T, typename Store>
+void sumOperand(const MatmulShape &s, const KernelArgs &args, Store store) {
+  const bool lhs = s.biasGrad == BiasGrad::Lhs;
+  const T *x = static_cast<const T *>(args.inputs[lhs ? 0 : 1]);
+  const int64_t length = lhs ? s.m : s.n;
+  // Stored [K, length] (op(A) transposed, op(B) not) or [length, K].
+  const bool kMajor = lhs ? s.transA : !s.transB;
+  std::vector<double> sums(size_t(length), 0.0);
+  for (int64_t k = 0; k < s.k; ++k)
+    for (int64_t j = 0; j < length; ++j)
+      sums[j] += double(kMajor ? x[k * length + j] : x[j * s.k + k]);
+  for (int64_t j = 0; j < length; ++j)
+    store(j, sums[j]);
 }
 
 //===----------------------------------------------------------------------===//
@@ -394,6 +458,10 @@ template <typename T> void runTyped(const KernelArgs &args) {
   MatmulShape s;
   (void)readShape(args.instruction, s); // validated when the plan was loaded
   gemmTyped<T>(s, args);
+  if (s.biasGrad != BiasGrad::None) {
+    T *sum = static_cast<T *>(args.outputs[1]);
+    sumOperand<T>(s, args, [&](int64_t j, double v) { sum[j] = T(v); });
+  }
   if (s.hasEpilogue())
     epilogueInPlace(s, static_cast<T *>(args.outputs[0]), s.batchC * s.m,
                     s.bias ? static_cast<const T *>(args.inputs[2]) : nullptr,
@@ -426,6 +494,17 @@ void runBF16(const KernelArgs &args) {
   const BF16 *b = static_cast<const BF16 *>(args.inputs[1]);
   BF16 *c = static_cast<BF16 *>(args.outputs[0]);
   BF16 *pre = s.preactivation ? static_cast<BF16 *>(args.outputs[1]) : nullptr;
+  if (s.biasGrad != BiasGrad::None) {
+    BF16 *sum = static_cast<BF16 *>(args.outputs[1]);
+    // Widened exactly: the f64 sum of the stored bf16 values.
+    struct Wide {
+      BF16 bits;
+      explicit operator double() const { return double(widenBF16(bits)); }
+    };
+    static_assert(sizeof(Wide) == sizeof(BF16));
+    sumOperand<Wide>(s, args,
+                     [&](int64_t j, double v) { sum[j] = roundToBF16(v); });
+  }
   std::vector<float> wideBias;
   if (s.bias) {
     wideBias.resize(size_t(s.n));

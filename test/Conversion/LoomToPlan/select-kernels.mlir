@@ -12,6 +12,10 @@ func.func @kernels(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<32xf3
   %fm = loom.fused_matmul %x, %w bias %g transpose_rhs activation gelu_tanh : (tensor<8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<8x32xf32>
   // CHECK: loom.fused_matmul {{.*}} bias {{.*}} {plan.kernel = "matmul", plan.kernel_attrs = {transpose_lhs = 0 : i64, transpose_rhs = 1 : i64}}
   %fb = loom.fused_matmul %x, %w bias %g transpose_rhs : (tensor<8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  // A weight gradient with its bias gradient is the matmul kernel with a
+  // second output, the sum of the operand `bias_grad` names.
+  // CHECK: loom.matmul_bias_grad {{.*}} sum rhs {plan.kernel = "matmul", plan.kernel_attrs = {bias_grad = "rhs", transpose_lhs = 1 : i64, transpose_rhs = 0 : i64}}
+  %wb:2 = loom.matmul_bias_grad %x, %h sum rhs : (tensor<8x16xf32>, tensor<8x32xf32>) -> (tensor<16x32xf32>, tensor<32xf32>)
   // CHECK: loom.cross_entropy {{.*}} {plan.kernel = "cross_entropy", plan.kernel_attrs = {ignore_index = -100 : i64, reduction = "mean"}}
   %l = loom.cross_entropy %h, %ids ignore_index -100 : (tensor<8x32xf32>, tensor<8xi64>) -> tensor<f32>
   // CHECK: loom.cross_entropy_grad {{.*}} {plan.kernel = "cross_entropy_backward", plan.kernel_attrs = {ignore_index = -100 : i64}}

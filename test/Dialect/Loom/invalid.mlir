@@ -257,6 +257,46 @@ func.func @fused_matmul_bias_type(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>, %
 
 // -----
 
+func.func @matmul_bias_grad_rank(%a: tensor<2x4x8xf32>, %b: tensor<8x16xf32>) {
+  // expected-error @+1 {{'loom.matmul_bias_grad' op operands 'tensor<2x4x8xf32>' and 'tensor<8x16xf32>' must be matrices [K, M] and [K, N]}}
+  %0:2 = loom.matmul_bias_grad %a, %b sum lhs : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @matmul_bias_grad_rows(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) {
+  // expected-error @+1 {{'loom.matmul_bias_grad' op operands 'tensor<4x8xf32>' and 'tensor<8x16xf32>' must have the same K rows}}
+  %0:2 = loom.matmul_bias_grad %a, %b sum lhs : (tensor<4x8xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @matmul_bias_grad_types(%a: tensor<4x8xbf16>, %b: tensor<4x16xf32>) {
+  // expected-error @+1 {{'loom.matmul_bias_grad' op operands 'tensor<4x8xbf16>' and 'tensor<4x16xf32>' must have one element type}}
+  %0:2 = loom.matmul_bias_grad %a, %b sum lhs : (tensor<4x8xbf16>, tensor<4x16xf32>) -> (tensor<8x16xbf16>, tensor<8xbf16>)
+  return
+}
+
+// -----
+
+func.func @matmul_bias_grad_result(%a: tensor<4x8xf32>, %b: tensor<4x16xf32>) {
+  // expected-error @+1 {{'loom.matmul_bias_grad' op result 'tensor<16x8xf32>' is not the product's type 'tensor<8x16xf32>'}}
+  %0:2 = loom.matmul_bias_grad %a, %b sum lhs : (tensor<4x8xf32>, tensor<4x16xf32>) -> (tensor<16x8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @matmul_bias_grad_sum(%a: tensor<4x8xbf16>, %b: tensor<4x16xbf16>) {
+  // expected-error @+1 {{'loom.matmul_bias_grad' op bias_grad 'tensor<16xf32>' must be 'tensor<16xbf16>', the sum of the rhs's rows}}
+  %0:2 = loom.matmul_bias_grad %a, %b sum rhs : (tensor<4x8xbf16>, tensor<4x16xbf16>) -> (tensor<8x16xbf16>, tensor<16xf32>)
+  return
+}
+
+// -----
+
 func.func @fused_matmul_preactivation(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<16xf32>) {
   // expected-error @+1 {{'loom.fused_matmul' op has a preactivation result but no activation}}
   %0:2 = loom.fused_matmul %a, %b bias %c : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)

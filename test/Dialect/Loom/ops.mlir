@@ -118,6 +118,10 @@ func.func @linear(%x: tensor<8x128x768xf32>, %w: tensor<768x3072xf32>, %bias: te
   %5 = loom.matmul %wt, %w transpose_lhs transpose_rhs : (tensor<3072x768xf32>, tensor<768x3072xf32>) -> tensor<768x768xf32>
   // CHECK: loom.matmul %{{.*}}, %{{.*}} transpose_rhs : (tensor<8x128x768xf32>, tensor<3072x768xf32>) -> tensor<8x128x3072xf32>
   %3 = loom.matmul %x, %wt transpose_rhs : (tensor<8x128x768xf32>, tensor<3072x768xf32>) -> tensor<8x128x3072xf32>
+  // CHECK: loom.matmul_bias_grad %{{.*}}, %{{.*}} sum lhs : (tensor<768x3072xf32>, tensor<768x3072xf32>) -> (tensor<3072x3072xf32>, tensor<3072xf32>)
+  %mb:2 = loom.matmul_bias_grad %w, %w sum lhs : (tensor<768x3072xf32>, tensor<768x3072xf32>) -> (tensor<3072x3072xf32>, tensor<3072xf32>)
+  // CHECK: loom.matmul_bias_grad %{{.*}}, %{{.*}} sum rhs : (tensor<3072x768xf32>, tensor<3072x768xf32>) -> (tensor<768x768xf32>, tensor<768xf32>)
+  %mc:2 = loom.matmul_bias_grad %wt, %wt sum rhs : (tensor<3072x768xf32>, tensor<3072x768xf32>) -> (tensor<768x768xf32>, tensor<768xf32>)
   // CHECK: loom.bias_add %{{.*}}, %{{.*}} : tensor<8x128x3072xf32>, tensor<3072xf32>
   %4 = loom.bias_add %0, %bias : tensor<8x128x3072xf32>, tensor<3072xf32>
   // CHECK: loom.fused_matmul %{{.*}}, %{{.*}} bias %{{.*}} : (tensor<8x128x768xf32>, tensor<768x3072xf32>, tensor<3072xf32>) -> tensor<8x128x3072xf32>

@@ -7,7 +7,9 @@ backward GEMMs from the bf16 values, so they read the gradient rounded to
 bf16 and round their results too. BF16Matmul does exactly that with f32
 tensors holding bf16-rounded values (torch rounds to nearest even, as Loom
 does). A linear layer's bias gradient sums that rounded gradient too
-(loom-narrow-bias-gradients, as torch.autocast does): BF16BiasAdd.
+(loom-narrow-bias-gradients) inside the weight-gradient GEMM, which rounds
+the sum to bf16 (loom-fuse-bias-grad, cuBLASLt's BGRAD epilogues; as
+torch.autocast's bf16 bias gradient): BF16BiasAdd.
 Everything else stays f32.
 
 use_bf16_matmuls() routes F.linear and the `@` operator (the only GEMMs of
@@ -65,10 +67,30 @@ class BF16Matmul(torch.autograd.Function):
         return da, db
 
 
+def bias_gradient(grad):
+    """The bias gradient of a linear layer whose output gradient is grad:
+    the gradient rounded to bf16 (the copy the weight-gradient GEMM reads),
+    summed over every row in f64 and rounded to bf16, as Loom's
+    loom.matmul_bias_grad does (loom-fuse-bias-grad)."""
+    leading = tuple(range(grad.dim() - 1))
+    return bf16_once(bf16(grad).double().sum(dim=leading))
+
+
+def bf16_once(x):
+    """f64 x rounded to bf16 once (kept as f32). Going through f32 would
+    round twice; rounding to f32 to odd first (truncate, then set the lowest
+    bit when anything was dropped) keeps what the second rounding needs, as
+    the CPU kernels' roundToBF16(double) does."""
+    f = x.float()
+    f = torch.where(f.double().abs() > x.abs(),
+                    torch.nextafter(f, torch.zeros_like(f)), f)
+    inexact = (f.double() != x).to(torch.int32)
+    return bf16((f.view(torch.int32) | inexact).view(torch.float32))
+
+
 class BF16BiasAdd(torch.autograd.Function):
-    """y + bias, whose bias gradient sums the gradient rounded to bf16 (the
-    copy the GEMM's backward reads) in f64, as loom-narrow-bias-gradients
-    makes Loom's reduce_sum do; y's gradient passes unchanged."""
+    """y + bias, whose bias gradient is bias_gradient(); y's gradient
+    passes unchanged."""
     @staticmethod
     def forward(ctx, y, bias):
         return y + bias
@@ -77,8 +99,7 @@ class BF16BiasAdd(torch.autograd.Function):
     def backward(ctx, grad):
         if grad.dim() == 1:  # no rows to sum: Loom has no reduce_sum there
             return grad, grad
-        leading = tuple(range(grad.dim() - 1))
-        return grad, bf16(grad).double().sum(dim=leading).float()
+        return grad, bias_gradient(grad)
 
 
 class BF16NarrowedLinear(torch.autograd.Function):
@@ -99,9 +120,7 @@ class BF16NarrowedLinear(torch.autograd.Function):
         g = bf16(grad)
         da = bf16(torch.matmul(g, w))
         dw = bf16(_flat_rows(g).t() @ _flat_rows(a))
-        leading = tuple(range(grad.dim() - 1))
-        db = bf16(grad).double().sum(dim=leading).float()
-        return da, dw, db
+        return da, dw, bias_gradient(grad)
 
 
 def use_narrowed_bias(linear_module):

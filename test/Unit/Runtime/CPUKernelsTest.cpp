@@ -370,6 +370,64 @@ TEST(CPUKernelsMatmul, Epilogue) {
   }
 }
 
+/// The weight-gradient GEMM with the bias gradient: the product as the plain
+/// kernel computes it (bit for bit) and the summed operand's sum over K,
+/// in f64, rounded once to the dtype.
+void testMatmulBiasGrad(DType dtype, const std::string &operand,
+                        std::vector<int64_t> aShape,
+                        std::vector<int64_t> bShape, bool transA, bool transB) {
+  SCOPED_TRACE(shapeString(aShape) + " x " + shapeString(bShape) + " " +
+               dtypeName(dtype) + " bias_grad=" + operand + " transA=" +
+               std::to_string(transA) + " transB=" + std::to_string(transB));
+  Tensor a = random(dtype, aShape), b = random(dtype, bShape);
+  const int64_t m = transA ? aShape[1] : aShape[0];
+  const int64_t k = transA ? aShape[0] : aShape[1];
+  const int64_t n = transB ? bShape[0] : bShape[1];
+  const bool lhs = operand == "lhs";
+  Attributes attrs{{"transpose_lhs", int64_t(transA)},
+                   {"transpose_rhs", int64_t(transB)}};
+  Tensor plain = run1("matmul", {&a, &b}, dtype, {m, n}, attrs);
+  attrs["bias_grad"] = operand;
+  std::vector<const Tensor *> in{&a, &b};
+  std::vector<Tensor> out{Tensor(dtype, {m, n}), Tensor(dtype, {lhs ? m : n})};
+  ASSERT_EQ(runKernel(makeKernel("matmul", in, out, attrs), in, out), "");
+  expectClose(
+      out[0],
+      [&] {
+        std::vector<double> values;
+        for (int64_t i = 0; i < plain.size(); ++i)
+          values.push_back(plain.get(i));
+        return values;
+      }(),
+      0, 0);
+  std::vector<double> sums;
+  for (int64_t j = 0; j < (lhs ? m : n); ++j) {
+    double sum = 0;
+    for (int64_t p = 0; p < k; ++p)
+      sum += lhs ? a.get(transA ? p * m + j : j * k + p)
+                 : b.get(transB ? j * k + p : p * n + j);
+    sums.push_back(dtype == DType::BF16  ? widenBF16(referenceBF16(float(sum)))
+                   : dtype == DType::F32 ? double(float(sum))
+                                         : sum);
+  }
+  // bf16: the f32 rounding of the f64 sum may tie where the kernel's single
+  // rounding does not: one bf16 step.
+  double tol = dtype == DType::BF16 ? 1.0 / 128 : 0;
+  expectClose(out[1], sums, tol, 1e-30);
+}
+
+TEST(CPUKernelsMatmul, BiasGradSumsTheOperandOverK) {
+  for (DType dtype : {DType::F32, DType::F64, DType::BF16}) {
+    // The weight gradients a linear layer's backward makes: g^T x (summing
+    // lhs, stored [K, M]) and x^T g (summing rhs, stored [K, N]).
+    testMatmulBiasGrad(dtype, "lhs", {300, 24}, {300, 40}, true, false);
+    testMatmulBiasGrad(dtype, "rhs", {300, 40}, {300, 24}, true, false);
+    // Other layouts of the summed operand.
+    testMatmulBiasGrad(dtype, "lhs", {24, 300}, {300, 40}, false, false);
+    testMatmulBiasGrad(dtype, "rhs", {24, 300}, {40, 300}, false, true);
+  }
+}
+
 TEST(CPUKernelsMatmul, CheckRejects) {
   Tensor a(DType::F32, {8, 16}), b(DType::F32, {32, 4}), c(DType::F32, {8, 4});
   EXPECT_REJECTED(makeKernel("matmul", {&a, &b}, {c}),
@@ -399,6 +457,30 @@ TEST(CPUKernelsMatmul, CheckRejects) {
   EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {c, wrong},
                              {{"activation", std::string("relu")}}),
                   "preactivation");
+  Tensor sum8(DType::F32, {8}), sum4(DType::F32, {4});
+  EXPECT_EQ(checkMessage(makeKernel("matmul", {&a, &b2}, {c, sum8},
+                                    {{"bias_grad", std::string("lhs")}})),
+            "");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {c, sum8},
+                             {{"bias_grad", std::string("rhs")}}),
+                  "bias gradient [8] must be a vector of the 4 columns");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {c, sum4},
+                             {{"bias_grad", std::string("out")}}),
+                  "unknown bias_grad operand 'out' (known: lhs, rhs)");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2, &bias}, {c, sum4},
+                             {{"bias_grad", std::string("rhs")}}),
+                  "bias_grad takes 2 inputs (lhs, rhs), 2 outputs");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {c, sum4},
+                             {{"bias_grad", std::string("rhs")},
+                              {"activation", std::string("relu")}}),
+                  "no activation");
+  Tensor a3d(DType::F32, {2, 8, 16}), c3d(DType::F32, {2, 8, 4});
+  EXPECT_REJECTED(makeKernel("matmul", {&a3d, &b2}, {c3d, sum4},
+                             {{"bias_grad", std::string("rhs")}}),
+                  "bias_grad needs one GEMM");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {c, bias64},
+                             {{"bias_grad", std::string("rhs")}}),
+                  "same dtype");
   Tensor ai(DType::I32, {8, 16}), bi(DType::I32, {16, 4}),
       ci(DType::I32, {8, 4});
   EXPECT_REJECTED(makeKernel("matmul", {&ai, &bi}, {ci}),

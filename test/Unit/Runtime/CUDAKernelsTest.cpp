@@ -422,6 +422,55 @@ TEST(CUDAKernels, MatmulEpilogues) {
   }
 }
 
+/// A weight-gradient GEMM with its bias gradient (`bias_grad`) against the
+/// CPU kernel: cuBLASLt's BGRADB (lhs summed) or BGRADA (rhs summed), or,
+/// for misaligned bf16 operands, the plain GEMM and the own sum kernel.
+void testMatmulBiasGrad(DType dtype, const std::string &operand, int64_t m,
+                        int64_t k, int64_t n, bool transA, bool transB,
+                        bool misalign) {
+  SCOPED_TRACE(std::string(dtypeName(dtype)) + " bias_grad=" + operand +
+               " m=" + std::to_string(m) + " k=" + std::to_string(k) +
+               " n=" + std::to_string(n) + (transA ? " transA" : "") +
+               (transB ? " transB" : "") + (misalign ? " misaligned" : ""));
+  Tensor x = random(dtype, transA ? std::vector<int64_t>{k, m}
+                                  : std::vector<int64_t>{m, k});
+  Tensor y = random(dtype, transB ? std::vector<int64_t>{n, k}
+                                  : std::vector<int64_t>{k, n});
+  Attributes attrs{{"transpose_lhs", int64_t(transA)},
+                   {"transpose_rhs", int64_t(transB)},
+                   {"bias_grad", operand}};
+  Instruction inst = makeInstruction(
+      "matmul", {&x, &y},
+      {ref(dtype, {m, n}), ref(dtype, {operand == "lhs" ? m : n})}, attrs);
+  std::vector<Tensor> cpu, gpu;
+  ASSERT_EQ(runCPU(inst, {&x, &y}, cpu), "");
+  DeviceError error{};
+  runGPU(inst, {&x, &y}, gpu, error, false, false, misalign);
+  EXPECT_EQ(error.code, DeviceError::None);
+  // f32 sums of k products or values against the CPU's f64 ones.
+  double rtol, atol;
+  tolerances(dtype, rtol, atol);
+  if (dtype == DType::F32)
+    rtol = atol = 1e-4;
+  expectClose(gpu[0], cpu[0], rtol, atol, "result");
+  expectClose(gpu[1], cpu[1], rtol, atol, "bias gradient");
+}
+
+TEST(CUDAKernels, MatmulBiasGrad) {
+  for (DType dtype : {DType::F32, DType::BF16, DType::F64})
+    for (const char *operand : {"lhs", "rhs"}) {
+      // The weight gradients of a linear layer: g^T x and x^T g, K = rows.
+      testMatmulBiasGrad(dtype, operand, 24, 300, 40, true, false, false);
+      // Other layouts; a length that is not a multiple of 32.
+      testMatmulBiasGrad(dtype, operand, 37, 65, 20, false, true, false);
+      // K = 0: zeros.
+      testMatmulBiasGrad(dtype, operand, 8, 0, 16, true, false, false);
+    }
+  // Misaligned bf16 operands: the plain GEMM and the own sum kernel.
+  for (const char *operand : {"lhs", "rhs"})
+    testMatmulBiasGrad(DType::BF16, operand, 24, 300, 40, true, false, true);
+}
+
 //===----------------------------------------------------------------------===//
 // elementwise
 //===----------------------------------------------------------------------===//

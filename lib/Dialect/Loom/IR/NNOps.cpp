@@ -166,6 +166,36 @@ LogicalResult FusedMatmulOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// MatmulBiasGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulBiasGradOp::verify() {
+  RankedTensorType lhs = getLhs().getType(), rhs = getRhs().getType();
+  if (lhs.getRank() != 2 || rhs.getRank() != 2)
+    return emitOpError() << "operands " << lhs << " and " << rhs
+                         << " must be matrices [K, M] and [K, N]";
+  if (lhs.getDimSize(0) != rhs.getDimSize(0))
+    return emitOpError() << "operands " << lhs << " and " << rhs
+                         << " must have the same K rows";
+  Type element = lhs.getElementType();
+  if (rhs.getElementType() != element)
+    return emitOpError() << "operands " << lhs << " and " << rhs
+                         << " must have one element type";
+  auto product =
+      RankedTensorType::get({lhs.getDimSize(1), rhs.getDimSize(1)}, element);
+  if (getResult().getType() != product)
+    return emitOpError() << "result " << getResult().getType()
+                         << " is not the product's type " << product;
+  RankedTensorType summed = getSummed() == MatmulOperand::lhs ? lhs : rhs;
+  auto sum = RankedTensorType::get({summed.getDimSize(1)}, element);
+  if (getBiasGrad().getType() != sum)
+    return emitOpError() << "bias_grad " << getBiasGrad().getType()
+                         << " must be " << sum << ", the sum of the "
+                         << stringifyMatmulOperand(getSummed()) << "'s rows";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // BiasAddOp
 //===----------------------------------------------------------------------===//
 

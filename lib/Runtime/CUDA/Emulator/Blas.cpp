@@ -9,7 +9,10 @@
 //     type (TF32 rounds the operands to 10 mantissa bits first);
 //   - epilogues: BIAS adds a vector of D's row count along the rows, the
 //     GELU ones apply the tanh form, the AUX ones store the input of the
-//     GELU (D's type, leading dimension EPILOGUE_AUX_LD) first.
+//     GELU (D's type, leading dimension EPILOGUE_AUX_LD) first; BGRADA
+//     (BGRADB) stores the sum of op(A) (op(B)) over K, one value per row
+//     (column) of D, in C's type at the bias pointer, accumulated in the
+//     compute type; unbatched only.
 // It checks what cuBLASLt documents as invalid: shapes that do not chain,
 // a leading dimension below the row count, batch counts that differ, an
 // auxiliary leading dimension not a multiple of 8, and pointers less
@@ -115,6 +118,9 @@ bool hasGelu(cublasLtEpilogue_t e) {
          e == CUBLASLT_EPILOGUE_GELU_AUX ||
          e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
 }
+bool hasBiasGrad(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB;
+}
 bool hasAux(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_GELU_AUX ||
          e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
@@ -140,6 +146,11 @@ cublasStatus_t validate(const MatmulDesc &d, const Layout &a, const Layout &b,
   case CUBLASLT_EPILOGUE_GELU_BIAS:
   case CUBLASLT_EPILOGUE_GELU_AUX:
   case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+    break;
+  case CUBLASLT_EPILOGUE_BGRADA:
+  case CUBLASLT_EPILOGUE_BGRADB:
+    if (out.batch != 1 || (d.biasType != -1 && d.biasType != c.type))
+      return CUBLAS_STATUS_NOT_SUPPORTED;
     break;
   default:
     return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -208,6 +219,21 @@ void multiply(const MatmulDesc &d, const Layout &a, const Layout &b,
         }
         store(out.type, D, batch * out.stride + i + j * out.ld, value);
       }
+  if (!hasBiasGrad(d.epilogue))
+    return;
+  // One value per row of D (op(A) summed) or per column (op(B) summed).
+  const bool ofA = d.epilogue == CUBLASLT_EPILOGUE_BGRADA;
+  for (int64_t v = 0; v < (ofA ? m : n); ++v) {
+    double wideSum = 0;
+    float sum = 0;
+    for (int64_t t = 0; t < k; ++t) {
+      double x = ofA ? operand(a, A, 0, d.transA != CUBLAS_OP_N, v, t)
+                     : operand(b, B, 0, d.transB != CUBLAS_OP_N, t, v);
+      wideSum += x;
+      sum += float(x);
+    }
+    store(c.type, const_cast<void *>(d.bias), v, wide ? wideSum : double(sum));
+  }
 }
 
 } // namespace
@@ -395,7 +421,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
   for (const void *p : {A, B, C, static_cast<const void *>(D)})
     if (!aligned(p, alignment))
       return CUBLAS_STATUS_INVALID_VALUE;
-  if (hasBias(d.epilogue) && (!d.bias || !aligned(d.bias, 16)))
+  if ((hasBias(d.epilogue) || hasBiasGrad(d.epilogue)) &&
+      (!d.bias || !aligned(d.bias, 16)))
     return CUBLAS_STATUS_INVALID_VALUE;
   if (hasAux(d.epilogue) && (!d.aux || !aligned(d.aux, 16)))
     return CUBLAS_STATUS_INVALID_VALUE;

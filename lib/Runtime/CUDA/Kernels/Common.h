@@ -43,6 +43,11 @@ enum class MatmulActivation { None, Relu, GeluTanh };
 Status launchMatmulEpilogue(cudaStream_t stream, DType dtype, void *c,
                             const void *bias, void *pre, int64_t rows,
                             int64_t n, MatmulActivation activation);
+/// GemmEpilogue.cu: the bias gradient of a weight-gradient GEMM when
+/// cuBLASLt does not store it: `sum[j]` = the sum over the k rows of the
+/// summed operand, stored [k, length] (kMajor) or [length, k].
+Status launchOperandSum(cudaStream_t stream, DType dtype, const void *x,
+                        void *sum, int64_t k, int64_t length, bool kMajor);
 // Elementwise.cpp
 KernelOr createElementwise(const LaunchContext &context,
                            const Instruction &instruction);

@@ -37,6 +37,12 @@
 // documented as max(x, 0), which may turn NaN into 0 where the CPU's keeps
 // NaN, so a ReLU after a fused BIAS runs in the own kernel.
 //
+// A bias gradient (`bias_grad`, the second output of a weight-gradient
+// GEMM) is cuBLASLt's BGRADB when our lhs is summed (it is cuBLASLt's B)
+// and BGRADA when our rhs is; it has C's type, as the plan's output does.
+// Where cuBLASLt refuses it, GemmEpilogue.cu's kernel sums the operand
+// after the plain GEMM.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
@@ -119,12 +125,17 @@ private:
   /// The epilogue: bias input, preactivation output, activation; rows and
   /// columns of C as one matrix; cuBLASLt's epilogue algorithm, if any.
   bool bias_ = false, pre_ = false;
+  /// The bias gradient: the operand summed over K (0 lhs, 1 rhs; -1 none),
+  /// its length, K, and whether it is stored [K, length].
+  int summed_ = -1;
+  int64_t sumLength_ = 0, k_ = 0;
+  bool kMajor_ = false;
   MatmulActivation activation_ = MatmulActivation::None;
   int64_t rows_ = 0, n_ = 0;
   cublasLtMatmulAlgo_t epilogueAlgo_{};
   bool haveEpilogueAlgo_ = false;
   bool hasEpilogue() const {
-    return bias_ || activation_ != MatmulActivation::None;
+    return bias_ || activation_ != MatmulActivation::None || summed_ >= 0;
   }
   /// 1 in the scale type (f32 for f32 and bf16, f64 for f64); beta is 0.
   float oneF_ = 1, zeroF_ = 0;
@@ -216,6 +227,10 @@ static void *const kAlignedPlaceholder = reinterpret_cast<void *>(16);
 Status MatmulKernel::prepareEpilogue(const LaunchContext &context, int64_t n,
                                      bool transA, bool transB) {
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  // A bias gradient has no activation (the plan check rejects one).
+  if (summed_ >= 0)
+    epilogue =
+        summed_ == 0 ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_BGRADA;
   switch (activation_) {
   case MatmulActivation::None:
     break;
@@ -239,7 +254,7 @@ Status MatmulKernel::prepareEpilogue(const LaunchContext &context, int64_t n,
                                              &epilogue, sizeof(epilogue)),
               "setting the epilogue");
   int32_t dataType = type_;
-  if (bias_) {
+  if (bias_ || summed_ >= 0) {
     LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(
                     d_.epilogue, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dataType,
                     sizeof(dataType)),
@@ -298,7 +313,9 @@ Status MatmulKernel::prepare(const LaunchContext &context,
   elementSize_ = dtypeSize(a.dtype);
   dtype_ = a.dtype;
   bias_ = inst.inputs.size() == 3;
-  pre_ = inst.outputs.size() == 2;
+  const std::string summed = wordAttr(inst.attrs, "bias_grad", "none");
+  summed_ = summed == "lhs" ? 0 : summed == "rhs" ? 1 : -1;
+  pre_ = inst.outputs.size() == 2 && summed_ < 0;
   const std::string activation = wordAttr(inst.attrs, "activation", "none");
   activation_ = activation == "relu"        ? MatmulActivation::Relu
                 : activation == "gelu_tanh" ? MatmulActivation::GeluTanh
@@ -316,6 +333,11 @@ Status MatmulKernel::prepare(const LaunchContext &context,
   sizeC_ = m * n;
   rows_ = batchC * m;
   n_ = n;
+  // op(A) is [M, K], stored [K, M] when transposed; op(B) [K, N], stored
+  // [K, N] unless transposed (bias gradients are single GEMMs).
+  k_ = k;
+  sumLength_ = summed_ == 0 ? m : n;
+  kMajor_ = summed_ == 0 ? transA : !transB;
   workspaceBytes_ = context.workspaceBytes;
   if (batchC == 0 || m == 0 || n == 0)
     return Status::ok(); // nothing to compute: calls_ = 0
@@ -420,7 +442,7 @@ StatusOr<bool> MatmulKernel::launchFused(const LaunchContext &context,
       reinterpret_cast<uintptr_t>(pre);
   if (addresses % 16 != 0)
     return false;
-  if (bias_)
+  if (bias_ || summed_ >= 0)
     LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(
                     d_.epilogue, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                     sizeof(bias)),
@@ -444,9 +466,13 @@ Status MatmulKernel::launch(const LaunchContext &context,
   const char *a = static_cast<const char *>(inputs[0]);
   const char *b = static_cast<const char *>(inputs[1]);
   char *c = static_cast<char *>(outputs[0]);
-  const void *bias = bias_ ? inputs[2] : nullptr;
+  // cuBLASLt's bias pointer: the bias input, or the bias gradient output.
+  const void *bias = summed_ >= 0 ? outputs[1] : bias_ ? inputs[2] : nullptr;
   void *pre = pre_ ? outputs[1] : nullptr;
   auto ownEpilogue = [&] {
+    if (summed_ >= 0)
+      return launchOperandSum(context.stream, dtype_, inputs[summed_],
+                              outputs[1], k_, sumLength_, kMajor_);
     if (!hasEpilogue())
       return Status::ok();
     return launchMatmulEpilogue(context.stream, dtype_, c, bias, pre, rows_, n_,
@@ -460,7 +486,7 @@ Status MatmulKernel::launch(const LaunchContext &context,
     return ownEpilogue(); // the bias and activation of zeros
   }
   if (calls_ == 0)
-    return Status::ok();
+    return ownEpilogue(); // a bias gradient may still have entries
   if (context.workspaceBytes < workspaceBytes_)
     return Status::error("matmul: prepared for " +
                          std::to_string(workspaceBytes_) +

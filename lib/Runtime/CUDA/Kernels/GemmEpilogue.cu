@@ -8,6 +8,12 @@
 // formulas), but a bf16 result has already been rounded once by the GEMM,
 // so bf16 results may differ from the CPU's by a rounding step.
 //
+// It also holds the bias gradient of a weight-gradient GEMM whose BGRADA or
+// BGRADB epilogue cuBLASLt refuses: the summed operand's sum over K, 32
+// outputs per block, 32 threads per output splitting the K rows and adding
+// their partial sums in a fixed order. bf16 sums in f32, as cuBLASLt's
+// epilogue does; f32 and f64 sum in f64, as the CPU kernel does.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Device.cuh"
@@ -60,6 +66,40 @@ __global__ void epilogue(T *c, const T *bias, T *pre, int64_t total, int64_t n,
   }
 }
 
+constexpr int kSumColumns = 32, kSumSplit = 32;
+
+/// `sum[j]` = the sum over k of x[k * length + j] (kMajor) or
+/// x[j * k + k'] (not kMajor), accumulated in `A`.
+template <typename T, typename A>
+__global__ void operandSum(const T *x, T *sum, int64_t k, int64_t length,
+                           bool kMajor) {
+  __shared__ A partial[kSumSplit][kSumColumns];
+  const int64_t j = int64_t(blockIdx.x) * kSumColumns + threadIdx.x;
+  A acc = 0;
+  if (j < length)
+    for (int64_t row = threadIdx.y; row < k; row += kSumSplit)
+      acc += A(widen(kMajor ? x[row * length + j] : x[j * k + row]));
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= length)
+    return;
+  A total = 0;
+  for (int split = 0; split < kSumSplit; ++split)
+    total += partial[split][threadIdx.x];
+  store(sum + j, total);
+}
+
+template <typename T, typename A>
+Status launchSum(cudaStream_t stream, const void *x, void *sum, int64_t k,
+                 int64_t length, bool kMajor) {
+  dim3 grid(unsigned((length + kSumColumns - 1) / kSumColumns));
+  dim3 block(kSumColumns, kSumSplit);
+  launchKernel(operandSum<T, A>, grid, block, 0, stream,
+               static_cast<const T *>(x), static_cast<T *>(sum), k, length,
+               kMajor);
+  return launchStatus("matmul bias gradient");
+}
+
 template <typename T, typename C>
 Status launchTyped(cudaStream_t stream, void *c, const void *bias, void *pre,
                    int64_t total, int64_t n, MatmulActivation activation) {
@@ -88,6 +128,24 @@ Status cuda::launchMatmulEpilogue(cudaStream_t stream, DType dtype, void *c,
     return launchTyped<BF16, float>(stream, c, bias, pre, total, n, activation);
   default:
     return Status::error(std::string("matmul epilogue: no ") +
+                         dtypeName(dtype) + " kernel");
+  }
+}
+
+Status cuda::launchOperandSum(cudaStream_t stream, DType dtype, const void *x,
+                              void *sum, int64_t k, int64_t length,
+                              bool kMajor) {
+  if (length == 0)
+    return Status::ok();
+  switch (dtype) {
+  case DType::F32:
+    return launchSum<float, double>(stream, x, sum, k, length, kMajor);
+  case DType::F64:
+    return launchSum<double, double>(stream, x, sum, k, length, kMajor);
+  case DType::BF16:
+    return launchSum<BF16, float>(stream, x, sum, k, length, kMajor);
+  default:
+    return Status::error(std::string("matmul bias gradient: no ") +
                          dtypeName(dtype) + " kernel");
   }
 }

@@ -32,6 +32,12 @@ def Loom_MatmulActivation : I32EnumAttr<"MatmulActivation",
   let cppNamespace = "::mlir::loom";
 }
 
+def Loom_MatmulOperand : I32EnumAttr<"MatmulOperand",
+    "an operand of a matmul", [
+      I32EnumAttrCase<"lhs", 0>, I32EnumAttrCase<"rhs", 1>]> {
+  let cppNamespace = "::mlir::loom";
+}
+
 def Loom_LossReduction : I32EnumAttr<"LossReduction",
     "how a loss reduces over samples", [
       I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"sum", 1>,

@@ -418,6 +418,39 @@ def Loom_FusedMatmulOp : Loom_Op<"fused_matmul", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Loom_MatmulBiasGradOp : Loom_Op<"matmul_bias_grad", [Pure]> {
+  let summary = "A weight-gradient GEMM that also sums one operand (bias "
+                "gradient)";
+  let description = [{
+    The backward GEMM of a linear layer's weight, `lhs^T rhs` for `lhs`
+    [K, M] and `rhs` [K, N] (the K rows are the layer's samples), that also
+    stores the sum of the `summed` operand over those K rows: the bias
+    gradient, which reads the same output gradient as the GEMM. One kernel
+    reads that gradient once (cuBLASLt's BGRADA/BGRADB epilogues) where a
+    `loom.reduce_sum` read it again. `result` is [M, N]; `bias_grad` is [M]
+    when `lhs` is summed and [N] when `rhs` is. Everything has one element
+    type: products and sums accumulate in f32 (f64 for f64) and each result
+    is rounded to it once, so a bf16 GEMM gives a bf16 bias gradient (what
+    `torch.autocast`, whose bias is bf16 too, computes).
+
+    Made by `loom-fuse-bias-grad` when a plan is lowered, after autodiff
+    and partitioning: it has no gradient or sharding rule.
+
+    ```mlir
+    %dw, %db = loom.matmul_bias_grad %g, %x sum lhs
+        : (tensor<8192x3072xbf16>, tensor<8192x768xbf16>)
+        -> (tensor<3072x768xbf16>, tensor<3072xbf16>)
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
+                       Loom_MatmulOperand:$summed);
+  let results = (outs Loom_FloatTensor:$result, Loom_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `sum` $summed attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Shape manipulation
 //===----------------------------------------------------------------------===//
