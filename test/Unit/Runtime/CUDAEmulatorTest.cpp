@@ -3,12 +3,13 @@
 // The emulator (lib/Runtime/CUDA/Emulator) stands in for a GPU in the
 // kernels' tests, so it must compute what a device computes where a kernel
 // is correct, and report what a device would fail on: invalid launches,
-// traps, barriers some threads never reach, misaligned wmma operands. It
+// traps, barriers some threads never reach, misaligned ldmatrix rows. It
 // must also surface a missing barrier as wrong data rather than hide it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Kernels/Device.cuh"
+#include "Kernels/TensorCore.cuh"
 
 #include <cublasLt.h>
 #include <gtest/gtest.h>
@@ -86,21 +87,67 @@ __global__ void writeAt(float *out, int offset) {
 
 __global__ void addOne(float *x) { x[threadIdx.x] += 1.0f; }
 
-namespace wmma = nvcuda::wmma;
+// The fragment layouts of mma.m16n8k16 (bf16) as the PTX ISA's figures
+// draw them, written out here independently of WarpMatrix.cpp: g = lane / 4,
+// t = lane % 4; register i of A holds (row g + 8 (i % 2), columns
+// 2t + 8 (i / 2) and the next), register i of B (k 2t + 8 i and the next,
+// n g), accumulator i (row g + 8 (i / 2), column 2t + i % 2).
+__device__ uint32_t pack(BF16 lo, BF16 hi) {
+  return uint32_t(__bfloat16_as_ushort(lo)) | uint32_t(__bfloat16_as_ushort(hi))
+                                                  << 16;
+}
+/// (m[r][c], m[r][c + 1]) and (m[r][c], m[r + 1][c]) as one register.
+__device__ uint32_t rowPair(const BF16 *m, int ld, int r, int c) {
+  return pack(m[r * ld + c], m[r * ld + c + 1]);
+}
+__device__ uint32_t columnPair(const BF16 *m, int ld, int r, int c) {
+  return pack(m[r * ld + c], m[(r + 1) * ld + c]);
+}
 
-/// c (16 x 16, f32) = a (16 x 16, bf16, row-major) b (16 x 16, bf16,
-/// column-major), with one warp; `offset` shifts every operand by that
-/// many elements.
-__global__ void tileProduct(const BF16 *a, const BF16 *b, float *c,
-                            int offset) {
-  wmma::fragment<wmma::matrix_a, 16, 16, 16, BF16, wmma::row_major> fa;
-  wmma::fragment<wmma::matrix_b, 16, 16, 16, BF16, wmma::col_major> fb;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
-  wmma::fill_fragment(fc, 1.0f);
-  wmma::load_matrix_sync(fa, a + offset, 16);
-  wmma::load_matrix_sync(fb, b + offset, 16);
-  wmma::mma_sync(fc, fa, fb, fc);
-  wmma::store_matrix_sync(c + offset, fc, 16, wmma::mem_row_major);
+/// One warp. a: 16 x 16 row-major; bnk: 16 x 8 as [n][k] (16 wide), bkn: the
+/// same as [k][n] (8 wide, padded to 16). Writes c (16 x 8) = 1 + a b from
+/// hand-built fragments, and in `same` per lane whether ldmatrix (loadA,
+/// loadBPair both ways) built the same fragments.
+__global__ void warpProduct(const BF16 *a, const BF16 *bnk, const BF16 *bkn,
+                            float *c, int *same) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  BF16 *tiles = reinterpret_cast<BF16 *>(dynamicShared());
+  for (int i = lane; i < 3 * 256; i += 32)
+    tiles[i] = i < 256 ? a[i] : i < 512 ? bnk[i - 256] : bkn[i - 512];
+  __syncwarp();
+  MmaA byHand;
+  for (int i = 0; i < 4; ++i)
+    byHand.x[i] = rowPair(a, 16, g + 8 * (i % 2), 2 * t + 8 * (i / 2));
+  MmaB bHand;
+  for (int i = 0; i < 2; ++i)
+    bHand.x[i] = rowPair(bnk, 16, g, 2 * t + 8 * i);
+  MmaC acc{{1.0f, 1.0f, 1.0f, 1.0f}};
+  mma(acc, byHand, bHand);
+  for (int i = 0; i < 4; ++i)
+    c[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = acc.x[i];
+
+  const MmaA loaded = loadA(tiles, 16);
+  // Two 8-column B tiles from each layout: columns [0, 8) are b, [8, 16)
+  // its copy (the second half of each row of bnk's tile, then of bkn's).
+  MmaB fromNK, fromNK2, fromKN, fromKN2;
+  loadBPair<false>(fromNK, fromNK2, tiles + 256, 16);
+  loadBPair<true>(fromKN, fromKN2, tiles + 512, 16);
+  bool ok = true;
+  for (int i = 0; i < 4; ++i)
+    ok &= loaded.x[i] == byHand.x[i];
+  for (int i = 0; i < 2; ++i) {
+    ok &= fromNK.x[i] == bHand.x[i];
+    ok &= fromNK2.x[i] == rowPair(bnk, 16, g + 8, 2 * t + 8 * i);
+    ok &= fromKN.x[i] == columnPair(bkn, 16, 2 * t + 8 * i, g);
+    ok &= fromKN2.x[i] == columnPair(bkn, 16, 2 * t + 8 * i, g + 8);
+  }
+  same[lane] = ok;
+}
+
+/// ldmatrix from a row 8 bytes past a 16-byte boundary.
+__global__ void misalignedRows() {
+  BF16 *tiles = reinterpret_cast<BF16 *>(dynamicShared());
+  (void)loadA(tiles + 4, 16);
 }
 
 //===----------------------------------------------------------------------===//
@@ -211,29 +258,39 @@ TEST(CUDAEmulator, DynamicSharedMemoryNeedsTheOptIn) {
             cudaErrorInvalidValue);
 }
 
-TEST(CUDAEmulator, WmmaTileProduct) {
-  // 32-byte aligned storage with room for a shifted copy.
-  alignas(32) BF16 a[16 * 16 + 16], b[16 * 16 + 16];
-  alignas(32) float c[16 * 16 + 16];
+TEST(CUDAEmulator, WarpMatrixInstructionsFollowThePtxLayouts) {
+  // a (16 x 16) and b (16 x 8: k x n), small integers (exact in bf16 and in
+  // every f32 sum); b stored as [n][k] and as [k][n], each with a second,
+  // different 8-column tile next to it.
+  std::vector<BF16> a(256), bnk(256), bkn(256);
   float fa[16][16], fb[16][16];
   for (int i = 0; i < 16; ++i)
     for (int j = 0; j < 16; ++j) {
-      fa[i][j] = float((i * 3 + j) % 7) - 3;
-      fb[i][j] = float((i + 5 * j) % 5) * 0.5f;
+      fa[i][j] = float((i * 3 + j * 7) % 9) - 4;
+      fb[i][j] = float((i * 5 + j * 3) % 7) - 3; // (k, n), n up to 16
       a[i * 16 + j] = __float2bfloat16_rn(fa[i][j]);
-      b[j * 16 + i] = __float2bfloat16_rn(fb[i][j]); // column-major
     }
-  launchKernel(tileProduct, 1, 32, 0, nullptr, a, b, c, 0);
+  for (int n = 0; n < 16; ++n)
+    for (int k = 0; k < 16; ++k) {
+      bnk[n * 16 + k] = __float2bfloat16_rn(fb[k][n]);
+      bkn[k * 16 + n] = __float2bfloat16_rn(fb[k][n]);
+    }
+  std::vector<float> c(128, -1);
+  std::vector<int> same(32, 0);
+  launchKernel(warpProduct, 1, 32, 3 * 256 * sizeof(BF16), nullptr, a.data(),
+               bnk.data(), bkn.data(), c.data(), same.data());
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   for (int i = 0; i < 16; ++i)
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < 8; ++j) {
       float expected = 1;
       for (int k = 0; k < 16; ++k)
         expected += fa[i][k] * fb[k][j];
-      EXPECT_EQ(c[i * 16 + j], expected) << i << "," << j;
+      EXPECT_EQ(c[i * 8 + j], expected) << i << "," << j;
     }
-  // 8 bf16 elements past an aligned address: 16 bytes, not 32.
-  launchKernel(tileProduct, 1, 32, 0, nullptr, a, b, c, 8);
+  for (int lane = 0; lane < 32; ++lane)
+    EXPECT_TRUE(same[lane]) << "lane " << lane;
+
+  launchKernel(misalignedRows, 1, 32, 1024, nullptr);
   EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
   EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
 }

@@ -68,6 +68,8 @@ struct Stack {
   Stack &operator=(const Stack &) = delete;
 };
 
+constexpr size_t kGatherBytes = 32;
+
 struct Block {
   const std::function<void()> *body = nullptr;
   std::vector<Fiber> fibers;
@@ -75,6 +77,8 @@ struct Block {
   ucontext_t scheduler;
   unsigned char *shared = nullptr;
   std::vector<uint64_t> exchange;
+  /// gatherWarp's area: kGatherBytes per lane.
+  std::vector<unsigned char> gather;
   /// Set by fail(): the launch stops after this block.
   std::string failure;
 };
@@ -247,6 +251,7 @@ bool runGrid(dim3 grid, dim3 blockDims, size_t shared,
   b.body = &body;
   b.shared = alignedShared;
   b.exchange.assign(size_t(warps) * 32, 0);
+  b.gather.assign(size_t(warps) * 32 * kGatherBytes, 0);
   b.fibers.resize(threads);
   Block *outer = activeBlock;
   activeBlock = &b;
@@ -295,6 +300,20 @@ uint64_t &emulator::exchangeSlot(int lane) {
   Block &b = block();
   const size_t warp = size_t(b.current - b.fibers.data()) / 32;
   return b.exchange[warp * 32 + size_t(lane)];
+}
+
+void emulator::gatherWarp(const void *mine, size_t bytes, void *all) {
+  if (bytes > kGatherBytes)
+    fail("gatherWarp of more than 32 bytes per lane");
+  Block &b = block();
+  const size_t thread = size_t(b.current - b.fibers.data());
+  unsigned char *area = b.gather.data() + thread / 32 * 32 * kGatherBytes;
+  std::memcpy(area + thread % 32 * kGatherBytes, mine, bytes);
+  syncWarp();
+  for (size_t lane = 0; lane < 32; ++lane)
+    std::memcpy(static_cast<unsigned char *>(all) + lane * bytes,
+                area + lane * kGatherBytes, bytes);
+  syncWarp(); // nobody overwrites a slot before every lane has read
 }
 
 int emulator::syncThreads(int predicate) {

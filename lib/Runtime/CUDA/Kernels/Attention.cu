@@ -10,21 +10,25 @@
 // Two implementations:
 //
 //  - Flash kernels (bf16, D and Dv multiples of 16 up to 128, sm_80+):
-//    tensor-core products through nvcuda::wmma (16x16x16 bf16 fragments, f32
-//    accumulators), four warps per block, each warp owning 16 rows of a
-//    64-row tile. The forward takes one block per (batch, 64 queries) and
-//    walks 64-key tiles with an online softmax: scores go to shared memory
-//    (f32), each warp updates the running max and sum of its 16 rows (two
-//    lanes per row, each taking every other key, so a row's max and sum
-//    need one shuffle), rescales its rows of O (f32, in shared memory) and
-//    rounds e^(s - max) to bf16 for the P V product; O / sum and
-//    max + log(sum) are stored at the end. In every flash kernel, each
+//    tensor-core products through mma.sync m16n8k16 (TensorCore.cuh), four
+//    warps per block, the operand tiles in shared memory (read into
+//    fragments with ldmatrix) and everything else in registers: a warp owns
+//    16-row tiles, and lane l holds rows l / 4 and l / 4 + 8 of each, so a
+//    row's max and sum combine the four lanes of a quad, scores turn into
+//    probabilities where the product left them, and those become the next
+//    product's operand without a trip through shared memory. The forward
+//    takes one block per (batch, 128 queries) up to head dim 64 (two row
+//    tiles per warp, so each K and V fragment feeds two products) or 64
+//    queries beyond, and walks 64-key tiles with an online softmax; O / sum
+//    and max + log(sum) are stored at the end. In every flash kernel, each
 //    tile's mask is copied to shared memory in one coalesced pass, which
 //    also tells whether the tile is fully masked (skipped) or not masked at
-//    all (not read); the dk/dv kernel reads a key's column of it there.
+//    all (not read).
 //    The backward recomputes p = e^(s - lse) in two kernels, neither with
 //    atomics: dq with one block per (batch, 64 queries) walking 64-key tiles,
-//    dk and dv with one block per (batch, 64 keys) walking 32-query tiles.
+//    dk and dv with one block per (batch, 64 keys) walking 64-query steps
+//    (32 beyond head dim 64), computing S^T and dP^T so that a key's
+//    gradients accumulate in the lanes holding its row.
 //    The dq kernel also computes its rows' delta = dout . out and leaves it
 //    in the launch workspace (head-major, f32), where the dk/dv kernel,
 //    which runs after it on the stream, reads every query's. When the
@@ -56,12 +60,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.cuh"
+#include "TensorCore.cuh"
 
 #include <cuda_bf16.h>
-#include <mma.h>
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <type_traits>
 
 using namespace loom::runtime;
@@ -379,26 +384,15 @@ size_t genericKeyGradBytes(const AttentionParams &p, size_t element) {
 // Flash kernels (bf16, tensor cores)
 //===----------------------------------------------------------------------===//
 
-namespace wmma = nvcuda::wmma;
-
 /// Query rows of a forward or dq tile, and keys of every key tile.
 constexpr int kTile = 64;
-/// Query rows per step of the dk/dv kernel (one per lane).
-constexpr int kKeyGradQueries = 32;
 constexpr int kFlashWarps = kTile / 16;
 constexpr int kFlashThreads = 32 * kFlashWarps;
 constexpr int kFlashMaxDim = 128;
-/// Row padding of the shared tiles (bf16 and f32 elements): keeps wmma's
-/// requirements (ldm a multiple of 16 bytes, fragments 32-byte aligned,
-/// since they start at multiples of 16 rows and 16 columns) and spreads
-/// rows over the banks.
-constexpr int kPadBF16 = 8, kPadF32 = 4;
-
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, BF16, wmma::row_major>;
-using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, BF16, wmma::row_major>;
-using FragBT =
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, BF16, wmma::col_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+/// Row padding of the shared bf16 tiles: rows stay 16-byte aligned (as
+/// ldmatrix needs) and the eight rows an ldmatrix reads fall in different
+/// banks.
+constexpr int kPadBF16 = 8;
 
 /// Carves the dynamic shared memory into arrays, each 128-byte aligned.
 struct SharedCarver {
@@ -413,36 +407,62 @@ struct SharedCarver {
 /// Row stride (bytes) of the forward's shared copy of a tile's mask.
 constexpr int kMaskLd = kTile + 4;
 
+/// The forward keeps Q, the scores, P and O in registers (mma.sync,
+/// TensorCore.cuh): each warp owns 16 * RowTiles query rows, with head dims
+/// up to Dim. Head dims up to 64 take two row tiles per warp (each K and V
+/// fragment read from shared memory then feeds two products), larger ones
+/// one, which keeps O and Q within the registers a thread has.
+template <int Dim, int RowTiles> struct ForwardShape {
+  static constexpr int kDim = Dim, kRowTiles = RowTiles;
+  static constexpr int kRows = kFlashWarps * 16 * RowTiles;
+};
+using NarrowForward = ForwardShape<64, 2>;
+using WideForward = ForwardShape<128, 1>;
+
+/// Query rows of a forward block for head dims d and dv.
+__host__ __device__ inline int forwardRows(int d, int dv) {
+  return d <= NarrowForward::kDim && dv <= NarrowForward::kDim
+             ? NarrowForward::kRows
+             : WideForward::kRows;
+}
+
 struct ForwardLayout {
-  size_t q, k, v, s, p, o, max, sum, mask, bytes;
-  __host__ __device__ ForwardLayout(int d, int dv) {
+  size_t q, k, v, mask, bytes;
+  __host__ __device__ ForwardLayout(int d, int dv, int rows) {
     SharedCarver c;
-    q = c.take(size_t(kTile) * (d + kPadBF16) * 2);
+    q = c.take(size_t(rows) * (d + kPadBF16) * 2);
     k = c.take(size_t(kTile) * (d + kPadBF16) * 2);
     v = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
-    s = c.take(size_t(kTile) * (kTile + kPadF32) * 4);
-    p = c.take(size_t(kTile) * (kTile + kPadBF16) * 2);
-    o = c.take(size_t(kTile) * (dv + kPadF32) * 4);
-    max = c.take(size_t(kTile) * 4);
-    sum = c.take(size_t(kTile) * 4);
-    mask = c.take(size_t(kTile) * kMaskLd);
+    mask = c.take(size_t(rows) * kMaskLd);
     bytes = c.bytes;
   }
+  __host__ __device__ ForwardLayout(int d, int dv)
+      : ForwardLayout(d, dv, forwardRows(d, dv)) {}
 };
 
+/// The backward kernels' largest head dim (their fragment arrays are sized
+/// for it) and the queries the dk/dv kernel takes per step: 64 up to head
+/// dim 64, 32 beyond, which keeps its four sets of accumulators within the
+/// registers a thread has.
+template <int Dim> struct BackwardShape {
+  static constexpr int kDim = Dim;
+  static constexpr int kQueries = Dim <= 64 ? 64 : 32;
+};
+using NarrowBackward = BackwardShape<64>;
+using WideBackward = BackwardShape<128>;
+
+__host__ __device__ inline bool narrowBackward(int d, int dv) {
+  return d <= NarrowBackward::kDim && dv <= NarrowBackward::kDim;
+}
+
 struct QueryGradLayout {
-  size_t q, dout, k, v, s, dp, ds, acc, lse, delta, mask, bytes;
+  size_t q, dout, k, v, delta, mask, bytes;
   __host__ __device__ QueryGradLayout(int d, int dv) {
     SharedCarver c;
     q = c.take(size_t(kTile) * (d + kPadBF16) * 2);
     dout = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
     k = c.take(size_t(kTile) * (d + kPadBF16) * 2);
     v = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
-    s = c.take(size_t(kTile) * (kTile + kPadF32) * 4);
-    dp = c.take(size_t(kTile) * (kTile + kPadF32) * 4);
-    ds = c.take(size_t(kTile) * (kTile + kPadBF16) * 2);
-    acc = c.take(size_t(kTile) * (d + kPadF32) * 4);
-    lse = c.take(size_t(kTile) * 4);
     delta = c.take(size_t(kTile) * 4);
     mask = c.take(size_t(kTile) * kMaskLd);
     bytes = c.bytes;
@@ -450,27 +470,25 @@ struct QueryGradLayout {
 };
 
 struct KeyGradLayout {
-  size_t k, v, q, dout, s, dp, p, ds, accK, accV, lse, delta, mask, bytes;
-  __host__ __device__ KeyGradLayout(int d, int dv) {
+  size_t k, v, q, dout, lse, delta, mask, bytes;
+  __host__ __device__ KeyGradLayout(int d, int dv, int queries) {
     SharedCarver c;
     k = c.take(size_t(kTile) * (d + kPadBF16) * 2);
     v = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
-    q = c.take(size_t(kKeyGradQueries) * (d + kPadBF16) * 2);
-    dout = c.take(size_t(kKeyGradQueries) * (dv + kPadBF16) * 2);
-    s = c.take(size_t(kTile) * (kKeyGradQueries + kPadF32) * 4);
-    dp = c.take(size_t(kTile) * (kKeyGradQueries + kPadF32) * 4);
-    p = c.take(size_t(kTile) * (kKeyGradQueries + kPadBF16) * 2);
-    ds = c.take(size_t(kTile) * (kKeyGradQueries + kPadBF16) * 2);
-    accK = c.take(size_t(kTile) * (d + kPadF32) * 4);
-    accV = c.take(size_t(kTile) * (dv + kPadF32) * 4);
-    lse = c.take(size_t(kKeyGradQueries) * 4);
-    delta = c.take(size_t(kKeyGradQueries) * 4);
-    mask = c.take(size_t(kKeyGradQueries) * kMaskLd);
+    q = c.take(size_t(queries) * (d + kPadBF16) * 2);
+    dout = c.take(size_t(queries) * (dv + kPadBF16) * 2);
+    lse = c.take(size_t(queries) * 4);
+    delta = c.take(size_t(queries) * 4);
+    mask = c.take(size_t(queries) * kMaskLd);
     bytes = c.bytes;
   }
+  __host__ __device__ KeyGradLayout(int d, int dv)
+      : KeyGradLayout(d, dv,
+                      narrowBackward(d, dv) ? NarrowBackward::kQueries
+                                            : WideBackward::kQueries) {}
 };
 
-// wmma's bf16 fragments need sm_80; a build for older architectures keeps
+// mma.sync's bf16 products need sm_80; a build for older architectures keeps
 // the kernels (the factory never selects them there) with a trap inside.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #define LOOM_FLASH_ARCH 0
@@ -547,85 +565,63 @@ __device__ inline TileMask loadTileMask(uint8_t *tile, const uint8_t *m,
   return noneMasked ? TileMask::Unmasked : TileMask::Masked;
 }
 
-/// out (16 x 16*n, f32, ld) = a (16 x inner, row-major) b^T, where b is
-/// (16*n x inner) row-major: one warp.
-__device__ inline void productABt(float *out, int ldOut, const BF16 *a, int lda,
-                                  const BF16 *b, int ldb, int n, int inner) {
-  for (int f = 0; f < n; ++f) {
-    FragC acc;
-    wmma::fill_fragment(acc, 0.0f);
-    for (int t = 0; t < inner; t += 16) {
-      FragA fa;
-      FragBT fb;
-      wmma::load_matrix_sync(fa, a + t, lda);
-      wmma::load_matrix_sync(fb, b + f * 16 * ldb + t, ldb);
-      wmma::mma_sync(acc, fa, fb, acc);
-    }
-    wmma::store_matrix_sync(out + f * 16, acc, ldOut, wmma::mem_row_major);
-  }
-}
-
-/// acc (16 x width, f32, ld) += a (16 x inner, row-major) b, where b is
-/// (inner x width) row-major: one warp.
-__device__ inline void accumulateAB(float *acc, int ldAcc, const BF16 *a,
-                                    int lda, const BF16 *b, int ldb, int width,
-                                    int inner) {
-  for (int c = 0; c < width; c += 16) {
-    FragC fc;
-    wmma::load_matrix_sync(fc, acc + c, ldAcc, wmma::mem_row_major);
-    for (int t = 0; t < inner; t += 16) {
-      FragA fa;
-      FragB fb;
-      wmma::load_matrix_sync(fa, a + t, lda);
-      wmma::load_matrix_sync(fb, b + t * ldb + c, ldb);
-      wmma::mma_sync(fc, fa, fb, fc);
-    }
-    wmma::store_matrix_sync(acc + c, fc, ldAcc, wmma::mem_row_major);
-  }
-}
-
-/// Forward: one block per (batch, 64 queries).
+/// Forward: one block per (batch, Shape::kRows queries), everything but the
+/// operand tiles in registers. Lane l of a warp holds, of each 16-row tile
+/// it owns, rows l / 4 and l / 4 + 8 (TensorCore.cuh's accumulator layout),
+/// so a row's max and sum combine the four lanes of a quad with two
+/// shuffles, and O is rescaled where it is.
+template <typename Shape>
 __global__ void __launch_bounds__(kFlashThreads)
     flashForward(AttentionParams p, const BF16 *q, const BF16 *k, const BF16 *v,
                  const uint8_t *mask, BF16 *out, float *lse, bool vectorized) {
 #if !LOOM_FLASH_ARCH
   __trap();
 #else
+  constexpr int kRowTiles = Shape::kRowTiles, kRows = Shape::kRows;
+  constexpr int kDimSteps = Shape::kDim / 16, kKeyTiles = kTile / 8;
   const int d = int(p.d), dv = int(p.dv);
-  const ForwardLayout layout(d, dv);
+  const ForwardLayout layout(d, dv, kRows);
   unsigned char *shared = dynamicShared();
   BF16 *qs = reinterpret_cast<BF16 *>(shared + layout.q);
   BF16 *ks = reinterpret_cast<BF16 *>(shared + layout.k);
   BF16 *vs = reinterpret_cast<BF16 *>(shared + layout.v);
-  float *ss = reinterpret_cast<float *>(shared + layout.s);
-  BF16 *ps = reinterpret_cast<BF16 *>(shared + layout.p);
-  float *os = reinterpret_cast<float *>(shared + layout.o);
-  float *rowMax = reinterpret_cast<float *>(shared + layout.max);
-  float *rowSum = reinterpret_cast<float *>(shared + layout.sum);
   uint8_t *masks = shared + layout.mask;
-  const int ldq = d + kPadBF16, ldv = dv + kPadBF16, lds = kTile + kPadF32,
-            ldp = kTile + kPadBF16, ldo = dv + kPadF32;
+  const int ldq = d + kPadBF16, ldv = dv + kPadBF16;
 
-  const int64_t tiles = (p.sq + kTile - 1) / kTile;
-  const int64_t b = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kTile;
-  const int rows = int(min(int64_t(kTile), p.sq - i0));
+  const int64_t tiles = (p.sq + kRows - 1) / kRows;
+  const int64_t b = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kRows;
+  const int rows = int(min(int64_t(kRows), p.sq - i0));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int quadRow = lane / 4, quadCol = 2 * (lane % 4);
+  const int warpRow = warp * 16 * kRowTiles;
   const float scale = float(p.scale), maskValue = float(p.maskValue);
   const float inf = infinity<float>();
   const uint8_t *m = maskOf(mask, p, b);
   const bool skipMasked = m && maskValue == -inf;
 
   const OperandRows qRows = operandRows(p, q, b, p.sq, d, p.qkLd),
-                    kRows = operandRows(p, k, b, p.sk, d, p.qkLd),
+                    kRowsOf = operandRows(p, k, b, p.sk, d, p.qkLd),
                     vRows = operandRows(p, v, b, p.sk, dv, p.vLd);
-  loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kTile, d, vectorized);
-  for (int idx = threadIdx.x; idx < kTile * dv; idx += blockDim.x)
-    os[(idx / dv) * ldo + idx % dv] = 0.0f;
-  for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
-    rowMax[r] = -inf;
-    rowSum[r] = 0.0f;
-  }
+  loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kRows, d, vectorized);
   __syncthreads();
+  MmaA qa[kRowTiles][kDimSteps];
+#pragma unroll
+  for (int mt = 0; mt < kRowTiles; ++mt)
+#pragma unroll
+    for (int kk = 0; kk < kDimSteps; ++kk)
+      if (kk < d / 16)
+        qa[mt][kk] = loadA(qs + (warpRow + mt * 16) * ldq + kk * 16, ldq);
+
+  MmaC o[kRowTiles][2 * kDimSteps];
+  float rowMax[kRowTiles][2], rowSum[kRowTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kRowTiles; ++mt) {
+#pragma unroll
+    for (int nd = 0; nd < 2 * kDimSteps; ++nd)
+      o[mt][nd] = MmaC{{0.0f, 0.0f, 0.0f, 0.0f}};
+    rowMax[mt][0] = rowMax[mt][1] = -inf;
+    rowSum[mt][0] = rowSum[mt][1] = 0.0f;
+  }
 
   for (int64_t j0 = 0; j0 < p.sk; j0 += kTile) {
     const int cols = int(min(int64_t(kTile), p.sk - j0));
@@ -636,80 +632,133 @@ __global__ void __launch_bounds__(kFlashThreads)
     if (tileMask == TileMask::Skip)
       continue;
     const bool noneMasked = tileMask == TileMask::Unmasked;
-    loadTile(ks, ldq, kRows.base, kRows.ld, p.sk, j0, kTile, d, vectorized);
+    loadTile(ks, ldq, kRowsOf.base, kRowsOf.ld, p.sk, j0, kTile, d, vectorized);
     loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, j0, kTile, dv, vectorized);
     __syncthreads();
 
-    // S = Q K^T for this warp's 16 rows.
-    productABt(ss + warp * 16 * lds, lds, qs + warp * 16 * ldq, ldq, ks, ldq,
-               kTile / 16, d);
-    __syncwarp();
-
-    // Online softmax of the warp's 16 rows at once: lane l takes row l % 16
-    // and every other key (half h = l / 16 takes keys h, h + 2, ...), so a
-    // row's max and sum combine two lanes with one shuffle each, where a row
-    // at a time took two 32-lane reductions per row.
-    {
-      const int rr = lane % 16, h = lane / 16, r = warp * 16 + rr;
-      const float *scores = ss + r * lds;
-      const uint8_t *masked = noneMasked ? nullptr : masks + r * kMaskLd;
-      float sv[kTile / 2];
-      float tileMax = -inf;
+    // S = Q K^T: each pair of K fragments serves every row tile.
+    MmaC sc[kRowTiles][kKeyTiles];
 #pragma unroll
-      for (int k = 0; k < kTile / 2; ++k) {
-        const int c = 2 * k + h;
-        float s = -inf;
-        if (r < rows && c < cols)
-          s = masked && masked[c] ? maskValue : scale * scores[c];
-        sv[k] = s;
-        tileMax = MaxIgnoreNaNOp()(tileMax, s);
-      }
-      tileMax =
-          MaxIgnoreNaNOp()(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 16));
-      const float oldMax = rowMax[r];
-      const float newMax = MaxIgnoreNaNOp()(oldMax, tileMax);
-      float sum = 0.0f;
+    for (int mt = 0; mt < kRowTiles; ++mt)
 #pragma unroll
-      for (int k = 0; k < kTile / 2; ++k) {
-        const float e = expShift(sv[k], newMax);
-        ps[r * ldp + 2 * k + h] = __float2bfloat16_rn(e);
-        sum += e;
-      }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 16);
-      const float alpha = oldMax == -inf ? 0.0f : expf(oldMax - newMax);
-      for (int c = h; c < dv; c += 2)
-        os[r * ldo + c] *= alpha;
-      __syncwarp();
-      if (h == 0) {
-        rowMax[r] = newMax;
-        rowSum[r] = rowSum[r] * alpha + sum;
+      for (int nt = 0; nt < kKeyTiles; ++nt)
+        sc[mt][nt] = MmaC{{0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kk = 0; kk < kDimSteps; ++kk) {
+      if (kk >= d / 16)
+        break;
+#pragma unroll
+      for (int np = 0; np < kKeyTiles / 2; ++np) {
+        MmaB b0, b1;
+        loadBPair<false>(b0, b1, ks + np * 16 * ldq + kk * 16, ldq);
+#pragma unroll
+        for (int mt = 0; mt < kRowTiles; ++mt) {
+          mma(sc[mt][2 * np], qa[mt][kk], b0);
+          mma(sc[mt][2 * np + 1], qa[mt][kk], b1);
+        }
       }
     }
-    __syncwarp();
 
-    // O += P V for this warp's rows.
-    accumulateAB(os + warp * 16 * ldo, ldo, ps + warp * 16 * ldp, ldp, vs, ldv,
-                 dv, kTile);
-    __syncthreads();
-  }
-  __syncwarp();
+    // Online softmax: this lane's two rows of each row tile, their other
+    // columns in the three other lanes of its quad.
+#pragma unroll
+    for (int mt = 0; mt < kRowTiles; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = warpRow + mt * 16 + quadRow + 8 * h;
+        const uint8_t *masked = noneMasked ? nullptr : masks + r * kMaskLd;
+        float tileMax = -inf;
+#pragma unroll
+        for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int c = nt * 8 + quadCol + e;
+            float &s = sc[mt][nt].x[2 * h + e];
+            s = r < rows && c < cols
+                    ? (masked && masked[c] ? maskValue : scale * s)
+                    : -inf;
+            tileMax = MaxIgnoreNaNOp()(tileMax, s);
+          }
+        tileMax =
+            MaxIgnoreNaNOp()(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 1));
+        tileMax =
+            MaxIgnoreNaNOp()(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 2));
+        const float oldMax = rowMax[mt][h];
+        const float newMax = MaxIgnoreNaNOp()(oldMax, tileMax);
+        const float alpha = oldMax == -inf ? 0.0f : expf(oldMax - newMax);
+        // The sum takes e unrounded; the P V product its bf16 rounding.
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float &s = sc[mt][nt].x[2 * h + e];
+            s = expShift(s, newMax);
+            sum += s;
+          }
+        // Each lane keeps its part of the sum (every part is rescaled by
+        // the same alpha); the quad adds them up at the end.
+        rowSum[mt][h] = rowSum[mt][h] * alpha + sum;
+        rowMax[mt][h] = newMax;
+#pragma unroll
+        for (int nd = 0; nd < 2 * kDimSteps; ++nd) {
+          o[mt][nd].x[2 * h] *= alpha;
+          o[mt][nd].x[2 * h + 1] *= alpha;
+        }
+      }
 
-  for (int rr = 0; rr < 16; ++rr) {
-    const int r = warp * 16 + rr;
-    if (r >= rows)
-      break;
-    const int64_t row = rowIndex(p, b, i0 + r, p.sq);
-    const float sum = rowSum[r]; // 0 when every score was -inf: NaN out
-    for (int c = lane; c < dv; c += 32)
-      out[row * dv + c] = roundBF16(os[r * ldo + c] / sum);
-    if (lane == 0)
-      lse[row] = rowMax[r] + logf(sum);
+      // O += P V, P straight from the score registers.
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      MmaA pa[kRowTiles];
+#pragma unroll
+      for (int mt = 0; mt < kRowTiles; ++mt)
+        pa[mt] = accumulatorsAsA(sc[mt][2 * kk], sc[mt][2 * kk + 1]);
+#pragma unroll
+      for (int np = 0; np < kDimSteps; ++np) {
+        if (np >= dv / 16)
+          break;
+        MmaB b0, b1;
+        loadBPair<true>(b0, b1, vs + kk * 16 * ldv + np * 16, ldv);
+#pragma unroll
+        for (int mt = 0; mt < kRowTiles; ++mt) {
+          mma(o[mt][2 * np], pa[mt], b0);
+          mma(o[mt][2 * np + 1], pa[mt], b1);
+        }
+      }
+    }
+    __syncthreads(); // before the next tile overwrites K, V and the mask
   }
+
+#pragma unroll
+  for (int mt = 0; mt < kRowTiles; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = rowSum[mt][h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int r = warpRow + mt * 16 + quadRow + 8 * h;
+      if (r >= rows)
+        continue;
+      const int64_t row = rowIndex(p, b, i0 + r, p.sq);
+      // sum is 0 when every score was -inf: NaN out, lse -inf.
+#pragma unroll
+      for (int nd = 0; nd < 2 * kDimSteps; ++nd) {
+        if (nd >= dv / 8)
+          break;
+        BF16 *dst = out + row * dv + nd * 8 + quadCol;
+        dst[0] = roundBF16(o[mt][nd].x[2 * h] / sum);
+        dst[1] = roundBF16(o[mt][nd].x[2 * h + 1] / sum);
+      }
+      if (lane % 4 == 0)
+        lse[row] = rowMax[mt][h] + logf(sum);
+    }
 #endif
 }
 
 /// dq and delta (into `delta`, head-major): one block per (batch, 64
-/// queries).
+/// queries), each warp's 16 rows in registers as in the forward.
+template <typename Shape>
 __global__ void __launch_bounds__(kFlashThreads)
     flashQueryGrads(AttentionParams p, const BF16 *q, const BF16 *k,
                     const BF16 *v, const BF16 *dout, const float *lse,
@@ -718,6 +767,7 @@ __global__ void __launch_bounds__(kFlashThreads)
 #if !LOOM_FLASH_ARCH
   __trap();
 #else
+  constexpr int kDimSteps = Shape::kDim / 16, kKeyTiles = kTile / 8;
   const int d = int(p.d), dv = int(p.dv);
   const QueryGradLayout layout(d, dv);
   unsigned char *shared = dynamicShared();
@@ -725,21 +775,16 @@ __global__ void __launch_bounds__(kFlashThreads)
   BF16 *douts = reinterpret_cast<BF16 *>(shared + layout.dout);
   BF16 *ks = reinterpret_cast<BF16 *>(shared + layout.k);
   BF16 *vs = reinterpret_cast<BF16 *>(shared + layout.v);
-  float *ss = reinterpret_cast<float *>(shared + layout.s);
-  float *dps = reinterpret_cast<float *>(shared + layout.dp);
-  BF16 *dss = reinterpret_cast<BF16 *>(shared + layout.ds);
-  float *acc = reinterpret_cast<float *>(shared + layout.acc);
-  float *lses = reinterpret_cast<float *>(shared + layout.lse);
   float *deltas = reinterpret_cast<float *>(shared + layout.delta);
   uint8_t *masks = shared + layout.mask;
-  const int ldq = d + kPadBF16, ldv = dv + kPadBF16, lds = kTile + kPadF32,
-            ldds = kTile + kPadBF16, ldacc = d + kPadF32;
+  const int ldq = d + kPadBF16, ldv = dv + kPadBF16;
 
   const int64_t tiles = (p.sq + kTile - 1) / kTile;
   const int64_t b = p.batchBegin + blockIdx.x / tiles,
                 i0 = (blockIdx.x % tiles) * kTile;
   const int rows = int(min(int64_t(kTile), p.sq - i0));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int quadRow = lane / 4, quadCol = 2 * (lane % 4), warpRow = warp * 16;
   const float scale = float(p.scale), maskValue = float(p.maskValue);
   const float inf = infinity<float>();
   const uint8_t *m = maskOf(mask, p, b);
@@ -752,15 +797,11 @@ __global__ void __launch_bounds__(kFlashThreads)
   loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kTile, d, vectorized);
   loadTile(douts, ldv, doutRows.base, doutRows.ld, p.sq, i0, kTile, dv,
            vectorized);
-  for (int idx = threadIdx.x; idx < kTile * d; idx += blockDim.x)
-    acc[(idx / d) * ldacc + idx % d] = 0.0f;
-  for (int r = threadIdx.x; r < kTile; r += blockDim.x)
-    lses[r] = r < rows ? lse[rowIndex(p, b, i0 + r, p.sq)] : 0.0f;
   __syncthreads();
   // delta = dout . out for this warp's rows (products in f32, summed in
   // f64 as on the CPU), kept for the loop and stored for the dk/dv kernel.
   for (int rr = 0; rr < 16; ++rr) {
-    const int r = warp * 16 + rr;
+    const int r = warpRow + rr;
     double rowDot = 0;
     if (r < rows) {
       const BF16 *o = out + rowIndex(p, b, i0 + r, p.sq) * dv;
@@ -777,6 +818,24 @@ __global__ void __launch_bounds__(kFlashThreads)
   }
   __syncwarp();
 
+  MmaA qa[kDimSteps], da[kDimSteps];
+  MmaC acc[2 * kDimSteps];
+#pragma unroll
+  for (int kk = 0; kk < kDimSteps; ++kk) {
+    if (kk < d / 16)
+      qa[kk] = loadA(qs + warpRow * ldq + kk * 16, ldq);
+    if (kk < dv / 16)
+      da[kk] = loadA(douts + warpRow * ldv + kk * 16, ldv);
+    acc[2 * kk] = acc[2 * kk + 1] = MmaC{{0.0f, 0.0f, 0.0f, 0.0f}};
+  }
+  float rowLse[2], rowDelta[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = warpRow + quadRow + 8 * h;
+    rowLse[h] = r < rows ? lse[rowIndex(p, b, i0 + r, p.sq)] : 0.0f;
+    rowDelta[h] = deltas[r];
+  }
+
   for (int64_t j0 = 0; j0 < p.sk; j0 += kTile) {
     const int cols = int(min(int64_t(kTile), p.sk - j0));
     const TileMask tileMask =
@@ -789,46 +848,85 @@ __global__ void __launch_bounds__(kFlashThreads)
     __syncthreads();
 
     // S = Q K^T and dP = dO V^T for this warp's 16 rows.
-    productABt(ss + warp * 16 * lds, lds, qs + warp * 16 * ldq, ldq, ks, ldq,
-               kTile / 16, d);
-    productABt(dps + warp * 16 * lds, lds, douts + warp * 16 * ldv, ldv, vs,
-               ldv, kTile / 16, dv);
-    __syncwarp();
-
-    // dS = P (dP - delta), 0 where masked, rounded to bf16.
-    for (int rr = 0; rr < 16; ++rr) {
-      const int r = warp * 16 + rr;
-      for (int h = 0; h < 2; ++h) {
-        const int c = lane + 32 * h;
-        float ds = 0.0f;
-        if (r < rows && c < cols && (noneMasked || !masks[r * kMaskLd + c])) {
-          const float pr = expShift(scale * ss[r * lds + c], lses[r]);
-          ds = pr * (dps[r * lds + c] - deltas[r]);
+    MmaC sc[kKeyTiles], dp[kKeyTiles];
+#pragma unroll
+    for (int nt = 0; nt < kKeyTiles; ++nt)
+      sc[nt] = dp[nt] = MmaC{{0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kk = 0; kk < kDimSteps; ++kk) {
+#pragma unroll
+      for (int np = 0; np < kKeyTiles / 2; ++np) {
+        MmaB b0, b1;
+        if (kk < d / 16) {
+          loadBPair<false>(b0, b1, ks + np * 16 * ldq + kk * 16, ldq);
+          mma(sc[2 * np], qa[kk], b0);
+          mma(sc[2 * np + 1], qa[kk], b1);
         }
-        dss[r * ldds + c] = __float2bfloat16_rn(ds);
+        if (kk < dv / 16) {
+          loadBPair<false>(b0, b1, vs + np * 16 * ldv + kk * 16, ldv);
+          mma(dp[2 * np], da[kk], b0);
+          mma(dp[2 * np + 1], da[kk], b1);
+        }
       }
     }
-    __syncwarp();
 
-    // dQ += dS K for this warp's rows.
-    accumulateAB(acc + warp * 16 * ldacc, ldacc, dss + warp * 16 * ldds, ldds,
-                 ks, ldq, d, kTile);
-    __syncthreads();
+    // dS = P (dP - delta), 0 where masked (into the score registers).
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warpRow + quadRow + 8 * h;
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = nt * 8 + quadCol + e;
+          float ds = 0.0f;
+          if (r < rows && c < cols && (noneMasked || !masks[r * kMaskLd + c])) {
+            const float pr = expShift(scale * sc[nt].x[2 * h + e], rowLse[h]);
+            ds = pr * (dp[nt].x[2 * h + e] - rowDelta[h]);
+          }
+          sc[nt].x[2 * h + e] = ds;
+        }
+    }
+
+    // dQ += dS K, dS rounded to bf16 on its way into the A operand.
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      const MmaA dsa = accumulatorsAsA(sc[2 * kk], sc[2 * kk + 1]);
+#pragma unroll
+      for (int np = 0; np < kDimSteps; ++np) {
+        if (np >= d / 16)
+          break;
+        MmaB b0, b1;
+        loadBPair<true>(b0, b1, ks + kk * 16 * ldq + np * 16, ldq);
+        mma(acc[2 * np], dsa, b0);
+        mma(acc[2 * np + 1], dsa, b1);
+      }
+    }
+    __syncthreads(); // before the next tile overwrites K, V and the mask
   }
-  __syncwarp();
 
-  for (int rr = 0; rr < 16; ++rr) {
-    const int r = warp * 16 + rr;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = warpRow + quadRow + 8 * h;
     if (r >= rows)
-      break;
+      continue;
     BF16 *dqRow = dq + qkvRow(p, b, i0 + r, p.sq, d, p.qkLd);
-    for (int c = lane; c < d; c += 32)
-      dqRow[c] = roundBF16(scale * acc[r * ldacc + c]);
+#pragma unroll
+    for (int nd = 0; nd < 2 * kDimSteps; ++nd) {
+      if (nd >= d / 8)
+        break;
+      dqRow[nd * 8 + quadCol] = roundBF16(scale * acc[nd].x[2 * h]);
+      dqRow[nd * 8 + quadCol + 1] = roundBF16(scale * acc[nd].x[2 * h + 1]);
+    }
   }
 #endif
 }
 
-/// dk and dv: one block per (batch, 64 keys), 32 queries per step.
+/// dk and dv: one block per (batch, 64 keys), each warp's 16 keys in
+/// registers, Shape::kQueries queries per step. The products are the
+/// transposed ones (S^T = K Q^T, dP^T = V dO^T), so that a key's gradients
+/// accumulate in the lanes that hold its row.
+template <typename Shape>
 __global__ void __launch_bounds__(kFlashThreads)
     flashKeyGrads(AttentionParams p, const BF16 *q, const BF16 *k,
                   const BF16 *v, const BF16 *dout, const float *lse,
@@ -837,32 +935,26 @@ __global__ void __launch_bounds__(kFlashThreads)
 #if !LOOM_FLASH_ARCH
   __trap();
 #else
-  static_assert(kKeyGradQueries == 32, "one query per lane");
+  constexpr int kDimSteps = Shape::kDim / 16, kQueries = Shape::kQueries;
+  constexpr int kQueryTiles = kQueries / 8;
   const int d = int(p.d), dvDim = int(p.dv);
-  const KeyGradLayout layout(d, dvDim);
+  const KeyGradLayout layout(d, dvDim, kQueries);
   unsigned char *shared = dynamicShared();
   BF16 *ks = reinterpret_cast<BF16 *>(shared + layout.k);
   BF16 *vs = reinterpret_cast<BF16 *>(shared + layout.v);
   BF16 *qs = reinterpret_cast<BF16 *>(shared + layout.q);
   BF16 *douts = reinterpret_cast<BF16 *>(shared + layout.dout);
-  float *ss = reinterpret_cast<float *>(shared + layout.s);
-  float *dps = reinterpret_cast<float *>(shared + layout.dp);
-  BF16 *ps = reinterpret_cast<BF16 *>(shared + layout.p);
-  BF16 *dss = reinterpret_cast<BF16 *>(shared + layout.ds);
-  float *accK = reinterpret_cast<float *>(shared + layout.accK);
-  float *accV = reinterpret_cast<float *>(shared + layout.accV);
   float *lses = reinterpret_cast<float *>(shared + layout.lse);
   float *deltas = reinterpret_cast<float *>(shared + layout.delta);
   uint8_t *masks = shared + layout.mask;
-  const int ldq = d + kPadBF16, ldv = dvDim + kPadBF16,
-            lds = kKeyGradQueries + kPadF32, ldp = kKeyGradQueries + kPadBF16,
-            ldk = d + kPadF32, ldav = dvDim + kPadF32;
+  const int ldq = d + kPadBF16, ldv = dvDim + kPadBF16;
 
   const int64_t tiles = (p.sk + kTile - 1) / kTile;
   const int64_t b = p.batchBegin + blockIdx.x / tiles,
                 j0 = (blockIdx.x % tiles) * kTile;
   const int cols = int(min(int64_t(kTile), p.sk - j0));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int quadRow = lane / 4, quadCol = 2 * (lane % 4), warpRow = warp * 16;
   const float scale = float(p.scale), maskValue = float(p.maskValue);
   const float inf = infinity<float>();
   const uint8_t *m = maskOf(mask, p, b);
@@ -875,75 +967,124 @@ __global__ void __launch_bounds__(kFlashThreads)
                         operandRows(p, dout, b, p.sq, dvDim, p.heads * dvDim);
   loadTile(ks, ldq, kRows.base, kRows.ld, p.sk, j0, kTile, d, vectorized);
   loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, j0, kTile, dvDim, vectorized);
-  for (int idx = threadIdx.x; idx < kTile * d; idx += blockDim.x)
-    accK[(idx / d) * ldk + idx % d] = 0.0f;
-  for (int idx = threadIdx.x; idx < kTile * dvDim; idx += blockDim.x)
-    accV[(idx / dvDim) * ldav + idx % dvDim] = 0.0f;
-  __syncthreads();
+  MmaC accK[2 * kDimSteps], accV[2 * kDimSteps];
+#pragma unroll
+  for (int nd = 0; nd < 2 * kDimSteps; ++nd)
+    accK[nd] = accV[nd] = MmaC{{0.0f, 0.0f, 0.0f, 0.0f}};
 
-  for (int64_t i0 = 0; i0 < p.sq; i0 += kKeyGradQueries) {
-    const int rows = int(min(int64_t(kKeyGradQueries), p.sq - i0));
-    // The tile's mask, [queries][keys], in shared memory: the lanes below
-    // read a key's column of it, which in global memory would be a strided
-    // load per lane.
+  for (int64_t i0 = 0; i0 < p.sq; i0 += kQueries) {
+    const int rows = int(min(int64_t(kQueries), p.sq - i0));
+    // The tile's mask, [queries][keys], in shared memory: a lane reads its
+    // keys' columns of it, which in global memory would be strided loads.
     const TileMask tileMask =
         loadTileMask(masks, m, skipMasked, p.sk, i0, rows, j0, cols);
     if (tileMask == TileMask::Skip)
       continue;
     const bool noneMasked = tileMask == TileMask::Unmasked;
-    loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kKeyGradQueries, d,
+    loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kQueries, d, vectorized);
+    loadTile(douts, ldv, doutRows.base, doutRows.ld, p.sq, i0, kQueries, dvDim,
              vectorized);
-    loadTile(douts, ldv, doutRows.base, doutRows.ld, p.sq, i0, kKeyGradQueries,
-             dvDim, vectorized);
-    for (int r = threadIdx.x; r < kKeyGradQueries; r += blockDim.x) {
+    for (int r = threadIdx.x; r < kQueries; r += blockDim.x) {
       const int64_t row = rowIndex(p, b, i0 + r, p.sq);
       lses[r] = r < rows ? lse[row] : 0.0f;
       deltas[r] = r < rows ? delta[(b - p.batchBegin) * p.sq + i0 + r] : 0.0f;
     }
     __syncthreads();
 
-    // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys.
-    productABt(ss + warp * 16 * lds, lds, ks + warp * 16 * ldq, ldq, qs, ldq,
-               kKeyGradQueries / 16, d);
-    productABt(dps + warp * 16 * lds, lds, vs + warp * 16 * ldv, ldv, douts,
-               ldv, kKeyGradQueries / 16, dvDim);
-    __syncwarp();
-
-    // P^T and dS^T (one query per lane), rounded to bf16.
-    for (int rr = 0; rr < 16; ++rr) {
-      const int r = warp * 16 + rr, c = lane;
-      float pr = 0.0f, ds = 0.0f;
-      if (r < cols && c < rows) {
-        const bool masked = !noneMasked && masks[c * kMaskLd + r];
-        const float s = masked ? maskValue : scale * ss[r * lds + c];
-        pr = expShift(s, lses[c]);
-        if (!masked)
-          ds = pr * (dps[r * lds + c] - deltas[c]);
+    // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys (K and V
+    // fragments from shared memory: registers go to the accumulators).
+    MmaC sc[kQueryTiles], dp[kQueryTiles];
+#pragma unroll
+    for (int nt = 0; nt < kQueryTiles; ++nt)
+      sc[nt] = dp[nt] = MmaC{{0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kk = 0; kk < kDimSteps; ++kk) {
+      if (kk < d / 16) {
+        const MmaA ka = loadA(ks + warpRow * ldq + kk * 16, ldq);
+#pragma unroll
+        for (int np = 0; np < kQueryTiles / 2; ++np) {
+          MmaB b0, b1;
+          loadBPair<false>(b0, b1, qs + np * 16 * ldq + kk * 16, ldq);
+          mma(sc[2 * np], ka, b0);
+          mma(sc[2 * np + 1], ka, b1);
+        }
       }
-      ps[r * ldp + c] = __float2bfloat16_rn(pr);
-      dss[r * ldp + c] = __float2bfloat16_rn(ds);
+      if (kk < dvDim / 16) {
+        const MmaA va = loadA(vs + warpRow * ldv + kk * 16, ldv);
+#pragma unroll
+        for (int np = 0; np < kQueryTiles / 2; ++np) {
+          MmaB b0, b1;
+          loadBPair<false>(b0, b1, douts + np * 16 * ldv + kk * 16, ldv);
+          mma(dp[2 * np], va, b0);
+          mma(dp[2 * np + 1], va, b1);
+        }
+      }
     }
-    __syncwarp();
 
-    // dV += P^T dO and dK += dS^T Q for this warp's keys.
-    accumulateAB(accV + warp * 16 * ldav, ldav, ps + warp * 16 * ldp, ldp,
-                 douts, ldv, dvDim, kKeyGradQueries);
-    accumulateAB(accK + warp * 16 * ldk, ldk, dss + warp * 16 * ldp, ldp, qs,
-                 ldq, d, kKeyGradQueries);
-    __syncthreads();
+    // P^T into sc and dS^T into dp (masked entries still weigh v with a
+    // finite mask_value; their ds is 0).
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warpRow + quadRow + 8 * h;
+#pragma unroll
+      for (int nt = 0; nt < kQueryTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = nt * 8 + quadCol + e;
+          float pr = 0.0f, ds = 0.0f;
+          if (r < cols && c < rows) {
+            const bool masked = !noneMasked && masks[c * kMaskLd + r];
+            const float s = masked ? maskValue : scale * sc[nt].x[2 * h + e];
+            pr = expShift(s, lses[c]);
+            if (!masked)
+              ds = pr * (dp[nt].x[2 * h + e] - deltas[c]);
+          }
+          sc[nt].x[2 * h + e] = pr;
+          dp[nt].x[2 * h + e] = ds;
+        }
+    }
+
+    // dV += P^T dO and dK += dS^T Q, P and dS rounded to bf16.
+#pragma unroll
+    for (int kk = 0; kk < kQueries / 16; ++kk) {
+      const MmaA pa = accumulatorsAsA(sc[2 * kk], sc[2 * kk + 1]);
+      const MmaA dsa = accumulatorsAsA(dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+      for (int np = 0; np < kDimSteps; ++np) {
+        MmaB b0, b1;
+        if (np < dvDim / 16) {
+          loadBPair<true>(b0, b1, douts + kk * 16 * ldv + np * 16, ldv);
+          mma(accV[2 * np], pa, b0);
+          mma(accV[2 * np + 1], pa, b1);
+        }
+        if (np < d / 16) {
+          loadBPair<true>(b0, b1, qs + kk * 16 * ldq + np * 16, ldq);
+          mma(accK[2 * np], dsa, b0);
+          mma(accK[2 * np + 1], dsa, b1);
+        }
+      }
+    }
+    __syncthreads(); // before the next step overwrites Q, dO and the mask
   }
-  __syncwarp();
 
-  for (int rr = 0; rr < 16; ++rr) {
-    const int r = warp * 16 + rr;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = warpRow + quadRow + 8 * h;
     if (r >= cols)
-      break;
+      continue;
     BF16 *dkRow = dk + qkvRow(p, b, j0 + r, p.sk, d, p.qkLd),
          *dvRow = dv + qkvRow(p, b, j0 + r, p.sk, dvDim, p.vLd);
-    for (int c = lane; c < d; c += 32)
-      dkRow[c] = roundBF16(scale * accK[r * ldk + c]);
-    for (int c = lane; c < dvDim; c += 32)
-      dvRow[c] = roundBF16(accV[r * ldav + c]);
+#pragma unroll
+    for (int nd = 0; nd < 2 * kDimSteps; ++nd) {
+      if (nd < d / 8) {
+        dkRow[nd * 8 + quadCol] = roundBF16(scale * accK[nd].x[2 * h]);
+        dkRow[nd * 8 + quadCol + 1] = roundBF16(scale * accK[nd].x[2 * h + 1]);
+      }
+      if (nd < dvDim / 8) {
+        dvRow[nd * 8 + quadCol] = roundBF16(accV[nd].x[2 * h]);
+        dvRow[nd * 8 + quadCol + 1] = roundBF16(accV[nd].x[2 * h + 1]);
+      }
+    }
   }
 #endif
 }
@@ -1041,19 +1182,33 @@ StatusOr<bool> useFlash(const LaunchContext &context, DType dtype,
         std::string("cudaFuncSetAttribute(") + name + ")");
   };
   if (backward) {
-    if (Status s = allow(reinterpret_cast<const void *>(&flashQueryGrads),
-                         QueryGradLayout(kFlashMaxDim, kFlashMaxDim).bytes,
-                         "flashQueryGrads");
-        !s)
-      return s;
-    if (Status s = allow(reinterpret_cast<const void *>(&flashKeyGrads),
-                         KeyGradLayout(kFlashMaxDim, kFlashMaxDim).bytes,
-                         "flashKeyGrads");
-        !s)
-      return s;
-  } else if (Status s = allow(reinterpret_cast<const void *>(&flashForward),
-                              ForwardLayout(kFlashMaxDim, kFlashMaxDim).bytes,
-                              "flashForward");
+    for (auto [query, key, dim] :
+         {std::tuple(
+              reinterpret_cast<const void *>(&flashQueryGrads<NarrowBackward>),
+              reinterpret_cast<const void *>(&flashKeyGrads<NarrowBackward>),
+              NarrowBackward::kDim),
+          std::tuple(
+              reinterpret_cast<const void *>(&flashQueryGrads<WideBackward>),
+              reinterpret_cast<const void *>(&flashKeyGrads<WideBackward>),
+              WideBackward::kDim)}) {
+      if (Status s =
+              allow(query, QueryGradLayout(dim, dim).bytes, "flashQueryGrads");
+          !s)
+        return s;
+      if (Status s = allow(key, KeyGradLayout(dim, dim).bytes, "flashKeyGrads");
+          !s)
+        return s;
+    }
+  } else if (Status s = allow(
+                 reinterpret_cast<const void *>(&flashForward<NarrowForward>),
+                 ForwardLayout(NarrowForward::kDim, NarrowForward::kDim).bytes,
+                 "flashForward");
+             !s) {
+    return s;
+  } else if (Status s = allow(
+                 reinterpret_cast<const void *>(&flashForward<WideForward>),
+                 ForwardLayout(WideForward::kDim, WideForward::kDim).bytes,
+                 "flashForward");
              !s) {
     return s;
   }
@@ -1191,7 +1346,8 @@ KernelOr makeGenericBackward(const AttentionParams &p) {
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 KernelOr makeFlashForward(const AttentionParams &p) {
-  const int64_t blocks = p.batch * ceilDiv(p.sq, kTile);
+  const int rows = forwardRows(int(p.d), int(p.dv));
+  const int64_t blocks = p.batch * ceilDiv(p.sq, rows);
   if (Status s = checkGrid(blocks, "attention"); !s)
     return s;
   const size_t shared = ForwardLayout(int(p.d), int(p.dv)).bytes;
@@ -1203,9 +1359,10 @@ KernelOr makeFlashForward(const AttentionParams &p) {
     const BF16 *k = qkvPart<const BF16>(p, inputs, 1);
     const BF16 *v = qkvPart<const BF16>(p, inputs, 2);
     const bool vectorized = aligned16(q) && aligned16(k) && aligned16(v);
-    launchKernel(flashForward, unsigned(blocks), kFlashThreads, shared,
-                 context.stream, p, q, k, v, launchMask(p, inputs),
-                 static_cast<BF16 *>(outputs[0]),
+    launchKernel(rows == NarrowForward::kRows ? flashForward<NarrowForward>
+                                              : flashForward<WideForward>,
+                 unsigned(blocks), kFlashThreads, shared, context.stream, p, q,
+                 k, v, launchMask(p, inputs), static_cast<BF16 *>(outputs[0]),
                  static_cast<float *>(outputs[1]), vectorized);
     return launchStatus("attention (flash)");
   });
@@ -1220,6 +1377,7 @@ KernelOr makeFlashBackward(const AttentionParams &p) {
     return s;
   const size_t queryShared = QueryGradLayout(int(p.d), int(p.dv)).bytes;
   const size_t keyShared = KeyGradLayout(int(p.d), int(p.dv)).bytes;
+  const bool narrow = narrowBackward(int(p.d), int(p.dv));
   return makeKernel([=](const LaunchContext &context, const void *const *inputs,
                         void *const *outputs) {
     const BackwardInputs<BF16, float> in(p, inputs);
@@ -1234,17 +1392,21 @@ KernelOr makeFlashBackward(const AttentionParams &p) {
       const int64_t queryTiles = count * ceilDiv(p.sq, kTile);
       const int64_t keyTiles = count * ceilDiv(p.sk, kTile);
       if (queryTiles > 0) {
-        launchKernel(flashQueryGrads, unsigned(queryTiles), kFlashThreads,
-                     queryShared, context.stream, part, in.q, in.k, in.v,
-                     in.dout, in.lse, in.out, in.mask,
-                     qkvPart<BF16>(p, outputs, 0), delta, vectorized);
+        launchKernel(narrow ? flashQueryGrads<NarrowBackward>
+                            : flashQueryGrads<WideBackward>,
+                     unsigned(queryTiles), kFlashThreads, queryShared,
+                     context.stream, part, in.q, in.k, in.v, in.dout, in.lse,
+                     in.out, in.mask, qkvPart<BF16>(p, outputs, 0), delta,
+                     vectorized);
         if (Status s = launchStatus("attention_backward (flash dq)"); !s)
           return s;
       }
       if (keyTiles > 0) {
-        launchKernel(flashKeyGrads, unsigned(keyTiles), kFlashThreads,
-                     keyShared, context.stream, part, in.q, in.k, in.v, in.dout,
-                     in.lse, delta, in.mask, qkvPart<BF16>(p, outputs, 1),
+        launchKernel(narrow ? flashKeyGrads<NarrowBackward>
+                            : flashKeyGrads<WideBackward>,
+                     unsigned(keyTiles), kFlashThreads, keyShared,
+                     context.stream, part, in.q, in.k, in.v, in.dout, in.lse,
+                     delta, in.mask, qkvPart<BF16>(p, outputs, 1),
                      qkvPart<BF16>(p, outputs, 2), vectorized);
         if (Status s = launchStatus("attention_backward (flash dk, dv)"); !s)
           return s;
