@@ -405,7 +405,7 @@ struct SharedCarver {
 };
 
 /// Row stride (bytes) of the forward's shared copy of a tile's mask.
-constexpr int kMaskLd = kTile + 4;
+constexpr int kMaskLd = kTile + 16; // 16-byte aligned rows
 
 /// The forward keeps Q, the scores, P and O in registers (mma.sync,
 /// TensorCore.cuh): each warp owns 16 * RowTiles query rows, with head dims
@@ -544,19 +544,39 @@ enum class TileMask { Skip, Unmasked, Masked };
 /// memory) and says what to do with the pair: Skip when every entry is
 /// masked and masked entries contribute nothing (`skipMasked`), Unmasked
 /// when no entry is masked (the copy need not be read), else Masked. Every
-/// thread of the block must call it (it synchronizes the block).
+/// thread of the block must call it (it synchronizes the block). `j0` is a
+/// multiple of 16.
 __device__ inline TileMask loadTileMask(uint8_t *tile, const uint8_t *m,
                                         bool skipMasked, int64_t sk, int64_t i0,
                                         int rows, int64_t j0, int cols) {
   if (!m)
     return TileMask::Unmasked;
   int all = 1, none = 1;
-  for (int idx = threadIdx.x; idx < rows * cols; idx += blockDim.x) {
-    const int r = idx / cols, c = idx % cols;
-    const uint8_t masked = m[(i0 + r) * sk + j0 + c];
-    tile[r * kMaskLd + c] = masked;
-    all &= masked != 0;
-    none &= masked == 0;
+  if (sk % 16 == 0 && reinterpret_cast<uintptr_t>(m) % 16 == 0) {
+    // 16 entries per load (every row and `cols` are multiples of 16): a
+    // causal mask is read for every tile pair, and byte loads took more
+    // instructions than the tile's K and V.
+    auto noZeroByte = [](uint32_t w) {
+      return ((w - 0x01010101u) & ~w & 0x80808080u) == 0;
+    };
+    const int chunks = cols / 16;
+    for (int idx = threadIdx.x; idx < rows * chunks; idx += blockDim.x) {
+      const int r = idx / chunks, c = (idx % chunks) * 16;
+      const uint4 w =
+          *reinterpret_cast<const uint4 *>(m + (i0 + r) * sk + j0 + c);
+      *reinterpret_cast<uint4 *>(tile + r * kMaskLd + c) = w;
+      all &= noZeroByte(w.x) && noZeroByte(w.y) && noZeroByte(w.z) &&
+             noZeroByte(w.w);
+      none &= (w.x | w.y | w.z | w.w) == 0;
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < rows * cols; idx += blockDim.x) {
+      const int r = idx / cols, c = idx % cols;
+      const uint8_t masked = m[(i0 + r) * sk + j0 + c];
+      tile[r * kMaskLd + c] = masked;
+      all &= masked != 0;
+      none &= masked == 0;
+    }
   }
   const bool allMasked = __syncthreads_and(all) != 0;
   const bool noneMasked = __syncthreads_and(none) != 0;
