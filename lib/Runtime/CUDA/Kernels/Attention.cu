@@ -5,7 +5,11 @@
 // of -inf contributes nothing (p = 0), a row whose every score is -inf gives
 // out = NaN and lse = -inf, masked entries get ds = 0, p and ds are rounded
 // to bf16 before the products that take them when the operands are bf16,
-// and every product accumulates in f32 (f64 for f64).
+// and every product accumulates in f32 (f64 for f64). One difference of
+// rounding: the flash forward, which cannot know a row's max and sum before
+// its last key tile, rounds e^(s - running max) for the P V product and
+// divides by the f32 sum at the end, where the CPU rounds p itself; the two
+// agree within bf16's precision (the tests' tolerance), not bit for bit.
 //
 // Two implementations:
 //
