@@ -589,6 +589,14 @@ __device__ inline TileMask loadTileMask(uint8_t *tile, const uint8_t *m,
   return noneMasked ? TileMask::Unmasked : TileMask::Masked;
 }
 
+/// dst[0, 2) = row half h (rows l / 4 + 8 h) of accumulator c times
+/// `factor`, rounded to bf16: a gradient's two columns in this lane.
+__device__ inline void storePair(BF16 *dst, const MmaC &c, int h,
+                                 float factor) {
+  dst[0] = roundBF16(factor * c.x[2 * h]);
+  dst[1] = roundBF16(factor * c.x[2 * h + 1]);
+}
+
 /// Forward: one block per (batch, Shape::kRows queries), everything but the
 /// operand tiles in registers. Lane l of a warp holds, of each 16-row tile
 /// it owns, rows l / 4 and l / 4 + 8 (TensorCore.cuh's accumulator layout),
@@ -771,7 +779,7 @@ __global__ void __launch_bounds__(kFlashThreads)
         if (nd >= dv / 8)
           break;
         BF16 *dst = out + row * dv + nd * 8 + quadCol;
-        dst[0] = roundBF16(o[mt][nd].x[2 * h] / sum);
+        dst[0] = roundBF16(o[mt][nd].x[2 * h] / sum); // divided, as the CPU
         dst[1] = roundBF16(o[mt][nd].x[2 * h + 1] / sum);
       }
       if (lane % 4 == 0)
@@ -880,16 +888,13 @@ __global__ void __launch_bounds__(kFlashThreads)
     for (int kk = 0; kk < kDimSteps; ++kk) {
 #pragma unroll
       for (int np = 0; np < kKeyTiles / 2; ++np) {
-        MmaB b0, b1;
         if (kk < d / 16) {
-          loadBPair<false>(b0, b1, ks + np * 16 * ldq + kk * 16, ldq);
-          mma(sc[2 * np], qa[kk], b0);
-          mma(sc[2 * np + 1], qa[kk], b1);
+          mmaBPair<false>(&sc[2 * np], qa[kk], ks + np * 16 * ldq + kk * 16,
+                          ldq);
         }
         if (kk < dv / 16) {
-          loadBPair<false>(b0, b1, vs + np * 16 * ldv + kk * 16, ldv);
-          mma(dp[2 * np], da[kk], b0);
-          mma(dp[2 * np + 1], da[kk], b1);
+          mmaBPair<false>(&dp[2 * np], da[kk], vs + np * 16 * ldv + kk * 16,
+                          ldv);
         }
       }
     }
@@ -920,10 +925,7 @@ __global__ void __launch_bounds__(kFlashThreads)
       for (int np = 0; np < kDimSteps; ++np) {
         if (np >= d / 16)
           break;
-        MmaB b0, b1;
-        loadBPair<true>(b0, b1, ks + kk * 16 * ldq + np * 16, ldq);
-        mma(acc[2 * np], dsa, b0);
-        mma(acc[2 * np + 1], dsa, b1);
+        mmaBPair<true>(&acc[2 * np], dsa, ks + kk * 16 * ldq + np * 16, ldq);
       }
     }
     __syncthreads(); // before the next tile overwrites K, V and the mask
@@ -939,8 +941,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     for (int nd = 0; nd < 2 * kDimSteps; ++nd) {
       if (nd >= d / 8)
         break;
-      dqRow[nd * 8 + quadCol] = roundBF16(scale * acc[nd].x[2 * h]);
-      dqRow[nd * 8 + quadCol + 1] = roundBF16(scale * acc[nd].x[2 * h + 1]);
+      storePair(dqRow + nd * 8 + quadCol, acc[nd], h, scale);
     }
   }
 #endif
@@ -1027,20 +1028,15 @@ __global__ void __launch_bounds__(kFlashThreads)
         const MmaA ka = loadA(ks + warpRow * ldq + kk * 16, ldq);
 #pragma unroll
         for (int np = 0; np < kQueryTiles / 2; ++np) {
-          MmaB b0, b1;
-          loadBPair<false>(b0, b1, qs + np * 16 * ldq + kk * 16, ldq);
-          mma(sc[2 * np], ka, b0);
-          mma(sc[2 * np + 1], ka, b1);
+          mmaBPair<false>(&sc[2 * np], ka, qs + np * 16 * ldq + kk * 16, ldq);
         }
       }
       if (kk < dvDim / 16) {
         const MmaA va = loadA(vs + warpRow * ldv + kk * 16, ldv);
 #pragma unroll
         for (int np = 0; np < kQueryTiles / 2; ++np) {
-          MmaB b0, b1;
-          loadBPair<false>(b0, b1, douts + np * 16 * ldv + kk * 16, ldv);
-          mma(dp[2 * np], va, b0);
-          mma(dp[2 * np + 1], va, b1);
+          mmaBPair<false>(&dp[2 * np], va, douts + np * 16 * ldv + kk * 16,
+                          ldv);
         }
       }
     }
@@ -1075,16 +1071,12 @@ __global__ void __launch_bounds__(kFlashThreads)
       const MmaA dsa = accumulatorsAsA(dp[2 * kk], dp[2 * kk + 1]);
 #pragma unroll
       for (int np = 0; np < kDimSteps; ++np) {
-        MmaB b0, b1;
         if (np < dvDim / 16) {
-          loadBPair<true>(b0, b1, douts + kk * 16 * ldv + np * 16, ldv);
-          mma(accV[2 * np], pa, b0);
-          mma(accV[2 * np + 1], pa, b1);
+          mmaBPair<true>(&accV[2 * np], pa, douts + kk * 16 * ldv + np * 16,
+                         ldv);
         }
         if (np < d / 16) {
-          loadBPair<true>(b0, b1, qs + kk * 16 * ldq + np * 16, ldq);
-          mma(accK[2 * np], dsa, b0);
-          mma(accK[2 * np + 1], dsa, b1);
+          mmaBPair<true>(&accK[2 * np], dsa, qs + kk * 16 * ldq + np * 16, ldq);
         }
       }
     }
@@ -1101,12 +1093,10 @@ __global__ void __launch_bounds__(kFlashThreads)
 #pragma unroll
     for (int nd = 0; nd < 2 * kDimSteps; ++nd) {
       if (nd < d / 8) {
-        dkRow[nd * 8 + quadCol] = roundBF16(scale * accK[nd].x[2 * h]);
-        dkRow[nd * 8 + quadCol + 1] = roundBF16(scale * accK[nd].x[2 * h + 1]);
+        storePair(dkRow + nd * 8 + quadCol, accK[nd], h, scale);
       }
       if (nd < dvDim / 8) {
-        dvRow[nd * 8 + quadCol] = roundBF16(accV[nd].x[2 * h]);
-        dvRow[nd * 8 + quadCol + 1] = roundBF16(accV[nd].x[2 * h + 1]);
+        storePair(dvRow + nd * 8 + quadCol, accV[nd], h, 1.0f);
       }
     }
   }

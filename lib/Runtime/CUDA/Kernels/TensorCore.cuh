@@ -124,6 +124,17 @@ __device__ inline void loadBPair(MmaB &b0, MmaB &b1, const BF16 *tile, int ld) {
   b1.x[1] = r[3];
 }
 
+/// c[0], c[1] += a times the two B tiles loadBPair<KMajor> reads at `tile`:
+/// a 16x16 block of the product, for one A operand.
+template <bool KMajor>
+__device__ inline void mmaBPair(MmaC *c, const MmaA &a, const BF16 *tile,
+                                int ld) {
+  MmaB b0, b1;
+  loadBPair<KMajor>(b0, b1, tile, ld);
+  mma(c[0], a, b0);
+  mma(c[1], a, b1);
+}
+
 /// The A operand whose 16 columns are the accumulators `lo` (columns
 /// [0, 8)) and `hi` ([8, 16)) rounded to bf16: a product's result fed to
 /// the next product without leaving the registers.
