@@ -18,6 +18,7 @@ void mlir::loom::buildLowerToPlanPipeline(OpPassManager &pm) {
   funcs.addPass(createLoomFuseMatmulEpilogue());
   funcs.addPass(createLoomFuseLayerNormGrad());
   funcs.addPass(createLoomFuseBiasGrad());
+  funcs.addPass(createLoomFuseCrossEntropyGrad());
   funcs.addPass(createLoomFuseElementwise());
   funcs.addPass(createLoomSelectKernels());
   pm.addPass(createLoomBufferize());

@@ -129,16 +129,11 @@ public:
             .Case([&](GatherOp gather) {
               return make("gather", {integer("axis", gather.getAxis())});
             })
-            .Case([&](CrossEntropyOp loss) {
-              Selection result =
-                  make("cross_entropy",
-                       {word("reduction",
-                             stringifyLossReduction(loss.getReduction()))});
-              if (std::optional<int64_t> ignore = loss.getIgnoreIndex())
-                result.attrs.push_back(integer("ignore_index", *ignore));
-              if (std::optional<int64_t> classes = loss.getClasses())
-                result.attrs.push_back(integer("classes", *classes));
-              return result;
+            .Case([&](CrossEntropyOp loss) { return crossEntropy(loss); })
+            .Case([&](CrossEntropyWithGradOp loss) {
+              // The same kernel with the gradient's scale as a third input
+              // and the gradient as a second output.
+              return crossEntropy(loss);
             })
             .Case([&](CrossEntropyGradOp grad) {
               Selection result = make("cross_entropy_backward");
@@ -211,6 +206,17 @@ public:
   std::string target = "cpu";
 
 private:
+  template <typename OpTy> Selection crossEntropy(OpTy loss) {
+    Selection result =
+        make("cross_entropy",
+             {word("reduction", stringifyLossReduction(loss.getReduction()))});
+    if (std::optional<int64_t> ignore = loss.getIgnoreIndex())
+      result.attrs.push_back(integer("ignore_index", *ignore));
+    if (std::optional<int64_t> classes = loss.getClasses())
+      result.attrs.push_back(integer("classes", *classes));
+    return result;
+  }
+
   /// Kernels that take bf16 operands (and compute them in f32).
   static bool takesBF16(StringRef kernel) {
     return llvm::is_contained(

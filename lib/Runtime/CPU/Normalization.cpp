@@ -505,10 +505,44 @@ Status readLabelAttrs(const Instruction &instruction,
   return Status::ok();
 }
 
+/// Checks the scale and the gradient of cross_entropy_backward (and of
+/// cross_entropy with a gradient output).
+Status checkScaleAndGradient(const TensorRef &logits, const TensorRef &labels,
+                             const TensorRef &scale, const TensorRef &dlogits) {
+  if (Status s = expectLossDType(logits, scale, "scale"); !s)
+    return s;
+  if (!scale.shape.empty() && scale.shape != labels.shape)
+    return Status::error("scale " + shapeString(scale.shape) +
+                         " should be a scalar or " + shapeString(labels.shape) +
+                         " (one per sample)");
+  if (Status s = expectSameShape(logits, "logits", dlogits, "dlogits"); !s)
+    return s;
+  // Computed in the loss dtype and rounded once: to it, or to the next
+  // narrower type (f32 -> bf16, f64 -> f32).
+  DType computed = lossDType(logits.dtype);
+  DType narrower = computed == DType::F64 ? DType::F32 : DType::BF16;
+  if (dlogits.dtype != computed && dlogits.dtype != narrower)
+    return Status::error(std::string("dlogits have dtype ") +
+                         dtypeName(dlogits.dtype) + "; " +
+                         dtypeName(logits.dtype) + " logits give " +
+                         dtypeName(computed) + " or " + dtypeName(narrower));
+  return Status::ok();
+}
+
+/// cross_entropy: logits and labels in, the loss out; or with the
+/// gradient's scale as a third input, the loss and the gradient (what
+/// cross_entropy_backward computes) out.
 Status readCrossEntropy(const Instruction &instruction,
                         CrossEntropyAttrs &attrs) {
-  if (Status s = expectOperandCounts(instruction, 2, 1); !s)
-    return s;
+  const size_t inputs = instruction.inputs.size(),
+               outputs = instruction.outputs.size();
+  const bool withGradient = inputs == 3;
+  if (!(inputs == 2 && outputs == 1) && !(withGradient && outputs == 2))
+    return Status::error(
+        "expected 2 inputs (logits, labels) and 1 output (the loss), or 3 "
+        "inputs (and the gradient's scale) and 2 outputs (and the gradient), "
+        "got " +
+        std::to_string(inputs) + " and " + std::to_string(outputs));
   if (Status s = expectKnownAttrs(instruction.attrs,
                                   {"reduction", "ignore_index", "classes"});
       !s)
@@ -520,6 +554,11 @@ Status readCrossEntropy(const Instruction &instruction,
     return s;
   if (Status s = expectLossDType(logits, loss, "loss"); !s)
     return s;
+  if (withGradient)
+    if (Status s = checkScaleAndGradient(logits, labels, instruction.inputs[2],
+                                         instruction.outputs[1]);
+        !s)
+      return s;
   std::string reduction;
   if (Status s =
           getWordAttr(instruction.attrs, "reduction", reduction, false, "mean");
@@ -591,6 +630,17 @@ bool skipSample(const KernelArgs &args, const CrossEntropyAttrs &attrs,
   return true;
 }
 
+/// The loss of reduction=sum or mean from the samples' `total` and the
+/// number of samples `counted`.
+template <typename C>
+void storeTotal(const CrossEntropyAttrs &attrs, C *loss, double total,
+                int64_t counted) {
+  if (attrs.reduction == Reduction::Sum)
+    loss[0] = C(total);
+  else if (attrs.reduction == Reduction::Mean)
+    loss[0] = C(total / double(counted)); // NaN when nothing counted
+}
+
 template <typename T, typename L>
 void crossEntropyTyped(const KernelArgs &args, const CrossEntropyAttrs &attrs) {
   using C = typename LogitRows<T>::Compute;
@@ -628,10 +678,7 @@ void crossEntropyTyped(const KernelArgs &args, const CrossEntropyAttrs &attrs) {
       total += sampleLoss;
     }
   }
-  if (attrs.reduction == Reduction::Sum)
-    loss[0] = C(total);
-  else if (attrs.reduction == Reduction::Mean)
-    loss[0] = C(total / double(counted)); // NaN when nothing counted
+  storeTotal(attrs, loss, total, counted);
 }
 
 //===----------------------------------------------------------------------===//
@@ -647,37 +694,65 @@ Status readCrossEntropyBackward(const Instruction &instruction,
       !s)
     return s;
   const TensorRef &logits = instruction.inputs[0],
-                  &labels = instruction.inputs[1],
-                  &scale = instruction.inputs[2],
-                  &dlogits = instruction.outputs[0];
+                  &labels = instruction.inputs[1];
   if (Status s = checkLogitsAndLabels(logits, labels); !s)
     return s;
-  if (Status s = expectLossDType(logits, scale, "scale"); !s)
+  if (Status s = checkScaleAndGradient(logits, labels, instruction.inputs[2],
+                                       instruction.outputs[0]);
+      !s)
     return s;
-  if (!scale.shape.empty() && scale.shape != labels.shape)
-    return Status::error("scale " + shapeString(scale.shape) +
-                         " should be a scalar or " + shapeString(labels.shape) +
-                         " (one per sample)");
-  if (Status s = expectSameShape(logits, "logits", dlogits, "dlogits"); !s)
-    return s;
-  // Computed in the loss dtype and rounded once: to it, or to the next
-  // narrower type (f32 -> bf16, f64 -> f32).
-  DType computed = lossDType(logits.dtype);
-  DType narrower = computed == DType::F64 ? DType::F32 : DType::BF16;
-  if (dlogits.dtype != computed && dlogits.dtype != narrower)
-    return Status::error(std::string("dlogits have dtype ") +
-                         dtypeName(dlogits.dtype) + "; " +
-                         dtypeName(logits.dtype) + " logits give " +
-                         dtypeName(computed) + " or " + dtypeName(narrower));
   attrs.reduction = Reduction::None;
   return readLabelAttrs(instruction, attrs);
 }
 
-/// (softmax(row) - onehot(label)) * scale per row: the probabilities as
-/// softmax computes them (e^(x - max) times 1/sum), in the loss dtype; 0
-/// for the padding after the classes.
-template <typename T, typename L, typename O>
-void crossEntropyBackwardTyped(const KernelArgs &args,
+/// The gradient of one thread's samples and their losses: each row read
+/// once for both.
+template <typename T, typename O> class GradientRows {
+public:
+  using C = typename LogitRows<T>::Compute;
+  GradientRows(const T *logits, int64_t width, int64_t classes)
+      : rows{logits, width, classes} {}
+
+  /// Sample i's gradient (softmax(row) - onehot(label)) * factor, the
+  /// probabilities as softmax computes them (e^(x - max) times 1/sum), in
+  /// the loss dtype and rounded once to `out`; 0 for the padding after the
+  /// classes. Returns the sample's loss as cross_entropy computes it (NaN
+  /// for an out-of-range label, 0 for an ignored one) and whether the
+  /// sample counts.
+  double write(const KernelArgs &args, const CrossEntropyAttrs &attrs,
+               int64_t i, int64_t label, C factor, O *out, bool &counts) {
+    const int64_t width = rows.width, classes = rows.classes;
+    for (int64_t c = classes; c < width; ++c)
+      storeRounded(out + c, C(0));
+    bool invalid;
+    counts = !skipSample(args, attrs, label, i, classes, invalid);
+    if (!counts) {
+      C fill = invalid ? std::numeric_limits<C>::quiet_NaN() : C(0);
+      for (int64_t c = 0; c < classes; ++c)
+        storeRounded(out + c, fill);
+      return invalid ? std::numeric_limits<double>::quiet_NaN() : 0;
+    }
+    const C *row = rows.row(i);
+    C max = rowMax(row, classes);
+    double sum = expShifted(row, e.data(), classes, max);
+    C inverse = C(1 / sum);
+    for (int64_t c = 0; c < classes; ++c) {
+      C p = e[size_t(c)] * inverse;
+      storeRounded(out + c, (c == label ? p - C(1) : p) * factor);
+    }
+    return double(max) + std::log(sum) - double(row[label]);
+  }
+
+private:
+  LogitRows<T> rows;
+  std::vector<C> e = std::vector<C>(size_t(rows.classes));
+};
+
+/// cross_entropy_backward, or (`WithLoss`) cross_entropy with a gradient
+/// output: the gradient of every sample as GradientRows computes it, and
+/// the loss as crossEntropyTyped does.
+template <typename T, typename L, typename O, bool WithLoss>
+void crossEntropyGradientTyped(const KernelArgs &args,
                                const CrossEntropyAttrs &attrs) {
   using C = typename LogitRows<T>::Compute;
   const std::vector<int64_t> &shape = args.instruction.inputs[0].shape;
@@ -687,49 +762,42 @@ void crossEntropyBackwardTyped(const KernelArgs &args,
   const L *labels = static_cast<const L *>(args.inputs[1]);
   const C *scale = static_cast<const C *>(args.inputs[2]);
   const bool scalePerSample = !args.instruction.inputs[2].shape.empty();
-  O *dlogits = static_cast<O *>(args.outputs[0]);
+  O *dlogits = static_cast<O *>(args.outputs[WithLoss ? 1 : 0]);
+  C *loss = WithLoss ? static_cast<C *>(args.outputs[0]) : nullptr;
+  double total = 0;
+  int64_t counted = 0;
   int threads = threadsFor(samples * classes, 1 << 13);
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(threads) reduction(+ : total, counted)
   {
-    LogitRows<T> rows{logits, width, classes};
-    std::vector<C> e(static_cast<size_t>(classes));
+    GradientRows<T, O> rows(logits, width, classes);
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < samples; ++i) {
-      O *out = dlogits + i * width;
-      int64_t label = int64_t(labels[i]);
-      bool invalid;
-      for (int64_t c = classes; c < width; ++c)
-        storeRounded(out + c, C(0));
-      if (skipSample(args, attrs, label, i, classes, invalid)) {
-        C fill = invalid ? std::numeric_limits<C>::quiet_NaN() : C(0);
-        for (int64_t c = 0; c < classes; ++c)
-          storeRounded(out + c, fill);
-        continue;
-      }
-      const C *row = rows.row(i);
-      C max = rowMax(row, classes);
-      C inverse = C(1 / expShifted(row, e.data(), classes, max));
-      C factor = scale[scalePerSample ? i : 0];
-      for (int64_t c = 0; c < classes; ++c) {
-        C p = e[size_t(c)] * inverse;
-        storeRounded(out + c, (c == label ? p - C(1) : p) * factor);
-      }
+      bool counts;
+      double sampleLoss = rows.write(args, attrs, i, int64_t(labels[i]),
+                                     scale[scalePerSample ? i : 0],
+                                     dlogits + i * width, counts);
+      if (WithLoss && attrs.reduction == Reduction::None)
+        loss[i] = C(sampleLoss);
+      total += sampleLoss;
+      counted += counts;
     }
   }
+  if (WithLoss)
+    storeTotal(attrs, loss, total, counted);
 }
 
-/// Runs the kernel for the result dtype: the loss dtype or the next
-/// narrower one (readCrossEntropyBackward allows no other).
-template <typename T, typename L>
-void crossEntropyBackwardTo(const KernelArgs &args,
+/// Runs crossEntropyGradientTyped for the gradient's dtype: the loss
+/// dtype or the next narrower one (checkScaleAndGradient allows no other).
+template <typename T, typename L, bool WithLoss>
+void crossEntropyGradientTo(const KernelArgs &args,
                             const CrossEntropyAttrs &attrs) {
   using C = typename LogitRows<T>::Compute;
   using Narrower = std::conditional_t<std::is_same_v<C, double>, float, BF16>;
-  if (args.instruction.outputs[0].dtype ==
+  if (args.instruction.outputs[WithLoss ? 1 : 0].dtype ==
       lossDType(args.instruction.inputs[0].dtype))
-    crossEntropyBackwardTyped<T, L, C>(args, attrs);
+    crossEntropyGradientTyped<T, L, C, WithLoss>(args, attrs);
   else
-    crossEntropyBackwardTyped<T, L, Narrower>(args, attrs);
+    crossEntropyGradientTyped<T, L, Narrower, WithLoss>(args, attrs);
 }
 
 /// Calls `run(T(), L())` with T the logits' storage type (float, double,
@@ -796,7 +864,12 @@ void cpu::run_cross_entropy(const KernelArgs &args) {
   CrossEntropyAttrs attrs;
   (void)readCrossEntropy(args.instruction, attrs);
   dispatchLogitsAndLabels(args, [&](auto logits, auto labels) {
-    crossEntropyTyped<decltype(logits), decltype(labels)>(args, attrs);
+    using T = decltype(logits);
+    using L = decltype(labels);
+    if (args.instruction.inputs.size() == 3)
+      crossEntropyGradientTo<T, L, /*WithLoss=*/true>(args, attrs);
+    else
+      crossEntropyTyped<T, L>(args, attrs);
   });
 }
 
@@ -808,6 +881,7 @@ void cpu::run_cross_entropy_backward(const KernelArgs &args) {
   CrossEntropyAttrs attrs;
   (void)readCrossEntropyBackward(args.instruction, attrs);
   dispatchLogitsAndLabels(args, [&](auto logits, auto labels) {
-    crossEntropyBackwardTo<decltype(logits), decltype(labels)>(args, attrs);
+    crossEntropyGradientTo<decltype(logits), decltype(labels),
+                           /*WithLoss=*/false>(args, attrs);
   });
 }

@@ -26,6 +26,10 @@ func.func @kernels(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<32xf3
   %lp = loom.cross_entropy %h, %ids reduction sum classes 30 : (tensor<8x32xf32>, tensor<8xi64>) -> tensor<f32>
   // CHECK: loom.cross_entropy_grad {{.*}} {plan.kernel = "cross_entropy_backward", plan.kernel_attrs = {classes = 30 : i64}}
   %dlp = loom.cross_entropy_grad %h, %ids, %lp classes 30 : (tensor<8x32xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x32xf32>
+  // A loss with its gradient is the cross_entropy kernel with the scale as a
+  // third input and the gradient as a second output.
+  // CHECK: loom.cross_entropy_with_grad {{.*}} {plan.kernel = "cross_entropy", plan.kernel_attrs = {classes = 30 : i64, ignore_index = -100 : i64, reduction = "sum"}}
+  %lg:2 = loom.cross_entropy_with_grad %h, %ids, %l reduction sum ignore_index -100 classes 30 : (tensor<8x32xf32>, tensor<8xi64>, tensor<f32>) -> (tensor<f32>, tensor<8x32xbf16>)
   // CHECK: loom.layer_norm {{.*}} {plan.kernel = "layer_norm", plan.kernel_attrs = {axis = 1 : i64, epsilon = 9.9999999999999995E-7 : f64}}
   %n = loom.layer_norm %h, %g, %g axis 1 epsilon 1.0e-6 : tensor<8x32xf32>, tensor<32xf32>
   // CHECK: loom.layer_norm_grad {{.*}} {plan.kernel = "layer_norm_backward", plan.kernel_attrs = {axis = 1 : i64, epsilon = 9.9999999999999995E-7 : f64}}

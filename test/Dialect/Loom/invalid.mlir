@@ -743,7 +743,7 @@ func.func @cross_entropy_grad_scale_type(%l: tensor<8x100xbf16>, %y: tensor<8xi6
 // -----
 
 func.func @cross_entropy_grad_result(%l: tensor<8x100xf32>, %y: tensor<8xi64>, %s: tensor<f32>) {
-  // expected-error @+1 {{'loom.cross_entropy_grad' op result has shape 100x8 but logits 8x100}}
+  // expected-error @+1 {{'loom.cross_entropy_grad' op dlogits have shape 100x8 but logits 8x100}}
   %0 = loom.cross_entropy_grad %l, %y, %s : (tensor<8x100xf32>, tensor<8xi64>, tensor<f32>) -> tensor<100x8xf32>
   return
 }
@@ -769,6 +769,54 @@ func.func @cross_entropy_classes_zero(%l: tensor<8x100xf32>, %y: tensor<8xi64>) 
 func.func @cross_entropy_grad_classes(%l: tensor<8x100xf32>, %y: tensor<8xi64>, %s: tensor<f32>) {
   // expected-error @+1 {{'loom.cross_entropy_grad' op has classes 128 but its logits have only 100 entries in the last dimension}}
   %0 = loom.cross_entropy_grad %l, %y, %s classes 128 : (tensor<8x100xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x100xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_with_grad_loss(%l: tensor<8x100xf32>, %y: tensor<8xi64>, %s: tensor<f32>) {
+  // expected-error @+1 {{'loom.cross_entropy_with_grad' op loss 'tensor<f32>' must be 'tensor<8xf32>' for reduction none}}
+  %0, %1 = loom.cross_entropy_with_grad %l, %y, %s reduction none : (tensor<8x100xf32>, tensor<8xi64>, tensor<f32>) -> (tensor<f32>, tensor<8x100xf32>)
+  return
+}
+
+// -----
+
+func.func @cross_entropy_with_grad_loss_type(%l: tensor<8x100xbf16>, %y: tensor<8xi64>, %s: tensor<f32>) {
+  // expected-error @+1 {{'loom.cross_entropy_with_grad' op loss 'tensor<bf16>' must be 'tensor<f32>' for reduction mean}}
+  %0, %1 = loom.cross_entropy_with_grad %l, %y, %s : (tensor<8x100xbf16>, tensor<8xi64>, tensor<f32>) -> (tensor<bf16>, tensor<8x100xbf16>)
+  return
+}
+
+// -----
+
+func.func @cross_entropy_with_grad_scale(%l: tensor<8x100xf32>, %y: tensor<8xi64>, %s: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.cross_entropy_with_grad' op scale has shape 4; it must be a scalar or have the samples' shape 8}}
+  %0, %1 = loom.cross_entropy_with_grad %l, %y, %s : (tensor<8x100xf32>, tensor<8xi64>, tensor<4xf32>) -> (tensor<f32>, tensor<8x100xf32>)
+  return
+}
+
+// -----
+
+func.func @cross_entropy_with_grad_labels(%l: tensor<8x100xf32>, %y: tensor<7xi64>, %s: tensor<f32>) {
+  // expected-error @+1 {{'loom.cross_entropy_with_grad' op labels have shape 7 but logits 8x100 (classes last) need labels of shape 8}}
+  %0, %1 = loom.cross_entropy_with_grad %l, %y, %s : (tensor<8x100xf32>, tensor<7xi64>, tensor<f32>) -> (tensor<f32>, tensor<8x100xf32>)
+  return
+}
+
+// -----
+
+func.func @cross_entropy_with_grad_dlogits(%l: tensor<8x100xf32>, %y: tensor<8xi64>, %s: tensor<f32>) {
+  // expected-error @+1 {{'loom.cross_entropy_with_grad' op dlogits have shape 8x99 but logits 8x100}}
+  %0, %1 = loom.cross_entropy_with_grad %l, %y, %s : (tensor<8x100xf32>, tensor<8xi64>, tensor<f32>) -> (tensor<f32>, tensor<8x99xf32>)
+  return
+}
+
+// -----
+
+func.func @cross_entropy_with_grad_classes(%l: tensor<8x100xf32>, %y: tensor<8xi64>, %s: tensor<f32>) {
+  // expected-error @+1 {{'loom.cross_entropy_with_grad' op has classes 101 but its logits have only 100 entries in the last dimension}}
+  %0, %1 = loom.cross_entropy_with_grad %l, %y, %s classes 101 : (tensor<8x100xf32>, tensor<8xi64>, tensor<f32>) -> (tensor<f32>, tensor<8x100xf32>)
   return
 }
 

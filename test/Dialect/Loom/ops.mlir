@@ -228,6 +228,10 @@ func.func @layers(%s: tensor<8x12x128x128xf32>, %x: tensor<8x128x768xf32>, %g: t
   %13 = loom.cross_entropy %blogits, %labels ignore_index -100 classes 50000 : (tensor<1024x50257xbf16>, tensor<1024xi64>) -> tensor<f32>
   // CHECK: loom.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} classes 50000 : (tensor<1024x50257xbf16>, tensor<1024xi64>, tensor<f32>) -> tensor<1024x50257xbf16>
   %14 = loom.cross_entropy_grad %blogits, %labels, %13 classes 50000 : (tensor<1024x50257xbf16>, tensor<1024xi64>, tensor<f32>) -> tensor<1024x50257xbf16>
+  // CHECK: loom.cross_entropy_with_grad %{{.*}}, %{{.*}}, %{{.*}} ignore_index -100 classes 50000 : (tensor<1024x50257xbf16>, tensor<1024xi64>, tensor<f32>) -> (tensor<f32>, tensor<1024x50257xbf16>)
+  %fl, %fd = loom.cross_entropy_with_grad %blogits, %labels, %scale ignore_index -100 classes 50000 : (tensor<1024x50257xbf16>, tensor<1024xi64>, tensor<f32>) -> (tensor<f32>, tensor<1024x50257xbf16>)
+  // CHECK: loom.cross_entropy_with_grad %{{.*}}, %{{.*}}, %{{.*}} reduction none : (tensor<8x128x50257xf32>, tensor<8x128xi32>, tensor<8x128xf32>) -> (tensor<8x128xf32>, tensor<8x128x50257xf32>)
+  %nl, %nd = loom.cross_entropy_with_grad %logits3, %labels3, %7 reduction none : (tensor<8x128x50257xf32>, tensor<8x128xi32>, tensor<8x128xf32>) -> (tensor<8x128xf32>, tensor<8x128x50257xf32>)
   return
 }
 

@@ -1596,6 +1596,87 @@ TEST(CPUKernelsNormalization,
   EXPECT_TRUE(std::isnan(outputs[0].get(64)));
 }
 
+TEST(CPUKernelsNormalization, CrossEntropyWithGradientIsBothKernels) {
+  // cross_entropy with the gradient's scale as a third input stores the
+  // loss cross_entropy computes and the gradient cross_entropy_backward
+  // computes, bit for bit: padded classes, an ignored sample, every
+  // reduction, scalar and per-sample scales, wide and narrow gradients.
+  const int64_t rows = 6, classes = 37, width = 40;
+  for (DType dtype : {DType::F32, DType::BF16, DType::F64}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    DType lossType = dtype == DType::F64 ? DType::F64 : DType::F32;
+    DType narrow = dtype == DType::F64 ? DType::F32 : DType::BF16;
+    Tensor logits = random(DType::F32, {rows, width}, -6, 6).as(dtype);
+    Tensor labels = filled(DType::I64, {rows}, {0, 36, -100, 7, 3, 20});
+    Tensor scalar = filled(lossType, {}, {1.0 / 5});
+    Tensor perSample = filled(lossType, {rows}, {0.5, -1, 2, 0.25, 1, 3});
+    for (const char *reduction : {"mean", "sum", "none"}) {
+      for (const Tensor *scale : {&scalar, &perSample}) {
+        for (DType result : {lossType, narrow}) {
+          SCOPED_TRACE(std::string(reduction) + " " + dtypeName(result) +
+                       (scale == &scalar ? " scalar" : " per sample"));
+          Attributes labelAttrs{{"classes", classes}, {"ignore_index", -100}};
+          Attributes attrs = labelAttrs;
+          attrs["reduction"] = std::string(reduction);
+          std::vector<int64_t> lossShape;
+          if (std::string(reduction) == "none")
+            lossShape = {rows};
+          Tensor loss = run1("cross_entropy", {&logits, &labels}, lossType,
+                             lossShape, attrs);
+          Tensor grad =
+              run1("cross_entropy_backward", {&logits, &labels, scale}, result,
+                   {rows, width}, labelAttrs);
+          std::vector<Tensor> both{Tensor(lossType, lossShape),
+                                   Tensor(result, {rows, width})};
+          std::vector<const Tensor *> in{&logits, &labels, scale};
+          ASSERT_EQ(
+              runKernel(makeKernel("cross_entropy", in, both, attrs), in, both),
+              "");
+          EXPECT_EQ(both[0].bytes, loss.bytes);
+          EXPECT_EQ(both[1].bytes, grad.bytes);
+        }
+      }
+    }
+  }
+}
+
+TEST(CPUKernelsNormalization, CrossEntropyWithGradientLabelOutOfRange) {
+  Tensor logits = random(DType::F32, {3, 8});
+  Tensor labels = filled(DType::I32, {3}, {1, 9, 3});
+  Tensor scale = filled(DType::F32, {}, {1});
+  std::vector<Tensor> outputs{Tensor(DType::F32, {}),
+                              Tensor(DType::F32, {3, 8})};
+  std::vector<const Tensor *> in{&logits, &labels, &scale};
+  EXPECT_EQ(runKernel(makeKernel("cross_entropy", in, outputs), in, outputs),
+            "label 9 of sample 1 is outside [0, 8)");
+  EXPECT_TRUE(std::isnan(outputs[0].get(0)));
+  EXPECT_TRUE(std::isnan(outputs[1].get(8)));
+  EXPECT_FALSE(std::isnan(outputs[1].get(0)));
+}
+
+TEST(CPUKernelsNormalization, CrossEntropyWithGradientCheckRejects) {
+  Tensor logits(DType::BF16, {4, 8});
+  Tensor labels(DType::I64, {4});
+  Tensor scale(DType::F32, {}), scaleBF16(DType::BF16, {});
+  Tensor loss(DType::F32, {}), grad(DType::BF16, {4, 8});
+  EXPECT_REJECTED(
+      makeKernel("cross_entropy", {&logits, &labels, &scale}, {loss}),
+      "or 3 inputs (and the gradient's scale) and 2 outputs (and "
+      "the gradient), got 3 and 1");
+  EXPECT_REJECTED(
+      makeKernel("cross_entropy", {&logits, &labels, &scaleBF16}, {loss, grad}),
+      "scale has dtype bf16; bf16 logits need f32");
+  EXPECT_REJECTED(makeKernel("cross_entropy", {&logits, &labels, &scale},
+                             {loss, Tensor(DType::F64, {4, 8})}),
+                  "dlogits have dtype f64; bf16 logits give f32 or bf16");
+  EXPECT_REJECTED(makeKernel("cross_entropy", {&logits, &labels, &scale},
+                             {loss, Tensor(DType::BF16, {4, 7})}),
+                  "must have the same shape");
+  EXPECT_REJECTED(makeKernel("cross_entropy", {&logits, &labels, &scale},
+                             {Tensor(DType::BF16, {}), grad}),
+                  "loss has dtype bf16");
+}
+
 TEST(CPUKernelsNormalization, CheckRejects) {
   Tensor x(DType::F32, {4, 5}), y(DType::F32, {4, 5});
   EXPECT_REJECTED(makeKernel("softmax", {&x}, {y}, {{"axis", int64_t(2)}}),

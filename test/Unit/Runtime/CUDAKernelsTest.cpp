@@ -992,6 +992,86 @@ TEST(CUDAKernels, CrossEntropyBackward) {
              {&logits, &labels, &scale}, 1.0 / 128, 1e-12);
 }
 
+/// Runs cross_entropy with a gradient output on both backends and compares
+/// the loss with its dtype's tolerances and the gradient with
+/// `gradRtol`/`gradAtol`.
+void expectSameLossAndGradient(const Instruction &instruction,
+                               const std::vector<const Tensor *> &inputs,
+                               double gradRtol, double gradAtol) {
+  std::vector<Tensor> cpu, gpu;
+  ASSERT_EQ(runCPU(instruction, inputs, cpu), "");
+  DeviceError error{};
+  runGPU(instruction, inputs, gpu, error);
+  EXPECT_EQ(error.code, DeviceError::None);
+  ASSERT_EQ(gpu.size(), 2u);
+  double rtol, atol;
+  tolerances(cpu[0].dtype, rtol, atol);
+  expectClose(gpu[0], cpu[0], rtol, atol, "loss");
+  expectClose(gpu[1], cpu[1], gradRtol, gradAtol, "gradient");
+}
+
+TEST(CUDAKernels, CrossEntropyWithGradient) {
+  // cross_entropy with the gradient's scale as a third input: the loss and
+  // the gradient from one kernel. Rows of a warp (10 classes), of a block
+  // cached in shared memory (3000, GPT-2's 50257 bf16 padded to 50264; 3001
+  // bf16 rows start at odd addresses, so the copy takes the scalar path),
+  // and of a block too long to cache (50257 f32 is 201 KB): padding holds
+  // junk, one sample is ignored.
+  struct Case {
+    DType logits, gradient;
+    int64_t classes, width;
+  };
+  const Case cases[] = {{DType::F32, DType::F32, 10, 10},
+                        {DType::F64, DType::F32, 10, 12},
+                        {DType::F32, DType::F32, 3000, 3000},
+                        {DType::BF16, DType::BF16, 3001, 3001},
+                        {DType::F64, DType::F64, 3000, 3003},
+                        {DType::BF16, DType::BF16, 50257, 50264},
+                        {DType::F32, DType::BF16, 50257, 50257}};
+  for (const Case &c : cases)
+    for (const char *reduction : {"mean", "none"}) {
+      SCOPED_TRACE(std::string(dtypeName(c.logits)) + " -> " +
+                   dtypeName(c.gradient) + " classes " +
+                   std::to_string(c.classes) + " of " +
+                   std::to_string(c.width) + " " + reduction);
+      const int64_t rows = 5;
+      Tensor logits = random(c.logits, {rows, c.width}, -8, 8);
+      const double junk[] = {1e30, -INFINITY, NAN};
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t k = c.classes; k < c.width; ++k)
+          logits.set(i * c.width + k, junk[(i + k) % 3]);
+      Tensor labels =
+          filled(DType::I64, {rows}, {0, double(c.classes - 1), -100, 7, 3});
+      DType lossType = c.logits == DType::F64 ? DType::F64 : DType::F32;
+      const bool none = std::string(reduction) == "none";
+      Tensor scale = none ? random(lossType, {rows}, -2, 2)
+                          : filled(lossType, {}, {1.0 / 4});
+      std::vector<int64_t> lossShape;
+      if (none)
+        lossShape = {rows};
+      Attributes attrs{{"classes", c.classes},
+                       {"ignore_index", int64_t(-100)},
+                       {"reduction", std::string(reduction)}};
+      Instruction inst = makeInstruction(
+          "cross_entropy", {&logits, &labels, &scale},
+          {ref(lossType, lossShape), ref(c.gradient, {rows, c.width})}, attrs);
+      const bool bf16 = c.gradient == DType::BF16;
+      expectSameLossAndGradient(inst, {&logits, &labels, &scale},
+                                bf16                     ? 1.0 / 128
+                                : lossType == DType::F32 ? 1e-5
+                                                         : 1e-12,
+                                lossType == DType::F32 ? 1e-8 : 1e-15);
+    }
+  // An out-of-range label is reported as the loss alone reports it.
+  Tensor logits = random(DType::BF16, {3, 2000});
+  Tensor labels = filled(DType::I64, {3}, {1, 2000, 5});
+  Tensor scale = filled(DType::F32, {}, {1});
+  expectLabelOutOfRange(
+      makeInstruction("cross_entropy", {&logits, &labels, &scale},
+                      {ref(DType::F32, {}), ref(DType::BF16, {3, 2000})}),
+      {&logits, &labels, &scale}, 2000, 1, 2000);
+}
+
 TEST(CUDAKernels, CrossEntropyBackwardLabelOutOfRange) {
   Tensor logits = random(DType::F32, {4, 6});
   Tensor labels = filled(DType::I32, {4}, {1, 0, 6, 5});

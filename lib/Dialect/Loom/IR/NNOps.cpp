@@ -547,6 +547,16 @@ static LogicalResult checkCrossEntropyOperands(std::optional<Location> loc,
   return success();
 }
 
+/// The loss of cross-entropy over `logits` with `reduction`: a scalar, or
+/// one per sample for `none`, of the statistics type.
+static RankedTensorType getLossType(RankedTensorType logits,
+                                    LossReduction reduction) {
+  Type loss = getStatisticsType(logits.getElementType());
+  if (reduction == LossReduction::none)
+    return RankedTensorType::get(logits.getShape().drop_back(), loss);
+  return RankedTensorType::get({}, loss);
+}
+
 LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
                                                std::optional<Location> loc,
                                                Adaptor adaptor,
@@ -554,13 +564,9 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
   if (failed(checkCrossEntropyOperands<CrossEntropyOp>(
           loc, adaptor.getLogits().getType(), adaptor.getLabels().getType())))
     return failure();
-  auto logits = cast<RankedTensorType>(adaptor.getLogits().getType());
-  ArrayRef<int64_t> samples = logits.getShape().drop_back();
-  Type loss = getStatisticsType(logits.getElementType());
-  if (adaptor.getReduction() == LossReduction::none)
-    results.push_back(RankedTensorType::get(samples, loss));
-  else
-    results.push_back(RankedTensorType::get({}, loss));
+  results.push_back(
+      getLossType(cast<RankedTensorType>(adaptor.getLogits().getType()),
+                  adaptor.getReduction()));
   return success();
 }
 
@@ -618,28 +624,33 @@ void CrossEntropyOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 // CrossEntropyGradOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult CrossEntropyGradOp::verify() {
-  if (failed(checkCrossEntropyOperands<CrossEntropyGradOp>(
-          getLoc(), getLogits().getType(), getLabels().getType())))
+/// Checks the operands, the scale and the gradient of a cross-entropy
+/// gradient op (loom.cross_entropy_grad, loom.cross_entropy_with_grad).
+template <typename OpTy> static LogicalResult verifyGradient(OpTy op) {
+  if (failed(checkCrossEntropyOperands<OpTy>(
+          op.getLoc(), op.getLogits().getType(), op.getLabels().getType())))
     return failure();
-  RankedTensorType logits = getLogits().getType();
-  RankedTensorType scale = getScale().getType();
+  RankedTensorType logits = op.getLogits().getType();
+  RankedTensorType scale = op.getScale().getType();
   ArrayRef<int64_t> samples = logits.getShape().drop_back();
   if (scale.getRank() != 0 && scale.getShape() != samples)
-    return emitOpError() << "scale has shape " << formatShape(scale.getShape())
-                         << "; it must be a scalar or have the samples' shape "
-                         << formatShape(samples);
+    return op.emitOpError()
+           << "scale has shape " << formatShape(scale.getShape())
+           << "; it must be a scalar or have the samples' shape "
+           << formatShape(samples);
   Type statistics = getStatisticsType(logits.getElementType());
   if (scale.getElementType() != statistics)
-    return emitOpError() << "scale must be " << statistics << " for "
-                         << logits.getElementType() << " logits, got "
-                         << scale.getElementType();
-  if (getDlogits().getType().getShape() != logits.getShape())
-    return emitOpError() << "result has shape "
-                         << formatShape(getDlogits().getType().getShape())
-                         << " but logits " << formatShape(logits.getShape());
-  return verifyClasses(*this);
+    return op.emitOpError() << "scale must be " << statistics << " for "
+                            << logits.getElementType() << " logits, got "
+                            << scale.getElementType();
+  if (op.getDlogits().getType().getShape() != logits.getShape())
+    return op.emitOpError() << "dlogits have shape "
+                            << formatShape(op.getDlogits().getType().getShape())
+                            << " but logits " << formatShape(logits.getShape());
+  return verifyClasses(op);
 }
+
+LogicalResult CrossEntropyGradOp::verify() { return verifyGradient(*this); }
 
 namespace {
 /// cast_narrow(cross_entropy_grad(...)) -> cross_entropy_grad(...) with the
@@ -675,4 +686,19 @@ void CrossEntropyGradOp::getCanonicalizationPatterns(
     RewritePatternSet &patterns, MLIRContext *context) {
   patterns.add<ReadNarrowLogits<CrossEntropyGradOp>, GradWriteNarrowResult,
                DropWholeClasses<CrossEntropyGradOp>>(context);
+}
+
+//===----------------------------------------------------------------------===//
+// CrossEntropyWithGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyWithGradOp::verify() {
+  if (failed(verifyGradient(*this)))
+    return failure();
+  RankedTensorType loss = getLossType(getLogits().getType(), getReduction());
+  if (getLoss().getType() != loss)
+    return emitOpError() << "loss " << getLoss().getType() << " must be "
+                         << loss << " for reduction "
+                         << stringifyLossReduction(getReduction());
+  return success();
 }

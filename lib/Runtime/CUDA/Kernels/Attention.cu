@@ -1154,17 +1154,6 @@ AttentionParams readParams(const Instruction &inst, bool backward) {
   return p;
 }
 
-/// The largest dynamic shared memory a block of this device may opt into.
-Status sharedMemoryOptIn(int &bytes) {
-  int device = 0;
-  if (Status s = cudaStatus(cudaGetDevice(&device), "cudaGetDevice"); !s)
-    return s;
-  return cudaStatus(
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                             device),
-      "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
-}
-
 /// Whether the flash kernels take this instruction; when they do, lets them
 /// use the dynamic shared memory they need.
 StatusOr<bool> useFlash(const LaunchContext &context, DType dtype,

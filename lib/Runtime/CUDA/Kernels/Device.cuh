@@ -263,6 +263,18 @@ __device__ inline unsigned char *dynamicShared() {
 #endif
 }
 
+/// The most dynamic shared memory a block of the current device may opt
+/// into (cudaFuncAttributeMaxDynamicSharedMemorySize).
+inline Status sharedMemoryOptIn(int &bytes) {
+  int device = 0;
+  if (Status s = cudaStatus(cudaGetDevice(&device), "cudaGetDevice"); !s)
+    return s;
+  return cudaStatus(
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                             device),
+      "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
+}
+
 /// Last launch error of this thread, as a Status.
 inline Status launchStatus(const char *what) {
   return cudaStatus(cudaGetLastError(), what);

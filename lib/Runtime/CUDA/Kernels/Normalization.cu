@@ -26,8 +26,11 @@
 // the loss is the same from run to run); it needs 8 bytes of workspace per
 // sample. cross_entropy_backward recomputes each row's maximum and sum of
 // exponentials (a warp or block per row) and writes the gradient, so the
-// probabilities are never stored. Both read bf16 logits as they are and
-// compute in f32 (f64 for f64).
+// probabilities are never stored. cross_entropy with a gradient output
+// (loom.cross_entropy_with_grad) is that kernel storing each sample's loss
+// too; a block row that fits twice in an SM's shared memory is copied there
+// once, so the logits are read from memory once for both. Both read bf16
+// logits as they are and compute in f32 (f64 for f64).
 //
 //===----------------------------------------------------------------------===//
 
@@ -469,16 +472,60 @@ Status launchCrossEntropy(const LaunchContext &context, const T *logits,
 // cross_entropy_backward
 //===----------------------------------------------------------------------===//
 
+/// Threads per block of the gradient kernel when it caches rows in shared
+/// memory: two blocks fill half an SM's threads and most of its shared
+/// memory with a GPT-2 row each (100 KB of bf16).
+constexpr int kCachedRowThreads = 512;
+
+/// Copies the row's first `n` entries to the block's dynamic shared memory
+/// and returns the copy: 16 bytes per load where the row is 16-byte aligned,
+/// four loads in flight per thread.
+template <typename T>
+__device__ const T *cacheRow(const T *row, int64_t n, int lane, int size) {
+  T *cache = reinterpret_cast<T *>(dynamicShared());
+  int64_t done = 0;
+  if (reinterpret_cast<uintptr_t>(row) % 16 == 0) {
+    constexpr int64_t kPerChunk = 16 / sizeof(T);
+    const int64_t chunks = n / kPerChunk;
+    const uint4 *from = reinterpret_cast<const uint4 *>(row);
+    uint4 *to = reinterpret_cast<uint4 *>(cache);
+    int64_t i = lane;
+    for (; i + 3 * size < chunks; i += 4 * size) {
+      const uint4 a = from[i], b = from[i + size], c = from[i + 2 * size],
+                  d = from[i + 3 * size];
+      to[i] = a;
+      to[i + size] = b;
+      to[i + 2 * size] = c;
+      to[i + 3 * size] = d;
+    }
+    for (; i < chunks; i += size)
+      to[i] = from[i];
+    done = chunks * kPerChunk;
+  }
+  for (int64_t i = done + lane; i < n; i += size)
+    cache[i] = row[i];
+  __syncthreads();
+  return cache;
+}
+
 /// (softmax(row) - onehot(label)) * scale per row, the probabilities as the
 /// softmax kernel computes them (e^(x - max) times 1/sum), rounded once to
 /// O. Ignored samples get zeros, out-of-range labels NaN and an error; the
 /// padding after the classes gets zeros.
-template <typename T, typename L, typename O, bool Block>
-__global__ void
-crossEntropyBackwardRows(const T *logits, const L *labels,
-                         const LossOf<T> *scale, bool scalePerSample,
-                         O *dlogits, CrossEntropyParams p, DeviceError *error,
-                         int32_t instruction) {
+///
+/// `WithLoss` (cross_entropy with a gradient output) also stores each
+/// sample's loss as crossEntropyRows does, from the same maximum and sum.
+/// The gradient reads the row twice (for the sum, then for the
+/// probabilities); a vocabulary-sized row is gone from L2 by the second
+/// read when every SM streams its own, so `Cached` (block rows only)
+/// copies the row to shared memory first and both passes read the copy.
+template <typename T, typename L, typename O, bool Block, bool WithLoss,
+          bool Cached>
+__global__ void crossEntropyGradientRows(
+    const T *logits, const L *labels, const LossOf<T> *scale,
+    bool scalePerSample, O *dlogits, LossOf<T> *loss, double *perSample,
+    CrossEntropyParams p, DeviceError *error, int32_t instruction) {
+  static_assert(Block || !Cached, "only block rows are cached");
   using A = LossOf<T>;
   RowGroup<Block> g;
   if (g.row >= p.rows)
@@ -488,43 +535,118 @@ crossEntropyBackwardRows(const T *logits, const L *labels,
   for (int64_t c = p.classes + g.lane; c < p.width; c += g.size)
     store(out + c, LossOf<T>(0));
   const LabelKind kind = classifyLabel(label, p, g, error, instruction);
+  double sampleLoss;
   if (kind != LabelKind::Counted) {
     const A fill =
         kind == LabelKind::Ignored ? A(0) : std::numeric_limits<A>::quiet_NaN();
     for (int64_t c = g.lane; c < p.classes; c += g.size)
       store(out + c, fill);
+    sampleLoss = kind == LabelKind::Ignored
+                     ? 0
+                     : std::numeric_limits<double>::quiet_NaN();
+  } else {
+    // `kind` is the same for the whole block: every thread reaches the
+    // copy's barrier.
+    const T *row = logits + g.row * p.width;
+    if constexpr (Cached)
+      row = cacheRow(row, p.classes, g.lane, g.size);
+    A max;
+    double sum;
+    rowExpSum(row, p.classes, g, max, sum);
+    const A inverse = A(1 / sum);
+    const A factor = scale[scalePerSample ? g.row : 0];
+    for (int64_t c = g.lane; c < p.classes; c += g.size) {
+      A prob = expOf(widen(row[c]) - max) * inverse;
+      store(out + c, (c == label ? prob - A(1) : prob) * factor);
+    }
+    sampleLoss = double(max) + log(sum) - double(widen(row[label]));
+  }
+  if (!WithLoss || g.lane != 0)
     return;
-  }
-  const T *row = logits + g.row * p.width;
-  A max;
-  double sum;
-  rowExpSum(row, p.classes, g, max, sum);
-  const A inverse = A(1 / sum);
-  const A factor = scale[scalePerSample ? g.row : 0];
-  for (int64_t c = g.lane; c < p.classes; c += g.size) {
-    A prob = expOf(widen(row[c]) - max) * inverse;
-    store(out + c, (c == label ? prob - A(1) : prob) * factor);
-  }
+  if (p.reduction == CrossEntropyParams::Reduction::None)
+    loss[g.row] = A(sampleLoss);
+  else
+    perSample[g.row] = sampleLoss;
 }
 
-template <typename T, typename L, typename O>
-Status launchCrossEntropyBackward(const LaunchContext &context, const T *logits,
+/// How the gradient kernel runs: a warp or a block per row, and whether a
+/// block caches its row (and how many bytes of shared memory that takes).
+struct GradientShape {
+  bool block = false, cached = false;
+  size_t cacheBytes = 0;
+};
+
+/// Caches rows that leave room for two blocks per SM in the device's
+/// shared memory, and lets the cached kernel use that much.
+template <typename T, typename L, typename O, bool WithLoss>
+StatusOr<GradientShape> chooseGradientShape(const CrossEntropyParams &p) {
+  GradientShape shape;
+  shape.block = p.classes > kWarpRowMax;
+  if (!shape.block)
+    return shape;
+  int optIn = 0;
+  if (Status s = sharedMemoryOptIn(optIn); !s)
+    return s;
+  const size_t bytes = (size_t(p.classes) * sizeof(T) + 15) / 16 * 16;
+  const size_t limit = size_t(optIn) / 2;
+  if (bytes > limit)
+    return shape;
+  if (Status s = cudaStatus(
+          cudaFuncSetAttribute(
+              reinterpret_cast<const void *>(
+                  &crossEntropyGradientRows<T, L, O, true, WithLoss, true>),
+              cudaFuncAttributeMaxDynamicSharedMemorySize, int(limit)),
+          "cudaFuncSetAttribute(crossEntropyGradientRows)");
+      !s)
+    return s;
+  shape.cached = true;
+  shape.cacheBytes = bytes;
+  return shape;
+}
+
+/// The gradient (cross_entropy_backward), or with `WithLoss` the loss and
+/// the gradient (cross_entropy with a gradient output; the per-sample
+/// losses of a mean or sum go to the workspace and crossEntropyTotal adds
+/// them).
+template <typename T, typename L, typename O, bool WithLoss>
+Status launchCrossEntropyGradient(const LaunchContext &context, const T *logits,
                                   const L *labels, const LossOf<T> *scale,
                                   bool scalePerSample, O *dlogits,
-                                  const CrossEntropyParams &p) {
-  if (p.rows * p.width == 0)
+                                  LossOf<T> *loss, const CrossEntropyParams &p,
+                                  const GradientShape &shape) {
+  const bool reduce =
+      WithLoss && p.reduction != CrossEntropyParams::Reduction::None;
+  double *perSample = static_cast<double *>(context.workspace);
+  if (reduce && p.rows > 0 &&
+      (!perSample || context.workspaceBytes < uint64_t(p.rows) * 8))
+    return Status::error("cross_entropy needs " + std::to_string(p.rows * 8) +
+                         " bytes of workspace, the launch has " +
+                         std::to_string(context.workspaceBytes));
+  const char *name = WithLoss ? "cross_entropy" : "cross_entropy_backward";
+  if (p.rows * p.width > 0) {
+    auto launch = [&](auto kernel, int threads, size_t shared) {
+      launchKernel(kernel, rowBlocks(p.rows, shape.block), threads, shared,
+                   context.stream, logits, labels, scale, scalePerSample,
+                   dlogits, loss, perSample, p, context.error,
+                   context.instruction);
+    };
+    if (shape.cached)
+      launch(crossEntropyGradientRows<T, L, O, true, WithLoss, true>,
+             kCachedRowThreads, shape.cacheBytes);
+    else if (shape.block)
+      launch(crossEntropyGradientRows<T, L, O, true, WithLoss, false>,
+             kRowThreads, 0);
+    else
+      launch(crossEntropyGradientRows<T, L, O, false, WithLoss, false>,
+             kRowThreads, 0);
+    if (Status s = launchStatus(name); !s)
+      return s;
+  }
+  if (!reduce)
     return Status::ok();
-  bool block = p.classes > kWarpRowMax;
-  unsigned blocks = rowBlocks(p.rows, block);
-  if (block)
-    launchKernel(crossEntropyBackwardRows<T, L, O, true>, blocks, kRowThreads,
-                 0, context.stream, logits, labels, scale, scalePerSample,
-                 dlogits, p, context.error, context.instruction);
-  else
-    launchKernel(crossEntropyBackwardRows<T, L, O, false>, blocks, kRowThreads,
-                 0, context.stream, logits, labels, scale, scalePerSample,
-                 dlogits, p, context.error, context.instruction);
-  return launchStatus("cross_entropy_backward");
+  launchKernel(crossEntropyTotal<LossOf<T>, L>, 1, kSumThreads, 0,
+               context.stream, perSample, labels, loss, p);
+  return launchStatus("cross_entropy (total)");
 }
 
 /// The rows of the logits, ignore_index and classes from the instruction
@@ -669,6 +791,51 @@ KernelOr cuda::createLayerNormBackward(const LaunchContext &context,
                        " layer_norm_backward");
 }
 
+namespace {
+
+/// The gradient kernel for an instruction whose gradient is output
+/// `gradientOutput` (cross_entropy_backward's only output, the second of
+/// cross_entropy with a gradient; `WithLoss` then). The gradient is the
+/// loss type or the next narrower one (the CPU check allows no other): f32
+/// or bf16 for f32/bf16 logits, f64 or f32 for f64.
+template <bool WithLoss>
+KernelOr createCrossEntropyGradient(const Instruction &inst,
+                                    const CrossEntropyParams &p) {
+  const bool scalePerSample = !inst.inputs[2].shape.empty();
+  const size_t gradientOutput = WithLoss ? 1 : 0;
+  const bool narrowResult =
+      inst.outputs[gradientOutput].dtype !=
+      (inst.inputs[0].dtype == DType::F64 ? DType::F64 : DType::F32);
+  auto make = [&](auto tag, auto labelTag) -> KernelOr {
+    using T = decltype(tag);
+    using L = decltype(labelTag);
+    using A = LossOf<T>;
+    using Narrower = std::conditional_t<std::is_same_v<A, double>, float, BF16>;
+    auto withResult = [&](auto resultTag) -> KernelOr {
+      using O = decltype(resultTag);
+      StatusOr<GradientShape> shape = chooseGradientShape<T, L, O, WithLoss>(p);
+      if (!shape.isOk())
+        return shape.status();
+      return makeKernel([=, shape = *shape](const LaunchContext &context,
+                                            const void *const *inputs,
+                                            void *const *outputs) {
+        return launchCrossEntropyGradient<T, L, O, WithLoss>(
+            context, static_cast<const T *>(inputs[0]),
+            static_cast<const L *>(inputs[1]),
+            static_cast<const A *>(inputs[2]), scalePerSample,
+            static_cast<O *>(outputs[gradientOutput]),
+            WithLoss ? static_cast<A *>(outputs[0]) : nullptr, p, shape);
+      });
+    };
+    return narrowResult ? withResult(Narrower()) : withResult(A());
+  };
+  return dispatchFloatAndIndex</*WithBF16=*/true>(
+      inst.inputs[0].dtype, inst.inputs[1].dtype, make,
+      WithLoss ? "cross_entropy" : "cross_entropy_backward");
+}
+
+} // namespace
+
 KernelOr cuda::createCrossEntropy(const LaunchContext &context,
                                   const Instruction &inst) {
   CrossEntropyParams p = readCrossEntropyParams(inst);
@@ -682,6 +849,10 @@ KernelOr cuda::createCrossEntropy(const LaunchContext &context,
                          " samples needs " + std::to_string(p.rows * 8) +
                          " bytes of workspace, the executor has " +
                          std::to_string(context.workspaceBytes));
+  // With the gradient's scale as a third input, the gradient is a second
+  // output, computed from the same read of each row.
+  if (inst.inputs.size() == 3)
+    return createCrossEntropyGradient</*WithLoss=*/true>(inst, p);
   auto make = [&](auto tag, auto labelTag) {
     using T = decltype(tag);
     using L = decltype(labelTag);
@@ -701,31 +872,5 @@ KernelOr cuda::createCrossEntropyBackward(const LaunchContext &,
                                           const Instruction &inst) {
   CrossEntropyParams p = readCrossEntropyParams(inst);
   p.reduction = CrossEntropyParams::Reduction::None;
-  const bool scalePerSample = !inst.inputs[2].shape.empty();
-  // The result is the loss type or the next narrower one (the CPU check
-  // allows no other): f32 or bf16 for f32/bf16 logits, f64 or f32 for f64.
-  const bool narrowResult =
-      inst.outputs[0].dtype !=
-      (inst.inputs[0].dtype == DType::F64 ? DType::F64 : DType::F32);
-  auto make = [&](auto tag, auto labelTag) {
-    using T = decltype(tag);
-    using L = decltype(labelTag);
-    using A = LossOf<T>;
-    using Narrower = std::conditional_t<std::is_same_v<A, double>, float, BF16>;
-    auto withResult = [&](auto resultTag) {
-      using O = decltype(resultTag);
-      return makeKernel([=](const LaunchContext &context,
-                            const void *const *inputs, void *const *outputs) {
-        return launchCrossEntropyBackward<T, L, O>(
-            context, static_cast<const T *>(inputs[0]),
-            static_cast<const L *>(inputs[1]),
-            static_cast<const A *>(inputs[2]), scalePerSample,
-            static_cast<O *>(outputs[0]), p);
-      });
-    };
-    return narrowResult ? withResult(Narrower()) : withResult(A());
-  };
-  return dispatchFloatAndIndex</*WithBF16=*/true>(inst.inputs[0].dtype,
-                                                  inst.inputs[1].dtype, make,
-                                                  "cross_entropy_backward");
+  return createCrossEntropyGradient</*WithLoss=*/false>(inst, p);
 }

@@ -928,6 +928,44 @@ def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad", [
   let hasCanonicalizer = 1;
 }
 
+def Loom_CrossEntropyWithGradOp : Loom_Op<"cross_entropy_with_grad", [Pure]> {
+  let summary = "loom.cross_entropy and its gradient from one read of the "
+                "logits";
+  let description = [{
+    `loom.cross_entropy` and `loom.cross_entropy_grad` of the same logits,
+    labels, `ignore_index` and `classes`, computed together: `loss` is what
+    `loom.cross_entropy` with this `reduction` gives, `dlogits` what
+    `loom.cross_entropy_grad` with this `scale` gives (the same formulas,
+    types and roundings). One kernel reads the logits once for both, where
+    the two ops read them at least twice (a GPT-2-sized batch has 0.8 GB
+    of bf16 logits).
+
+    Made by `loom-fuse-cross-entropy-grad` when a plan is lowered, after
+    autodiff and partitioning, where the gradient's `scale` is known before
+    the loss (the training step's constant loss seed): it has no gradient or
+    sharding rule.
+
+    ```mlir
+    %loss, %d = loom.cross_entropy_with_grad %logits, %labels, %scale classes 50257
+        : (tensor<8192x50264xbf16>, tensor<8192xi64>, tensor<f32>)
+        -> (tensor<f32>, tensor<8192x50264xbf16>)
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels,
+      Loom_FloatTensor:$scale,
+      DefaultValuedAttr<Loom_LossReduction,
+                        "::mlir::loom::LossReduction::mean">:$reduction,
+      OptionalAttr<I64Attr>:$ignore_index,
+      OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$classes);
+  let results = (outs Loom_FloatTensor:$loss, Loom_FloatTensor:$dlogits);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $scale (`reduction` $reduction^)?
+    (`ignore_index` $ignore_index^)? (`classes` $classes^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//
