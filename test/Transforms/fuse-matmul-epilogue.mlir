@@ -116,3 +116,50 @@ func.func @narrowed_bias(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tens
   %n3 = loom.cast %s2 : tensor<8x32xf32> -> tensor<8x32xbf16>
   return %n, %n2, %n3, %s2 : tensor<8x32xbf16>, tensor<8x32xbf16>, tensor<8x32xbf16>, tensor<8x32xf32>
 }
+
+// -----
+
+// Mixed precision's residual connection: the widened product plus an f32
+// bias plus the f32 residual stream (in either operand order). One GEMM
+// stores the f32 sum, reading the residual as cuBLASLt's C; two blocks'
+// residuals chain (the second reads the first's fused result).
+// CHECK-LABEL: func.func @residual
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x4x16xbf16>, %[[W:[^:]*]]: tensor<32x16xbf16>, %[[B:[^:]*]]: tensor<32xf32>, %[[R:[^:]*]]: tensor<2x4x32xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = loom.fused_matmul %[[X]], %[[W]] bias %[[B]] add %[[R]] transpose_rhs : (tensor<2x4x16xbf16>, tensor<32x16xbf16>, tensor<32xf32>, tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+// CHECK-NEXT:    %[[Z:.*]] = loom.fused_matmul %[[X]], %[[W]] bias %[[B]] add %[[Y]] transpose_rhs : (tensor<2x4x16xbf16>, tensor<32x16xbf16>, tensor<32xf32>, tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+// CHECK-NEXT:    return %[[Z]]
+func.func @residual(%x: tensor<2x4x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xf32>, %r: tensor<2x4x32xf32>) -> tensor<2x4x32xf32> {
+  %h = loom.matmul %x, %w transpose_rhs : (tensor<2x4x16xbf16>, tensor<32x16xbf16>) -> tensor<2x4x32xbf16>
+  %hw = loom.cast %h : tensor<2x4x32xbf16> -> tensor<2x4x32xf32>
+  %s = loom.add %b, %hw : (tensor<32xf32>, tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+  %y = loom.add %r, %s : (tensor<2x4x32xf32>, tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+  %h2 = loom.matmul %x, %w transpose_rhs : (tensor<2x4x16xbf16>, tensor<32x16xbf16>) -> tensor<2x4x32xbf16>
+  %hw2 = loom.cast %h2 : tensor<2x4x32xbf16> -> tensor<2x4x32xf32>
+  %s2 = loom.add %hw2, %b : (tensor<2x4x32xf32>, tensor<32xf32>) -> tensor<2x4x32xf32>
+  %z = loom.add %s2, %y : (tensor<2x4x32xf32>, tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+  return %z : tensor<2x4x32xf32>
+}
+
+// -----
+
+// Not residual connections: a widened product added without a bias (a
+// gradient being accumulated, whose bf16 rounding stays), a biased sum
+// with another use, and an addend that broadcasts.
+// CHECK-LABEL: func.func @not_residual
+// CHECK-NOT: loom.fused_matmul
+// CHECK-COUNT-3: loom.matmul
+// CHECK-NOT: loom.fused_matmul
+func.func @not_residual(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xf32>, %r: tensor<8x32xf32>, %v: tensor<1x32xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) {
+  %h = loom.matmul %x, %w transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %hw = loom.cast %h : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %g = loom.add %r, %hw : (tensor<8x32xf32>, tensor<8x32xf32>) -> tensor<8x32xf32>
+  %h2 = loom.matmul %x, %w transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %hw2 = loom.cast %h2 : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %s2 = loom.add %hw2, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %y2 = loom.add %s2, %r : (tensor<8x32xf32>, tensor<8x32xf32>) -> tensor<8x32xf32>
+  %h3 = loom.matmul %x, %w transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %hw3 = loom.cast %h3 : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %s3 = loom.add %hw3, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %y3 = loom.add %s3, %v : (tensor<8x32xf32>, tensor<1x32xf32>) -> tensor<8x32xf32>
+  return %g, %y2, %s2, %y3 : tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
+}

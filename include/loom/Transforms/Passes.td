@@ -103,8 +103,14 @@ def LoomFuseMatmulEpilogue : Pass<"loom-fuse-matmul-epilogue",
     attention). cuBLASLt's bias has D's type, so the bias is cast to bf16
     and the fused op is a bf16 GEMM adding it in f32 and rounding once, as
     torch.autocast's bf16 `linear` does (the separate ops rounded the
-    product, added the f32 bias and rounded again). A sum with an f32 use
-    (a residual add) is left alone. In f32 and f64 the
+    product, added the f32 bias and rounded again). And a second: that
+    widened product plus an f32 bias plus an f32 tensor of the sum's type
+    (a residual connection), each the only use of the value before it,
+    becomes one GEMM with an f32 result that adds the bias and reads the
+    residual as cuBLASLt's C (beta = 1): the product is not rounded to
+    bf16 on the way, where the separate ops (and torch.autocast) rounded
+    it. A widened product added without a bias is a gradient being
+    accumulated and is left alone. In f32 and f64 the
     fused op computes exactly what the separate ops did; in bf16 it rounds
     once, after the activation, where the separate ops rounded after each
     op: what cuBLASLt's epilogues and PyTorch's autocast `linear` compute,

@@ -62,6 +62,9 @@ public:
                 result.attrs.push_back(
                     word("activation",
                          stringifyMatmulActivation(matmul.getActivation())));
+              // The addend is the last input.
+              if (matmul.getAddend())
+                result.attrs.push_back(integer("accumulate", 1));
               return result;
             })
             .Case([&](MatmulBiasGradOp matmul) {

@@ -18,9 +18,12 @@
 //
 // Epilogue (optional): a third input, the bias, is added along N, then the
 // `activation` (relu, gelu_tanh) is applied; a second output receives the
-// value before the activation. It runs on the f32 (f64) result before it is
-// rounded to its dtype, as cuBLASLt's epilogues do, so a bf16 result is
-// rounded once.
+// value before the activation. With `accumulate=1` the last input, of the
+// result's shape and dtype, is added after the bias (a residual; no
+// activation then). It runs on the f32 (f64) result before it is rounded
+// to its dtype, as cuBLASLt's epilogues do, so a bf16 result is rounded
+// once; bf16 operands may have an f32 result (bias and addend f32 too),
+// which is not rounded to bf16 at all.
 //
 // Bias gradient (optional, `bias_grad` = lhs or rhs, no bias input, no
 // activation): a second output receives the sum of op(A) over K (a vector
@@ -41,6 +44,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 #ifdef LOOM_HAVE_OPENBLAS
 #include <cblas.h>
@@ -60,12 +64,17 @@ struct MatmulShape {
   int64_t m = 0, n = 0, k = 0;
   /// Batches of C, and of A and B (each divides batchC).
   int64_t batchC = 1, batchA = 1, batchB = 1;
-  /// The epilogue: a bias input, the activation, a preactivation output.
-  bool bias = false, preactivation = false;
+  /// The epilogue: a bias input, the activation, a preactivation output,
+  /// an addend input (`accumulate`).
+  bool bias = false, preactivation = false, addend = false;
   Activation activation = Activation::None;
   /// The operand whose sum over K the second output receives, if any.
   BiasGrad biasGrad = BiasGrad::None;
-  bool hasEpilogue() const { return bias || activation != Activation::None; }
+  /// bf16 operands, f32 result.
+  bool widened = false;
+  bool hasEpilogue() const {
+    return bias || addend || activation != Activation::None;
+  }
 };
 
 /// The bias gradient output of a weight-gradient GEMM (`bias_grad`).
@@ -117,9 +126,36 @@ Status readEpilogue(const Instruction &instruction, MatmulShape &shape) {
           getWordAttr(instruction.attrs, "bias_grad", biasGrad, false, "none");
       !s)
     return s;
-  if (biasGrad != "none")
+  int64_t accumulate;
+  if (Status s =
+          getIntAttr(instruction.attrs, "accumulate", accumulate, false, 0);
+      !s)
+    return s;
+  if (accumulate != 0 && accumulate != 1)
+    return Status::error("accumulate must be 0 or 1");
+  if (biasGrad != "none") {
+    if (accumulate)
+      return Status::error("bias_grad takes no addend (accumulate=1)");
     return readBiasGrad(instruction, biasGrad, shape);
-  shape.bias = instruction.inputs.size() == 3;
+  }
+  shape.addend = accumulate == 1;
+  if (!shape.addend && instruction.inputs.size() == 4)
+    return Status::error("4 inputs need accumulate=1 (lhs, rhs, bias and the "
+                         "addend)");
+  if (shape.addend) {
+    if (instruction.inputs.size() < 3)
+      return Status::error("accumulate=1 needs an addend input after lhs, "
+                           "rhs (and the bias)");
+    if (shape.activation != Activation::None)
+      return Status::error("accumulate=1 takes no activation (the addend "
+                           "would be added after it)");
+    const TensorRef &addend = instruction.inputs.back();
+    if (Status s = expectSameDType(c, "result", addend, "addend"); !s)
+      return s;
+    if (Status s = expectSameShape(c, "result", addend, "addend"); !s)
+      return s;
+  }
+  shape.bias = instruction.inputs.size() == (shape.addend ? 4u : 3u);
   if (shape.bias) {
     const TensorRef &bias = instruction.inputs[2];
     if (Status s = expectSameDType(c, "result", bias, "bias"); !s)
@@ -148,14 +184,14 @@ Status readEpilogue(const Instruction &instruction, MatmulShape &shape) {
 Status readShape(const Instruction &instruction, MatmulShape &shape) {
   size_t inputs = instruction.inputs.size(),
          outputs = instruction.outputs.size();
-  if (inputs < 2 || inputs > 3 || outputs < 1 || outputs > 2)
-    return Status::error("expects 2 or 3 inputs (lhs, rhs, bias) and 1 or 2 "
-                         "outputs (result, preactivation), got " +
+  if (inputs < 2 || inputs > 4 || outputs < 1 || outputs > 2)
+    return Status::error("expects 2 to 4 inputs (lhs, rhs, bias, addend) and "
+                         "1 or 2 outputs (result, preactivation), got " +
                          std::to_string(inputs) + " and " +
                          std::to_string(outputs));
-  if (Status s =
-          expectKnownAttrs(instruction.attrs, {"transpose_lhs", "transpose_rhs",
-                                               "activation", "bias_grad"});
+  if (Status s = expectKnownAttrs(instruction.attrs,
+                                  {"transpose_lhs", "transpose_rhs",
+                                   "activation", "bias_grad", "accumulate"});
       !s)
     return s;
   int64_t transA, transB;
@@ -176,8 +212,11 @@ Status readShape(const Instruction &instruction, MatmulShape &shape) {
     return s;
   if (Status s = expectSameDType(a, "lhs", b, "rhs"); !s)
     return s;
-  if (Status s = expectSameDType(a, "lhs", c, "result"); !s)
-    return s;
+  // bf16 operands may give an f32 result (never rounded to bf16).
+  shape.widened = a.dtype == DType::BF16 && c.dtype == DType::F32;
+  if (!shape.widened)
+    if (Status s = expectSameDType(a, "lhs", c, "result"); !s)
+      return s;
   if (a.shape.size() < 2 || b.shape.size() < 2 || c.shape.size() < 2)
     return Status::error("lhs " + shapeString(a.shape) + ", rhs " +
                          shapeString(b.shape) + " and result " +
@@ -250,37 +289,57 @@ inline double activate(Activation activation, double x) {
   return x;
 }
 
-/// Applies the epilogue to `rows` rows of `n` values in place; `pre`
-/// (optional) receives the values before the activation.
+/// One value of the epilogue: (x + bias), activated, plus the addend.
 template <typename T>
-void epilogueInPlace(const MatmulShape &s, T *c, int64_t rows, const T *bias,
-                     T *pre) {
-  int threads = threadsFor(rows * s.n, 1 << 15);
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t row = 0; row < rows; ++row) {
-    T *values = c + row * s.n;
-    T *kept = pre ? pre + row * s.n : nullptr;
-    for (int64_t j = 0; j < s.n; ++j) {
-      T v = bias ? values[j] + bias[j] : values[j];
-      if (kept)
-        kept[j] = v;
-      values[j] = activate(s.activation, v);
-    }
-  }
+inline T epilogueValue(const MatmulShape &s, T x, const T *bias, int64_t j,
+                       const T *addend, int64_t i, T *pre) {
+  T v = bias ? x + bias[j] : x;
+  if (pre)
+    *pre = v;
+  v = activate(s.activation, v);
+  return addend ? v + addend[i] : v;
 }
 
-/// The bf16 store: the epilogue on f32 values, each output rounded once.
-void epilogueToBF16(const MatmulShape &s, const float *wide, int64_t rows,
-                    const float *bias, BF16 *c, BF16 *pre) {
-  if (!s.hasEpilogue())
-    return roundToBF16(wide, c, rows * s.n);
+/// Applies the epilogue to `rows` rows of `n` values in place; `pre`
+/// (optional) receives the values before the activation; `addend` (of the
+/// rows' shape) is added last.
+template <typename T>
+void epilogueInPlace(const MatmulShape &s, T *c, int64_t rows, const T *bias,
+                     const T *addend, T *pre) {
+  int threads = threadsFor(rows * s.n, 1 << 15);
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t row = 0; row < rows; ++row)
     for (int64_t j = 0; j < s.n; ++j) {
       int64_t i = row * s.n + j;
-      float v = bias ? wide[i] + bias[j] : wide[i];
-      if (pre)
-        pre[i] = roundToBF16(v);
-      c[i] = roundToBF16(activate(s.activation, v));
+      c[i] =
+          epilogueValue(s, c[i], bias, j, addend, i, pre ? pre + i : nullptr);
+    }
+}
+
+/// The store of a bf16 GEMM's f32 values: the epilogue, each output rounded
+/// once to bf16, or (a widened result) stored as f32.
+template <typename O>
+void epilogueStore(const MatmulShape &s, const float *wide, int64_t rows,
+                   const float *bias, const float *addend, O *c, O *pre) {
+  if constexpr (std::is_same_v<O, BF16>) {
+    if (!s.hasEpilogue())
+      return roundToBF16(wide, c, rows * s.n);
+  }
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t j = 0; j < s.n; ++j) {
+      int64_t i = row * s.n + j;
+      float kept;
+      float v =
+          epilogueValue(s, wide[i], bias, j, addend, i, pre ? &kept : nullptr);
+      if constexpr (std::is_same_v<O, BF16>) {
+        if (pre)
+          pre[i] = roundToBF16(kept);
+        c[i] = roundToBF16(v);
+      } else {
+        if (pre)
+          pre[i] = kept;
+        c[i] = v;
+      }
     }
 }
 
@@ -463,10 +522,13 @@ template <typename T> void runTyped(const KernelArgs &args) {
     sumOperand<T>(s, args, [&](int64_t j, double v) { sum[j] = T(v); });
   }
   if (s.hasEpilogue())
-    epilogueInPlace(s, static_cast<T *>(args.outputs[0]), s.batchC * s.m,
-                    s.bias ? static_cast<const T *>(args.inputs[2]) : nullptr,
-                    s.preactivation ? static_cast<T *>(args.outputs[1])
-                                    : nullptr);
+    epilogueInPlace(
+        s, static_cast<T *>(args.outputs[0]), s.batchC * s.m,
+        s.bias ? static_cast<const T *>(args.inputs[2]) : nullptr,
+        s.addend ? static_cast<const T *>(
+                       args.inputs[args.instruction.inputs.size() - 1])
+                 : nullptr,
+        s.preactivation ? static_cast<T *>(args.outputs[1]) : nullptr);
 }
 
 /// Rows of A (and C) a bf16 linear layer widens at a time: enough for the
@@ -475,8 +537,9 @@ constexpr int64_t kBF16Rows = 256;
 
 /// One bf16 GEMM: widens op(A) and op(B) into `scratch` (f32, in their
 /// stored layout), multiplies in f32 and rounds into C.
+template <typename O>
 void gemmBF16(const MatmulShape &s, const BF16 *a, const BF16 *b,
-              const float *bias, BF16 *c, BF16 *pre,
+              const float *bias, const float *addend, O *c, O *pre,
               std::vector<float> &scratch, bool parallel) {
   const int64_t aSize = s.m * s.k, bSize = s.k * s.n, cSize = s.m * s.n;
   scratch.resize(size_t(aSize + bSize + cSize));
@@ -484,16 +547,21 @@ void gemmBF16(const MatmulShape &s, const BF16 *a, const BF16 *b,
   widenBF16(a, wideA, aSize);
   widenBF16(b, wideB, bSize);
   gemm(s.transA, s.transB, s.m, s.n, s.k, wideA, wideB, wideC, parallel);
-  epilogueToBF16(s, wideC, s.m, bias, c, pre);
+  epilogueStore(s, wideC, s.m, bias, addend, c, pre);
 }
 
-void runBF16(const KernelArgs &args) {
-  MatmulShape s;
-  (void)readShape(args.instruction, s); // validated when the plan was loaded
+/// A bf16 GEMM whose result (and bias, addend, preactivation) is O: bf16,
+/// or f32 for a widened result.
+template <typename O>
+void runBF16(const KernelArgs &args, const MatmulShape &s) {
   const BF16 *a = static_cast<const BF16 *>(args.inputs[0]);
   const BF16 *b = static_cast<const BF16 *>(args.inputs[1]);
-  BF16 *c = static_cast<BF16 *>(args.outputs[0]);
-  BF16 *pre = s.preactivation ? static_cast<BF16 *>(args.outputs[1]) : nullptr;
+  O *c = static_cast<O *>(args.outputs[0]);
+  O *pre = s.preactivation ? static_cast<O *>(args.outputs[1]) : nullptr;
+  const float *addend =
+      s.addend ? static_cast<const float *>(
+                     args.inputs[args.instruction.inputs.size() - 1])
+               : nullptr;
   if (s.biasGrad != BiasGrad::None) {
     BF16 *sum = static_cast<BF16 *>(args.outputs[1]);
     // Widened exactly: the f64 sum of the stored bf16 values.
@@ -506,11 +574,14 @@ void runBF16(const KernelArgs &args) {
                      [&](int64_t j, double v) { sum[j] = roundToBF16(v); });
   }
   std::vector<float> wideBias;
-  if (s.bias) {
+  const float *bias = nullptr;
+  if constexpr (std::is_same_v<O, float>) {
+    bias = s.bias ? static_cast<const float *>(args.inputs[2]) : nullptr;
+  } else if (s.bias) {
     wideBias.resize(size_t(s.n));
     widenBF16(static_cast<const BF16 *>(args.inputs[2]), wideBias.data(), s.n);
+    bias = wideBias.data();
   }
-  const float *bias = s.bias ? wideBias.data() : nullptr;
 
   if (!s.transA && s.batchB == 1 && s.batchA == s.batchC) {
     // A linear layer: B once, then blocks of the [batch * M, K] rows of A.
@@ -524,8 +595,9 @@ void runBF16(const KernelArgs &args) {
       widenBF16(a + row * s.k, wideA.data(), count * s.k);
       gemm(false, s.transB, count, s.n, s.k, wideA.data(), wideB.data(),
            wideC.data(), true);
-      epilogueToBF16(s, wideC.data(), count, bias, c + row * s.n,
-                     pre ? pre + row * s.n : nullptr);
+      epilogueStore(s, wideC.data(), count, bias,
+                    addend ? addend + row * s.n : nullptr, c + row * s.n,
+                    pre ? pre + row * s.n : nullptr);
     }
     return;
   }
@@ -533,8 +605,8 @@ void runBF16(const KernelArgs &args) {
   const int64_t aSize = s.m * s.k, bSize = s.k * s.n, cSize = s.m * s.n;
   auto one = [&](int64_t batch, std::vector<float> &scratch, bool parallel) {
     gemmBF16(s, a + (batch % s.batchA) * aSize, b + (batch % s.batchB) * bSize,
-             bias, c + batch * cSize, pre ? pre + batch * cSize : nullptr,
-             scratch, parallel);
+             bias, addend ? addend + batch * cSize : nullptr, c + batch * cSize,
+             pre ? pre + batch * cSize : nullptr, scratch, parallel);
   };
   int threads = omp_get_max_threads();
   bool batchParallel = threads > 1 && s.batchC >= threads &&
@@ -569,8 +641,11 @@ void cpu::run_matmul(const KernelArgs &args) {
   switch (args.instruction.inputs[0].dtype) {
   case DType::F32:
     return runTyped<float>(args);
-  case DType::BF16:
-    return runBF16(args);
+  case DType::BF16: {
+    MatmulShape s;
+    (void)readShape(args.instruction, s); // validated when the plan was loaded
+    return s.widened ? runBF16<float>(args, s) : runBF16<BF16>(args, s);
+  }
   default:
     return runTyped<double>(args);
   }

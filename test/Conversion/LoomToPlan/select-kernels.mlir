@@ -12,6 +12,9 @@ func.func @kernels(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<32xf3
   %fm = loom.fused_matmul %x, %w bias %g transpose_rhs activation gelu_tanh : (tensor<8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<8x32xf32>
   // CHECK: loom.fused_matmul {{.*}} bias {{.*}} {plan.kernel = "matmul", plan.kernel_attrs = {transpose_lhs = 0 : i64, transpose_rhs = 1 : i64}}
   %fb = loom.fused_matmul %x, %w bias %g transpose_rhs : (tensor<8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  // An addend (a residual) is the last input, flagged by accumulate.
+  // CHECK: loom.fused_matmul {{.*}} add {{.*}} {plan.kernel = "matmul", plan.kernel_attrs = {accumulate = 1 : i64, transpose_lhs = 0 : i64, transpose_rhs = 1 : i64}}
+  %fr = loom.fused_matmul %x, %w bias %g add %h transpose_rhs : (tensor<8x16xf32>, tensor<32x16xf32>, tensor<32xf32>, tensor<8x32xf32>) -> tensor<8x32xf32>
   // A weight gradient with its bias gradient is the matmul kernel with a
   // second output, the sum of the operand `bias_grad` names.
   // CHECK: loom.matmul_bias_grad {{.*}} sum rhs {plan.kernel = "matmul", plan.kernel_attrs = {bias_grad = "rhs", transpose_lhs = 1 : i64, transpose_rhs = 0 : i64}}

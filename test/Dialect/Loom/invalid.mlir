@@ -226,7 +226,7 @@ func.func @matmul_element_types(%a: tensor<4x8xf32>, %b: tensor<8x4xbf16>) {
 // -----
 
 func.func @fused_matmul_result(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) {
-  // expected-error @+1 {{'loom.fused_matmul' op result 'tensor<4x8xf32>' is not the product's type 'tensor<4x16xf32>'}}
+  // expected-error @+1 {{'loom.fused_matmul' op result 'tensor<4x8xf32>' is not the product's type 'tensor<4x16xf32>' (or f32 for bf16 operands)}}
   %0 = loom.fused_matmul %a, %b activation relu : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x8xf32>
   return
 }
@@ -292,6 +292,30 @@ func.func @matmul_bias_grad_result(%a: tensor<4x8xf32>, %b: tensor<4x16xf32>) {
 func.func @matmul_bias_grad_sum(%a: tensor<4x8xbf16>, %b: tensor<4x16xbf16>) {
   // expected-error @+1 {{'loom.matmul_bias_grad' op bias_grad 'tensor<16xf32>' must be 'tensor<16xbf16>', the sum of the rhs's rows}}
   %0:2 = loom.matmul_bias_grad %a, %b sum rhs : (tensor<4x8xbf16>, tensor<4x16xbf16>) -> (tensor<8x16xbf16>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+func.func @fused_matmul_addend_type(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>, %c: tensor<16xf32>, %r: tensor<4x16xbf16>) {
+  // expected-error @+1 {{'loom.fused_matmul' op addend 'tensor<4x16xbf16>' must have the result's type 'tensor<4x16xf32>'}}
+  %0 = loom.fused_matmul %a, %b bias %c add %r : (tensor<4x8xbf16>, tensor<8x16xbf16>, tensor<16xf32>, tensor<4x16xbf16>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @fused_matmul_addend_activation(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %r: tensor<4x16xf32>) {
+  // expected-error @+1 {{'loom.fused_matmul' op adds an addend after an activation, which a GEMM epilogue does not do}}
+  %0 = loom.fused_matmul %a, %b add %r activation relu : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @fused_matmul_widened_f32(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) {
+  // expected-error @+1 {{'loom.fused_matmul' op result 'tensor<4x16xf64>' is not the product's type 'tensor<4x16xf32>' (or f32 for bf16 operands)}}
+  %0 = loom.fused_matmul %a, %b activation relu : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf64>
   return
 }
 

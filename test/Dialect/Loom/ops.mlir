@@ -126,6 +126,8 @@ func.func @linear(%x: tensor<8x128x768xf32>, %w: tensor<768x3072xf32>, %bias: te
   %4 = loom.bias_add %0, %bias : tensor<8x128x3072xf32>, tensor<3072xf32>
   // CHECK: loom.fused_matmul %{{.*}}, %{{.*}} bias %{{.*}} : (tensor<8x128x768xf32>, tensor<768x3072xf32>, tensor<3072xf32>) -> tensor<8x128x3072xf32>
   %6 = loom.fused_matmul %x, %w bias %bias : (tensor<8x128x768xf32>, tensor<768x3072xf32>, tensor<3072xf32>) -> tensor<8x128x3072xf32>
+  // CHECK: loom.fused_matmul %{{.*}}, %{{.*}} bias %{{.*}} add %{{.*}} : (tensor<8x128x768xf32>, tensor<768x3072xf32>, tensor<3072xf32>, tensor<8x128x3072xf32>) -> tensor<8x128x3072xf32>
+  %fa = loom.fused_matmul %x, %w bias %bias add %6 : (tensor<8x128x768xf32>, tensor<768x3072xf32>, tensor<3072xf32>, tensor<8x128x3072xf32>) -> tensor<8x128x3072xf32>
   // CHECK: loom.fused_matmul %{{.*}}, %{{.*}} bias %{{.*}} transpose_rhs activation gelu_tanh : (tensor<8x128x768xf32>, tensor<3072x768xf32>, tensor<3072xf32>) -> (tensor<8x128x3072xf32>, tensor<8x128x3072xf32>)
   %7:2 = loom.fused_matmul %x, %wt bias %bias transpose_rhs activation gelu_tanh : (tensor<8x128x768xf32>, tensor<3072x768xf32>, tensor<3072xf32>) -> (tensor<8x128x3072xf32>, tensor<8x128x3072xf32>)
   // CHECK: loom.fused_matmul %{{.*}}, %{{.*}} activation relu : (tensor<8x128x768xf32>, tensor<768x3072xf32>) -> tensor<8x128x3072xf32>

@@ -16,7 +16,10 @@ use_bf16_matmuls() routes F.linear and the `@` operator (the only GEMMs of
 the example models) through it, like torch.autocast would route them.
 A linear layer whose result is only read in bf16 (the GPT's QKV
 projection) adds its bias inside the GEMM instead, rounded to bf16, and
-rounds once (BF16NarrowedLinear, use_narrowed_bias()).
+rounds once (BF16NarrowedLinear, use_narrowed_bias()). One whose result is
+added to the f32 residual stream (the GPT's output projections) gives the
+f32 sum of its product and bias, never rounded to bf16: the GEMM adds the
+bias and the residual itself (BF16ResidualLinear, use_residual_linear()).
 
 FusedAttention is loom.attention in bf16 (docs/design/attention.md), what
 loom-run computes unless --unfused-attention: the scores and their gradient
@@ -116,11 +119,42 @@ class BF16NarrowedLinear(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        a, w = ctx.saved_tensors
-        g = bf16(grad)
-        da = bf16(torch.matmul(g, w))
-        dw = bf16(_flat_rows(g).t() @ _flat_rows(a))
-        return da, dw, bias_gradient(grad)
+        return _linear_backward(ctx, grad)
+
+
+def _linear_backward(ctx, grad):
+    """The input, weight and bias gradients of a linear layer from the bf16
+    input and weight it saved: BF16Matmul's and BF16BiasAdd's."""
+    a, w = ctx.saved_tensors
+    g = bf16(grad)
+    da = bf16(torch.matmul(g, w))
+    dw = bf16(_flat_rows(g).t() @ _flat_rows(a))
+    return da, dw, bias_gradient(grad)
+
+
+class BF16ResidualLinear(torch.autograd.Function):
+    """A linear layer whose biased result is added to an f32 tensor (the
+    GPT's attention and MLP output projections, before the residual add):
+    loom-fuse-matmul-epilogue makes the bf16 GEMM add the f32 bias and the
+    residual to its f32 sums and store f32, so the product is never rounded
+    to bf16 (the sum is product + bias, then + residual, as the CPU kernel
+    adds them). The backward is BF16Matmul's and BF16BiasAdd's."""
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        a, w = bf16(x), bf16(weight)
+        ctx.save_for_backward(a, w)
+        return torch.matmul(a, w.t()) + bias
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _linear_backward(ctx, grad)
+
+
+def use_residual_linear(linear_module):
+    """Routes linear_module (an nn.Linear whose output is added to the
+    f32 residual stream) through BF16ResidualLinear."""
+    linear_module.forward = lambda x: BF16ResidualLinear.apply(
+        x, linear_module.weight, linear_module.bias)
 
 
 def use_narrowed_bias(linear_module):

@@ -254,6 +254,9 @@ def main():
             for module in model.modules():
                 if isinstance(module, export_gpt.CausalSelfAttention):
                     bf16_matmul.use_narrowed_bias(module.c_attn)
+                if isinstance(module, (export_gpt.CausalSelfAttention,
+                                       export_gpt.MLP)):
+                    bf16_matmul.use_residual_linear(module.c_proj)
             if not args.unfused_attention:
                 bf16_matmul.use_fused_attention(
                     export_gpt.CausalSelfAttention)

@@ -437,10 +437,12 @@ TEST(CPUKernelsMatmul, CheckRejects) {
   EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {wrong}),
                   "result [8,5] should end in [8,4]");
   EXPECT_REJECTED(makeKernel("matmul", {&a}, {c}),
-                  "expects 2 or 3 inputs (lhs, rhs, bias) and 1 or 2 outputs "
-                  "(result, preactivation), got 1 and 1");
+                  "expects 2 to 4 inputs (lhs, rhs, bias, addend) and 1 or 2 "
+                  "outputs (result, preactivation), got 1 and 1");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2, &b2, &b2, &b2}, {c}),
+                  "got 5 and 1");
   EXPECT_REJECTED(makeKernel("matmul", {&a, &b2, &b2, &b2}, {c}),
-                  "got 4 and 1");
+                  "4 inputs need accumulate=1");
   EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {c, c}),
                   "a preactivation output needs an activation");
   Tensor bias(DType::F32, {4}), bias5(DType::F32, {5}), bias64(DType::F64, {4});
@@ -2329,6 +2331,77 @@ TEST(CPUKernelsBF16, MatmulEpilogueRoundsOnce) {
     EXPECT_GE(equal, out[which].size() * 99 / 100)
         << (which ? "preactivation" : "result");
   }
+}
+
+/// A residual projection (accumulate=1): bf16 operands, an f32 result, bias
+/// and addend. The sum is product + bias + addend in f32, never rounded to
+/// bf16: against an f64 reference from the same bf16 operands it is off by
+/// f32 rounding only, which rounding the product to bf16 first would not
+/// be. Batched GEMMs (the per-batch path) and f32 operands too.
+TEST(CPUKernelsBF16, MatmulWidenedResidual) {
+  struct Case {
+    DType operands;
+    std::vector<int64_t> aShape, bShape;
+    bool transB, bias;
+  };
+  const Case cases[] = {{DType::BF16, {2, 30, 48}, {64, 48}, true, true},
+                        {DType::BF16, {2, 30, 48}, {64, 48}, true, false},
+                        {DType::BF16, {2, 30, 48}, {2, 48, 64}, false, true},
+                        {DType::F32, {2, 30, 48}, {64, 48}, true, true}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string(dtypeName(c.operands)) + (c.bias ? " bias" : "") +
+                 (c.bShape.size() == 3 ? " batched" : ""));
+    Tensor a = random(c.operands, c.aShape), b = random(c.operands, c.bShape);
+    Tensor bias = random(DType::F32, {64}, -0.3, 0.3);
+    std::vector<int64_t> cShape{2, 30, 64};
+    Tensor residual = random(DType::F32, cShape, -4, 4);
+    std::vector<const Tensor *> in{&a, &b};
+    if (c.bias)
+      in.push_back(&bias);
+    in.push_back(&residual);
+    Tensor out = run1(
+        "matmul", in, DType::F32, cShape,
+        {{"transpose_rhs", int64_t(c.transB)}, {"accumulate", int64_t(1)}});
+    int64_t roundedAway = 0;
+    for (int64_t batch = 0; batch < 2; ++batch)
+      for (int64_t i = 0; i < 30; ++i)
+        for (int64_t j = 0; j < 64; ++j) {
+          double product = 0;
+          for (int64_t k = 0; k < 48; ++k) {
+            int64_t bIndex = c.transB ? j * 48 + k : k * 64 + j;
+            if (c.bShape.size() == 3)
+              bIndex += batch * 48 * 64;
+            product += a.get((batch * 30 + i) * 48 + k) * b.get(bIndex);
+          }
+          int64_t o = (batch * 30 + i) * 64 + j;
+          double want =
+              product + (c.bias ? bias.get(j) : 0.0) + residual.get(o);
+          EXPECT_NEAR(out.get(o), want, 1e-5 * (1 + std::abs(want)))
+              << "at " << o;
+          double rounded = roundF32(product) + (c.bias ? bias.get(j) : 0.0) +
+                           residual.get(o);
+          roundedAway += std::abs(rounded - want) > 1e-5 * (1 + std::abs(want));
+        }
+    if (c.operands == DType::BF16)
+      EXPECT_GT(roundedAway, 100) << "rounding the product would be caught";
+  }
+  // The addend must be the result's shape and dtype; no activation.
+  Tensor a = random(DType::BF16, {4, 8}), b = random(DType::BF16, {8, 16});
+  Tensor r(DType::F32, {4, 16}), rb(DType::BF16, {4, 16}),
+      r2(DType::F32, {4, 8});
+  Tensor out(DType::F32, {4, 16});
+  Attributes acc{{"accumulate", int64_t(1)}};
+  EXPECT_EQ(checkMessage(makeKernel("matmul", {&a, &b, &r}, {out}, acc)), "");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b, &rb}, {out}, acc), "addend");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b, &r2}, {out}, acc), "addend");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b}, {out}, acc),
+                  "accumulate=1 needs an addend");
+  Attributes relu = acc;
+  relu["activation"] = std::string("relu");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b, &r}, {out}, relu),
+                  "accumulate=1 takes no activation");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b}, {Tensor(DType::F64, {4, 16})}),
+                  "result");
 }
 
 TEST(CPUKernelsBF16, Matmul) {

@@ -422,6 +422,48 @@ TEST(CUDAKernels, MatmulEpilogues) {
   }
 }
 
+/// A residual projection (accumulate=1): bf16 operands, an f32 result, f32
+/// bias and addend, against the CPU kernel. A linear layer takes cuBLASLt's
+/// BIAS epilogue with C = the addend and beta = 1; without a bias, the
+/// plain GEMM with beta = 1; batched, the plain GEMMs and the own bias
+/// kernel; k = 0, the addend copied and the bias added; misaligned bf16
+/// operands, the unaligned algorithm.
+void testMatmulResidual(std::vector<int64_t> batchB, int64_t m, int64_t k,
+                        int64_t n, bool bias, bool misalign) {
+  SCOPED_TRACE("m=" + std::to_string(m) + " k=" + std::to_string(k) +
+               " n=" + std::to_string(n) + (batchB.empty() ? "" : " batched") +
+               (bias ? " bias" : "") + (misalign ? " misaligned" : ""));
+  Tensor x = random(DType::BF16, {2, m, k});
+  std::vector<int64_t> wShape = batchB;
+  wShape.push_back(n);
+  wShape.push_back(k);
+  Tensor w = random(DType::BF16, wShape);
+  Tensor b = random(DType::F32, {n});
+  Tensor r = random(DType::F32, {2, m, n}, -4, 4);
+  std::vector<const Tensor *> in{&x, &w};
+  if (bias)
+    in.push_back(&b);
+  in.push_back(&r);
+  Instruction inst = makeInstruction(
+      "matmul", in, {ref(DType::F32, {2, m, n})},
+      {{"transpose_rhs", int64_t(1)}, {"accumulate", int64_t(1)}});
+  std::vector<Tensor> cpu, gpu;
+  ASSERT_EQ(runCPU(inst, in, cpu), "");
+  DeviceError error{};
+  runGPU(inst, in, gpu, error, false, false, misalign);
+  EXPECT_EQ(error.code, DeviceError::None);
+  // f32 sums in another order, the bias and addend added in another order.
+  expectClose(gpu[0], cpu[0], 1e-5, 1e-5, "result");
+}
+
+TEST(CUDAKernels, MatmulResidual) {
+  testMatmulResidual({}, 16, 32, 64, true, false);
+  testMatmulResidual({}, 16, 32, 64, false, false);
+  testMatmulResidual({2}, 8, 16, 24, true, false);
+  testMatmulResidual({}, 4, 0, 8, true, false);
+  testMatmulResidual({}, 16, 32, 64, true, true);
+}
+
 /// A weight-gradient GEMM with its bias gradient (`bias_grad`) against the
 /// CPU kernel: cuBLASLt's BGRADB (lhs summed) or BGRADA (rhs summed), or,
 /// for misaligned bf16 operands, the plain GEMM and the own sum kernel.

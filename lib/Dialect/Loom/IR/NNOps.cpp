@@ -143,9 +143,13 @@ LogicalResult FusedMatmulOp::verify() {
   if (failed(product))
     return failure();
   RankedTensorType result = getResult().getType();
-  if (result != *product)
+  // bf16 operands may give an f32 result (rounded once, from f32 sums).
+  bool widened = product->getElementType().isBF16() &&
+                 result.getElementType().isF32() &&
+                 result.getShape() == product->getShape();
+  if (result != *product && !widened)
     return emitOpError() << "result " << result << " is not the product's type "
-                         << *product;
+                         << *product << " (or f32 for bf16 operands)";
   if (Value bias = getBias()) {
     auto type = cast<RankedTensorType>(bias.getType());
     int64_t n = result.getShape().back();
@@ -154,6 +158,14 @@ LogicalResult FusedMatmulOp::verify() {
       return emitOpError() << "bias " << type << " must be a vector of the "
                            << n << " " << result.getElementType()
                            << " columns of the result";
+  }
+  if (Value addend = getAddend()) {
+    if (addend.getType() != result)
+      return emitOpError() << "addend " << addend.getType()
+                           << " must have the result's type " << result;
+    if (getActivation() != MatmulActivation::none)
+      return emitOpError("adds an addend after an activation, which a GEMM "
+                         "epilogue does not do");
   }
   if (Value preactivation = getPreactivation()) {
     if (getActivation() == MatmulActivation::none)

@@ -37,6 +37,11 @@
 // documented as max(x, 0), which may turn NaN into 0 where the CPU's keeps
 // NaN, so a ReLU after a fused BIAS runs in the own kernel.
 //
+// An addend (`accumulate=1`, the last input: a residual) is cuBLASLt's C
+// with beta = 1, in every path (the own epilogue kernel then adds the bias
+// to a sum that already holds it). bf16 operands may have an f32 result
+// (C, D and the bias f32): the residual projections of mixed precision.
+//
 // A bias gradient (`bias_grad`, the second output of a weight-gradient
 // GEMM) is cuBLASLt's BGRADB when our lhs is summed (it is cuBLASLt's B)
 // and BGRADA when our rhs is; it has C's type, as the plan's output does.
@@ -101,8 +106,9 @@ public:
 private:
   /// One cuBLASLt call's operands; `lt*` name cuBLASLt's A (our B) and B
   /// (our A).
-  Status layout(cublasLtMatrixLayout_t &layout, uint64_t rows, uint64_t cols,
-                int64_t ld, int64_t batch, int64_t stride);
+  Status layout(cublasLtMatrixLayout_t &layout, cudaDataType_t type,
+                uint64_t rows, uint64_t cols, int64_t ld, int64_t batch,
+                int64_t stride);
   Status chooseAlgorithm(const LaunchContext &context,
                          cublasLtMatmulDesc_t desc, uint32_t alignment,
                          cublasLtMatmulAlgo_t &algo, bool &found);
@@ -114,12 +120,16 @@ private:
   /// is not aligned for it.
   StatusOr<bool> launchFused(const LaunchContext &context, const void *a,
                              const void *b, void *c, const void *bias,
-                             void *pre);
+                             void *pre, const void *addend);
 
   Descriptors d_;
-  cudaDataType_t type_ = CUDA_R_32F;
-  DType dtype_ = DType::F32;
-  size_t elementSize_ = 4;
+  /// The operands' type, and the result's (C and D): f32 for a bf16 GEMM
+  /// with an f32 result, else the operands'.
+  cudaDataType_t type_ = CUDA_R_32F, outType_ = CUDA_R_32F;
+  DType dtype_ = DType::F32, outDtype_ = DType::F32;
+  size_t elementSize_ = 4, outElementSize_ = 4;
+  /// Whether the last input is added (C with beta = 1).
+  bool addend_ = false;
   cublasComputeType_t compute_ = CUBLAS_COMPUTE_32F;
   cudaDataType_t scaleType_ = CUDA_R_32F;
   /// The epilogue: bias input, preactivation output, activation; rows and
@@ -157,10 +167,10 @@ private:
   uint64_t zeroBytes_ = 0;
 };
 
-Status MatmulKernel::layout(cublasLtMatrixLayout_t &layout, uint64_t rows,
-                            uint64_t cols, int64_t ld, int64_t batch,
-                            int64_t stride) {
-  LOOM_CUBLAS(cublasLtMatrixLayoutCreate(&layout, type_, rows, cols, ld),
+Status MatmulKernel::layout(cublasLtMatrixLayout_t &layout, cudaDataType_t type,
+                            uint64_t rows, uint64_t cols, int64_t ld,
+                            int64_t batch, int64_t stride) {
+  LOOM_CUBLAS(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld),
               "creating a matrix layout");
   if (batch == 1)
     return Status::ok();
@@ -253,7 +263,8 @@ Status MatmulKernel::prepareEpilogue(const LaunchContext &context, int64_t n,
                                              CUBLASLT_MATMUL_DESC_EPILOGUE,
                                              &epilogue, sizeof(epilogue)),
               "setting the epilogue");
-  int32_t dataType = type_;
+  // The bias has the result's type (f32 for an f32 result of bf16 operands).
+  int32_t dataType = outType_;
   if (bias_ || summed_ >= 0) {
     LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(
                     d_.epilogue, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dataType,
@@ -312,7 +323,12 @@ Status MatmulKernel::prepare(const LaunchContext &context,
   }
   elementSize_ = dtypeSize(a.dtype);
   dtype_ = a.dtype;
-  bias_ = inst.inputs.size() == 3;
+  outDtype_ = c.dtype;
+  outElementSize_ = dtypeSize(c.dtype);
+  outType_ = c.dtype == a.dtype ? type_ : CUDA_R_32F; // the CPU check allows
+                                                      // only bf16 -> f32
+  addend_ = intAttr(inst.attrs, "accumulate") != 0;
+  bias_ = inst.inputs.size() == (addend_ ? 4u : 3u);
   const std::string summed = wordAttr(inst.attrs, "bias_grad", "none");
   summed_ = summed == "lhs" ? 0 : summed == "rhs" ? 1 : -1;
   pre_ = inst.outputs.size() == 2 && summed_ < 0;
@@ -370,23 +386,23 @@ Status MatmulKernel::prepare(const LaunchContext &context,
     return s;
   // Our B, row-major [K, N] (or [N, K] transposed): column-major N x K with
   // ld N (or K x N with ld K).
-  if (Status s = transB ? layout(d_.a, uint64_t(k), uint64_t(n), k, perCall_,
-                                 strideOf(batchB_, sizeB_))
-                        : layout(d_.a, uint64_t(n), uint64_t(k), n, perCall_,
-                                 strideOf(batchB_, sizeB_));
+  if (Status s = transB ? layout(d_.a, type_, uint64_t(k), uint64_t(n), k,
+                                 perCall_, strideOf(batchB_, sizeB_))
+                        : layout(d_.a, type_, uint64_t(n), uint64_t(k), n,
+                                 perCall_, strideOf(batchB_, sizeB_));
       !s)
     return s;
   // Our A, row-major [M, K] (or [K, M]): column-major K x M with ld K (or
   // M x K with ld M).
-  if (Status s = transA ? layout(d_.b, uint64_t(rowsM), uint64_t(k), rowsM,
-                                 perCall_, strideOf(batchA_, sizeA_))
-                        : layout(d_.b, uint64_t(k), uint64_t(rowsM), k,
+  if (Status s = transA ? layout(d_.b, type_, uint64_t(rowsM), uint64_t(k),
+                                 rowsM, perCall_, strideOf(batchA_, sizeA_))
+                        : layout(d_.b, type_, uint64_t(k), uint64_t(rowsM), k,
                                  perCall_, strideOf(batchA_, sizeA_));
       !s)
     return s;
-  // C: column-major N x M, ld N.
-  if (Status s =
-          layout(d_.c, uint64_t(n), uint64_t(rowsM), n, perCall_, sizeC_);
+  // C (and D): column-major N x M, ld N.
+  if (Status s = layout(d_.c, outType_, uint64_t(n), uint64_t(rowsM), n,
+                        perCall_, sizeC_);
       !s)
     return s;
 
@@ -399,9 +415,8 @@ Status MatmulKernel::prepare(const LaunchContext &context,
               "setting the workspace size");
   // The 16-byte algorithm needs every batch of a call aligned too (the
   // launch checks each call's first pointers).
-  bool stridesAligned = true;
-  for (int64_t stride :
-       {strideOf(batchA_, sizeA_), strideOf(batchB_, sizeB_), sizeC_})
+  bool stridesAligned = (sizeC_ * int64_t(outElementSize_)) % 16 == 0;
+  for (int64_t stride : {strideOf(batchA_, sizeA_), strideOf(batchB_, sizeB_)})
     stridesAligned =
         stridesAligned && (stride * int64_t(elementSize_)) % 16 == 0;
   if (perCall_ == 1)
@@ -435,11 +450,12 @@ Status MatmulKernel::prepare(const LaunchContext &context,
 
 StatusOr<bool> MatmulKernel::launchFused(const LaunchContext &context,
                                          const void *a, const void *b, void *c,
-                                         const void *bias, void *pre) {
+                                         const void *bias, void *pre,
+                                         const void *addend) {
   uintptr_t addresses =
       reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
       reinterpret_cast<uintptr_t>(c) | reinterpret_cast<uintptr_t>(bias) |
-      reinterpret_cast<uintptr_t>(pre);
+      reinterpret_cast<uintptr_t>(pre) | reinterpret_cast<uintptr_t>(addend);
   if (addresses % 16 != 0)
     return false;
   if (bias_ || summed_ >= 0)
@@ -454,9 +470,9 @@ StatusOr<bool> MatmulKernel::launchFused(const LaunchContext &context,
                 "setting the preactivation pointer");
   const void *one = scale(oneF_, oneD_), *zero = scale(zeroF_, zeroD_);
   LOOM_CUBLAS(cublasLtMatmul(context.lt, d_.epilogue, one, b, d_.a, a, d_.b,
-                             zero, c, d_.c, c, d_.c, &epilogueAlgo_,
-                             context.workspace, workspaceBytes_,
-                             context.stream),
+                             addend ? one : zero, addend ? addend : c, d_.c, c,
+                             d_.c, &epilogueAlgo_, context.workspace,
+                             workspaceBytes_, context.stream),
               "cublasLtMatmul with an epilogue");
   return true;
 }
@@ -469,21 +485,29 @@ Status MatmulKernel::launch(const LaunchContext &context,
   // cuBLASLt's bias pointer: the bias input, or the bias gradient output.
   const void *bias = summed_ >= 0 ? outputs[1] : bias_ ? inputs[2] : nullptr;
   void *pre = pre_ ? outputs[1] : nullptr;
+  const char *addend =
+      addend_ ? static_cast<const char *>(inputs[bias_ ? 3 : 2]) : nullptr;
   auto ownEpilogue = [&] {
     if (summed_ >= 0)
       return launchOperandSum(context.stream, dtype_, inputs[summed_],
                               outputs[1], k_, sumLength_, kMajor_);
     if (!hasEpilogue())
       return Status::ok();
-    return launchMatmulEpilogue(context.stream, dtype_, c, bias, pre, rows_, n_,
-                                activation_);
+    return launchMatmulEpilogue(context.stream, outDtype_, c, bias, pre, rows_,
+                                n_, activation_);
   };
   if (zeroBytes_) {
-    if (Status s = cudaStatus(cudaMemsetAsync(c, 0, zeroBytes_, context.stream),
-                              "matmul (k = 0)");
-        !s)
+    // The product of nothing is zeros, or the addend.
+    Status s =
+        addend ? cudaStatus(cudaMemcpyAsync(c, addend, zeroBytes_,
+                                            cudaMemcpyDeviceToDevice,
+                                            context.stream),
+                            "matmul (k = 0)")
+               : cudaStatus(cudaMemsetAsync(c, 0, zeroBytes_, context.stream),
+                            "matmul (k = 0)");
+    if (!s)
       return s;
-    return ownEpilogue(); // the bias and activation of zeros
+    return ownEpilogue(); // the bias and activation of that
   }
   if (calls_ == 0)
     return ownEpilogue(); // a bias gradient may still have entries
@@ -493,13 +517,13 @@ Status MatmulKernel::launch(const LaunchContext &context,
                          " bytes of workspace, launched with " +
                          std::to_string(context.workspaceBytes));
   if (haveEpilogueAlgo_) {
-    StatusOr<bool> fused = launchFused(context, a, b, c, bias, pre);
+    StatusOr<bool> fused = launchFused(context, a, b, c, bias, pre, addend);
     if (!fused.isOk())
       return fused.status();
     if (*fused)
       return activation_ == MatmulActivation::Relu
-                 ? launchMatmulEpilogue(context.stream, dtype_, c, nullptr, pre,
-                                        rows_, n_, activation_)
+                 ? launchMatmulEpilogue(context.stream, outDtype_, c, nullptr,
+                                        pre, rows_, n_, activation_)
                  : Status::ok();
   }
   const void *one = scale(oneF_, oneD_), *zero = scale(zeroF_, zeroD_);
@@ -511,15 +535,18 @@ Status MatmulKernel::launch(const LaunchContext &context,
     // larger than 1).
     const char *pa = a + (batchA_ == 1 ? 0 : first % batchA_) * sizeA_ * e;
     const char *pb = b + (batchB_ == 1 ? 0 : first % batchB_) * sizeB_ * e;
-    char *pc = c + first * sizeC_ * e;
-    const bool isAligned = haveAligned_ && (reinterpret_cast<uintptr_t>(pa) |
-                                            reinterpret_cast<uintptr_t>(pb) |
-                                            reinterpret_cast<uintptr_t>(pc)) %
-                                                   16 ==
-                                               0;
+    char *pc = c + first * sizeC_ * outElementSize_;
+    // The addend is read as C (beta = 1) and the sum written to D.
+    const char *pin = addend ? addend + first * sizeC_ * outElementSize_ : pc;
+    const bool isAligned =
+        haveAligned_ &&
+        (reinterpret_cast<uintptr_t>(pa) | reinterpret_cast<uintptr_t>(pb) |
+         reinterpret_cast<uintptr_t>(pc) | reinterpret_cast<uintptr_t>(pin)) %
+                16 ==
+            0;
     const cublasLtMatmulAlgo_t *algo = isAligned ? &aligned_ : &unaligned_;
     LOOM_CUBLAS(cublasLtMatmul(context.lt, d_.matmul, one, pb, d_.a, pa, d_.b,
-                               zero, pc, d_.c, pc, d_.c, algo,
+                               addend ? one : zero, pin, d_.c, pc, d_.c, algo,
                                context.workspace, workspaceBytes_,
                                context.stream),
                 "cublasLtMatmul");

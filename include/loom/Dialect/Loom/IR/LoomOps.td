@@ -380,7 +380,8 @@ def Loom_BiasAddOp : Loom_Op<"bias_add", [
   let hasFolder = 1;
 }
 
-def Loom_FusedMatmulOp : Loom_Op<"fused_matmul", [Pure]> {
+def Loom_FusedMatmulOp : Loom_Op<"fused_matmul", [Pure,
+    AttrSizedOperandSegments]> {
   let summary = "A matmul with its bias and activation fused (GEMM epilogue)";
   let description = [{
     `activation(matmul(lhs, rhs) + bias)`, computed as one GEMM whose
@@ -392,6 +393,12 @@ def Loom_FusedMatmulOp : Loom_Op<"fused_matmul", [Pure]> {
     `lhs`, `rhs` and the transposes are as in `loom.matmul`; `gelu_tanh` is
     `loom.gelu approximate tanh`, the form cuBLASLt's epilogue computes.
 
+    With `add`, a tensor of the result's type is added too (cuBLASLt's C
+    with beta = 1; no activation then): a residual connection,
+    `matmul(lhs, rhs) + bias + addend`. bf16 operands may give an f32
+    result (the bias and the addend are then f32): the sums are not
+    rounded to bf16 on the way.
+
     Made by `loom-fuse-matmul-epilogue` when a plan is lowered, after
     autodiff and partitioning: it has no gradient or sharding rule.
 
@@ -401,19 +408,24 @@ def Loom_FusedMatmulOp : Loom_Op<"fused_matmul", [Pure]> {
     %g, %z = loom.fused_matmul %x, %w bias %b activation gelu_tanh
         : (tensor<8x768xf32>, tensor<768x3072xf32>, tensor<3072xf32>)
         -> (tensor<8x3072xf32>, tensor<8x3072xf32>)
+    %r = loom.fused_matmul %h, %w bias %b add %x transpose_rhs
+        : (tensor<8x3072xbf16>, tensor<768x3072xbf16>, tensor<768xf32>,
+           tensor<8x768xf32>) -> tensor<8x768xf32>
     ```
   }];
   let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
                        Optional<Loom_FloatTensor>:$bias,
+                       Optional<Loom_FloatTensor>:$addend,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
                        DefaultValuedAttr<Loom_MatmulActivation,
                            "::mlir::loom::MatmulActivation::none">:$activation);
   let results = (outs Loom_FloatTensor:$result,
                       Optional<Loom_FloatTensor>:$preactivation);
   let assemblyFormat = [{
-    $lhs `,` $rhs (`bias` $bias^)? (`transpose_lhs` $transpose_lhs^)?
-    (`transpose_rhs` $transpose_rhs^)? (`activation` $activation^)?
-    attr-dict `:` functional-type(operands, results)
+    $lhs `,` $rhs (`bias` $bias^)? (`add` $addend^)?
+    (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
+    (`activation` $activation^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
