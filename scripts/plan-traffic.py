@@ -79,6 +79,7 @@ class Instruction:
                 key, _, value = token.partition("=")
                 attrs[key] = value
         self.outputs = outputs
+        self.attrs = attrs
         match = LOC.search(tail)
         self.loc = match.group(1) if match else "(no location)"
         self.bytes = sum(ref[0] for ref in self.inputs + self.outputs)
@@ -199,7 +200,10 @@ def main():
     for inst in kernels:
         if inst.kernel != "matmul":
             continue
-        names = ["A", "B", "bias"][:len(inst.inputs)] + ["C"]
+        # Inputs A, B[, bias][, addend]; the addend has C's rows.
+        names = (["A", "B", "bias", "addend"][:len(inst.inputs)]
+                 if inst.attrs.get("accumulate") == "1" else
+                 ["A", "B", "bias"][:len(inst.inputs)]) + ["C"]
         refs = inst.inputs + inst.outputs[:1]
         shapes = ["%s %s[%s]" % (name, dtype, ",".join(map(str, dims)))
                   for name, (_, dims, dtype) in zip(names, refs)

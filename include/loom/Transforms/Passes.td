@@ -272,8 +272,10 @@ def LoomFuseCrossEntropyGrad
     labels, `ignore_index` and `classes` into one
     `loom.cross_entropy_with_grad`, whose kernel reads each row once for
     both, when the gradient's scale is defined before the first of the two
-    (the step's loss seed, a constant, with the reduction folded in). The
-    results are the two ops': same formulas, types and roundings.
+    (the step's loss seed with the reduction folded in: a constant unless
+    `ignore_index` makes a mean count the samples, which the backward does
+    after the loss). The results are the two ops': same formulas, types and
+    roundings.
 
     A gradient whose scale is computed after the loss (from the loss
     itself, as dynamic loss scaling would) is left alone. Runs in

@@ -136,6 +136,9 @@ Status readEpilogue(const Instruction &instruction, MatmulShape &shape) {
   if (biasGrad != "none") {
     if (accumulate)
       return Status::error("bias_grad takes no addend (accumulate=1)");
+    if (shape.widened)
+      return Status::error("bias_grad needs the operands' dtype for the "
+                           "result, not an f32 result of bf16 operands");
     return readBiasGrad(instruction, biasGrad, shape);
   }
   shape.addend = accumulate == 1;
@@ -152,6 +155,10 @@ Status readEpilogue(const Instruction &instruction, MatmulShape &shape) {
     const TensorRef &addend = instruction.inputs.back();
     if (Status s = expectSameDType(c, "result", addend, "addend"); !s)
       return s;
+    // The addend joins the f32 (f64) sum unrounded: a bf16 result would
+    // round it (and the kernels keep no bf16 addend path).
+    if (c.dtype == DType::BF16)
+      return Status::error("accumulate=1 needs an f32 or f64 result, not bf16");
     if (Status s = expectSameShape(c, "result", addend, "addend"); !s)
       return s;
   }

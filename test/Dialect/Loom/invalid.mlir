@@ -305,6 +305,14 @@ func.func @fused_matmul_addend_type(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>,
 
 // -----
 
+func.func @fused_matmul_addend_bf16(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>, %r: tensor<4x16xbf16>) {
+  // expected-error @+1 {{'loom.fused_matmul' op adds an addend to a bf16 result; it needs an f32 or f64 one}}
+  %0 = loom.fused_matmul %a, %b add %r : (tensor<4x8xbf16>, tensor<8x16xbf16>, tensor<4x16xbf16>) -> tensor<4x16xbf16>
+  return
+}
+
+// -----
+
 func.func @fused_matmul_addend_activation(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %r: tensor<4x16xf32>) {
   // expected-error @+1 {{'loom.fused_matmul' op adds an addend after an activation, which a GEMM epilogue does not do}}
   %0 = loom.fused_matmul %a, %b add %r activation relu : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>

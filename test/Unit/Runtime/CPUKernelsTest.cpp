@@ -2402,6 +2402,15 @@ TEST(CPUKernelsBF16, MatmulWidenedResidual) {
                   "accumulate=1 takes no activation");
   EXPECT_REJECTED(makeKernel("matmul", {&a, &b}, {Tensor(DType::F64, {4, 16})}),
                   "result");
+  Tensor out16(DType::BF16, {4, 16});
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b, &rb}, {out16}, acc),
+                  "accumulate=1 needs an f32 or f64 result, not bf16");
+  Tensor at = random(DType::BF16, {8, 4}), bt = random(DType::BF16, {8, 16});
+  EXPECT_REJECTED(makeKernel("matmul", {&at, &bt},
+                             {out, Tensor(DType::F32, {4})},
+                             {{"transpose_lhs", int64_t(1)},
+                              {"bias_grad", std::string("lhs")}}),
+                  "bias_grad needs the operands' dtype");
 }
 
 TEST(CPUKernelsBF16, Matmul) {

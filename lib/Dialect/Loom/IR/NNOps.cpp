@@ -163,6 +163,9 @@ LogicalResult FusedMatmulOp::verify() {
     if (addend.getType() != result)
       return emitOpError() << "addend " << addend.getType()
                            << " must have the result's type " << result;
+    if (result.getElementType().isBF16())
+      return emitOpError("adds an addend to a bf16 result; it needs an f32 "
+                         "or f64 one");
     if (getActivation() != MatmulActivation::none)
       return emitOpError("adds an addend after an activation, which a GEMM "
                          "epilogue does not do");

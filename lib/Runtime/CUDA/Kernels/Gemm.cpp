@@ -190,12 +190,16 @@ Status MatmulKernel::chooseAlgorithm(const LaunchContext &context,
                                      cublasLtMatmulDesc_t desc,
                                      uint32_t alignment,
                                      cublasLtMatmulAlgo_t &algo, bool &found) {
-  for (auto attribute : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    LOOM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
-                    d_.preference, attribute, &alignment, sizeof(alignment)),
+  // The operands are at least `alignment`-aligned, and C and D (f32 for an
+  // f32 result of bf16 operands) at least to their element size.
+  const uint32_t outAlignment = std::max(alignment, uint32_t(outElementSize_));
+  for (auto [attribute, bytes] :
+       {std::pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment),
+        std::pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment),
+        std::pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, outAlignment),
+        std::pair(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, outAlignment)})
+    LOOM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(d_.preference, attribute,
+                                                     &bytes, sizeof(bytes)),
                 "setting the operand alignment");
   cublasLtMatmulHeuristicResult_t result{};
   int count = 0;

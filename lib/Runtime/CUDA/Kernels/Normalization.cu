@@ -577,7 +577,9 @@ struct GradientShape {
 };
 
 /// Caches rows that leave room for two blocks per SM in the device's
-/// shared memory, and lets the cached kernel use that much.
+/// shared memory (half the opt-in limit, less 2 KB for what each block
+/// also holds: the 1 KB the hardware reserves and groupReduce's partial
+/// sums), and lets the cached kernel use that much.
 template <typename T, typename L, typename O, bool WithLoss>
 StatusOr<GradientShape> chooseGradientShape(const CrossEntropyParams &p) {
   GradientShape shape;
@@ -588,7 +590,7 @@ StatusOr<GradientShape> chooseGradientShape(const CrossEntropyParams &p) {
   if (Status s = sharedMemoryOptIn(optIn); !s)
     return s;
   const size_t bytes = (size_t(p.classes) * sizeof(T) + 15) / 16 * 16;
-  const size_t limit = size_t(optIn) / 2;
+  const size_t limit = size_t(optIn) / 2 - 2048;
   if (bytes > limit)
     return shape;
   if (Status s = cudaStatus(
