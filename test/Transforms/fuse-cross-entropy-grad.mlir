@@ -81,3 +81,32 @@ func.func @two_gradients(%l: tensor<4x8xf32>, %y: tensor<4xi64>, %s: tensor<f32>
   %e = loom.cross_entropy_grad %l, %y, %t : (tensor<4x8xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x8xf32>
   return %loss, %d, %e : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// With ignore_index and a mean, the scale is the seed over the counted
+// labels, which autodiff computes after the loss. It does not depend on the
+// loss: those ops move up and the two ops fuse at the loss.
+// CHECK-LABEL: func.func @ignored_labels_mean
+// CHECK-SAME: (%[[L:[^:]*]]: tensor<4x8xbf16>, %[[Y:[^:]*]]: tensor<4xi64>)
+// CHECK-DAG: %[[SEED:.*]] = loom.constant dense<1.000000e+00>
+// CHECK-DAG: %[[IGNORED:.*]] = loom.constant dense<-100>
+// CHECK: %[[KEPT:.*]] = loom.compare ne, %[[Y]], %[[IGNORED]]
+// CHECK-NEXT: %[[K:.*]] = loom.cast %[[KEPT]]
+// CHECK-NEXT: %[[N:.*]] = loom.reduce_sum %[[K]]
+// CHECK-NEXT: %[[S:.*]] = loom.div %[[SEED]], %[[N]]
+// CHECK-NEXT: %[[LOSS:.*]], %[[D:.*]] = loom.cross_entropy_with_grad %[[L]], %[[Y]], %[[S]] ignore_index -100 :
+// CHECK-NEXT: %[[E:.*]] = loom.exp %[[LOSS]]
+// CHECK-NEXT: return %[[E]], %[[D]]
+func.func @ignored_labels_mean(%l: tensor<4x8xbf16>, %y: tensor<4xi64>) -> (tensor<f32>, tensor<4x8xbf16>) {
+  %seed = loom.constant dense<1.000000e+00> : tensor<f32>
+  %ignored = loom.constant dense<-100> : tensor<i64>
+  %loss = loom.cross_entropy %l, %y ignore_index -100 : (tensor<4x8xbf16>, tensor<4xi64>) -> tensor<f32>
+  %e = loom.exp %loss : tensor<f32>
+  %kept = loom.compare ne, %y, %ignored : (tensor<4xi64>, tensor<i64>) -> tensor<4xi1>
+  %k = loom.cast %kept : tensor<4xi1> -> tensor<4xf32>
+  %n = loom.reduce_sum %k [0] : tensor<4xf32> -> tensor<f32>
+  %s = loom.div %seed, %n : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %d = loom.cross_entropy_grad %l, %y, %s ignore_index -100 : (tensor<4x8xbf16>, tensor<4xi64>, tensor<f32>) -> tensor<4x8xbf16>
+  return %e, %d : tensor<f32>, tensor<4x8xbf16>
+}

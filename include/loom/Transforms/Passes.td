@@ -272,13 +272,14 @@ def LoomFuseCrossEntropyGrad
     labels, `ignore_index` and `classes` into one
     `loom.cross_entropy_with_grad`, whose kernel reads each row once for
     both, when the gradient's scale is defined before the first of the two
-    (the step's loss seed with the reduction folded in: a constant unless
-    `ignore_index` makes a mean count the samples, which the backward does
-    after the loss). The results are the two ops': same formulas, types and
-    roundings.
+    or computed by pure ops that can move there (the step's loss seed with
+    the reduction folded in: a constant, or with `ignore_index` and a mean
+    the seed over a count of the labels, which autodiff computes after the
+    loss and this pass moves up). The results are the two ops': same
+    formulas, types and roundings.
 
-    A gradient whose scale is computed after the loss (from the loss
-    itself, as dynamic loss scaling would) is left alone. Runs in
+    A gradient whose scale is computed from the loss itself (as dynamic
+    loss scaling would) is left alone. Runs in
     `loom-lower-to-plan` after partitioning.
 
     Input:
