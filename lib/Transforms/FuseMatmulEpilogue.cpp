@@ -107,20 +107,20 @@ std::optional<Epilogue> findEpilogue(MatmulOp matmul) {
   return epilogue;
 }
 
-/// A bf16 product widened to f32, plus an f32 bias, whose every use is a
-/// rounding back to bf16.
-struct NarrowedBiasAdd {
+/// A bf16 product widened to f32 and an f32 bias added to it, each the
+/// only use of the value before it: the start of both mixed-precision
+/// chains below.
+struct WidenedBias {
   CastOp widen;
   Operation *biasOp = nullptr;
   Value bias;
-  SmallVector<CastOp> narrows;
 };
 
-std::optional<NarrowedBiasAdd> findNarrowedBiasAdd(MatmulOp matmul) {
+std::optional<WidenedBias> findWidenedBias(MatmulOp matmul) {
   Value product = matmul.getResult();
   if (!matmul.getType().getElementType().isBF16() || !product.hasOneUse())
     return std::nullopt;
-  NarrowedBiasAdd chain;
+  WidenedBias chain;
   chain.widen = dyn_cast<CastOp>(*product.getUsers().begin());
   if (!chain.widen || !chain.widen.getType().getElementType().isF32() ||
       !chain.widen.getResult().hasOneUse())
@@ -129,6 +129,20 @@ std::optional<NarrowedBiasAdd> findNarrowedBiasAdd(MatmulOp matmul) {
   chain.bias = biasAddedBy(chain.biasOp, chain.widen.getResult());
   if (!chain.bias)
     return std::nullopt;
+  return chain;
+}
+
+/// A widened, biased bf16 product whose every use is a rounding back to
+/// bf16.
+struct NarrowedBiasAdd : WidenedBias {
+  SmallVector<CastOp> narrows;
+};
+
+std::optional<NarrowedBiasAdd> findNarrowedBiasAdd(MatmulOp matmul) {
+  std::optional<WidenedBias> start = findWidenedBias(matmul);
+  if (!start)
+    return std::nullopt;
+  NarrowedBiasAdd chain{*start, {}};
   for (Operation *user : chain.biasOp->getResult(0).getUsers()) {
     auto narrow = dyn_cast<CastOp>(user);
     if (!narrow || narrow.getType() != matmul.getType())
@@ -140,39 +154,25 @@ std::optional<NarrowedBiasAdd> findNarrowedBiasAdd(MatmulOp matmul) {
   return chain;
 }
 
-/// A bf16 product widened to f32, plus an f32 bias, plus another f32
-/// tensor of the same type (a residual), each the only use of the value
-/// before it. The bias says that this is a linear layer's forward: a
-/// widened product added to an f32 tensor without one is a gradient being
-/// accumulated (or an optimizer's weight decay), whose rounding to bf16 is
-/// torch.autocast's and stays.
-struct WidenedResidual {
-  CastOp widen;
-  Operation *biasOp = nullptr;
-  Value bias;
+/// A widened, biased bf16 product plus another f32 tensor of the same type
+/// (a residual), the sum's only use. The bias says that this is a linear
+/// layer's forward: a widened product added to an f32 tensor without one
+/// is a gradient being accumulated (or an optimizer's weight decay), whose
+/// rounding to bf16 is torch.autocast's and stays.
+struct WidenedResidual : WidenedBias {
   AddOp residualAdd;
   Value residual;
 };
 
 std::optional<WidenedResidual> findWidenedResidual(MatmulOp matmul) {
-  Value product = matmul.getResult();
-  if (!matmul.getType().getElementType().isBF16() || !product.hasOneUse())
+  std::optional<WidenedBias> start = findWidenedBias(matmul);
+  if (!start)
     return std::nullopt;
-  WidenedResidual chain;
-  chain.widen = dyn_cast<CastOp>(*product.getUsers().begin());
-  if (!chain.widen || !chain.widen.getType().getElementType().isF32() ||
-      !chain.widen.getResult().hasOneUse())
-    return std::nullopt;
-  Value sum = chain.widen.getResult();
-  chain.biasOp = *sum.getUsers().begin();
-  chain.bias = biasAddedBy(chain.biasOp, sum);
-  if (!chain.bias)
-    return std::nullopt;
-  sum = chain.biasOp->getResult(0);
+  WidenedResidual chain{*start, {}, {}};
+  Value sum = chain.biasOp->getResult(0);
   if (!sum.hasOneUse())
     return std::nullopt;
-  Operation *user = *sum.getUsers().begin();
-  chain.residualAdd = dyn_cast<AddOp>(user);
+  chain.residualAdd = dyn_cast<AddOp>(*sum.getUsers().begin());
   if (!chain.residualAdd || chain.residualAdd.getType() != sum.getType() ||
       chain.residualAdd.getLhs() == chain.residualAdd.getRhs())
     return std::nullopt;

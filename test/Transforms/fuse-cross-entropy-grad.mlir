@@ -1,4 +1,4 @@
-// RUN: loom-opt --loom-fuse-cross-entropy-grad --split-input-file %s | FileCheck %s
+// RUN: loom-opt --loom-fuse-cross-entropy-grad --split-input-file --verify-diagnostics %s | FileCheck %s
 
 // The training step's form: bf16 logits padded to 64 of which 61 are
 // classes, the scale a constant (the loss seed over the 64 samples). One op
@@ -109,4 +109,14 @@ func.func @ignored_labels_mean(%l: tensor<4x8xbf16>, %y: tensor<4xi64>) -> (tens
   %s = loom.div %seed, %n : (tensor<f32>, tensor<f32>) -> tensor<f32>
   %d = loom.cross_entropy_grad %l, %y, %s ignore_index -100 : (tensor<4x8xbf16>, tensor<4xi64>, tensor<f32>) -> tensor<4x8xbf16>
   return %e, %d : tensor<f32>, tensor<4x8xbf16>
+}
+
+// -----
+
+// The pass cannot fail, but its input is verified first: a fused op whose
+// loss does not match its reduction is reported where it stands.
+func.func @invalid_input(%l: tensor<4x8xf32>, %y: tensor<4xi64>, %s: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{'loom.cross_entropy_with_grad' op loss 'tensor<f32>' must be 'tensor<4xf32>' for reduction none}}
+  %loss, %d = loom.cross_entropy_with_grad %l, %y, %s reduction none : (tensor<4x8xf32>, tensor<4xi64>, tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>)
+  return %loss : tensor<f32>
 }

@@ -436,17 +436,34 @@ __global__ void crossEntropyTotal(const double *perSample, const L *labels,
     loss[0] = A(total / double(counted)); // NaN when nothing counted
 }
 
+/// A reduced loss keeps each sample's loss in the workspace (8 bytes each).
+Status checkLossWorkspace(const LaunchContext &context,
+                          const CrossEntropyParams &p, bool reduce) {
+  if (!reduce || p.rows == 0 ||
+      (context.workspace && context.workspaceBytes >= uint64_t(p.rows) * 8))
+    return Status::ok();
+  return Status::error("cross_entropy needs " + std::to_string(p.rows * 8) +
+                       " bytes of workspace, the launch has " +
+                       std::to_string(context.workspaceBytes));
+}
+
+/// The sum or mean of the per-sample losses, in one block.
+template <typename A, typename L>
+Status launchLossTotal(const LaunchContext &context, const double *perSample,
+                       const L *labels, A *loss, const CrossEntropyParams &p) {
+  launchKernel(crossEntropyTotal<A, L>, 1, kSumThreads, 0, context.stream,
+               perSample, labels, loss, p);
+  return launchStatus("cross_entropy (total)");
+}
+
 template <typename T, typename L>
 Status launchCrossEntropy(const LaunchContext &context, const T *logits,
                           const L *labels, LossOf<T> *loss,
                           const CrossEntropyParams &p) {
   const bool reduce = p.reduction != CrossEntropyParams::Reduction::None;
   double *perSample = static_cast<double *>(context.workspace);
-  if (reduce && p.rows > 0 &&
-      (!perSample || context.workspaceBytes < uint64_t(p.rows) * 8))
-    return Status::error("cross_entropy needs " + std::to_string(p.rows * 8) +
-                         " bytes of workspace, the launch has " +
-                         std::to_string(context.workspaceBytes));
+  if (Status s = checkLossWorkspace(context, p, reduce); !s)
+    return s;
   if (p.rows > 0) {
     bool block = p.classes > kWarpRowMax;
     unsigned blocks = rowBlocks(p.rows, block);
@@ -463,9 +480,7 @@ Status launchCrossEntropy(const LaunchContext &context, const T *logits,
   }
   if (!reduce)
     return Status::ok();
-  launchKernel(crossEntropyTotal<LossOf<T>, L>, 1, kSumThreads, 0,
-               context.stream, perSample, labels, loss, p);
-  return launchStatus("cross_entropy (total)");
+  return launchLossTotal(context, perSample, labels, loss, p);
 }
 
 //===----------------------------------------------------------------------===//
@@ -619,11 +634,8 @@ Status launchCrossEntropyGradient(const LaunchContext &context, const T *logits,
   const bool reduce =
       WithLoss && p.reduction != CrossEntropyParams::Reduction::None;
   double *perSample = static_cast<double *>(context.workspace);
-  if (reduce && p.rows > 0 &&
-      (!perSample || context.workspaceBytes < uint64_t(p.rows) * 8))
-    return Status::error("cross_entropy needs " + std::to_string(p.rows * 8) +
-                         " bytes of workspace, the launch has " +
-                         std::to_string(context.workspaceBytes));
+  if (Status s = checkLossWorkspace(context, p, reduce); !s)
+    return s;
   const char *name = WithLoss ? "cross_entropy" : "cross_entropy_backward";
   if (p.rows * p.width > 0) {
     auto launch = [&](auto kernel, int threads, size_t shared) {
@@ -646,9 +658,7 @@ Status launchCrossEntropyGradient(const LaunchContext &context, const T *logits,
   }
   if (!reduce)
     return Status::ok();
-  launchKernel(crossEntropyTotal<LossOf<T>, L>, 1, kSumThreads, 0,
-               context.stream, perSample, labels, loss, p);
-  return launchStatus("cross_entropy (total)");
+  return launchLossTotal(context, perSample, labels, loss, p);
 }
 
 /// The rows of the logits, ignore_index and classes from the instruction
