@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Kernels/AsyncCopy.cuh"
 #include "Kernels/Device.cuh"
 #include "Kernels/TensorCore.cuh"
 
@@ -52,6 +53,15 @@ __global__ void neighbours(float *out, bool barrier) {
   shared[threadIdx.x] = float(threadIdx.x);
   if (barrier)
     __syncthreads();
+  out[threadIdx.x] = shared[(threadIdx.x + 1) % blockDim.x];
+}
+
+/// neighbours() with a warp barrier between the write and the read, which
+/// orders the lanes of a warp but not the warps.
+__global__ void neighboursAcrossWarps(float *out) {
+  float *shared = reinterpret_cast<float *>(dynamicShared());
+  shared[threadIdx.x] = float(threadIdx.x);
+  __syncwarp();
   out[threadIdx.x] = shared[(threadIdx.x + 1) % blockDim.x];
 }
 
@@ -142,6 +152,36 @@ __global__ void warpProduct(const BF16 *a, const BF16 *bnk, const BF16 *bkn,
     ok &= fromKN2.x[i] == columnPair(bkn, 16, 2 * t + 8 * i, g + 8);
   }
   same[lane] = ok;
+}
+
+/// Thread t copies in[2t] (group 1) and in[2t + 1] (group 2) into shared
+/// words 2t and 2t + 1 by cp.async, and zeros into 16 bytes further on
+/// (group 3); seen[5t..5t+5) is what it reads of them: word 2t before any
+/// wait, words 2t and 2t + 1 once only the newest two groups may be in
+/// flight, word 2t + 1 and the zeros' first word after every group landed.
+__global__ void asyncCopies(const uint32_t *in, uint32_t *seen) {
+  uint32_t *words = reinterpret_cast<uint32_t *>(dynamicShared());
+  uint32_t *zeros = words + 2 * blockDim.x + 4 * threadIdx.x;
+  uint32_t *mine = seen + 5 * threadIdx.x;
+  const unsigned t = threadIdx.x;
+  copyAsync<4>(words + 2 * t, in + 2 * t, true);
+  commitAsyncCopies();
+  copyAsync<4>(words + 2 * t + 1, in + 2 * t + 1, true);
+  commitAsyncCopies();
+  copyAsync<16>(zeros, in, false);
+  commitAsyncCopies();
+  mine[0] = words[2 * t];
+  waitAsyncCopies<2>();
+  mine[1] = words[2 * t];
+  mine[2] = words[2 * t + 1];
+  waitAsyncCopies<0>();
+  mine[3] = words[2 * t + 1];
+  mine[4] = zeros[0];
+}
+
+/// A 16-byte cp.async to a shared address 4 bytes past a 16-byte boundary.
+__global__ void misalignedAsyncCopy(const uint32_t *in) {
+  copyAsync<16>(dynamicShared() + 4, in, true);
 }
 
 /// ldmatrix from a row 8 bytes past a 16-byte boundary.
@@ -256,6 +296,45 @@ TEST(CUDAEmulator, DynamicSharedMemoryNeedsTheOptIn) {
                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  300 << 10),
             cudaErrorInvalidValue);
+}
+
+TEST(CUDAEmulator, AsyncCopiesLandWhenWaitedFor) {
+  // What a cp.async destination holds before its group is waited for is
+  // undefined on a device; the emulator makes it NaN bytes, so that a read
+  // too early shows.
+  const int threads = 64;
+  std::vector<uint32_t> in(2 * threads), seen(5 * threads, 1);
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = uint32_t(1000 + i);
+  launchKernel(asyncCopies, 1, threads, threads * 24, nullptr, in.data(),
+               seen.data());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  for (int t = 0; t < threads; ++t) {
+    SCOPED_TRACE("thread " + std::to_string(t));
+    EXPECT_EQ(seen[5 * t], 0xffffffffu);
+    EXPECT_EQ(seen[5 * t + 1], in[2 * t]);
+    EXPECT_EQ(seen[5 * t + 2], 0xffffffffu);
+    EXPECT_EQ(seen[5 * t + 3], in[2 * t + 1]);
+    EXPECT_EQ(seen[5 * t + 4], 0u);
+  }
+  launchKernel(misalignedAsyncCopy, 1, 32, 64, nullptr, in.data());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
+}
+
+TEST(CUDAEmulator, WarpsRunAheadToBlockBarriers) {
+  // Thread 31 reads what thread 32 (the next warp) writes, after a warp
+  // barrier only. A warp goes on through its own barriers until a block
+  // barrier, so it reads before the other warp wrote.
+  const int threads = 64;
+  std::vector<float> out(threads);
+  launchKernel(neighboursAcrossWarps, 1, threads, threads * sizeof(float),
+               nullptr, out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_NE(out[31], 32.0f) << "warp 0 waited for warp 1 without a barrier";
+  for (int t = 0; t < threads; ++t)
+    if (t != 31 && t != threads - 1)
+      EXPECT_EQ(out[t], float(t + 1)) << "the warp barrier did not order lanes";
 }
 
 TEST(CUDAEmulator, WarpMatrixInstructionsFollowThePtxLayouts) {

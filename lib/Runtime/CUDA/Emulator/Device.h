@@ -82,6 +82,20 @@ void mmaM16N8K16BF16(float d[4], const uint32_t a[4], const uint32_t b[2]);
 /// ldmatrix.sync.aligned.m8n8.x{count}{.trans}.shared.b16 into r[count].
 void loadMatrices(uint32_t *r, int count, bool trans, const void *row);
 
+// cp.async (Kernels/AsyncCopy.cuh): each thread's copies wait in its own
+// queue. Issuing one fills its destination with 0xff bytes (what the
+// destination holds until the copy lands is undefined on a device) and
+// reads its source; the bytes land when a wait completes the copy's group.
+
+/// cp.async of `bytes` from `src` into dynamic shared memory at `dst` (both
+/// aligned to `bytes`); zeros when `valid` is false.
+void copyAsync(void *dst, const void *src, int bytes, bool valid);
+/// cp.async.commit_group.
+void commitAsyncCopies();
+/// cp.async.wait_group `pending`: lands the calling thread's committed
+/// groups but its `pending` newest.
+void waitAsyncCopies(int pending);
+
 } // namespace emulator
 } // namespace cuda
 } // namespace runtime

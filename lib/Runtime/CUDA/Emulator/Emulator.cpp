@@ -1,10 +1,10 @@
 //===- Emulator.cpp - Runs emulated kernel launches on the host -----------===//
 //
 // A launch runs its blocks one after another on the host thread that runs
-// its stream's work (Streams.cpp). A
-// block's threads are fibers (ucontext) that run in turn until each reaches
-// a barrier or exits; a barrier opens when every thread it waits for has
-// arrived:
+// its stream's work (Streams.cpp). A block's threads are fibers (ucontext);
+// its warps run in turn, each as far as it gets (its lanes in turn until
+// each reaches a barrier or exits, on through the warp's own barriers),
+// and a barrier opens when every thread it waits for has arrived:
 //   - __syncthreads: every thread of the block that has not exited;
 //   - a warp barrier (__syncwarp, shuffles): every lane of the warp, none of
 //     which may have exited (a device would hang or be undefined there).
@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,12 +45,25 @@ constexpr unsigned kMaxBlockThreads = 1024;
 
 enum class State { Runnable, AtBlockBarrier, AtWarpBarrier, Exited };
 
+/// A cp.async copy in flight: its source bytes, read when it was issued.
+struct AsyncCopy {
+  unsigned char *dst;
+  unsigned char bytes[16];
+  int size;
+  /// Its commit group; the thread's `committedGroups` while uncommitted.
+  uint64_t group;
+};
+
 struct Fiber {
   ucontext_t context;
   ThreadPosition position;
   State state = State::Runnable;
   /// __syncthreads_and's operand while waiting, then its result.
   int predicate = 1;
+  /// cp.async copies not landed yet, in issue order, and the groups
+  /// committed so far.
+  std::vector<AsyncCopy> copies;
+  uint64_t committedGroups = 0;
 };
 
 /// A stack that stays mapped for the thread's later launches.
@@ -76,6 +90,7 @@ struct Block {
   Fiber *current = nullptr;
   ucontext_t scheduler;
   unsigned char *shared = nullptr;
+  size_t sharedBytes = 0;
   std::vector<uint64_t> exchange;
   /// gatherWarp's area: kGatherBytes per lane.
   std::vector<unsigned char> gather;
@@ -117,6 +132,17 @@ void fiberMain() {
   // uc_link returns to the scheduler.
 }
 
+/// Opens the warp barrier of threads [begin, end) (a warp) when all of them
+/// wait at it; whether it opened.
+bool openWarpBarrier(Block &b, size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i)
+    if (b.fibers[i].state != State::AtWarpBarrier)
+      return false;
+  for (size_t i = begin; i < end; ++i)
+    b.fibers[i].state = State::Runnable;
+  return true;
+}
+
 /// Opens the barriers whose threads have all arrived; false when none could
 /// open although some threads wait (a deadlock).
 bool openBarriers(Block &b, unsigned warpsPerBlock) {
@@ -142,18 +168,9 @@ bool openBarriers(Block &b, unsigned warpsPerBlock) {
     return true;
   }
   bool opened = false;
-  for (unsigned w = 0; w < warpsPerBlock; ++w) {
-    size_t begin = size_t(w) * 32,
-           end = std::min(b.fibers.size(), size_t(w + 1) * 32);
-    bool complete = true;
-    for (size_t i = begin; i < end; ++i)
-      complete &= b.fibers[i].state == State::AtWarpBarrier;
-    if (!complete)
-      continue;
-    for (size_t i = begin; i < end; ++i)
-      b.fibers[i].state = State::Runnable;
-    opened = true;
-  }
+  for (unsigned w = 0; w < warpsPerBlock; ++w)
+    opened |= openWarpBarrier(b, size_t(w) * 32,
+                              std::min(b.fibers.size(), size_t(w + 1) * 32));
   return opened;
 }
 
@@ -180,18 +197,32 @@ bool runBlock(Block &b, unsigned warpsPerBlock) {
     f.context.uc_link = &b.scheduler;
     makecontext(&f.context, fiberMain, 0);
   }
+  const size_t threads = b.fibers.size();
   for (bool reversed = false;; reversed = !reversed) {
-    // Threads run in turn until they block; the order flips every round, so
-    // that a read of what another thread writes without a barrier between
-    // them sees stale data one way or the other.
-    for (size_t n = 0; n < b.fibers.size(); ++n) {
-      Fiber &f = b.fibers[reversed ? b.fibers.size() - 1 - n : n];
-      if (f.state != State::Runnable)
-        continue;
-      b.current = &f;
-      swapcontext(&b.scheduler, &f.context);
-      if (!b.failure.empty())
-        return false;
+    // Warps run in turn, each as far as it can: its lanes run in turn until
+    // they block, and while they all wait at a warp barrier, it opens and
+    // they go on. So a warp gets ahead of the others up to a block barrier
+    // (or its end), and a read of what another warp writes without a
+    // __syncthreads between them sees stale data. The order of the warps,
+    // and of the lanes in a warp, flips every round, so that a read of what
+    // another thread writes without a barrier sees stale data one way or
+    // the other.
+    for (size_t n = 0; n < warpsPerBlock; ++n) {
+      const size_t w = reversed ? warpsPerBlock - 1 - n : n;
+      const size_t begin = w * 32, end = std::min(threads, begin + 32);
+      for (;;) {
+        for (size_t i = 0; i < end - begin; ++i) {
+          Fiber &f = b.fibers[reversed ? end - 1 - i : begin + i];
+          if (f.state != State::Runnable)
+            continue;
+          b.current = &f;
+          swapcontext(&b.scheduler, &f.context);
+          if (!b.failure.empty())
+            return false;
+        }
+        if (!openWarpBarrier(b, begin, end))
+          break;
+      }
     }
     bool allExited = true;
     for (const Fiber &f : b.fibers)
@@ -250,6 +281,7 @@ bool runGrid(dim3 grid, dim3 blockDims, size_t shared,
   Block b;
   b.body = &body;
   b.shared = alignedShared;
+  b.sharedBytes = shared;
   b.exchange.assign(size_t(warps) * 32, 0);
   b.gather.assign(size_t(warps) * 32 * kGatherBytes, 0);
   b.fibers.resize(threads);
@@ -271,6 +303,10 @@ bool runGrid(dim3 grid, dim3 blockDims, size_t shared,
           Fiber &f = b.fibers[i];
           f.state = State::Runnable;
           f.predicate = 1;
+          // A block's exited threads may leave copies in flight; they
+          // land in a block that is gone.
+          f.copies.clear();
+          f.committedGroups = 0;
           f.position = {uint3{tx, ty, tz}, uint3{bx, by, bz}, blockDims, grid};
         }
     if (!runBlock(b, warps)) {
@@ -322,6 +358,38 @@ int emulator::syncThreads(int predicate) {
   b.current->state = State::AtBlockBarrier;
   yieldToScheduler();
   return b.current->predicate;
+}
+
+void emulator::copyAsync(void *dst, const void *src, int bytes, bool valid) {
+  Block &b = block();
+  auto *to = static_cast<unsigned char *>(dst);
+  if (to < b.shared || to + bytes > b.shared + b.sharedBytes)
+    fail("cp.async to an address outside dynamic shared memory");
+  if (reinterpret_cast<uintptr_t>(dst) % bytes != 0 ||
+      reinterpret_cast<uintptr_t>(src) % bytes != 0)
+    fail("cp.async with an address not aligned to its size");
+  AsyncCopy copy{to, {}, bytes, b.current->committedGroups};
+  if (valid)
+    std::memcpy(copy.bytes, src, size_t(bytes));
+  std::memset(to, 0xff, size_t(bytes));
+  b.current->copies.push_back(copy);
+}
+
+void emulator::commitAsyncCopies() { ++block().current->committedGroups; }
+
+void emulator::waitAsyncCopies(int pending) {
+  Fiber &f = *block().current;
+  // Groups [0, committedGroups - pending) must have landed.
+  const uint64_t landed =
+      f.committedGroups > uint64_t(pending) ? f.committedGroups - pending : 0;
+  size_t kept = 0;
+  for (AsyncCopy &copy : f.copies) {
+    if (copy.group < landed)
+      std::memcpy(copy.dst, copy.bytes, size_t(copy.size));
+    else
+      f.copies[kept++] = copy;
+  }
+  f.copies.resize(kept);
 }
 
 void emulator::syncWarp() {
