@@ -1389,6 +1389,9 @@ enum class AttentionMask {
   Causal,
   /// Random, [lead0, 1, Sq, Sk]; query 0 fully masked.
   Random,
+  /// Keys [64, 128), [192, 256), ... masked for every query, [1, 1, Sq, Sk]:
+  /// the flash kernels' odd 64-key tiles are skipped between computed ones.
+  OddKeyTiles,
 };
 
 struct AttentionTest {
@@ -1453,6 +1456,8 @@ void testAttention(const AttentionTest &c) {
       int64_t row = (i / c.sk) % c.sq, col = i % c.sk;
       if (c.mask == AttentionMask::Causal)
         mask.set(i, col > row + (c.sk - c.sq));
+      else if (c.mask == AttentionMask::OddKeyTiles)
+        mask.set(i, col / 64 % 2);
       else if (row == 0)
         mask.set(i, 1);
     }
@@ -1562,6 +1567,57 @@ TEST(CUDAKernels, AttentionFlashBF16) {
             AttentionMask::Causal,
             kNegInf},
            {DType::BF16, {}, 5, 3, 16, 16, AttentionMask::None, kNegInf},
+       })
+    testAttention(c);
+}
+
+TEST(CUDAKernels, AttentionFlashBF16LongWalks) {
+  // Walks of many tiles through the kernels' double buffers: the next
+  // tile's operands (and the one after's mask) in flight while a tile is
+  // computed on, skipped tiles at the end (forward, dq), at the start (dk,
+  // dv) and between computed ones, partial last tiles, masks read 16 bytes
+  // (Sk 320, 400) and 1 byte (Sk 330) at a time.
+  for (const AttentionTest &c : std::vector<AttentionTest>{
+           {DType::BF16,
+            {1, 2},
+            320,
+            320,
+            64,
+            64,
+            AttentionMask::Causal,
+            kNegInf},
+           {DType::BF16,
+            {1, 2},
+            200,
+            330,
+            64,
+            32,
+            AttentionMask::OddKeyTiles,
+            kNegInf},
+           {DType::BF16,
+            {2},
+            330,
+            330,
+            128,
+            128,
+            AttentionMask::Causal,
+            kNegInf},
+           {DType::BF16,
+            {2},
+            150,
+            400,
+            128,
+            64,
+            AttentionMask::OddKeyTiles,
+            kNegInf},
+           {DType::BF16,
+            {1, 2},
+            200,
+            330,
+            64,
+            64,
+            AttentionMask::None,
+            kNegInf},
        })
     testAttention(c);
 }

@@ -24,10 +24,14 @@
 //    takes one block per (batch, 128 queries) up to head dim 64 (two row
 //    tiles per warp, so each K and V fragment feeds two products) or 64
 //    queries beyond, and walks 64-key tiles with an online softmax; O / sum
-//    and max + log(sum) are stored at the end. In every flash kernel, each
-//    tile's mask is copied to shared memory in one coalesced pass, which
-//    also tells whether the tile is fully masked (skipped) or not masked at
-//    all (not read).
+//    and max + log(sum) are stored at the end.
+//    Every flash kernel walks its tiles with the next tile's operands in
+//    flight (cp.async into a second buffer, AsyncCopy.cuh) while it
+//    computes on the current one, so that the loads overlap the products
+//    within a block and not only across the two blocks an SM holds. Each
+//    tile's mask is copied to shared memory one tile further ahead, which
+//    tells whether the next tile is fully masked (skipped: its operands are
+//    not requested) or not masked at all (the copy is not read).
 //    The backward recomputes p = e^(s - lse) in two kernels, neither with
 //    atomics: dq with one block per (batch, 64 queries) walking 64-key tiles,
 //    dk and dv with one block per (batch, 64 keys) walking 64-query steps
@@ -42,7 +46,9 @@
 //    masked is skipped (a causal mask skips about half the work); with a
 //    finite mask_value masked entries contribute, so nothing is skipped.
 //    Partial tiles are zero-padded in shared memory and their scores set to
-//    -inf. Operands load 16 bytes at a time when every pointer allows it.
+//    -inf. Operands load 16 bytes at a time (cp.async) when every pointer
+//    allows it, else element by element (synchronously, into the same
+//    buffers).
 //
 //  - Generic kernels (f32, f64, bf16 of other head dims): one block per
 //    query row (forward, dq) or key row (dk, dv); each thread takes a key
@@ -63,6 +69,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AsyncCopy.cuh"
 #include "Device.cuh"
 #include "TensorCore.cuh"
 
@@ -408,8 +415,24 @@ struct SharedCarver {
   }
 };
 
-/// Row stride (bytes) of the forward's shared copy of a tile's mask.
+/// Row stride (bytes) of the shared copies of a tile's mask.
 constexpr int kMaskLd = kTile + 16; // 16-byte aligned rows
+
+/// The flash kernels walk tiles (of keys, or of queries for dk and dv)
+/// with the next tile's operands in flight while they compute on the
+/// current one (cp.async, AsyncCopy.cuh): two buffers of operands. Masks go
+/// one tile further ahead, so that whether the next tile is skipped is known
+/// before its operands are requested: three buffers of mask tiles.
+constexpr int kOperandBuffers = 2, kMaskBuffers = 3;
+
+/// The offset of buffer `i` of an array of equally spaced buffers (a
+/// layout's, taken one after another): base plus stride, where an index
+/// into the offsets themselves would put them in local memory.
+template <int N>
+__host__ __device__ inline size_t bufferAt(const size_t (&offsets)[N], int i) {
+  static_assert(N >= 2, "buffers come in twos or threes");
+  return offsets[0] + size_t(i) * (offsets[1] - offsets[0]);
+}
 
 /// The forward keeps Q, the scores, P and O in registers (mma.sync,
 /// TensorCore.cuh): each warp owns 16 * RowTiles query rows, with head dims
@@ -430,14 +453,19 @@ __host__ __device__ inline int forwardRows(int d, int dv) {
              : WideForward::kRows;
 }
 
+/// Where each shared array of a flash kernel starts (offsets into the
+/// dynamic shared memory); `k[i]`, `mask[i]`: buffer i.
 struct ForwardLayout {
-  size_t q, k, v, mask, bytes;
+  size_t q, k[kOperandBuffers], v[kOperandBuffers], mask[kMaskBuffers], bytes;
   __host__ __device__ ForwardLayout(int d, int dv, int rows) {
     SharedCarver c;
     q = c.take(size_t(rows) * (d + kPadBF16) * 2);
-    k = c.take(size_t(kTile) * (d + kPadBF16) * 2);
-    v = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
-    mask = c.take(size_t(rows) * kMaskLd);
+    for (int i = 0; i < kOperandBuffers; ++i) {
+      k[i] = c.take(size_t(kTile) * (d + kPadBF16) * 2);
+      v[i] = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
+    }
+    for (size_t &m : mask)
+      m = c.take(size_t(rows) * kMaskLd);
     bytes = c.bytes;
   }
   __host__ __device__ ForwardLayout(int d, int dv)
@@ -460,30 +488,38 @@ __host__ __device__ inline bool narrowBackward(int d, int dv) {
 }
 
 struct QueryGradLayout {
-  size_t q, dout, k, v, delta, mask, bytes;
+  size_t q, dout, k[kOperandBuffers], v[kOperandBuffers], delta,
+      mask[kMaskBuffers], bytes;
   __host__ __device__ QueryGradLayout(int d, int dv) {
     SharedCarver c;
     q = c.take(size_t(kTile) * (d + kPadBF16) * 2);
     dout = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
-    k = c.take(size_t(kTile) * (d + kPadBF16) * 2);
-    v = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
+    for (int i = 0; i < kOperandBuffers; ++i) {
+      k[i] = c.take(size_t(kTile) * (d + kPadBF16) * 2);
+      v[i] = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
+    }
     delta = c.take(size_t(kTile) * 4);
-    mask = c.take(size_t(kTile) * kMaskLd);
+    for (size_t &m : mask)
+      m = c.take(size_t(kTile) * kMaskLd);
     bytes = c.bytes;
   }
 };
 
 struct KeyGradLayout {
-  size_t k, v, q, dout, lse, delta, mask, bytes;
+  size_t k, v, q[kOperandBuffers], dout[kOperandBuffers], lse[kOperandBuffers],
+      delta[kOperandBuffers], mask[kMaskBuffers], bytes;
   __host__ __device__ KeyGradLayout(int d, int dv, int queries) {
     SharedCarver c;
     k = c.take(size_t(kTile) * (d + kPadBF16) * 2);
     v = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
-    q = c.take(size_t(queries) * (d + kPadBF16) * 2);
-    dout = c.take(size_t(queries) * (dv + kPadBF16) * 2);
-    lse = c.take(size_t(queries) * 4);
-    delta = c.take(size_t(queries) * 4);
-    mask = c.take(size_t(queries) * kMaskLd);
+    for (int i = 0; i < kOperandBuffers; ++i) {
+      q[i] = c.take(size_t(queries) * (d + kPadBF16) * 2);
+      dout[i] = c.take(size_t(queries) * (dv + kPadBF16) * 2);
+      lse[i] = c.take(size_t(queries) * 4);
+      delta[i] = c.take(size_t(queries) * 4);
+    }
+    for (size_t &m : mask)
+      m = c.take(size_t(queries) * kMaskLd);
     bytes = c.bytes;
   }
   __host__ __device__ KeyGradLayout(int d, int dv)
@@ -500,10 +536,12 @@ struct KeyGradLayout {
 #define LOOM_FLASH_ARCH 1
 #endif
 
-/// Rows [r0, r0 + count) of a [rows, cols] bf16 matrix whose rows are
-/// `srcLd` elements apart into shared memory with leading dim `ld`; rows
-/// past `rows` are zeros. `cols` and `srcLd` are multiples of 8;
-/// `vectorized`: the matrix is 16-byte aligned (so is every row).
+/// Requests rows [r0, r0 + count) of a [rows, cols] bf16 matrix whose rows
+/// are `srcLd` elements apart into shared memory with leading dim `ld`;
+/// rows past `rows` are zeros. `cols` and `srcLd` are multiples of 8;
+/// `vectorized`: the matrix is 16-byte aligned (so is every row), and the
+/// rows come by cp.async, landed once the caller commits and waits; else
+/// element by element, landed on return.
 __device__ inline void loadTile(BF16 *dst, int ld, const BF16 *src,
                                 int64_t srcLd, int64_t rows, int64_t r0,
                                 int count, int cols, bool vectorized) {
@@ -511,10 +549,10 @@ __device__ inline void loadTile(BF16 *dst, int ld, const BF16 *src,
     const int chunks = cols / 8;
     for (int idx = threadIdx.x; idx < count * chunks; idx += blockDim.x) {
       const int r = idx / chunks, c = (idx % chunks) * 8;
-      uint4 value = make_uint4(0, 0, 0, 0);
-      if (r0 + r < rows)
-        value = *reinterpret_cast<const uint4 *>(src + (r0 + r) * srcLd + c);
-      *reinterpret_cast<uint4 *>(dst + r * ld + c) = value;
+      const bool inside = r0 + r < rows;
+      // A row past the end is zero-filled from a valid address.
+      copyAsync<16>(dst + r * ld + c, src + (inside ? (r0 + r) * srcLd + c : 0),
+                    inside);
     }
     return;
   }
@@ -542,42 +580,55 @@ __device__ inline OperandRows operandRows(const AttentionParams &p,
 /// What a flash kernel does with a (query tile, key tile) pair.
 enum class TileMask { Skip, Unmasked, Masked };
 
-/// Copies the mask `m` ([Sq, Sk], row stride sk; null: no mask) of rows
-/// [i0, i0 + rows) x keys [j0, j0 + cols) into `tile` (rows kMaskLd bytes
-/// apart; one coalesced pass, so that the kernel reads it from shared
-/// memory) and says what to do with the pair: Skip when every entry is
-/// masked and masked entries contribute nothing (`skipMasked`), Unmasked
-/// when no entry is masked (the copy need not be read), else Masked. Every
-/// thread of the block must call it (it synchronizes the block). `j0` is a
-/// multiple of 16.
-__device__ inline TileMask loadTileMask(uint8_t *tile, const uint8_t *m,
-                                        bool skipMasked, int64_t sk, int64_t i0,
-                                        int rows, int64_t j0, int cols) {
-  if (!m)
+/// Requests the mask `m` ([Sq, Sk], row stride sk) of rows [i0, i0 + rows)
+/// x keys [j0, j0 + cols) into `tile` (rows kMaskLd bytes apart), so that
+/// the kernel reads it from shared memory: 16 entries per cp.async when
+/// every row allows (landed once the caller commits and waits), else byte by
+/// byte (landed on return). `j0` is a multiple of 16.
+__device__ inline void loadTileMask(uint8_t *tile, const uint8_t *m, int64_t sk,
+                                    int64_t i0, int rows, int64_t j0,
+                                    int cols) {
+  if (sk % 16 == 0 && reinterpret_cast<uintptr_t>(m) % 16 == 0) {
+    // Every row and `cols` are multiples of 16 entries here.
+    const int chunks = cols / 16;
+    for (int idx = threadIdx.x; idx < rows * chunks; idx += blockDim.x) {
+      const int r = idx / chunks, c = (idx % chunks) * 16;
+      copyAsync<16>(tile + r * kMaskLd + c, m + (i0 + r) * sk + j0 + c, true);
+    }
+    return;
+  }
+  for (int idx = threadIdx.x; idx < rows * cols; idx += blockDim.x) {
+    const int r = idx / cols, c = idx % cols;
+    tile[r * kMaskLd + c] = m[(i0 + r) * sk + j0 + c];
+  }
+}
+
+/// What a flash kernel does with a (query tile, key tile) pair, given the
+/// pair's mask tile in shared memory (loadTileMask's; null: no mask): Skip
+/// when every entry is masked and masked entries contribute nothing
+/// (`skipMasked`), Unmasked when no entry is masked (the tile need not be
+/// read), else Masked. Every thread of the block must call it (it
+/// synchronizes the block when there is a mask).
+__device__ inline TileMask
+classifyTileMask(const uint8_t *tile, bool skipMasked, int rows, int cols) {
+  if (!tile)
     return TileMask::Unmasked;
   int all = 1, none = 1;
-  if (sk % 16 == 0 && reinterpret_cast<uintptr_t>(m) % 16 == 0) {
-    // 16 entries per load (every row and `cols` are multiples of 16): a
-    // causal mask is read for every tile pair, and byte loads took more
-    // instructions than the tile's K and V.
+  if (cols % 16 == 0) {
     auto noZeroByte = [](uint32_t w) {
       return ((w - 0x01010101u) & ~w & 0x80808080u) == 0;
     };
     const int chunks = cols / 16;
     for (int idx = threadIdx.x; idx < rows * chunks; idx += blockDim.x) {
       const int r = idx / chunks, c = (idx % chunks) * 16;
-      const uint4 w =
-          *reinterpret_cast<const uint4 *>(m + (i0 + r) * sk + j0 + c);
-      *reinterpret_cast<uint4 *>(tile + r * kMaskLd + c) = w;
+      const uint4 w = *reinterpret_cast<const uint4 *>(tile + r * kMaskLd + c);
       all &= noZeroByte(w.x) && noZeroByte(w.y) && noZeroByte(w.z) &&
              noZeroByte(w.w);
       none &= (w.x | w.y | w.z | w.w) == 0;
     }
   } else {
     for (int idx = threadIdx.x; idx < rows * cols; idx += blockDim.x) {
-      const int r = idx / cols, c = idx % cols;
-      const uint8_t masked = m[(i0 + r) * sk + j0 + c];
-      tile[r * kMaskLd + c] = masked;
+      const uint8_t masked = tile[idx / cols * kMaskLd + idx % cols];
       all &= masked != 0;
       none &= masked == 0;
     }
@@ -587,6 +638,53 @@ __device__ inline TileMask loadTileMask(uint8_t *tile, const uint8_t *m,
   if (skipMasked && allMasked)
     return TileMask::Skip;
   return noneMasked ? TileMask::Unmasked : TileMask::Masked;
+}
+
+/// Walks a flash kernel's `steps` tiles with the next tile's operands in
+/// flight while it computes on the current one. `masks` (null without a
+/// mask) is the first of the kMaskBuffers mask tiles, `maskStride` bytes
+/// apart; step 0's has landed and the block synchronized since. The callbacks:
+///   - classify(t, tile): classifyTileMask of step t's mask tile (null
+///     without a mask);
+///   - loadMask(t, tile): requests step t's mask into `tile`;
+///   - loadOperands(t, buffer): requests step t's operands into operand
+///     buffer `buffer`;
+///   - compute(t, buffer, tileMask, tile): step t, unless it is skipped.
+/// Every thread of the block must call it. Step t + 1's operands, and step
+/// t + 2's mask, are requested once every thread is done with step t - 1
+/// (whose buffers they take), and have landed, waited for and behind a
+/// barrier, before step t + 1 reads them.
+template <typename Classify, typename LoadMask, typename LoadOperands,
+          typename Compute>
+__device__ inline void
+walkTiles(int64_t steps, uint8_t *masks, size_t maskStride, Classify classify,
+          LoadMask loadMask, LoadOperands loadOperands, Compute compute) {
+  if (steps <= 0)
+    return;
+  auto maskTile = [&](int64_t t) {
+    return masks ? masks + size_t(t % kMaskBuffers) * maskStride : nullptr;
+  };
+  TileMask next = classify(int64_t(0), maskTile(0));
+  if (next != TileMask::Skip)
+    loadOperands(int64_t(0), 0);
+  if (masks && steps > 1)
+    loadMask(int64_t(1), maskTile(1));
+  commitAsyncCopies();
+  for (int64_t t = 0; t < steps; ++t) {
+    const TileMask current = next;
+    waitAsyncCopies<0>();
+    __syncthreads();
+    if (t + 1 < steps) {
+      next = classify(t + 1, maskTile(t + 1));
+      if (next != TileMask::Skip)
+        loadOperands(t + 1, int((t + 1) % kOperandBuffers));
+      if (masks && t + 2 < steps)
+        loadMask(t + 2, maskTile(t + 2));
+      commitAsyncCopies();
+    }
+    if (current != TileMask::Skip)
+      compute(t, int(t % kOperandBuffers), current, maskTile(t));
+  }
 }
 
 /// dst[0, 2) = row half h (rows l / 4 + 8 h) of accumulator c times
@@ -615,9 +713,6 @@ __global__ void __launch_bounds__(kFlashThreads)
   const ForwardLayout layout(d, dv, kRows);
   unsigned char *shared = dynamicShared();
   BF16 *qs = reinterpret_cast<BF16 *>(shared + layout.q);
-  BF16 *ks = reinterpret_cast<BF16 *>(shared + layout.k);
-  BF16 *vs = reinterpret_cast<BF16 *>(shared + layout.v);
-  uint8_t *masks = shared + layout.mask;
   const int ldq = d + kPadBF16, ldv = dv + kPadBF16;
 
   const int64_t tiles = (p.sq + kRows - 1) / kRows;
@@ -634,7 +729,17 @@ __global__ void __launch_bounds__(kFlashThreads)
   const OperandRows qRows = operandRows(p, q, b, p.sq, d, p.qkLd),
                     kRowsOf = operandRows(p, k, b, p.sk, d, p.qkLd),
                     vRows = operandRows(p, v, b, p.sk, dv, p.vLd);
+  uint8_t *masks = shared + layout.mask[0];
+  auto loadMask = [&](int64_t t, uint8_t *tile) {
+    const int64_t j0 = t * kTile;
+    loadTileMask(tile, m, p.sk, i0, rows, j0,
+                 int(min(int64_t(kTile), p.sk - j0)));
+  };
   loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kRows, d, vectorized);
+  if (m)
+    loadMask(0, masks);
+  commitAsyncCopies();
+  waitAsyncCopies<0>();
   __syncthreads();
   MmaA qa[kRowTiles][kDimSteps];
 #pragma unroll
@@ -655,18 +760,28 @@ __global__ void __launch_bounds__(kFlashThreads)
     rowSum[mt][0] = rowSum[mt][1] = 0.0f;
   }
 
-  for (int64_t j0 = 0; j0 < p.sk; j0 += kTile) {
-    const int cols = int(min(int64_t(kTile), p.sk - j0));
-    // The tile's mask goes to shared memory once; a tile that masks
-    // nothing (most of a causal mask's) is not read at all.
-    const TileMask tileMask =
-        loadTileMask(masks, m, skipMasked, p.sk, i0, rows, j0, cols);
-    if (tileMask == TileMask::Skip)
-      continue;
+  auto classify = [&](int64_t t, const uint8_t *tile) {
+    return classifyTileMask(tile, skipMasked, rows,
+                            int(min(int64_t(kTile), p.sk - t * kTile)));
+  };
+  auto loadKeys = [&](int64_t t, int buffer) {
+    BF16 *ks = reinterpret_cast<BF16 *>(shared + bufferAt(layout.k, buffer));
+    BF16 *vs = reinterpret_cast<BF16 *>(shared + bufferAt(layout.v, buffer));
+    loadTile(ks, ldq, kRowsOf.base, kRowsOf.ld, p.sk, t * kTile, kTile, d,
+             vectorized);
+    loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, t * kTile, kTile, dv,
+             vectorized);
+  };
+  // A tile that masks nothing (most of a causal mask's) has its mask not
+  // read at all.
+  auto compute = [&](int64_t t, int buffer, TileMask tileMask,
+                     const uint8_t *maskTile) {
+    const int cols = int(min(int64_t(kTile), p.sk - t * kTile));
     const bool noneMasked = tileMask == TileMask::Unmasked;
-    loadTile(ks, ldq, kRowsOf.base, kRowsOf.ld, p.sk, j0, kTile, d, vectorized);
-    loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, j0, kTile, dv, vectorized);
-    __syncthreads();
+    const BF16 *ks =
+        reinterpret_cast<const BF16 *>(shared + bufferAt(layout.k, buffer));
+    const BF16 *vs =
+        reinterpret_cast<const BF16 *>(shared + bufferAt(layout.v, buffer));
 
     // S = Q K^T: each pair of K fragments serves every row tile.
     MmaC sc[kRowTiles][kKeyTiles];
@@ -698,7 +813,7 @@ __global__ void __launch_bounds__(kFlashThreads)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = warpRow + mt * 16 + quadRow + 8 * h;
-        const uint8_t *masked = noneMasked ? nullptr : masks + r * kMaskLd;
+        const uint8_t *masked = noneMasked ? nullptr : maskTile + r * kMaskLd;
         float tileMax = -inf;
 #pragma unroll
         for (int nt = 0; nt < kKeyTiles; ++nt)
@@ -759,8 +874,10 @@ __global__ void __launch_bounds__(kFlashThreads)
         }
       }
     }
-    __syncthreads(); // before the next tile overwrites K, V and the mask
-  }
+  };
+  walkTiles((p.sk + kTile - 1) / kTile, m ? masks : nullptr,
+            layout.mask[1] - layout.mask[0], classify, loadMask, loadKeys,
+            compute);
 
 #pragma unroll
   for (int mt = 0; mt < kRowTiles; ++mt)
@@ -805,10 +922,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   unsigned char *shared = dynamicShared();
   BF16 *qs = reinterpret_cast<BF16 *>(shared + layout.q);
   BF16 *douts = reinterpret_cast<BF16 *>(shared + layout.dout);
-  BF16 *ks = reinterpret_cast<BF16 *>(shared + layout.k);
-  BF16 *vs = reinterpret_cast<BF16 *>(shared + layout.v);
   float *deltas = reinterpret_cast<float *>(shared + layout.delta);
-  uint8_t *masks = shared + layout.mask;
+  uint8_t *masks = shared + layout.mask[0];
   const int ldq = d + kPadBF16, ldv = dv + kPadBF16;
 
   const int64_t tiles = (p.sq + kTile - 1) / kTile;
@@ -826,23 +941,57 @@ __global__ void __launch_bounds__(kFlashThreads)
                     doutRows = operandRows(p, dout, b, p.sq, dv, p.heads * dv),
                     kRows = operandRows(p, k, b, p.sk, d, p.qkLd),
                     vRows = operandRows(p, v, b, p.sk, dv, p.vLd);
+  auto loadMask = [&](int64_t t, uint8_t *tile) {
+    const int64_t j0 = t * kTile;
+    loadTileMask(tile, m, p.sk, i0, rows, j0,
+                 int(min(int64_t(kTile), p.sk - j0)));
+  };
   loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kTile, d, vectorized);
   loadTile(douts, ldv, doutRows.base, doutRows.ld, p.sq, i0, kTile, dv,
            vectorized);
+  if (m)
+    loadMask(0, masks);
+  commitAsyncCopies();
+  waitAsyncCopies<0>();
   __syncthreads();
   // delta = dout . out for this warp's rows (products in f32, summed in
-  // f64 as on the CPU), kept for the loop and stored for the dk/dv kernel.
-  for (int rr = 0; rr < 16; ++rr) {
-    const int r = warpRow + rr;
+  // f64 as on the CPU), kept for the loop and stored for the dk/dv kernel:
+  // two lanes per row, each summing half of it, with every load of `out`
+  // issued before the first product.
+  {
+    const int r = warpRow + lane / 2, half = dv / 2, c0 = (lane % 2) * half;
     double rowDot = 0;
     if (r < rows) {
-      const BF16 *o = out + rowIndex(p, b, i0 + r, p.sq) * dv;
-      for (int c = lane; c < dv; c += 32)
-        rowDot += double(__bfloat162float(douts[r * ldv + c]) *
-                         __bfloat162float(o[c]));
+      const BF16 *o = out + rowIndex(p, b, i0 + r, p.sq) * dv + c0;
+      const BF16 *g = douts + r * ldv + c0;
+      if (vectorized) { // half is a multiple of 8: 16-byte chunks
+        constexpr int kChunks = Shape::kDim / 16;
+        uint4 chunk[kChunks];
+#pragma unroll
+        for (int i = 0; i < kChunks; ++i)
+          if (8 * i < half)
+            chunk[i] = *reinterpret_cast<const uint4 *>(o + 8 * i);
+#pragma unroll
+        for (int i = 0; i < kChunks; ++i)
+          if (8 * i < half) {
+            // bf16 widens to the f32 of its bits in the upper half (no
+            // type punning of the chunk: it is read as the words it is).
+            const uint32_t words[4] = {chunk[i].x, chunk[i].y, chunk[i].z,
+                                       chunk[i].w};
+            for (int j = 0; j < 8; ++j) {
+              const uint32_t w = words[j / 2];
+              const float x =
+                  __uint_as_float(j % 2 ? w & 0xffff0000u : w << 16);
+              rowDot += double(__bfloat162float(g[8 * i + j]) * x);
+            }
+          }
+      } else {
+        for (int c = 0; c < half; ++c)
+          rowDot += double(__bfloat162float(g[c]) * __bfloat162float(o[c]));
+      }
     }
-    rowDot = warpReduce(rowDot, SumOp());
-    if (lane == 0) {
+    rowDot += __shfl_xor_sync(0xffffffffu, rowDot, 1);
+    if (lane % 2 == 0) {
       deltas[r] = r < rows ? float(rowDot) : 0.0f;
       if (r < rows)
         delta[(b - p.batchBegin) * p.sq + i0 + r] = float(rowDot);
@@ -868,16 +1017,26 @@ __global__ void __launch_bounds__(kFlashThreads)
     rowDelta[h] = deltas[r];
   }
 
-  for (int64_t j0 = 0; j0 < p.sk; j0 += kTile) {
-    const int cols = int(min(int64_t(kTile), p.sk - j0));
-    const TileMask tileMask =
-        loadTileMask(masks, m, skipMasked, p.sk, i0, rows, j0, cols);
-    if (tileMask == TileMask::Skip)
-      continue;
+  auto classify = [&](int64_t t, const uint8_t *tile) {
+    return classifyTileMask(tile, skipMasked, rows,
+                            int(min(int64_t(kTile), p.sk - t * kTile)));
+  };
+  auto loadKeys = [&](int64_t t, int buffer) {
+    BF16 *ks = reinterpret_cast<BF16 *>(shared + bufferAt(layout.k, buffer));
+    BF16 *vs = reinterpret_cast<BF16 *>(shared + bufferAt(layout.v, buffer));
+    loadTile(ks, ldq, kRows.base, kRows.ld, p.sk, t * kTile, kTile, d,
+             vectorized);
+    loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, t * kTile, kTile, dv,
+             vectorized);
+  };
+  auto compute = [&](int64_t t, int buffer, TileMask tileMask,
+                     const uint8_t *maskTile) {
+    const int cols = int(min(int64_t(kTile), p.sk - t * kTile));
     const bool noneMasked = tileMask == TileMask::Unmasked;
-    loadTile(ks, ldq, kRows.base, kRows.ld, p.sk, j0, kTile, d, vectorized);
-    loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, j0, kTile, dv, vectorized);
-    __syncthreads();
+    const BF16 *ks =
+        reinterpret_cast<const BF16 *>(shared + bufferAt(layout.k, buffer));
+    const BF16 *vs =
+        reinterpret_cast<const BF16 *>(shared + bufferAt(layout.v, buffer));
 
     // S = Q K^T and dP = dO V^T for this warp's 16 rows.
     MmaC sc[kKeyTiles], dp[kKeyTiles];
@@ -909,7 +1068,8 @@ __global__ void __launch_bounds__(kFlashThreads)
         for (int e = 0; e < 2; ++e) {
           const int c = nt * 8 + quadCol + e;
           float ds = 0.0f;
-          if (r < rows && c < cols && (noneMasked || !masks[r * kMaskLd + c])) {
+          if (r < rows && c < cols &&
+              (noneMasked || !maskTile[r * kMaskLd + c])) {
             const float pr = expShift(scale * sc[nt].x[2 * h + e], rowLse[h]);
             ds = pr * (dp[nt].x[2 * h + e] - rowDelta[h]);
           }
@@ -928,8 +1088,10 @@ __global__ void __launch_bounds__(kFlashThreads)
         mmaBPair<true>(&acc[2 * np], dsa, ks + kk * 16 * ldq + np * 16, ldq);
       }
     }
-    __syncthreads(); // before the next tile overwrites K, V and the mask
-  }
+  };
+  walkTiles((p.sk + kTile - 1) / kTile, m ? masks : nullptr,
+            layout.mask[1] - layout.mask[0], classify, loadMask, loadKeys,
+            compute);
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -967,11 +1129,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   unsigned char *shared = dynamicShared();
   BF16 *ks = reinterpret_cast<BF16 *>(shared + layout.k);
   BF16 *vs = reinterpret_cast<BF16 *>(shared + layout.v);
-  BF16 *qs = reinterpret_cast<BF16 *>(shared + layout.q);
-  BF16 *douts = reinterpret_cast<BF16 *>(shared + layout.dout);
-  float *lses = reinterpret_cast<float *>(shared + layout.lse);
-  float *deltas = reinterpret_cast<float *>(shared + layout.delta);
-  uint8_t *masks = shared + layout.mask;
+  uint8_t *masks = shared + layout.mask[0];
   const int ldq = d + kPadBF16, ldv = dvDim + kPadBF16;
 
   const int64_t tiles = (p.sk + kTile - 1) / kTile;
@@ -990,31 +1148,61 @@ __global__ void __launch_bounds__(kFlashThreads)
                     qRows = operandRows(p, q, b, p.sq, d, p.qkLd),
                     doutRows =
                         operandRows(p, dout, b, p.sq, dvDim, p.heads * dvDim);
+  // The step's mask, [queries][keys], in shared memory: a lane reads its
+  // keys' columns of it, which in global memory would be strided loads.
+  auto loadMask = [&](int64_t t, uint8_t *tile) {
+    const int64_t i0 = t * kQueries;
+    loadTileMask(tile, m, p.sk, i0, int(min(int64_t(kQueries), p.sq - i0)), j0,
+                 cols);
+  };
   loadTile(ks, ldq, kRows.base, kRows.ld, p.sk, j0, kTile, d, vectorized);
   loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, j0, kTile, dvDim, vectorized);
+  if (m)
+    loadMask(0, masks);
+  commitAsyncCopies();
+  waitAsyncCopies<0>();
+  __syncthreads();
   MmaC accK[2 * kDimSteps], accV[2 * kDimSteps];
 #pragma unroll
   for (int nd = 0; nd < 2 * kDimSteps; ++nd)
     accK[nd] = accV[nd] = MmaC{{0.0f, 0.0f, 0.0f, 0.0f}};
 
-  for (int64_t i0 = 0; i0 < p.sq; i0 += kQueries) {
-    const int rows = int(min(int64_t(kQueries), p.sq - i0));
-    // The tile's mask, [queries][keys], in shared memory: a lane reads its
-    // keys' columns of it, which in global memory would be strided loads.
-    const TileMask tileMask =
-        loadTileMask(masks, m, skipMasked, p.sk, i0, rows, j0, cols);
-    if (tileMask == TileMask::Skip)
-      continue;
-    const bool noneMasked = tileMask == TileMask::Unmasked;
-    loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kQueries, d, vectorized);
-    loadTile(douts, ldv, doutRows.base, doutRows.ld, p.sq, i0, kQueries, dvDim,
+  auto classify = [&](int64_t t, const uint8_t *tile) {
+    return classifyTileMask(tile, skipMasked,
+                            int(min(int64_t(kQueries), p.sq - t * kQueries)),
+                            cols);
+  };
+  auto loadQueries = [&](int64_t t, int buffer) {
+    const int64_t i0 = t * kQueries;
+    loadTile(reinterpret_cast<BF16 *>(shared + bufferAt(layout.q, buffer)), ldq,
+             qRows.base, qRows.ld, p.sq, i0, kQueries, d, vectorized);
+    loadTile(reinterpret_cast<BF16 *>(shared + bufferAt(layout.dout, buffer)),
+             ldv, doutRows.base, doutRows.ld, p.sq, i0, kQueries, dvDim,
              vectorized);
+    float *lses =
+        reinterpret_cast<float *>(shared + bufferAt(layout.lse, buffer));
+    float *deltas =
+        reinterpret_cast<float *>(shared + bufferAt(layout.delta, buffer));
+    const float *deltaRows = delta + (b - p.batchBegin) * p.sq;
     for (int r = threadIdx.x; r < kQueries; r += blockDim.x) {
-      const int64_t row = rowIndex(p, b, i0 + r, p.sq);
-      lses[r] = r < rows ? lse[row] : 0.0f;
-      deltas[r] = r < rows ? delta[(b - p.batchBegin) * p.sq + i0 + r] : 0.0f;
+      const bool inside = i0 + r < p.sq;
+      copyAsync<4>(lses + r, lse + (inside ? rowIndex(p, b, i0 + r, p.sq) : 0),
+                   inside);
+      copyAsync<4>(deltas + r, deltaRows + (inside ? i0 + r : 0), inside);
     }
-    __syncthreads();
+  };
+  auto compute = [&](int64_t t, int buffer, TileMask tileMask,
+                     const uint8_t *maskTile) {
+    const int rows = int(min(int64_t(kQueries), p.sq - t * kQueries));
+    const bool noneMasked = tileMask == TileMask::Unmasked;
+    const BF16 *qs =
+        reinterpret_cast<const BF16 *>(shared + bufferAt(layout.q, buffer));
+    const BF16 *douts =
+        reinterpret_cast<const BF16 *>(shared + bufferAt(layout.dout, buffer));
+    const float *lses =
+        reinterpret_cast<const float *>(shared + bufferAt(layout.lse, buffer));
+    const float *deltas = reinterpret_cast<const float *>(
+        shared + bufferAt(layout.delta, buffer));
 
     // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys (K and V
     // fragments from shared memory: registers go to the accumulators).
@@ -1053,7 +1241,7 @@ __global__ void __launch_bounds__(kFlashThreads)
           const int c = nt * 8 + quadCol + e;
           float pr = 0.0f, ds = 0.0f;
           if (r < cols && c < rows) {
-            const bool masked = !noneMasked && masks[c * kMaskLd + r];
+            const bool masked = !noneMasked && maskTile[c * kMaskLd + r];
             const float s = masked ? maskValue : scale * sc[nt].x[2 * h + e];
             pr = expShift(s, lses[c]);
             if (!masked)
@@ -1080,8 +1268,10 @@ __global__ void __launch_bounds__(kFlashThreads)
         }
       }
     }
-    __syncthreads(); // before the next step overwrites Q, dO and the mask
-  }
+  };
+  walkTiles((p.sq + kQueries - 1) / kQueries, m ? masks : nullptr,
+            layout.mask[1] - layout.mask[0], classify, loadMask, loadQueries,
+            compute);
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -1386,7 +1576,8 @@ KernelOr makeFlashBackward(const AttentionParams &p) {
     const BackwardInputs<BF16, float> in(p, inputs);
     float *delta = static_cast<float *>(context.workspace);
     const bool vectorized = aligned16(in.q) && aligned16(in.k) &&
-                            aligned16(in.v) && aligned16(in.dout);
+                            aligned16(in.v) && aligned16(in.dout) &&
+                            aligned16(in.out);
     const int64_t chunk = deltaBatches(context, p, sizeof(float));
     for (int64_t begin = 0; begin < p.batch; begin += chunk) {
       AttentionParams part = p;
