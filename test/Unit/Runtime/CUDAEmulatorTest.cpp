@@ -65,6 +65,15 @@ __global__ void neighboursAcrossWarps(float *out) {
   out[threadIdx.x] = shared[(threadIdx.x + 1) % blockDim.x];
 }
 
+/// out[lane] = what the next lower lane wrote, read without a barrier after
+/// the warp's first barrier (a single warp: no block barrier at all).
+__global__ void lowerLaneAfterWarpBarrier(float *out) {
+  float *shared = reinterpret_cast<float *>(dynamicShared());
+  __syncwarp();
+  shared[threadIdx.x] = float(threadIdx.x);
+  out[threadIdx.x] = shared[(threadIdx.x + 31) % 32];
+}
+
 /// Lane 5 leaves before the warp's shuffle: a device would hang.
 __global__ void shuffleWithoutLane5(int *out) {
   if (threadIdx.x == 5)
@@ -320,6 +329,19 @@ TEST(CUDAEmulator, AsyncCopiesLandWhenWaitedFor) {
   launchKernel(misalignedAsyncCopy, 1, 32, 64, nullptr, in.data());
   EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
   EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
+}
+
+TEST(CUDAEmulator, LaneOrderFlipsAtWarpBarriers) {
+  // Lanes ran in ascending order up to the barrier; after it they run in
+  // descending order, so lane i reads lane i - 1's slot before it is written.
+  std::vector<float> out(32);
+  launchKernel(lowerLaneAfterWarpBarrier, 1, 32, 32 * sizeof(float), nullptr,
+               out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  int stale = 0;
+  for (int lane = 1; lane < 32; ++lane)
+    stale += out[lane] != float(lane - 1);
+  EXPECT_GT(stale, 0) << "every lane saw the lower lane's write";
 }
 
 TEST(CUDAEmulator, WarpsRunAheadToBlockBarriers) {

@@ -203,16 +203,16 @@ bool runBlock(Block &b, unsigned warpsPerBlock) {
     // they block, and while they all wait at a warp barrier, it opens and
     // they go on. So a warp gets ahead of the others up to a block barrier
     // (or its end), and a read of what another warp writes without a
-    // __syncthreads between them sees stale data. The order of the warps,
-    // and of the lanes in a warp, flips every round, so that a read of what
-    // another thread writes without a barrier sees stale data one way or
-    // the other.
+    // __syncthreads between them sees stale data. The order of the warps
+    // flips every round, and that of a warp's lanes at every barrier, so
+    // that a read of what another thread writes without a barrier sees
+    // stale data one way or the other.
     for (size_t n = 0; n < warpsPerBlock; ++n) {
       const size_t w = reversed ? warpsPerBlock - 1 - n : n;
       const size_t begin = w * 32, end = std::min(threads, begin + 32);
-      for (;;) {
+      for (bool lanesReversed = reversed;; lanesReversed = !lanesReversed) {
         for (size_t i = 0; i < end - begin; ++i) {
-          Fiber &f = b.fibers[reversed ? end - 1 - i : begin + i];
+          Fiber &f = b.fibers[lanesReversed ? end - 1 - i : begin + i];
           if (f.state != State::Runnable)
             continue;
           b.current = &f;
