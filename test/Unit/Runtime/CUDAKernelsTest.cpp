@@ -1576,7 +1576,7 @@ TEST(CUDAKernels, AttentionFlashBF16LongWalks) {
   // tile's operands (and the one after's mask) in flight while a tile is
   // computed on, skipped tiles at the end (forward, dq), at the start (dk,
   // dv) and between computed ones, partial last tiles, masks read 16 bytes
-  // (Sk 320, 400) and 1 byte (Sk 330) at a time.
+  // (Sk 320, 400) and 1 byte (Sk 330) at a time, at head dims 64 and 128.
   for (const AttentionTest &c : std::vector<AttentionTest>{
            {DType::BF16,
             {1, 2},
@@ -1618,6 +1618,8 @@ TEST(CUDAKernels, AttentionFlashBF16LongWalks) {
             64,
             AttentionMask::None,
             kNegInf},
+           // A finite mask_value: masked tiles are computed, none skipped.
+           {DType::BF16, {1, 2}, 200, 330, 64, 64, AttentionMask::Causal, -1e4},
        })
     testAttention(c);
 }

@@ -28,7 +28,8 @@
 //    Every flash kernel walks its tiles with the next tile's operands in
 //    flight (cp.async into a second buffer, AsyncCopy.cuh) while it
 //    computes on the current one, so that the loads overlap the products
-//    within a block and not only across the two blocks an SM holds. Each
+//    within a block and not only across the blocks an SM holds (two of
+//    every flash kernel on an H100/H200). Each
 //    tile's mask is copied to shared memory one tile further ahead, which
 //    tells whether the next tile is fully masked (skipped: its operands are
 //    not requested) or not masked at all (the copy is not read).
@@ -487,17 +488,21 @@ __host__ __device__ inline bool narrowBackward(int d, int dv) {
   return d <= NarrowBackward::kDim && dv <= NarrowBackward::kDim;
 }
 
+/// The dq kernel's Q and dO tiles are read only before its walk (into
+/// registers, and for delta), so they are its second K and V buffers, which
+/// the walk first writes after a barrier: at head dim 128 that keeps two
+/// blocks per SM.
 struct QueryGradLayout {
   size_t q, dout, k[kOperandBuffers], v[kOperandBuffers], delta,
       mask[kMaskBuffers], bytes;
   __host__ __device__ QueryGradLayout(int d, int dv) {
     SharedCarver c;
-    q = c.take(size_t(kTile) * (d + kPadBF16) * 2);
-    dout = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
     for (int i = 0; i < kOperandBuffers; ++i) {
       k[i] = c.take(size_t(kTile) * (d + kPadBF16) * 2);
       v[i] = c.take(size_t(kTile) * (dv + kPadBF16) * 2);
     }
+    q = k[1];
+    dout = v[1];
     delta = c.take(size_t(kTile) * 4);
     for (size_t &m : mask)
       m = c.take(size_t(kTile) * kMaskLd);
@@ -964,7 +969,9 @@ __global__ void __launch_bounds__(kFlashThreads)
     if (r < rows) {
       const BF16 *o = out + rowIndex(p, b, i0 + r, p.sq) * dv + c0;
       const BF16 *g = douts + r * ldv + c0;
-      if (vectorized) { // half is a multiple of 8: 16-byte chunks
+      // Rows of out are 16-byte multiples apart (dv % 16 == 0), and half is
+      // a multiple of 8: 16-byte chunks when out is aligned.
+      if (reinterpret_cast<uintptr_t>(out) % 16 == 0) {
         constexpr int kChunks = Shape::kDim / 16;
         uint4 chunk[kChunks];
 #pragma unroll
@@ -1576,8 +1583,7 @@ KernelOr makeFlashBackward(const AttentionParams &p) {
     const BackwardInputs<BF16, float> in(p, inputs);
     float *delta = static_cast<float *>(context.workspace);
     const bool vectorized = aligned16(in.q) && aligned16(in.k) &&
-                            aligned16(in.v) && aligned16(in.dout) &&
-                            aligned16(in.out);
+                            aligned16(in.v) && aligned16(in.dout);
     const int64_t chunk = deltaBatches(context, p, sizeof(float));
     for (int64_t begin = 0; begin < p.batch; begin += chunk) {
       AttentionParams part = p;
