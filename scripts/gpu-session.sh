@@ -8,7 +8,9 @@
 #      engine (cuda-kernels, nccl-*);
 #   3. the end-to-end cases: plans compiled elsewhere, run with
 #      --device cuda against the CPU backend and PyTorch (gpu_checks.py);
-#   4. the GPT-2-small bf16 training benchmark against PyTorch eager.
+#   4. the attention kernels against PyTorch's scaled_dot_product_attention
+#      (benchmarks/attention-cuda), and the GPT-2-small bf16 training
+#      benchmark against PyTorch eager.
 # Logs go to $OUT (the device tool's output folder) when it is set.
 #   scripts/gpu-session.sh [tests|bench|all]   (default all)
 set -uo pipefail
@@ -50,6 +52,9 @@ if [[ $what == all || $what == tests ]]; then
     --loom-run "$build/bin/loom-run" 2>&1 | tee "$out/e2e.log" || status=1
 fi
 if [[ $what == all || $what == bench ]]; then
+  PYTHONUNBUFFERED=1 python3 "$root/benchmarks/attention-cuda/bench.py" \
+    --loom-bench "$build/bin/loom-bench-attention" 2>&1 |
+    tee "$out/bench-attention.log" | tail -n 8 || status=1
   PYTHONUNBUFFERED=1 python3 "$root/benchmarks/gpt2-cuda/bench.py" run \
     "$kit/gpt2" --loom-run "$build/bin/loom-run" \
     --profile "$out/loom-profile.txt" 2>&1 |
