@@ -692,6 +692,52 @@ walkTiles(int64_t steps, uint8_t *masks, size_t maskStride, Classify classify,
   }
 }
 
+/// The walk of the forward and dq kernels: key tiles of K and V for the
+/// query rows [i0, i0 + rows), in the K and V buffers at `kBase` and
+/// `vBase` (buffer i `stride` bytes further), with the mask's tiles.
+struct KeyTiles {
+  const AttentionParams &p;
+  const uint8_t *m; // batch b's mask, or null
+  bool skipMasked;
+  int64_t i0;
+  int rows;
+  OperandRows k, v;
+  int ldk, ldv;
+  bool vectorized;
+  unsigned char *shared;
+  size_t kBase, vBase, stride;
+
+  __device__ int cols(int64_t t) const {
+    return int(min(int64_t(kTile), p.sk - t * kTile));
+  }
+  __device__ BF16 *keys(int buffer) const {
+    return reinterpret_cast<BF16 *>(shared + kBase + buffer * stride);
+  }
+  __device__ BF16 *values(int buffer) const {
+    return reinterpret_cast<BF16 *>(shared + vBase + buffer * stride);
+  }
+  __device__ void loadMask(int64_t t, uint8_t *tile) const {
+    loadTileMask(tile, m, p.sk, i0, rows, t * kTile, cols(t));
+  }
+  /// Walks the tiles (walkTiles), `compute` as there.
+  template <typename Compute>
+  __device__ void walk(uint8_t *masks, size_t maskStride,
+                       Compute compute) const {
+    walkTiles((p.sk + kTile - 1) / kTile, m ? masks : nullptr, maskStride,
+              [&](int64_t t, const uint8_t *tile) {
+                return classifyTileMask(tile, skipMasked, rows, cols(t));
+              },
+              [&](int64_t t, uint8_t *tile) { loadMask(t, tile); },
+              [&](int64_t t, int buffer) {
+                loadTile(keys(buffer), ldk, k.base, k.ld, p.sk, t * kTile,
+                         kTile, int(p.d), vectorized);
+                loadTile(values(buffer), ldv, v.base, v.ld, p.sk, t * kTile,
+                         kTile, int(p.dv), vectorized);
+              },
+              compute);
+  }
+};
+
 /// dst[0, 2) = row half h (rows l / 4 + 8 h) of accumulator c times
 /// `factor`, rounded to bf16: a gradient's two columns in this lane.
 __device__ inline void storePair(BF16 *dst, const MmaC &c, int h,
@@ -735,14 +781,16 @@ __global__ void __launch_bounds__(kFlashThreads)
                     kRowsOf = operandRows(p, k, b, p.sk, d, p.qkLd),
                     vRows = operandRows(p, v, b, p.sk, dv, p.vLd);
   uint8_t *masks = shared + layout.mask[0];
-  auto loadMask = [&](int64_t t, uint8_t *tile) {
-    const int64_t j0 = t * kTile;
-    loadTileMask(tile, m, p.sk, i0, rows, j0,
-                 int(min(int64_t(kTile), p.sk - j0)));
-  };
+  const KeyTiles keyTiles{p,           m,
+                          skipMasked,  i0,
+                          rows,        kRowsOf,
+                          vRows,       ldq,
+                          ldv,         vectorized,
+                          shared,      layout.k[0],
+                          layout.v[0], layout.k[1] - layout.k[0]};
   loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kRows, d, vectorized);
   if (m)
-    loadMask(0, masks);
+    keyTiles.loadMask(0, masks);
   commitAsyncCopies();
   waitAsyncCopies<0>();
   __syncthreads();
@@ -765,28 +813,13 @@ __global__ void __launch_bounds__(kFlashThreads)
     rowSum[mt][0] = rowSum[mt][1] = 0.0f;
   }
 
-  auto classify = [&](int64_t t, const uint8_t *tile) {
-    return classifyTileMask(tile, skipMasked, rows,
-                            int(min(int64_t(kTile), p.sk - t * kTile)));
-  };
-  auto loadKeys = [&](int64_t t, int buffer) {
-    BF16 *ks = reinterpret_cast<BF16 *>(shared + bufferAt(layout.k, buffer));
-    BF16 *vs = reinterpret_cast<BF16 *>(shared + bufferAt(layout.v, buffer));
-    loadTile(ks, ldq, kRowsOf.base, kRowsOf.ld, p.sk, t * kTile, kTile, d,
-             vectorized);
-    loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, t * kTile, kTile, dv,
-             vectorized);
-  };
   // A tile that masks nothing (most of a causal mask's) has its mask not
   // read at all.
   auto compute = [&](int64_t t, int buffer, TileMask tileMask,
                      const uint8_t *maskTile) {
-    const int cols = int(min(int64_t(kTile), p.sk - t * kTile));
+    const int cols = keyTiles.cols(t);
     const bool noneMasked = tileMask == TileMask::Unmasked;
-    const BF16 *ks =
-        reinterpret_cast<const BF16 *>(shared + bufferAt(layout.k, buffer));
-    const BF16 *vs =
-        reinterpret_cast<const BF16 *>(shared + bufferAt(layout.v, buffer));
+    const BF16 *ks = keyTiles.keys(buffer), *vs = keyTiles.values(buffer);
 
     // S = Q K^T: each pair of K fragments serves every row tile.
     MmaC sc[kRowTiles][kKeyTiles];
@@ -880,9 +913,7 @@ __global__ void __launch_bounds__(kFlashThreads)
       }
     }
   };
-  walkTiles((p.sk + kTile - 1) / kTile, m ? masks : nullptr,
-            layout.mask[1] - layout.mask[0], classify, loadMask, loadKeys,
-            compute);
+  keyTiles.walk(masks, layout.mask[1] - layout.mask[0], compute);
 
 #pragma unroll
   for (int mt = 0; mt < kRowTiles; ++mt)
@@ -946,16 +977,18 @@ __global__ void __launch_bounds__(kFlashThreads)
                     doutRows = operandRows(p, dout, b, p.sq, dv, p.heads * dv),
                     kRows = operandRows(p, k, b, p.sk, d, p.qkLd),
                     vRows = operandRows(p, v, b, p.sk, dv, p.vLd);
-  auto loadMask = [&](int64_t t, uint8_t *tile) {
-    const int64_t j0 = t * kTile;
-    loadTileMask(tile, m, p.sk, i0, rows, j0,
-                 int(min(int64_t(kTile), p.sk - j0)));
-  };
+  const KeyTiles keyTiles{p,           m,
+                          skipMasked,  i0,
+                          rows,        kRows,
+                          vRows,       ldq,
+                          ldv,         vectorized,
+                          shared,      layout.k[0],
+                          layout.v[0], layout.k[1] - layout.k[0]};
   loadTile(qs, ldq, qRows.base, qRows.ld, p.sq, i0, kTile, d, vectorized);
   loadTile(douts, ldv, doutRows.base, doutRows.ld, p.sq, i0, kTile, dv,
            vectorized);
   if (m)
-    loadMask(0, masks);
+    keyTiles.loadMask(0, masks);
   commitAsyncCopies();
   waitAsyncCopies<0>();
   __syncthreads();
@@ -1024,26 +1057,11 @@ __global__ void __launch_bounds__(kFlashThreads)
     rowDelta[h] = deltas[r];
   }
 
-  auto classify = [&](int64_t t, const uint8_t *tile) {
-    return classifyTileMask(tile, skipMasked, rows,
-                            int(min(int64_t(kTile), p.sk - t * kTile)));
-  };
-  auto loadKeys = [&](int64_t t, int buffer) {
-    BF16 *ks = reinterpret_cast<BF16 *>(shared + bufferAt(layout.k, buffer));
-    BF16 *vs = reinterpret_cast<BF16 *>(shared + bufferAt(layout.v, buffer));
-    loadTile(ks, ldq, kRows.base, kRows.ld, p.sk, t * kTile, kTile, d,
-             vectorized);
-    loadTile(vs, ldv, vRows.base, vRows.ld, p.sk, t * kTile, kTile, dv,
-             vectorized);
-  };
   auto compute = [&](int64_t t, int buffer, TileMask tileMask,
                      const uint8_t *maskTile) {
-    const int cols = int(min(int64_t(kTile), p.sk - t * kTile));
+    const int cols = keyTiles.cols(t);
     const bool noneMasked = tileMask == TileMask::Unmasked;
-    const BF16 *ks =
-        reinterpret_cast<const BF16 *>(shared + bufferAt(layout.k, buffer));
-    const BF16 *vs =
-        reinterpret_cast<const BF16 *>(shared + bufferAt(layout.v, buffer));
+    const BF16 *ks = keyTiles.keys(buffer), *vs = keyTiles.values(buffer);
 
     // S = Q K^T and dP = dO V^T for this warp's 16 rows.
     MmaC sc[kKeyTiles], dp[kKeyTiles];
@@ -1096,9 +1114,7 @@ __global__ void __launch_bounds__(kFlashThreads)
       }
     }
   };
-  walkTiles((p.sk + kTile - 1) / kTile, m ? masks : nullptr,
-            layout.mask[1] - layout.mask[0], classify, loadMask, loadKeys,
-            compute);
+  keyTiles.walk(masks, layout.mask[1] - layout.mask[0], compute);
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
