@@ -12,6 +12,8 @@
 
 #include "loom/Runtime/TensorIO.h"
 
+#include "CPU/BFloat16.h"
+
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -767,4 +769,39 @@ StatusOr<std::string> loom::runtime::readFile(const std::string &path) {
     return Status::error("cannot read '" + path +
                          "': " + std::strerror(readErrno));
   return bytes;
+}
+
+StatusOr<HostTensor> loom::runtime::castTensor(const HostTensor &tensor,
+                                               DType dtype) {
+  if (dtype != DType::BF16 ||
+      (tensor.dtype != DType::F32 && tensor.dtype != DType::F64))
+    return Status::error(std::string("cannot convert ") +
+                         dtypeName(tensor.dtype) + " to " + dtypeName(dtype) +
+                         " (only f32 and f64 to bf16)");
+  int64_t count = tensor.elements();
+  if (tensor.data.size() != uint64_t(count) * dtypeSize(tensor.dtype))
+    return Status::error("cannot convert a tensor whose data does not match "
+                         "its shape " +
+                         shapeString(tensor.shape));
+  HostTensor result;
+  result.dtype = dtype;
+  result.shape = tensor.shape;
+  result.name = tensor.name;
+  result.data.resize(uint64_t(count) * sizeof(cpu::BF16));
+  auto *out = reinterpret_cast<cpu::BF16 *>(result.data.data());
+  for (int64_t i = 0; i < count; ++i) {
+    // memcpy: the bytes need not be aligned for the wide type.
+    if (tensor.dtype == DType::F32) {
+      float value;
+      std::memcpy(&value, tensor.data.data() + i * sizeof(float),
+                  sizeof(value));
+      out[i] = cpu::roundToBF16(value);
+    } else {
+      double value;
+      std::memcpy(&value, tensor.data.data() + i * sizeof(double),
+                  sizeof(value));
+      out[i] = cpu::roundToBF16(value);
+    }
+  }
+  return result;
 }

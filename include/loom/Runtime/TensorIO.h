@@ -46,6 +46,12 @@ StatusOr<HostTensor> readTensorFile(const std::string &path);
 /// Writes `tensor` as .npy to `path`.
 Status writeNpyFile(const std::string &path, const HostTensor &tensor);
 
+/// `tensor` converted to `dtype` exactly as the elementwise `cast` converts
+/// it. Only f32 and f64 to bf16 (rounded once to nearest even), what the
+/// compiler's bf16 weight copies (`#loom.cast_of`) need; other pairs are an
+/// error naming them.
+StatusOr<HostTensor> castTensor(const HostTensor &tensor, DType dtype);
+
 /// Reads a whole file.
 StatusOr<std::string> readFile(const std::string &path);
 

@@ -611,6 +611,61 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomCacheParameterCasts
+    : Pass<"loom-cache-parameter-casts", "::mlir::ModuleOp"> {
+  let summary = "Keep a bf16 copy of parameters that bf16 GEMMs read";
+  let description = [{
+    Under `loom-mixed-precision` every step casts each f32 weight to bf16
+    before its GEMM: a kernel per weight that reads 4 bytes and writes 2
+    per element, and an arena buffer that holds the copy for the whole
+    step. This pass makes such a copy a parameter of its own,
+    `<name>.bf16` (not trainable, initialized to `#loom.cast_of<@name>`):
+    each `loom.cast` of a `loom.param` read from f32 or f64 to bf16 reads
+    the copy instead, and every function that assigns the parameter also
+    assigns the copy the cast of the new value. Fusion puts that cast into
+    the optimizer's update kernel, which then writes the copy from values it
+    already holds (the master-weight scheme of Megatron's mixed-precision
+    optimizer). A `loom.param` read always yields the value the step began
+    with, and the copy is assigned exactly the cast of what the parameter
+    is assigned, so every value the function computes is unchanged, bit for
+    bit. A parameter that nothing assigns (inference, frozen weights) is
+    simply stored in bf16 when nothing else reads it in f32. Checkpoints
+    hold the copy as they hold optimizer state. Run it after
+    `loom-build-train-step`: the copy is not trainable, so a gradient built
+    afterwards would not reach the parameter through it.
+    `loom-lower-to-plan` runs it.
+
+    Input:
+    ```mlir
+    loom.parameter @w trainable : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
+    func.func @step(%x: tensor<2x4xbf16>, %g: tensor<4x8xf32>) -> tensor<2x8xbf16> {
+      %w = loom.param @w : tensor<4x8xf32>
+      %wl = loom.cast %w : tensor<4x8xf32> -> tensor<4x8xbf16>
+      %y = loom.matmul %x, %wl : (tensor<2x4xbf16>, tensor<4x8xbf16>) -> tensor<2x8xbf16>
+      %w1 = loom.sub %w, %g : tensor<4x8xf32>
+      loom.assign @w, %w1 : tensor<4x8xf32>
+      return %y : tensor<2x8xbf16>
+    }
+    ```
+    Output:
+    ```mlir
+    loom.parameter @w trainable : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
+    loom.parameter @w.bf16 : tensor<4x8xbf16> = #loom.cast_of<@w>
+    func.func @step(%x: tensor<2x4xbf16>, %g: tensor<4x8xf32>) -> tensor<2x8xbf16> {
+      %w = loom.param @w : tensor<4x8xf32>
+      %wl = loom.param @w.bf16 : tensor<4x8xbf16>
+      %y = loom.matmul %x, %wl : (tensor<2x4xbf16>, tensor<4x8xbf16>) -> tensor<2x8xbf16>
+      %w1 = loom.sub %w, %g : tensor<4x8xf32>
+      loom.assign @w, %w1 : tensor<4x8xf32>
+      %c = loom.cast %w1 : tensor<4x8xf32> -> tensor<4x8xbf16>
+      loom.assign @w.bf16, %c : tensor<4x8xbf16>
+      return %y : tensor<2x8xbf16>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomExpandOptimizers : Pass<"loom-expand-optimizers",
                                 "::mlir::func::FuncOp"> {
   let summary = "Expand optimizer updates into elementwise loom ops";

@@ -9,6 +9,7 @@
 #include "loom/Conversion/LoomToPlan/LoomToPlan.h"
 #include "loom/Conversion/Passes.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Runtime/TensorIO.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Pass/PassManager.h"
@@ -181,6 +182,8 @@ private:
       return parameter.emitOpError(
           "has no value; a plan needs every weight (the module was "
           "imported shapes-only)");
+    if (auto castOf = dyn_cast<CastOfAttr>(*value))
+      return copyCastValue(parameter, castOf, out, bytes);
     if (auto external = dyn_cast<ExternalDataAttr>(*value)) {
       auto file = llvm::MemoryBuffer::getFileSlice(
           external.getPath(), external.getLength(), external.getOffset(),
@@ -219,6 +222,36 @@ private:
     } else {
       std::memcpy(out, raw.data(), bytes);
     }
+    return success();
+  }
+
+  /// A narrowed copy of another parameter: its source's value converted
+  /// by the runtime's own rounding, so the copy holds what a cast kernel
+  /// computes from the source.
+  LogicalResult copyCastValue(ParameterOp parameter, CastOfAttr castOf,
+                              uint8_t *out, uint64_t bytes) {
+    auto source = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+        parameter, castOf.getSource());
+    if (!source)
+      return parameter.emitOpError("is a cast of ")
+             << castOf.getSource() << ", which is not a loom.parameter";
+    RankedTensorType type = source.getTensorType();
+    rt::HostTensor wide;
+    wide.dtype = *toDType(type.getElementType());
+    wide.shape.assign(type.getShape().begin(), type.getShape().end());
+    wide.data.resize(uint64_t(type.getNumElements()) *
+                     rt::dtypeSize(wide.dtype));
+    if (failed(copyValue(source, wide.data.data(), wide.data.size())))
+      return failure();
+    rt::StatusOr<rt::HostTensor> narrow = rt::castTensor(
+        wide, *toDType(parameter.getTensorType().getElementType()));
+    if (!narrow)
+      return parameter.emitOpError("cannot hold a cast of ")
+             << castOf.getSource() << ": " << narrow.status().message();
+    if (narrow->data.size() != bytes)
+      return parameter.emitOpError("is a cast of ")
+             << castOf.getSource() << ", which has another element count";
+    std::memcpy(out, narrow->data.data(), bytes);
     return success();
   }
 

@@ -13,6 +13,7 @@ void mlir::loom::buildLowerToPlanPipeline(OpPassManager &pm) {
   pm.nest<func::FuncOp>().addPass(createLoomDecomposeCollectives());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  pm.addPass(createLoomCacheParameterCasts());
   OpPassManager &funcs = pm.nest<func::FuncOp>();
   funcs.addPass(createLoomPackAttention());
   funcs.addPass(createLoomFuseMatmulEpilogue());
@@ -29,7 +30,8 @@ void mlir::loom::registerLowerToPlanPipeline() {
   PassPipelineRegistration<>(
       "loom-lower-to-plan",
       "Lower loom functions to the plan dialect: expand optimizer updates, "
-      "decompose collectives, canonicalize, let attention read the fused "
+      "decompose collectives, canonicalize, keep bf16 copies of the "
+      "parameters bf16 GEMMs read, let attention read the fused "
       "QKV projection, fold bias, activation and bias gradients into GEMM "
       "epilogues, fuse "
       "elementwise chains, select kernels, bufferize, plan memory",

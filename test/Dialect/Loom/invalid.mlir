@@ -65,6 +65,43 @@ loom.parameter @w : tensor<4xf32> = #loom.external_data<"w.bin", offset = 922337
 
 // -----
 
+loom.parameter @w trainable : tensor<4xf32>
+// expected-error @+1 {{'loom.parameter' op is trainable but its value is a cast of another parameter}}
+loom.parameter @c trainable : tensor<4xbf16> = #loom.cast_of<@w>
+
+// -----
+
+loom.parameter @w : tensor<4xf64>
+// expected-error @+1 {{'loom.parameter' op is a cast of another parameter, which needs a bf16 element type, not 'f32'}}
+loom.parameter @c : tensor<4xf32> = #loom.cast_of<@w>
+
+// -----
+
+// expected-error @+1 {{'loom.parameter' op is a cast of @missing, which is not a loom.parameter}}
+loom.parameter @c : tensor<4xbf16> = #loom.cast_of<@missing>
+
+// -----
+
+loom.parameter @w : tensor<3xf32>
+// expected-error @+1 {{'loom.parameter' op is a cast of @w of type 'tensor<3xf32>', which has another shape}}
+loom.parameter @c : tensor<4xbf16> = #loom.cast_of<@w>
+
+// -----
+
+loom.parameter @w : tensor<4xi32>
+// expected-error @+1 {{'loom.parameter' op is a cast of @w of type 'tensor<4xi32>'; only f32 and f64 parameters have bf16 copies}}
+loom.parameter @c : tensor<4xbf16> = #loom.cast_of<@w>
+
+// -----
+
+// A copy is bf16, so a copy of a copy has the wrong source type.
+loom.parameter @w : tensor<4xf32>
+loom.parameter @c : tensor<4xbf16> = #loom.cast_of<@w>
+// expected-error @+1 {{'loom.parameter' op is a cast of @c of type 'tensor<4xbf16>'; only f32 and f64 parameters have bf16 copies}}
+loom.parameter @d : tensor<4xbf16> = #loom.cast_of<@c>
+
+// -----
+
 loom.mesh @mesh = <tp = 4>
 // expected-error @+1 {{'loom.parameter' op has an invalid sharding of the parameter: dimension 0 of 'tensor<6xf32>' has size 6, which 4 shards do not divide evenly}}
 loom.parameter @w : tensor<6xf32> sharding <@mesh, [{tp}]>

@@ -192,6 +192,17 @@ LogicalResult ParameterOp::verify() {
                            << " but is declared as " << type;
     return success();
   }
+  if (isa<CastOfAttr>(*value)) {
+    // A copy follows its source; it is never trained itself.
+    if (getTrainable())
+      return emitOpError() << "is trainable but its value is a cast of "
+                              "another parameter";
+    if (!type.getElementType().isBF16())
+      return emitOpError() << "is a cast of another parameter, which needs "
+                              "a bf16 element type, not "
+                           << type.getElementType();
+    return success();
+  }
   // External data is raw little-endian bytes; i1 takes one byte.
   auto external = cast<ExternalDataAttr>(*value);
   int64_t elementBytes =
@@ -208,6 +219,24 @@ LogicalResult ParameterOp::verify() {
 
 LogicalResult
 ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  std::optional<Attribute> value = getInitialValue();
+  if (auto castOf = dyn_cast_if_present<CastOfAttr>(value.value_or(nullptr))) {
+    auto source = symbolTable.lookupNearestSymbolFrom<ParameterOp>(
+        getOperation(), castOf.getSource());
+    if (!source)
+      return emitOpError() << "is a cast of " << castOf.getSource()
+                           << ", which is not a loom.parameter";
+    RankedTensorType sourceType = source.getTensorType();
+    Type sourceElement = sourceType.getElementType();
+    if (sourceType.getShape() != getTensorType().getShape())
+      return emitOpError() << "is a cast of " << castOf.getSource()
+                           << " of type " << sourceType
+                           << ", which has another shape";
+    if (!sourceElement.isF32() && !sourceElement.isF64())
+      return emitOpError() << "is a cast of " << castOf.getSource()
+                           << " of type " << sourceType
+                           << "; only f32 and f64 parameters have bf16 copies";
+  }
   std::optional<ShardingAttr> sharding = getSharding();
   if (!sharding)
     return success();

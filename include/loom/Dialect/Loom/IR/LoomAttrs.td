@@ -169,4 +169,24 @@ def Loom_ExternalDataAttr : Loom_Attr<"ExternalData", "external_data"> {
   let genVerifyDecl = 1;
 }
 
+def Loom_CastOfAttr : Loom_Attr<"CastOf", "cast_of"> {
+  let summary = "The initial value of another parameter, narrowed";
+  let description = [{
+    The initial value of a parameter that holds a narrower copy of the
+    parameter `source`: `source`'s initial value converted to this
+    parameter's element type exactly as `loom.cast` converts it (f32 or f64
+    to bf16, rounded once to nearest even). `loom-cache-parameter-casts`
+    makes such copies so that a bf16 GEMM reads its weight without a cast
+    kernel per step; the plan stores the converted bytes, which are
+    computed when the plan is emitted (the source may be external data).
+
+    ```mlir
+    loom.parameter @fc1.weight trainable : tensor<512x2048xf32> = dense<0.5> : tensor<512x2048xf32>
+    loom.parameter @fc1.weight.bf16 : tensor<512x2048xbf16> = #loom.cast_of<@fc1.weight>
+    ```
+  }];
+  let parameters = (ins "::mlir::FlatSymbolRefAttr":$source);
+  let assemblyFormat = "`<` $source `>`";
+}
+
 #endif // LOOM_DIALECT_LOOM_IR_LOOMATTRS_TD

@@ -66,7 +66,8 @@ def Loom_ParameterOp : Loom_Op<"parameter", [
     tables) are only read. The initial value is optional: without it the
     module is *shapes-only* and can still be planned and partitioned. Large
     values are `dense_resource` blobs or `#loom.external_data` references to
-    a weights file, never inline text. An optional
+    a weights file, never inline text; `#loom.cast_of` makes a parameter a
+    narrowed copy of another's initial value. An optional
     `sharding` is a user annotation for the parameter's layout.
 
     ```mlir
@@ -80,7 +81,8 @@ def Loom_ParameterOp : Loom_Op<"parameter", [
     TypeAttrOf<Loom_Tensor>:$type,
     UnitAttr:$trainable,
     OptionalAttr<Loom_ShardingAttr>:$sharding,
-    OptionalAttr<AnyAttrOf<[ElementsAttr, Loom_ExternalDataAttr]>>
+    OptionalAttr<AnyAttrOf<[ElementsAttr, Loom_ExternalDataAttr,
+                                 Loom_CastOfAttr]>>
         :$initial_value);
   let assemblyFormat = [{
     $sym_name (`trainable` $trainable^)? `:` $type
