@@ -11,6 +11,7 @@
 #include "Backend.h"
 #include "CollectiveInstructions.h"
 #include "loom/Runtime/Communicator.h"
+#include "loom/Runtime/TensorIO.h"
 
 #include <algorithm>
 #include <chrono>
@@ -161,12 +162,14 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
 
   // State weights are copied out of the (shared, immutable) plan so that
   // several executors of one plan train independently; read-only weights
-  // are used in place where the backend addresses host memory.
+  // are used in place where the backend addresses host memory. bf16 copies
+  // (`cast_of`) are derived from their sources below, into memory of their
+  // own.
   std::vector<uint64_t> offsets(plan->weights.size(), 0);
   uint64_t ownBytes = 0;
   bool copyAll = !backend.addressesHostMemory();
   for (size_t id = 0; id < plan->weights.size(); ++id)
-    if (plan->weights[id].state || copyAll) {
+    if (plan->weights[id].state || copyAll || plan->weights[id].castOf >= 0) {
       offsets[id] = ownBytes;
       ownBytes += roundUp(plan->weights[id].bytes, 256);
     }
@@ -181,7 +184,7 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
   for (size_t id = 0; id < plan->weights.size(); ++id) {
     const Weight &weight = plan->weights[id];
     const uint8_t *data = plan->data.data() + weight.offset;
-    if (!weight.state && !copyAll) {
+    if (!weight.state && !copyAll && weight.castOf < 0) {
       executor->weights_[id] = const_cast<uint8_t *>(data);
       continue;
     }
@@ -191,6 +194,19 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
         !status)
       return status.withContext("copying weight '" + weight.name + "'");
   }
+  // Whatever wrote the sources' bytes (the compiler, or a tool that filled
+  // the plan's weights), their copies match them.
+  for (size_t id = 0; id < plan->weights.size(); ++id)
+    if (int64_t source = plan->weights[id].castOf; source >= 0) {
+      const Weight &from = plan->weights[source];
+      HostTensor value;
+      value.dtype = from.dtype;
+      value.shape = from.shape;
+      const uint8_t *data = plan->data.data() + from.offset;
+      value.data.assign(data, data + from.bytes);
+      if (Status status = executor->refreshCopy(id, value); !status)
+        return status;
+    }
   executor->inputSet_.assign(program.inputs.size(), false);
   executor->inputs_.resize(program.inputs.size());
 
@@ -245,7 +261,23 @@ Status Executor::setWeight(size_t id, const HostTensor &tensor) {
                          dtypeName(weight.dtype) + shapeString(weight.shape) +
                          ", not " + dtypeName(tensor.dtype) +
                          shapeString(tensor.shape));
-  return backend_->upload(weights_[id], tensor.data.data(), weight.bytes);
+  if (Status status =
+          backend_->upload(weights_[id], tensor.data.data(), weight.bytes);
+      !status)
+    return status;
+  for (size_t copy = 0; copy < plan_->weights.size(); ++copy)
+    if (plan_->weights[copy].castOf == int64_t(id))
+      if (Status status = refreshCopy(copy, tensor); !status)
+        return status;
+  return Status::ok();
+}
+
+Status Executor::refreshCopy(size_t copy, const HostTensor &source) {
+  const Weight &weight = plan_->weights[copy];
+  StatusOr<HostTensor> narrow = castTensor(source, weight.dtype);
+  if (!narrow)
+    return narrow.status().withContext("deriving weight '" + weight.name + "'");
+  return backend_->upload(weights_[copy], narrow->data.data(), weight.bytes);
 }
 
 Status Executor::setInput(const std::string &name, const HostTensor &tensor) {

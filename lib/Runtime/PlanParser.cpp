@@ -205,6 +205,7 @@ private:
   // Sections.
   Status parseHeader(Plan &plan);
   Status parseWeight(Plan &plan);
+  Status checkCopies(const Plan &plan) const;
   Status parseGroups(Plan &plan);
   Status parseRank(Plan &plan);
   Status parseBinding(const RankProgram &rank, std::set<std::string> &names,
@@ -568,21 +569,62 @@ Status Parser::parseHeader(Plan &plan) {
     if (Status status = parseWeight(plan); !status)
       return status;
   }
+  return checkCopies(plan);
+}
+
+/// A `cast_of` copy is bf16 of its source's shape, and its source an f32
+/// or f64 weight that is no copy itself; both are state or neither (the
+/// runtime rewrites a copy when its source is set).
+Status Parser::checkCopies(const Plan &plan) const {
+  for (size_t id = 0; id < plan.weights.size(); ++id) {
+    const Weight &copy = plan.weights[id];
+    if (copy.castOf < 0)
+      continue;
+    std::string what = "weight " + std::to_string(id) + " is a cast of ";
+    if (uint64_t(copy.castOf) >= plan.weights.size() ||
+        uint64_t(copy.castOf) == id)
+      return error(weightLines[id],
+                   what + "weight " + std::to_string(copy.castOf) +
+                       ", which is not another weight of the plan");
+    const Weight &source = plan.weights[copy.castOf];
+    what += "weight " + std::to_string(copy.castOf) + " ";
+    if (copy.dtype != DType::BF16 ||
+        (source.dtype != DType::F32 && source.dtype != DType::F64) ||
+        source.castOf >= 0)
+      return error(weightLines[id],
+                   what + "(" + dtypeName(source.dtype) +
+                       "), but copies are "
+                       "bf16 casts of f32 or f64 weights that are no "
+                       "copies themselves");
+    if (copy.shape != source.shape || copy.state != source.state)
+      return error(weightLines[id],
+                   what + "of another shape or another kind (state or not)");
+  }
   return Status::ok();
 }
 
-/// "weight" ID STRING DTYPE SHAPE "offset" INT "bytes" INT "state"?.
+/// "weight" ID STRING DTYPE SHAPE "offset" INT "bytes" INT "state"?
+/// ("cast_of" ID)?.
 Status Parser::parseWeight(Plan &plan) {
-  const char *usage =
-      "weight ID \"NAME\" DTYPE SHAPE offset INT bytes INT [state]";
-  if (tokens.size() != 9 && tokens.size() != 10)
-    return error(std::string("expected '") + usage + "'");
-  if (!tokens[5].is("offset") || !tokens[7].is("bytes") ||
-      (tokens.size() == 10 && !tokens[9].is("state")))
+  const char *usage = "weight ID \"NAME\" DTYPE SHAPE offset INT bytes INT "
+                      "[state] [cast_of ID]";
+  size_t next = 9;
+  Weight weight;
+  if (tokens.size() > next && tokens[next].is("state")) {
+    weight.state = true;
+    ++next;
+  }
+  if (tokens.size() == next + 2 && tokens[next].is("cast_of")) {
+    if (Status status = parseInteger(tokens[next + 1], 0, INT64_MAX,
+                                     "a weight id", weight.castOf);
+        !status)
+      return status;
+    next += 2;
+  }
+  if (tokens.size() != next || !tokens[5].is("offset") ||
+      !tokens[7].is("bytes"))
     return error(std::string("expected '") + usage + "'");
   int64_t id, offset, bytes;
-  Weight weight;
-  weight.state = tokens.size() == 10;
   if (Status status = parseInteger(tokens[1], 0, INT64_MAX, "a weight id", id);
       !status)
     return status;

@@ -205,7 +205,11 @@ void writeWeight(std::string &out, size_t id, const Weight &weight) {
   out += shapeString(weight.shape);
   out += " offset " + std::to_string(weight.offset) + " bytes " +
          std::to_string(weight.bytes);
-  out += weight.state ? " state\n" : "\n";
+  if (weight.state)
+    out += " state";
+  if (weight.castOf >= 0)
+    out += " cast_of " + std::to_string(weight.castOf);
+  out += "\n";
 }
 
 /// Appends a comment line of spaces and the data line so that the data

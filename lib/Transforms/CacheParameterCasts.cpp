@@ -1,8 +1,9 @@
 //===- CacheParameterCasts.cpp - bf16 copies of f32 parameters ------------===//
 //
 // Mixed precision casts every f32 weight to bf16 before its GEMM, once per
-// step: for GPT-2 small, 50 kernels that read 650 MB and write 325 MB, and
-// an arena that holds the bf16 copies for the whole step. The cast only
+// step: for GPT-2 small, 61 kernels (weights and the QKV biases) that read
+// 494 MB and write 247 MB, and an arena that holds the bf16 copies for the
+// whole step. The cast only
 // changes when the weight does, and the weight changes in one place, the
 // optimizer's update, whose kernel already holds the new value in a
 // register. So the copy becomes a parameter of its own that the update
@@ -45,19 +46,22 @@ struct CacheParameterCastsPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTableCollection tables;
+    // The module's own functions: a nested module has its own parameters.
     SmallVector<std::pair<CastOp, ParameterOp>> casts;
-    module.walk([&](CastOp cast) {
-      if (ParameterOp parameter = castParameter(cast, tables))
-        casts.emplace_back(cast, parameter);
-    });
+    for (auto func : module.getOps<func::FuncOp>())
+      func.walk([&](CastOp cast) {
+        if (ParameterOp parameter = castParameter(cast, tables))
+          casts.emplace_back(cast, parameter);
+      });
     if (casts.empty())
       return;
     // Every store of a parameter, in any function: each gets a store of the
     // copy, so that no function can leave the copy stale.
     DenseMap<StringAttr, SmallVector<AssignOp>> assigns;
-    module.walk([&](AssignOp assign) {
-      assigns[assign.getNameAttr().getAttr()].push_back(assign);
-    });
+    for (auto func : module.getOps<func::FuncOp>())
+      func.walk([&](AssignOp assign) {
+        assigns[assign.getNameAttr().getAttr()].push_back(assign);
+      });
 
     SymbolTable &symbols = tables.getSymbolTable(module);
     DenseMap<Operation *, ParameterOp> copies;

@@ -100,7 +100,7 @@ public:
   /// change with every run; the others are the plan's.
   HostTensor weight(size_t id) const;
   /// Overwrites state weight `id` (resuming from a checkpoint); dtype and
-  /// shape must be the plan's.
+  /// shape must be the plan's. The weight's bf16 copies (`cast_of`) follow.
   Status setWeight(size_t id, const HostTensor &tensor);
 
   const RunReport &report() const { return report_; }
@@ -115,6 +115,8 @@ public:
   Device device() const { return device_; }
 
 private:
+  /// Writes weight `copy` (a `cast_of` copy) as the bf16 cast of `source`.
+  Status refreshCopy(size_t copy, const HostTensor &source);
   Executor();
   const void *resolve(const TensorRef &ref) const;
   Status runInstructions(std::vector<double> &times, double &waitSeconds);

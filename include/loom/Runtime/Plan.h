@@ -133,6 +133,11 @@ struct Weight {
   /// trained parameter or optimizer state. Only state weights may be kernel
   /// outputs; the others are read-only.
   bool state = false;
+  /// The id of the weight this one is a bf16 copy of (`cast_of`), or -1.
+  /// The runtime derives a copy from its source when it loads the plan and
+  /// whenever the source is set (Executor::setWeight), so a copy never
+  /// disagrees with its source, whatever wrote the source's bytes.
+  int64_t castOf = -1;
 };
 
 struct Plan {

@@ -113,7 +113,17 @@ public:
     return success();
   }
 
-  rt::Plan take() { return std::move(plan); }
+  rt::Plan take() {
+    // A copy whose source the plan also holds names it, so that the runtime
+    // keeps the two in step; without it (inference reads only the copy)
+    // the copy is simply the weight.
+    for (auto [copy, source] : copySources) {
+      auto it = weightIds.find(source);
+      if (it != weightIds.end())
+        plan.weights[copy].castOf = int64_t(it->second);
+    }
+    return std::move(plan);
+  }
 
 private:
   FailureOr<rt::TensorRef> reference(Value buffer) {
@@ -173,6 +183,9 @@ private:
     uint64_t id = plan.weights.size();
     plan.weights.push_back(std::move(info));
     weightIds[weight.getNameAttr().getAttr()] = id;
+    if (auto castOf = dyn_cast_if_present<CastOfAttr>(
+            parameter.getInitialValue().value_or(nullptr)))
+      copySources.emplace_back(id, castOf.getSource().getAttr());
     return id;
   }
 
@@ -232,9 +245,13 @@ private:
                               uint8_t *out, uint64_t bytes) {
     auto source = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
         parameter, castOf.getSource());
-    if (!source)
+    // (The verifier checks the source; a module that skipped it must still
+    // not recurse here.)
+    if (!source ||
+        isa_and_present<CastOfAttr>(source.getInitialValue().value_or(nullptr)))
       return parameter.emitOpError("is a cast of ")
-             << castOf.getSource() << ", which is not a loom.parameter";
+             << castOf.getSource() << ", which is not an f32 or f64 "
+             << "loom.parameter with a value";
     RankedTensorType type = source.getTensorType();
     rt::HostTensor wide;
     wide.dtype = *toDType(type.getElementType());
@@ -414,6 +431,8 @@ private:
 
   rt::Plan plan;
   llvm::DenseMap<Attribute, uint64_t> weightIds;
+  /// The weights that are `#loom.cast_of` copies, and their sources' names.
+  SmallVector<std::pair<uint64_t, Attribute>> copySources;
   std::map<std::vector<int>, size_t> groupIds;
 };
 

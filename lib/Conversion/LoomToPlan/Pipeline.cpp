@@ -13,13 +13,16 @@ void mlir::loom::buildLowerToPlanPipeline(OpPassManager &pm) {
   pm.nest<func::FuncOp>().addPass(createLoomDecomposeCollectives());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  OpPassManager &fuseOps = pm.nest<func::FuncOp>();
+  fuseOps.addPass(createLoomPackAttention());
+  fuseOps.addPass(createLoomFuseMatmulEpilogue());
+  fuseOps.addPass(createLoomFuseLayerNormGrad());
+  fuseOps.addPass(createLoomFuseBiasGrad());
+  fuseOps.addPass(createLoomFuseCrossEntropyGrad());
+  // After the epilogue fusion, which adds the bf16 bias casts, and before
+  // elementwise fusion puts the casts into kernels.
   pm.addPass(createLoomCacheParameterCasts());
   OpPassManager &funcs = pm.nest<func::FuncOp>();
-  funcs.addPass(createLoomPackAttention());
-  funcs.addPass(createLoomFuseMatmulEpilogue());
-  funcs.addPass(createLoomFuseLayerNormGrad());
-  funcs.addPass(createLoomFuseBiasGrad());
-  funcs.addPass(createLoomFuseCrossEntropyGrad());
   funcs.addPass(createLoomFuseElementwise());
   funcs.addPass(createLoomSelectKernels());
   pm.addPass(createLoomBufferize());
@@ -30,10 +33,9 @@ void mlir::loom::registerLowerToPlanPipeline() {
   PassPipelineRegistration<>(
       "loom-lower-to-plan",
       "Lower loom functions to the plan dialect: expand optimizer updates, "
-      "decompose collectives, canonicalize, keep bf16 copies of the "
-      "parameters bf16 GEMMs read, let attention read the fused "
+      "decompose collectives, canonicalize, let attention read the fused "
       "QKV projection, fold bias, activation and bias gradients into GEMM "
-      "epilogues, fuse "
+      "epilogues, keep bf16 copies of the parameters bf16 GEMMs read, fuse "
       "elementwise chains, select kernels, bufferize, plan memory",
       buildLowerToPlanPipeline);
 }

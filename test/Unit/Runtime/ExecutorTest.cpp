@@ -197,7 +197,49 @@ TEST(ExecutorTest, StateWeightsPersistAcrossRunsAndExecutors) {
   EXPECT_EQ(reinterpret_cast<const float *>(fresh.data.data())[0], 1.0f);
   // Resuming: state can be set, with its own type only.
   EXPECT_TRUE((*second)->setWeight(0, after).isOk());
-  EXPECT_EQ(reinterpret_cast<const float *>((*second)->weight(0).data.data())[1],
-            42.0f);
+  EXPECT_EQ(
+      reinterpret_cast<const float *>((*second)->weight(0).data.data())[1],
+      42.0f);
   EXPECT_FALSE((*second)->setWeight(0, floats({3}, {1, 2, 3})).isOk());
+}
+
+TEST(ExecutorTest, CopiesFollowTheirSources) {
+  // Weight 1 is the bf16 copy (`cast_of`) of weight 0, and the plan's bytes
+  // for it are stale (zero), as after a tool refilled the source: the
+  // executor derives it from the source when it loads the plan, and again
+  // when the source is set.
+  auto plan = std::make_shared<Plan>();
+  Weight source;
+  source.name = "w";
+  source.shape = {3};
+  source.bytes = 12;
+  source.state = true;
+  plan->weights.push_back(source);
+  Weight copy;
+  copy.name = "w.bf16";
+  copy.dtype = DType::BF16;
+  copy.shape = {3};
+  copy.offset = 64;
+  copy.bytes = 6;
+  copy.state = true;
+  copy.castOf = 0;
+  plan->weights.push_back(copy);
+  // 1 + 2^-8 is a tie that rounds to even (1); 1 + 3 * 2^-8 rounds up.
+  float initial[] = {1.00390625f, 1.01171875f, -2.0f};
+  plan->data.resize(128);
+  std::memcpy(plan->data.data(), initial, 12);
+  plan->ranks.emplace_back().arenaBytes = 64;
+
+  auto executor = Executor::create(plan);
+  ASSERT_TRUE(executor.isOk()) << executor.status().message();
+  auto bits = [&] {
+    HostTensor value = (*executor)->weight(1);
+    std::vector<uint16_t> result(3);
+    std::memcpy(result.data(), value.data.data(), 6);
+    return result;
+  };
+  EXPECT_EQ(bits(), (std::vector<uint16_t>{0x3f80, 0x3f82, 0xc000}));
+  ASSERT_TRUE(
+      (*executor)->setWeight(0, floats({3}, {0.5f, 3.0f, 1e39f})).isOk());
+  EXPECT_EQ(bits(), (std::vector<uint16_t>{0x3f00, 0x4040, 0x7f80}));
 }

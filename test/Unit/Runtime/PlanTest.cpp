@@ -431,7 +431,7 @@ TEST(PlanErrorTest, Weights) {
             "plan.lp:3: expected a weight name in double quotes, got 'w'");
   EXPECT_EQ(parseError(corrupt(" bytes 16", "")),
             "plan.lp:3: expected 'weight ID \"NAME\" DTYPE SHAPE offset INT "
-            "bytes INT [state]'");
+            "bytes INT [state] [cast_of ID]'");
   EXPECT_EQ(parseError(corrupt("weights 1", "weights 2")),
             "plan.lp:4: expected 2 weight lines, got 'rank'");
   EXPECT_EQ(parseError(corrupt("weights 1", "weights 0")),
@@ -770,7 +770,78 @@ TEST(PlanErrorTest, OnlyStateWeightsMayBeWritten) {
   ASSERT_FALSE(flagged.isOk());
   EXPECT_EQ(flagged.status().message(),
             "plan.lp:3: expected 'weight ID \"NAME\" DTYPE SHAPE offset INT "
-            "bytes INT [state]'");
+            "bytes INT [state] [cast_of ID]'");
+}
+
+namespace {
+/// Weight 1 is the bf16 copy of weight 0; FLAGS follow weight 1's bytes.
+std::string copyPlan(const std::string &sourceLine, const std::string &flags) {
+  return "loom-plan 2\n"
+         "weights 2\n" +
+         sourceLine +
+         "\n"
+         "weight 1 \"w.bf16\" bf16 [2] offset 64 bytes 4" +
+         flags +
+         "\n"
+         "rank 0 arena 64\n"
+         "end\n"
+         "data 128\n" +
+         std::string(128, '\0');
+}
+const std::string kStateSource =
+    "weight 0 \"w\" f32 [2] offset 0 bytes 8 state";
+} // namespace
+
+TEST(PlanTest, CopiesNameTheirSource) {
+  StatusOr<Plan> plan =
+      parsePlan(copyPlan(kStateSource, " state cast_of 0"), "copy.lp");
+  ASSERT_TRUE(plan.isOk()) << plan.status().message();
+  EXPECT_EQ(plan->weights[0].castOf, -1);
+  EXPECT_EQ(plan->weights[1].castOf, 0);
+  std::string text = writePlan(*plan);
+  EXPECT_NE(text.find("weight 1 \"w.bf16\" bf16 [2] offset 64 bytes 4 state "
+                      "cast_of 0\n"),
+            std::string::npos);
+  StatusOr<Plan> again = parsePlan(text, "again.lp");
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  EXPECT_EQ(again->weights[1].castOf, 0);
+  // Read-only copies of read-only weights too.
+  EXPECT_TRUE(parsePlan(copyPlan("weight 0 \"w\" f64 [2] offset 0 bytes 16",
+                                 " cast_of 0"),
+                        "copy.lp")
+                  .isOk());
+}
+
+TEST(PlanErrorTest, Copies) {
+  auto error = [](const std::string &source, const std::string &flags) {
+    StatusOr<Plan> plan = parsePlan(copyPlan(source, flags), "plan.lp");
+    return plan.isOk() ? std::string("parsed") : plan.status().message();
+  };
+  EXPECT_EQ(error(kStateSource, " state cast_of 1"),
+            "plan.lp:4: weight 1 is a cast of weight 1, which is not another "
+            "weight of the plan");
+  EXPECT_EQ(error(kStateSource, " state cast_of 2"),
+            "plan.lp:4: weight 1 is a cast of weight 2, which is not another "
+            "weight of the plan");
+  EXPECT_EQ(error("weight 0 \"w\" i32 [2] offset 0 bytes 8 state",
+                  " state cast_of 0"),
+            "plan.lp:4: weight 1 is a cast of weight 0 (i32), but copies are "
+            "bf16 casts of f32 or f64 weights that are no copies themselves");
+  EXPECT_EQ(error("weight 0 \"w\" f32 [1,2] offset 0 bytes 8 state",
+                  " state cast_of 0"),
+            "plan.lp:4: weight 1 is a cast of weight 0 of another shape or "
+            "another kind (state or not)");
+  EXPECT_EQ(error(kStateSource, " cast_of 0"),
+            "plan.lp:4: weight 1 is a cast of weight 0 of another shape or "
+            "another kind (state or not)");
+  EXPECT_EQ(error(kStateSource, " state cast_of"),
+            "plan.lp:4: expected 'weight ID \"NAME\" DTYPE SHAPE offset INT "
+            "bytes INT [state] [cast_of ID]'");
+  EXPECT_EQ(error(kStateSource, " cast_of 0 state"),
+            "plan.lp:4: expected 'weight ID \"NAME\" DTYPE SHAPE offset INT "
+            "bytes INT [state] [cast_of ID]'");
+  EXPECT_EQ(error(kStateSource, " state cast_of -1"),
+            "plan.lp:4: '-1' is out of range for a weight id");
 }
 
 //===----------------------------------------------------------------------===//

@@ -170,7 +170,7 @@ def Loom_ExternalDataAttr : Loom_Attr<"ExternalData", "external_data"> {
 }
 
 def Loom_CastOfAttr : Loom_Attr<"CastOf", "cast_of"> {
-  let summary = "The initial value of another parameter, narrowed";
+  let summary = "another parameter's initial value, narrowed to bf16";
   let description = [{
     The initial value of a parameter that holds a narrower copy of the
     parameter `source`: `source`'s initial value converted to this
