@@ -1,4 +1,4 @@
-// RUN: loom-opt --loom-cache-parameter-casts --split-input-file %s | FileCheck %s
+// RUN: loom-opt --loom-cache-parameter-casts --split-input-file --verify-diagnostics %s | FileCheck %s
 
 // A trained weight that a bf16 GEMM reads: the GEMM reads a bf16 copy, and
 // the function that assigns the weight assigns the copy the cast of the

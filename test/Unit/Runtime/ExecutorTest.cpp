@@ -151,17 +151,26 @@ TEST(ExecutorTest, RejectsMissingRank) {
   EXPECT_EQ(executor.status().message(), "the plan has no rank 3 (it has 1)");
 }
 
+/// A state weight (trained parameter or optimizer state) of `dtype` and
+/// `shape` at byte `offset` of the plan's data.
+Weight stateWeight(std::string name, DType dtype, std::vector<int64_t> shape,
+                   uint64_t offset = 0) {
+  Weight weight;
+  weight.name = std::move(name);
+  weight.dtype = dtype;
+  weight.shape = std::move(shape);
+  weight.offset = offset;
+  weight.bytes = numElements(weight.shape) * dtypeSize(dtype);
+  weight.state = true;
+  return weight;
+}
+
 } // namespace
 
 TEST(ExecutorTest, StateWeightsPersistAcrossRunsAndExecutors) {
   // w += x every run: state lives in the executor, not in the shared plan.
   auto plan = std::make_shared<Plan>();
-  Weight w;
-  w.name = "w";
-  w.shape = {2};
-  w.bytes = 8;
-  w.state = true;
-  plan->weights.push_back(w);
+  plan->weights.push_back(stateWeight("w", DType::F32, {2}));
   float initial[] = {1, 2};
   plan->data.resize(8);
   std::memcpy(plan->data.data(), initial, 8);
@@ -209,19 +218,8 @@ TEST(ExecutorTest, CopiesFollowTheirSources) {
   // executor derives it from the source when it loads the plan, and again
   // when the source is set.
   auto plan = std::make_shared<Plan>();
-  Weight source;
-  source.name = "w";
-  source.shape = {3};
-  source.bytes = 12;
-  source.state = true;
-  plan->weights.push_back(source);
-  Weight copy;
-  copy.name = "w.bf16";
-  copy.dtype = DType::BF16;
-  copy.shape = {3};
-  copy.offset = 64;
-  copy.bytes = 6;
-  copy.state = true;
+  plan->weights.push_back(stateWeight("w", DType::F32, {3}));
+  Weight copy = stateWeight("w.bf16", DType::BF16, {3}, /*offset=*/64);
   copy.castOf = 0;
   plan->weights.push_back(copy);
   // 1 + 2^-8 is a tie that rounds to even (1); 1 + 3 * 2^-8 rounds up.
