@@ -88,6 +88,10 @@ public:
   /// cannot tell (measured once, after the first run).
   virtual uint64_t measureArena() = 0;
 
+  /// What the backend launches together, for RunReport::launchGroups
+  /// ("" when nothing).
+  virtual std::string groupSummary() const { return ""; }
+
   /// Replay (CUDA graphs): the launches between beginCapture and
   /// endCapture are recorded instead of run, and `replay` enqueues all of
   /// them again with one call. Backends without it say so in

@@ -113,6 +113,8 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
       return status.withContext(describe(instruction, index));
   }
 
+  executor->report_.launchGroups = backend.groupSummary();
+
   // Communication is posted and waited for by the host between launches,
   // which one recorded graph cannot do.
   if (communicates && executor->graphs_) {

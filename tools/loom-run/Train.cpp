@@ -482,6 +482,9 @@ int loom::runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
   if (!report.cudaGraphs.empty())
     std::fprintf(stderr, "loom-run: CUDA graphs: %s\n",
                  report.cudaGraphs.c_str());
+  if (!report.launchGroups.empty())
+    std::fprintf(stderr, "loom-run: launch groups: %s\n",
+                 report.launchGroups.c_str());
 
   if (!options.savePath.empty()) {
     std::map<std::string, HostTensor> values;

@@ -70,6 +70,11 @@ devices (docs/design/cuda-backend.md):
                       that communicate, and --report runs, launch kernel by
                       kernel; a step that cannot be recorded says why on
                       stderr and runs without
+  --no-elementwise-groups
+                      launch every elementwise kernel on its own (by
+                      default consecutive independent ones that run one
+                      program, such as an optimizer's updates, are one
+                      launch; stderr says how many)
   --list-devices      print the devices this build can run on, and exit
 
 ranks (plans with several ranks; docs/design/communication.md):
@@ -318,6 +323,8 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       options.run.executor.allowTF32 = true;
     } else if (flag == "--cuda-graphs") {
       options.run.executor.cudaGraphs = true;
+    } else if (flag == "--no-elementwise-groups") {
+      options.run.executor.groupElementwise = false;
     } else if (flag == "--device" || flag == "--gpu") {
       if (!value(text))
         return flag + " needs a value";

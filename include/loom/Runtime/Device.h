@@ -45,6 +45,10 @@ struct ExecutorOptions {
   /// later runs (one launch per step instead of one per kernel). Plans
   /// with communication, and profiled runs, launch kernel by kernel.
   bool cudaGraphs = false;
+  /// CUDA: launch consecutive independent elementwise kernels that run one
+  /// program (an optimizer's per-parameter updates) as one group kernel
+  /// (`loom-run --no-elementwise-groups` turns it off, to compare).
+  bool groupElementwise = true;
 };
 
 } // namespace runtime

@@ -54,6 +54,10 @@ struct RunReport {
   /// as a CUDA graph, "off: <why>" when it could not be (runs then launch
   /// kernel by kernel); empty otherwise.
   std::string cudaGraphs;
+  /// CUDA: the elementwise kernels the backend launches as groups, e.g. "98
+  /// elementwise kernels in 5 launches" (ExecutorOptions::groupElementwise);
+  /// empty when none.
+  std::string launchGroups;
   /// The planned peak rounded up to whole pages, for comparison.
   uint64_t plannedArenaPageBytes = 0;
   /// Bytes of weights the rank reads.

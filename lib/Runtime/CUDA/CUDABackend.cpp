@@ -7,12 +7,16 @@
 // only waits in `synchronize` (and for downloads), so kernel launches run
 // ahead of the GPU. Communication runs on the communicator's stream, ordered
 // against the compute stream with events (orderCommunication,
-// waitOnDevice).
+// waitOnDevice). Consecutive independent elementwise instructions with the
+// same program launch as one group kernel (Kernels/Elementwise.h): their
+// launches are deferred until the batch's last member, and any other call
+// launches what was deferred first, so the order the executor sees is kept.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../Backend.h"
 #include "CUDAKernels.h"
+#include "Kernels/Elementwise.h"
 #include "loom/Runtime/Communicator.h"
 
 #include <cuda_runtime.h>
@@ -20,6 +24,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <thread>
+#include <utility>
 
 using namespace loom::runtime;
 using namespace loom::runtime::cuda;
@@ -105,6 +110,7 @@ public:
     context_.error = reinterpret_cast<DeviceError *>(*error);
     context_.allowTF32 = options.allowTF32;
     context_.computeCapability = major * 10 + minor;
+    groupElementwise_ = options.groupElementwise;
     cudaDeviceGetAttribute(&context_.multiprocessors,
                            cudaDevAttrMultiProcessorCount, device_);
     return clearError();
@@ -113,11 +119,27 @@ public:
   const char *name() const override { return "CUDA"; }
 
   void preparePlan(const std::vector<Instruction> &instructions) override {
+    if (groupElementwise_)
+      batches_ = planElementwiseBatches(instructions);
+    membership_.assign(instructions.size(), Membership());
+    groupKernels_.clear();
+    for (size_t b = 0; b < batches_.size(); ++b) {
+      groupKernels_.emplace_back(batches_[b].groups.size());
+      for (size_t g = 0; g < batches_[b].groups.size(); ++g) {
+        const std::vector<size_t> &group = batches_[b].groups[g];
+        for (size_t index : group)
+          membership_[index] = {int32_t(b), uint32_t(g)};
+        const size_t capacity =
+            size_t(elementwiseGroupCapacity(instructions[group[0]]));
+        groupedKernels_ += group.size();
+        groupLaunches_ += (group.size() + capacity - 1) / capacity;
+      }
+    }
     // NVRTC runs on the host: one thread per core compiles the plan's
     // elementwise programs before the kernels are created one by one.
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    cuda::compileElementwisePrograms(instructions, context_.computeCapability,
-                                     cores);
+    cuda::compileElementwisePrograms(instructions, batches_,
+                                     context_.computeCapability, cores);
   }
 
   Status prepare(size_t index, const Instruction &instruction) override {
@@ -130,7 +152,26 @@ public:
     if (!kernel)
       return kernel.status();
     kernels_[index] = std::move(*kernel);
+    // A group's kernel comes with its last member (any member stands for
+    // the signature).
+    if (index < membership_.size() && membership_[index].batch >= 0) {
+      const Membership m = membership_[index];
+      if (batches_[size_t(m.batch)].groups[m.group].back() == index) {
+        auto group = createElementwiseGroup(context_, instruction);
+        if (!group)
+          return group.status().withContext("an elementwise group");
+        groupKernels_[size_t(m.batch)][m.group] = std::move(*group);
+      }
+    }
     return Status::ok();
+  }
+
+  std::string groupSummary() const override {
+    if (groupedKernels_ == 0)
+      return "";
+    return std::to_string(groupedKernels_) + " elementwise kernels in " +
+           std::to_string(groupLaunches_) +
+           (groupLaunches_ == 1 ? " launch" : " launches");
   }
 
   StatusOr<uint8_t *> allocateArena(uint64_t bytes) override {
@@ -162,6 +203,8 @@ public:
 
   Status upload(void *destination, const void *source,
                 uint64_t bytes) override {
+    if (Status status = launchDeferred(); !status)
+      return status;
     cudaSetDevice(device_);
     // From pageable memory the call returns once the source is staged, so
     // the caller may reuse it; the copy is ordered before later launches.
@@ -174,6 +217,8 @@ public:
 
   Status download(void *destination, const void *source,
                   uint64_t bytes) override {
+    if (Status status = launchDeferred(); !status)
+      return status;
     cudaSetDevice(device_);
     cudaError_t error = cudaMemcpyAsync(destination, source, bytes,
                                         cudaMemcpyDeviceToHost, compute_);
@@ -186,6 +231,8 @@ public:
   }
 
   Status copy(void *destination, const void *source, uint64_t bytes) override {
+    if (Status status = launchDeferred(); !status)
+      return status;
     cudaSetDevice(device_);
     if (cudaError_t error = cudaMemcpyAsync(destination, source, bytes,
                                             cudaMemcpyDeviceToDevice, compute_))
@@ -194,29 +241,37 @@ public:
     return Status::ok();
   }
 
-  Status launch(size_t index, const Instruction &, const void *const *inputs,
-                void *const *outputs) override {
-    // The current device is per host thread; whoever calls may have another.
-    cudaSetDevice(device_);
-    context_.instruction = int32_t(index);
-    bool timed = index < starts_.size();
-    if (timed)
-      cudaEventRecord(starts_[index], compute_);
-    Status status = kernels_[index]->launch(context_, inputs, outputs);
-    if (timed) {
-      cudaEventRecord(ends_[index], compute_);
-      recorded_[index] = true;
+  Status launch(size_t index, const Instruction &instruction,
+                const void *const *inputs, void *const *outputs) override {
+    const Membership m =
+        index < membership_.size() ? membership_[index] : Membership();
+    if (m.batch < 0) {
+      if (Status status = launchDeferred(); !status)
+        return status;
+      return launchOne(index, inputs, outputs);
     }
-    if (!status)
-      return status;
-    // Launch-configuration errors are reported here; faults only at the
-    // next synchronization.
-    if (cudaError_t error = cudaPeekAtLastError())
-      return cudaFailure("launching the kernel", error);
+    // A group member: kept until the batch's last member is launched.
+    if (deferredBatch_ != m.batch) {
+      if (Status status = launchDeferred(); !status)
+        return status;
+      deferredBatch_ = m.batch;
+      deferred_.assign(batches_[size_t(m.batch)].groups.size(), {});
+    }
+    GroupMember member;
+    member.inputs.assign(inputs, inputs + instruction.inputs.size());
+    member.outputs.assign(outputs, outputs + instruction.outputs.size());
+    member.elements = instruction.outputs[0].elements();
+    deferred_[m.group].push_back({index, std::move(member)});
+    if (index == batches_[size_t(m.batch)].last)
+      return launchDeferred();
     return Status::ok();
   }
 
   Status synchronize(size_t &failed) override {
+    if (Status status = launchDeferred(); !status)
+      return status;
+    if (!deferredError_.isOk())
+      return std::exchange(deferredError_, Status::ok());
     cudaSetDevice(device_);
     // The flag comes back with the step (pinned memory, same stream).
     if (cudaError_t error =
@@ -247,10 +302,12 @@ public:
   }
 
   void orderCommunication(Communicator &comm) override {
+    keepError(launchDeferred());
     comm.orderAfter(compute_);
   }
 
   bool waitOnDevice(CommEvent &event) override {
+    keepError(launchDeferred());
     return event.waitOnStream(compute_);
   }
 
@@ -264,6 +321,7 @@ public:
       ends_.push_back(end);
     }
     recorded_.assign(starts_.size(), false);
+    shared_.clear();
   }
 
   std::vector<double> instructionSeconds() override {
@@ -274,6 +332,16 @@ public:
           cudaEventElapsedTime(&ms, starts_[i], ends_[i]) == cudaSuccess)
         seconds[i] = ms * 1e-3;
     }
+    // A group's time, shared by its members in proportion to their sizes.
+    for (const SharedTime &shared : shared_) {
+      const double total = seconds[shared.recorded];
+      double elements = 0;
+      for (const auto &[index, count] : shared.members)
+        elements += double(count);
+      for (const auto &[index, count] : shared.members)
+        seconds[index] = total * double(count) / elements;
+    }
+    shared_.clear();
     // Only the run that asked is timed.
     for (cudaEvent_t event : starts_)
       cudaEventDestroy(event);
@@ -290,6 +358,8 @@ public:
   // Thread-local capture: other thread ranks of the process may allocate
   // or synchronize meanwhile; only this thread's calls must be capturable.
   Status beginCapture() override {
+    if (Status status = launchDeferred(); !status)
+      return status;
     cudaSetDevice(device_);
     if (cudaError_t error =
             cudaStreamBeginCapture(compute_, cudaStreamCaptureModeThreadLocal))
@@ -298,6 +368,8 @@ public:
   }
 
   Status endCapture(bool keep) override {
+    Status deferred = launchDeferred();
+    keep = keep && deferred.isOk();
     cudaSetDevice(device_);
     cudaGraph_t graph = nullptr;
     cudaError_t error = cudaStreamEndCapture(compute_, &graph);
@@ -313,7 +385,7 @@ public:
       graphExec_ = nullptr;
       return cudaFailure("capturing a step as a CUDA graph", error);
     }
-    return Status::ok();
+    return deferred;
   }
 
   Status replay() override {
@@ -326,6 +398,88 @@ public:
   }
 
 private:
+  /// Enqueues kernel instruction `index`, timed when profiling.
+  Status launchOne(size_t index, const void *const *inputs,
+                   void *const *outputs) {
+    // The current device is per host thread; whoever calls may have another.
+    cudaSetDevice(device_);
+    context_.instruction = int32_t(index);
+    bool timed = index < starts_.size();
+    if (timed)
+      cudaEventRecord(starts_[index], compute_);
+    Status status = kernels_[index]->launch(context_, inputs, outputs);
+    if (timed) {
+      cudaEventRecord(ends_[index], compute_);
+      recorded_[index] = true;
+    }
+    return checkLaunch(status);
+  }
+
+  /// Launch-configuration errors are reported here; faults only at the
+  /// next synchronization.
+  static Status checkLaunch(Status status) {
+    if (!status)
+      return status;
+    if (cudaError_t error = cudaPeekAtLastError())
+      return cudaFailure("launching the kernel", error);
+    return Status::ok();
+  }
+
+  /// Launches the deferred members of the current batch: each group's as
+  /// one (a group with one deferred member, when something interrupted the
+  /// batch, as its own kernel).
+  Status launchDeferred() {
+    if (deferredBatch_ < 0)
+      return Status::ok();
+    const size_t batch = size_t(deferredBatch_);
+    deferredBatch_ = -1;
+    std::vector<std::vector<Deferred>> deferred = std::move(deferred_);
+    deferred_.clear();
+    for (size_t g = 0; g < deferred.size(); ++g) {
+      std::vector<Deferred> &members = deferred[g];
+      if (members.empty())
+        continue;
+      if (members.size() == 1) {
+        GroupMember &member = members[0].member;
+        if (Status status = launchOne(members[0].index, member.inputs.data(),
+                                      member.outputs.data());
+            !status)
+          return status;
+        continue;
+      }
+      cudaSetDevice(device_);
+      const size_t first = members[0].index;
+      context_.instruction = int32_t(first);
+      std::vector<GroupMember> operands;
+      for (Deferred &d : members)
+        operands.push_back(std::move(d.member));
+      bool timed = first < starts_.size();
+      if (timed)
+        cudaEventRecord(starts_[first], compute_);
+      Status status = groupKernels_[batch][g]->launch(context_, operands);
+      if (timed) {
+        cudaEventRecord(ends_[first], compute_);
+        recorded_[first] = true;
+        SharedTime shared{first, {}};
+        for (size_t k = 0; k < members.size(); ++k)
+          shared.members.push_back({members[k].index, operands[k].elements});
+        shared_.push_back(std::move(shared));
+      }
+      if (Status checked = checkLaunch(status); !checked)
+        return checked.withContext(
+            "the group of " + std::to_string(members.size()) +
+            " elementwise instructions from instruction " +
+            std::to_string(first));
+    }
+    return Status::ok();
+  }
+
+  /// Errors of calls that cannot return one, for the next synchronize.
+  void keepError(Status status) {
+    if (!status && deferredError_.isOk())
+      deferredError_ = std::move(status);
+  }
+
   Status clearError() {
     if (cudaError_t error =
             cudaMemsetAsync(context_.error, 0, sizeof(DeviceError), compute_))
@@ -344,6 +498,36 @@ private:
   std::vector<bool> recorded_;
   /// The step's launches, once captured (ExecutorOptions::cudaGraphs).
   cudaGraphExec_t graphExec_ = nullptr;
+
+  // Elementwise groups (ExecutorOptions::groupElementwise).
+  bool groupElementwise_ = true;
+  std::vector<ElementwiseBatch> batches_;
+  struct Membership {
+    int32_t batch = -1;
+    uint32_t group = 0;
+  };
+  /// Per instruction: its batch and group, if any.
+  std::vector<Membership> membership_;
+  /// Per batch, per group.
+  std::vector<std::vector<std::unique_ptr<CUDAKernelGroup>>> groupKernels_;
+  /// The batch whose members' launches wait (-1: none), per group.
+  struct Deferred {
+    size_t index;
+    GroupMember member;
+  };
+  int32_t deferredBatch_ = -1;
+  std::vector<std::vector<Deferred>> deferred_;
+  Status deferredError_ = Status::ok();
+  /// Profiling: a group launch timed on `recorded`'s events, for `members`
+  /// (instruction, elements) to share.
+  struct SharedTime {
+    size_t recorded;
+    std::vector<std::pair<size_t, int64_t>> members;
+  };
+  std::vector<SharedTime> shared_;
+  /// For groupSummary: the members of all groups, and the launches a step
+  /// makes for them.
+  size_t groupedKernels_ = 0, groupLaunches_ = 0;
 };
 
 } // namespace

@@ -88,12 +88,40 @@ createCUDAKernel(const LaunchContext &context, const Instruction &instruction);
 /// Every kernel name the CUDA backend implements, sorted.
 std::vector<std::string> cudaKernelNames();
 
-/// Compiles the distinct programs of `instructions`' elementwise kernels
-/// that the process-wide cache lacks, on up to `threads` threads, so that
-/// createCUDAKernel then only loads them. Compile errors are kept for
-/// createCUDAKernel to report. Needs no GPU. Returns how many programs it
-/// compiled (Elementwise.cpp).
+/// A member of a kernel group: one instruction's operands and element count.
+struct GroupMember {
+  std::vector<const void *> inputs;
+  std::vector<void *> outputs;
+  int64_t elements = 0;
+};
+
+/// Several instructions of one kind launched together (elementwise groups:
+/// Kernels/Elementwise.h).
+class CUDAKernelGroup {
+public:
+  virtual ~CUDAKernelGroup();
+  /// Enqueues every member on `context.stream`, as their own kernels would
+  /// compute them. Returns only launch errors.
+  virtual Status launch(const LaunchContext &context,
+                        const std::vector<GroupMember> &members) = 0;
+};
+
+/// The group kernel of the elementwise instructions whose group signature
+/// is `representative`'s.
+StatusOr<std::unique_ptr<CUDAKernelGroup>>
+createElementwiseGroup(const LaunchContext &context,
+                       const Instruction &representative);
+
+struct ElementwiseBatch;
+
+/// Compiles the distinct programs of `instructions`' elementwise kernels,
+/// and of the groups of `batches`, that the process-wide cache lacks, on up
+/// to `threads` threads, so that createCUDAKernel and
+/// createElementwiseGroup then only load them. Compile errors are kept for
+/// those to report. Needs no GPU. Returns how many programs it compiled
+/// (Elementwise.cpp).
 size_t compileElementwisePrograms(const std::vector<Instruction> &instructions,
+                                  const std::vector<ElementwiseBatch> &batches,
                                   int computeCapability, unsigned threads);
 
 } // namespace cuda

@@ -429,13 +429,13 @@ TEST(CUDAElementwiseCodegen, PlansCompileEachDistinctProgramOnce) {
   Instruction other;
   other.kernel = "softmax";
   plan.push_back(other);
-  EXPECT_EQ(compileElementwisePrograms(plan, 90, 4), 5u);
+  EXPECT_EQ(compileElementwisePrograms(plan, {}, 90, 4), 5u);
   // All cached now; and an unknown device compiles nothing.
-  EXPECT_EQ(compileElementwisePrograms(plan, 90, 4), 0u);
-  EXPECT_EQ(compileElementwisePrograms({scaleProgram(1007)}, 0, 4), 0u);
+  EXPECT_EQ(compileElementwisePrograms(plan, {}, 90, 4), 0u);
+  EXPECT_EQ(compileElementwisePrograms({scaleProgram(1007)}, {}, 0, 4), 0u);
   // One thread works through the list too.
   EXPECT_EQ(compileElementwisePrograms({scaleProgram(1007), scaleProgram(1008)},
-                                       90, 1),
+                                       {}, 90, 1),
             2u);
 }
 
@@ -497,3 +497,161 @@ TEST(CUDAAttentionFactory, BackwardNeedsWorkspaceForDelta) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// Elementwise groups
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+TensorRef weight(uint64_t id, DType dtype, std::vector<int64_t> shape) {
+  TensorRef r = ref(dtype, std::move(shape));
+  r.space = TensorRef::Space::Weight;
+  r.offset = id;
+  return r;
+}
+
+TensorRef arena(uint64_t offset, DType dtype, std::vector<int64_t> shape) {
+  TensorRef r = ref(dtype, std::move(shape));
+  r.offset = offset;
+  return r;
+}
+
+/// A momentum update of weight `param` (n elements) with moment `moment`,
+/// its bf16 gradient at arena offset `grad` and the learning rate at arena
+/// offset 0, in place.
+Instruction update(int64_t n, uint64_t param, uint64_t moment, uint64_t grad,
+                   double beta = 0.9) {
+  ProgramBuilder p({n});
+  int w = p.input(DType::F32, {n});
+  int m = p.input(DType::F32, {n});
+  int g = p.input(DType::BF16, {n});
+  int lr = p.input(DType::F32, {});
+  int k = p.add("const", DType::F32, {}, {{"value", beta}});
+  int next =
+      p.add("add", DType::F32,
+            {p.add("mul", DType::F32, {m, k}), p.add("cast", DType::F32, {g})});
+  p.yield(next);
+  p.yield(p.add("sub", DType::F32, {w, p.add("mul", DType::F32, {next, lr})}));
+  Instruction &inst = p.instruction;
+  inst.inputs = {weight(param, DType::F32, {n}),
+                 weight(moment, DType::F32, {n}), arena(grad, DType::BF16, {n}),
+                 arena(0, DType::F32, {})};
+  inst.outputs = {weight(moment, DType::F32, {n}),
+                  weight(param, DType::F32, {n})};
+  return inst;
+}
+
+/// out = in * 3 + 0.5 over `rows` x 7 f32, at arena offsets.
+Instruction scaleAt(uint64_t in, uint64_t out, int64_t rows = 10) {
+  Instruction inst = scaleProgram(rows);
+  inst.inputs[0].offset = in;
+  inst.outputs[0].offset = out;
+  return inst;
+}
+
+std::vector<std::vector<std::vector<size_t>>>
+groupsOf(const std::vector<ElementwiseBatch> &batches) {
+  std::vector<std::vector<std::vector<size_t>>> groups;
+  for (const ElementwiseBatch &batch : batches) {
+    groups.push_back(batch.groups);
+    size_t last = 0;
+    for (const std::vector<size_t> &group : batch.groups)
+      last = std::max(last, group.back());
+    EXPECT_EQ(batch.last, last);
+  }
+  return groups;
+}
+
+using Groups = std::vector<std::vector<std::vector<size_t>>>;
+
+} // namespace
+
+TEST(CUDAElementwiseGroups, UpdatesOfOneProgramShareAGroup) {
+  // An optimizer's updates: sizes differ, programs of two kinds (another
+  // beta); a program with one update only stays on its own.
+  std::vector<Instruction> plan = {
+      update(768, 1, 2, 1024),         update(2304 * 768, 3, 4, 4096),
+      update(768, 5, 6, 8192, 0.5),    update(3, 7, 8, 12288),
+      update(4096, 9, 10, 16384, 0.5), update(1000, 11, 12, 20480, 0.25)};
+  EXPECT_EQ(groupsOf(planElementwiseBatches(plan)),
+            (Groups{{{0, 1, 3}, {2, 4}}}));
+  // The signature does not depend on the size, does on the program.
+  EXPECT_EQ(elementwiseGroupSignature(plan[0]),
+            elementwiseGroupSignature(plan[1]));
+  EXPECT_NE(elementwiseGroupSignature(plan[0]),
+            elementwiseGroupSignature(plan[2]));
+}
+
+TEST(CUDAElementwiseGroups, DependenciesEndARun) {
+  std::vector<Instruction> plan = {
+      scaleAt(0, 10000), scaleAt(20000, 30000),
+      // Reads what instruction 0 writes: a new run.
+      scaleAt(10000, 40000), scaleAt(50000, 60000),
+      // Writes what instruction 3 reads: a new run.
+      scaleAt(70000, 50000),
+      // Writes part of what instruction 4 reads (280 bytes from 70000).
+      scaleAt(80000, 70200),
+      // In place: its own operands may overlap.
+      scaleAt(90000, 90000), scaleAt(95000, 95000)};
+  EXPECT_EQ(groupsOf(planElementwiseBatches(plan)),
+            (Groups{{{0, 1}}, {{2, 3}}, {{5, 6, 7}}}));
+  // The same weight written twice: two runs (the second update alone).
+  std::vector<Instruction> twice = {
+      update(8, 1, 2, 1024), update(8, 3, 4, 2048), update(8, 1, 5, 3072)};
+  EXPECT_EQ(groupsOf(planElementwiseBatches(twice)), (Groups{{{0, 1}}}));
+}
+
+TEST(CUDAElementwiseGroups, OnlyDenseElementwiseKernelsAreMembers) {
+  Instruction softmax;
+  softmax.kernel = "softmax";
+  Instruction f16 = scaleAt(40000, 41000);
+  f16.inputs[0].dtype = DType::F16;
+  // A bias row broadcast over rows (strided): not a member.
+  ProgramBuilder p({4, 8});
+  int x = p.input(DType::F32, {4, 8});
+  int bias = p.input(DType::F32, {8});
+  p.yield(p.add("add", DType::F32, {x, bias}));
+  Instruction strided = p.instruction;
+  strided.inputs[0].offset = 50000;
+  strided.inputs[1].offset = 51000;
+  strided.outputs[0].offset = 52000;
+  std::vector<Instruction> plan = {scaleAt(0, 1000),
+                                   scaleAt(2000, 3000),
+                                   softmax,
+                                   scaleAt(4000, 5000),
+                                   f16,
+                                   scaleAt(6000, 7000),
+                                   strided,
+                                   scaleAt(8000, 9000),
+                                   scaleAt(10000, 11000)};
+  EXPECT_EQ(elementwiseGroupSignature(softmax), "");
+  EXPECT_EQ(elementwiseGroupSignature(f16), "");
+  EXPECT_EQ(elementwiseGroupSignature(strided), "");
+  EXPECT_EQ(groupsOf(planElementwiseBatches(plan)),
+            (Groups{{{0, 1}}, {{7, 8}}}));
+}
+
+TEST(CUDAElementwiseGroups, GroupSourceCompiles) {
+  for (int cc : {90, 80}) {
+    SCOPED_TRACE("sm_" + std::to_string(cc));
+    for (Instruction inst :
+         {update(768, 1, 2, 1024), everyOp(DType::F32), everyOp(DType::BF16),
+          everyOp(DType::I64), booleanOps()}) {
+      // Broadcast rows are not members: every input dense or a scalar.
+      for (TensorRef &input : inst.inputs)
+        if (input.elements() != 1)
+          input.shape = inst.outputs[0].shape;
+      ASSERT_NE(elementwiseGroupSignature(inst), "");
+      std::string source = elementwiseGroupSource(inst);
+      EXPECT_NE(source.find("const __grid_constant__ LoomGroup group"),
+                std::string::npos);
+      std::string image;
+      Status status = compileElementwise(source, cc, image);
+      EXPECT_TRUE(status.isOk()) << status.message() << "\n--- source ---\n"
+                                 << source;
+    }
+  }
+  // Six operands and two record words per member, 511 words for records.
+  EXPECT_EQ(elementwiseGroupCapacity(update(8, 1, 2, 1024)), 511 / 8);
+}

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CUDA/CUDAKernels.h"
+#include "CUDA/Kernels/Elementwise.h"
 #include "TestTensors.h"
 #include "loom/Runtime/Kernels.h"
 
@@ -673,6 +674,93 @@ TEST(CUDAKernels, ElementwiseInPlace) {
   DeviceError error{};
   runGPU(inst, {&x, &y}, gpu, error, false, /*inPlace=*/true);
   expectClose(gpu[0], cpu[0], 1e-5, 1e-6, "in place");
+}
+
+/// The update an optimizer applies to one parameter: y0 = x * s + g (f32)
+/// and y1 = bf16(y0), for x and g of `n` elements and a scalar s.
+Instruction groupMember(const Tensor &x, const Tensor &g, const Tensor &s) {
+  return program({&x, &g, &s}, x.shape,
+                 {op("mul", DType::F32, {0, 2}), op("cast", DType::F32, {1}),
+                  op("add", DType::F32, {3, 4}), op("cast", DType::BF16, {5})},
+                 {5, 6});
+}
+
+TEST(CUDAKernels, ElementwiseGroupComputesWhatItsMembersKernelsDo) {
+  // More members than one launch takes, of sizes that take the vector path
+  // and sizes that do not, and members whose operands sit one element past
+  // an aligned address (the scalar path): each member's outputs must be
+  // its own kernel's, byte for byte.
+  const std::vector<int64_t> sizes = {1,    3,    4,    100,  4096,
+                                      4097, 4101, 9000, 12288};
+  Tensor s = random(DType::F32, {});
+  std::vector<Tensor> xs, gs;
+  std::vector<Instruction> members;
+  const size_t count = 80;
+  for (size_t k = 0; k < count; ++k) {
+    const int64_t n = sizes[k % sizes.size()];
+    xs.push_back(random(DType::F32, {n}));
+    gs.push_back(random(DType::BF16, {n}));
+  }
+  for (size_t k = 0; k < count; ++k)
+    members.push_back(groupMember(xs[k], gs[k], s));
+  // The group's kernel comes from a member whose scalar is a scalar (a
+  // one-element member's is as dense as its other inputs, so its signature
+  // differs, but the group kernel computes it alike).
+  const Instruction &representative = members[count - 1];
+  ASSERT_LT(size_t(elementwiseGroupCapacity(representative)), count);
+  for (const Instruction &member : members)
+    if (member.outputs[0].elements() > 1)
+      ASSERT_EQ(elementwiseGroupSignature(member),
+                elementwiseGroupSignature(representative));
+
+  LaunchContext context = launchContext();
+  auto group = createElementwiseGroup(context, representative);
+  ASSERT_TRUE(group.isOk()) << group.status().message();
+  std::vector<void *> allocations;
+  auto deviceCopy = [&](const Tensor *t, size_t bytes, bool misalign) {
+    void *p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, bytes + 16), cudaSuccess);
+    allocations.push_back(p);
+    uint8_t *data =
+        static_cast<uint8_t *>(p) + (misalign ? dtypeSize(DType::F32) : 0);
+    if (t)
+      EXPECT_EQ(
+          cudaMemcpy(data, t->bytes.data(), bytes, cudaMemcpyHostToDevice),
+          cudaSuccess);
+    else
+      EXPECT_EQ(cudaMemset(data, 0xff, bytes), cudaSuccess);
+    return data;
+  };
+  void *scalar = deviceCopy(&s, s.bytes.size(), false);
+  std::vector<GroupMember> operands(count);
+  for (size_t k = 0; k < count; ++k) {
+    const bool misalign = k % 7 == 3;
+    const int64_t n = xs[k].size();
+    operands[k].elements = n;
+    operands[k].inputs = {deviceCopy(&xs[k], xs[k].bytes.size(), misalign),
+                          deviceCopy(&gs[k], gs[k].bytes.size(), misalign),
+                          scalar};
+    operands[k].outputs = {deviceCopy(nullptr, size_t(n) * 4, misalign),
+                           deviceCopy(nullptr, size_t(n) * 2, misalign)};
+  }
+  Status launched = group.value()->launch(context, operands);
+  ASSERT_TRUE(launched.isOk()) << launched.message();
+  CUDA_OK(cudaStreamSynchronize(device().stream));
+  for (size_t k = 0; k < count; ++k) {
+    SCOPED_TRACE("member " + std::to_string(k) + " of " +
+                 std::to_string(xs[k].size()) + " elements");
+    std::vector<Tensor> own;
+    DeviceError error{};
+    runGPU(members[k], {&xs[k], &gs[k], &s}, own, error);
+    for (size_t o = 0; o < own.size(); ++o) {
+      Tensor grouped(members[k].outputs[o]);
+      CUDA_OK(cudaMemcpy(grouped.bytes.data(), operands[k].outputs[o],
+                         grouped.bytes.size(), cudaMemcpyDeviceToHost));
+      expectClose(grouped, own[o], 0, 0, "output " + std::to_string(o));
+    }
+  }
+  for (void *p : allocations)
+    CUDA_OK(cudaFree(p));
 }
 
 TEST(CUDAKernels, ElementwiseBF16) {

@@ -21,6 +21,7 @@
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 #define __restrict__ __restrict
+#define __grid_constant__
 
 /// emulator::ThreadPosition's layout.
 struct LoomEmulatorDim3 {

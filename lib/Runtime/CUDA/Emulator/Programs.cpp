@@ -262,18 +262,22 @@ cudaError_t cudaLaunchKernel(const void *function, dim3 grid, dim3 block,
                              void **args, size_t shared, cudaStream_t stream) {
   const auto *kernel = static_cast<const EmulatedKernel *>(function);
   // The arguments are copied at the launch, as a device's are, each into
-  // 256 bytes of maximally aligned room.
-  size_t count = 0;
-  while (kernel->sizes[count])
-    ++count;
-  auto storage =
-      std::make_shared<std::vector<std::max_align_t>>(count * 16 + 1);
+  // maximally aligned room. Their total is held to 4 KiB, the limit every
+  // driver and architecture takes (newer ones take 32 KiB).
+  size_t count = 0, units = 0, bytes = 0;
+  constexpr size_t kUnit = sizeof(std::max_align_t);
+  for (; kernel->sizes[count]; ++count) {
+    units += (kernel->sizes[count] + kUnit - 1) / kUnit;
+    bytes += kernel->sizes[count];
+  }
+  if (bytes > 4096)
+    return cudaErrorInvalidValue;
+  auto storage = std::make_shared<std::vector<std::max_align_t>>(units + 1);
   auto pointers = std::make_shared<std::vector<void *>>(count);
-  for (size_t i = 0; i < count; ++i) {
-    if (kernel->sizes[i] > 16 * sizeof(std::max_align_t))
-      return cudaErrorInvalidValue;
-    (*pointers)[i] = storage->data() + i * 16;
+  for (size_t i = 0, unit = 0; i < count; ++i) {
+    (*pointers)[i] = storage->data() + unit;
     std::memcpy((*pointers)[i], args[i], kernel->sizes[i]);
+    unit += (kernel->sizes[i] + kUnit - 1) / kUnit;
   }
   emulator::launch(function, grid, block, shared, stream,
                    [kernel, storage, pointers] {

@@ -17,6 +17,7 @@
 
 #include "Elementwise.h"
 #include "Common.h"
+#include "ElementwiseSpace.h"
 #include "loom/Runtime/Kernels.h"
 
 #include <nvrtc.h>
@@ -121,8 +122,8 @@ namespace {
 
 struct Module {
   cudaLibrary_t library = nullptr;
-  cudaKernel_t scalar = nullptr;
-  cudaKernel_t vector = nullptr; // when the source has it
+  /// The kernels moduleFor was asked for, in its order.
+  std::vector<cudaKernel_t> kernels;
 };
 
 struct CacheEntry {
@@ -161,10 +162,12 @@ bool compileLocked(CacheEntry &entry, const std::string &source,
   return true;
 }
 
-/// The cached module for `source`, compiling and loading it when needed.
-/// Compile failures are remembered; load failures (no device yet) are not.
+/// The cached module for `source` with its kernels `names`, compiling and
+/// loading it when needed. Compile failures are remembered; load failures
+/// (no device yet) are not.
 StatusOr<std::shared_ptr<const Module>>
-moduleFor(const std::string &source, int computeCapability, bool hasVector) {
+moduleFor(const std::string &source, int computeCapability,
+          const std::vector<const char *> &names) {
   std::shared_ptr<CacheEntry> entry = entryFor(source, computeCapability);
   std::lock_guard<std::mutex> lock(entry->mutex);
   if (entry->module)
@@ -179,19 +182,14 @@ moduleFor(const std::string &source, int computeCapability, bool hasVector) {
           "loading an elementwise program");
       !s)
     return s;
-  if (Status s =
-          cudaStatus(cudaLibraryGetKernel(&module->scalar, module->library,
-                                          kElementwiseKernel),
-                     "finding the elementwise kernel");
-      !s)
-    return s;
-  if (hasVector)
-    if (Status s =
-            cudaStatus(cudaLibraryGetKernel(&module->vector, module->library,
-                                            kElementwiseVectorKernel),
-                       "finding the elementwise vector kernel");
+  for (const char *name : names) {
+    module->kernels.emplace_back();
+    if (Status s = cudaStatus(cudaLibraryGetKernel(&module->kernels.back(),
+                                                   module->library, name),
+                              std::string("finding kernel ") + name);
         !s)
       return s;
+  }
   entry->module = module;
   return entry->module;
 }
@@ -226,7 +224,8 @@ public:
     const size_t count = inputAlignment_.size() + outputAlignment_.size();
     std::vector<const void *> values(count);
     std::vector<void *> args(count);
-    bool vector = module_->vector && total_ % kElementwiseVector == 0;
+    bool vector =
+        module_->kernels.size() > 1 && total_ % kElementwiseVector == 0;
     size_t k = 0;
     for (size_t i = 0; i < inputAlignment_.size(); ++i, ++k) {
       values[k] = inputs[i];
@@ -245,7 +244,7 @@ public:
     constexpr int64_t kBlock = 256; // the source's __launch_bounds__
     const int64_t blocks =
         std::min<int64_t>((items + kBlock - 1) / kBlock, int64_t(1) << 16);
-    cudaKernel_t kernel = vector ? module_->vector : module_->scalar;
+    cudaKernel_t kernel = module_->kernels[vector ? 1 : 0];
     return cudaStatus(cudaLaunchKernel(reinterpret_cast<const void *>(kernel),
                                        dim3(unsigned(blocks)),
                                        dim3(unsigned(kBlock)), args.data(), 0,
@@ -257,6 +256,77 @@ private:
   std::shared_ptr<const Module> module_;
   int64_t total_;
   std::vector<size_t> inputAlignment_, outputAlignment_;
+};
+
+/// One launch (or one per kElementwiseGroupWords' worth of members) for
+/// several elementwise instructions of one signature.
+class ElementwiseGroupKernel : public CUDAKernelGroup {
+public:
+  ElementwiseGroupKernel(std::shared_ptr<const Module> module,
+                         const Instruction &inst)
+      : module_(std::move(module)),
+        record_(size_t(elementwiseGroupRecordWords(inst))),
+        capacity_(size_t(elementwiseGroupCapacity(inst))) {
+    const ElementwiseSpace space = elementwiseSpace(inst);
+    // Scalars are loaded one element at a time: only dense operands need
+    // the vector's alignment.
+    for (size_t i = 0; i < inst.inputs.size(); ++i)
+      alignment_.push_back(
+          space.kinds[i] == ElementwiseSpace::InputKind::Scalar
+              ? 1
+              : std::min<size_t>(16, kElementwiseVector *
+                                         dtypeSize(inst.inputs[i].dtype)));
+    for (const TensorRef &output : inst.outputs)
+      alignment_.push_back(
+          std::min<size_t>(16, kElementwiseVector * dtypeSize(output.dtype)));
+  }
+
+  Status launch(const LaunchContext &context,
+                const std::vector<GroupMember> &members) override {
+    for (size_t first = 0; first < members.size(); first += capacity_) {
+      const size_t count = std::min(capacity_, members.size() - first);
+      std::fill(words_.begin(), words_.end(), 0);
+      words_[0] = count;
+      uint64_t blocks = 0;
+      for (size_t k = 0; k < count; ++k) {
+        const GroupMember &member = members[first + k];
+        uint64_t *record = &words_[1 + k * record_];
+        bool vector = member.elements % kElementwiseVector == 0;
+        size_t w = 0;
+        for (const void *input : member.inputs) {
+          vector =
+              vector && reinterpret_cast<uintptr_t>(input) % alignment_[w] == 0;
+          record[w++] = reinterpret_cast<uintptr_t>(input);
+        }
+        for (void *output : member.outputs) {
+          vector = vector &&
+                   reinterpret_cast<uintptr_t>(output) % alignment_[w] == 0;
+          record[w++] = reinterpret_cast<uintptr_t>(output);
+        }
+        record[w] = uint64_t(member.elements) | uint64_t(vector) << 32;
+        record[w + 1] = blocks;
+        blocks += (uint64_t(member.elements) + kElementwiseGroupChunk - 1) /
+                  kElementwiseGroupChunk;
+      }
+      void *args[] = {words_.data()};
+      if (Status s = cudaStatus(
+              cudaLaunchKernel(
+                  reinterpret_cast<const void *>(module_->kernels[0]),
+                  dim3(unsigned(blocks)), dim3(256), args, 0, context.stream),
+              "elementwise group");
+          !s)
+        return s;
+    }
+    return Status::ok();
+  }
+
+private:
+  std::shared_ptr<const Module> module_;
+  size_t record_, capacity_;
+  /// Per operand (inputs, then outputs): what the vector path needs.
+  std::vector<size_t> alignment_;
+  /// The kernel's parameter; cudaLaunchKernel copies it.
+  std::vector<uint64_t> words_ = std::vector<uint64_t>(kElementwiseGroupWords);
 };
 
 } // namespace
@@ -273,6 +343,7 @@ static bool usesF16(const Instruction &inst) {
 
 size_t
 cuda::compileElementwisePrograms(const std::vector<Instruction> &instructions,
+                                 const std::vector<ElementwiseBatch> &batches,
                                  int computeCapability, unsigned threads) {
   if (computeCapability <= 0)
     return 0;
@@ -291,6 +362,12 @@ cuda::compileElementwisePrograms(const std::vector<Instruction> &instructions,
     if (seen.insert(source).second)
       sources.push_back(std::move(source));
   }
+  for (const ElementwiseBatch &batch : batches)
+    for (const std::vector<size_t> &group : batch.groups) {
+      std::string source = elementwiseGroupSource(instructions[group[0]]);
+      if (seen.insert(source).second)
+        sources.push_back(std::move(source));
+    }
   std::atomic<size_t> next{0}, compiled{0};
   auto work = [&] {
     for (size_t i = next++; i < sources.size(); i = next++) {
@@ -318,9 +395,31 @@ KernelOr cuda::createElementwise(const LaunchContext &context,
   if (context.computeCapability <= 0)
     return Status::error("elementwise: the launch context has no compute "
                          "capability (needed to compile the program)");
-  auto module = moduleFor(elementwiseSource(inst), context.computeCapability,
-                          elementwiseVectorizable(inst));
+  std::vector<const char *> names = {kElementwiseKernel};
+  if (elementwiseVectorizable(inst))
+    names.push_back(kElementwiseVectorKernel);
+  auto module =
+      moduleFor(elementwiseSource(inst), context.computeCapability, names);
   if (!module)
     return module.status();
   return KernelPtr(new ElementwiseKernel(module.value(), inst));
+}
+
+CUDAKernelGroup::~CUDAKernelGroup() = default;
+
+StatusOr<std::unique_ptr<CUDAKernelGroup>>
+cuda::createElementwiseGroup(const LaunchContext &context,
+                             const Instruction &representative) {
+  if (elementwiseGroupSignature(representative).empty())
+    return Status::error("elementwise group: the instruction cannot be a "
+                         "group member");
+  if (context.computeCapability <= 0)
+    return Status::error("elementwise group: the launch context has no "
+                         "compute capability (needed to compile the program)");
+  auto module = moduleFor(elementwiseGroupSource(representative),
+                          context.computeCapability, {kElementwiseGroupKernel});
+  if (!module)
+    return module.status();
+  return std::unique_ptr<CUDAKernelGroup>(
+      new ElementwiseGroupKernel(module.value(), representative));
 }

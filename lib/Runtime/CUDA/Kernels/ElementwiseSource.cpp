@@ -26,6 +26,7 @@
 #include "CPU/BFloat16.h"
 #include "Elementwise.h"
 #include "ElementwiseSpace.h"
+#include "loom/Runtime/Kernels.h"
 
 #include <cinttypes>
 #include <cmath>
@@ -426,6 +427,78 @@ void emitProgram(const Instruction &instruction, std::ostringstream &os) {
   os << "}\n\n";
 }
 
+/// Scalar inputs, loaded once per thread as s<i>.
+void emitScalarLoads(const Instruction &instruction,
+                     const std::vector<Space::InputKind> &kinds,
+                     std::ostringstream &os) {
+  for (size_t i = 0; i < instruction.inputs.size(); ++i)
+    if (kinds[i] == Space::InputKind::Scalar)
+      os << "  const " << typeInfo(instruction.inputs[i].dtype).compute << " s"
+         << i << " = "
+         << load("in" + std::to_string(i) + "[0]", instruction.inputs[i].dtype)
+         << ";\n";
+}
+
+/// y<o> = loom_program(args...).
+void emitCall(const Instruction &instruction,
+              const std::vector<std::string> &args, std::ostringstream &os) {
+  for (size_t o = 0; o < instruction.outputs.size(); ++o)
+    os << "    " << typeInfo(instruction.outputs[o].dtype).compute << " y" << o
+       << ";\n";
+  os << "    loom_program(";
+  for (size_t k = 0; k < args.size(); ++k)
+    os << (k ? ", " : "") << args[k];
+  for (size_t o = 0; o < instruction.outputs.size(); ++o)
+    os << (o || !args.empty() ? ", " : "") << "y" << o;
+  os << ");\n";
+}
+
+/// loom_program on `args`, then out<o>[index] = y<o>.
+void emitCallAndStores(const Instruction &instruction,
+                       const std::vector<std::string> &args,
+                       const std::string &index, std::ostringstream &os) {
+  emitCall(instruction, args, os);
+  for (size_t o = 0; o < instruction.outputs.size(); ++o)
+    os << "    out" << o << "[" << index
+       << "] = " << store("y" + std::to_string(o), instruction.outputs[o].dtype)
+       << ";\n";
+}
+
+/// The body of a loop over vectors `i`: kElementwiseVector consecutive
+/// elements of each dense input loaded as one aligned vector, the program
+/// run on each, the results stored as vectors (inputs dense or scalar).
+void emitVectorStep(const Instruction &instruction,
+                    const std::vector<Space::InputKind> &kinds,
+                    std::ostringstream &os) {
+  const int vector = kElementwiseVector;
+  const size_t inputs = instruction.inputs.size();
+  const size_t outputs = instruction.outputs.size();
+  for (size_t i = 0; i < inputs; ++i)
+    if (kinds[i] == Space::InputKind::Dense) {
+      const char *vectorType = typeInfo(instruction.inputs[i].dtype).vector;
+      os << "    const " << vectorType << " l" << i << " = *(const "
+         << vectorType << " *)(in" << i << " + i * " << vector << ");\n";
+    }
+  for (size_t o = 0; o < outputs; ++o)
+    os << "    " << typeInfo(instruction.outputs[o].dtype).vector << " r" << o
+       << ";\n";
+  os << "#pragma unroll\n    for (int e = 0; e < " << vector << "; ++e) {\n";
+  std::vector<std::string> args;
+  for (size_t i = 0; i < inputs; ++i)
+    args.push_back(kinds[i] == Space::InputKind::Dense
+                       ? load("l" + std::to_string(i) + ".x[e]",
+                              instruction.inputs[i].dtype)
+                       : "s" + std::to_string(i));
+  emitCall(instruction, args, os);
+  for (size_t o = 0; o < outputs; ++o)
+    os << "    r" << o << ".x[e] = "
+       << store("y" + std::to_string(o), instruction.outputs[o].dtype) << ";\n";
+  os << "    }\n";
+  for (size_t o = 0; o < outputs; ++o)
+    os << "    *(" << typeInfo(instruction.outputs[o].dtype).vector << " *)(out"
+       << o << " + i * " << vector << ") = r" << o << ";\n";
+}
+
 } // namespace
 
 bool cuda::elementwiseVectorizable(const Instruction &instruction) {
@@ -457,25 +530,7 @@ std::string cuda::elementwiseSource(const Instruction &instruction) {
        << ")blockIdx.x * blockDim.x + threadIdx.x; i < " << count << "; i += ("
        << index << ")gridDim.x * blockDim.x) {\n";
   };
-  // Scalar inputs are loaded once per thread.
-  auto scalarLoads = [&]() {
-    for (size_t i = 0; i < inputs; ++i)
-      if (space.kinds[i] == Space::InputKind::Scalar)
-        os << "  const " << typeInfo(instruction.inputs[i].dtype).compute
-           << " s" << i << " = "
-           << load("in" + std::to_string(i) + "[0]",
-                   instruction.inputs[i].dtype)
-           << ";\n";
-  };
-  auto call = [&](const std::vector<std::string> &args,
-                  const std::vector<std::string> &results) {
-    os << "    loom_program(";
-    for (size_t k = 0; k < args.size(); ++k)
-      os << (k ? ", " : "") << args[k];
-    for (size_t k = 0; k < results.size(); ++k)
-      os << (k || !args.empty() ? ", " : "") << results[k];
-    os << ");\n";
-  };
+  auto scalarLoads = [&]() { emitScalarLoads(instruction, space.kinds, os); };
 
   // The general kernel.
   os << "extern \"C\" __global__ void __launch_bounds__(256) "
@@ -510,7 +565,7 @@ std::string cuda::elementwiseSource(const Instruction &instruction) {
       os << "\n";
     }
   }
-  std::vector<std::string> args, results;
+  std::vector<std::string> args;
   for (size_t i = 0; i < inputs; ++i) {
     const DType dtype = instruction.inputs[i].dtype;
     const std::string in = "in" + std::to_string(i);
@@ -538,15 +593,7 @@ std::string cuda::elementwiseSource(const Instruction &instruction) {
     }
     }
   }
-  for (size_t o = 0; o < outputs; ++o) {
-    os << "    " << typeInfo(instruction.outputs[o].dtype).compute << " y" << o
-       << ";\n";
-    results.push_back("y" + std::to_string(o));
-  }
-  call(args, results);
-  for (size_t o = 0; o < outputs; ++o)
-    os << "    out" << o << "[i] = "
-       << store("y" + std::to_string(o), instruction.outputs[o].dtype) << ";\n";
+  emitCallAndStores(instruction, args, "i", os);
   os << "  }\n}\n";
 
   if (!elementwiseVectorizable(instruction))
@@ -555,38 +602,120 @@ std::string cuda::elementwiseSource(const Instruction &instruction) {
   // The vector kernel: kElementwiseVector consecutive elements per thread
   // (launched only when the element count is a multiple of it and every
   // dense pointer is aligned to the vector).
-  const int vector = kElementwiseVector;
   os << "\nextern \"C\" __global__ void __launch_bounds__(256) "
      << kElementwiseVectorKernel << "(" << params << ") {\n";
   scalarLoads();
-  loopHead(std::to_string(space.total / vector) + (wide ? "ull" : "u"));
+  loopHead(std::to_string(space.total / kElementwiseVector) +
+           (wide ? "ull" : "u"));
+  emitVectorStep(instruction, space.kinds, os);
+  os << "  }\n}\n";
+  return os.str();
+}
+
+//===----------------------------------------------------------------------===//
+// Groups
+//===----------------------------------------------------------------------===//
+
+int cuda::elementwiseGroupRecordWords(const Instruction &instruction) {
+  return int(instruction.inputs.size() + instruction.outputs.size()) + 2;
+}
+
+int cuda::elementwiseGroupCapacity(const Instruction &instruction) {
+  return (kElementwiseGroupWords - 1) /
+         elementwiseGroupRecordWords(instruction);
+}
+
+std::string cuda::elementwiseGroupSignature(const Instruction &instruction) {
+  if (instruction.kind != Instruction::Kind::Kernel ||
+      instruction.kernel != "elementwise" || instruction.outputs.empty())
+    return "";
+  const int64_t total = instruction.outputs[0].elements();
+  if (total <= 0 || total > kElementwiseGroupMaxElements)
+    return "";
+  for (const std::vector<TensorRef> *refs :
+       {&instruction.inputs, &instruction.outputs})
+    for (const TensorRef &ref : *refs)
+      if (ref.dtype == DType::F16)
+        return "";
+  for (const ProgramOp &op : instruction.program)
+    if (op.dtype == DType::F16)
+      return "";
+  const KernelInfo *cpu = lookupCPUKernel("elementwise");
+  if (!cpu || !cpu->check(instruction) ||
+      !elementwiseVectorizable(instruction) ||
+      elementwiseGroupCapacity(instruction) < 2)
+    return "";
+  // The operands' storage types, which inputs are scalars, and the program:
+  // what the group's source is made of.
+  const Space space = elementwiseSpace(instruction);
+  std::ostringstream os;
+  os << parameters(instruction) << "\n";
+  for (Space::InputKind kind : space.kinds)
+    os << (kind == Space::InputKind::Scalar ? 's' : 'd');
+  os << "\n";
+  emitProgram(instruction, os);
+  return os.str();
+}
+
+std::string cuda::elementwiseGroupSource(const Instruction &instruction) {
+  const Space space = elementwiseSpace(instruction);
+  const size_t inputs = instruction.inputs.size();
+  const size_t outputs = instruction.outputs.size();
+  const int record = elementwiseGroupRecordWords(instruction);
+  const size_t count = inputs + outputs; // the record's size word
+  std::ostringstream os;
+  os << "// loom elementwise group: up to "
+     << elementwiseGroupCapacity(instruction) << " members\n";
+  os << kPrelude << "\n";
+  emitProgram(instruction, os);
+  // The launch's members, passed by value: word 0 is their count, then one
+  // record each: the operands' addresses, the element count (low half) and
+  // whether the member takes the vector path (high half), and its first
+  // block. __grid_constant__: indexed in place, never copied per thread.
+  os << "struct LoomGroup { u64 w[" << kElementwiseGroupWords << "]; };\n\n";
+  os << "extern \"C\" __global__ void __launch_bounds__(256) "
+     << kElementwiseGroupKernel
+     << "(const __grid_constant__ LoomGroup group) {\n";
+  os << "  const u32 block = blockIdx.x;\n";
+  os << "  u32 lo = 0, hi = (u32)group.w[0] - 1;\n";
+  os << "  while (lo < hi) {\n";
+  os << "    const u32 mid = (lo + hi + 1) / 2;\n";
+  os << "    if ((u32)group.w[1 + mid * " << record << " + " << count + 1
+     << "] <= block)\n";
+  os << "      lo = mid;\n    else\n      hi = mid - 1;\n  }\n";
+  os << "  const u32 base = 1 + lo * " << record << ";\n";
   for (size_t i = 0; i < inputs; ++i)
-    if (space.kinds[i] == Space::InputKind::Dense) {
-      const char *vectorType = typeInfo(instruction.inputs[i].dtype).vector;
-      os << "    const " << vectorType << " l" << i << " = *(const "
-         << vectorType << " *)(in" << i << " + i * " << vector << ");\n";
-    }
+    os << "  const " << typeInfo(instruction.inputs[i].dtype).storage
+       << " *const in" << i << " = (const "
+       << typeInfo(instruction.inputs[i].dtype).storage << " *)group.w[base + "
+       << i << "];\n";
   for (size_t o = 0; o < outputs; ++o)
-    os << "    " << typeInfo(instruction.outputs[o].dtype).vector << " r" << o
-       << ";\n";
-  os << "#pragma unroll\n    for (int e = 0; e < " << vector << "; ++e) {\n";
-  args.clear();
+    os << "  " << typeInfo(instruction.outputs[o].dtype).storage
+       << " *const out" << o << " = ("
+       << typeInfo(instruction.outputs[o].dtype).storage << " *)group.w[base + "
+       << inputs + o << "];\n";
+  os << "  const u64 sizeAndPath = group.w[base + " << count << "];\n";
+  os << "  const u32 n = (u32)sizeAndPath;\n";
+  os << "  const u32 begin = (block - (u32)group.w[base + " << count
+     << " + 1]) * " << kElementwiseGroupChunk << "u;\n";
+  os << "  const u32 end = n - begin < " << kElementwiseGroupChunk
+     << "u ? n : begin + " << kElementwiseGroupChunk << "u;\n";
+  emitScalarLoads(instruction, space.kinds, os);
+  // The vector path: begin and end are multiples of the vector there.
+  os << "  if (sizeAndPath >> 32) {\n";
+  os << "  for (u32 i = begin / " << kElementwiseVector
+     << " + threadIdx.x; i < end / " << kElementwiseVector
+     << "; i += blockDim.x) {\n";
+  emitVectorStep(instruction, space.kinds, os);
+  os << "  }\n  return;\n  }\n";
+  os << "  for (u32 i = begin + threadIdx.x; i < end; i += blockDim.x) {\n";
+  std::vector<std::string> args;
   for (size_t i = 0; i < inputs; ++i)
     args.push_back(space.kinds[i] == Space::InputKind::Dense
-                       ? load("l" + std::to_string(i) + ".x[e]",
+                       ? load("in" + std::to_string(i) + "[i]",
                               instruction.inputs[i].dtype)
                        : "s" + std::to_string(i));
-  for (size_t o = 0; o < outputs; ++o)
-    os << "    " << typeInfo(instruction.outputs[o].dtype).compute << " y" << o
-       << ";\n";
-  call(args, results);
-  for (size_t o = 0; o < outputs; ++o)
-    os << "    r" << o << ".x[e] = "
-       << store("y" + std::to_string(o), instruction.outputs[o].dtype) << ";\n";
-  os << "    }\n";
-  for (size_t o = 0; o < outputs; ++o)
-    os << "    *(" << typeInfo(instruction.outputs[o].dtype).vector << " *)(out"
-       << o << " + i * " << vector << ") = r" << o << ";\n";
+  emitCallAndStores(instruction, args, "i", os);
   os << "  }\n}\n";
   return os.str();
 }

@@ -1,0 +1,115 @@
+//===- ElementwiseGroups.cpp - Which elementwise kernels launch as one ----===//
+//
+// Plans the elementwise groups of a rank's instruction stream (see
+// Elementwise.h). Independence is decided on the plan's operands: two
+// weights are the same memory only when they are the same weight, and arena
+// operands overlap when their byte ranges do. A member may write what it
+// reads itself (an in-place update), since its own elements are computed
+// as in its own kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Elementwise.h"
+
+#include <map>
+
+using namespace loom::runtime;
+using namespace loom::runtime::cuda;
+
+namespace {
+
+/// Memory an operand occupies: a weight, or bytes of the arena.
+struct Extent {
+  bool weight;
+  uint64_t begin, end;
+
+  bool overlaps(const Extent &other) const {
+    return weight == other.weight && begin < other.end && other.begin < end;
+  }
+};
+
+Extent extentOf(const TensorRef &ref) {
+  if (ref.space == TensorRef::Space::Weight)
+    return {true, ref.offset, ref.offset + 1};
+  return {false, ref.offset, ref.offset + std::max<uint64_t>(1, ref.bytes())};
+}
+
+bool anyOverlap(const std::vector<Extent> &a, const std::vector<Extent> &b) {
+  for (const Extent &x : a)
+    for (const Extent &y : b)
+      if (x.overlaps(y))
+        return true;
+  return false;
+}
+
+/// The run being built: what its instructions read and write.
+struct Run {
+  std::vector<size_t> members;
+  std::vector<std::string> signatures;
+  std::vector<Extent> reads, writes;
+
+  /// Whether `instruction` neither touches what the run writes nor writes
+  /// what it reads.
+  bool independentOf(const std::vector<Extent> &itsReads,
+                     const std::vector<Extent> &itsWrites) const {
+    return !anyOverlap(itsWrites, writes) && !anyOverlap(itsWrites, reads) &&
+           !anyOverlap(itsReads, writes);
+  }
+};
+
+/// The run's groups of two or more, as a batch (empty groups: none).
+ElementwiseBatch batchOf(const Run &run) {
+  std::map<std::string, size_t> groupOf;
+  std::vector<std::vector<size_t>> groups;
+  for (size_t k = 0; k < run.members.size(); ++k) {
+    auto [it, inserted] = groupOf.emplace(run.signatures[k], groups.size());
+    if (inserted)
+      groups.emplace_back();
+    groups[it->second].push_back(run.members[k]);
+  }
+  ElementwiseBatch batch;
+  for (std::vector<size_t> &group : groups)
+    if (group.size() >= 2) {
+      batch.last = std::max(batch.last, group.back());
+      batch.groups.push_back(std::move(group));
+    }
+  return batch;
+}
+
+} // namespace
+
+std::vector<ElementwiseBatch>
+cuda::planElementwiseBatches(const std::vector<Instruction> &instructions) {
+  std::vector<ElementwiseBatch> batches;
+  Run run;
+  auto close = [&] {
+    if (run.members.size() >= 2) {
+      ElementwiseBatch batch = batchOf(run);
+      if (!batch.groups.empty())
+        batches.push_back(std::move(batch));
+    }
+    run = Run();
+  };
+  for (size_t index = 0; index < instructions.size(); ++index) {
+    const Instruction &instruction = instructions[index];
+    std::string signature = elementwiseGroupSignature(instruction);
+    if (signature.empty()) {
+      close();
+      continue;
+    }
+    std::vector<Extent> reads, writes;
+    for (const TensorRef &ref : instruction.inputs)
+      reads.push_back(extentOf(ref));
+    for (const TensorRef &ref : instruction.outputs)
+      writes.push_back(extentOf(ref));
+    if (!run.independentOf(reads, writes) ||
+        run.members.size() == kElementwiseBatchMaxRun)
+      close();
+    run.members.push_back(index);
+    run.signatures.push_back(std::move(signature));
+    run.reads.insert(run.reads.end(), reads.begin(), reads.end());
+    run.writes.insert(run.writes.end(), writes.begin(), writes.end());
+  }
+  close();
+  return batches;
+}
