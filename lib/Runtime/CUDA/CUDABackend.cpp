@@ -119,10 +119,12 @@ public:
   const char *name() const override { return "CUDA"; }
 
   void preparePlan(const std::vector<Instruction> &instructions) override {
+    batches_.clear();
     if (groupElementwise_)
       batches_ = planElementwiseBatches(instructions);
     membership_.assign(instructions.size(), Membership());
     groupKernels_.clear();
+    groupedKernels_ = groupLaunches_ = 0;
     for (size_t b = 0; b < batches_.size(); ++b) {
       groupKernels_.emplace_back(batches_[b].groups.size());
       for (size_t g = 0; g < batches_[b].groups.size(); ++g) {
@@ -134,6 +136,8 @@ public:
         groupedKernels_ += group.size();
         groupLaunches_ += (group.size() + capacity - 1) / capacity;
       }
+      for (size_t index : batches_[b].singles)
+        membership_[index] = {int32_t(b), kSingle};
     }
     // NVRTC runs on the host: one thread per core compiles the plan's
     // elementwise programs before the kernels are created one by one.
@@ -154,13 +158,24 @@ public:
     kernels_[index] = std::move(*kernel);
     // A group's kernel comes with its last member (any member stands for
     // the signature).
-    if (index < membership_.size() && membership_[index].batch >= 0) {
+    if (index < membership_.size() && membership_[index].batch >= 0 &&
+        membership_[index].group != kSingle) {
       const Membership m = membership_[index];
-      if (batches_[size_t(m.batch)].groups[m.group].back() == index) {
+      const std::vector<size_t> &members =
+          batches_[size_t(m.batch)].groups[m.group];
+      if (members.back() == index) {
         auto group = createElementwiseGroup(context_, instruction);
-        if (!group)
-          return group.status().withContext("an elementwise group");
-        groupKernels_[size_t(m.batch)][m.group] = std::move(*group);
+        if (group) {
+          groupKernels_[size_t(m.batch)][m.group] = std::move(*group);
+        } else {
+          // Its members launch one by one, as without groups (their own
+          // kernels compiled).
+          for (size_t member : members)
+            membership_[member] = {int32_t(m.batch), kSingle};
+          const size_t capacity = size_t(elementwiseGroupCapacity(instruction));
+          groupedKernels_ -= members.size();
+          groupLaunches_ -= (members.size() + capacity - 1) / capacity;
+        }
       }
     }
     return Status::ok();
@@ -245,7 +260,11 @@ public:
                 const void *const *inputs, void *const *outputs) override {
     const Membership m =
         index < membership_.size() ? membership_[index] : Membership();
-    if (m.batch < 0) {
+    // A run's instruction of no group runs now: it is independent of the
+    // members whose launches wait.
+    if (m.batch >= 0 && m.group == kSingle && deferredBatch_ == m.batch)
+      return launchOne(index, inputs, outputs);
+    if (m.batch < 0 || m.group == kSingle) {
       if (Status status = launchDeferred(); !status)
         return status;
       return launchOne(index, inputs, outputs);
@@ -268,10 +287,17 @@ public:
   }
 
   Status synchronize(size_t &failed) override {
-    if (Status status = launchDeferred(); !status)
-      return status;
-    if (!deferredError_.isOk())
-      return std::exchange(deferredError_, Status::ok());
+    // Launch errors are reported after the stream has drained and the flag
+    // is clear, so that the next run starts on an idle device.
+    keepError(launchDeferred());
+    Status kept = std::exchange(deferredError_, Status::ok());
+    size_t unused = failed;
+    Status status = drain(kept.isOk() ? failed : unused);
+    return kept.isOk() ? status : kept;
+  }
+
+  /// Waits for the stream; reads and clears the kernels' error flag.
+  Status drain(size_t &failed) {
     cudaSetDevice(device_);
     // The flag comes back with the step (pinned memory, same stream).
     if (cudaError_t error =
@@ -306,8 +332,10 @@ public:
     comm.orderAfter(compute_);
   }
 
+  // Deferred members need not launch first: none of them touches what the
+  // awaited operation does (the executor would have waited at its turn),
+  // so the wait only orders them later.
   bool waitOnDevice(CommEvent &event) override {
-    keepError(launchDeferred());
     return event.waitOnStream(compute_);
   }
 
@@ -502,6 +530,8 @@ private:
   // Elementwise groups (ExecutorOptions::groupElementwise).
   bool groupElementwise_ = true;
   std::vector<ElementwiseBatch> batches_;
+  /// Membership::group of a run's instruction that is in no group.
+  static constexpr uint32_t kSingle = ~0u;
   struct Membership {
     int32_t batch = -1;
     uint32_t group = 0;

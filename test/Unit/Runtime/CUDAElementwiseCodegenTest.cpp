@@ -581,6 +581,14 @@ TEST(CUDAElementwiseGroups, UpdatesOfOneProgramShareAGroup) {
             elementwiseGroupSignature(plan[1]));
   EXPECT_NE(elementwiseGroupSignature(plan[0]),
             elementwiseGroupSignature(plan[2]));
+  // A run's instruction of no group between members launches at once.
+  std::vector<Instruction> between = {
+      update(8, 1, 2, 1024), update(8, 3, 4, 2048, 0.5), update(8, 5, 6, 3072)};
+  std::vector<ElementwiseBatch> batches = planElementwiseBatches(between);
+  EXPECT_EQ(groupsOf(batches), (Groups{{{0, 2}}}));
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].singles, (std::vector<size_t>{1}));
+  EXPECT_EQ(planElementwiseBatches(plan)[0].singles, std::vector<size_t>{});
 }
 
 TEST(CUDAElementwiseGroups, DependenciesEndARun) {
@@ -644,7 +652,7 @@ TEST(CUDAElementwiseGroups, GroupSourceCompiles) {
           input.shape = inst.outputs[0].shape;
       ASSERT_NE(elementwiseGroupSignature(inst), "");
       std::string source = elementwiseGroupSource(inst);
-      EXPECT_NE(source.find("const __grid_constant__ LoomGroup group"),
+      EXPECT_NE(source.find("const LOOM_GRID_CONSTANT LoomGroup group"),
                 std::string::npos);
       std::string image;
       Status status = compileElementwise(source, cc, image);

@@ -717,18 +717,21 @@ TEST(CUDAKernels, ElementwiseGroupComputesWhatItsMembersKernelsDo) {
   auto group = createElementwiseGroup(context, representative);
   ASSERT_TRUE(group.isOk()) << group.status().message();
   std::vector<void *> allocations;
+  // Each buffer has 16 spare bytes, all 0xff but what an input holds: a
+  // member must not write past its elements.
+  std::vector<std::pair<uint8_t *, size_t>> tails;
   auto deviceCopy = [&](const Tensor *t, size_t bytes, bool misalign) {
     void *p = nullptr;
     EXPECT_EQ(cudaMalloc(&p, bytes + 16), cudaSuccess);
     allocations.push_back(p);
-    uint8_t *data =
-        static_cast<uint8_t *>(p) + (misalign ? dtypeSize(DType::F32) : 0);
+    const size_t shift = misalign ? dtypeSize(DType::F32) : 0;
+    uint8_t *data = static_cast<uint8_t *>(p) + shift;
+    EXPECT_EQ(cudaMemset(p, 0xff, bytes + 16), cudaSuccess);
     if (t)
       EXPECT_EQ(
           cudaMemcpy(data, t->bytes.data(), bytes, cudaMemcpyHostToDevice),
           cudaSuccess);
-    else
-      EXPECT_EQ(cudaMemset(data, 0xff, bytes), cudaSuccess);
+    tails.push_back({data + bytes, 16 - shift});
     return data;
   };
   void *scalar = deviceCopy(&s, s.bytes.size(), false);
@@ -742,6 +745,9 @@ TEST(CUDAKernels, ElementwiseGroupComputesWhatItsMembersKernelsDo) {
                           scalar};
     operands[k].outputs = {deviceCopy(nullptr, size_t(n) * 4, misalign),
                            deviceCopy(nullptr, size_t(n) * 2, misalign)};
+    // Some members update x in place.
+    if (k % 5 == 2)
+      operands[k].outputs[0] = const_cast<void *>(operands[k].inputs[0]);
   }
   Status launched = group.value()->launch(context, operands);
   ASSERT_TRUE(launched.isOk()) << launched.message();
@@ -751,13 +757,20 @@ TEST(CUDAKernels, ElementwiseGroupComputesWhatItsMembersKernelsDo) {
                  std::to_string(xs[k].size()) + " elements");
     std::vector<Tensor> own;
     DeviceError error{};
-    runGPU(members[k], {&xs[k], &gs[k], &s}, own, error);
+    runGPU(members[k], {&xs[k], &gs[k], &s}, own, error, false,
+           /*inPlace=*/k % 5 == 2);
     for (size_t o = 0; o < own.size(); ++o) {
       Tensor grouped(members[k].outputs[o]);
       CUDA_OK(cudaMemcpy(grouped.bytes.data(), operands[k].outputs[o],
                          grouped.bytes.size(), cudaMemcpyDeviceToHost));
       expectClose(grouped, own[o], 0, 0, "output " + std::to_string(o));
     }
+  }
+  for (const auto &[tail, bytes] : tails) {
+    std::vector<uint8_t> host(bytes);
+    CUDA_OK(cudaMemcpy(host.data(), tail, bytes, cudaMemcpyDeviceToHost));
+    for (uint8_t b : host)
+      ASSERT_EQ(b, 0xff) << "a byte past a buffer's elements changed";
   }
   for (void *p : allocations)
     CUDA_OK(cudaFree(p));

@@ -91,6 +91,10 @@ struct ElementwiseBatch {
   /// Instruction indices, two or more per group, in stream order; groups in
   /// the order of their first members.
   std::vector<std::vector<size_t>> groups;
+  /// The run's other instructions between its first group member and
+  /// `last`: they launch at once, without launching the deferred members
+  /// first (which would split the groups).
+  std::vector<size_t> singles;
   size_t last = 0;
 };
 

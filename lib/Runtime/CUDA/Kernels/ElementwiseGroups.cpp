@@ -11,6 +11,7 @@
 
 #include "Elementwise.h"
 
+#include <algorithm>
 #include <map>
 
 using namespace loom::runtime;
@@ -68,11 +69,17 @@ ElementwiseBatch batchOf(const Run &run) {
     groups[it->second].push_back(run.members[k]);
   }
   ElementwiseBatch batch;
+  size_t first = run.members.back();
   for (std::vector<size_t> &group : groups)
     if (group.size() >= 2) {
+      first = std::min(first, group.front());
       batch.last = std::max(batch.last, group.back());
       batch.groups.push_back(std::move(group));
     }
+  for (std::vector<size_t> &group : groups)
+    if (group.size() == 1 && group[0] > first && group[0] < batch.last)
+      batch.singles.push_back(group[0]);
+  std::sort(batch.singles.begin(), batch.singles.end());
   return batch;
 }
 

@@ -672,10 +672,14 @@ std::string cuda::elementwiseGroupSource(const Instruction &instruction) {
   // record each: the operands' addresses, the element count (low half) and
   // whether the member takes the vector path (high half), and its first
   // block. __grid_constant__: indexed in place, never copied per thread.
-  os << "struct LoomGroup { u64 w[" << kElementwiseGroupWords << "]; };\n\n";
+  // (__grid_constant__ needs compute capability 7.0; older devices copy.)
+  os << "struct LoomGroup { u64 w[" << kElementwiseGroupWords << "]; };\n";
+  os << "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700\n"
+        "#define LOOM_GRID_CONSTANT\n#else\n"
+        "#define LOOM_GRID_CONSTANT __grid_constant__\n#endif\n\n";
   os << "extern \"C\" __global__ void __launch_bounds__(256) "
      << kElementwiseGroupKernel
-     << "(const __grid_constant__ LoomGroup group) {\n";
+     << "(const LOOM_GRID_CONSTANT LoomGroup group) {\n";
   os << "  const u32 block = blockIdx.x;\n";
   os << "  u32 lo = 0, hi = (u32)group.w[0] - 1;\n";
   os << "  while (lo < hi) {\n";
