@@ -10,6 +10,7 @@
 #include "loom/Runtime/Executor.h"
 #include "Backend.h"
 #include "CollectiveInstructions.h"
+#include "OperandSpans.h"
 #include "loom/Runtime/Communicator.h"
 #include "loom/Runtime/TensorIO.h"
 
@@ -33,15 +34,6 @@ std::string describe(const Instruction &instruction, size_t index) {
 }
 
 /// Bytes an instruction reads or writes: an arena range, or a whole weight.
-struct Span {
-  bool weight = false;
-  uint64_t begin = 0, end = 0;
-
-  bool overlaps(const Span &other) const {
-    return weight == other.weight && begin < other.end && other.begin < end;
-  }
-};
-
 Span spanOf(const TensorRef &ref, const Plan &plan) {
   if (ref.space == TensorRef::Space::Weight) {
     // Weights are disjoint in the data section; their offsets order them.
@@ -61,14 +53,6 @@ struct Pending {
 
 uint64_t roundUp(uint64_t bytes, uint64_t alignment) {
   return (bytes + alignment - 1) / alignment * alignment;
-}
-
-bool anyOverlap(const std::vector<Span> &a, const std::vector<Span> &b) {
-  for (const Span &x : a)
-    for (const Span &y : b)
-      if (x.overlaps(y))
-        return true;
-  return false;
 }
 
 } // namespace

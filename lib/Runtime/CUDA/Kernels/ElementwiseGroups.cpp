@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Elementwise.h"
+#include "OperandSpans.h"
 
 #include <algorithm>
 #include <map>
@@ -19,40 +20,24 @@ using namespace loom::runtime::cuda;
 
 namespace {
 
-/// Memory an operand occupies: a weight, or bytes of the arena.
-struct Extent {
-  bool weight;
-  uint64_t begin, end;
-
-  bool overlaps(const Extent &other) const {
-    return weight == other.weight && begin < other.end && other.begin < end;
-  }
-};
-
-Extent extentOf(const TensorRef &ref) {
+/// Weights by id (each weight is its own allocation), arena operands by
+/// their bytes.
+Span spanOf(const TensorRef &ref) {
   if (ref.space == TensorRef::Space::Weight)
     return {true, ref.offset, ref.offset + 1};
   return {false, ref.offset, ref.offset + std::max<uint64_t>(1, ref.bytes())};
-}
-
-bool anyOverlap(const std::vector<Extent> &a, const std::vector<Extent> &b) {
-  for (const Extent &x : a)
-    for (const Extent &y : b)
-      if (x.overlaps(y))
-        return true;
-  return false;
 }
 
 /// The run being built: what its instructions read and write.
 struct Run {
   std::vector<size_t> members;
   std::vector<std::string> signatures;
-  std::vector<Extent> reads, writes;
+  std::vector<Span> reads, writes;
 
   /// Whether `instruction` neither touches what the run writes nor writes
   /// what it reads.
-  bool independentOf(const std::vector<Extent> &itsReads,
-                     const std::vector<Extent> &itsWrites) const {
+  bool independentOf(const std::vector<Span> &itsReads,
+                     const std::vector<Span> &itsWrites) const {
     return !anyOverlap(itsWrites, writes) && !anyOverlap(itsWrites, reads) &&
            !anyOverlap(itsReads, writes);
   }
@@ -104,11 +89,11 @@ cuda::planElementwiseBatches(const std::vector<Instruction> &instructions) {
       close();
       continue;
     }
-    std::vector<Extent> reads, writes;
+    std::vector<Span> reads, writes;
     for (const TensorRef &ref : instruction.inputs)
-      reads.push_back(extentOf(ref));
+      reads.push_back(spanOf(ref));
     for (const TensorRef &ref : instruction.outputs)
-      writes.push_back(extentOf(ref));
+      writes.push_back(spanOf(ref));
     if (!run.independentOf(reads, writes) ||
         run.members.size() == kElementwiseBatchMaxRun)
       close();

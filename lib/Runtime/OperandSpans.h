@@ -1,0 +1,40 @@
+//===- OperandSpans.h - Memory of plan operands (internal) ------*- C++ -*-===//
+//
+// Whether two instructions' operands may touch the same bytes: the executor
+// orders communication by it, the CUDA backend's elementwise groups decide
+// which instructions may run in any order by it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_LIB_RUNTIME_OPERANDSPANS_H
+#define LOOM_LIB_RUNTIME_OPERANDSPANS_H
+
+#include <cstdint>
+#include <vector>
+
+namespace loom {
+namespace runtime {
+
+/// Bytes an operand occupies: an arena range, or (weight) a range of a
+/// numbering in which distinct weights never overlap.
+struct Span {
+  bool weight = false;
+  uint64_t begin = 0, end = 0;
+
+  bool overlaps(const Span &other) const {
+    return weight == other.weight && begin < other.end && other.begin < end;
+  }
+};
+
+inline bool anyOverlap(const std::vector<Span> &a, const std::vector<Span> &b) {
+  for (const Span &x : a)
+    for (const Span &y : b)
+      if (x.overlaps(y))
+        return true;
+  return false;
+}
+
+} // namespace runtime
+} // namespace loom
+
+#endif // LOOM_LIB_RUNTIME_OPERANDSPANS_H
