@@ -3,8 +3,8 @@
 
     bench.py make KIT_DIR --loom-run BIN [--python PY] [model options]
     bench.py run KIT_DIR --loom-run BIN [--device cuda|cpu] [--steps 20]
-        [--warmup 3] [--no-torch] [--no-graphs] [--peak-tflops 989]
-        [--profile FILE]
+        [--warmup 3] [--no-torch] [--no-graphs] [--no-tuning]
+        [--peak-tflops 989] [--profile FILE]
 
 `make` (on a machine with the full build and PyTorch) exports the model with
 zeroed parameters (export_gpt2.py), compiles its AdamW training step with
@@ -17,8 +17,9 @@ GPT-2's initialization (fill_weights.py), makes a random token data set,
 trains STEPS steps with `loom-run PLAN --train --device cuda --metrics` (on
 the GPU twice: kernel by kernel, and with `--cuda-graphs`, each step one
 replay of the first step's recorded launches, whose losses must be the
-same; --no-graphs skips that run), and
-runs the same model (examples/gpt/export_gpt.GPT), batch, sequence length
+same; --no-graphs skips that run; then once more with --tune-matmuls, each
+matmul on the fastest of several cuBLASLt algorithms timed before its
+first launch; --no-tuning skips that run), and runs the same model (examples/gpt/export_gpt.GPT), batch, sequence length
 and optimizer in PyTorch eager (torch.autocast bf16, torch.optim.AdamW with
 its default implementation) in the same process tree on the same GPU. It
 prints, side by side: the median step time over the steps after WARMUP,
@@ -202,29 +203,43 @@ def run(args):
             rng.integers(0, c["vocab"], (samples, c["seq"]), dtype=np.int64))
     np.save(os.path.join(work, "labels.npy"),
             rng.integers(0, c["vocab"], (samples, c["seq"]), dtype=np.int64))
-    loom_metrics = os.path.join(work, "loom.jsonl")
+    def loom_train(flags, name):
+        """Trains with loom-run `flags`: (median ms, losses, stderr)."""
+        metrics = os.path.join(work, name + ".jsonl")
+        command = [args.loom_run, plan, "--train", "--device", args.device,
+                   "--input", "idx=" + os.path.join(work, "idx.npy"),
+                   "--labels", os.path.join(work, "labels.npy"),
+                   "--batch-size", str(c["batch"]), "--steps",
+                   str(args.steps), "--metrics", metrics] + flags
+        print("+ " + " ".join(command), flush=True)
+        done = subprocess.run(command, stderr=subprocess.PIPE, text=True)
+        sys.stderr.write(done.stderr)
+        if done.returncode != 0:
+            sys.exit("loom-run failed (exit %d)" % done.returncode)
+        ms, losses = median_step_ms(metrics, args.warmup)
+        return ms, losses, done.stderr
+
     started = time.perf_counter()
-    sh([args.loom_run, plan, "--train", "--device", args.device,
-        "--input", "idx=" + os.path.join(work, "idx.npy"), "--labels",
-        os.path.join(work, "labels.npy"), "--batch-size", str(c["batch"]),
-        "--steps", str(args.steps), "--metrics", loom_metrics])
+    loom_ms, loom_losses, _ = loom_train([], "loom")
     loom_wall = time.perf_counter() - started
-    loom_ms, loom_losses = median_step_ms(loom_metrics, args.warmup)
     rows = [("Loom (loom-run --device %s)" % args.device, loom_ms,
              loom_losses)]
+    tuning = None
     if args.device == "cuda" and not args.no_graphs:
-        graph_metrics = os.path.join(work, "loom-graphs.jsonl")
-        sh([args.loom_run, plan, "--train", "--device", args.device,
-            "--cuda-graphs", "--input", "idx=" + os.path.join(work, "idx.npy"),
-            "--labels", os.path.join(work, "labels.npy"), "--batch-size",
-            str(c["batch"]), "--steps", str(args.steps), "--metrics",
-            graph_metrics])
-        graph_ms, graph_losses = median_step_ms(graph_metrics, args.warmup)
+        graph_ms, graph_losses, _ = loom_train(["--cuda-graphs"],
+                                               "loom-graphs")
         rows.append(("Loom --cuda-graphs", graph_ms, graph_losses))
         if graph_losses != loom_losses:
             print("WARNING: the --cuda-graphs losses differ from the "
                   "kernel-by-kernel run's: %s vs %s" %
                   (graph_losses, loom_losses))
+    if args.device == "cuda" and not args.no_tuning:
+        flags = ["--tune-matmuls"] + ([] if args.no_graphs else
+                                      ["--cuda-graphs"])
+        tuned_ms, tuned_losses, said = loom_train(flags, "loom-tuned")
+        rows.append(("Loom " + " ".join(flags), tuned_ms, tuned_losses))
+        tuning = [line.split("matmul tuning: ", 1)[1] for line in
+                  said.splitlines() if "matmul tuning: " in line]
     if args.profile:
         with open(args.profile, "w") as out:
             sh([args.loom_run, plan, "--train", "--device", args.device,
@@ -267,6 +282,8 @@ def run(args):
           (args.peak_tflops, "" if ceiling is None else
            "; one 8192^3 bf16 matmul in PyTorch reaches %.0f TFLOP/s here" %
            ceiling))
+    if tuning:
+        print("--tune-matmuls: %s" % tuning[-1])
     print("loom-run wall time (load, compile elementwise kernels, %d steps):"
           " %.1f s" % (args.steps, loom_wall))
 
@@ -289,6 +306,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--no-graphs", action="store_true")
+    parser.add_argument("--no-tuning", action="store_true")
     parser.add_argument("--peak-tflops", type=float, default=989.0)
     parser.add_argument("--profile", metavar="FILE")
     args = parser.parse_args()

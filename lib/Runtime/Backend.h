@@ -91,6 +91,9 @@ public:
   /// What the backend launches together, for RunReport::launchGroups
   /// ("" when nothing).
   virtual std::string groupSummary() const { return ""; }
+  /// What tuning found so far, for RunReport::matmulTuning ("" when the
+  /// backend does not tune).
+  virtual std::string tuningSummary() const { return ""; }
 
   /// Replay (CUDA graphs): the launches between beginCapture and
   /// endCapture are recorded instead of run, and `replay` enqueues all of

@@ -72,6 +72,7 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
   executor->program_ = &plan->ranks[rank];
   executor->device_ = options.device;
   executor->graphs_ = options.device == Device::CUDA && options.cudaGraphs;
+  executor->tuneFirst_ = options.device == Device::CUDA && options.tuneMatmuls;
   if (options.device == Device::CUDA) {
     StatusOr<std::unique_ptr<Backend>> backend = createCUDABackend(options);
     if (!backend)
@@ -325,6 +326,7 @@ Status Executor::run(bool profile) {
                     ? status.withContext(describe(instructions[failed], failed))
                     : status);
   report_.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  report_.matmulTuning = backend_->tuningSummary();
 
   if (!measured_) {
     report_.measuredArenaBytes = backend_->measureArena();
@@ -393,7 +395,8 @@ Status Executor::fail(Status status) {
 /// own error) turns graphs off for the executor, and the run launches kernel
 /// by kernel, which reports an instruction's error as usual.
 Status Executor::runOrReplay(std::vector<double> &times, double &waitSeconds) {
-  const bool replayable = graphs_ && times.empty() && !hook_;
+  const bool replayable = graphs_ && times.empty() && !hook_ && !tuneFirst_;
+  tuneFirst_ = false;
   if (!replayable)
     return runInstructions(times, waitSeconds);
   if (!captured_) {

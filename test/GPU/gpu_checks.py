@@ -22,7 +22,10 @@ losses with PyTorch's (rtol per case). Prints one line per case, then
 
 On the GPU, each training case runs once more with `--cuda-graphs` (the
 first step recorded as a CUDA graph, every step a replay of it): its
-losses must equal the kernel-by-kernel run's exactly.
+losses must equal the kernel-by-kernel run's exactly. And once with
+`--tune-matmuls --cuda-graphs` (each matmul on the fastest of several
+cuBLASLt algorithms, which may sum in another order): its losses must
+match PyTorch's within the case's tolerance.
 
 `check --device cpu` runs the same comparisons on the CPU backend: it
 checks this script (test/GPU/kit.test) where there is no GPU.
@@ -203,14 +206,14 @@ def compare_dirs(reference, actual, atol, rtol):
     return not problems, worst, "; ".join(problems)
 
 
-def graph_losses(loom_run, plan, inputs, steps, folder):
-    """The losses of a `--cuda-graphs` run, and what it said of them."""
-    metrics = os.path.join(folder, "out-cuda-graphs.jsonl")
-    output = run([loom_run, plan, "--train", "--device", "cuda",
-                  "--cuda-graphs"] + inputs +
-                 ["--steps", str(steps), "--metrics", metrics])
-    notes = [line.split("CUDA graphs: ", 1)[1] for line in
-             output.splitlines() if "CUDA graphs: " in line]
+def variant_losses(loom_run, plan, inputs, steps, folder, flags, name,
+                   note="CUDA graphs: "):
+    """The losses of a run with `flags`, and what it said after `note`."""
+    metrics = os.path.join(folder, "out-%s.jsonl" % name)
+    output = run([loom_run, plan, "--train", "--device", "cuda"] + flags +
+                 inputs + ["--steps", str(steps), "--metrics", metrics])
+    notes = [line.split(note, 1)[1] for line in output.splitlines()
+             if note in line]
     return losses(metrics), notes[-1] if notes else "(no note)"
 
 
@@ -260,14 +263,28 @@ def check(out_dir, loom_run, device="cuda"):
                          max(abs(a - b) / max(abs(b), 1e-12)
                              for a, b in zip(cpu, reference))))
                 if device == "cuda":
-                    replayed, note = graph_losses(loom_run, plan, inputs,
-                                                  case["steps"], folder)
+                    replayed, note = variant_losses(
+                        loom_run, plan, inputs, case["steps"], folder,
+                        ["--cuda-graphs"], "cuda-graphs")
                     if replayed != got or note != "replayed":
                         ok = False
                         message += "\n  --cuda-graphs (%s): %s, without: %s" % (
                             note, replayed, got)
                     line += ", graphs: %s" % (
                         "same losses" if replayed == got else "DIFFERENT")
+                    tuned, note = variant_losses(
+                        loom_run, plan, inputs, case["steps"], folder,
+                        ["--tune-matmuls", "--cuda-graphs"], "tuned",
+                        "matmul tuning: ")
+                    tuned_worst = max(
+                        [abs(a - b) / max(abs(b), 1e-12)
+                         for a, b in zip(tuned, reference)] or [float("inf")])
+                    if (len(tuned) != len(reference) or
+                            not tuned_worst <= case["rtol"]):
+                        ok = False
+                        message += ("\n  --tune-matmuls: %s torch %s" %
+                                    (tuned, reference))
+                    line += ", tuned: %.3g (%s)" % (tuned_worst, note)
         except RuntimeError as error:
             ok, line, message = False, "failed", str(error)
         print("%-22s %s  %s" % (case["name"], "ok" if ok else "MISMATCH",

@@ -203,6 +203,9 @@ bool finish(const RankResult &result, const RunOptions &options, int rank,
   if (!result.report.launchGroups.empty())
     std::fprintf(stderr, "%sloom-run: launch groups: %s\n", prefix.c_str(),
                  result.report.launchGroups.c_str());
+  if (!result.report.matmulTuning.empty())
+    std::fprintf(stderr, "%sloom-run: matmul tuning: %s\n", prefix.c_str(),
+                 result.report.matmulTuning.c_str());
   if (!result.status) {
     std::fprintf(stderr, "loom-run: %s%s: %s\n", prefix.c_str(),
                  options.model.c_str(), result.status.message().c_str());

@@ -75,6 +75,11 @@ devices (docs/design/cuda-backend.md):
                       default consecutive independent ones that run one
                       program, such as an optimizer's updates, are one
                       launch; stderr says how many)
+  --tune-matmuls      time each matmul with several of cuBLASLt's
+                      algorithms before its first launch and keep the
+                      fastest (the first step runs without --cuda-graphs;
+                      results may differ from untuned ones in the last
+                      bits); stderr says what it found
   --list-devices      print the devices this build can run on, and exit
 
 ranks (plans with several ranks; docs/design/communication.md):
@@ -325,6 +330,8 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       options.run.executor.cudaGraphs = true;
     } else if (flag == "--no-elementwise-groups") {
       options.run.executor.groupElementwise = false;
+    } else if (flag == "--tune-matmuls") {
+      options.run.executor.tuneMatmuls = true;
     } else if (flag == "--device" || flag == "--gpu") {
       if (!value(text))
         return flag + " needs a value";

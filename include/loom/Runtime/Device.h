@@ -49,6 +49,12 @@ struct ExecutorOptions {
   /// program (an optimizer's per-parameter updates) as one group kernel
   /// (`loom-run --no-elementwise-groups` turns it off, to compare).
   bool groupElementwise = true;
+  /// CUDA: before its first launch, time each matmul with several of
+  /// cuBLASLt's algorithms on its own operands and keep the fastest
+  /// (`loom-run --tune-matmuls`). The first run then launches kernel by
+  /// kernel (tuning waits for the device), and results may differ from an
+  /// untuned run in the last bits (another algorithm sums in another order).
+  bool tuneMatmuls = false;
 };
 
 } // namespace runtime

@@ -58,6 +58,11 @@ struct RunReport {
   /// elementwise kernels in 5 launches" (ExecutorOptions::groupElementwise);
   /// empty when none.
   std::string launchGroups;
+  /// CUDA with ExecutorOptions::tuneMatmuls, after a run: what tuning
+  /// found, e.g. "147 matmuls, 23 problems timed with up to 8 cuBLASLt
+  /// algorithms: 9 faster than the heuristic's first; 12.31 ms -> 11.52 ms
+  /// per step (-6.4%)"; empty otherwise.
+  std::string matmulTuning;
   /// The planned peak rounded up to whole pages, for comparison.
   uint64_t plannedArenaPageBytes = 0;
   /// Bytes of weights the rank reads.
@@ -142,6 +147,9 @@ private:
   bool measured_ = false;
   /// CUDA graphs asked for and still possible; whether a run was recorded.
   bool graphs_ = false, captured_ = false;
+  /// The next run tunes (ExecutorOptions::tuneMatmuls), so it launches
+  /// kernel by kernel: a capture cannot wait for the device.
+  bool tuneFirst_ = false;
   RunReport report_;
   std::shared_ptr<Communicator> world_;
   /// The communicator of each plan group this rank belongs to (null for the

@@ -111,6 +111,7 @@ public:
     context_.allowTF32 = options.allowTF32;
     context_.computeCapability = major * 10 + minor;
     groupElementwise_ = options.groupElementwise;
+    tuneMatmuls_ = options.tuneMatmuls;
     cudaDeviceGetAttribute(&context_.multiprocessors,
                            cudaDevAttrMultiProcessorCount, device_);
     return clearError();
@@ -187,6 +188,21 @@ public:
     return std::to_string(groupedKernels_) + " elementwise kernels in " +
            std::to_string(groupLaunches_) +
            (groupLaunches_ == 1 ? " launch" : " launches");
+  }
+
+  std::string tuningSummary() const override {
+    if (!tuneMatmuls_ || tuning_.instructions == 0)
+      return "";
+    char times[96];
+    const double before = tuning_.heuristicSeconds * 1e3,
+                 after = tuning_.chosenSeconds * 1e3;
+    std::snprintf(times, sizeof times, "%.3f ms -> %.3f ms (%+.1f%%)", before,
+                  after, before > 0 ? 100 * (after - before) / before : 0.0);
+    return std::to_string(tuning_.instructions) + " matmuls, " +
+           std::to_string(tuning_.problems) + " problems timed with up to " +
+           std::to_string(tuning_.mostCandidates) +
+           " cuBLASLt algorithms: " + std::to_string(tuning_.changed) +
+           " faster than the heuristic's first; their time in a step " + times;
   }
 
   StatusOr<uint8_t *> allocateArena(uint64_t bytes) override {
@@ -392,6 +408,7 @@ public:
     if (cudaError_t error =
             cudaStreamBeginCapture(compute_, cudaStreamCaptureModeThreadLocal))
       return cudaFailure("starting to capture a CUDA graph", error);
+    capturing_ = true;
     return Status::ok();
   }
 
@@ -401,6 +418,7 @@ public:
     cudaSetDevice(device_);
     cudaGraph_t graph = nullptr;
     cudaError_t error = cudaStreamEndCapture(compute_, &graph);
+    capturing_ = false;
     // A refused call during the capture is reported by the call and again
     // here; neither is the device's (sticky) error.
     cudaGetLastError();
@@ -432,6 +450,13 @@ private:
     // The current device is per host thread; whoever calls may have another.
     cudaSetDevice(device_);
     context_.instruction = int32_t(index);
+    // Tuning waits for the device, which a capture cannot; it is not part
+    // of the instruction's time.
+    if (tuneMatmuls_ && !capturing_)
+      if (Status status =
+              kernels_[index]->tune(context_, inputs, outputs, tuning_);
+          !status)
+        return status.withContext("tuning");
     bool timed = index < starts_.size();
     if (timed)
       cudaEventRecord(starts_[index], compute_);
@@ -526,6 +551,11 @@ private:
   std::vector<bool> recorded_;
   /// The step's launches, once captured (ExecutorOptions::cudaGraphs).
   cudaGraphExec_t graphExec_ = nullptr;
+
+  /// ExecutorOptions::tuneMatmuls; whether a CUDA graph is being captured
+  /// (nothing is tuned then); what tuning found.
+  bool tuneMatmuls_ = false, capturing_ = false;
+  MatmulTuning tuning_;
 
   // Elementwise groups (ExecutorOptions::groupElementwise).
   bool groupElementwise_ = true;

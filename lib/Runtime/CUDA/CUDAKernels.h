@@ -22,6 +22,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +67,27 @@ struct LaunchContext {
   int multiprocessors = 0;
 };
 
+/// What tuning found (ExecutorOptions::tuneMatmuls), shared by the kernels
+/// of one executor. Equal problems (same shapes, types, layouts, epilogue
+/// and operand alignment) are timed once and share the algorithm chosen.
+struct MatmulTuning {
+  /// A problem's algorithm, and its time (one launch) with the heuristic's
+  /// first algorithm and with the chosen one.
+  struct Choice {
+    cublasLtMatmulAlgo_t algo;
+    double heuristicSeconds, chosenSeconds;
+  };
+  /// By problem key.
+  std::map<std::string, Choice> chosen;
+  /// Distinct problems timed, and those where an algorithm other than the
+  /// heuristic's first was faster; instructions tuned; the most algorithms
+  /// one problem had to choose from.
+  int64_t problems = 0, changed = 0, instructions = 0, mostCandidates = 0;
+  /// Summed over the instructions tuned: their time with the heuristic's
+  /// first algorithm, and with the chosen one (one launch each).
+  double heuristicSeconds = 0, chosenSeconds = 0;
+};
+
 /// One instruction, ready to launch.
 class CUDAKernel {
 public:
@@ -76,6 +98,17 @@ public:
   /// the next synchronization).
   virtual Status launch(const LaunchContext &context, const void *const *inputs,
                         void *const *outputs) = 0;
+  /// Times the kernel's alternatives on the operands of the launch that
+  /// follows, and keeps the fastest (matmuls: cuBLASLt's candidate
+  /// algorithms). The backend calls it before that launch when tuning is on
+  /// and no CUDA graph is being captured: it synchronizes the stream, and
+  /// may write the outputs (the launch then overwrites them), but leaves the
+  /// inputs as they were. Kernels with nothing to choose do nothing.
+  virtual Status tune(const LaunchContext & /*context*/,
+                      const void *const * /*inputs*/, void *const * /*outputs*/,
+                      MatmulTuning & /*tuning*/) {
+    return Status::ok();
+  }
 };
 
 /// Validates `instruction` for the CUDA backend and prepares it. `context`

@@ -465,6 +465,68 @@ TEST(CUDAKernels, MatmulResidual) {
   testMatmulResidual({}, 16, 32, 64, true, true);
 }
 
+/// Tuning (CUDAKernel::tune) times several algorithms on the launch's own
+/// operands, and the launch that follows must still compute the result:
+/// here a residual added in place (the addend is the output, so the timed
+/// launches would otherwise add the product to it again and again), as a
+/// linear layer (cuBLASLt's BIAS epilogue) and as a batched GEMM (the plain
+/// algorithm and the own bias kernel). A second kernel of the same problem
+/// takes the first's algorithm without being timed.
+void testTunedResidualInPlace(std::vector<int64_t> batchB) {
+  SCOPED_TRACE(batchB.empty() ? "linear layer" : "batched");
+  const int64_t m = 16, k = 32, n = 64;
+  Tensor x = random(DType::BF16, {2, m, k});
+  std::vector<int64_t> wShape = batchB;
+  wShape.push_back(n);
+  wShape.push_back(k);
+  Tensor w = random(DType::BF16, wShape);
+  Tensor b = random(DType::F32, {n});
+  Tensor r = random(DType::F32, {2, m, n}, -4, 4);
+  std::vector<const Tensor *> in{&x, &w, &b, &r};
+  Instruction inst = makeInstruction(
+      "matmul", in, {ref(DType::F32, {2, m, n})},
+      {{"transpose_rhs", int64_t(1)}, {"accumulate", int64_t(1)}});
+  std::vector<Tensor> cpu;
+  ASSERT_EQ(runCPU(inst, in, cpu), "");
+
+  LaunchContext context = launchContext();
+  MatmulTuning tuning;
+  for (int kernel = 0; kernel < 2; ++kernel) {
+    auto created = createCUDAKernel(context, inst);
+    ASSERT_TRUE(created.isOk()) << created.status().message();
+    std::vector<void *> buffers;
+    for (const Tensor *t : in) {
+      void *p = nullptr;
+      CUDA_OK(cudaMalloc(&p, t->bytes.size()));
+      CUDA_OK(cudaMemcpy(p, t->bytes.data(), t->bytes.size(),
+                         cudaMemcpyHostToDevice));
+      buffers.push_back(p);
+    }
+    const void *inputs[] = {buffers[0], buffers[1], buffers[2], buffers[3]};
+    void *outputs[] = {buffers[3]}; // the residual, added in place
+    Status tuned = created.value()->tune(context, inputs, outputs, tuning);
+    ASSERT_TRUE(tuned.isOk()) << tuned.message();
+    Status launched = created.value()->launch(context, inputs, outputs);
+    ASSERT_TRUE(launched.isOk()) << launched.message();
+    Tensor result(DType::F32, {2, m, n});
+    CUDA_OK(cudaMemcpy(result.bytes.data(), buffers[3], result.bytes.size(),
+                       cudaMemcpyDeviceToHost));
+    expectClose(result, cpu[0], 1e-5, 1e-5, "result");
+    for (void *p : buffers)
+      CUDA_OK(cudaFree(p));
+  }
+  EXPECT_EQ(tuning.instructions, 2);
+  EXPECT_EQ(tuning.problems, 1);
+  EXPECT_GE(tuning.mostCandidates, 1);
+  EXPECT_GT(tuning.chosenSeconds, 0);
+  EXPECT_LE(tuning.chosenSeconds, tuning.heuristicSeconds);
+}
+
+TEST(CUDAKernels, MatmulTuningKeepsTheInputsItOverwrites) {
+  testTunedResidualInPlace({});
+  testTunedResidualInPlace({2});
+}
+
 /// A weight-gradient GEMM with its bias gradient (`bias_grad`) against the
 /// CPU kernel: cuBLASLt's BGRADB (lhs summed) or BGRADA (rhs summed), or,
 /// for misaligned bf16 operands, the plain GEMM and the own sum kernel.

@@ -18,6 +18,12 @@
 // auxiliary leading dimension not a multiple of 8, and pointers less
 // aligned than the algorithm was chosen for.
 //
+// The heuristic offers kAlgorithms algorithms, best first, which compute
+// the same: what tells them apart is their number (in the algorithm's
+// opaque data). For tests of matmul tuning, LOOM_EMULATOR_SLOW_ALGORITHM=N
+// makes algorithm N take kSlowSeconds longer on the stream, and
+// LOOM_EMULATOR_STATS counts the matmuls that ran it.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Emulator.h"
@@ -26,9 +32,12 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 using namespace loom::runtime::cuda;
@@ -53,6 +62,19 @@ struct MatmulDesc {
   void *aux = nullptr;
   int64_t auxLd = 0;
 };
+
+/// The algorithms the heuristic offers, and what the slow one costs.
+constexpr int kAlgorithms = 3;
+constexpr double kSlowSeconds = 0.01;
+
+/// LOOM_EMULATOR_SLOW_ALGORITHM's algorithm, -1 when none.
+int slowAlgorithm() {
+  static const int slow = [] {
+    const char *value = std::getenv("LOOM_EMULATOR_SLOW_ALGORITHM");
+    return value && *value ? std::atoi(value) : -1;
+  }();
+  return slow;
+}
 
 struct Preference {
   uint32_t alignment = 256; // cuBLASLt's default minimum
@@ -394,11 +416,15 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
                                   as<Layout>(c), as<Layout>(out)))
     return s;
   uint32_t alignment = as<Preference>(preference).alignment;
-  std::memset(&results[0], 0, sizeof results[0]);
-  results[0].algo.data[0] = alignment;
-  results[0].state = CUBLAS_STATUS_SUCCESS;
-  results[0].wavesCount = 1;
-  *count = 1;
+  const int offered = std::min(requested, kAlgorithms);
+  for (int i = 0; i < offered; ++i) {
+    std::memset(&results[i], 0, sizeof results[i]);
+    results[i].algo.data[0] = alignment;
+    results[i].algo.data[1] = uint64_t(i);
+    results[i].state = CUBLAS_STATUS_SUCCESS;
+    results[i].wavesCount = 1;
+  }
+  *count = offered;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -432,7 +458,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
   const double betaValue = wide ? *static_cast<const double *>(beta)
                                 : *static_cast<const float *>(beta);
   emulator::count(emulator::Call::Matmul);
+  const bool slow = algo && int64_t(algo->data[1]) == slowAlgorithm();
+  if (slow)
+    emulator::count(emulator::Call::SlowMatmul);
   cudaError_t error = emulator::enqueue(stream, [=] {
+    if (slow)
+      std::this_thread::sleep_for(std::chrono::duration<double>(kSlowSeconds));
     multiply(d, a, b, c, out, alphaValue, A, B, betaValue, C, D);
   });
   return error ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;

@@ -41,6 +41,8 @@ cudaError_t deviceError();
 enum class Call {
   Launch,
   Matmul,
+  /// Matmuls with LOOM_EMULATOR_SLOW_ALGORITHM's algorithm (Blas.cpp).
+  SlowMatmul,
   CopyToDevice,
   CopyToHost,
   CopyOnDevice,

@@ -177,6 +177,7 @@ Stats &stats() {
 void Stats::print() {
   static const char *const names[] = {"kernel launches",
                                       "cuBLASLt matmuls",
+                                      "slowed-algorithm matmuls",
                                       "copies to the device",
                                       "copies to the host",
                                       "copies on the device",

@@ -22,6 +22,7 @@
 // created: one algorithm for operands aligned to 16 bytes (arena offsets
 // are 64-byte aligned, so that is the usual case) and one for any alignment
 // of the element size, which launch falls back to for misaligned pointers.
+// `loom-run --tune-matmuls` may replace them by faster ones (GemmTuning.cpp).
 //
 // f32 computes in f32, or in TF32 on tensor cores when the executor allows
 // it; f64 in f64; bf16 operands are stored bf16 and accumulate in f32.
@@ -50,122 +51,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Common.h"
-
-#include <cublasLt.h>
+#include "Gemm.h"
 
 #include <algorithm>
 
 using namespace loom::runtime;
 using namespace loom::runtime::cuda;
-
-namespace {
-
-Status cublasStatus(cublasStatus_t status, const char *what) {
-  if (status == CUBLAS_STATUS_SUCCESS)
-    return Status::ok();
-  return Status::error(std::string("matmul: ") + what + ": " +
-                       cublasLtGetStatusName(status) + " (" +
-                       cublasLtGetStatusString(status) + ")");
-}
-
-#define LOOM_CUBLAS(call, what)                                                \
-  do {                                                                         \
-    if (Status s_ = cublasStatus((call), what); !s_)                           \
-      return s_;                                                               \
-  } while (false)
-
-/// cuBLASLt descriptors, destroyed with the kernel. `epilogue` is the
-/// matmul descriptor with cuBLASLt's epilogue, when one is used.
-struct Descriptors {
-  cublasLtMatmulDesc_t matmul = nullptr, epilogue = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulPreference_t preference = nullptr;
-  ~Descriptors() {
-    if (preference)
-      cublasLtMatmulPreferenceDestroy(preference);
-    if (c)
-      cublasLtMatrixLayoutDestroy(c);
-    if (b)
-      cublasLtMatrixLayoutDestroy(b);
-    if (a)
-      cublasLtMatrixLayoutDestroy(a);
-    if (epilogue)
-      cublasLtMatmulDescDestroy(epilogue);
-    if (matmul)
-      cublasLtMatmulDescDestroy(matmul);
-  }
-};
-
-class MatmulKernel : public CUDAKernel {
-public:
-  Status prepare(const LaunchContext &context, const Instruction &inst);
-  Status launch(const LaunchContext &context, const void *const *inputs,
-                void *const *outputs) override;
-
-private:
-  /// One cuBLASLt call's operands; `lt*` name cuBLASLt's A (our B) and B
-  /// (our A).
-  Status layout(cublasLtMatrixLayout_t &layout, cudaDataType_t type,
-                uint64_t rows, uint64_t cols, int64_t ld, int64_t batch,
-                int64_t stride);
-  Status chooseAlgorithm(const LaunchContext &context,
-                         cublasLtMatmulDesc_t desc, uint32_t alignment,
-                         cublasLtMatmulAlgo_t &algo, bool &found);
-  Status createDesc(cublasLtMatmulDesc_t &desc, bool transA, bool transB);
-  /// Prepares cuBLASLt's epilogue for a single GEMM, if it has one.
-  Status prepareEpilogue(const LaunchContext &context, int64_t n, bool transA,
-                         bool transB);
-  /// The GEMM with cuBLASLt's epilogue; false (nothing done) when a pointer
-  /// is not aligned for it.
-  StatusOr<bool> launchFused(const LaunchContext &context, const void *a,
-                             const void *b, void *c, const void *bias,
-                             void *pre, const void *addend);
-
-  Descriptors d_;
-  /// The operands' type, and the result's (C and D): f32 for a bf16 GEMM
-  /// with an f32 result, else the operands'.
-  cudaDataType_t type_ = CUDA_R_32F, outType_ = CUDA_R_32F;
-  DType dtype_ = DType::F32, outDtype_ = DType::F32;
-  size_t elementSize_ = 4, outElementSize_ = 4;
-  /// Whether the last input is added (C with beta = 1).
-  bool addend_ = false;
-  cublasComputeType_t compute_ = CUBLAS_COMPUTE_32F;
-  cudaDataType_t scaleType_ = CUDA_R_32F;
-  /// The epilogue: bias input, preactivation output, activation; rows and
-  /// columns of C as one matrix; cuBLASLt's epilogue algorithm, if any.
-  bool bias_ = false, pre_ = false;
-  /// The bias gradient: the operand summed over K (0 lhs, 1 rhs; -1 none),
-  /// its length, K, and whether it is stored [K, length].
-  int summed_ = -1;
-  int64_t sumLength_ = 0, k_ = 0;
-  bool kMajor_ = false;
-  MatmulActivation activation_ = MatmulActivation::None;
-  int64_t rows_ = 0, n_ = 0;
-  cublasLtMatmulAlgo_t epilogueAlgo_{};
-  bool haveEpilogueAlgo_ = false;
-  bool hasEpilogue() const {
-    return bias_ || activation_ != MatmulActivation::None || summed_ >= 0;
-  }
-  /// 1 in the scale type (f32 for f32 and bf16, f64 for f64); beta is 0.
-  float oneF_ = 1, zeroF_ = 0;
-  double oneD_ = 1, zeroD_ = 0;
-  bool scaleDouble_ = false;
-  /// The alpha or beta of the scale type.
-  const void *scale(const float &f, const double &d) const {
-    return scaleDouble_ ? static_cast<const void *>(&d)
-                        : static_cast<const void *>(&f);
-  }
-  cublasLtMatmulAlgo_t aligned_{}, unaligned_{};
-  bool haveAligned_ = false;
-  size_t workspaceBytes_ = 0;
-  /// Calls, batches per call and the batch counts/strides (in elements).
-  int64_t calls_ = 0, perCall_ = 1;
-  int64_t batchA_ = 1, batchB_ = 1;
-  int64_t sizeA_ = 0, sizeB_ = 0, sizeC_ = 0;
-  /// C's bytes, for k = 0 (C is all zeros).
-  uint64_t zeroBytes_ = 0;
-};
 
 Status MatmulKernel::layout(cublasLtMatrixLayout_t &layout, cudaDataType_t type,
                             uint64_t rows, uint64_t cols, int64_t ld,
@@ -186,10 +77,9 @@ Status MatmulKernel::layout(cublasLtMatrixLayout_t &layout, cudaDataType_t type,
   return Status::ok();
 }
 
-Status MatmulKernel::chooseAlgorithm(const LaunchContext &context,
-                                     cublasLtMatmulDesc_t desc,
-                                     uint32_t alignment,
-                                     cublasLtMatmulAlgo_t &algo, bool &found) {
+Status MatmulKernel::heuristics(
+    const LaunchContext &context, cublasLtMatmulDesc_t desc, uint32_t alignment,
+    int requested, std::vector<cublasLtMatmulHeuristicResult_t> &results) {
   // The operands are at least `alignment`-aligned, and C and D (f32 for an
   // f32 result of bf16 operands) at least to their element size.
   const uint32_t outAlignment = std::max(alignment, uint32_t(outElementSize_));
@@ -201,19 +91,35 @@ Status MatmulKernel::chooseAlgorithm(const LaunchContext &context,
     LOOM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(d_.preference, attribute,
                                                      &bytes, sizeof(bytes)),
                 "setting the operand alignment");
-  cublasLtMatmulHeuristicResult_t result{};
+  results.assign(size_t(requested), cublasLtMatmulHeuristicResult_t{});
   int count = 0;
-  cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(context.lt, desc, d_.a, d_.b, d_.c, d_.c,
-                                     d_.preference, 1, &result, &count);
+  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      context.lt, desc, d_.a, d_.b, d_.c, d_.c, d_.preference, requested,
+      results.data(), &count);
   // "Not supported" is how cuBLASLt says it has no algorithm.
-  found = false;
   if (status == CUBLAS_STATUS_NOT_SUPPORTED)
-    return Status::ok();
-  LOOM_CUBLAS(status, "choosing an algorithm");
-  found = count > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+    count = 0;
+  else
+    LOOM_CUBLAS(status, "choosing an algorithm");
+  results.resize(size_t(std::max(count, 0)));
+  results.erase(std::remove_if(results.begin(), results.end(),
+                               [](const cublasLtMatmulHeuristicResult_t &r) {
+                                 return r.state != CUBLAS_STATUS_SUCCESS;
+                               }),
+                results.end());
+  return Status::ok();
+}
+
+Status MatmulKernel::chooseAlgorithm(const LaunchContext &context,
+                                     cublasLtMatmulDesc_t desc,
+                                     uint32_t alignment,
+                                     cublasLtMatmulAlgo_t &algo, bool &found) {
+  std::vector<cublasLtMatmulHeuristicResult_t> results;
+  if (Status s = heuristics(context, desc, alignment, 1, results); !s)
+    return s;
+  found = !results.empty();
   if (found)
-    algo = result.algo;
+    algo = results[0].algo;
   return Status::ok();
 }
 
@@ -359,6 +265,10 @@ Status MatmulKernel::prepare(const LaunchContext &context,
   sumLength_ = summed_ == 0 ? m : n;
   kMajor_ = summed_ == 0 ? transA : !transB;
   workspaceBytes_ = context.workspaceBytes;
+  for (const TensorRef &input : inst.inputs)
+    inputBytes_.push_back(input.bytes());
+  for (const TensorRef &output : inst.outputs)
+    outputBytes_.push_back(output.bytes());
   if (batchC == 0 || m == 0 || n == 0)
     return Status::ok(); // nothing to compute: calls_ = 0
   if (k == 0) {
@@ -382,6 +292,17 @@ Status MatmulKernel::prepare(const LaunchContext &context,
   if (perCall_ > INT32_MAX)
     return Status::error("matmul: " + std::to_string(perCall_) +
                          " batches are more than cuBLASLt takes in one call");
+  problemKey_ =
+      std::string(dtypeName(dtype_)) + "->" + dtypeName(outDtype_) +
+      (compute_ == CUBLAS_COMPUTE_32F_FAST_TF32 ? " tf32" : "") +
+      " m=" + std::to_string(rowsM) + " n=" + std::to_string(n) +
+      " k=" + std::to_string(k) + " t=" + std::to_string(transA) +
+      std::to_string(transB) + " calls=" + std::to_string(calls_) + "x" +
+      std::to_string(perCall_) + " batches=" + std::to_string(batchA_) + "," +
+      std::to_string(batchB_) + " bias=" + std::to_string(bias_) +
+      " pre=" + std::to_string(pre_) + " summed=" + std::to_string(summed_) +
+      " activation=" + std::to_string(int(activation_)) +
+      " addend=" + std::to_string(addend_);
   auto strideOf = [&](int64_t batch, int64_t size) {
     return batch == 1 ? int64_t(0) : size;
   };
@@ -481,34 +402,108 @@ StatusOr<bool> MatmulKernel::launchFused(const LaunchContext &context,
   return true;
 }
 
+MatmulOperands MatmulKernel::operands(const void *const *inputs,
+                                      void *const *outputs) const {
+  MatmulOperands ops;
+  ops.a = static_cast<const char *>(inputs[0]);
+  ops.b = static_cast<const char *>(inputs[1]);
+  ops.c = static_cast<char *>(outputs[0]);
+  ops.bias = summed_ >= 0 ? outputs[1] : bias_ ? inputs[2] : nullptr;
+  ops.pre = pre_ ? outputs[1] : nullptr;
+  ops.addend =
+      addend_ ? static_cast<const char *>(inputs[bias_ ? 3 : 2]) : nullptr;
+  return ops;
+}
+
+bool MatmulKernel::callAligned(const MatmulOperands &ops, int64_t call) const {
+  if (!haveAligned_)
+    return false;
+  const int64_t first = call * perCall_;
+  const size_t e = elementSize_;
+  // Each operand's first batch of this call (the call's batches then
+  // advance by the operand's stride: perCall_ divides every batch count
+  // larger than 1).
+  const char *pa = ops.a + (batchA_ == 1 ? 0 : first % batchA_) * sizeA_ * e;
+  const char *pb = ops.b + (batchB_ == 1 ? 0 : first % batchB_) * sizeB_ * e;
+  const char *pc = ops.c + first * sizeC_ * outElementSize_;
+  const char *pin =
+      ops.addend ? ops.addend + first * sizeC_ * outElementSize_ : pc;
+  return (reinterpret_cast<uintptr_t>(pa) | reinterpret_cast<uintptr_t>(pb) |
+          reinterpret_cast<uintptr_t>(pc) | reinterpret_cast<uintptr_t>(pin)) %
+             16 ==
+         0;
+}
+
+MatmulKernel::Slot MatmulKernel::slotFor(const MatmulOperands &ops) {
+  uintptr_t fusedAddresses = reinterpret_cast<uintptr_t>(ops.a) |
+                             reinterpret_cast<uintptr_t>(ops.b) |
+                             reinterpret_cast<uintptr_t>(ops.c) |
+                             reinterpret_cast<uintptr_t>(ops.bias) |
+                             reinterpret_cast<uintptr_t>(ops.pre) |
+                             reinterpret_cast<uintptr_t>(ops.addend);
+  if (haveEpilogueAlgo_ && fusedAddresses % 16 == 0)
+    return {&epilogueAlgo_, d_.epilogue, 16, " epilogue"};
+  // A launch whose calls differ in alignment is tuned for its first.
+  if (callAligned(ops, 0))
+    return {&aligned_, d_.matmul, 16, " aligned"};
+  return {&unaligned_, d_.matmul, uint32_t(elementSize_), " unaligned"};
+}
+
+Status MatmulKernel::launchProducts(const LaunchContext &context,
+                                    const MatmulOperands &ops, bool &fused) {
+  fused = false;
+  if (haveEpilogueAlgo_) {
+    StatusOr<bool> launched = launchFused(context, ops.a, ops.b, ops.c,
+                                          ops.bias, ops.pre, ops.addend);
+    if (!launched.isOk())
+      return launched.status();
+    fused = *launched;
+    if (fused)
+      return Status::ok();
+  }
+  const void *one = scale(oneF_, oneD_), *zero = scale(zeroF_, zeroD_);
+  const size_t e = elementSize_;
+  for (int64_t call = 0; call < calls_; ++call) {
+    const int64_t first = call * perCall_;
+    const char *pa = ops.a + (batchA_ == 1 ? 0 : first % batchA_) * sizeA_ * e;
+    const char *pb = ops.b + (batchB_ == 1 ? 0 : first % batchB_) * sizeB_ * e;
+    char *pc = ops.c + first * sizeC_ * outElementSize_;
+    // The addend is read as C (beta = 1) and the sum written to D.
+    const char *pin =
+        ops.addend ? ops.addend + first * sizeC_ * outElementSize_ : pc;
+    const cublasLtMatmulAlgo_t *algo =
+        callAligned(ops, call) ? &aligned_ : &unaligned_;
+    LOOM_CUBLAS(cublasLtMatmul(context.lt, d_.matmul, one, pb, d_.a, pa, d_.b,
+                               ops.addend ? one : zero, pin, d_.c, pc, d_.c,
+                               algo, context.workspace, workspaceBytes_,
+                               context.stream),
+                "cublasLtMatmul");
+  }
+  return Status::ok();
+}
+
 Status MatmulKernel::launch(const LaunchContext &context,
                             const void *const *inputs, void *const *outputs) {
-  const char *a = static_cast<const char *>(inputs[0]);
-  const char *b = static_cast<const char *>(inputs[1]);
-  char *c = static_cast<char *>(outputs[0]);
-  // cuBLASLt's bias pointer: the bias input, or the bias gradient output.
-  const void *bias = summed_ >= 0 ? outputs[1] : bias_ ? inputs[2] : nullptr;
-  void *pre = pre_ ? outputs[1] : nullptr;
-  const char *addend =
-      addend_ ? static_cast<const char *>(inputs[bias_ ? 3 : 2]) : nullptr;
+  const MatmulOperands ops = operands(inputs, outputs);
   auto ownEpilogue = [&] {
     if (summed_ >= 0)
       return launchOperandSum(context.stream, dtype_, inputs[summed_],
                               outputs[1], k_, sumLength_, kMajor_);
     if (!hasEpilogue())
       return Status::ok();
-    return launchMatmulEpilogue(context.stream, outDtype_, c, bias, pre, rows_,
-                                n_, activation_);
+    return launchMatmulEpilogue(context.stream, outDtype_, ops.c, ops.bias,
+                                ops.pre, rows_, n_, activation_);
   };
   if (zeroBytes_) {
     // The product of nothing is zeros, or the addend.
     Status s =
-        addend ? cudaStatus(cudaMemcpyAsync(c, addend, zeroBytes_,
-                                            cudaMemcpyDeviceToDevice,
-                                            context.stream),
-                            "matmul (k = 0)")
-               : cudaStatus(cudaMemsetAsync(c, 0, zeroBytes_, context.stream),
-                            "matmul (k = 0)");
+        ops.addend
+            ? cudaStatus(cudaMemcpyAsync(ops.c, ops.addend, zeroBytes_,
+                                         cudaMemcpyDeviceToDevice,
+                                         context.stream),
+                         "matmul (k = 0)")
+            : cudaStatus(cudaMemsetAsync(ops.c, 0, zeroBytes_, context.stream),
+                         "matmul (k = 0)");
     if (!s)
       return s;
     return ownEpilogue(); // the bias and activation of that
@@ -520,45 +515,16 @@ Status MatmulKernel::launch(const LaunchContext &context,
                          std::to_string(workspaceBytes_) +
                          " bytes of workspace, launched with " +
                          std::to_string(context.workspaceBytes));
-  if (haveEpilogueAlgo_) {
-    StatusOr<bool> fused = launchFused(context, a, b, c, bias, pre, addend);
-    if (!fused.isOk())
-      return fused.status();
-    if (*fused)
-      return activation_ == MatmulActivation::Relu
-                 ? launchMatmulEpilogue(context.stream, outDtype_, c, nullptr,
-                                        pre, rows_, n_, activation_)
-                 : Status::ok();
-  }
-  const void *one = scale(oneF_, oneD_), *zero = scale(zeroF_, zeroD_);
-  const size_t e = elementSize_;
-  for (int64_t call = 0; call < calls_; ++call) {
-    const int64_t first = call * perCall_;
-    // Each operand's first batch of this call (the call's batches then
-    // advance by the operand's stride: perCall_ divides every batch count
-    // larger than 1).
-    const char *pa = a + (batchA_ == 1 ? 0 : first % batchA_) * sizeA_ * e;
-    const char *pb = b + (batchB_ == 1 ? 0 : first % batchB_) * sizeB_ * e;
-    char *pc = c + first * sizeC_ * outElementSize_;
-    // The addend is read as C (beta = 1) and the sum written to D.
-    const char *pin = addend ? addend + first * sizeC_ * outElementSize_ : pc;
-    const bool isAligned =
-        haveAligned_ &&
-        (reinterpret_cast<uintptr_t>(pa) | reinterpret_cast<uintptr_t>(pb) |
-         reinterpret_cast<uintptr_t>(pc) | reinterpret_cast<uintptr_t>(pin)) %
-                16 ==
-            0;
-    const cublasLtMatmulAlgo_t *algo = isAligned ? &aligned_ : &unaligned_;
-    LOOM_CUBLAS(cublasLtMatmul(context.lt, d_.matmul, one, pb, d_.a, pa, d_.b,
-                               addend ? one : zero, pin, d_.c, pc, d_.c, algo,
-                               context.workspace, workspaceBytes_,
-                               context.stream),
-                "cublasLtMatmul");
-  }
+  bool fused = false;
+  if (Status s = launchProducts(context, ops, fused); !s)
+    return s;
+  if (fused)
+    return activation_ == MatmulActivation::Relu
+               ? launchMatmulEpilogue(context.stream, outDtype_, ops.c, nullptr,
+                                      ops.pre, rows_, n_, activation_)
+               : Status::ok();
   return ownEpilogue();
 }
-
-} // namespace
 
 KernelOr cuda::createMatmul(const LaunchContext &context,
                             const Instruction &inst) {

@@ -1,0 +1,175 @@
+//===- GemmTuning.cpp - Timing cuBLASLt's algorithms for a matmul ---------===//
+//
+// Tuning (`loom-run --tune-matmuls`): the heuristic ranks cuBLASLt's
+// algorithms by a model of the GPU, and its first is not always the
+// fastest. `tune`, called by the backend before an instruction's first
+// launch, times up to kTuneCandidates of them on the launch's own operands
+// (each the best of kTuneRepeats launches after one to warm up) and keeps
+// the fastest; another than the first only when it is at least
+// kTuneMargin faster, so that timing noise does not trade algorithms that
+// are as fast. Equal problems share one timing (MatmulTuning): the layers
+// of a model get one algorithm per shape.
+//
+// The timed launches are the kernel's own (launchProducts), on the
+// operands of the launch that follows, so what is timed is what will run;
+// the own epilogue kernel, the same whatever the algorithm, is left out.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+using namespace loom::runtime;
+using namespace loom::runtime::cuda;
+
+StatusOr<double> MatmulKernel::timeProducts(const LaunchContext &context,
+                                            const MatmulOperands &ops,
+                                            cudaEvent_t start,
+                                            cudaEvent_t stop) {
+  bool fused = false;
+  if (!launchProducts(context, ops, fused)) {
+    cudaGetLastError(); // a refused launch is not the device's error
+    return std::numeric_limits<double>::infinity();
+  }
+  double best = std::numeric_limits<double>::infinity();
+  for (int repeat = 0; repeat < kTuneRepeats; ++repeat) {
+    cudaEventRecord(start, context.stream);
+    if (Status s = launchProducts(context, ops, fused); !s)
+      return s;
+    cudaEventRecord(stop, context.stream);
+    if (Status s = cudaStatus(cudaEventSynchronize(stop), "matmul tuning"); !s)
+      return s;
+    float ms = 0;
+    if (Status s =
+            cudaStatus(cudaEventElapsedTime(&ms, start, stop), "matmul tuning");
+        !s)
+      return s;
+    best = std::min(best, double(ms) * 1e-3);
+  }
+  return best;
+}
+
+Status MatmulKernel::tune(const LaunchContext &context,
+                          const void *const *inputs, void *const *outputs,
+                          MatmulTuning &tuning) {
+  if (tuned_ || zeroBytes_ || calls_ == 0 ||
+      context.workspaceBytes < workspaceBytes_)
+    return Status::ok();
+  tuned_ = true;
+  const MatmulOperands ops = operands(inputs, outputs);
+  const Slot slot = slotFor(ops);
+  const std::string key = problemKey_ + slot.name;
+  ++tuning.instructions;
+  if (auto known = tuning.chosen.find(key); known != tuning.chosen.end()) {
+    *slot.algo = known->second.algo;
+    tuning.heuristicSeconds += known->second.heuristicSeconds;
+    tuning.chosenSeconds += known->second.chosenSeconds;
+    return Status::ok();
+  }
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;
+  if (Status s = heuristics(context, slot.desc, slot.alignment, kTuneCandidates,
+                            candidates);
+      !s)
+    return s;
+  if (candidates.empty())
+    return Status::ok(); // the launch keeps the algorithm it has
+
+  // The timed launches write the outputs, and read an addend that may be
+  // one of them (a residual added in place): such inputs are kept aside.
+  struct Kept {
+    void *input;
+    void *copy;
+    uint64_t bytes;
+  };
+  std::vector<Kept> kept;
+  auto release = [&] {
+    for (Kept &k : kept)
+      cudaFree(k.copy);
+    kept.clear();
+  };
+  for (size_t i = 0; i < inputBytes_.size(); ++i) {
+    auto in = reinterpret_cast<uintptr_t>(inputs[i]);
+    bool overlapped = false;
+    for (size_t o = 0; o < outputBytes_.size(); ++o) {
+      auto out = reinterpret_cast<uintptr_t>(outputs[o]);
+      overlapped = overlapped ||
+                   (in < out + outputBytes_[o] && out < in + inputBytes_[i]);
+    }
+    if (!overlapped || inputBytes_[i] == 0)
+      continue;
+    void *copy = nullptr;
+    if (cudaMalloc(&copy, inputBytes_[i]) != cudaSuccess) {
+      cudaGetLastError();
+      release();
+      return Status::ok(); // no room to tune this one: it keeps its algorithm
+    }
+    kept.push_back({const_cast<void *>(inputs[i]), copy, inputBytes_[i]});
+    if (Status s = cudaStatus(cudaMemcpyAsync(copy, inputs[i], inputBytes_[i],
+                                              cudaMemcpyDeviceToDevice,
+                                              context.stream),
+                              "matmul tuning");
+        !s) {
+      release();
+      return s;
+    }
+  }
+
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  const cublasLtMatmulAlgo_t original = *slot.algo;
+  std::vector<double> seconds;
+  Status failure = Status::ok();
+  for (const cublasLtMatmulHeuristicResult_t &candidate : candidates) {
+    *slot.algo = candidate.algo;
+    StatusOr<double> time = timeProducts(context, ops, start, stop);
+    if (!time.isOk()) {
+      failure = time.status();
+      break;
+    }
+    seconds.push_back(*time);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  for (Kept &k : kept)
+    if (Status s = cudaStatus(cudaMemcpyAsync(k.input, k.copy, k.bytes,
+                                              cudaMemcpyDeviceToDevice,
+                                              context.stream),
+                              "matmul tuning");
+        !s && failure.isOk())
+      failure = s;
+  if (!kept.empty() && failure.isOk())
+    failure =
+        cudaStatus(cudaStreamSynchronize(context.stream), "matmul tuning");
+  release();
+  *slot.algo = original;
+  if (!failure)
+    return failure;
+
+  // The heuristic's first unless another is clearly faster.
+  size_t chosen = 0;
+  for (size_t i = 1; i < seconds.size(); ++i)
+    if (seconds[i] < seconds[chosen])
+      chosen = i;
+  if (std::isfinite(seconds[0]) &&
+      !(seconds[chosen] < (1 - kTuneMargin) * seconds[0]))
+    chosen = 0;
+  if (!std::isfinite(seconds[chosen]))
+    return Status::ok(); // cuBLASLt refused them all: the launch will say
+  *slot.algo = candidates[chosen].algo;
+  MatmulTuning::Choice choice{candidates[chosen].algo,
+                              std::isfinite(seconds[0]) ? seconds[0]
+                                                        : seconds[chosen],
+                              seconds[chosen]};
+  tuning.chosen[key] = choice;
+  ++tuning.problems;
+  tuning.changed += chosen != 0;
+  tuning.mostCandidates =
+      std::max(tuning.mostCandidates, int64_t(candidates.size()));
+  tuning.heuristicSeconds += choice.heuristicSeconds;
+  tuning.chosenSeconds += choice.chosenSeconds;
+  return Status::ok();
+}
