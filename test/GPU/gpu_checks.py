@@ -206,15 +206,18 @@ def compare_dirs(reference, actual, atol, rtol):
     return not problems, worst, "; ".join(problems)
 
 
-def variant_losses(loom_run, plan, inputs, steps, folder, flags, name,
-                   note="CUDA graphs: "):
-    """The losses of a run with `flags`, and what it said after `note`."""
+def variant_losses(loom_run, plan, inputs, steps, folder, flags, name):
+    """The losses of a run with `flags`, and a function giving what it said
+    after a prefix ("CUDA graphs: ")."""
     metrics = os.path.join(folder, "out-%s.jsonl" % name)
     output = run([loom_run, plan, "--train", "--device", "cuda"] + flags +
                  inputs + ["--steps", str(steps), "--metrics", metrics])
-    notes = [line.split(note, 1)[1] for line in output.splitlines()
-             if note in line]
-    return losses(metrics), notes[-1] if notes else "(no note)"
+
+    def said(prefix):
+        notes = [line.split(prefix, 1)[1] for line in output.splitlines()
+                 if prefix in line]
+        return notes[-1] if notes else "(nothing)"
+    return losses(metrics), said
 
 
 def check(out_dir, loom_run, device="cuda"):
@@ -263,28 +266,31 @@ def check(out_dir, loom_run, device="cuda"):
                          max(abs(a - b) / max(abs(b), 1e-12)
                              for a, b in zip(cpu, reference))))
                 if device == "cuda":
-                    replayed, note = variant_losses(
+                    replayed, said = variant_losses(
                         loom_run, plan, inputs, case["steps"], folder,
                         ["--cuda-graphs"], "cuda-graphs")
+                    note = said("CUDA graphs: ")
                     if replayed != got or note != "replayed":
                         ok = False
                         message += "\n  --cuda-graphs (%s): %s, without: %s" % (
                             note, replayed, got)
                     line += ", graphs: %s" % (
                         "same losses" if replayed == got else "DIFFERENT")
-                    tuned, note = variant_losses(
+                    tuned, said = variant_losses(
                         loom_run, plan, inputs, case["steps"], folder,
-                        ["--tune-matmuls", "--cuda-graphs"], "tuned",
-                        "matmul tuning: ")
+                        ["--tune-matmuls", "--cuda-graphs"], "tuned")
                     tuned_worst = max(
                         [abs(a - b) / max(abs(b), 1e-12)
                          for a, b in zip(tuned, reference)] or [float("inf")])
                     if (len(tuned) != len(reference) or
-                            not tuned_worst <= case["rtol"]):
+                            not tuned_worst <= case["rtol"] or
+                            said("CUDA graphs: ") != "replayed"):
                         ok = False
-                        message += ("\n  --tune-matmuls: %s torch %s" %
-                                    (tuned, reference))
-                    line += ", tuned: %.3g (%s)" % (tuned_worst, note)
+                        message += ("\n  --tune-matmuls (graphs %s): %s "
+                                    "torch %s" % (said("CUDA graphs: "),
+                                                  tuned, reference))
+                    line += ", tuned: %.3g (%s)" % (
+                        tuned_worst, said("matmul tuning: "))
         except RuntimeError as error:
             ok, line, message = False, "failed", str(error)
         print("%-22s %s  %s" % (case["name"], "ok" if ok else "MISMATCH",

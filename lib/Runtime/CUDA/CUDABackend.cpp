@@ -57,6 +57,8 @@ public:
       cudaEventDestroy(event);
     for (void *block : blocks_)
       cudaFree(block);
+    if (tuningScratch_)
+      cudaFree(tuningScratch_);
     if (hostError_)
       cudaFreeHost(hostError_);
     if (graphExec_)
@@ -124,6 +126,7 @@ public:
     if (groupElementwise_)
       batches_ = planElementwiseBatches(instructions);
     membership_.assign(instructions.size(), Membership());
+    tuneOffered_.assign(instructions.size(), false);
     groupKernels_.clear();
     groupedKernels_ = groupLaunches_ = 0;
     for (size_t b = 0; b < batches_.size(); ++b) {
@@ -157,6 +160,11 @@ public:
     if (!kernel)
       return kernel.status();
     kernels_[index] = std::move(*kernel);
+    if (tuneMatmuls_)
+      if (Status status =
+              growTuningScratch(kernels_[index]->tuningScratchBytes());
+          !status)
+        return status;
     // A group's kernel comes with its last member (any member stands for
     // the signature).
     if (index < membership_.size() && membership_[index].batch >= 0 &&
@@ -202,7 +210,7 @@ public:
            std::to_string(tuning_.problems) + " problems timed with up to " +
            std::to_string(tuning_.mostCandidates) +
            " cuBLASLt algorithms: " + std::to_string(tuning_.changed) +
-           " faster than the heuristic's first; their time in a step " + times;
+           " moved off the heuristic's first; their time in a step " + times;
   }
 
   StatusOr<uint8_t *> allocateArena(uint64_t bytes) override {
@@ -450,13 +458,18 @@ private:
     // The current device is per host thread; whoever calls may have another.
     cudaSetDevice(device_);
     context_.instruction = int32_t(index);
-    // Tuning waits for the device, which a capture cannot; it is not part
-    // of the instruction's time.
-    if (tuneMatmuls_ && !capturing_)
-      if (Status status =
-              kernels_[index]->tune(context_, inputs, outputs, tuning_);
-          !status)
-        return status.withContext("tuning");
+    // Tuning waits for the device, which a capture cannot: a kernel first
+    // launched in a capture keeps its algorithm for good, so that replays
+    // and kernel-by-kernel runs compute alike. It is not part of the
+    // instruction's time.
+    if (tuneMatmuls_ && index < tuneOffered_.size() && !tuneOffered_[index]) {
+      tuneOffered_[index] = true;
+      if (!capturing_)
+        if (Status status =
+                kernels_[index]->tune(context_, inputs, outputs, tuning_);
+            !status)
+          return status.withContext("tuning");
+    }
     bool timed = index < starts_.size();
     if (timed)
       cudaEventRecord(starts_[index], compute_);
@@ -556,6 +569,27 @@ private:
   /// (nothing is tuned then); what tuning found.
   bool tuneMatmuls_ = false, capturing_ = false;
   MatmulTuning tuning_;
+  /// Per instruction: whether its kernel was offered tuning already.
+  std::vector<bool> tuneOffered_;
+  /// LaunchContext::tuningScratch's block.
+  void *tuningScratch_ = nullptr;
+
+  /// Makes the tuning scratch at least `bytes` (when kernels are created).
+  Status growTuningScratch(uint64_t bytes) {
+    if (bytes <= context_.tuningScratchBytes)
+      return Status::ok();
+    if (tuningScratch_)
+      cudaFree(tuningScratch_);
+    tuningScratch_ = nullptr;
+    context_.tuningScratch = nullptr;
+    context_.tuningScratchBytes = 0;
+    if (cudaError_t error = cudaMalloc(&tuningScratch_, bytes))
+      return cudaFailure(
+          "allocating " + mebibytes(bytes) + " for --tune-matmuls", error);
+    context_.tuningScratch = tuningScratch_;
+    context_.tuningScratchBytes = bytes;
+    return Status::ok();
+  }
 
   // Elementwise groups (ExecutorOptions::groupElementwise).
   bool groupElementwise_ = true;

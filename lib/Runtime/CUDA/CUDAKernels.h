@@ -65,6 +65,10 @@ struct LaunchContext {
   int computeCapability = 0;
   /// The device's multiprocessor count (for launch geometry; 0: unknown).
   int multiprocessors = 0;
+  /// Device scratch for CUDAKernel::tune, the largest tuningScratchBytes of
+  /// the executor's kernels.
+  void *tuningScratch = nullptr;
+  size_t tuningScratchBytes = 0;
 };
 
 /// What tuning found (ExecutorOptions::tuneMatmuls), shared by the kernels
@@ -109,6 +113,10 @@ public:
                       MatmulTuning & /*tuning*/) {
     return Status::ok();
   }
+  /// The device scratch `tune` needs (LaunchContext::tuningScratch), which
+  /// the backend allocates when it creates the kernels: tuning allocates
+  /// nothing, so it cannot disturb another thread rank's graph capture.
+  virtual uint64_t tuningScratchBytes() const { return 0; }
 };
 
 /// Validates `instruction` for the CUDA backend and prepares it. `context`

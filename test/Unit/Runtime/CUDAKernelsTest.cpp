@@ -469,22 +469,26 @@ TEST(CUDAKernels, MatmulResidual) {
 /// operands, and the launch that follows must still compute the result:
 /// here a residual added in place (the addend is the output, so the timed
 /// launches would otherwise add the product to it again and again), as a
-/// linear layer (cuBLASLt's BIAS epilogue) and as a batched GEMM (the plain
-/// algorithm and the own bias kernel). A second kernel of the same problem
-/// takes the first's algorithm without being timed.
-void testTunedResidualInPlace(std::vector<int64_t> batchB) {
-  SCOPED_TRACE(batchB.empty() ? "linear layer" : "batched");
+/// linear layer (cuBLASLt's BIAS epilogue), as a batched GEMM (the plain
+/// algorithm and the own bias kernel), as several calls (x's outer batch
+/// over a weight with a batch of its own) and with misaligned bf16
+/// operands (the unaligned algorithm). A second kernel of the same problem
+/// takes the first's algorithm without being timed. The plan's operands
+/// all sit at offset 0, so the kernel asks for scratch for every input.
+void testTunedResidualInPlace(std::vector<int64_t> xBatch,
+                              std::vector<int64_t> wBatch, bool misalign) {
+  SCOPED_TRACE("x batch " + shapeString(xBatch) + ", w batch " +
+               shapeString(wBatch) + (misalign ? ", misaligned" : ""));
   const int64_t m = 16, k = 32, n = 64;
-  Tensor x = random(DType::BF16, {2, m, k});
-  std::vector<int64_t> wShape = batchB;
-  wShape.push_back(n);
-  wShape.push_back(k);
-  Tensor w = random(DType::BF16, wShape);
-  Tensor b = random(DType::F32, {n});
-  Tensor r = random(DType::F32, {2, m, n}, -4, 4);
+  std::vector<int64_t> xShape = xBatch, wShape = wBatch, rShape = xBatch;
+  xShape.insert(xShape.end(), {m, k});
+  wShape.insert(wShape.end(), {n, k});
+  rShape.insert(rShape.end(), {m, n});
+  Tensor x = random(DType::BF16, xShape), w = random(DType::BF16, wShape);
+  Tensor b = random(DType::F32, {n}), r = random(DType::F32, rShape, -4, 4);
   std::vector<const Tensor *> in{&x, &w, &b, &r};
   Instruction inst = makeInstruction(
-      "matmul", in, {ref(DType::F32, {2, m, n})},
+      "matmul", in, {ref(DType::F32, rShape)},
       {{"transpose_rhs", int64_t(1)}, {"accumulate", int64_t(1)}});
   std::vector<Tensor> cpu;
   ASSERT_EQ(runCPU(inst, in, cpu), "");
@@ -494,13 +498,21 @@ void testTunedResidualInPlace(std::vector<int64_t> batchB) {
   for (int kernel = 0; kernel < 2; ++kernel) {
     auto created = createCUDAKernel(context, inst);
     ASSERT_TRUE(created.isOk()) << created.status().message();
+    const uint64_t scratchBytes = created.value()->tuningScratchBytes();
+    EXPECT_GE(scratchBytes, r.bytes.size());
+    CUDA_OK(cudaMalloc(&context.tuningScratch, scratchBytes));
+    context.tuningScratchBytes = scratchBytes;
+    std::vector<void *> allocations;
     std::vector<void *> buffers;
     for (const Tensor *t : in) {
+      size_t shift = misalign && t->dtype == DType::BF16 ? 2 : 0;
       void *p = nullptr;
-      CUDA_OK(cudaMalloc(&p, t->bytes.size()));
-      CUDA_OK(cudaMemcpy(p, t->bytes.data(), t->bytes.size(),
+      CUDA_OK(cudaMalloc(&p, t->bytes.size() + shift));
+      allocations.push_back(p);
+      void *data = static_cast<char *>(p) + shift;
+      CUDA_OK(cudaMemcpy(data, t->bytes.data(), t->bytes.size(),
                          cudaMemcpyHostToDevice));
-      buffers.push_back(p);
+      buffers.push_back(data);
     }
     const void *inputs[] = {buffers[0], buffers[1], buffers[2], buffers[3]};
     void *outputs[] = {buffers[3]}; // the residual, added in place
@@ -508,12 +520,13 @@ void testTunedResidualInPlace(std::vector<int64_t> batchB) {
     ASSERT_TRUE(tuned.isOk()) << tuned.message();
     Status launched = created.value()->launch(context, inputs, outputs);
     ASSERT_TRUE(launched.isOk()) << launched.message();
-    Tensor result(DType::F32, {2, m, n});
+    Tensor result(DType::F32, rShape);
     CUDA_OK(cudaMemcpy(result.bytes.data(), buffers[3], result.bytes.size(),
                        cudaMemcpyDeviceToHost));
     expectClose(result, cpu[0], 1e-5, 1e-5, "result");
-    for (void *p : buffers)
+    for (void *p : allocations)
       CUDA_OK(cudaFree(p));
+    CUDA_OK(cudaFree(context.tuningScratch));
   }
   EXPECT_EQ(tuning.instructions, 2);
   EXPECT_EQ(tuning.problems, 1);
@@ -523,8 +536,10 @@ void testTunedResidualInPlace(std::vector<int64_t> batchB) {
 }
 
 TEST(CUDAKernels, MatmulTuningKeepsTheInputsItOverwrites) {
-  testTunedResidualInPlace({});
-  testTunedResidualInPlace({2});
+  testTunedResidualInPlace({2}, {}, false);
+  testTunedResidualInPlace({2}, {2}, false);
+  testTunedResidualInPlace({3, 2}, {2}, false);
+  testTunedResidualInPlace({2}, {}, true);
 }
 
 /// A weight-gradient GEMM with its bias gradient (`bias_grad`) against the

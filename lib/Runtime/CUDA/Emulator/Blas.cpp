@@ -22,7 +22,10 @@
 // the same: what tells them apart is their number (in the algorithm's
 // opaque data). For tests of matmul tuning, LOOM_EMULATOR_SLOW_ALGORITHM=N
 // makes algorithm N take kSlowSeconds longer on the stream, and
-// LOOM_EMULATOR_STATS counts the matmuls that ran it.
+// LOOM_EMULATOR_STATS counts the matmuls that ran it;
+// LOOM_EMULATOR_REFUSED_ALGORITHM=N makes cublasLtMatmul refuse algorithm N
+// (CUBLAS_STATUS_NOT_SUPPORTED), as cuBLASLt may refuse a heuristic's
+// candidate at launch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,13 +70,22 @@ struct MatmulDesc {
 constexpr int kAlgorithms = 3;
 constexpr double kSlowSeconds = 0.01;
 
-/// LOOM_EMULATOR_SLOW_ALGORITHM's algorithm, -1 when none.
+/// The algorithm an environment variable names, -1 when it is not set.
+int algorithmFromEnvironment(const char *name) {
+  const char *value = std::getenv(name);
+  return value && *value ? std::atoi(value) : -1;
+}
+
+/// LOOM_EMULATOR_SLOW_ALGORITHM's and LOOM_EMULATOR_REFUSED_ALGORITHM's.
 int slowAlgorithm() {
-  static const int slow = [] {
-    const char *value = std::getenv("LOOM_EMULATOR_SLOW_ALGORITHM");
-    return value && *value ? std::atoi(value) : -1;
-  }();
+  static const int slow =
+      algorithmFromEnvironment("LOOM_EMULATOR_SLOW_ALGORITHM");
   return slow;
+}
+int refusedAlgorithm() {
+  static const int refused =
+      algorithmFromEnvironment("LOOM_EMULATOR_REFUSED_ALGORITHM");
+  return refused;
 }
 
 struct Preference {
@@ -444,6 +456,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
   if (cublasStatus_t s = validate(d, a, b, c, out))
     return s;
   const uint32_t alignment = algo ? uint32_t(algo->data[0]) : 1;
+  if (algo && int64_t(algo->data[1]) == refusedAlgorithm())
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   for (const void *p : {A, B, C, static_cast<const void *>(D)})
     if (!aligned(p, alignment))
       return CUBLAS_STATUS_INVALID_VALUE;

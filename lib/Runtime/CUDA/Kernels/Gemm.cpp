@@ -269,6 +269,20 @@ Status MatmulKernel::prepare(const LaunchContext &context,
     inputBytes_.push_back(input.bytes());
   for (const TensorRef &output : inst.outputs)
     outputBytes_.push_back(output.bytes());
+  // The inputs an output overlaps in the plan (weights by id), which tuning
+  // keeps aside.
+  for (const TensorRef &input : inst.inputs) {
+    bool overlapped = false;
+    for (const TensorRef &output : inst.outputs)
+      overlapped = overlapped ||
+                   (input.space == output.space &&
+                    (input.space == TensorRef::Space::Weight
+                         ? input.offset == output.offset
+                         : input.offset < output.offset + output.bytes() &&
+                               output.offset < input.offset + input.bytes()));
+    if (overlapped)
+      keptBytes_ += alignScratch(input.bytes());
+  }
   if (batchC == 0 || m == 0 || n == 0)
     return Status::ok(); // nothing to compute: calls_ = 0
   if (k == 0) {

@@ -62,6 +62,10 @@ constexpr int kTuneCandidates = 8;
 constexpr int kTuneRepeats = 3;
 constexpr double kTuneMargin = 0.02;
 
+/// Bytes one kept input takes in the tuning scratch (256-byte aligned, as
+/// cudaMalloc's blocks are).
+inline uint64_t alignScratch(uint64_t bytes) { return (bytes + 255) & ~255ull; }
+
 /// One launch's operands, device pointers.
 struct MatmulOperands {
   const char *a = nullptr, *b = nullptr;
@@ -79,6 +83,7 @@ public:
                 void *const *outputs) override;
   Status tune(const LaunchContext &context, const void *const *inputs,
               void *const *outputs, MatmulTuning &tuning) override;
+  uint64_t tuningScratchBytes() const override;
 
 private:
   MatmulOperands operands(const void *const *inputs,
@@ -171,6 +176,9 @@ private:
   uint64_t zeroBytes_ = 0;
   /// The operands' bytes (tuning keeps the inputs an output overlaps).
   std::vector<uint64_t> inputBytes_, outputBytes_;
+  /// Scratch tuning needs to keep the inputs the plan lets an output
+  /// overlap (tuningScratchBytes).
+  uint64_t keptBytes_ = 0;
   /// What makes two matmuls the same problem for tuning; whether this one
   /// was tuned.
   std::string problemKey_;

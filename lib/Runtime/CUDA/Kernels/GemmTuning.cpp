@@ -36,10 +36,16 @@ StatusOr<double> MatmulKernel::timeProducts(const LaunchContext &context,
   }
   double best = std::numeric_limits<double>::infinity();
   for (int repeat = 0; repeat < kTuneRepeats; ++repeat) {
-    cudaEventRecord(start, context.stream);
+    if (Status s =
+            cudaStatus(cudaEventRecord(start, context.stream), "matmul tuning");
+        !s)
+      return s;
     if (Status s = launchProducts(context, ops, fused); !s)
       return s;
-    cudaEventRecord(stop, context.stream);
+    if (Status s =
+            cudaStatus(cudaEventRecord(stop, context.stream), "matmul tuning");
+        !s)
+      return s;
     if (Status s = cudaStatus(cudaEventSynchronize(stop), "matmul tuning"); !s)
       return s;
     float ms = 0;
@@ -52,6 +58,8 @@ StatusOr<double> MatmulKernel::timeProducts(const LaunchContext &context,
   return best;
 }
 
+uint64_t MatmulKernel::tuningScratchBytes() const { return keptBytes_; }
+
 Status MatmulKernel::tune(const LaunchContext &context,
                           const void *const *inputs, void *const *outputs,
                           MatmulTuning &tuning) {
@@ -62,34 +70,25 @@ Status MatmulKernel::tune(const LaunchContext &context,
   const MatmulOperands ops = operands(inputs, outputs);
   const Slot slot = slotFor(ops);
   const std::string key = problemKey_ + slot.name;
-  ++tuning.instructions;
   if (auto known = tuning.chosen.find(key); known != tuning.chosen.end()) {
     *slot.algo = known->second.algo;
+    ++tuning.instructions;
     tuning.heuristicSeconds += known->second.heuristicSeconds;
     tuning.chosenSeconds += known->second.chosenSeconds;
     return Status::ok();
   }
-  std::vector<cublasLtMatmulHeuristicResult_t> candidates;
-  if (Status s = heuristics(context, slot.desc, slot.alignment, kTuneCandidates,
-                            candidates);
-      !s)
-    return s;
-  if (candidates.empty())
-    return Status::ok(); // the launch keeps the algorithm it has
 
   // The timed launches write the outputs, and read an addend that may be
-  // one of them (a residual added in place): such inputs are kept aside.
+  // one of them (a residual added in place): such inputs are kept in the
+  // backend's scratch, allocated with the kernels (tuningScratchBytes), so
+  // that tuning allocates nothing while other ranks may be capturing.
   struct Kept {
     void *input;
-    void *copy;
+    size_t offset;
     uint64_t bytes;
   };
   std::vector<Kept> kept;
-  auto release = [&] {
-    for (Kept &k : kept)
-      cudaFree(k.copy);
-    kept.clear();
-  };
+  size_t used = 0;
   for (size_t i = 0; i < inputBytes_.size(); ++i) {
     auto in = reinterpret_cast<uintptr_t>(inputs[i]);
     bool overlapped = false;
@@ -100,26 +99,37 @@ Status MatmulKernel::tune(const LaunchContext &context,
     }
     if (!overlapped || inputBytes_[i] == 0)
       continue;
-    void *copy = nullptr;
-    if (cudaMalloc(&copy, inputBytes_[i]) != cudaSuccess) {
-      cudaGetLastError();
-      release();
-      return Status::ok(); // no room to tune this one: it keeps its algorithm
-    }
-    kept.push_back({const_cast<void *>(inputs[i]), copy, inputBytes_[i]});
-    if (Status s = cudaStatus(cudaMemcpyAsync(copy, inputs[i], inputBytes_[i],
+    kept.push_back({const_cast<void *>(inputs[i]), used, inputBytes_[i]});
+    used += alignScratch(inputBytes_[i]);
+  }
+  // Operands that overlap where their plan offsets did not say so: not
+  // tuned (the launch keeps the heuristic's algorithm).
+  if (used > context.tuningScratchBytes)
+    return Status::ok();
+  auto scratch = [&](const Kept &k) {
+    return static_cast<char *>(context.tuningScratch) + k.offset;
+  };
+  for (const Kept &k : kept)
+    if (Status s = cudaStatus(cudaMemcpyAsync(scratch(k), k.input, k.bytes,
                                               cudaMemcpyDeviceToDevice,
                                               context.stream),
                               "matmul tuning");
-        !s) {
-      release();
+        !s)
       return s;
-    }
-  }
 
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;
+  if (Status s = heuristics(context, slot.desc, slot.alignment, kTuneCandidates,
+                            candidates);
+      !s)
+    return s;
   cudaEvent_t start = nullptr, stop = nullptr;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
+  if (candidates.empty() || cudaEventCreate(&start) != cudaSuccess ||
+      cudaEventCreate(&stop) != cudaSuccess) {
+    cudaGetLastError();
+    if (start)
+      cudaEventDestroy(start);
+    return Status::ok(); // nothing to choose from: as untuned
+  }
   const cublasLtMatmulAlgo_t original = *slot.algo;
   std::vector<double> seconds;
   Status failure = Status::ok();
@@ -134,18 +144,14 @@ Status MatmulKernel::tune(const LaunchContext &context,
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  for (Kept &k : kept)
-    if (Status s = cudaStatus(cudaMemcpyAsync(k.input, k.copy, k.bytes,
+  *slot.algo = original;
+  for (const Kept &k : kept)
+    if (Status s = cudaStatus(cudaMemcpyAsync(k.input, scratch(k), k.bytes,
                                               cudaMemcpyDeviceToDevice,
                                               context.stream),
                               "matmul tuning");
         !s && failure.isOk())
       failure = s;
-  if (!kept.empty() && failure.isOk())
-    failure =
-        cudaStatus(cudaStreamSynchronize(context.stream), "matmul tuning");
-  release();
-  *slot.algo = original;
   if (!failure)
     return failure;
 
@@ -160,12 +166,14 @@ Status MatmulKernel::tune(const LaunchContext &context,
   if (!std::isfinite(seconds[chosen]))
     return Status::ok(); // cuBLASLt refused them all: the launch will say
   *slot.algo = candidates[chosen].algo;
+  // Where the heuristic's first was refused, it costs what the choice does.
   MatmulTuning::Choice choice{candidates[chosen].algo,
                               std::isfinite(seconds[0]) ? seconds[0]
                                                         : seconds[chosen],
                               seconds[chosen]};
   tuning.chosen[key] = choice;
   ++tuning.problems;
+  ++tuning.instructions;
   tuning.changed += chosen != 0;
   tuning.mostCandidates =
       std::max(tuning.mostCandidates, int64_t(candidates.size()));
