@@ -94,6 +94,8 @@ public:
   /// What tuning found so far, for RunReport::matmulTuning ("" when the
   /// backend does not tune).
   virtual std::string tuningSummary() const { return ""; }
+  /// Keeps what tuning found where the options asked (after a run).
+  virtual Status saveTuning() { return Status::ok(); }
 
   /// Replay (CUDA graphs): the launches between beginCapture and
   /// endCapture are recorded instead of run, and `replay` enqueues all of

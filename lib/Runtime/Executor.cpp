@@ -72,7 +72,8 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
   executor->program_ = &plan->ranks[rank];
   executor->device_ = options.device;
   executor->graphs_ = options.device == Device::CUDA && options.cudaGraphs;
-  executor->tuneFirst_ = options.device == Device::CUDA && options.tuneMatmuls;
+  executor->tuneFirst_ = options.device == Device::CUDA &&
+                         (options.tuneMatmuls || !options.tuningFile.empty());
   if (options.device == Device::CUDA) {
     StatusOr<std::unique_ptr<Backend>> backend = createCUDABackend(options);
     if (!backend)
@@ -326,6 +327,8 @@ Status Executor::run(bool profile) {
                     ? status.withContext(describe(instructions[failed], failed))
                     : status);
   report_.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (Status status = backend_->saveTuning(); !status)
+    return fail(status);
   report_.matmulTuning = backend_->tuningSummary();
 
   if (!measured_) {

@@ -24,8 +24,10 @@ On the GPU, each training case runs once more with `--cuda-graphs` (the
 first step recorded as a CUDA graph, every step a replay of it): its
 losses must equal the kernel-by-kernel run's exactly. And once with
 `--tune-matmuls --cuda-graphs` (each matmul on the fastest of several
-cuBLASLt algorithms, which may sum in another order): its losses must
-match PyTorch's within the case's tolerance.
+cuBLASLt algorithms, which may sum in another order; `--tuning-file`
+keeps them): its losses must match PyTorch's within the case's tolerance,
+and a third run that reads the kept choices back must time nothing and
+give the same losses bit for bit.
 
 `check --device cpu` runs the same comparisons on the CPU backend: it
 checks this script (test/GPU/kit.test) where there is no GPU.
@@ -276,9 +278,25 @@ def check(out_dir, loom_run, device="cuda"):
                             note, replayed, got)
                     line += ", graphs: %s" % (
                         "same losses" if replayed == got else "DIFFERENT")
+                    tuning_file = os.path.join(folder, "out-tuning.txt")
+                    if os.path.exists(tuning_file):
+                        os.remove(tuning_file)
                     tuned, said = variant_losses(
                         loom_run, plan, inputs, case["steps"], folder,
-                        ["--tune-matmuls", "--cuda-graphs"], "tuned")
+                        ["--tuning-file", tuning_file, "--cuda-graphs"],
+                        "tuned")
+                    # The kept choices, read back: nothing timed, the same
+                    # algorithms, so the same losses bit for bit.
+                    reread, reread_said = variant_losses(
+                        loom_run, plan, inputs, case["steps"], folder,
+                        ["--tuning-file", tuning_file], "tuned-again")
+                    if (reread != tuned or
+                            "problems timed" in reread_said("matmul tuning: ")):
+                        ok = False
+                        message += ("\n  --tuning-file read back (%s): %s, "
+                                    "first: %s" % (
+                                        reread_said("matmul tuning: "),
+                                        reread, tuned))
                     tuned_worst = max(
                         [abs(a - b) / max(abs(b), 1e-12)
                          for a, b in zip(tuned, reference)] or [float("inf")])

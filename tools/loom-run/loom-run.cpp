@@ -80,6 +80,10 @@ devices (docs/design/cuda-backend.md):
                       fastest (the first step runs without --cuda-graphs;
                       results may differ from untuned ones in the last
                       bits); stderr says what it found
+  --tuning-file FILE  --tune-matmuls, keeping its choices in FILE: a later
+                      run with the same FILE times only the matmuls it
+                      lacks, and computes the same bytes (a FILE made with
+                      another cuBLASLt or GPU is made again)
   --list-devices      print the devices this build can run on, and exit
 
 ranks (plans with several ranks; docs/design/communication.md):
@@ -332,6 +336,10 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       options.run.executor.groupElementwise = false;
     } else if (flag == "--tune-matmuls") {
       options.run.executor.tuneMatmuls = true;
+    } else if (flag == "--tuning-file") {
+      if (!value(text))
+        return flag + " needs a value";
+      options.run.executor.tuningFile = std::string(text);
     } else if (flag == "--device" || flag == "--gpu") {
       if (!value(text))
         return flag + " needs a value";

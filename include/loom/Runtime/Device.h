@@ -55,6 +55,11 @@ struct ExecutorOptions {
   /// kernel (tuning waits for the device), and results may differ from an
   /// untuned run in the last bits (another algorithm sums in another order).
   bool tuneMatmuls = false;
+  /// CUDA: a file that keeps tuning's choices between runs (`loom-run
+  /// --tuning-file`; implies tuneMatmuls): problems it holds are not timed
+  /// again, new ones are added to it after a run. One made with another
+  /// cuBLASLt or GPU is not used, and is made again.
+  std::string tuningFile;
 };
 
 } // namespace runtime

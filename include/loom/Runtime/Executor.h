@@ -60,7 +60,7 @@ struct RunReport {
   std::string launchGroups;
   /// CUDA with ExecutorOptions::tuneMatmuls, after a run: what tuning
   /// found, e.g. "147 matmuls, 23 problems timed with up to 8 cuBLASLt
-  /// algorithms: 9 moved off the heuristic's first; their time in a step
+  /// algorithms (9 moved off the heuristic's first); their time in a step
   /// 12.310 ms -> 11.520 ms (-6.4%)"; empty otherwise.
   std::string matmulTuning;
   /// The planned peak rounded up to whole pages, for comparison.

@@ -113,7 +113,20 @@ public:
     context_.allowTF32 = options.allowTF32;
     context_.computeCapability = major * 10 + minor;
     groupElementwise_ = options.groupElementwise;
-    tuneMatmuls_ = options.tuneMatmuls;
+    tuneMatmuls_ = options.tuneMatmuls || !options.tuningFile.empty();
+    tuningFile_ = options.tuningFile;
+    if (!tuningFile_.empty()) {
+      cudaDeviceProp properties{};
+      cudaGetDeviceProperties(&properties, device_);
+      tuningContext_ =
+          tuningContext(context_.computeCapability, properties.name);
+      if (Status status = readTuningFile(tuningFile_, tuningContext_, tuning_,
+                                         tuningWarning_);
+          !status)
+        return status.withContext("--tuning-file");
+      // A file made elsewhere is rewritten after the first run.
+      savedProblems_ = tuningWarning_.empty() ? 0 : -1;
+    }
     cudaDeviceGetAttribute(&context_.multiprocessors,
                            cudaDevAttrMultiProcessorCount, device_);
     return clearError();
@@ -198,19 +211,38 @@ public:
            (groupLaunches_ == 1 ? " launch" : " launches");
   }
 
+  Status saveTuning() override {
+    if (tuningFile_.empty() || tuning_.problems == savedProblems_)
+      return Status::ok();
+    if (Status status = writeTuningFile(tuningFile_, tuningContext_, tuning_);
+        !status)
+      return status.withContext("--tuning-file");
+    savedProblems_ = tuning_.problems;
+    return Status::ok();
+  }
+
   std::string tuningSummary() const override {
     if (!tuneMatmuls_ || tuning_.instructions == 0)
-      return "";
+      return tuningWarning_;
+    std::string summary = std::to_string(tuning_.instructions) + " matmuls";
+    if (tuning_.problems > 0)
+      summary += ", " + std::to_string(tuning_.problems) +
+                 " problems timed with up to " +
+                 std::to_string(tuning_.mostCandidates) +
+                 " cuBLASLt algorithms (" + std::to_string(tuning_.changed) +
+                 " moved off the heuristic's first)";
+    if (tuning_.loaded > 0)
+      summary += ", " + std::to_string(tuning_.loaded) +
+                 " problems read from " + tuningFile_;
     char times[96];
     const double before = tuning_.heuristicSeconds * 1e3,
                  after = tuning_.chosenSeconds * 1e3;
     std::snprintf(times, sizeof times, "%.3f ms -> %.3f ms (%+.1f%%)", before,
                   after, before > 0 ? 100 * (after - before) / before : 0.0);
-    return std::to_string(tuning_.instructions) + " matmuls, " +
-           std::to_string(tuning_.problems) + " problems timed with up to " +
-           std::to_string(tuning_.mostCandidates) +
-           " cuBLASLt algorithms: " + std::to_string(tuning_.changed) +
-           " moved off the heuristic's first; their time in a step " + times;
+    summary += std::string("; their time in a step ") + times;
+    if (!tuningWarning_.empty())
+      summary += "; " + tuningWarning_;
+    return summary;
   }
 
   StatusOr<uint8_t *> allocateArena(uint64_t bytes) override {
@@ -569,6 +601,11 @@ private:
   /// (nothing is tuned then); what tuning found.
   bool tuneMatmuls_ = false, capturing_ = false;
   MatmulTuning tuning_;
+  /// ExecutorOptions::tuningFile, the context it must have been made in,
+  /// why it was not used (empty when it was), and tuning_.problems when it
+  /// was last written (-1: it must be rewritten).
+  std::string tuningFile_, tuningContext_, tuningWarning_;
+  int64_t savedProblems_ = 0;
   /// Per instruction: whether its kernel was offered tuning already.
   std::vector<bool> tuneOffered_;
   /// LaunchContext::tuningScratch's block.

@@ -90,7 +90,21 @@ struct MatmulTuning {
   /// Summed over the instructions tuned: their time with the heuristic's
   /// first algorithm, and with the chosen one (one launch each).
   double heuristicSeconds = 0, chosenSeconds = 0;
+  /// Problems whose choice came from a tuning file (readTuningFile).
+  int64_t loaded = 0;
 };
+
+/// What a tuning file must have been made with to be used here: the
+/// cuBLASLt version, compute capability and GPU (GemmTuningFile.cpp).
+std::string tuningContext(int computeCapability, const std::string &gpuName);
+/// Adds the choices kept in `path` to `tuning`. A missing file is no
+/// error; one made in another `context` is not used (`warning` says so);
+/// a malformed one is an error naming its line.
+Status readTuningFile(const std::string &path, const std::string &context,
+                      MatmulTuning &tuning, std::string &warning);
+/// Writes every choice of `tuning` to `path` (replacing it whole).
+Status writeTuningFile(const std::string &path, const std::string &context,
+                       const MatmulTuning &tuning);
 
 /// One instruction, ready to launch.
 class CUDAKernel {
