@@ -290,8 +290,9 @@ def check(out_dir, loom_run, device="cuda"):
                     reread, reread_said = variant_losses(
                         loom_run, plan, inputs, case["steps"], folder,
                         ["--tuning-file", tuning_file], "tuned-again")
-                    if (reread != tuned or
-                            "problems timed" in reread_said("matmul tuning: ")):
+                    reread_note = reread_said("matmul tuning: ")
+                    if (reread != tuned or "problems timed" in reread_note or
+                            "problems read from" not in reread_note):
                         ok = False
                         message += ("\n  --tuning-file read back (%s): %s, "
                                     "first: %s" % (

@@ -131,8 +131,19 @@ void runRank(std::shared_ptr<const Plan> plan, const RunOptions &options,
     }
     comm = *wrapped;
   }
+  // Each rank keeps its own tuning choices: ranks writing one file would
+  // overwrite each other's.
+  ExecutorOptions executorOptions = options.executor;
+  if (multi && !executorOptions.tuningFile.empty() &&
+      executorOptions.tuningFile.find("{rank}") == std::string::npos) {
+    result.status = Status::error(
+        "--tuning-file: the plan has " + std::to_string(plan->ranks.size()) +
+        " ranks; put {rank} in the file's name, so that each keeps its own");
+    return;
+  }
+  executorOptions.tuningFile = substituteRank(executorOptions.tuningFile, rank);
   StatusOr<std::unique_ptr<Executor>> executor =
-      Executor::create(plan, rank, comm, options.executor);
+      Executor::create(plan, rank, comm, executorOptions);
   if (!executor) {
     result.status = executor.status();
     return;

@@ -83,7 +83,9 @@ devices (docs/design/cuda-backend.md):
   --tuning-file FILE  --tune-matmuls, keeping its choices in FILE: a later
                       run with the same FILE times only the matmuls it
                       lacks, and computes the same bytes (a FILE made with
-                      another cuBLASLt or GPU is made again)
+                      another cuBLASLt or GPU is made again, a damaged one
+                      stops the run); {rank} in FILE becomes the rank
+                      (needed with several ranks)
   --list-devices      print the devices this build can run on, and exit
 
 ranks (plans with several ranks; docs/design/communication.md):

@@ -22,8 +22,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <thread>
+#include <unistd.h>
 #include <utility>
 
 using namespace loom::runtime;
@@ -118,14 +121,23 @@ public:
     if (!tuningFile_.empty()) {
       cudaDeviceProp properties{};
       cudaGetDeviceProperties(&properties, device_);
-      tuningContext_ =
-          tuningContext(context_.computeCapability, properties.name);
+      tuningContext_ = tuningContext(context_.computeCapability,
+                                     kWorkspaceBytes, properties.name);
       if (Status status = readTuningFile(tuningFile_, tuningContext_, tuning_,
                                          tuningWarning_);
           !status)
         return status.withContext("--tuning-file");
+      // Written after runs: a folder it cannot be written to is found now,
+      // before any work.
+      std::string folder = tuningFile_.substr(
+          0, tuningFile_.find_last_of('/') == std::string::npos
+                 ? 0
+                 : tuningFile_.find_last_of('/') + 1);
+      if (access(folder.empty() ? "." : folder.c_str(), W_OK) != 0)
+        return Status::error("--tuning-file: cannot write to the folder of " +
+                             tuningFile_ + ": " + std::strerror(errno));
       // A file made elsewhere is rewritten after the first run.
-      savedProblems_ = tuningWarning_.empty() ? 0 : -1;
+      savedChanges_ = tuningWarning_.empty() ? 0 : -1;
     }
     cudaDeviceGetAttribute(&context_.multiprocessors,
                            cudaDevAttrMultiProcessorCount, device_);
@@ -211,19 +223,23 @@ public:
            (groupLaunches_ == 1 ? " launch" : " launches");
   }
 
-  Status saveTuning() override {
-    if (tuningFile_.empty() || tuning_.problems == savedProblems_)
-      return Status::ok();
-    if (Status status = writeTuningFile(tuningFile_, tuningContext_, tuning_);
-        !status)
-      return status.withContext("--tuning-file");
-    savedProblems_ = tuning_.problems;
-    return Status::ok();
+  void saveTuning() override {
+    const int64_t changes = tuning_.problems + tuning_.refusedFromFile;
+    if (tuningFile_.empty() || changes == savedChanges_)
+      return;
+    // A cache that cannot be written is not worth the run: said in the
+    // summary, and tried again after the next run.
+    Status status = writeTuningFile(tuningFile_, tuningContext_, tuning_);
+    saveWarning_ = status ? "" : status.message();
+    if (status)
+      savedChanges_ = changes;
   }
 
   std::string tuningSummary() const override {
     if (!tuneMatmuls_ || tuning_.instructions == 0)
-      return tuningWarning_;
+      return tuningWarning_ +
+             (tuningWarning_.empty() || saveWarning_.empty() ? "" : "; ") +
+             saveWarning_;
     std::string summary = std::to_string(tuning_.instructions) + " matmuls";
     if (tuning_.problems > 0)
       summary += ", " + std::to_string(tuning_.problems) +
@@ -234,6 +250,10 @@ public:
     if (tuning_.loaded > 0)
       summary += ", " + std::to_string(tuning_.loaded) +
                  " problems read from " + tuningFile_;
+    if (tuning_.refusedFromFile > 0)
+      summary += ", " + std::to_string(tuning_.refusedFromFile) +
+                 " algorithms kept in " + tuningFile_ +
+                 " refused here (timed again)";
     char times[96];
     const double before = tuning_.heuristicSeconds * 1e3,
                  after = tuning_.chosenSeconds * 1e3;
@@ -242,6 +262,8 @@ public:
     summary += std::string("; their time in a step ") + times;
     if (!tuningWarning_.empty())
       summary += "; " + tuningWarning_;
+    if (!saveWarning_.empty())
+      summary += "; " + saveWarning_;
     return summary;
   }
 
@@ -602,10 +624,12 @@ private:
   bool tuneMatmuls_ = false, capturing_ = false;
   MatmulTuning tuning_;
   /// ExecutorOptions::tuningFile, the context it must have been made in,
-  /// why it was not used (empty when it was), and tuning_.problems when it
-  /// was last written (-1: it must be rewritten).
-  std::string tuningFile_, tuningContext_, tuningWarning_;
-  int64_t savedProblems_ = 0;
+  /// why it was not used and why it could not be written (empty when
+  /// neither).
+  std::string tuningFile_, tuningContext_, tuningWarning_, saveWarning_;
+  /// tuning_.problems + tuning_.refusedFromFile when the file was last
+  /// written (-1: it must be written).
+  int64_t savedChanges_ = 0;
   /// Per instruction: whether its kernel was offered tuning already.
   std::vector<bool> tuneOffered_;
   /// LaunchContext::tuningScratch's block.

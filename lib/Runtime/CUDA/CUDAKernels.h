@@ -80,6 +80,9 @@ struct MatmulTuning {
   struct Choice {
     cublasLtMatmulAlgo_t algo;
     double heuristicSeconds, chosenSeconds;
+    /// Known to run here: timed by this process, or read from a tuning
+    /// file and launched once.
+    bool checked;
   };
   /// By problem key.
   std::map<std::string, Choice> chosen;
@@ -90,16 +93,21 @@ struct MatmulTuning {
   /// Summed over the instructions tuned: their time with the heuristic's
   /// first algorithm, and with the chosen one (one launch each).
   double heuristicSeconds = 0, chosenSeconds = 0;
-  /// Problems whose choice came from a tuning file (readTuningFile).
-  int64_t loaded = 0;
+  /// Problems whose choice came from a tuning file (readTuningFile) and
+  /// ran; those whose choice from the file cuBLASLt refused (timed again,
+  /// and the file must be written again).
+  int64_t loaded = 0, refusedFromFile = 0;
 };
 
 /// What a tuning file must have been made with to be used here: the
-/// cuBLASLt version, compute capability and GPU (GemmTuningFile.cpp).
-std::string tuningContext(int computeCapability, const std::string &gpuName);
-/// Adds the choices kept in `path` to `tuning`. A missing file is no
-/// error; one made in another `context` is not used (`warning` says so);
-/// a malformed one is an error naming its line.
+/// cuBLASLt version, compute capability, cuBLASLt workspace and GPU
+/// (GemmTuningFile.cpp).
+std::string tuningContext(int computeCapability, size_t workspaceBytes,
+                          const std::string &gpuName);
+/// Adds the choices kept in `path` to `tuning` (not yet `checked`). A
+/// missing file is no error; one made in another `context` is not used
+/// (`warning` says so); an unreadable or malformed one is an error naming
+/// the file (and line).
 Status readTuningFile(const std::string &path, const std::string &context,
                       MatmulTuning &tuning, std::string &warning);
 /// Writes every choice of `tuning` to `path` (replacing it whole).

@@ -70,13 +70,18 @@ Status MatmulKernel::tune(const LaunchContext &context,
   const MatmulOperands ops = operands(inputs, outputs);
   const Slot slot = slotFor(ops);
   const std::string key = problemKey_ + slot.name;
-  if (auto known = tuning.chosen.find(key); known != tuning.chosen.end()) {
+  auto known = tuning.chosen.find(key);
+  if (known != tuning.chosen.end() && known->second.checked) {
     *slot.algo = known->second.algo;
     ++tuning.instructions;
     tuning.heuristicSeconds += known->second.heuristicSeconds;
     tuning.chosenSeconds += known->second.chosenSeconds;
     return Status::ok();
   }
+  // A choice read from a tuning file is launched once before it is
+  // trusted: cuBLASLt may refuse it (a file from another setup); then the
+  // problem is timed as a new one and the file is written again.
+  const bool fromFile = known != tuning.chosen.end();
 
   // The timed launches write the outputs, and read an addend that may be
   // one of them (a residual added in place): such inputs are kept in the
@@ -102,10 +107,20 @@ Status MatmulKernel::tune(const LaunchContext &context,
     kept.push_back({const_cast<void *>(inputs[i]), used, inputBytes_[i]});
     used += alignScratch(inputBytes_[i]);
   }
-  // Operands that overlap where their plan offsets did not say so: not
-  // tuned (the launch keeps the heuristic's algorithm).
-  if (used > context.tuningScratchBytes)
+  // Operands that overlap where their plan offsets did not say so, or no
+  // events to time with: not tuned (the launch keeps the heuristic's
+  // algorithm, or the file's).
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if (used > context.tuningScratchBytes ||
+      cudaEventCreate(&start) != cudaSuccess ||
+      cudaEventCreate(&stop) != cudaSuccess) {
+    cudaGetLastError();
+    if (start)
+      cudaEventDestroy(start);
+    if (fromFile)
+      *slot.algo = known->second.algo;
     return Status::ok();
+  }
   auto scratch = [&](const Kept &k) {
     return static_cast<char *>(context.tuningScratch) + k.offset;
   };
@@ -114,33 +129,42 @@ Status MatmulKernel::tune(const LaunchContext &context,
                                               cudaMemcpyDeviceToDevice,
                                               context.stream),
                               "matmul tuning");
-        !s)
-      return s;
-
-  std::vector<cublasLtMatmulHeuristicResult_t> candidates;
-  if (Status s = heuristics(context, slot.desc, slot.alignment, kTuneCandidates,
-                            candidates);
-      !s)
-    return s;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  if (candidates.empty() || cudaEventCreate(&start) != cudaSuccess ||
-      cudaEventCreate(&stop) != cudaSuccess) {
-    cudaGetLastError();
-    if (start)
+        !s) {
       cudaEventDestroy(start);
-    return Status::ok(); // nothing to choose from: as untuned
-  }
+      cudaEventDestroy(stop);
+      return s;
+    }
+
   const cublasLtMatmulAlgo_t original = *slot.algo;
+  // The time of each candidate (infinity: refused).
+  auto timeAll = [&](const std::vector<cublasLtMatmulAlgo_t> &algos,
+                     std::vector<double> &seconds) -> Status {
+    seconds.clear();
+    for (const cublasLtMatmulAlgo_t &algo : algos) {
+      *slot.algo = algo;
+      StatusOr<double> time = timeProducts(context, ops, start, stop);
+      if (!time.isOk())
+        return time.status();
+      seconds.push_back(*time);
+    }
+    return Status::ok();
+  };
+  std::vector<cublasLtMatmulAlgo_t> algos;
   std::vector<double> seconds;
   Status failure = Status::ok();
-  for (const cublasLtMatmulHeuristicResult_t &candidate : candidates) {
-    *slot.algo = candidate.algo;
-    StatusOr<double> time = timeProducts(context, ops, start, stop);
-    if (!time.isOk()) {
-      failure = time.status();
-      break;
-    }
-    seconds.push_back(*time);
+  bool fileChoiceRuns = false;
+  if (failure && fromFile) {
+    failure = timeAll({known->second.algo}, seconds);
+    fileChoiceRuns = failure.isOk() && std::isfinite(seconds[0]);
+  }
+  if (failure && !fileChoiceRuns) {
+    std::vector<cublasLtMatmulHeuristicResult_t> candidates;
+    failure = heuristics(context, slot.desc, slot.alignment, kTuneCandidates,
+                         candidates);
+    for (const cublasLtMatmulHeuristicResult_t &candidate : candidates)
+      algos.push_back(candidate.algo);
+    if (failure)
+      failure = timeAll(algos, seconds);
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
@@ -155,6 +179,22 @@ Status MatmulKernel::tune(const LaunchContext &context,
   if (!failure)
     return failure;
 
+  if (fileChoiceRuns) {
+    MatmulTuning::Choice &choice = known->second;
+    choice.checked = true;
+    *slot.algo = choice.algo;
+    ++tuning.loaded;
+    ++tuning.instructions;
+    tuning.heuristicSeconds += choice.heuristicSeconds;
+    tuning.chosenSeconds += choice.chosenSeconds;
+    return Status::ok();
+  }
+  if (fromFile) {
+    tuning.chosen.erase(known);
+    ++tuning.refusedFromFile;
+  }
+  if (algos.empty())
+    return Status::ok(); // nothing to choose from: as untuned
   // The heuristic's first unless another is clearly faster.
   size_t chosen = 0;
   for (size_t i = 1; i < seconds.size(); ++i)
@@ -165,18 +205,17 @@ Status MatmulKernel::tune(const LaunchContext &context,
     chosen = 0;
   if (!std::isfinite(seconds[chosen]))
     return Status::ok(); // cuBLASLt refused them all: the launch will say
-  *slot.algo = candidates[chosen].algo;
+  *slot.algo = algos[chosen];
   // Where the heuristic's first was refused, it costs what the choice does.
-  MatmulTuning::Choice choice{candidates[chosen].algo,
-                              std::isfinite(seconds[0]) ? seconds[0]
-                                                        : seconds[chosen],
-                              seconds[chosen]};
+  MatmulTuning::Choice choice{
+      algos[chosen], std::isfinite(seconds[0]) ? seconds[0] : seconds[chosen],
+      seconds[chosen], true};
   tuning.chosen[key] = choice;
   ++tuning.problems;
   ++tuning.instructions;
   tuning.changed += chosen != 0;
   tuning.mostCandidates =
-      std::max(tuning.mostCandidates, int64_t(candidates.size()));
+      std::max(tuning.mostCandidates, int64_t(algos.size()));
   tuning.heuristicSeconds += choice.heuristicSeconds;
   tuning.chosenSeconds += choice.chosenSeconds;
   return Status::ok();
