@@ -153,7 +153,7 @@ Status MatmulKernel::tune(const LaunchContext &context,
   std::vector<double> seconds;
   Status failure = Status::ok();
   bool fileChoiceRuns = false;
-  if (failure && fromFile) {
+  if (fromFile) {
     failure = timeAll({known->second.algo}, seconds);
     fileChoiceRuns = failure.isOk() && std::isfinite(seconds[0]);
   }
