@@ -13,6 +13,9 @@
 #      benchmark against PyTorch eager.
 # Logs go to $OUT (the device tool's output folder) when it is set.
 #   scripts/gpu-session.sh [tests|bench|all]   (default all)
+# With the device tool's 10-minute calls, run `tests` and `bench` as two
+# calls: build-gpu/ stays while the machine is warm, so the second builds
+# nothing.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 what="${1:-all}"
