@@ -72,8 +72,8 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
   executor->program_ = &plan->ranks[rank];
   executor->device_ = options.device;
   executor->graphs_ = options.device == Device::CUDA && options.cudaGraphs;
-  executor->tuneFirst_ = options.device == Device::CUDA &&
-                         (options.tuneMatmuls || !options.tuningFile.empty());
+  executor->tuneFirst_ =
+      options.device == Device::CUDA && options.tunesMatmuls();
   if (options.device == Device::CUDA) {
     StatusOr<std::unique_ptr<Backend>> backend = createCUDABackend(options);
     if (!backend)

@@ -9,6 +9,9 @@
 #ifndef LOOM_LIB_RUNTIME_OPERANDSPANS_H
 #define LOOM_LIB_RUNTIME_OPERANDSPANS_H
 
+#include "loom/Runtime/Plan.h"
+
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -25,6 +28,15 @@ struct Span {
     return weight == other.weight && begin < other.end && other.begin < end;
   }
 };
+
+/// An operand's span with weights numbered by id (each weight is its own
+/// allocation) and arena operands by their bytes; the executor, which knows
+/// where weights sit in the plan's data, numbers them by their bytes.
+inline Span spanByWeightId(const TensorRef &ref) {
+  if (ref.space == TensorRef::Space::Weight)
+    return {true, ref.offset, ref.offset + 1};
+  return {false, ref.offset, ref.offset + std::max<uint64_t>(1, ref.bytes())};
+}
 
 inline bool anyOverlap(const std::vector<Span> &a, const std::vector<Span> &b) {
   for (const Span &x : a)

@@ -60,6 +60,9 @@ struct ExecutorOptions {
   /// again, new ones are added to it after a run. One made with another
   /// cuBLASLt or GPU is not used, and is made again.
   std::string tuningFile;
+
+  /// Whether matmuls are tuned (tuneMatmuls, or a tuningFile).
+  bool tunesMatmuls() const { return tuneMatmuls || !tuningFile.empty(); }
 };
 
 } // namespace runtime

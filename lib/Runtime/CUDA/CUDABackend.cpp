@@ -116,7 +116,7 @@ public:
     context_.allowTF32 = options.allowTF32;
     context_.computeCapability = major * 10 + minor;
     groupElementwise_ = options.groupElementwise;
-    tuneMatmuls_ = options.tuneMatmuls || !options.tuningFile.empty();
+    tuneMatmuls_ = options.tunesMatmuls();
     tuningFile_ = options.tuningFile;
     if (!tuningFile_.empty()) {
       cudaDeviceProp properties{};

@@ -20,14 +20,6 @@ using namespace loom::runtime::cuda;
 
 namespace {
 
-/// Weights by id (each weight is its own allocation), arena operands by
-/// their bytes.
-Span spanOf(const TensorRef &ref) {
-  if (ref.space == TensorRef::Space::Weight)
-    return {true, ref.offset, ref.offset + 1};
-  return {false, ref.offset, ref.offset + std::max<uint64_t>(1, ref.bytes())};
-}
-
 /// The run being built: what its instructions read and write.
 struct Run {
   std::vector<size_t> members;
@@ -91,9 +83,9 @@ cuda::planElementwiseBatches(const std::vector<Instruction> &instructions) {
     }
     std::vector<Span> reads, writes;
     for (const TensorRef &ref : instruction.inputs)
-      reads.push_back(spanOf(ref));
+      reads.push_back(spanByWeightId(ref));
     for (const TensorRef &ref : instruction.outputs)
-      writes.push_back(spanOf(ref));
+      writes.push_back(spanByWeightId(ref));
     if (!run.independentOf(reads, writes) ||
         run.members.size() == kElementwiseBatchMaxRun)
       close();

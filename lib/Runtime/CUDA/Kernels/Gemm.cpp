@@ -52,6 +52,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Gemm.h"
+#include "OperandSpans.h"
 
 #include <algorithm>
 
@@ -271,18 +272,12 @@ Status MatmulKernel::prepare(const LaunchContext &context,
     outputBytes_.push_back(output.bytes());
   // The inputs an output overlaps in the plan (weights by id), which tuning
   // keeps aside.
-  for (const TensorRef &input : inst.inputs) {
-    bool overlapped = false;
-    for (const TensorRef &output : inst.outputs)
-      overlapped = overlapped ||
-                   (input.space == output.space &&
-                    (input.space == TensorRef::Space::Weight
-                         ? input.offset == output.offset
-                         : input.offset < output.offset + output.bytes() &&
-                               output.offset < input.offset + input.bytes()));
-    if (overlapped)
+  std::vector<Span> written;
+  for (const TensorRef &output : inst.outputs)
+    written.push_back(spanByWeightId(output));
+  for (const TensorRef &input : inst.inputs)
+    if (anyOverlap({spanByWeightId(input)}, written))
       keptBytes_ += alignScratch(input.bytes());
-  }
   if (batchC == 0 || m == 0 || n == 0)
     return Status::ok(); // nothing to compute: calls_ = 0
   if (k == 0) {
