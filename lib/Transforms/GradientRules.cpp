@@ -302,12 +302,12 @@ public:
         .Case([&](ReduceMaxOp reduce) { return reduceMaxRule(reduce); })
         .Case([&](SoftmaxOp softmax) {
           Value y = softmax.getResult();
-          Value dot = e.reduceSum(e.mul(g(), y), {softmax.getAxis()}, true);
+          Value dot = e.reduceSum(e.mul(g(), y), {int64_t(softmax.getAxis())}, true);
           return unary(softmax.getInput(), e.mul(y, e.sub(g(), dot)));
         })
         .Case([&](LogSoftmaxOp softmax) {
           Value y = softmax.getResult();
-          Value total = e.reduceSum(g(), {softmax.getAxis()}, true);
+          Value total = e.reduceSum(g(), {int64_t(softmax.getAxis())}, true);
           return unary(softmax.getInput(), e.sub(g(), e.mul(e.exp(y), total)));
         })
         .Case([&](LayerNormOp norm) { return layerNormRule(norm); })

@@ -120,6 +120,16 @@ module attributes {loom.world_size = 2 : i64} {
 
 // -----
 
+module attributes {loom.world_size = 2 : i64} {
+  func.func @negative_root(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{root -1 is not a group rank (groups of 2)}}
+    %0 = loom.collective_broadcast %x root -1 groups [[0, 1]] : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
 module attributes {loom.world_size = 4 : i64} {
   func.func @all_to_all(%x: tensor<6xf32>) -> tensor<6xf32> {
     // expected-error @+1 {{dim 0 must split evenly over groups of 4}}

@@ -213,7 +213,7 @@ TEST(CPUKernelsRegistry, NamesAreSortedAndResolve) {
 std::vector<double> referenceMatmul(const Tensor &a, const Tensor &b,
                                     const std::vector<int64_t> &cShape,
                                     bool transA, bool transB) {
-  size_t ra = a.shape.size(), rb = b.shape.size(), rc = cShape.size();
+  size_t ra = a.shape.size(), rc = cShape.size();
   int64_t m = cShape[rc - 2], n = cShape[rc - 1];
   int64_t k = transA ? a.shape[ra - 2] : a.shape[ra - 1];
   int64_t batchA = numElements(withoutLast2(a.shape));
@@ -1363,8 +1363,9 @@ TEST(CPUKernelsNormalization, LayerNormBackwardAddsItsAddend) {
     EXPECT_EQ(fused[0].bytes, sum.bytes);
     EXPECT_EQ(fused[1].bytes, plain[1].bytes);
     EXPECT_EQ(fused[2].bytes, plain[2].bytes);
-    if (dtype == DType::F32)
+    if (dtype == DType::F32) {
       EXPECT_EQ(fused[3].bytes, sum.as(DType::BF16).bytes);
+    }
   }
 }
 
@@ -1453,10 +1454,11 @@ TEST(CPUKernelsNormalization, CrossEntropyBackward) {
       expectClose(grad,
                   referenceCrossEntropyGrad(logits, labels, scale, ignore),
                   rtol, atol);
-      if (labels.size() > 2)
+      if (labels.size() > 2) {
         for (int64_t k = classes; k < 2 * classes; ++k)
           EXPECT_EQ(grad.get(k), 0.0)
               << "ignored sample, class " << k - classes;
+      }
     }
   }
 }
@@ -2382,8 +2384,9 @@ TEST(CPUKernelsBF16, MatmulWidenedResidual) {
                            residual.get(o);
           roundedAway += std::abs(rounded - want) > 1e-5 * (1 + std::abs(want));
         }
-    if (c.operands == DType::BF16)
+    if (c.operands == DType::BF16) {
       EXPECT_GT(roundedAway, 100) << "rounding the product would be caught";
+    }
   }
   // The addend must be the result's shape and dtype; no activation.
   Tensor a = random(DType::BF16, {4, 8}), b = random(DType::BF16, {8, 16});

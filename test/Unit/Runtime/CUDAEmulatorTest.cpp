@@ -355,8 +355,9 @@ TEST(CUDAEmulator, WarpsRunAheadToBlockBarriers) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   EXPECT_NE(out[31], 32.0f) << "warp 0 waited for warp 1 without a barrier";
   for (int t = 0; t < threads; ++t)
-    if (t != 31 && t != threads - 1)
+    if (t != 31 && t != threads - 1) {
       EXPECT_EQ(out[t], float(t + 1)) << "the warp barrier did not order lanes";
+    }
 }
 
 TEST(CUDAEmulator, WarpMatrixInstructionsFollowThePtxLayouts) {

@@ -786,9 +786,10 @@ TEST(CUDAKernels, ElementwiseGroupComputesWhatItsMembersKernelsDo) {
   const Instruction &representative = members[count - 1];
   ASSERT_LT(size_t(elementwiseGroupCapacity(representative)), count);
   for (const Instruction &member : members)
-    if (member.outputs[0].elements() > 1)
+    if (member.outputs[0].elements() > 1) {
       ASSERT_EQ(elementwiseGroupSignature(member),
                 elementwiseGroupSignature(representative));
+    }
 
   LaunchContext context = launchContext();
   auto group = createElementwiseGroup(context, representative);
@@ -804,10 +805,11 @@ TEST(CUDAKernels, ElementwiseGroupComputesWhatItsMembersKernelsDo) {
     const size_t shift = misalign ? dtypeSize(DType::F32) : 0;
     uint8_t *data = static_cast<uint8_t *>(p) + shift;
     EXPECT_EQ(cudaMemset(p, 0xff, bytes + 16), cudaSuccess);
-    if (t)
+    if (t) {
       EXPECT_EQ(
           cudaMemcpy(data, t->bytes.data(), bytes, cudaMemcpyHostToDevice),
           cudaSuccess);
+    }
     tails.push_back({data + bytes, 16 - shift});
     return data;
   };

@@ -175,9 +175,11 @@ LogicalResult CollectiveBroadcastOp::verify() {
   FailureOr<int64_t> size = verifyGroups(*this, getGroups());
   if (failed(size))
     return failure();
-  if (getRoot() < 0 || getRoot() >= *size)
+  // I64Attr reads back unsigned; a negative root is a huge one.
+  int64_t root = int64_t(getRoot());
+  if (root < 0 || root >= *size)
     return emitOpError("root ")
-           << getRoot() << " is not a group rank (groups of " << *size << ")";
+           << root << " is not a group rank (groups of " << *size << ")";
   return success();
 }
 

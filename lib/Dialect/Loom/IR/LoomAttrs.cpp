@@ -44,7 +44,7 @@ Attribute MeshAttr::parse(AsmParser &parser, Type) {
   SmallVector<int64_t> sizes;
   auto parseAxis = [&]() -> ParseResult {
     std::string name;
-    int64_t size;
+    int64_t size = 0;
     if (parser.parseKeywordOrString(&name) || parser.parseEqual() ||
         parser.parseInteger(size))
       return failure();
