@@ -73,10 +73,12 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, n_embd, dropout=0.0):
+    def __init__(self, n_embd, dropout=0.0, gelu="none"):
         super().__init__()
         self.c_fc = nn.Linear(n_embd, 4 * n_embd)
-        self.gelu = nn.GELU()  # exact (erf) form
+        # "none": the exact (erf) form; "tanh": GPT-2's own approximation
+        # (the form cuBLASLt's GELU epilogues compute).
+        self.gelu = nn.GELU(approximate=gelu)
         self.c_proj = nn.Linear(4 * n_embd, n_embd)
         self.dropout = nn.Dropout(dropout)
 
@@ -85,12 +87,12 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, n_embd, n_head, block_size, dropout=0.0):
+    def __init__(self, n_embd, n_head, block_size, dropout=0.0, gelu="none"):
         super().__init__()
         self.ln_1 = nn.LayerNorm(n_embd)
         self.attn = CausalSelfAttention(n_embd, n_head, block_size, dropout)
         self.ln_2 = nn.LayerNorm(n_embd)
-        self.mlp = MLP(n_embd, dropout)
+        self.mlp = MLP(n_embd, dropout, gelu)
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
@@ -99,13 +101,15 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab, block_size, n_layer, n_head, n_embd, dropout=0.0):
+    def __init__(self, vocab, block_size, n_layer, n_head, n_embd, dropout=0.0,
+                 gelu="none"):
         super().__init__()
         self.wte = nn.Embedding(vocab, n_embd)       # -> Gather
         self.wpe = nn.Embedding(block_size, n_embd)  # used via weight[:T] -> Slice
         self.drop = nn.Dropout(dropout)
         self.h = nn.ModuleList(
-            [Block(n_embd, n_head, block_size, dropout) for _ in range(n_layer)])
+            [Block(n_embd, n_head, block_size, dropout, gelu)
+             for _ in range(n_layer)])
         self.ln_f = nn.LayerNorm(n_embd)
         self.lm_head = nn.Linear(n_embd, vocab, bias=False)
         # LayerNorm params default to ones/zeros; in eval mode the exporter

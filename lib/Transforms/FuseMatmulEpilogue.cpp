@@ -14,6 +14,14 @@
 // only, so that chain becomes a bf16 GEMM whose epilogue adds the bias
 // rounded to bf16 and rounds once: torch.autocast's bf16 `linear`.
 //
+// The same widened sum under a tanh GELU whose result is only read rounded
+// to bf16 (a GPT MLP's first layer, whose result the second reads in bf16)
+// becomes a bf16 GEMM with cuBLASLt's GELU_AUX_BIAS epilogue: the GELU of
+// the f32 sum, rounded once, and the sum itself rounded to bf16 for the
+// GELU's backward, which torch.autocast keeps in bf16 too. The bf16
+// product is no longer written, read back and widened (0.4 GB per GPT-2
+// step).
+//
 // And where that widened sum is added to an f32 tensor of its type (a
 // residual connection: GPT-2's attention and MLP output projections), the
 // GEMM computes all of it into an f32 result, the residual read as
@@ -154,6 +162,40 @@ std::optional<NarrowedBiasAdd> findNarrowedBiasAdd(MatmulOp matmul) {
   return chain;
 }
 
+/// A widened, biased bf16 product under a tanh GELU whose every use is a
+/// rounding back to bf16; the sum may have other uses (the GELU's
+/// backward), which then read it rounded to bf16 and widened again.
+struct NarrowedGelu : WidenedBias {
+  GeluOp gelu;
+  SmallVector<CastOp> narrows;
+};
+
+std::optional<NarrowedGelu> findNarrowedGelu(MatmulOp matmul) {
+  std::optional<WidenedBias> start = findWidenedBias(matmul);
+  if (!start)
+    return std::nullopt;
+  NarrowedGelu chain{*start, {}, {}};
+  for (Operation *user : chain.biasOp->getResult(0).getUsers()) {
+    auto gelu = dyn_cast<GeluOp>(user);
+    if (!gelu || gelu.getApproximate() != GeluApproximation::tanh)
+      continue;
+    if (chain.gelu)
+      return std::nullopt; // two GELUs of one sum: left to CSE
+    chain.gelu = gelu;
+  }
+  if (!chain.gelu)
+    return std::nullopt;
+  for (Operation *user : chain.gelu.getResult().getUsers()) {
+    auto narrow = dyn_cast<CastOp>(user);
+    if (!narrow || narrow.getType() != matmul.getType())
+      return std::nullopt;
+    chain.narrows.push_back(narrow);
+  }
+  if (chain.narrows.empty())
+    return std::nullopt;
+  return chain;
+}
+
 /// A widened, biased bf16 product plus another f32 tensor of the same type
 /// (a residual), the sum's only use. The bias says that this is a linear
 /// layer's forward: a widened product added to an f32 tensor without one
@@ -220,6 +262,38 @@ void fuseNarrowed(MatmulOp matmul, const NarrowedBiasAdd &chain) {
   matmul.erase();
 }
 
+void fuseNarrowedGelu(MatmulOp matmul, NarrowedGelu chain) {
+  OpBuilder builder(chain.biasOp);
+  Value sum = chain.biasOp->getResult(0);
+  const bool keepPreactivation = !sum.hasOneUse();
+  auto biasType = cast<RankedTensorType>(chain.bias.getType());
+  Value bias =
+      builder.create<CastOp>(chain.biasOp->getLoc(),
+                             biasType.clone(builder.getBF16Type()), chain.bias);
+  SmallVector<Type, 2> resultTypes{matmul.getType()};
+  if (keepPreactivation)
+    resultTypes.push_back(matmul.getType());
+  auto fused = builder.create<FusedMatmulOp>(
+      builder.getFusedLoc(
+          {matmul.getLoc(), chain.biasOp->getLoc(), chain.gelu.getLoc()}),
+      resultTypes, matmul.getLhs(), matmul.getRhs(), bias,
+      /*addend=*/Value(), matmul.getTransposeLhs(), matmul.getTransposeRhs(),
+      MatmulActivation::gelu_tanh);
+  for (CastOp narrow : chain.narrows) {
+    narrow.getResult().replaceAllUsesWith(fused.getResult());
+    narrow->erase();
+  }
+  chain.gelu->erase();
+  if (keepPreactivation) {
+    Value widened = builder.create<CastOp>(
+        chain.biasOp->getLoc(), sum.getType(), fused.getPreactivation());
+    sum.replaceAllUsesWith(widened);
+  }
+  chain.biasOp->erase();
+  chain.widen->erase();
+  matmul.erase();
+}
+
 void fuse(MatmulOp matmul, const Epilogue &epilogue) {
   // At the bias add (or the matmul): every operand is defined by then, and
   // every use of what the fused op replaces comes after it.
@@ -254,6 +328,7 @@ struct FuseMatmulEpiloguePass
   void runOnOperation() override {
     SmallVector<std::pair<MatmulOp, Epilogue>> rewrites;
     SmallVector<std::pair<MatmulOp, NarrowedBiasAdd>> narrowed;
+    SmallVector<std::pair<MatmulOp, NarrowedGelu>> gelus;
     SmallVector<MatmulOp> residuals;
     getOperation().walk([&](MatmulOp matmul) {
       if (std::optional<Epilogue> epilogue = findEpilogue(matmul))
@@ -261,6 +336,8 @@ struct FuseMatmulEpiloguePass
       else if (std::optional<NarrowedBiasAdd> chain =
                    findNarrowedBiasAdd(matmul))
         narrowed.emplace_back(matmul, std::move(*chain));
+      else if (std::optional<NarrowedGelu> chain = findNarrowedGelu(matmul))
+        gelus.emplace_back(matmul, std::move(*chain));
       else if (findWidenedResidual(matmul))
         residuals.push_back(matmul);
     });
@@ -268,6 +345,8 @@ struct FuseMatmulEpiloguePass
       fuse(matmul, epilogue);
     for (auto &[matmul, chain] : narrowed)
       fuseNarrowed(matmul, chain);
+    for (auto &[matmul, chain] : gelus)
+      fuseNarrowedGelu(matmul, chain);
     // One residual's sum is the next one's residual (x + attn, then + mlp),
     // which the first fusion replaces: each chain is found again when it is
     // fused.

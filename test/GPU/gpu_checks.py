@@ -98,6 +98,11 @@ TRAINING = [
     ("gpt-bf16-sgd", "gpt",
      ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9",
       "--precision", "bf16"], [], 5, 1e-3),
+    # GPT-2's tanh GELU in bf16: cuBLASLt's GELU_AUX_BIAS with a bf16 bias
+    # and a bf16 aux (the sum the GELU's backward reads).
+    ("gpt-gelu-bf16-sgd", "gpt-gelu",
+     ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9",
+      "--precision", "bf16"], [], 5, 1e-3),
 ]
 
 
@@ -142,7 +147,8 @@ def make(out_dir, loom_run, python):
         case = os.path.join(out_dir, name)
         common = flags + ["--steps", str(steps), "--batch-size", "4"]
         run([python, REFERENCE, model, case] + common)
-        data = ["--input", "%s=%s" % ("idx" if model == "gpt" else "x",
+        data = ["--input", "%s=%s" % ("idx" if model.startswith("gpt")
+                                      else "x",
                                       os.path.join(case, "input.npy")),
                 "--labels", os.path.join(case, "labels.npy"),
                 "--batch-size", "4"]

@@ -119,6 +119,68 @@ func.func @narrowed_bias(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tens
 
 // -----
 
+// Mixed precision's MLP layer: the widened, biased product under a tanh
+// GELU whose result is only read in bf16 (the next layer's GEMM). One bf16
+// GEMM applies the bf16 bias and the GELU (GELU_AUX_BIAS) and keeps the
+// sum rounded to bf16 for the GELU's backward, which reads it widened.
+// CHECK-LABEL: func.func @narrowed_gelu
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<8x16xbf16>, %[[W:[^:]*]]: tensor<32x16xbf16>, %[[B:[^:]*]]: tensor<32xf32>)
+// CHECK-NEXT:    %[[BB:.*]] = loom.cast %[[B]] : tensor<32xf32> -> tensor<32xbf16>
+// CHECK-NEXT:    %[[Y:.*]], %[[P:.*]] = loom.fused_matmul %[[X]], %[[W]] bias %[[BB]] transpose_rhs activation gelu_tanh : (tensor<8x16xbf16>, tensor<32x16xbf16>, tensor<32xbf16>) -> (tensor<8x32xbf16>, tensor<8x32xbf16>)
+// CHECK-NEXT:    %[[PW:.*]] = loom.cast %[[P]] : tensor<8x32xbf16> -> tensor<8x32xf32>
+// CHECK-NEXT:    %[[D:.*]] = loom.mul %[[PW]], %[[PW]]
+// CHECK-NEXT:    %[[BB2:.*]] = loom.cast %[[B]] : tensor<32xf32> -> tensor<32xbf16>
+// CHECK-NEXT:    %[[Y2:.*]] = loom.fused_matmul %[[X]], %[[W]] bias %[[BB2]] transpose_rhs activation gelu_tanh : (tensor<8x16xbf16>, tensor<32x16xbf16>, tensor<32xbf16>) -> tensor<8x32xbf16>
+// CHECK-NEXT:    return %[[Y]], %[[Y]], %[[D]], %[[Y2]]
+func.func @narrowed_gelu(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xf32>) -> (tensor<8x32xbf16>, tensor<8x32xbf16>, tensor<8x32xf32>, tensor<8x32xbf16>) {
+  %h = loom.matmul %x, %w transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %hw = loom.cast %h : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %s = loom.add %hw, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %g = loom.gelu %s approximate tanh : tensor<8x32xf32>
+  %n = loom.cast %g : tensor<8x32xf32> -> tensor<8x32xbf16>
+  %n2 = loom.cast %g : tensor<8x32xf32> -> tensor<8x32xbf16>
+  %d = loom.mul %s, %s : (tensor<8x32xf32>, tensor<8x32xf32>) -> tensor<8x32xf32>
+  // Only the GELU reads this sum: no preactivation result.
+  %h2 = loom.matmul %x, %w transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %hw2 = loom.cast %h2 : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %s2 = loom.add %b, %hw2 : (tensor<32xf32>, tensor<8x32xf32>) -> tensor<8x32xf32>
+  %g2 = loom.gelu %s2 approximate tanh : tensor<8x32xf32>
+  %n3 = loom.cast %g2 : tensor<8x32xf32> -> tensor<8x32xbf16>
+  return %n, %n2, %d, %n3 : tensor<8x32xbf16>, tensor<8x32xbf16>, tensor<8x32xf32>, tensor<8x32xbf16>
+}
+
+// -----
+
+// Left alone: a GELU read in f32 (rounding it to bf16 would lose what the
+// chain keeps), the exact GELU (cuBLASLt computes the tanh form only), and
+// two GELUs of one sum.
+// CHECK-LABEL: func.func @not_narrowed_gelu
+// CHECK-NOT: loom.fused_matmul
+// CHECK-COUNT-3: loom.gelu
+// CHECK-NOT: loom.fused_matmul
+func.func @not_narrowed_gelu(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xf32>) -> (tensor<8x32xbf16>, tensor<8x32xf32>, tensor<8x32xbf16>, tensor<8x32xbf16>) {
+  %h = loom.matmul %x, %w transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %hw = loom.cast %h : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %s = loom.add %hw, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %g = loom.gelu %s approximate tanh : tensor<8x32xf32>
+  %n = loom.cast %g : tensor<8x32xf32> -> tensor<8x32xbf16>
+  %h2 = loom.matmul %x, %w transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %hw2 = loom.cast %h2 : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %s2 = loom.add %hw2, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %g2 = loom.gelu %s2 : tensor<8x32xf32>
+  %n2 = loom.cast %g2 : tensor<8x32xf32> -> tensor<8x32xbf16>
+  %h3 = loom.matmul %x, %w transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %hw3 = loom.cast %h3 : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %s3 = loom.add %hw3, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %g3 = loom.gelu %s3 approximate tanh : tensor<8x32xf32>
+  %g4 = loom.gelu %s3 approximate tanh : tensor<8x32xf32>
+  %n3 = loom.cast %g3 : tensor<8x32xf32> -> tensor<8x32xbf16>
+  %n4 = loom.cast %g4 : tensor<8x32xf32> -> tensor<8x32xbf16>
+  return %n, %g, %n2, %n4 : tensor<8x32xbf16>, tensor<8x32xf32>, tensor<8x32xbf16>, tensor<8x32xbf16>
+}
+
+// -----
+
 // Mixed precision's residual connection: the widened product plus an f32
 // bias plus the f32 residual stream (in either operand order). One GEMM
 // stores the f32 sum, reading the residual as cuBLASLt's C; two blocks'

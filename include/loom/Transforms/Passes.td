@@ -103,7 +103,12 @@ def LoomFuseMatmulEpilogue : Pass<"loom-fuse-matmul-epilogue",
     attention). cuBLASLt's bias has D's type, so the bias is cast to bf16
     and the fused op is a bf16 GEMM adding it in f32 and rounding once, as
     torch.autocast's bf16 `linear` does (the separate ops rounded the
-    product, added the f32 bias and rounded again). And a second: that
+    product, added the f32 bias and rounded again). The same widened,
+    biased product under a tanh GELU whose every use rounds it to bf16 (an
+    MLP's first layer feeding its second) becomes a bf16 GEMM with the
+    GELU in its epilogue (GELU_AUX_BIAS); other uses of the sum (the GELU's
+    backward) read its `preactivation`, rounded to bf16 and widened, as
+    torch.autocast keeps it. And a third: that
     widened product plus an f32 bias plus an f32 tensor of the sum's type
     (a residual connection), each the only use of the value before it,
     becomes one GEMM with an f32 result that adds the bias and reads the

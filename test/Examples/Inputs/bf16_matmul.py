@@ -20,6 +20,9 @@ rounds once (BF16NarrowedLinear, use_narrowed_bias()). One whose result is
 added to the f32 residual stream (the GPT's output projections) gives the
 f32 sum of its product and bias, never rounded to bf16: the GEMM adds the
 bias and the residual itself (BF16ResidualLinear, use_residual_linear()).
+One under a tanh GELU read only in bf16 (the GPT's MLP with GPT-2's GELU)
+applies the GELU in the GEMM too and keeps the sum in bf16 for the
+backward (BF16GeluLinear, use_gelu_linear()).
 
 FusedAttention is loom.attention in bf16 (docs/design/attention.md), what
 loom-run computes unless --unfused-attention: the scores and their gradient
@@ -126,6 +129,10 @@ def _linear_backward(ctx, grad):
     """The input, weight and bias gradients of a linear layer from the bf16
     input and weight it saved: BF16Matmul's and BF16BiasAdd's."""
     a, w = ctx.saved_tensors
+    return _linear_backward_of(a, w, grad)
+
+
+def _linear_backward_of(a, w, grad):
     g = bf16(grad)
     da = bf16(torch.matmul(g, w))
     dw = bf16(_flat_rows(g).t() @ _flat_rows(a))
@@ -148,6 +155,40 @@ class BF16ResidualLinear(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return _linear_backward(ctx, grad)
+
+
+class BF16GeluLinear(torch.autograd.Function):
+    """A linear layer under a tanh GELU whose result is only read in bf16
+    (the GPT's MLP with GPT-2's GELU, feeding c_proj):
+    loom-fuse-matmul-epilogue makes it one bf16 GEMM (cuBLASLt's
+    GELU_AUX_BIAS) that adds the bias rounded to bf16 to the f32 sum, applies
+    the GELU to that sum and rounds once, and keeps the sum rounded to bf16
+    for the backward (torch.autocast keeps its bf16 linear's output there
+    too). The backward: the GELU's derivative at the widened bf16 sum, in
+    f32, then BF16Matmul's and BF16BiasAdd's."""
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        a, w = bf16(x), bf16(weight)
+        s = torch.matmul(a, w.t()) + bf16(bias)
+        ctx.save_for_backward(a, w, bf16(s))
+        return bf16(F.gelu(s, approximate="tanh"))
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, w, pre = ctx.saved_tensors
+        with torch.enable_grad():
+            p = pre.detach().requires_grad_()
+            dpre, = torch.autograd.grad(F.gelu(p, approximate="tanh"), p, grad)
+        return _linear_backward_of(a, w, dpre)
+
+
+def use_gelu_linear(mlp_module):
+    """Routes an MLP's c_fc and tanh GELU (export_gpt.MLP) through
+    BF16GeluLinear; its c_proj stays as routed."""
+    def forward(x):
+        h = BF16GeluLinear.apply(x, mlp_module.c_fc.weight, mlp_module.c_fc.bias)
+        return mlp_module.dropout(mlp_module.c_proj(h))
+    mlp_module.forward = forward
 
 
 def use_residual_linear(linear_module):

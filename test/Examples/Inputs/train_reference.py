@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Exports an example model for training and trains it with PyTorch as a reference.
 
-    train_reference.py {gpt,mlp,mlp-gelu} OUT_DIR --optimizer sgd|adamw [--lr X]
+    train_reference.py {gpt,gpt-gelu,mlp,mlp-gelu} OUT_DIR --optimizer sgd|adamw [--lr X]
         [--momentum X] [--dampening X] [--nesterov] [--weight-decay X]
         [--betas B1,B2] [--eps X] [--clip-grad-norm X] [--steps N]
         [--batch-size B] [--samples S] [--grad-accum K] [--precision bf16]
@@ -47,8 +47,9 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    # mlp-gelu: the MLP with the tanh GELU as its first activation.
-    parser.add_argument("model", choices=["gpt", "mlp", "mlp-gelu"])
+    # mlp-gelu: the MLP with the tanh GELU as its first activation;
+    # gpt-gelu: the GPT with the tanh GELU (GPT-2's) in its MLPs.
+    parser.add_argument("model", choices=["gpt", "gpt-gelu", "mlp", "mlp-gelu"])
     parser.add_argument("out_dir")
     parser.add_argument("--optimizer", choices=["sgd", "adamw"], required=True)
     parser.add_argument("--lr", type=float,
@@ -99,11 +100,12 @@ def parse_args():
 
 def build_model(which, vocab=64):
     """The model of export_with_gradients.py and its ONNX input name."""
-    if which == "gpt":
+    if which in ("gpt", "gpt-gelu"):
         sys.path.insert(0, os.path.join(ROOT, "gpt"))
         import export_gpt
+        gelu = "tanh" if which == "gpt-gelu" else "none"
         return export_gpt.GPT(vocab=vocab, block_size=16, n_layer=2, n_head=2,
-                              n_embd=32), "idx"
+                              n_embd=32, gelu=gelu), "idx"
     sys.path.insert(0, os.path.join(ROOT, "mlp"))
     import export_mlp
     if which == "mlp-gelu":
@@ -113,7 +115,7 @@ def build_model(which, vocab=64):
 
 def make_dataset(which, samples, loss="cross_entropy", vocab=64):
     """Random (inputs, labels) with `samples` rows, from torch's global RNG."""
-    if which == "gpt":
+    if which in ("gpt", "gpt-gelu"):
         inputs = torch.randint(0, vocab, (samples, 16))
         if loss == "mse":
             return inputs, torch.randn(samples, 16, vocab)
@@ -249,7 +251,7 @@ def main():
         import bf16_matmul
         bf16_matmul.use_bf16_matmuls()
         bf16_matmul.use_loom_layer_norm()
-        if args.model == "gpt":
+        if args.model in ("gpt", "gpt-gelu"):
             import export_gpt  # on the path since build_model
             for module in model.modules():
                 if isinstance(module, export_gpt.CausalSelfAttention):
@@ -257,6 +259,9 @@ def main():
                 if isinstance(module, (export_gpt.CausalSelfAttention,
                                        export_gpt.MLP)):
                     bf16_matmul.use_residual_linear(module.c_proj)
+                if (isinstance(module, export_gpt.MLP) and
+                        module.gelu.approximate == "tanh"):
+                    bf16_matmul.use_gelu_linear(module)
             if not args.unfused_attention:
                 bf16_matmul.use_fused_attention(
                     export_gpt.CausalSelfAttention)
