@@ -68,7 +68,7 @@ def make(args):
     sh([args.python, os.path.join(HERE, "export_gpt2.py"), onnx_path,
         "--batch", str(args.batch), "--seq", str(args.seq), "--layers",
         str(args.layers), "--heads", str(args.heads), "--embd",
-        str(args.embd), "--vocab", str(args.vocab)])
+        str(args.embd), "--vocab", str(args.vocab), "--gelu", args.gelu])
     shape = np.zeros((args.batch, args.seq), np.int64)
     np.save(os.path.join(work, "idx.npy"), shape)
     np.save(os.path.join(work, "labels.npy"), shape)
@@ -82,7 +82,8 @@ def make(args):
             os.path.join(kit, "model.plan.gz"), "wb", compresslevel=1) as out:
         shutil.copyfileobj(source, out, 1 << 24)
     config = {k: getattr(args, k) for k in
-              ("batch", "seq", "layers", "heads", "embd", "vocab", "lr")}
+              ("batch", "seq", "layers", "heads", "embd", "vocab", "lr",
+               "gelu")}
     with open(os.path.join(kit, "config.json"), "w") as f:
         json.dump(config, f, indent=1)
     shutil.rmtree(work)
@@ -114,7 +115,8 @@ def torch_steps(c, device, steps, metrics):
     from export_gpt import GPT
     torch.manual_seed(0)
     model = GPT(vocab=c["vocab"], block_size=c["seq"], n_layer=c["layers"],
-                n_head=c["heads"], n_embd=c["embd"]).to(device)
+                n_head=c["heads"], n_embd=c["embd"],
+                gelu=c.get("gelu", "none")).to(device)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=c["lr"])
     generator = torch.Generator().manual_seed(1)
@@ -272,10 +274,11 @@ def run(args):
         rows.append(("PyTorch eager (autocast bf16)", torch_ms, torch_losses))
         ceiling = matmul_ceiling_tflops(args.device)
     print()
-    print("GPT: %d layers, d=%d, %d heads, seq %d, vocab %d, batch %d; "
-          "bf16 GEMMs, fp32 master weights, AdamW; %d steps, median of the "
-          "last %d" % (c["layers"], c["embd"], c["heads"], c["seq"],
-                       c["vocab"], c["batch"], args.steps,
+    print("GPT: %d layers, d=%d, %d heads, seq %d, vocab %d, batch %d, "
+          "GELU %s; bf16 GEMMs, fp32 master weights, AdamW; %d steps, median "
+          "of the last %d" % (c["layers"], c["embd"], c["heads"], c["seq"],
+                              c["vocab"], c["batch"], c.get("gelu", "none"),
+                              args.steps,
                        max(1, args.steps - args.warmup)))
     print("training FLOPs per step: %.3g (%.3g per token)" %
           (flops, training_flops_per_token(c)))
@@ -312,6 +315,9 @@ def main():
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--embd", type=int, default=768)
     parser.add_argument("--vocab", type=int, default=50257)
+    parser.add_argument("--gelu", choices=["tanh", "none"], default="tanh",
+                        help="the MLP's GELU: tanh (GPT-2's; cuBLASLt's "
+                        "epilogue computes it) or none (the exact erf form)")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--steps", type=int, default=20)

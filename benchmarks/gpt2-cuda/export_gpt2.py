@@ -3,9 +3,11 @@
 
     /usr/bin/python3 export_gpt2.py OUT.onnx [--batch 8] [--layers 12]
         [--heads 12] [--embd 768] [--seq 1024] [--vocab 50257]
+        [--gelu tanh|none]
 
 The model is examples/gpt/export_gpt.GPT (GPT-2's architecture: learned
-positions, pre-LayerNorm blocks, exact GELU, an untied LM head) in a
+positions, pre-LayerNorm blocks, GPT-2's tanh GELU (--gelu none: the exact
+one), an untied LM head) in a
 training-mode export with a static [batch, seq] input, as
 examples/gpt/export_for_training.py does. Every *parameter* is zeroed so
 that the plan compiled from it compresses to almost nothing and can travel
@@ -33,9 +35,10 @@ def main():
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--embd", type=int, default=768)
     parser.add_argument("--vocab", type=int, default=50257)
+    parser.add_argument("--gelu", choices=["tanh", "none"], default="tanh")
     args = parser.parse_args()
     model = GPT(vocab=args.vocab, block_size=args.seq, n_layer=args.layers,
-                n_head=args.heads, n_embd=args.embd)
+                n_head=args.heads, n_embd=args.embd, gelu=args.gelu)
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.zero_()
