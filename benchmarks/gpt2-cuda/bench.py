@@ -316,8 +316,9 @@ def main():
     parser.add_argument("--embd", type=int, default=768)
     parser.add_argument("--vocab", type=int, default=50257)
     parser.add_argument("--gelu", choices=["tanh", "none"], default="tanh",
-                        help="the MLP's GELU: tanh (GPT-2's; cuBLASLt's "
-                        "epilogue computes it) or none (the exact erf form)")
+                        help="make only (run reads the kit's): the MLP's "
+                        "GELU, tanh (GPT-2's; cuBLASLt's epilogue computes "
+                        "it) or none (the exact erf form)")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--steps", type=int, default=20)

@@ -302,7 +302,8 @@ public:
         .Case([&](ReduceMaxOp reduce) { return reduceMaxRule(reduce); })
         .Case([&](SoftmaxOp softmax) {
           Value y = softmax.getResult();
-          Value dot = e.reduceSum(e.mul(g(), y), {int64_t(softmax.getAxis())}, true);
+          Value dot =
+              e.reduceSum(e.mul(g(), y), {int64_t(softmax.getAxis())}, true);
           return unary(softmax.getInput(), e.mul(y, e.sub(g(), dot)));
         })
         .Case([&](LogSoftmaxOp softmax) {

@@ -152,13 +152,15 @@ func.func @narrowed_gelu(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tens
 // -----
 
 // Left alone: a GELU read in f32 (rounding it to bf16 would lose what the
-// chain keeps), the exact GELU (cuBLASLt computes the tanh form only), and
-// two GELUs of one sum.
+// chain keeps), the exact GELU (cuBLASLt computes the tanh form only), two
+// GELUs of one sum, and a tanh GELU whose sum an exact GELU also reads
+// (which would then read it rounded).
 // CHECK-LABEL: func.func @not_narrowed_gelu
 // CHECK-NOT: loom.fused_matmul
-// CHECK-COUNT-3: loom.gelu
+// CHECK-COUNT-6: loom.gelu
 // CHECK-NOT: loom.fused_matmul
-func.func @not_narrowed_gelu(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xf32>) -> (tensor<8x32xbf16>, tensor<8x32xf32>, tensor<8x32xbf16>, tensor<8x32xbf16>) {
+// CHECK-NOT: loom.gelu
+func.func @not_narrowed_gelu(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xf32>) -> (tensor<8x32xbf16>, tensor<8x32xf32>, tensor<8x32xbf16>, tensor<8x32xbf16>, tensor<8x32xbf16>, tensor<8x32xf32>) {
   %h = loom.matmul %x, %w transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
   %hw = loom.cast %h : tensor<8x32xbf16> -> tensor<8x32xf32>
   %s = loom.add %hw, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
@@ -176,7 +178,13 @@ func.func @not_narrowed_gelu(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: 
   %g4 = loom.gelu %s3 approximate tanh : tensor<8x32xf32>
   %n3 = loom.cast %g3 : tensor<8x32xf32> -> tensor<8x32xbf16>
   %n4 = loom.cast %g4 : tensor<8x32xf32> -> tensor<8x32xbf16>
-  return %n, %g, %n2, %n4 : tensor<8x32xbf16>, tensor<8x32xf32>, tensor<8x32xbf16>, tensor<8x32xbf16>
+  %h5 = loom.matmul %x, %w transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %hw5 = loom.cast %h5 : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %s5 = loom.add %hw5, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %g5 = loom.gelu %s5 approximate tanh : tensor<8x32xf32>
+  %e5 = loom.gelu %s5 : tensor<8x32xf32>
+  %n5 = loom.cast %g5 : tensor<8x32xf32> -> tensor<8x32xbf16>
+  return %n, %g, %n2, %n4, %n5, %e5 : tensor<8x32xbf16>, tensor<8x32xf32>, tensor<8x32xbf16>, tensor<8x32xbf16>, tensor<8x32xbf16>, tensor<8x32xf32>
 }
 
 // -----

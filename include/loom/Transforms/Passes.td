@@ -106,9 +106,10 @@ def LoomFuseMatmulEpilogue : Pass<"loom-fuse-matmul-epilogue",
     product, added the f32 bias and rounded again). The same widened,
     biased product under a tanh GELU whose every use rounds it to bf16 (an
     MLP's first layer feeding its second) becomes a bf16 GEMM with the
-    GELU in its epilogue (GELU_AUX_BIAS); other uses of the sum (the GELU's
-    backward) read its `preactivation`, rounded to bf16 and widened, as
-    torch.autocast keeps it. And a third: that
+    GELU in its epilogue (GELU_AUX_BIAS); every other use of the sum (the
+    GELU's backward) reads its `preactivation`, rounded to bf16 and
+    widened, as torch.autocast keeps it (a sum that another GELU reads is
+    left alone). And a third: that
     widened product plus an f32 bias plus an f32 tensor of the sum's type
     (a residual connection), each the only use of the value before it,
     becomes one GEMM with an f32 result that adds the bias and reads the

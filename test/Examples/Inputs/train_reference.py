@@ -251,6 +251,12 @@ def main():
         import bf16_matmul
         bf16_matmul.use_bf16_matmuls()
         bf16_matmul.use_loom_layer_norm()
+        if args.model == "mlp-gelu":
+            # Its first layer's GELU is read only by the next GEMM.
+            first, gelu = model.net[0], model.net[1]
+            first.forward = lambda x: bf16_matmul.BF16GeluLinear.apply(
+                x, first.weight, first.bias)
+            gelu.forward = lambda x: x  # applied by BF16GeluLinear
         if args.model in ("gpt", "gpt-gelu"):
             import export_gpt  # on the path since build_model
             for module in model.modules():
