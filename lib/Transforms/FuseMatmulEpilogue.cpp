@@ -141,6 +141,21 @@ std::optional<WidenedBias> findWidenedBias(MatmulOp matmul) {
   return chain;
 }
 
+/// The uses of `value`, if there are some and every one is a cast to
+/// `narrowType` (the rounding back to the GEMM's bf16).
+std::optional<SmallVector<CastOp>> narrowingUses(Value value, Type narrowType) {
+  SmallVector<CastOp> narrows;
+  for (Operation *user : value.getUsers()) {
+    auto narrow = dyn_cast<CastOp>(user);
+    if (!narrow || narrow.getType() != narrowType)
+      return std::nullopt;
+    narrows.push_back(narrow);
+  }
+  if (narrows.empty())
+    return std::nullopt;
+  return narrows;
+}
+
 /// A widened, biased bf16 product whose every use is a rounding back to
 /// bf16.
 struct NarrowedBiasAdd : WidenedBias {
@@ -151,16 +166,11 @@ std::optional<NarrowedBiasAdd> findNarrowedBiasAdd(MatmulOp matmul) {
   std::optional<WidenedBias> start = findWidenedBias(matmul);
   if (!start)
     return std::nullopt;
-  NarrowedBiasAdd chain{*start, {}};
-  for (Operation *user : chain.biasOp->getResult(0).getUsers()) {
-    auto narrow = dyn_cast<CastOp>(user);
-    if (!narrow || narrow.getType() != matmul.getType())
-      return std::nullopt;
-    chain.narrows.push_back(narrow);
-  }
-  if (chain.narrows.empty())
+  std::optional<SmallVector<CastOp>> narrows =
+      narrowingUses(start->biasOp->getResult(0), matmul.getType());
+  if (!narrows)
     return std::nullopt;
-  return chain;
+  return NarrowedBiasAdd{*start, std::move(*narrows)};
 }
 
 /// A widened, biased bf16 product under a tanh GELU whose every use is a
@@ -187,14 +197,11 @@ std::optional<NarrowedGelu> findNarrowedGelu(MatmulOp matmul) {
   }
   if (!chain.gelu)
     return std::nullopt;
-  for (Operation *user : chain.gelu.getResult().getUsers()) {
-    auto narrow = dyn_cast<CastOp>(user);
-    if (!narrow || narrow.getType() != matmul.getType())
-      return std::nullopt;
-    chain.narrows.push_back(narrow);
-  }
-  if (chain.narrows.empty())
+  std::optional<SmallVector<CastOp>> narrows =
+      narrowingUses(chain.gelu.getResult(), matmul.getType());
+  if (!narrows)
     return std::nullopt;
+  chain.narrows = std::move(*narrows);
   return chain;
 }
 
@@ -244,13 +251,19 @@ void fuseWidenedResidual(MatmulOp matmul, WidenedResidual chain) {
   matmul.erase();
 }
 
-void fuseNarrowed(MatmulOp matmul, NarrowedBiasAdd chain) {
-  OpBuilder builder(chain.biasOp);
-  // Read again: an earlier rewrite may have replaced the bias's producer.
+/// The f32 bias of `chain` rounded to bf16 (cuBLASLt's bias has D's type),
+/// cast at the bias add. The bias is read again rather than taken from
+/// the chain: an earlier rewrite may have replaced its producer.
+Value bf16BiasOf(OpBuilder &builder, WidenedBias &chain) {
   Value f32Bias = biasAddedBy(chain.biasOp, chain.widen.getResult());
   auto biasType = cast<RankedTensorType>(f32Bias.getType());
-  Value bias = builder.create<CastOp>(
-      chain.biasOp->getLoc(), biasType.clone(builder.getBF16Type()), f32Bias);
+  return builder.create<CastOp>(chain.biasOp->getLoc(),
+                                biasType.clone(builder.getBF16Type()), f32Bias);
+}
+
+void fuseNarrowed(MatmulOp matmul, NarrowedBiasAdd chain) {
+  OpBuilder builder(chain.biasOp);
+  Value bias = bf16BiasOf(builder, chain);
   auto fused = builder.create<FusedMatmulOp>(
       builder.getFusedLoc({matmul.getLoc(), chain.biasOp->getLoc()}),
       TypeRange{matmul.getType()}, matmul.getLhs(), matmul.getRhs(), bias,
@@ -269,11 +282,7 @@ void fuseNarrowedGelu(MatmulOp matmul, NarrowedGelu chain) {
   OpBuilder builder(chain.biasOp);
   Value sum = chain.biasOp->getResult(0);
   const bool keepPreactivation = !sum.hasOneUse();
-  // Read again: an earlier rewrite may have replaced the bias's producer.
-  Value f32Bias = biasAddedBy(chain.biasOp, chain.widen.getResult());
-  auto biasType = cast<RankedTensorType>(f32Bias.getType());
-  Value bias = builder.create<CastOp>(
-      chain.biasOp->getLoc(), biasType.clone(builder.getBF16Type()), f32Bias);
+  Value bias = bf16BiasOf(builder, chain);
   SmallVector<Type, 2> resultTypes{matmul.getType()};
   if (keepPreactivation)
     resultTypes.push_back(matmul.getType());
