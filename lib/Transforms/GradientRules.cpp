@@ -38,8 +38,6 @@ public:
   Value neg(Value x) { return b.create<NegOp>(loc, x); }
   Value exp(Value x) { return b.create<ExpOp>(loc, x); }
   Value log(Value x) { return b.create<LogOp>(loc, x); }
-  Value erf(Value x) { return b.create<ErfOp>(loc, x); }
-  Value tanh(Value x) { return b.create<TanhOp>(loc, x); }
   Value rsqrt(Value x) { return b.create<RsqrtOp>(loc, x); }
   Value pow(Value x, Value y) { return b.create<PowOp>(loc, x, y); }
 
@@ -350,26 +348,11 @@ private:
     Value x = gelu.getInput();
     if (!ctx.isActive(x))
       return success();
-    Value dx;
-    if (gelu.getApproximate() == GeluApproximation::none) {
-      // Phi(x) + x * phi(x).
-      Value cdf =
-          e.scale(e.add(e.erf(e.scale(x, M_SQRT1_2)), e.scalar(x, 1)), 0.5);
-      Value pdf =
-          e.scale(e.exp(e.scale(e.mul(x, x), -0.5)), 1 / std::sqrt(2 * M_PI));
-      dx = e.add(cdf, e.mul(x, pdf));
-    } else {
-      // y = 0.5 x (1 + tanh(u)), u = k (x + 0.044715 x^3).
-      const double k = std::sqrt(2 / M_PI);
-      Value x2 = e.mul(x, x);
-      Value u = e.scale(e.add(x, e.scale(e.mul(x2, x), 0.044715)), k);
-      Value t = e.tanh(u);
-      Value one = e.scalar(x, 1);
-      Value du = e.scale(e.add(one, e.scale(x2, 3 * 0.044715)), k);
-      dx = e.add(e.scale(e.add(one, t), 0.5),
-                 e.mul(e.scale(x, 0.5), e.mul(e.sub(one, e.mul(t, t)), du)));
-    }
-    ctx.accumulate(x, e.mul(g(), dx));
+    // One op, so that lowering can fold it into the GEMM producing g()
+    // (loom-fuse-matmul-epilogue) or else spell it out
+    // (loom-decompose-gelu-grad).
+    ctx.accumulate(
+        x, e.b.create<GeluGradOp>(e.loc, g(), x, gelu.getApproximate()));
     return success();
   }
 

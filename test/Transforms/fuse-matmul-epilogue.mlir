@@ -233,3 +233,54 @@ func.func @not_residual(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tenso
   %y3 = loom.add %s3, %v : (tensor<8x32xf32>, tensor<1x32xf32>) -> tensor<8x32xf32>
   return %g, %y2, %s2, %y3 : tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
 }
+
+// -----
+
+// The backward of a tanh GELU applied to an input-gradient GEMM's product:
+// in f32, and in bf16 (product and GELU input widened, the gradient only
+// read rounded to bf16), where the GEMM reads the forward's bf16
+// preactivation.
+// CHECK-LABEL: func.func @gelu_grad
+// CHECK-SAME: (%[[G:[^:]*]]: tensor<8x16xf32>, %[[W:[^:]*]]: tensor<32x16xf32>, %[[Z:[^:]*]]: tensor<8x32xf32>, %[[GB:[^:]*]]: tensor<8x16xbf16>, %[[WB:[^:]*]]: tensor<32x16xbf16>, %[[P:[^:]*]]: tensor<8x32xbf16>)
+// CHECK-NEXT:    %[[D:.*]] = loom.matmul_gelu_grad %[[G]], %[[W]], %[[Z]] transpose_rhs : (tensor<8x16xf32>, tensor<32x16xf32>, tensor<8x32xf32>) -> tensor<8x32xf32>
+// CHECK-NEXT:    %[[DB:.*]] = loom.matmul_gelu_grad %[[GB]], %[[WB]], %[[P]] transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>, tensor<8x32xbf16>) -> tensor<8x32xbf16>
+// CHECK-NEXT:    return %[[D]], %[[DB]], %[[DB]]
+func.func @gelu_grad(%g: tensor<8x16xf32>, %w: tensor<32x16xf32>, %z: tensor<8x32xf32>, %gb: tensor<8x16xbf16>, %wb: tensor<32x16xbf16>, %p: tensor<8x32xbf16>) -> (tensor<8x32xf32>, tensor<8x32xbf16>, tensor<8x32xbf16>) {
+  %h = loom.matmul %g, %w transpose_rhs : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
+  %d = loom.gelu_grad %h, %z approximate tanh : tensor<8x32xf32>
+  %hb = loom.matmul %gb, %wb transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %hw = loom.cast %hb : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %pw = loom.cast %p : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %dw = loom.gelu_grad %hw, %pw approximate tanh : tensor<8x32xf32>
+  %n = loom.cast %dw : tensor<8x32xf32> -> tensor<8x32xbf16>
+  %n2 = loom.cast %dw : tensor<8x32xf32> -> tensor<8x32xbf16>
+  return %d, %n, %n2 : tensor<8x32xf32>, tensor<8x32xbf16>, tensor<8x32xbf16>
+}
+
+// -----
+
+// Left alone: the exact GELU's backward (cuBLASLt's DGELU is the tanh
+// form's), a product read elsewhere too, a GELU input the product is
+// multiplied by rather than the gradient, a bf16 gradient read in f32, and
+// a bf16 product at an f32 GELU input (rounding it would change it).
+// CHECK-LABEL: func.func @not_gelu_grad
+// CHECK-NOT: loom.matmul_gelu_grad
+// CHECK-COUNT-5: loom.gelu_grad
+// CHECK-NOT: loom.matmul_gelu_grad
+func.func @not_gelu_grad(%g: tensor<8x16xf32>, %w: tensor<32x16xf32>, %z: tensor<8x32xf32>, %gb: tensor<8x16xbf16>, %wb: tensor<32x16xbf16>, %p: tensor<8x32xbf16>) -> (tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xbf16>) {
+  %h = loom.matmul %g, %w transpose_rhs : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
+  %d = loom.gelu_grad %h, %z : tensor<8x32xf32>
+  %h2 = loom.matmul %g, %w transpose_rhs : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
+  %d2 = loom.gelu_grad %h2, %z approximate tanh : tensor<8x32xf32>
+  %h3 = loom.matmul %g, %w transpose_rhs : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
+  %d3 = loom.gelu_grad %z, %h3 approximate tanh : tensor<8x32xf32>
+  %hb = loom.matmul %gb, %wb transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %hw = loom.cast %hb : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %pw = loom.cast %p : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %dw = loom.gelu_grad %hw, %pw approximate tanh : tensor<8x32xf32>
+  %hb2 = loom.matmul %gb, %wb transpose_rhs : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %hw2 = loom.cast %hb2 : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %dw2 = loom.gelu_grad %hw2, %z approximate tanh : tensor<8x32xf32>
+  %n2 = loom.cast %dw2 : tensor<8x32xf32> -> tensor<8x32xbf16>
+  return %d, %d2, %h2, %d3, %dw, %n2 : tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xbf16>
+}

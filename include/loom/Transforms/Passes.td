@@ -125,7 +125,16 @@ def LoomFuseMatmulEpilogue : Pass<"loom-fuse-matmul-epilogue",
     ReLU whose input is read elsewhere is left out, because cuBLASLt keeps
     only a bit mask of it.
 
-    Runs in `loom-lower-to-plan` before `loom-fuse-elementwise`.
+    In the backward, a `loom.gelu_grad approximate tanh` whose gradient is
+    a GEMM's product (the input gradient of the layer the GELU feeds),
+    that product's only use, becomes one `loom.matmul_gelu_grad`
+    (cuBLASLt's DGELU, reading the GELU's input): in one type, or a bf16
+    product widened at a bf16 input widened (the preactivation the forward
+    kept) whose every use rounds it back to bf16, which the GEMM then
+    rounds once, after multiplying by the derivative.
+
+    Runs in `loom-lower-to-plan` before `loom-decompose-gelu-grad` and
+    `loom-fuse-elementwise`.
 
     Input:
     ```mlir
@@ -722,6 +731,43 @@ def LoomDecomposeCollectives : Pass<"loom-decompose-collectives",
     %g = loom.all_gather %t axis 0 groups [[0, 1]]
         : tensor<8x4xf32> -> tensor<16x4xf32>
     %y = loom.transpose %g [1, 0] : tensor<16x4xf32> -> tensor<4x16xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
+def LoomDecomposeGeluGrad : Pass<"loom-decompose-gelu-grad",
+                                 "::mlir::func::FuncOp"> {
+  let summary = "Spell loom.gelu_grad out in elementwise ops";
+  let description = [{
+    Autodiff gives a GELU's backward as one `loom.gelu_grad`, so that
+    `loom-fuse-matmul-epilogue` can hand it to the GEMM that computes its
+    gradient (`loom.matmul_gelu_grad`, cuBLASLt's DGELU). Every other one
+    becomes the elementwise ops of `grad * gelu'(input)` here, for
+    `loom-fuse-elementwise` to put into a kernel: `Phi(x) + x phi(x)` for
+    the exact GELU, and for the tanh form, with `u = k (x + 0.044715 x^3)`
+    and `k = sqrt(2 / pi)`,
+    `0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 * 0.044715 x^2)`.
+
+    Runs in `loom-lower-to-plan` after `loom-fuse-matmul-epilogue`.
+
+    Input:
+    ```mlir
+    %dx = loom.gelu_grad %dy, %x : tensor<8xf32>
+    ```
+    Output (constants shortened):
+    ```mlir
+    %0 = loom.mul %x, %c0 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+    %1 = loom.erf %0 : tensor<8xf32>
+    %2 = loom.add %1, %c1 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+    %3 = loom.mul %2, %c2 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+    %4 = loom.mul %x, %x : tensor<8xf32>
+    %5 = loom.mul %4, %c3 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+    %6 = loom.exp %5 : tensor<8xf32>
+    %7 = loom.mul %6, %c4 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+    %8 = loom.mul %x, %7 : tensor<8xf32>
+    %9 = loom.add %3, %8 : tensor<8xf32>
+    %dx = loom.mul %dy, %9 : tensor<8xf32>
     ```
   }];
   let dependentDialects = ["::mlir::loom::LoomDialect"];

@@ -16,6 +16,7 @@ void mlir::loom::buildLowerToPlanPipeline(OpPassManager &pm) {
   OpPassManager &fuseOps = pm.nest<func::FuncOp>();
   fuseOps.addPass(createLoomPackAttention());
   fuseOps.addPass(createLoomFuseMatmulEpilogue());
+  fuseOps.addPass(createLoomDecomposeGeluGrad());
   fuseOps.addPass(createLoomFuseLayerNormGrad());
   fuseOps.addPass(createLoomFuseBiasGrad());
   fuseOps.addPass(createLoomFuseCrossEntropyGrad());
@@ -34,8 +35,9 @@ void mlir::loom::registerLowerToPlanPipeline() {
       "loom-lower-to-plan",
       "Lower loom functions to the plan dialect: expand optimizer updates, "
       "decompose collectives, canonicalize, let attention read the fused "
-      "QKV projection, fold bias, activation and bias gradients into GEMM "
-      "epilogues, keep bf16 copies of the parameters bf16 GEMMs read, fuse "
+      "QKV projection, fold bias, activation, GELU and bias gradients into "
+      "GEMM epilogues (spelling out the other GELU gradients), keep bf16 "
+      "copies of the parameters bf16 GEMMs read, fuse "
       "elementwise chains, select kernels, bufferize, plan memory",
       buildLowerToPlanPipeline);
 }

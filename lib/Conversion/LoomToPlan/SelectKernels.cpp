@@ -40,6 +40,9 @@ public:
     if (isa<SGDUpdateOp, AdamWUpdateOp>(op))
       return op->emitOpError("must be expanded before kernel selection; run "
                              "-loom-expand-optimizers first");
+    if (isa<GeluGradOp>(op))
+      return op->emitOpError("must be decomposed before kernel selection; run "
+                             "-loom-decompose-gelu-grad first");
     if (FusionOp::isFusible(op))
       return op->emitOpError("must be fused before kernel selection; run "
                              "-loom-fuse-elementwise first");
@@ -74,6 +77,13 @@ public:
                            flag("transpose_rhs", false),
                            word("bias_grad",
                                 stringifyMatmulOperand(matmul.getSummed()))});
+            })
+            .Case([&](MatmulGeluGradOp matmul) {
+              // The GELU's input is the kernel's third input.
+              return make("matmul",
+                          {flag("transpose_lhs", matmul.getTransposeLhs()),
+                           flag("transpose_rhs", matmul.getTransposeRhs()),
+                           word("activation_grad", "gelu_tanh")});
             })
             .Case([&](ReduceSumOp reduce) {
               return make("reduce_sum", {axes(reduce.getAxes())});

@@ -315,6 +315,16 @@ inline float geluTanh(float x) {
   return d == __builtin_inff() ? 0.0f : x / d; // x -> -inf gives 0
 }
 
+/// The derivative of the tanh GELU, as loom-decompose-gelu-grad spells it
+/// out (and torch.nn.GELU's backward computes it): with t = tanh(u),
+/// 0.5 (1 + t) + 0.5 x (1 - t^2) u'.
+inline float geluTanhGrad(float x) {
+  float x2 = x * x;
+  float t = fast::tanh(0.7978845608028654f * (x + 0.044715f * x2 * x));
+  float du = 0.7978845608028654f * (1.0f + 0.134145f * x2);
+  return 0.5f * (1.0f + t) + 0.5f * x * ((1.0f - t * t) * du);
+}
+
 } // namespace fast
 
 } // namespace cpu

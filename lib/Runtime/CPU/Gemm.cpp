@@ -25,6 +25,11 @@
 // once; bf16 operands may have an f32 result (bias and addend f32 too),
 // which is not rounded to bf16 at all.
 //
+// Activation gradient (optional, `activation_grad=gelu_tanh`, the input
+// gradient of a linear layer that a tanh GELU feeds): a third input X of
+// C's shape and dtype, and C = (op(A) op(B)) * gelu'(X), the product
+// multiplied in f32 (f64) before it is rounded (cuBLASLt's DGELU).
+//
 // Bias gradient (optional, `bias_grad` = lhs or rhs, no bias input, no
 // activation): a second output receives the sum of op(A) over K (a vector
 // of M) or of op(B) over K (a vector of N), what cuBLASLt's BGRADB and
@@ -68,12 +73,14 @@ struct MatmulShape {
   /// an addend input (`accumulate`).
   bool bias = false, preactivation = false, addend = false;
   Activation activation = Activation::None;
+  /// C is multiplied by the tanh GELU's derivative at the third input.
+  bool geluGrad = false;
   /// The operand whose sum over K the second output receives, if any.
   BiasGrad biasGrad = BiasGrad::None;
   /// bf16 operands, f32 result.
   bool widened = false;
   bool hasEpilogue() const {
-    return bias || addend || activation != Activation::None;
+    return bias || addend || activation != Activation::None || geluGrad;
   }
 };
 
@@ -107,6 +114,27 @@ Status readBiasGrad(const Instruction &instruction, const std::string &operand,
   return Status::ok();
 }
 
+/// The GELU gradient of an input-gradient GEMM (`activation_grad`).
+Status readActivationGrad(const Instruction &instruction,
+                          const std::string &activation, MatmulShape &shape) {
+  if (activation != "gelu_tanh")
+    return Status::error("unknown activation_grad '" + activation +
+                         "' (known: gelu_tanh)");
+  shape.geluGrad = true;
+  if (instruction.inputs.size() != 3 || instruction.outputs.size() != 1)
+    return Status::error("activation_grad takes 3 inputs (lhs, rhs and the "
+                         "activation's input) and 1 output");
+  if (shape.activation != Activation::None)
+    return Status::error("activation_grad takes no activation");
+  if (shape.widened)
+    return Status::error("activation_grad needs the operands' dtype for the "
+                         "result, not an f32 result of bf16 operands");
+  const TensorRef &c = instruction.outputs[0], &x = instruction.inputs[2];
+  if (Status s = expectSameDType(c, "result", x, "activation input"); !s)
+    return s;
+  return expectSameShape(c, "result", x, "activation input");
+}
+
 Status readEpilogue(const Instruction &instruction, MatmulShape &shape) {
   std::string activation;
   if (Status s = getWordAttr(instruction.attrs, "activation", activation, false,
@@ -133,6 +161,17 @@ Status readEpilogue(const Instruction &instruction, MatmulShape &shape) {
     return s;
   if (accumulate != 0 && accumulate != 1)
     return Status::error("accumulate must be 0 or 1");
+  std::string activationGrad;
+  if (Status s = getWordAttr(instruction.attrs, "activation_grad",
+                             activationGrad, false, "none");
+      !s)
+    return s;
+  if (activationGrad != "none") {
+    if (accumulate || biasGrad != "none")
+      return Status::error("activation_grad takes no addend (accumulate=1) "
+                           "and no bias_grad");
+    return readActivationGrad(instruction, activationGrad, shape);
+  }
   if (biasGrad != "none") {
     if (accumulate)
       return Status::error("bias_grad takes no addend (accumulate=1)");
@@ -196,9 +235,9 @@ Status readShape(const Instruction &instruction, MatmulShape &shape) {
                          "1 or 2 outputs (result, preactivation), got " +
                          std::to_string(inputs) + " and " +
                          std::to_string(outputs));
-  if (Status s = expectKnownAttrs(instruction.attrs,
-                                  {"transpose_lhs", "transpose_rhs",
-                                   "activation", "bias_grad", "accumulate"});
+  if (Status s = expectKnownAttrs(
+          instruction.attrs, {"transpose_lhs", "transpose_rhs", "activation",
+                              "activation_grad", "bias_grad", "accumulate"});
       !s)
     return s;
   int64_t transA, transB;
@@ -296,6 +335,16 @@ inline double activate(Activation activation, double x) {
   return x;
 }
 
+/// The tanh GELU's derivative (an `activation_grad` epilogue multiplies by
+/// it), as the elementwise kernel computes the decomposed one.
+inline float geluTanhSlope(float x) { return fast::geluTanhGrad(x); }
+inline double geluTanhSlope(double x) {
+  const double k = 0.7978845608028654;
+  double x2 = x * x, t = std::tanh(k * (x + 0.044715 * x2 * x));
+  return 0.5 * (1.0 + t) +
+         0.5 * x * ((1.0 - t * t) * k * (1.0 + 0.134145 * x2));
+}
+
 /// One value of the epilogue: (x + bias), activated, plus the addend.
 template <typename T>
 inline T epilogueValue(const MatmulShape &s, T x, const T *bias, int64_t j,
@@ -309,28 +358,37 @@ inline T epilogueValue(const MatmulShape &s, T x, const T *bias, int64_t j,
 
 /// Applies the epilogue to `rows` rows of `n` values in place; `pre`
 /// (optional) receives the values before the activation; `addend` (of the
-/// rows' shape) is added last.
+/// rows' shape) is added last. With `geluInput` (of the rows' shape) the
+/// values are multiplied by the GELU's derivative there instead.
 template <typename T>
 void epilogueInPlace(const MatmulShape &s, T *c, int64_t rows, const T *bias,
-                     const T *addend, T *pre) {
+                     const T *addend, T *pre, const T *geluInput) {
   int threads = threadsFor(rows * s.n, 1 << 15);
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t row = 0; row < rows; ++row)
     for (int64_t j = 0; j < s.n; ++j) {
       int64_t i = row * s.n + j;
-      c[i] =
-          epilogueValue(s, c[i], bias, j, addend, i, pre ? pre + i : nullptr);
+      c[i] = geluInput ? c[i] * geluTanhSlope(geluInput[i])
+                       : epilogueValue(s, c[i], bias, j, addend, i,
+                                       pre ? pre + i : nullptr);
     }
 }
 
 /// The store of a bf16 GEMM's f32 values: the epilogue, each output rounded
-/// once to bf16, or (a widened result) stored as f32.
+/// once to bf16, or (a widened result) stored as f32. `geluInput` (bf16
+/// results only) is as in epilogueInPlace.
 template <typename O>
 void epilogueStore(const MatmulShape &s, const float *wide, int64_t rows,
-                   const float *bias, const float *addend, O *c, O *pre) {
+                   const float *bias, const float *addend, O *c, O *pre,
+                   const BF16 *geluInput) {
   if constexpr (std::is_same_v<O, BF16>) {
     if (!s.hasEpilogue())
       return roundToBF16(wide, c, rows * s.n);
+    if (geluInput) {
+      for (int64_t i = 0; i < rows * s.n; ++i)
+        c[i] = roundToBF16(wide[i] * geluTanhSlope(widenBF16(geluInput[i])));
+      return;
+    }
   }
   for (int64_t row = 0; row < rows; ++row)
     for (int64_t j = 0; j < s.n; ++j) {
@@ -535,7 +593,8 @@ template <typename T> void runTyped(const KernelArgs &args) {
         s.addend ? static_cast<const T *>(
                        args.inputs[args.instruction.inputs.size() - 1])
                  : nullptr,
-        s.preactivation ? static_cast<T *>(args.outputs[1]) : nullptr);
+        s.preactivation ? static_cast<T *>(args.outputs[1]) : nullptr,
+        s.geluGrad ? static_cast<const T *>(args.inputs[2]) : nullptr);
 }
 
 /// Rows of A (and C) a bf16 linear layer widens at a time: enough for the
@@ -547,14 +606,15 @@ constexpr int64_t kBF16Rows = 256;
 template <typename O>
 void gemmBF16(const MatmulShape &s, const BF16 *a, const BF16 *b,
               const float *bias, const float *addend, O *c, O *pre,
-              std::vector<float> &scratch, bool parallel) {
+              const BF16 *geluInput, std::vector<float> &scratch,
+              bool parallel) {
   const int64_t aSize = s.m * s.k, bSize = s.k * s.n, cSize = s.m * s.n;
   scratch.resize(size_t(aSize + bSize + cSize));
   float *wideA = scratch.data(), *wideB = wideA + aSize, *wideC = wideB + bSize;
   widenBF16(a, wideA, aSize);
   widenBF16(b, wideB, bSize);
   gemm(s.transA, s.transB, s.m, s.n, s.k, wideA, wideB, wideC, parallel);
-  epilogueStore(s, wideC, s.m, bias, addend, c, pre);
+  epilogueStore(s, wideC, s.m, bias, addend, c, pre, geluInput);
 }
 
 /// A bf16 GEMM whose result (and bias, addend, preactivation) is O: bf16,
@@ -565,6 +625,8 @@ void runBF16(const KernelArgs &args, const MatmulShape &s) {
   const BF16 *b = static_cast<const BF16 *>(args.inputs[1]);
   O *c = static_cast<O *>(args.outputs[0]);
   O *pre = s.preactivation ? static_cast<O *>(args.outputs[1]) : nullptr;
+  const BF16 *geluInput =
+      s.geluGrad ? static_cast<const BF16 *>(args.inputs[2]) : nullptr;
   const float *addend =
       s.addend ? static_cast<const float *>(
                      args.inputs[args.instruction.inputs.size() - 1])
@@ -604,7 +666,8 @@ void runBF16(const KernelArgs &args, const MatmulShape &s) {
            wideC.data(), true);
       epilogueStore(s, wideC.data(), count, bias,
                     addend ? addend + row * s.n : nullptr, c + row * s.n,
-                    pre ? pre + row * s.n : nullptr);
+                    pre ? pre + row * s.n : nullptr,
+                    geluInput ? geluInput + row * s.n : nullptr);
     }
     return;
   }
@@ -613,7 +676,9 @@ void runBF16(const KernelArgs &args, const MatmulShape &s) {
   auto one = [&](int64_t batch, std::vector<float> &scratch, bool parallel) {
     gemmBF16(s, a + (batch % s.batchA) * aSize, b + (batch % s.batchB) * bSize,
              bias, addend ? addend + batch * cSize : nullptr, c + batch * cSize,
-             pre ? pre + batch * cSize : nullptr, scratch, parallel);
+             pre ? pre + batch * cSize : nullptr,
+             geluInput ? geluInput + batch * cSize : nullptr, scratch,
+             parallel);
   };
   int threads = omp_get_max_threads();
   bool batchParallel = threads > 1 && s.batchC >= threads &&

@@ -19,6 +19,10 @@ func.func @kernels(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<32xf3
   // second output, the sum of the operand `bias_grad` names.
   // CHECK: loom.matmul_bias_grad {{.*}} sum rhs {plan.kernel = "matmul", plan.kernel_attrs = {bias_grad = "rhs", transpose_lhs = 1 : i64, transpose_rhs = 0 : i64}}
   %wb:2 = loom.matmul_bias_grad %x, %h sum rhs : (tensor<8x16xf32>, tensor<8x32xf32>) -> (tensor<16x32xf32>, tensor<32xf32>)
+  // An input gradient through a tanh GELU is the matmul kernel with the
+  // GELU's input as its third input.
+  // CHECK: loom.matmul_gelu_grad {{.*}} transpose_rhs {plan.kernel = "matmul", plan.kernel_attrs = {activation_grad = "gelu_tanh", transpose_lhs = 0 : i64, transpose_rhs = 1 : i64}}
+  %gg = loom.matmul_gelu_grad %x, %w, %h transpose_rhs : (tensor<8x16xf32>, tensor<32x16xf32>, tensor<8x32xf32>) -> tensor<8x32xf32>
   // CHECK: loom.cross_entropy {{.*}} {plan.kernel = "cross_entropy", plan.kernel_attrs = {ignore_index = -100 : i64, reduction = "mean"}}
   %l = loom.cross_entropy %h, %ids ignore_index -100 : (tensor<8x32xf32>, tensor<8xi64>) -> tensor<f32>
   // CHECK: loom.cross_entropy_grad {{.*}} {plan.kernel = "cross_entropy_backward", plan.kernel_attrs = {ignore_index = -100 : i64}}
@@ -81,6 +85,14 @@ func.func @fusion(%x: tensor<4xf32>) -> tensor<4xf32> {
 func.func @unfused(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'loom.exp' op must be fused before kernel selection; run -loom-fuse-elementwise first}}
   %0 = loom.exp %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @gelu_grad(%dy: tensor<4xf32>, %x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'loom.gelu_grad' op must be decomposed before kernel selection; run -loom-decompose-gelu-grad first}}
+  %0 = loom.gelu_grad %dy, %x approximate tanh : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 

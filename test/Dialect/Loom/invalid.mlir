@@ -294,6 +294,38 @@ func.func @fused_matmul_bias_type(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>, %
 
 // -----
 
+func.func @gelu_grad_types(%dy: tensor<4xf32>, %x: tensor<4xbf16>) {
+  // expected-error @+1 {{'loom.gelu_grad' op requires the same type for all operands and results}}
+  %0 = "loom.gelu_grad"(%dy, %x) : (tensor<4xf32>, tensor<4xbf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_gelu_grad_product(%a: tensor<4x8xf32>, %b: tensor<16x8xf32>, %x: tensor<4x16xf32>) {
+  // expected-error @+1 {{'loom.matmul_gelu_grad' op contracting dimensions differ: lhs 4x8 has K = 8, rhs 16x8 has K = 16}}
+  %0 = loom.matmul_gelu_grad %a, %b, %x : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_gelu_grad_result(%a: tensor<4x8xbf16>, %b: tensor<16x8xbf16>, %x: tensor<4x16xbf16>) {
+  // expected-error @+1 {{'loom.matmul_gelu_grad' op result 'tensor<4x16xf32>' is not the product's type 'tensor<4x16xbf16>'}}
+  %0 = loom.matmul_gelu_grad %a, %b, %x transpose_rhs : (tensor<4x8xbf16>, tensor<16x8xbf16>, tensor<4x16xbf16>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_gelu_grad_input(%a: tensor<4x8xbf16>, %b: tensor<16x8xbf16>, %x: tensor<4x16xf32>) {
+  // expected-error @+1 {{'loom.matmul_gelu_grad' op input 'tensor<4x16xf32>' must have the product's type 'tensor<4x16xbf16>'}}
+  %0 = loom.matmul_gelu_grad %a, %b, %x transpose_rhs : (tensor<4x8xbf16>, tensor<16x8xbf16>, tensor<4x16xf32>) -> tensor<4x16xbf16>
+  return
+}
+
+// -----
+
 func.func @matmul_bias_grad_rank(%a: tensor<2x4x8xf32>, %b: tensor<8x16xf32>) {
   // expected-error @+1 {{'loom.matmul_bias_grad' op operands 'tensor<2x4x8xf32>' and 'tensor<8x16xf32>' must be matrices [K, M] and [K, N]}}
   %0:2 = loom.matmul_bias_grad %a, %b sum lhs : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8xf32>)

@@ -70,6 +70,10 @@ func.func @unary(%x: tensor<8x16xf32>, %i: tensor<4xi64>) {
   %11 = loom.gelu %x : tensor<8x16xf32>
   // CHECK: loom.gelu %{{.*}} approximate tanh : tensor<8x16xf32>
   %12 = loom.gelu %x approximate tanh : tensor<8x16xf32>
+  // CHECK: loom.gelu_grad %{{.*}}, %{{.*}} : tensor<8x16xf32>
+  %gg = loom.gelu_grad %x, %x : tensor<8x16xf32>
+  // CHECK: loom.gelu_grad %{{.*}}, %{{.*}} approximate tanh : tensor<8x16xf32>
+  %gt = loom.gelu_grad %x, %x approximate tanh : tensor<8x16xf32>
   // CHECK: loom.cast %{{.*}} : tensor<8x16xf32> -> tensor<8x16xbf16>
   %13 = loom.cast %x : tensor<8x16xf32> -> tensor<8x16xbf16>
   // CHECK: loom.cast %{{.*}} : tensor<4xi64> -> tensor<4xi1>
@@ -122,6 +126,8 @@ func.func @linear(%x: tensor<8x128x768xf32>, %w: tensor<768x3072xf32>, %bias: te
   %mb:2 = loom.matmul_bias_grad %w, %w sum lhs : (tensor<768x3072xf32>, tensor<768x3072xf32>) -> (tensor<3072x3072xf32>, tensor<3072xf32>)
   // CHECK: loom.matmul_bias_grad %{{.*}}, %{{.*}} sum rhs : (tensor<3072x768xf32>, tensor<3072x768xf32>) -> (tensor<768x768xf32>, tensor<768xf32>)
   %mc:2 = loom.matmul_bias_grad %wt, %wt sum rhs : (tensor<3072x768xf32>, tensor<3072x768xf32>) -> (tensor<768x768xf32>, tensor<768xf32>)
+  // CHECK: loom.matmul_gelu_grad %{{.*}}, %{{.*}}, %{{.*}} transpose_rhs : (tensor<8x128x768xf32>, tensor<3072x768xf32>, tensor<8x128x3072xf32>) -> tensor<8x128x3072xf32>
+  %mg = loom.matmul_gelu_grad %x, %wt, %0 transpose_rhs : (tensor<8x128x768xf32>, tensor<3072x768xf32>, tensor<8x128x3072xf32>) -> tensor<8x128x3072xf32>
   // CHECK: loom.bias_add %{{.*}}, %{{.*}} : tensor<8x128x3072xf32>, tensor<3072xf32>
   %4 = loom.bias_add %0, %bias : tensor<8x128x3072xf32>, tensor<3072xf32>
   // CHECK: loom.fused_matmul %{{.*}}, %{{.*}} bias %{{.*}} : (tensor<8x128x768xf32>, tensor<768x3072xf32>, tensor<3072xf32>) -> tensor<8x128x3072xf32>

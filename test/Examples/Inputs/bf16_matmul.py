@@ -73,6 +73,20 @@ class BF16Matmul(torch.autograd.Function):
         return da, db
 
 
+class BF16MatmulIntoGeluGrad(BF16Matmul):
+    """BF16Matmul whose lhs gradient feeds a tanh GELU's backward (the
+    second linear layer of an MLP whose first is BF16GeluLinear):
+    loom-fuse-matmul-epilogue makes that gradient's GEMM multiply by the
+    GELU's derivative before it rounds (loom.matmul_gelu_grad, cuBLASLt's
+    DGELU), so the gradient is handed on unrounded; BF16GeluLinear's
+    backward applies the derivative and rounds once."""
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        _, db = BF16Matmul.backward(ctx, grad)
+        return torch.matmul(bf16(grad), b.transpose(-1, -2)), db
+
+
 def bias_gradient(grad):
     """The bias gradient of a linear layer whose output gradient is grad:
     the gradient rounded to bf16 (the copy the weight-gradient GEMM reads),
@@ -145,16 +159,23 @@ class BF16ResidualLinear(torch.autograd.Function):
     loom-fuse-matmul-epilogue makes the bf16 GEMM add the f32 bias and the
     residual to its f32 sums and store f32, so the product is never rounded
     to bf16 (the sum is product + bias, then + residual, as the CPU kernel
-    adds them). The backward is BF16Matmul's and BF16BiasAdd's."""
+    adds them). The backward is BF16Matmul's and BF16BiasAdd's.
+    With into_gelu_grad the input gradient is not rounded: it feeds
+    BF16GeluLinear's backward (see BF16MatmulIntoGeluGrad)."""
     @staticmethod
-    def forward(ctx, x, weight, bias):
+    def forward(ctx, x, weight, bias, into_gelu_grad=False):
         a, w = bf16(x), bf16(weight)
         ctx.save_for_backward(a, w)
+        ctx.into_gelu_grad = into_gelu_grad
         return torch.matmul(a, w.t()) + bias
 
     @staticmethod
     def backward(ctx, grad):
-        return _linear_backward(ctx, grad)
+        a, w = ctx.saved_tensors
+        da, dw, db = _linear_backward_of(a, w, grad)
+        if ctx.into_gelu_grad:
+            da = torch.matmul(bf16(grad), w)
+        return da, dw, db, None
 
 
 class BF16GeluLinear(torch.autograd.Function):
@@ -165,7 +186,9 @@ class BF16GeluLinear(torch.autograd.Function):
     the GELU to that sum and rounds once, and keeps the sum rounded to bf16
     for the backward (torch.autocast keeps its bf16 linear's output there
     too). The backward: the GELU's derivative at the widened bf16 sum, in
-    f32, then BF16Matmul's and BF16BiasAdd's."""
+    f32, times the next layer's unrounded input gradient (one GEMM,
+    loom.matmul_gelu_grad), rounded once; then BF16Matmul's and
+    BF16BiasAdd's."""
     @staticmethod
     def forward(ctx, x, weight, bias):
         a, w = bf16(x), bf16(weight)
@@ -184,18 +207,29 @@ class BF16GeluLinear(torch.autograd.Function):
 
 def use_gelu_linear(mlp_module):
     """Routes an MLP's c_fc and tanh GELU (export_gpt.MLP) through
-    BF16GeluLinear; its c_proj stays as routed."""
+    BF16GeluLinear, and its c_proj through BF16ResidualLinear handing the
+    GELU an unrounded gradient."""
+    use_residual_linear(mlp_module.c_proj, into_gelu_grad=True)
+
     def forward(x):
         h = BF16GeluLinear.apply(x, mlp_module.c_fc.weight, mlp_module.c_fc.bias)
         return mlp_module.dropout(mlp_module.c_proj(h))
     mlp_module.forward = forward
 
 
-def use_residual_linear(linear_module):
+def use_residual_linear(linear_module, into_gelu_grad=False):
     """Routes linear_module (an nn.Linear whose output is added to the
     f32 residual stream) through BF16ResidualLinear."""
     linear_module.forward = lambda x: BF16ResidualLinear.apply(
-        x, linear_module.weight, linear_module.bias)
+        x, linear_module.weight, linear_module.bias, into_gelu_grad)
+
+
+def use_linear_into_gelu_grad(linear_module):
+    """Routes linear_module (an nn.Linear reading a BF16GeluLinear's
+    result) through BF16MatmulIntoGeluGrad and BF16BiasAdd."""
+    linear_module.forward = lambda x: BF16BiasAdd.apply(
+        BF16MatmulIntoGeluGrad.apply(x, linear_module.weight.t()),
+        linear_module.bias)
 
 
 def use_narrowed_bias(linear_module):

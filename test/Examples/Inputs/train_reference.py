@@ -257,6 +257,7 @@ def main():
             first.forward = lambda x: bf16_matmul.BF16GeluLinear.apply(
                 x, first.weight, first.bias)
             gelu.forward = lambda x: x  # applied by BF16GeluLinear
+            bf16_matmul.use_linear_into_gelu_grad(model.net[2])
         if args.model in ("gpt", "gpt-gelu"):
             import export_gpt  # on the path since build_model
             for module in model.modules():

@@ -370,6 +370,46 @@ TEST(CPUKernelsMatmul, Epilogue) {
   }
 }
 
+/// The derivative of the tanh GELU by central differences of activation():
+/// a reference independent of the kernels' closed form.
+double geluTanhSlopeReference(double x) {
+  const double h = 1e-6;
+  return (activation("gelu_tanh", x + h) - activation("gelu_tanh", x - h)) /
+         (2 * h);
+}
+
+/// An input-gradient GEMM through a tanh GELU (`activation_grad`): the
+/// naive product times the GELU's derivative at the third input, in double.
+void testMatmulGeluGrad(DType dtype, std::vector<int64_t> aShape,
+                        std::vector<int64_t> bShape,
+                        std::vector<int64_t> cShape, bool transB) {
+  SCOPED_TRACE(shapeString(aShape) + " x " + shapeString(bShape) + " " +
+               dtypeName(dtype) + " transB=" + std::to_string(transB));
+  Tensor a = random(dtype, aShape), b = random(dtype, bShape);
+  // GELU inputs across its bend and tails.
+  Tensor x = random(dtype, cShape, -5, 5);
+  std::vector<const Tensor *> in{&a, &b, &x};
+  std::vector<Tensor> out{Tensor(dtype, cShape)};
+  Attributes attrs{{"transpose_rhs", int64_t(transB)},
+                   {"activation_grad", std::string("gelu_tanh")}};
+  ASSERT_EQ(runKernel(makeKernel("matmul", in, out, attrs), in, out), "");
+  std::vector<double> expected = referenceMatmul(a, b, cShape, false, transB);
+  for (size_t i = 0; i < expected.size(); ++i)
+    expected[i] *= geluTanhSlopeReference(x.get(int64_t(i)));
+  double tol = dtype == DType::F32 ? 1e-4 : dtype == DType::F64 ? 1e-8 : 1e-2;
+  expectClose(out[0], expected, tol, tol);
+}
+
+TEST(CPUKernelsMatmul, GeluGradMultipliesByTheDerivative) {
+  for (DType dtype : {DType::F32, DType::F64, DType::BF16}) {
+    // A linear layer's input gradient (batches folded into M, the weight
+    // read as stored), and batched operands.
+    testMatmulGeluGrad(dtype, {3, 70, 24}, {24, 40}, {3, 70, 40}, false);
+    testMatmulGeluGrad(dtype, {3, 70, 24}, {40, 24}, {3, 70, 40}, true);
+    testMatmulGeluGrad(dtype, {4, 9, 6}, {4, 6, 5}, {4, 9, 5}, false);
+  }
+}
+
 /// The weight-gradient GEMM with the bias gradient: the product as the plain
 /// kernel computes it (bit for bit) and the summed operand's sum over K,
 /// in f64, rounded once to the dtype.
@@ -459,6 +499,21 @@ TEST(CPUKernelsMatmul, CheckRejects) {
   EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {c, wrong},
                              {{"activation", std::string("relu")}}),
                   "preactivation");
+  Attributes geluGrad{{"activation_grad", std::string("gelu_tanh")}};
+  EXPECT_EQ(checkMessage(makeKernel("matmul", {&a, &b2, &c}, {c}, geluGrad)),
+            "");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2, &wrong}, {c}, geluGrad),
+                  "activation input");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2}, {c}, geluGrad),
+                  "activation_grad takes 3 inputs (lhs, rhs and the "
+                  "activation's input) and 1 output");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2, &c}, {c},
+                             {{"activation_grad", std::string("relu")}}),
+                  "unknown activation_grad 'relu' (known: gelu_tanh)");
+  EXPECT_REJECTED(makeKernel("matmul", {&a, &b2, &c}, {c},
+                             {{"activation_grad", std::string("gelu_tanh")},
+                              {"activation", std::string("relu")}}),
+                  "activation_grad takes no activation");
   Tensor sum8(DType::F32, {8}), sum4(DType::F32, {4});
   EXPECT_EQ(checkMessage(makeKernel("matmul", {&a, &b2}, {c, sum8},
                                     {{"bias_grad", std::string("lhs")}})),
@@ -2333,6 +2388,32 @@ TEST(CPUKernelsBF16, MatmulEpilogueRoundsOnce) {
     EXPECT_GE(equal, out[which].size() * 99 / 100)
         << (which ? "preactivation" : "result");
   }
+}
+
+/// In bf16 the product is multiplied in f32 and rounded once: the result
+/// is the f32 kernel's on the same inputs, rounded (up to the f32
+/// summation order), which rounding the product first would miss often.
+TEST(CPUKernelsBF16, MatmulGeluGradRoundsOnce) {
+  std::vector<int64_t> aShape{2, 300, 48}, bShape{64, 48}, cShape{2, 300, 64};
+  Tensor a = random(DType::BF16, aShape), b = random(DType::BF16, bShape);
+  Tensor x = random(DType::BF16, cShape, -3, 3);
+  Tensor a32(DType::F32, aShape), b32(DType::F32, bShape),
+      x32(DType::F32, cShape);
+  for (auto [from, to] : {std::pair{&a, &a32}, {&b, &b32}, {&x, &x32}})
+    for (int64_t i = 0; i < from->size(); ++i)
+      to->set(i, from->get(i));
+  Attributes attrs{{"transpose_rhs", int64_t(1)},
+                   {"activation_grad", std::string("gelu_tanh")}};
+  std::vector<Tensor> out{Tensor(DType::BF16, cShape)};
+  std::vector<Tensor> out32{Tensor(DType::F32, cShape)};
+  std::vector<const Tensor *> in{&a, &b, &x}, in32{&a32, &b32, &x32};
+  ASSERT_EQ(runKernel(makeKernel("matmul", in, out, attrs), in, out), "");
+  ASSERT_EQ(runKernel(makeKernel("matmul", in32, out32, attrs), in32, out32),
+            "");
+  int64_t equal = 0;
+  for (int64_t i = 0; i < out[0].size(); ++i)
+    equal += out[0].get(i) == roundF32(out32[0].get(i));
+  EXPECT_GE(equal, out[0].size() * 99 / 100);
 }
 
 /// A residual projection (accumulate=1): bf16 operands, an f32 result, bias

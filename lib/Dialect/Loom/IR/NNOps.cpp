@@ -211,6 +211,25 @@ LogicalResult MatmulBiasGradOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// MatmulGeluGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulGeluGradOp::verify() {
+  FailureOr<RankedTensorType> product = inferProductType<MatmulGeluGradOp>(
+      getLoc(), getLhs().getType(), getRhs().getType(), getTransposeLhs(),
+      getTransposeRhs());
+  if (failed(product))
+    return failure();
+  if (getResult().getType() != *product)
+    return emitOpError() << "result " << getResult().getType()
+                         << " is not the product's type " << *product;
+  if (getInput().getType() != *product)
+    return emitOpError() << "input " << getInput().getType()
+                         << " must have the product's type " << *product;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // BiasAddOp
 //===----------------------------------------------------------------------===//
 

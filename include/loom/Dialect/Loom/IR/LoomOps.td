@@ -219,6 +219,30 @@ def Loom_GeluOp : Loom_Op<"gelu", [Pure, SameOperandsAndResultType,
   let extraClassDeclaration = Loom_ElementwiseFactorRule;
 }
 
+def Loom_GeluGradOp : Loom_Op<"gelu_grad", [Pure, SameOperandsAndResultType,
+                                           Loom_FactorRuleOpInterface]> {
+  let summary = "The gradient of `loom.gelu`: `grad * gelu'(input)`";
+  let description = [{
+    The input gradient of `loom.gelu %input` whose result gradient is
+    `grad`, for the same `approximate`. Autodiff emits it as one op so that
+    lowering can give it to the GEMM that computes `grad` (cuBLASLt's DGELU
+    epilogue, `loom.matmul_gelu_grad`); `loom-decompose-gelu-grad` spells
+    the rest out in elementwise ops before kernels are chosen.
+
+    ```mlir
+    %dx = loom.gelu_grad %dy, %x approximate tanh : tensor<8x3072xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$grad, Loom_FloatTensor:$input,
+      DefaultValuedAttr<Loom_GeluApproximation,
+                        "::mlir::loom::GeluApproximation::none">:$approximate);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $input (`approximate` $approximate^)? attr-dict `:` type($result)
+  }];
+  let extraClassDeclaration = Loom_ElementwiseFactorRule;
+}
+
 def Loom_CastOp : Loom_Op<"cast", [Pure, SameOperandsAndResultShape,
                                    Loom_FactorRuleOpInterface]> {
   let summary = "Elementwise element-type conversion";
@@ -461,6 +485,42 @@ def Loom_MatmulBiasGradOp : Loom_Op<"matmul_bias_grad", [Pure]> {
   let results = (outs Loom_FloatTensor:$result, Loom_FloatTensor:$bias_grad);
   let assemblyFormat = [{
     $lhs `,` $rhs `sum` $summed attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_MatmulGeluGradOp : Loom_Op<"matmul_gelu_grad", [Pure]> {
+  let summary = "An input-gradient GEMM times the tanh GELU's derivative "
+                "(DGELU epilogue)";
+  let description = [{
+    `matmul(lhs, rhs) * gelu'(input)` for the tanh GELU: the input gradient
+    of a linear layer that a tanh GELU feeds, carried on through the GELU
+    (`loom.gelu_grad approximate tanh` of the product), in one GEMM whose
+    epilogue reads the GELU's input `input` (cuBLASLt's DGELU, its aux
+    operand) instead of a kernel that reads the stored product again.
+    Products accumulate in f32 (f64 for f64); the derivative is taken at
+    `input` in f32 (f64) and the result rounded once, so a bf16 product is
+    not rounded before it is multiplied. `lhs`, `rhs` and the transposes
+    are as in `loom.matmul`; `input` and the result have the product's
+    type.
+
+    Made by `loom-fuse-matmul-epilogue` when a plan is lowered, after
+    autodiff and partitioning: it has no gradient or sharding rule.
+
+    ```mlir
+    %dh = loom.matmul_gelu_grad %dy, %w, %pre
+        : (tensor<8x768xbf16>, tensor<768x3072xbf16>, tensor<8x3072xbf16>)
+        -> tensor<8x3072xbf16>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
+                       Loom_FloatTensor:$input,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $input (`transpose_lhs` $transpose_lhs^)?
+    (`transpose_rhs` $transpose_rhs^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
