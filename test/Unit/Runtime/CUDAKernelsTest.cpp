@@ -423,6 +423,57 @@ TEST(CUDAKernels, MatmulEpilogues) {
   }
 }
 
+/// An input gradient through a tanh GELU (`activation_grad=gelu_tanh`)
+/// against the CPU kernel: cuBLASLt's DGELU for a single aligned GEMM, the
+/// plain GEMM and the own kernel for batched GEMMs, an aux leading
+/// dimension not a multiple of 8 and misaligned operands. Returns the
+/// share of elements equal to the CPU's.
+double testMatmulGeluGrad(DType dtype, std::vector<int64_t> batchB, int64_t m,
+                          int64_t k, int64_t n, bool misalign) {
+  SCOPED_TRACE(std::string(dtypeName(dtype)) + " m=" + std::to_string(m) +
+               " k=" + std::to_string(k) + " n=" + std::to_string(n) +
+               (batchB.empty() ? "" : " batched") +
+               (misalign ? " misaligned" : ""));
+  Tensor g = random(dtype, {2, m, k});
+  std::vector<int64_t> wShape = batchB;
+  wShape.insert(wShape.end(), {k, n});
+  Tensor w = random(dtype, wShape);
+  Tensor x = random(dtype, {2, m, n}, -4, 4);
+  std::vector<const Tensor *> in{&g, &w, &x};
+  Instruction inst =
+      makeInstruction("matmul", in, {ref(dtype, {2, m, n})},
+                      {{"activation_grad", std::string("gelu_tanh")}});
+  std::vector<Tensor> cpu, gpu;
+  EXPECT_EQ(runCPU(inst, in, cpu), "");
+  DeviceError error{};
+  runGPU(inst, in, gpu, error, false, false, misalign);
+  EXPECT_EQ(error.code, DeviceError::None);
+  double rtol, atol;
+  tolerances(dtype, rtol, atol);
+  if (dtype == DType::F32)
+    rtol = atol = 1e-4;
+  expectClose(gpu[0], cpu[0], rtol, atol, "result");
+  int64_t equal = 0;
+  for (int64_t i = 0; i < cpu[0].size(); ++i)
+    equal += gpu[0].get(i) == cpu[0].get(i);
+  return double(equal) / double(cpu[0].size());
+}
+
+TEST(CUDAKernels, MatmulGeluGrad) {
+  for (DType dtype : {DType::F32, DType::BF16, DType::F64}) {
+    testMatmulGeluGrad(dtype, {}, 16, 32, 64, false);  // one GEMM: DGELU
+    testMatmulGeluGrad(dtype, {2}, 16, 32, 64, false); // batched
+    testMatmulGeluGrad(dtype, {}, 10, 24, 36, false);  // aux ld 36
+    testMatmulGeluGrad(dtype, {}, 0, 24, 32, false);   // no rows
+    testMatmulGeluGrad(dtype, {}, 8, 0, 32, false);    // k = 0: zeros
+  }
+  // bf16 DGELU rounds once, as the CPU kernel does: the results are the
+  // CPU's but where the f32 sums' order tips a rounding. The own kernel
+  // multiplies the rounded product and rounds again.
+  EXPECT_GE(testMatmulGeluGrad(DType::BF16, {}, 64, 96, 128, false), 0.99);
+  EXPECT_LT(testMatmulGeluGrad(DType::BF16, {}, 64, 96, 128, true), 0.9);
+}
+
 /// A residual projection (accumulate=1): bf16 operands, an f32 result, f32
 /// bias and addend, against the CPU kernel. A linear layer takes cuBLASLt's
 /// BIAS epilogue with C = the addend and beta = 1; without a bias, the

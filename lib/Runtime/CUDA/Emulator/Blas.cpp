@@ -9,7 +9,9 @@
 //     type (TF32 rounds the operands to 10 mantissa bits first);
 //   - epilogues: BIAS adds a vector of D's row count along the rows, the
 //     GELU ones apply the tanh form, the AUX ones store the input of the
-//     GELU (D's type, leading dimension EPILOGUE_AUX_LD) first; BGRADA
+//     GELU (D's type, leading dimension EPILOGUE_AUX_LD) first; DGELU
+//     multiplies by the tanh GELU's derivative at the aux it reads (D's
+//     type, EPILOGUE_AUX_LD), unbatched only; BGRADA
 //     (BGRADB) stores the sum of op(A) (op(B)) over K, one value per row
 //     (column) of D, in C's type at the bias pointer, accumulated in the
 //     compute type; unbatched only.
@@ -155,9 +157,20 @@ bool hasGelu(cublasLtEpilogue_t e) {
 bool hasBiasGrad(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB;
 }
+/// Whether the epilogue stores an aux matrix (the GELU's input).
 bool hasAux(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_GELU_AUX ||
          e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+/// Whether it reads one (the GELU's input, for its derivative).
+bool readsAux(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_DGELU; }
+
+/// d/dx of 0.5 x (1 + tanh(k (x + 0.044715 x^3))), in f32.
+float geluTanhDerivative(float x) {
+  const float k = 0.7978845608028654f;
+  const float t = std::tanh(k * (x + 0.044715f * x * x * x));
+  return 0.5f * (1.0f + t) +
+         0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
 /// Whether the operation is one cuBLASLt accepts (see the file comment).
@@ -186,10 +199,15 @@ cublasStatus_t validate(const MatmulDesc &d, const Layout &a, const Layout &b,
     if (out.batch != 1 || (d.biasType != -1 && d.biasType != c.type))
       return CUBLAS_STATUS_NOT_SUPPORTED;
     break;
+  case CUBLASLT_EPILOGUE_DGELU:
+    if (out.batch != 1)
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+    break;
   default:
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
-  if (hasAux(d.epilogue) && (d.auxLd < int64_t(m) || d.auxLd % 8 != 0))
+  if ((hasAux(d.epilogue) || readsAux(d.epilogue)) &&
+      (d.auxLd < int64_t(m) || d.auxLd % 8 != 0))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   if (hasBias(d.epilogue) && d.biasType != -1 && d.biasType != out.type &&
       d.biasType != CUDA_R_32F)
@@ -251,6 +269,10 @@ void multiply(const MatmulDesc &d, const Layout &a, const Layout &b,
                   (1.0f + std::tanh(0.7978845608028654f *
                                     (x + 0.044715f * x * x * x)));
         }
+        if (readsAux(d.epilogue))
+          value =
+              float(value) *
+              geluTanhDerivative(float(load(out.type, d.aux, i + j * d.auxLd)));
         store(out.type, D, batch * out.stride + i + j * out.ld, value);
       }
   if (!hasBiasGrad(d.epilogue))
@@ -466,7 +488,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
   if ((hasBias(d.epilogue) || hasBiasGrad(d.epilogue)) &&
       (!d.bias || !aligned(d.bias, 16)))
     return CUBLAS_STATUS_INVALID_VALUE;
-  if (hasAux(d.epilogue) && (!d.aux || !aligned(d.aux, 16)))
+  if ((hasAux(d.epilogue) || readsAux(d.epilogue)) &&
+      (!d.aux || !aligned(d.aux, 16)))
     return CUBLAS_STATUS_INVALID_VALUE;
   const bool wide = d.compute == CUBLAS_COMPUTE_64F;
   const double alphaValue = wide ? *static_cast<const double *>(alpha)

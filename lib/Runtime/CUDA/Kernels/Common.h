@@ -43,6 +43,11 @@ enum class MatmulActivation { None, Relu, GeluTanh };
 Status launchMatmulEpilogue(cudaStream_t stream, DType dtype, void *c,
                             const void *bias, void *pre, int64_t rows,
                             int64_t n, MatmulActivation activation);
+/// GemmEpilogue.cu: an `activation_grad=gelu_tanh` epilogue on the stored
+/// result, in place: `c[i] *= gelu'(x[i])` (the tanh GELU) over `total`
+/// elements.
+Status launchMatmulGeluGrad(cudaStream_t stream, DType dtype, void *c,
+                            const void *x, int64_t total);
 /// GemmEpilogue.cu: the bias gradient of a weight-gradient GEMM when
 /// cuBLASLt does not store it: `sum[j]` = the sum over the k rows of the
 /// summed operand, stored [k, length] (kMajor) or [length, k].

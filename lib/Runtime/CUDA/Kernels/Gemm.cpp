@@ -43,6 +43,12 @@
 // to a sum that already holds it). bf16 operands may have an f32 result
 // (C, D and the bias f32): the residual projections of mixed precision.
 //
+// An activation gradient (`activation_grad=gelu_tanh`, the input gradient
+// of a linear layer a tanh GELU feeds) is cuBLASLt's DGELU, the GELU's
+// input (the third input, the result's type) its aux; where cuBLASLt has
+// no algorithm for it, or for batched GEMMs, GemmEpilogue.cu's kernel
+// multiplies the stored product (in bf16 then rounded twice).
+//
 // A bias gradient (`bias_grad`, the second output of a weight-gradient
 // GEMM) is cuBLASLt's BGRADB when our lhs is summed (it is cuBLASLt's B)
 // and BGRADA when our rhs is; it has C's type, as the plan's output does.
@@ -148,7 +154,13 @@ static void *const kAlignedPlaceholder = reinterpret_cast<void *>(16);
 Status MatmulKernel::prepareEpilogue(const LaunchContext &context, int64_t n,
                                      bool transA, bool transB) {
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-  // A bias gradient has no activation (the plan check rejects one).
+  // A GELU gradient or a bias gradient has no activation (the plan check
+  // rejects one).
+  if (geluGrad_) {
+    if (n % 8 != 0)
+      return Status::ok(); // the aux leading dimension must be a multiple of 8
+    epilogue = CUBLASLT_EPILOGUE_DGELU;
+  }
   if (summed_ >= 0)
     epilogue =
         summed_ == 0 ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_BGRADA;
@@ -186,7 +198,7 @@ Status MatmulKernel::prepareEpilogue(const LaunchContext &context, int64_t n,
                     &kAlignedPlaceholder, sizeof(kAlignedPlaceholder)),
                 "setting the bias pointer");
   }
-  if (pre_ && activation_ == MatmulActivation::GeluTanh) {
+  if ((pre_ && activation_ == MatmulActivation::GeluTanh) || geluGrad_) {
     // The aux type defaults to the output's.
     int64_t ld = n;
     LOOM_CUBLAS(
@@ -239,7 +251,9 @@ Status MatmulKernel::prepare(const LaunchContext &context,
   outType_ = c.dtype == a.dtype ? type_ : CUDA_R_32F; // the CPU check allows
                                                       // only bf16 -> f32
   addend_ = intAttr(inst.attrs, "accumulate") != 0;
-  bias_ = inst.inputs.size() == (addend_ ? 4u : 3u);
+  // A GELU gradient's third input is the GELU's input, not a bias.
+  geluGrad_ = wordAttr(inst.attrs, "activation_grad", "none") == "gelu_tanh";
+  bias_ = !geluGrad_ && inst.inputs.size() == (addend_ ? 4u : 3u);
   const std::string summed = wordAttr(inst.attrs, "bias_grad", "none");
   summed_ = summed == "lhs" ? 0 : summed == "rhs" ? 1 : -1;
   pre_ = inst.outputs.size() == 2 && summed_ < 0;
@@ -311,6 +325,7 @@ Status MatmulKernel::prepare(const LaunchContext &context,
       std::to_string(batchB_) + " bias=" + std::to_string(bias_) +
       " pre=" + std::to_string(pre_) + " summed=" + std::to_string(summed_) +
       " activation=" + std::to_string(int(activation_)) +
+      " gelu_grad=" + std::to_string(geluGrad_) +
       " addend=" + std::to_string(addend_);
   auto strideOf = [&](int64_t batch, int64_t size) {
     return batch == 1 ? int64_t(0) : size;
@@ -382,31 +397,41 @@ Status MatmulKernel::prepare(const LaunchContext &context,
   return Status::ok();
 }
 
+/// Whether every pointer of `ops` is 16-byte aligned (null ones are).
+static bool allAligned16(const MatmulOperands &ops) {
+  uintptr_t addresses = reinterpret_cast<uintptr_t>(ops.a) |
+                        reinterpret_cast<uintptr_t>(ops.b) |
+                        reinterpret_cast<uintptr_t>(ops.c) |
+                        reinterpret_cast<uintptr_t>(ops.bias) |
+                        reinterpret_cast<uintptr_t>(ops.pre) |
+                        reinterpret_cast<uintptr_t>(ops.addend) |
+                        reinterpret_cast<uintptr_t>(ops.geluInput);
+  return addresses % 16 == 0;
+}
+
 StatusOr<bool> MatmulKernel::launchFused(const LaunchContext &context,
-                                         const void *a, const void *b, void *c,
-                                         const void *bias, void *pre,
-                                         const void *addend) {
-  uintptr_t addresses =
-      reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
-      reinterpret_cast<uintptr_t>(c) | reinterpret_cast<uintptr_t>(bias) |
-      reinterpret_cast<uintptr_t>(pre) | reinterpret_cast<uintptr_t>(addend);
-  if (addresses % 16 != 0)
+                                         const MatmulOperands &ops) {
+  if (!allAligned16(ops))
     return false;
   if (bias_ || summed_ >= 0)
     LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(
-                    d_.epilogue, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                    sizeof(bias)),
+                    d_.epilogue, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ops.bias,
+                    sizeof(ops.bias)),
                 "setting the bias pointer");
-  if (pre_ && activation_ == MatmulActivation::GeluTanh)
+  // The aux: the preactivation GELU_AUX stores, or the GELU input DGELU
+  // reads.
+  const void *aux = geluGrad_ ? ops.geluInput : ops.pre;
+  if ((pre_ && activation_ == MatmulActivation::GeluTanh) || geluGrad_)
     LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(
                     d_.epilogue, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-                    &pre, sizeof(pre)),
-                "setting the preactivation pointer");
+                    &aux, sizeof(aux)),
+                "setting the aux pointer");
   const void *one = scale(oneF_, oneD_), *zero = scale(zeroF_, zeroD_);
-  LOOM_CUBLAS(cublasLtMatmul(context.lt, d_.epilogue, one, b, d_.a, a, d_.b,
-                             addend ? one : zero, addend ? addend : c, d_.c, c,
-                             d_.c, &epilogueAlgo_, context.workspace,
-                             workspaceBytes_, context.stream),
+  LOOM_CUBLAS(cublasLtMatmul(context.lt, d_.epilogue, one, ops.b, d_.a, ops.a,
+                             d_.b, ops.addend ? one : zero,
+                             ops.addend ? ops.addend : ops.c, d_.c, ops.c, d_.c,
+                             &epilogueAlgo_, context.workspace, workspaceBytes_,
+                             context.stream),
               "cublasLtMatmul with an epilogue");
   return true;
 }
@@ -419,6 +444,7 @@ MatmulOperands MatmulKernel::operands(const void *const *inputs,
   ops.c = static_cast<char *>(outputs[0]);
   ops.bias = summed_ >= 0 ? outputs[1] : bias_ ? inputs[2] : nullptr;
   ops.pre = pre_ ? outputs[1] : nullptr;
+  ops.geluInput = geluGrad_ ? inputs[2] : nullptr;
   ops.addend =
       addend_ ? static_cast<const char *>(inputs[bias_ ? 3 : 2]) : nullptr;
   return ops;
@@ -444,13 +470,7 @@ bool MatmulKernel::callAligned(const MatmulOperands &ops, int64_t call) const {
 }
 
 MatmulKernel::Slot MatmulKernel::slotFor(const MatmulOperands &ops) {
-  uintptr_t fusedAddresses = reinterpret_cast<uintptr_t>(ops.a) |
-                             reinterpret_cast<uintptr_t>(ops.b) |
-                             reinterpret_cast<uintptr_t>(ops.c) |
-                             reinterpret_cast<uintptr_t>(ops.bias) |
-                             reinterpret_cast<uintptr_t>(ops.pre) |
-                             reinterpret_cast<uintptr_t>(ops.addend);
-  if (haveEpilogueAlgo_ && fusedAddresses % 16 == 0)
+  if (haveEpilogueAlgo_ && allAligned16(ops))
     return {&epilogueAlgo_, d_.epilogue, 16, " epilogue"};
   // A launch whose calls differ in alignment is tuned for its first.
   if (callAligned(ops, 0))
@@ -462,8 +482,7 @@ Status MatmulKernel::launchProducts(const LaunchContext &context,
                                     const MatmulOperands &ops, bool &fused) {
   fused = false;
   if (haveEpilogueAlgo_) {
-    StatusOr<bool> launched = launchFused(context, ops.a, ops.b, ops.c,
-                                          ops.bias, ops.pre, ops.addend);
+    StatusOr<bool> launched = launchFused(context, ops);
     if (!launched.isOk())
       return launched.status();
     fused = *launched;
@@ -500,6 +519,9 @@ Status MatmulKernel::launch(const LaunchContext &context,
                               outputs[1], k_, sumLength_, kMajor_);
     if (!hasEpilogue())
       return Status::ok();
+    if (geluGrad_)
+      return launchMatmulGeluGrad(context.stream, outDtype_, ops.c,
+                                  ops.geluInput, rows_ * n_);
     return launchMatmulEpilogue(context.stream, outDtype_, ops.c, ops.bias,
                                 ops.pre, rows_, n_, activation_);
   };

@@ -73,6 +73,8 @@ struct MatmulOperands {
   /// cuBLASLt's bias pointer: the bias input, or the bias gradient output.
   const void *bias = nullptr;
   void *pre = nullptr;
+  /// The GELU's input of an `activation_grad` (cuBLASLt's aux).
+  const void *geluInput = nullptr;
   const char *addend = nullptr;
 };
 
@@ -127,9 +129,8 @@ private:
                          bool transB);
   /// The GEMM with cuBLASLt's epilogue; false (nothing done) when a pointer
   /// is not aligned for it.
-  StatusOr<bool> launchFused(const LaunchContext &context, const void *a,
-                             const void *b, void *c, const void *bias,
-                             void *pre, const void *addend);
+  StatusOr<bool> launchFused(const LaunchContext &context,
+                             const MatmulOperands &ops);
 
   MatmulDescriptors d_;
   /// The operands' type, and the result's (C and D): f32 for a bf16 GEMM
@@ -150,11 +151,15 @@ private:
   int64_t sumLength_ = 0, k_ = 0;
   bool kMajor_ = false;
   MatmulActivation activation_ = MatmulActivation::None;
+  /// C is multiplied by the tanh GELU's derivative at the third input
+  /// (`activation_grad`: cuBLASLt's DGELU).
+  bool geluGrad_ = false;
   int64_t rows_ = 0, n_ = 0;
   cublasLtMatmulAlgo_t epilogueAlgo_{};
   bool haveEpilogueAlgo_ = false;
   bool hasEpilogue() const {
-    return bias_ || activation_ != MatmulActivation::None || summed_ >= 0;
+    return bias_ || activation_ != MatmulActivation::None || summed_ >= 0 ||
+           geluGrad_;
   }
   /// 1 in the scale type (f32 for f32 and bf16, f64 for f64); beta is 0.
   float oneF_ = 1, zeroF_ = 0;

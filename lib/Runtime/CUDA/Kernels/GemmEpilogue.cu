@@ -8,6 +8,10 @@
 // formulas), but a bf16 result has already been rounded once by the GEMM,
 // so bf16 results may differ from the CPU's by a rounding step.
 //
+// And the GELU gradient of an input-gradient GEMM (`activation_grad`) that
+// cuBLASLt's DGELU does not take: the stored product times the tanh
+// GELU's derivative at the GELU's input, as the CPU computes it.
+//
 // It also holds the bias gradient of a weight-gradient GEMM whose BGRADA or
 // BGRADB epilogue cuBLASLt refuses: the summed operand's sum over K, 32
 // outputs per block, 32 threads per output splitting the K rows and adding
@@ -64,6 +68,36 @@ __global__ void epilogue(T *c, const T *bias, T *pre, int64_t total, int64_t n,
       store(pre + i, v);
     store(c + i, activate(activation, v));
   }
+}
+
+/// The tanh GELU's derivative, 0.5 (1 + t) + 0.5 x (1 - t^2) u' with
+/// t = tanh(u), u = k (x + 0.044715 x^3): the CPU's form.
+__device__ inline float geluTanhSlope(float x) {
+  const float k = 0.7978845608028654f;
+  float x2 = x * x, t = tanhf(k * (x + 0.044715f * x2 * x));
+  return 0.5f * (1.0f + t) +
+         0.5f * x * ((1.0f - t * t) * k * (1.0f + 0.134145f * x2));
+}
+__device__ inline double geluTanhSlope(double x) {
+  const double k = 0.7978845608028654;
+  double x2 = x * x, t = tanh(k * (x + 0.044715 * x2 * x));
+  return 0.5 * (1.0 + t) +
+         0.5 * x * ((1.0 - t * t) * k * (1.0 + 0.134145 * x2));
+}
+
+template <typename T, typename C>
+__global__ void geluGradEpilogue(T *c, const T *x, int64_t total) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x)
+    store(c + i, C(widen(c[i])) * geluTanhSlope(C(widen(x[i]))));
+}
+
+template <typename T, typename C>
+Status launchGeluGrad(cudaStream_t stream, void *c, const void *x,
+                      int64_t total) {
+  launchKernel(geluGradEpilogue<T, C>, gridFor(total), kThreads, 0, stream,
+               static_cast<T *>(c), static_cast<const T *>(x), total);
+  return launchStatus("matmul GELU gradient");
 }
 
 constexpr int kSumColumns = 32, kSumSplit = 32;
@@ -128,6 +162,23 @@ Status cuda::launchMatmulEpilogue(cudaStream_t stream, DType dtype, void *c,
     return launchTyped<BF16, float>(stream, c, bias, pre, total, n, activation);
   default:
     return Status::error(std::string("matmul epilogue: no ") +
+                         dtypeName(dtype) + " kernel");
+  }
+}
+
+Status cuda::launchMatmulGeluGrad(cudaStream_t stream, DType dtype, void *c,
+                                  const void *x, int64_t total) {
+  if (total == 0)
+    return Status::ok();
+  switch (dtype) {
+  case DType::F32:
+    return launchGeluGrad<float, float>(stream, c, x, total);
+  case DType::F64:
+    return launchGeluGrad<double, double>(stream, c, x, total);
+  case DType::BF16:
+    return launchGeluGrad<BF16, float>(stream, c, x, total);
+  default:
+    return Status::error(std::string("matmul GELU gradient: no ") +
                          dtypeName(dtype) + " kernel");
   }
 }
