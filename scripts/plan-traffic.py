@@ -200,10 +200,15 @@ def main():
     for inst in kernels:
         if inst.kernel != "matmul":
             continue
-        # Inputs A, B[, bias][, addend]; the addend has C's rows.
-        names = (["A", "B", "bias", "addend"][:len(inst.inputs)]
-                 if inst.attrs.get("accumulate") == "1" else
-                 ["A", "B", "bias"][:len(inst.inputs)]) + ["C"]
+        # Inputs A, B[, bias][, addend] or A, B, X (activation_grad); the
+        # addend and X have C's rows.
+        if inst.attrs.get("activation_grad"):
+            names = ["A", "B", "X"]
+        elif inst.attrs.get("accumulate") == "1":
+            names = ["A", "B", "bias", "addend"][:len(inst.inputs)]
+        else:
+            names = ["A", "B", "bias"][:len(inst.inputs)]
+        names += ["C"]
         refs = inst.inputs + inst.outputs[:1]
         shapes = ["%s %s[%s]" % (name, dtype, ",".join(map(str, dims)))
                   for name, (_, dims, dtype) in zip(names, refs)

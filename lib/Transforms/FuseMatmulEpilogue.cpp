@@ -38,8 +38,9 @@
 // product is widened, the input is the forward's bf16 preactivation
 // widened, and the result is only read rounded to bf16: the GEMM then
 // rounds once, after the multiplication, where the separate ops rounded
-// the product first. These are found after the forward rewrites, which
-// make the preactivations they read.
+// the product first (as a same-type bf16 chain drops its intermediate
+// rounding). These are found after the forward rewrites, which make the
+// preactivations they read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -453,14 +454,17 @@ struct FuseMatmulEpiloguePass
       if (std::optional<WidenedResidual> chain = findWidenedResidual(matmul))
         fuseWidenedResidual(matmul, *chain);
     // After the forward rewrites: in bf16 the GELU's backward reads the
-    // preactivation they return.
-    SmallVector<std::pair<MatmulOp, GeluGradOfProduct>> geluGrads;
+    // preactivation they return. One chain's GELU input may be another's
+    // result, which fusing that one replaces: each is found again when it
+    // is fused.
+    SmallVector<MatmulOp> geluGrads;
     getOperation().walk([&](MatmulOp matmul) {
-      if (std::optional<GeluGradOfProduct> chain = findGeluGrad(matmul))
-        geluGrads.emplace_back(matmul, std::move(*chain));
+      if (findGeluGrad(matmul))
+        geluGrads.push_back(matmul);
     });
-    for (auto &[matmul, chain] : geluGrads)
-      fuseGeluGrad(matmul, chain);
+    for (MatmulOp matmul : geluGrads)
+      if (std::optional<GeluGradOfProduct> chain = findGeluGrad(matmul))
+        fuseGeluGrad(matmul, *chain);
   }
 };
 

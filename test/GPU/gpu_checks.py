@@ -84,7 +84,8 @@ TRAINING = [
      ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"], [], 20,
      1e-3),
     # The tanh GELU and the biases in cuBLASLt's epilogues (GELU_AUX_BIAS
-    # keeps the value before the GELU for the backward).
+    # keeps the value before the GELU for the backward, which DGELU applies
+    # in the next layer's input-gradient GEMM).
     ("mlp-gelu-sgd", "mlp-gelu",
      ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"], [], 20,
      1e-3),
@@ -99,7 +100,8 @@ TRAINING = [
      ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9",
       "--precision", "bf16"], [], 5, 1e-3),
     # GPT-2's tanh GELU in bf16: cuBLASLt's GELU_AUX_BIAS with a bf16 bias
-    # and a bf16 aux (the sum the GELU's backward reads).
+    # and a bf16 aux (the sum the GELU's backward reads), and DGELU reading
+    # that aux in c_proj's input-gradient GEMM.
     ("gpt-gelu-bf16-sgd", "gpt-gelu",
      ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9",
       "--precision", "bf16"], [], 5, 1e-3),

@@ -22,7 +22,6 @@
 // CHECK-NEXT:  %[[D:.*]] = loom.add %[[CDF]], %[[XPDF]]
 // CHECK-NEXT:  %[[R:.*]] = loom.mul %[[DY]], %[[D]]
 // CHECK-NEXT:  return %[[R]]
-// CHECK-NOT:   loom.gelu_grad
 func.func @exact(%dy: tensor<8xf32>, %x: tensor<8xf32>) -> tensor<8xf32> {
   %0 = loom.gelu_grad %dy, %x : tensor<8xf32>
   return %0 : tensor<8xf32>

@@ -284,3 +284,20 @@ func.func @not_gelu_grad(%g: tensor<8x16xf32>, %w: tensor<32x16xf32>, %z: tensor
   %n2 = loom.cast %dw2 : tensor<8x32xf32> -> tensor<8x32xbf16>
   return %d, %d2, %h2, %d3, %dw, %n2 : tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xbf16>
 }
+
+// -----
+
+// One GELU backward's input is another's result (legal, if not what
+// autodiff makes): the second is found again after the first is fused.
+// CHECK-LABEL: func.func @chained_gelu_grads
+// CHECK-SAME: (%[[G:[^:]*]]: tensor<8x16xf32>, %[[W:[^:]*]]: tensor<32x16xf32>, %[[Z:[^:]*]]: tensor<8x32xf32>)
+// CHECK-NEXT:    %[[B:.*]] = loom.matmul_gelu_grad %[[G]], %[[W]], %[[Z]] transpose_rhs
+// CHECK-NEXT:    %[[A:.*]] = loom.matmul_gelu_grad %[[G]], %[[W]], %[[B]] transpose_rhs
+// CHECK-NEXT:    return %[[A]]
+func.func @chained_gelu_grads(%g: tensor<8x16xf32>, %w: tensor<32x16xf32>, %z: tensor<8x32xf32>) -> tensor<8x32xf32> {
+  %b = loom.matmul %g, %w transpose_rhs : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
+  %gb = loom.gelu_grad %b, %z approximate tanh : tensor<8x32xf32>
+  %a = loom.matmul %g, %w transpose_rhs : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
+  %ga = loom.gelu_grad %a, %gb approximate tanh : tensor<8x32xf32>
+  return %ga : tensor<8x32xf32>
+}

@@ -131,7 +131,8 @@ def LoomFuseMatmulEpilogue : Pass<"loom-fuse-matmul-epilogue",
     (cuBLASLt's DGELU, reading the GELU's input): in one type, or a bf16
     product widened at a bf16 input widened (the preactivation the forward
     kept) whose every use rounds it back to bf16, which the GEMM then
-    rounds once, after multiplying by the derivative.
+    rounds once, after multiplying by the derivative (a bf16 chain of one
+    type, like the forward ones, loses its intermediate rounding too).
 
     Runs in `loom-lower-to-plan` before `loom-decompose-gelu-grad` and
     `loom-fuse-elementwise`.
@@ -755,18 +756,19 @@ def LoomDecomposeGeluGrad : Pass<"loom-decompose-gelu-grad",
     ```mlir
     %dx = loom.gelu_grad %dy, %x : tensor<8xf32>
     ```
-    Output (constants shortened):
+    Output (the constants' definitions left out: `%one` is 1, `%c0` to
+    `%c3` are 1/sqrt(2), 0.5, -0.5 and 1/sqrt(2 pi)):
     ```mlir
-    %0 = loom.mul %x, %c0 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
-    %1 = loom.erf %0 : tensor<8xf32>
-    %2 = loom.add %1, %c1 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
-    %3 = loom.mul %2, %c2 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
-    %4 = loom.mul %x, %x : tensor<8xf32>
-    %5 = loom.mul %4, %c3 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+    %0 = loom.mul %x, %x : tensor<8xf32>
+    %1 = loom.mul %x, %c0 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+    %2 = loom.erf %1 : tensor<8xf32>
+    %3 = loom.add %2, %one : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+    %4 = loom.mul %3, %c1 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+    %5 = loom.mul %0, %c2 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
     %6 = loom.exp %5 : tensor<8xf32>
-    %7 = loom.mul %6, %c4 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+    %7 = loom.mul %6, %c3 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
     %8 = loom.mul %x, %7 : tensor<8xf32>
-    %9 = loom.add %3, %8 : tensor<8xf32>
+    %9 = loom.add %4, %8 : tensor<8xf32>
     %dx = loom.mul %dy, %9 : tensor<8xf32>
     ```
   }];

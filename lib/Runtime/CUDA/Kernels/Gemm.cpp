@@ -45,9 +45,10 @@
 //
 // An activation gradient (`activation_grad=gelu_tanh`, the input gradient
 // of a linear layer a tanh GELU feeds) is cuBLASLt's DGELU, the GELU's
-// input (the third input, the result's type) its aux; where cuBLASLt has
-// no algorithm for it, or for batched GEMMs, GemmEpilogue.cu's kernel
-// multiplies the stored product (in bf16 then rounded twice).
+// input (the third input, the result's type) its aux; otherwise (batched
+// GEMMs, an aux leading dimension not a multiple of 8, f64, misaligned
+// pointers, no algorithm) GemmEpilogue.cu's kernel multiplies the stored
+// product (a bf16 one then rounded twice).
 //
 // A bias gradient (`bias_grad`, the second output of a weight-gradient
 // GEMM) is cuBLASLt's BGRADB when our lhs is summed (it is cuBLASLt's B)

@@ -500,7 +500,9 @@ def Loom_MatmulGeluGradOp : Loom_Op<"matmul_gelu_grad", [Pure]> {
     operand) instead of a kernel that reads the stored product again.
     Products accumulate in f32 (f64 for f64); the derivative is taken at
     `input` in f32 (f64) and the result rounded once, so a bf16 product is
-    not rounded before it is multiplied. `lhs`, `rhs` and the transposes
+    not rounded before it is multiplied (the CUDA backend's fallback for
+    GEMMs cuBLASLt's DGELU does not take rounds it twice). `lhs`, `rhs`
+    and the transposes
     are as in `loom.matmul`; `input` and the result have the product's
     type.
 
