@@ -228,7 +228,11 @@ def run(args):
         return ms, losses, done.stderr
 
     started = time.perf_counter()
-    loom_ms, loom_losses, _ = loom_train([], "loom")
+    loom_ms, loom_losses, said = loom_train([], "loom")
+    # Where the GEMM epilogues ran: cuBLASLt's, or the own kernel after a
+    # plain GEMM (an extra pass over the result).
+    epilogues = [line.split("matmul epilogues: ", 1)[1] for line in
+                 said.splitlines() if "matmul epilogues: " in line]
     loom_wall = time.perf_counter() - started
     rows = [("Loom (loom-run --device %s)" % args.device, loom_ms,
              loom_losses)]
@@ -297,6 +301,8 @@ def run(args):
           (args.peak_tflops, "" if ceiling is None else
            "; one 8192^3 bf16 matmul in PyTorch reaches %.0f TFLOP/s here" %
            ceiling))
+    if epilogues:
+        print("matmul epilogues: %s" % epilogues[-1])
     if tuning:
         print("--tune-matmuls: %s" % tuning[-1])
     print("loom-run wall time (load, compile elementwise kernels, %d steps):"

@@ -91,6 +91,9 @@ public:
   /// What the backend launches together, for RunReport::launchGroups
   /// ("" when nothing).
   virtual std::string groupSummary() const { return ""; }
+  /// Where the matmuls' epilogues run, for RunReport::matmulEpilogues (""
+  /// when the backend has no choice to report).
+  virtual std::string epilogueSummary() const { return ""; }
   /// What tuning found so far, for RunReport::matmulTuning ("" when the
   /// backend does not tune).
   virtual std::string tuningSummary() const { return ""; }

@@ -100,6 +100,7 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
   }
 
   executor->report_.launchGroups = backend.groupSummary();
+  executor->report_.matmulEpilogues = backend.epilogueSummary();
 
   // Communication is posted and waited for by the host between launches,
   // which one recorded graph cannot do.

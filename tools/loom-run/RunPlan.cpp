@@ -214,6 +214,9 @@ bool finish(const RankResult &result, const RunOptions &options, int rank,
   if (!result.report.launchGroups.empty())
     std::fprintf(stderr, "%sloom-run: launch groups: %s\n", prefix.c_str(),
                  result.report.launchGroups.c_str());
+  if (!result.report.matmulEpilogues.empty())
+    std::fprintf(stderr, "%sloom-run: matmul epilogues: %s\n", prefix.c_str(),
+                 result.report.matmulEpilogues.c_str());
   if (!result.report.matmulTuning.empty())
     std::fprintf(stderr, "%sloom-run: matmul tuning: %s\n", prefix.c_str(),
                  result.report.matmulTuning.c_str());

@@ -485,6 +485,9 @@ int loom::runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
   if (!report.launchGroups.empty())
     std::fprintf(stderr, "loom-run: launch groups: %s\n",
                  report.launchGroups.c_str());
+  if (!report.matmulEpilogues.empty())
+    std::fprintf(stderr, "loom-run: matmul epilogues: %s\n",
+                 report.matmulEpilogues.c_str());
   if (!report.matmulTuning.empty())
     std::fprintf(stderr, "loom-run: matmul tuning: %s\n",
                  report.matmulTuning.c_str());

@@ -58,6 +58,10 @@ struct RunReport {
   /// elementwise kernels in 5 launches" (ExecutorOptions::groupElementwise);
   /// empty when none.
   std::string launchGroups;
+  /// CUDA: where the matmuls' epilogues run, e.g. "108 in cuBLASLt (BGRADB
+  /// 48, BIAS 36, DGELU 12, GELU_AUX_BIAS 12), 1 in the own kernel
+  /// (batched 1)"; empty when no matmul has an epilogue.
+  std::string matmulEpilogues;
   /// CUDA with ExecutorOptions::tuneMatmuls, after a run: what tuning
   /// found, e.g. "147 matmuls, 23 problems timed with up to 8 cuBLASLt
   /// algorithms (9 moved off the heuristic's first); their time in a step

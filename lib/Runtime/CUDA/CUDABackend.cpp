@@ -25,6 +25,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <thread>
 #include <unistd.h>
 #include <utility>
@@ -185,6 +186,8 @@ public:
     if (!kernel)
       return kernel.status();
     kernels_[index] = std::move(*kernel);
+    if (std::string choice = kernels_[index]->epilogueChoice(); !choice.empty())
+      ++epilogueChoices_[choice];
     if (tuneMatmuls_)
       if (Status status =
               growTuningScratch(kernels_[index]->tuningScratchBytes());
@@ -213,6 +216,26 @@ public:
       }
     }
     return Status::ok();
+  }
+
+  std::string epilogueSummary() const override {
+    // cuBLASLt's epilogues first, then the own kernel's reasons.
+    std::string cublas, own;
+    int64_t inCublas = 0, inOwn = 0;
+    for (const auto &[choice, count] : epilogueChoices_) {
+      const bool isOwn = choice.rfind("own: ", 0) == 0;
+      std::string &list = isOwn ? own : cublas;
+      list += (list.empty() ? "" : ", ") + (isOwn ? choice.substr(5) : choice) +
+              " " + std::to_string(count);
+      (isOwn ? inOwn : inCublas) += count;
+    }
+    std::string summary;
+    if (inCublas)
+      summary = std::to_string(inCublas) + " in cuBLASLt (" + cublas + ")";
+    if (inOwn)
+      summary += (summary.empty() ? "" : ", ") + std::to_string(inOwn) +
+                 " in the own kernel (" + own + ")";
+    return summary;
   }
 
   std::string groupSummary() const override {
@@ -680,6 +703,9 @@ private:
     std::vector<std::pair<size_t, int64_t>> members;
   };
   std::vector<SharedTime> shared_;
+  /// For epilogueSummary: how many matmuls chose each epilogue path
+  /// (MatmulKernel::epilogueChoice).
+  std::map<std::string, int64_t> epilogueChoices_;
   /// For groupSummary: the members of all groups, and the launches a step
   /// makes for them.
   size_t groupedKernels_ = 0, groupLaunches_ = 0;

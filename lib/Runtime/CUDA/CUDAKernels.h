@@ -139,6 +139,12 @@ public:
   /// the backend allocates when it creates the kernels: tuning allocates
   /// nothing, so it cannot disturb another thread rank's graph capture.
   virtual uint64_t tuningScratchBytes() const { return 0; }
+  /// Where a matmul's epilogue runs, as chosen when the kernel was created
+  /// (a launch with misaligned pointers still falls back), for the
+  /// backend's summary: one of cuBLASLt's epilogues ("GELU_AUX_BIAS"), or
+  /// why the own kernel runs it ("own: batched"); "" without an epilogue
+  /// (and for other kernel kinds).
+  virtual std::string epilogueChoice() const { return ""; }
 };
 
 /// Validates `instruction` for the CUDA backend and prepares it. `context`

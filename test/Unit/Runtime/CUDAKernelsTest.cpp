@@ -492,6 +492,64 @@ TEST(CUDAKernels, MatmulGeluGrad) {
   }
 }
 
+/// Where a matmul's epilogue runs (what the backend's summary counts).
+std::string epilogueChoiceOf(DType dtype, std::vector<int64_t> batchB,
+                             int64_t m, int64_t k, int64_t n, Attributes attrs,
+                             bool bias, bool pre, bool geluInput = false) {
+  Tensor x = random(dtype, {2, m, k});
+  batchB.insert(batchB.end(), {k, n});
+  Tensor w = random(dtype, batchB), b = random(dtype, {n});
+  Tensor g = random(dtype, {2, m, n});
+  std::vector<const Tensor *> in{&x, &w};
+  if (bias)
+    in.push_back(&b);
+  if (geluInput)
+    in.push_back(&g);
+  std::vector<TensorRef> out{ref(dtype, {2, m, n})};
+  if (pre)
+    out.push_back(ref(dtype, {2, m, n}));
+  auto kernel = createCUDAKernel(launchContext(),
+                                 makeInstruction("matmul", in, out, attrs));
+  EXPECT_TRUE(kernel.isOk()) << kernel.status().message();
+  return kernel.isOk() ? (*kernel)->epilogueChoice() : "";
+}
+
+TEST(CUDAKernels, MatmulEpilogueChoices) {
+  const Attributes gelu{{"activation", std::string("gelu_tanh")}};
+  const Attributes relu{{"activation", std::string("relu")}};
+  const Attributes dgelu{{"activation_grad", std::string("gelu_tanh")}};
+  // What the own kernel takes whatever cuBLASLt offers.
+  EXPECT_EQ(epilogueChoiceOf(DType::F32, {}, 8, 16, 32, {}, false, false), "");
+  EXPECT_EQ(epilogueChoiceOf(DType::BF16, {2}, 8, 16, 32, gelu, true, true),
+            "own: batched");
+  EXPECT_EQ(epilogueChoiceOf(DType::F64, {}, 8, 16, 32, gelu, true, false),
+            "own: f64");
+  EXPECT_EQ(epilogueChoiceOf(DType::BF16, {}, 8, 16, 36, gelu, true, true),
+            "own: aux leading dimension");
+  EXPECT_EQ(
+      epilogueChoiceOf(DType::BF16, {}, 8, 16, 36, dgelu, false, false, true),
+      "own: aux leading dimension");
+  EXPECT_EQ(epilogueChoiceOf(DType::F32, {}, 8, 0, 32, {}, true, false),
+            "own: k = 0");
+  EXPECT_EQ(epilogueChoiceOf(DType::F32, {}, 8, 16, 32, relu, false, false),
+            "own: ReLU");
+  // cuBLASLt's, where it has an algorithm (the emulator has one for every
+  // epilogue it implements; a GPU's cuBLASLt may not).
+  if (!onEmulator())
+    return;
+  EXPECT_EQ(epilogueChoiceOf(DType::BF16, {}, 8, 16, 32, gelu, true, true),
+            "GELU_AUX_BIAS");
+  EXPECT_EQ(epilogueChoiceOf(DType::F32, {}, 8, 16, 32, gelu, false, false),
+            "GELU");
+  EXPECT_EQ(epilogueChoiceOf(DType::BF16, {}, 8, 16, 32, {}, true, false),
+            "BIAS");
+  EXPECT_EQ(epilogueChoiceOf(DType::F32, {}, 8, 16, 32, relu, true, false),
+            "BIAS + own ReLU");
+  EXPECT_EQ(
+      epilogueChoiceOf(DType::BF16, {}, 8, 16, 32, dgelu, false, false, true),
+      "DGELU");
+}
+
 /// A residual projection (accumulate=1): bf16 operands, an f32 result, f32
 /// bias and addend, against the CPU kernel. A linear layer takes cuBLASLt's
 /// BIAS epilogue with C = the addend and beta = 1; without a bias, the

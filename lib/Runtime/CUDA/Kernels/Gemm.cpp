@@ -147,6 +147,30 @@ Status MatmulKernel::createDesc(cublasLtMatmulDesc_t &desc, bool transA,
   return Status::ok();
 }
 
+/// cuBLASLt's name of `epilogue`, as the summary gives it.
+static const char *epilogueName(cublasLtEpilogue_t epilogue) {
+  switch (epilogue) {
+  case CUBLASLT_EPILOGUE_BIAS:
+    return "BIAS";
+  case CUBLASLT_EPILOGUE_GELU:
+    return "GELU";
+  case CUBLASLT_EPILOGUE_GELU_BIAS:
+    return "GELU_BIAS";
+  case CUBLASLT_EPILOGUE_GELU_AUX:
+    return "GELU_AUX";
+  case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+    return "GELU_AUX_BIAS";
+  case CUBLASLT_EPILOGUE_DGELU:
+    return "DGELU";
+  case CUBLASLT_EPILOGUE_BGRADA:
+    return "BGRADA";
+  case CUBLASLT_EPILOGUE_BGRADB:
+    return "BGRADB";
+  default:
+    return "another";
+  }
+}
+
 /// A stand-in for the bias and aux pointers while the algorithm is chosen:
 /// cuBLASLt reads their alignment from them, and launchFused only runs with
 /// 16-byte aligned ones.
@@ -158,8 +182,10 @@ Status MatmulKernel::prepareEpilogue(const LaunchContext &context, int64_t n,
   // A GELU gradient or a bias gradient has no activation (the plan check
   // rejects one).
   if (geluGrad_) {
-    if (n % 8 != 0)
+    if (n % 8 != 0) {
+      epilogueChoice_ = "own: aux leading dimension";
       return Status::ok(); // the aux leading dimension must be a multiple of 8
+    }
     epilogue = CUBLASLT_EPILOGUE_DGELU;
   }
   if (summed_ >= 0)
@@ -169,12 +195,16 @@ Status MatmulKernel::prepareEpilogue(const LaunchContext &context, int64_t n,
   case MatmulActivation::None:
     break;
   case MatmulActivation::Relu:
-    if (!bias_)
+    if (!bias_) {
+      epilogueChoice_ = "own: ReLU";
       return Status::ok(); // nothing cuBLASLt's BIAS would do
+    }
     break; // BIAS; the ReLU (and a kept input) in the own kernel
   case MatmulActivation::GeluTanh:
-    if (pre_ && n % 8 != 0)
+    if (pre_ && n % 8 != 0) {
+      epilogueChoice_ = "own: aux leading dimension";
       return Status::ok(); // the aux leading dimension must be a multiple of 8
+    }
     epilogue =
         pre_ ? (bias_ ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
                       : CUBLASLT_EPILOGUE_GELU_AUX)
@@ -211,9 +241,18 @@ Status MatmulKernel::prepareEpilogue(const LaunchContext &context, int64_t n,
                     &kAlignedPlaceholder, sizeof(kAlignedPlaceholder)),
                 "setting the preactivation pointer");
   }
-  return chooseAlgorithm(context, d_.epilogue, 16, epilogueAlgo_,
-                         haveEpilogueAlgo_);
+  if (Status s = chooseAlgorithm(context, d_.epilogue, 16, epilogueAlgo_,
+                                 haveEpilogueAlgo_);
+      !s)
+    return s;
+  epilogueChoice_ = !haveEpilogueAlgo_ ? "own: no cuBLASLt algorithm"
+                    : activation_ == MatmulActivation::Relu
+                        ? "BIAS + own ReLU"
+                        : epilogueName(epilogue);
+  return Status::ok();
 }
+
+std::string MatmulKernel::epilogueChoice() const { return epilogueChoice_; }
 
 Status MatmulKernel::prepare(const LaunchContext &context,
                              const Instruction &inst) {
@@ -297,6 +336,8 @@ Status MatmulKernel::prepare(const LaunchContext &context,
     return Status::ok(); // nothing to compute: calls_ = 0
   if (k == 0) {
     zeroBytes_ = c.bytes();
+    if (hasEpilogue())
+      epilogueChoice_ = "own: k = 0";
     return Status::ok();
   }
 
@@ -392,9 +433,16 @@ Status MatmulKernel::prepare(const LaunchContext &context,
   // f64 keeps the own kernel, whose activations are the CPU's f64 formulas.
   // An epilogue cuBLASLt refuses with an error rather than "not supported"
   // is left to the own kernel too.
-  if (hasEpilogue() && calls_ == 1 && perCall_ == 1 && dtype_ != DType::F64)
-    if (Status s = prepareEpilogue(context, n, transA, transB); !s)
-      haveEpilogueAlgo_ = false;
+  if (!hasEpilogue())
+    return Status::ok();
+  if (calls_ != 1 || perCall_ != 1)
+    epilogueChoice_ = "own: batched";
+  else if (dtype_ == DType::F64)
+    epilogueChoice_ = "own: f64";
+  else if (Status s = prepareEpilogue(context, n, transA, transB); !s) {
+    haveEpilogueAlgo_ = false;
+    epilogueChoice_ = "own: refused";
+  }
   return Status::ok();
 }
 

@@ -86,6 +86,7 @@ public:
   Status tune(const LaunchContext &context, const void *const *inputs,
               void *const *outputs, MatmulTuning &tuning) override;
   uint64_t tuningScratchBytes() const override;
+  std::string epilogueChoice() const override;
 
 private:
   MatmulOperands operands(const void *const *inputs,
@@ -157,6 +158,9 @@ private:
   int64_t rows_ = 0, n_ = 0;
   cublasLtMatmulAlgo_t epilogueAlgo_{};
   bool haveEpilogueAlgo_ = false;
+  /// cuBLASLt's epilogue when it has an algorithm for it, else why the own
+  /// kernel runs it (epilogueChoice).
+  std::string epilogueChoice_;
   bool hasEpilogue() const {
     return bias_ || activation_ != MatmulActivation::None || summed_ >= 0 ||
            geluGrad_;
