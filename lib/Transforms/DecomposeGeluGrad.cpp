@@ -8,10 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "ArithmeticBuilder.h"
 #include "loom/Transforms/Passes.h"
-#include "mlir/IR/Builders.h"
-#include "mlir/IR/TypeUtilities.h"
 
 #include <cmath>
 
@@ -22,35 +20,10 @@ namespace loom {
 
 namespace {
 
-/// Builds elementwise loom ops at one location.
-class Builder {
-public:
-  Builder(OpBuilder &builder, Location loc) : b(builder), loc(loc) {}
-
-  Value add(Value x, Value y) { return b.create<AddOp>(loc, x, y); }
-  Value sub(Value x, Value y) { return b.create<SubOp>(loc, x, y); }
-  Value mul(Value x, Value y) { return b.create<MulOp>(loc, x, y); }
-  Value exp(Value x) { return b.create<ExpOp>(loc, x); }
-  Value erf(Value x) { return b.create<ErfOp>(loc, x); }
-  Value tanh(Value x) { return b.create<TanhOp>(loc, x); }
-  /// A rank-0 constant of `like`'s element type.
-  Value scalar(Value like, double value) {
-    Type element = getElementTypeOrSelf(like.getType());
-    auto type = RankedTensorType::get({}, element);
-    return b.create<ConstantOp>(
-        loc, DenseElementsAttr::get(type, FloatAttr::get(element, value)));
-  }
-  Value scale(Value x, double factor) { return mul(x, scalar(x, factor)); }
-
-private:
-  OpBuilder &b;
-  Location loc;
-};
-
 /// gelu'(x), for the exact GELU or its tanh form. One op per statement, so
 /// that the ops come in this order whatever the compiler's order of
 /// evaluating arguments.
-Value derivative(Builder &e, Value x, GeluApproximation approximate) {
+Value derivative(ArithmeticBuilder &e, Value x, GeluApproximation approximate) {
   Value one = e.scalar(x, 1);
   Value x2 = e.mul(x, x);
   if (approximate == GeluApproximation::none) {
@@ -78,7 +51,7 @@ struct LoomDecomposeGeluGradPass
   void runOnOperation() override {
     getOperation().walk([](GeluGradOp op) {
       OpBuilder builder(op);
-      Builder e(builder, op.getLoc());
+      ArithmeticBuilder e(builder, op.getLoc());
       Value slope = derivative(e, op.getInput(), op.getApproximate());
       Value dx = e.mul(op.getGrad(), slope);
       op.replaceAllUsesWith(dx);

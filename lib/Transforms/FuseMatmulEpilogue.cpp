@@ -100,12 +100,18 @@ Operation *activationOf(Value value, MatmulActivation &kind) {
   return nullptr;
 }
 
+/// The op that uses `value`, if it has exactly one use (the rewrites
+/// replace the value, so no other op may read it).
+Operation *onlyUser(Value value) {
+  return value.hasOneUse() ? *value.getUsers().begin() : nullptr;
+}
+
 std::optional<Epilogue> findEpilogue(MatmulOp matmul) {
   Value product = matmul.getResult();
-  if (!product.hasOneUse())
+  Operation *user = onlyUser(product);
+  if (!user)
     return std::nullopt;
   Epilogue epilogue;
-  Operation *user = *product.getUsers().begin();
   if (Value bias = biasAddedBy(user, product)) {
     epilogue.biasOp = user;
     epilogue.bias = bias;
@@ -138,15 +144,16 @@ struct WidenedBias {
 };
 
 std::optional<WidenedBias> findWidenedBias(MatmulOp matmul) {
-  Value product = matmul.getResult();
-  if (!matmul.getType().getElementType().isBF16() || !product.hasOneUse())
+  Operation *user = onlyUser(matmul.getResult());
+  if (!matmul.getType().getElementType().isBF16() || !user)
     return std::nullopt;
   WidenedBias chain;
-  chain.widen = dyn_cast<CastOp>(*product.getUsers().begin());
-  if (!chain.widen || !chain.widen.getType().getElementType().isF32() ||
-      !chain.widen.getResult().hasOneUse())
+  chain.widen = dyn_cast<CastOp>(user);
+  if (!chain.widen || !chain.widen.getType().getElementType().isF32())
     return std::nullopt;
-  chain.biasOp = *chain.widen.getResult().getUsers().begin();
+  chain.biasOp = onlyUser(chain.widen.getResult());
+  if (!chain.biasOp)
+    return std::nullopt;
   chain.bias = biasAddedBy(chain.biasOp, chain.widen.getResult());
   if (!chain.bias)
     return std::nullopt;
@@ -233,9 +240,7 @@ std::optional<WidenedResidual> findWidenedResidual(MatmulOp matmul) {
     return std::nullopt;
   WidenedResidual chain{*start, {}, {}};
   Value sum = chain.biasOp->getResult(0);
-  if (!sum.hasOneUse())
-    return std::nullopt;
-  chain.residualAdd = dyn_cast<AddOp>(*sum.getUsers().begin());
+  chain.residualAdd = dyn_cast_or_null<AddOp>(onlyUser(sum));
   if (!chain.residualAdd || chain.residualAdd.getType() != sum.getType() ||
       chain.residualAdd.getLhs() == chain.residualAdd.getRhs())
     return std::nullopt;
@@ -262,20 +267,17 @@ struct GeluGradOfProduct {
 
 std::optional<GeluGradOfProduct> findGeluGrad(MatmulOp matmul) {
   Value product = matmul.getResult();
-  if (!product.hasOneUse())
-    return std::nullopt;
+  Operation *user = onlyUser(product);
   GeluGradOfProduct chain;
-  Operation *user = *product.getUsers().begin();
-  if (auto widen = dyn_cast<CastOp>(user)) {
+  if (auto widen = dyn_cast_or_null<CastOp>(user)) {
     if (!matmul.getType().getElementType().isBF16() ||
-        !widen.getType().getElementType().isF32() ||
-        !widen.getResult().hasOneUse())
+        !widen.getType().getElementType().isF32())
       return std::nullopt;
     chain.widen = widen;
-    user = *widen.getResult().getUsers().begin();
+    user = onlyUser(widen.getResult());
   }
   Value grad = chain.widen ? chain.widen.getResult() : product;
-  chain.geluGrad = dyn_cast<GeluGradOp>(user);
+  chain.geluGrad = dyn_cast_or_null<GeluGradOp>(user);
   if (!chain.geluGrad || chain.geluGrad.getGrad() != grad ||
       chain.geluGrad.getApproximate() != GeluApproximation::tanh)
     return std::nullopt;

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GradientRules.h"
+#include "ArithmeticBuilder.h"
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -26,31 +27,11 @@ RankedTensorType tensorType(Value value) {
   return cast<RankedTensorType>(value.getType());
 }
 
-/// Builds loom ops at one location.
-class Emitter {
+/// Builds loom ops at one location: the arithmetic, and the shape and
+/// reduction ops gradients need.
+class Emitter : public ArithmeticBuilder {
 public:
-  Emitter(OpBuilder &builder, Location loc) : b(builder), loc(loc) {}
-
-  Value add(Value x, Value y) { return b.create<AddOp>(loc, x, y); }
-  Value sub(Value x, Value y) { return b.create<SubOp>(loc, x, y); }
-  Value mul(Value x, Value y) { return b.create<MulOp>(loc, x, y); }
-  Value div(Value x, Value y) { return b.create<DivOp>(loc, x, y); }
-  Value neg(Value x) { return b.create<NegOp>(loc, x); }
-  Value exp(Value x) { return b.create<ExpOp>(loc, x); }
-  Value log(Value x) { return b.create<LogOp>(loc, x); }
-  Value rsqrt(Value x) { return b.create<RsqrtOp>(loc, x); }
-  Value pow(Value x, Value y) { return b.create<PowOp>(loc, x, y); }
-
-  /// A rank-0 constant with the element type of `like`.
-  Value scalar(Value like, double value) {
-    Type element = getElementTypeOrSelf(like.getType());
-    auto type = RankedTensorType::get({}, element);
-    Attribute attr = isa<FloatType>(element)
-                         ? Attribute(FloatAttr::get(element, value))
-                         : Attribute(IntegerAttr::get(element, int64_t(value)));
-    return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, attr));
-  }
-  Value scale(Value x, double factor) { return mul(x, scalar(x, factor)); }
+  using ArithmeticBuilder::ArithmeticBuilder;
 
   Value compare(CompareDirection direction, Value x, Value y) {
     return b.create<CompareOp>(loc, direction, x, y);
@@ -121,9 +102,6 @@ public:
       kept[axis] = 1;
     return broadcast(reshape(gradient, kept), input.getShape());
   }
-
-  OpBuilder &b;
-  Location loc;
 };
 
 int64_t product(ArrayRef<int64_t> shape) {

@@ -51,6 +51,25 @@ func.func @forward(%labels: tensor<4xi64>) -> (tensor<f32> {onnx.name = "loss"})
 
 // -----
 
+// A GELU's backward is one loom.gelu_grad of the result's gradient at the
+// GELU's input, with its approximation (lowering fuses it into a GEMM or
+// spells it out; autodiff-gradients.test checks its values).
+// CHECK-LABEL: func.func @forward_grad(%arg0: tensor<4xi64>)
+// CHECK:         %[[W:.*]] = loom.param @w
+// CHECK:         %[[Y:.*]] = loom.gelu %[[W]] approximate tanh : tensor<4x5xf32>
+// CHECK:         %[[DY:.*]] = loom.cross_entropy_grad %[[Y]], %arg0
+// CHECK-NEXT:    %[[DW:.*]] = loom.gelu_grad %[[DY]], %[[W]] approximate tanh : tensor<4x5xf32>
+// CHECK:         return %{{.*}}, %[[DW]]
+loom.parameter @w trainable : tensor<4x5xf32>
+func.func @forward(%labels: tensor<4xi64>) -> (tensor<f32> {onnx.name = "loss"}) {
+  %z = loom.param @w : tensor<4x5xf32>
+  %y = loom.gelu %z approximate tanh : tensor<4x5xf32>
+  %l = loom.cross_entropy %y, %labels : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Padded logits: the gradient keeps the loss's classes (and so is 0 in the
 // padding).
 // CHECK-LABEL: func.func @forward_grad(%arg0: tensor<4xi64>) -> (tensor<f32> {onnx.name = "loss"}, tensor<4x8xf32>

@@ -1,4 +1,5 @@
 // RUN: loom-opt --loom-decompose-gelu-grad --split-input-file %s | FileCheck %s
+// RUN: loom-opt --loom-decompose-gelu-grad --split-input-file --verify-diagnostics %S/Inputs/decompose-gelu-grad-errors.mlir
 // The spelled-out derivatives are checked numerically against finite
 // differences by autodiff-gradients.test (gelu); this checks their shape.
 

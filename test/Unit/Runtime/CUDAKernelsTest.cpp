@@ -260,6 +260,26 @@ void tolerances(DType dtype, double &rtol, double &atol) {
   }
 }
 
+/// Runs on both backends (bf16 inputs placed 2 bytes off alignment on the
+/// device with `misalignBF16`); neither may fail.
+void runBoth(const Instruction &instruction,
+             const std::vector<const Tensor *> &inputs,
+             std::vector<Tensor> &cpu, std::vector<Tensor> &gpu,
+             bool misalignBF16 = false) {
+  EXPECT_EQ(runCPU(instruction, inputs, cpu), "");
+  DeviceError error{};
+  runGPU(instruction, inputs, gpu, error, false, false, misalignBF16);
+  EXPECT_EQ(error.code, DeviceError::None);
+}
+
+/// Tolerances of GEMM results: the dtype's, and for f32 sums of k products
+/// in another order than the CPU's (f64 for its bias gradients) 1e-4.
+void matmulTolerances(DType dtype, double &rtol, double &atol) {
+  tolerances(dtype, rtol, atol);
+  if (dtype == DType::F32)
+    rtol = atol = 1e-4;
+}
+
 /// Runs on both backends and compares every output; `rtol`/`atol` < 0 use
 /// the output dtype's defaults.
 void expectSame(const Instruction &instruction,
@@ -444,14 +464,9 @@ double testMatmulGeluGrad(DType dtype, std::vector<int64_t> batchB, int64_t m,
       makeInstruction("matmul", in, {ref(dtype, {2, m, n})},
                       {{"activation_grad", std::string("gelu_tanh")}});
   std::vector<Tensor> cpu, gpu;
-  EXPECT_EQ(runCPU(inst, in, cpu), "");
-  DeviceError error{};
-  runGPU(inst, in, gpu, error, false, false, misalign);
-  EXPECT_EQ(error.code, DeviceError::None);
+  runBoth(inst, in, cpu, gpu, misalign);
   double rtol, atol;
-  tolerances(dtype, rtol, atol);
-  if (dtype == DType::F32)
-    rtol = atol = 1e-4;
+  matmulTolerances(dtype, rtol, atol);
   expectClose(gpu[0], cpu[0], rtol, atol, "result");
   int64_t equal = 0;
   for (int64_t i = 0; i < cpu[0].size(); ++i)
@@ -576,10 +591,7 @@ void testMatmulResidual(std::vector<int64_t> batchB, int64_t m, int64_t k,
       "matmul", in, {ref(DType::F32, {2, m, n})},
       {{"transpose_rhs", int64_t(1)}, {"accumulate", int64_t(1)}});
   std::vector<Tensor> cpu, gpu;
-  ASSERT_EQ(runCPU(inst, in, cpu), "");
-  DeviceError error{};
-  runGPU(inst, in, gpu, error, false, false, misalign);
-  EXPECT_EQ(error.code, DeviceError::None);
+  runBoth(inst, in, cpu, gpu, misalign);
   // f32 sums in another order, the bias and addend added in another order.
   expectClose(gpu[0], cpu[0], 1e-5, 1e-5, "result");
 }
@@ -690,15 +702,9 @@ void testMatmulBiasGrad(DType dtype, const std::string &operand, int64_t m,
       "matmul", {&x, &y},
       {ref(dtype, {m, n}), ref(dtype, {operand == "lhs" ? m : n})}, attrs);
   std::vector<Tensor> cpu, gpu;
-  ASSERT_EQ(runCPU(inst, {&x, &y}, cpu), "");
-  DeviceError error{};
-  runGPU(inst, {&x, &y}, gpu, error, false, false, misalign);
-  EXPECT_EQ(error.code, DeviceError::None);
-  // f32 sums of k products or values against the CPU's f64 ones.
+  runBoth(inst, {&x, &y}, cpu, gpu, misalign);
   double rtol, atol;
-  tolerances(dtype, rtol, atol);
-  if (dtype == DType::F32)
-    rtol = atol = 1e-4;
+  matmulTolerances(dtype, rtol, atol);
   expectClose(gpu[0], cpu[0], rtol, atol, "result");
   expectClose(gpu[1], cpu[1], rtol, atol, "bias gradient");
 }

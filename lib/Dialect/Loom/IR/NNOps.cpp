@@ -73,6 +73,15 @@ static FailureOr<RankedTensorType> inferProductType(std::optional<Location> loc,
   return RankedTensorType::get(shape, lhs.getElementType());
 }
 
+/// The type of `op`'s product (a fused matmul form's lhs and rhs with its
+/// transposes); errors at the op.
+template <typename OpTy>
+static FailureOr<RankedTensorType> productTypeOf(OpTy op) {
+  return inferProductType<OpTy>(op.getLoc(), op.getLhs().getType(),
+                                op.getRhs().getType(), op.getTransposeLhs(),
+                                op.getTransposeRhs());
+}
+
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> loc,
                                          Adaptor adaptor,
@@ -137,9 +146,7 @@ void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &results,
 //===----------------------------------------------------------------------===//
 
 LogicalResult FusedMatmulOp::verify() {
-  FailureOr<RankedTensorType> product = inferProductType<FusedMatmulOp>(
-      getLoc(), getLhs().getType(), getRhs().getType(), getTransposeLhs(),
-      getTransposeRhs());
+  FailureOr<RankedTensorType> product = productTypeOf(*this);
   if (failed(product))
     return failure();
   RankedTensorType result = getResult().getType();
@@ -215,9 +222,7 @@ LogicalResult MatmulBiasGradOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult MatmulGeluGradOp::verify() {
-  FailureOr<RankedTensorType> product = inferProductType<MatmulGeluGradOp>(
-      getLoc(), getLhs().getType(), getRhs().getType(), getTransposeLhs(),
-      getTransposeRhs());
+  FailureOr<RankedTensorType> product = productTypeOf(*this);
   if (failed(product))
     return failure();
   if (getResult().getType() != *product)
