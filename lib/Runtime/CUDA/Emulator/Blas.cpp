@@ -27,7 +27,9 @@
 // LOOM_EMULATOR_STATS counts the matmuls that ran it;
 // LOOM_EMULATOR_REFUSED_ALGORITHM=N makes cublasLtMatmul refuse algorithm N
 // (CUBLAS_STATUS_NOT_SUPPORTED), as cuBLASLt may refuse a heuristic's
-// candidate at launch.
+// candidate at launch. LOOM_EMULATOR_NO_EPILOGUES=1 makes the heuristic
+// offer no algorithm for any epilogue, as a cuBLASLt without them would, so
+// that whole plans run on the matmul kernel's own epilogue kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -88,6 +90,13 @@ int refusedAlgorithm() {
   static const int refused =
       algorithmFromEnvironment("LOOM_EMULATOR_REFUSED_ALGORITHM");
   return refused;
+}
+
+/// LOOM_EMULATOR_NO_EPILOGUES's.
+bool noEpilogues() {
+  static const bool none =
+      algorithmFromEnvironment("LOOM_EMULATOR_NO_EPILOGUES") > 0;
+  return none;
 }
 
 struct Preference {
@@ -451,6 +460,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   if (cublasStatus_t s = validate(d, as<Layout>(a), as<Layout>(b),
                                   as<Layout>(c), as<Layout>(out)))
     return s;
+  if (noEpilogues() && d.epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   uint32_t alignment = as<Preference>(preference).alignment;
   const int offered = std::min(requested, kAlgorithms);
   for (int i = 0; i < offered; ++i) {
