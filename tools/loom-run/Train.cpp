@@ -14,8 +14,11 @@
 #include "ModelCompiler.h"
 
 #include "loom/Runtime/Executor.h"
+#include "loom/Runtime/TensorIO.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -233,6 +236,45 @@ Status writeCheckpoint(const std::string &dir, const Plan &plan,
   return Status::ok();
 }
 
+/// `name` as a file name: bytes other than letters, digits, '.', '_' and
+/// '-' become %XX (a parameter may be named "encoder/dense/kernel").
+std::string fileNameOf(const std::string &name) {
+  std::string file;
+  for (unsigned char c : name) {
+    if (std::isalnum(c) || c == '.' || c == '_' || c == '-') {
+      file += char(c);
+      continue;
+    }
+    char escaped[4];
+    std::snprintf(escaped, sizeof escaped, "%%%02X", c);
+    file += escaped;
+  }
+  return file;
+}
+
+/// Makes DIR (one level, like --checkpoint) and checks that it is a folder.
+Status makeFolder(const std::string &dir) {
+  mkdir(dir.c_str(), 0777);
+  struct stat info;
+  if (stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) ||
+      access(dir.c_str(), W_OK) != 0)
+    return Status::error("cannot write to folder " + dir + ": " +
+                         std::strerror(errno ? errno : ENOTDIR));
+  return Status::ok();
+}
+
+/// Writes every state weight to DIR/<name>.npy (bf16 widened to f32).
+StatusOr<size_t> writeStateWeights(const std::string &dir, const Plan &plan,
+                                   const Executor &executor) {
+  std::vector<size_t> ids = stateWeights(plan);
+  for (size_t id : ids) {
+    std::string path = dir + "/" + fileNameOf(plan.weights[id].name) + ".npy";
+    if (Status status = writeNpyFile(path, executor.weight(id)); !status)
+      return status;
+  }
+  return ids.size();
+}
+
 /// Loads DIR/state.ckpt into the executor's state; returns the steps done.
 StatusOr<int64_t> readCheckpoint(const std::string &dir, const Plan &plan,
                                  Executor &executor) {
@@ -416,6 +458,11 @@ int loom::runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
                 (long long)first);
   }
 
+  // Found unwritable now rather than after the steps.
+  if (!options.saveWeightsDir.empty())
+    if (Status status = makeFolder(options.saveWeightsDir); !status)
+      return fail("--save-weights: " + status.message());
+
   FILE *metrics = nullptr;
   if (!options.metricsPath.empty()) {
     metrics = std::fopen(options.metricsPath.c_str(), first ? "a" : "w");
@@ -492,6 +539,14 @@ int loom::runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
     std::fprintf(stderr, "loom-run: matmul tuning: %s\n",
                  report.matmulTuning.c_str());
 
+  if (!options.saveWeightsDir.empty()) {
+    StatusOr<size_t> written =
+        writeStateWeights(options.saveWeightsDir, *plan, executor);
+    if (!written)
+      return fail(written.status().message());
+    std::printf("saved %zu state weights to %s\n", *written,
+                options.saveWeightsDir.c_str());
+  }
   if (!options.savePath.empty()) {
     std::map<std::string, HostTensor> values;
     for (size_t id : stateWeights(*plan))

@@ -32,6 +32,9 @@ struct TrainOptions {
   std::string modelPath;
   std::string metricsPath;
   std::string savePath;
+  /// Every state weight (parameters, their bf16 copies, optimizer state)
+  /// as DIR/<name>.npy after the last step (--save-weights).
+  std::string saveWeightsDir;
   std::string checkpointDir;
   int64_t checkpointEvery = 0;
   std::string resumeDir;

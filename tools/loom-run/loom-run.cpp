@@ -121,6 +121,8 @@ training (--train; docs/design/training.md):
   --freeze REGEX      do not train parameters whose name matches REGEX
   --metrics FILE      one JSON object per step: step, loss, step_ms, samples_per_s
   --save OUT.onnx     write MODEL with its trained initializers
+  --save-weights DIR  write the trained parameters and the optimizer state
+                      to DIR/<name>.npy (runtime-only builds too)
   --checkpoint DIR    save the training state to DIR after the last step and
                       every --checkpoint-every K steps
   --resume DIR        continue from the checkpoint in DIR up to --steps
@@ -180,25 +182,16 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     options.trainingFlag = flag;
     return true;
   }
-  static const char *const kValued[] = {"--labels",
-                                        "--loss",
-                                        "--batch-size",
-                                        "--steps",
-                                        "--shuffle",
-                                        "--grad-accum",
-                                        "--optimizer",
-                                        "--lr",
-                                        "--momentum",
-                                        "--dampening",
-                                        "--betas",
-                                        "--eps",
-                                        "--weight-decay",
-                                        "--clip-grad-norm",
-                                        "--freeze",
-                                        "--metrics",
-                                        "--save",
-                                        "--checkpoint",
-                                        "--checkpoint-every",
+  static const char *const kValued[] = {"--labels",       "--loss",
+                                        "--batch-size",   "--steps",
+                                        "--shuffle",      "--grad-accum",
+                                        "--optimizer",    "--lr",
+                                        "--momentum",     "--dampening",
+                                        "--betas",        "--eps",
+                                        "--weight-decay", "--clip-grad-norm",
+                                        "--freeze",       "--metrics",
+                                        "--save",         "--save-weights",
+                                        "--checkpoint",   "--checkpoint-every",
                                         "--resume"};
   if (std::find(std::begin(kValued), std::end(kValued), flag) ==
       std::end(kValued))
@@ -271,6 +264,8 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     train.metricsPath = text;
   } else if (flag == "--save") {
     train.savePath = text;
+  } else if (flag == "--save-weights") {
+    train.saveWeightsDir = text;
   } else if (flag == "--checkpoint") {
     train.checkpointDir = text;
   } else if (flag == "--checkpoint-every") {
@@ -451,6 +446,10 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     if (options.run.ranks || options.run.killRank >= 0)
       return "--ranks runs multi-rank plans; training runs on one rank for "
              "now";
+    if (!options.train.savePath.empty() && !haveModelCompiler())
+      return "--save writes an ONNX model, which this loom-run (built "
+             "without the compiler) cannot; --save-weights DIR writes the "
+             "trained weights as .npy files";
     if (options.train.steps == 0 && options.emitPlan.empty())
       return "--steps 0 trains nothing; it is for writing the training "
              "plan with --emit-plan";
