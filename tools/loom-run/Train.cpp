@@ -252,14 +252,22 @@ std::string fileNameOf(const std::string &name) {
   return file;
 }
 
-/// Makes DIR (one level, like --checkpoint) and checks that it is a folder.
+/// Makes DIR (one level, like --checkpoint) and checks that it is a folder
+/// this process can write to.
 Status makeFolder(const std::string &dir) {
-  mkdir(dir.c_str(), 0777);
-  struct stat info;
-  if (stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) ||
-      access(dir.c_str(), W_OK) != 0)
+  auto refused = [&](int error) {
     return Status::error("cannot write to folder " + dir + ": " +
-                         std::strerror(errno ? errno : ENOTDIR));
+                         std::strerror(error));
+  };
+  if (mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
+    return refused(errno);
+  struct stat info;
+  if (stat(dir.c_str(), &info) != 0)
+    return refused(errno);
+  if (!S_ISDIR(info.st_mode))
+    return refused(ENOTDIR);
+  if (access(dir.c_str(), W_OK) != 0)
+    return refused(errno);
   return Status::ok();
 }
 

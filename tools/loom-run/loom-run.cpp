@@ -446,10 +446,19 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     if (options.run.ranks || options.run.killRank >= 0)
       return "--ranks runs multi-rank plans; training runs on one rank for "
              "now";
+    // Refused now rather than after the last step.
     if (!options.train.savePath.empty() && !haveModelCompiler())
       return "--save writes an ONNX model, which this loom-run (built "
              "without the compiler) cannot; --save-weights DIR writes the "
              "trained weights as .npy files";
+    const std::string &model = options.run.model;
+    if (!options.train.savePath.empty() &&
+        (model.size() < 5 || model.compare(model.size() - 5, 5, ".onnx")))
+      return "--save writes MODEL with its trained initializers, so MODEL "
+             "must be a binary .onnx model, not " +
+             model +
+             "; --save-weights DIR writes the trained weights as "
+             ".npy files";
     if (options.train.steps == 0 && options.emitPlan.empty())
       return "--steps 0 trains nothing; it is for writing the training "
              "plan with --emit-plan";

@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -92,10 +93,12 @@ int refusedAlgorithm() {
   return refused;
 }
 
-/// LOOM_EMULATOR_NO_EPILOGUES's.
+/// LOOM_EMULATOR_NO_EPILOGUES's: set, and neither empty nor "0".
 bool noEpilogues() {
-  static const bool none =
-      algorithmFromEnvironment("LOOM_EMULATOR_NO_EPILOGUES") > 0;
+  static const bool none = [] {
+    const char *value = std::getenv("LOOM_EMULATOR_NO_EPILOGUES");
+    return value && *value && std::string(value) != "0";
+  }();
   return none;
 }
 
