@@ -197,7 +197,11 @@ def read_tensor(path):
 
 
 def npy_name(name):
-    return name.replace("/", "_") + ".npy"
+    """loom-run --output-dir's file of output `name` (npyFileName)."""
+    keep = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+               b"0123456789._-")
+    return "".join(chr(b) if b in keep else "%%%02X" % b
+                   for b in name.encode()) + ".npy"
 
 
 def compare(name, expected, got):

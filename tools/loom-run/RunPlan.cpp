@@ -187,11 +187,8 @@ void runRank(std::shared_ptr<const Plan> plan, const RunOptions &options,
     }
     for (size_t i = 0; i < program.outputs.size(); ++i) {
       HostTensor tensor = run.output(i);
-      std::string name = tensor.name;
-      for (char &c : name)
-        if (c == '/' || c == '\\')
-          c = '_';
-      if (Status status = writeNpyFile(dir + "/" + name + ".npy", tensor);
+      if (Status status =
+              writeNpyFile(dir + "/" + npyFileName(tensor.name), tensor);
           !status) {
         result.status = status;
         return;
@@ -246,6 +243,20 @@ int fail(const std::string &message) {
 bool loom::launchedByMPI() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
          std::getenv("PMIX_RANK");
+}
+
+std::string loom::npyFileName(const std::string &name) {
+  std::string file;
+  for (unsigned char c : name) {
+    if (std::isalnum(c) || c == '.' || c == '_' || c == '-') {
+      file += char(c);
+      continue;
+    }
+    char escaped[4];
+    std::snprintf(escaped, sizeof escaped, "%%%02X", c);
+    file += escaped;
+  }
+  return file + ".npy";
 }
 
 std::string loom::substituteRank(const std::string &path, int rank) {

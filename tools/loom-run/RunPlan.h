@@ -47,6 +47,12 @@ bool launchedByMPI();
 /// `path` with every `{rank}` replaced by `rank`.
 std::string substituteRank(const std::string &path, int rank);
 
+/// The file name --output-dir and --save-weights give a tensor named
+/// `name`: `name` with bytes other than letters, digits, '.', '_' and '-'
+/// written %XX (an ONNX name may hold '/'), then ".npy". Distinct names
+/// give distinct files.
+std::string npyFileName(const std::string &name);
+
 /// Runs `plan`; returns the exit code, having printed outputs or errors.
 int runPlan(std::shared_ptr<const runtime::Plan> plan,
             const RunOptions &options);

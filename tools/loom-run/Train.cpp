@@ -12,12 +12,12 @@
 
 #include "Train.h"
 #include "ModelCompiler.h"
+#include "RunPlan.h"
 
 #include "loom/Runtime/Executor.h"
 #include "loom/Runtime/TensorIO.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -236,22 +236,6 @@ Status writeCheckpoint(const std::string &dir, const Plan &plan,
   return Status::ok();
 }
 
-/// `name` as a file name: bytes other than letters, digits, '.', '_' and
-/// '-' become %XX (a parameter may be named "encoder/dense/kernel").
-std::string fileNameOf(const std::string &name) {
-  std::string file;
-  for (unsigned char c : name) {
-    if (std::isalnum(c) || c == '.' || c == '_' || c == '-') {
-      file += char(c);
-      continue;
-    }
-    char escaped[4];
-    std::snprintf(escaped, sizeof escaped, "%%%02X", c);
-    file += escaped;
-  }
-  return file;
-}
-
 /// Makes DIR (one level, like --checkpoint) and checks that it is a folder
 /// this process can write to.
 Status makeFolder(const std::string &dir) {
@@ -276,7 +260,7 @@ StatusOr<size_t> writeStateWeights(const std::string &dir, const Plan &plan,
                                    const Executor &executor) {
   std::vector<size_t> ids = stateWeights(plan);
   for (size_t id : ids) {
-    std::string path = dir + "/" + fileNameOf(plan.weights[id].name) + ".npy";
+    std::string path = dir + "/" + npyFileName(plan.weights[id].name);
     if (Status status = writeNpyFile(path, executor.weight(id)); !status)
       return status;
   }
