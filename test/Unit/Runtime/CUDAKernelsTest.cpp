@@ -1006,12 +1006,13 @@ TEST(CUDAKernels, ElementwiseBF16) {
 
 void testReduce(const std::string &kernel, DType dtype,
                 std::vector<int64_t> shape, std::vector<int64_t> axes,
-                bool keep, DType resultType = DType::F16) {
+                bool keep, DType resultType = DType::F16, double lo = -50,
+                double hi = 50) {
   if (resultType == DType::F16) // not given: the input's
     resultType = dtype;
   SCOPED_TRACE(kernel + " " + dtypeName(dtype) + " " + shapeString(shape) +
                " axes " + shapeString(axes));
-  Tensor x = random(dtype, shape, -50, 50);
+  Tensor x = random(dtype, shape, lo, hi);
   std::vector<bool> reduced(shape.size());
   for (int64_t a : axes)
     reduced[size_t(a < 0 ? a + int64_t(shape.size()) : a)] = true;
@@ -1088,6 +1089,27 @@ TEST(CUDAKernels, Reductions) {
 TEST(CUDAKernels, ChunkedReductions) {
   ASSERT_GT(device().multiprocessors, 0);
   testReductions(true);
+}
+
+// Every max of data drawn around 0 is positive, so a max that starts at 0
+// instead of the lowest value would pass the tests above: all-negative
+// data, through each kernel (row, middle, general, chunked).
+TEST(CUDAKernels, ReduceMaxAllNegative) {
+  int multiprocessors = device().multiprocessors;
+  for (bool chunked : {false, true}) {
+    device().multiprocessors = chunked ? multiprocessors : 0;
+    for (DType dtype : {DType::F32, DType::F64, DType::I32, DType::I64})
+      for (auto [shape, axes] :
+           std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+               {{7, 300}, {1}},
+               {{3, 5000}, {1}},
+               {{64, 33, 17}, {1}},
+               {{6, 5, 4, 3}, {0, 2}},
+               {{4096, 768}, {0}},
+               {{2, 200000}, {1}}})
+        testReduce("reduce_max", dtype, shape, axes, false, DType::F16, -9, -1);
+  }
+  device().multiprocessors = multiprocessors;
 }
 
 TEST(CUDAKernels, ReduceMaxPropagatesNaN) {
@@ -1267,6 +1289,33 @@ TEST(CUDAKernels, CrossEntropy) {
               "cross_entropy", {&logits, &labels}, {ref(dtype, out)}, attrs);
           expectSame(inst, {&logits, &labels});
         }
+}
+
+// ignore_index a class that some labels have: those rows count neither in
+// the sum nor in the mean's divisor (the tests above ignore -100, which no
+// label in range has).
+TEST(CUDAKernels, CrossEntropyIgnoresAClass) {
+  for (const char *reduction : {"mean", "sum", "none"}) {
+    SCOPED_TRACE(reduction);
+    Tensor logits = random(DType::F32, {3, 5, 7}, -4, 4);
+    Tensor labels = random(DType::I64, {3, 5}, 0, 7);
+    for (int64_t i : {0, 4, 5, 9, 14})
+      labels.set(i, 1);
+    labels.set(2, 3);
+    Attributes attrs{{"reduction", std::string(reduction)},
+                     {"ignore_index", int64_t(1)}};
+    std::vector<int64_t> out;
+    if (std::string(reduction) == "none")
+      out = {3, 5};
+    Instruction inst = makeInstruction("cross_entropy", {&logits, &labels},
+                                       {ref(DType::F32, out)}, attrs);
+    expectSame(inst, {&logits, &labels});
+    Tensor scale = filled(DType::F32, {}, {0.25});
+    Instruction backward = makeInstruction(
+        "cross_entropy_backward", {&logits, &labels, &scale},
+        {ref(DType::F32, {3, 5, 7})}, {{"ignore_index", int64_t(1)}});
+    expectSame(backward, {&logits, &labels, &scale});
+  }
 }
 
 TEST(CUDAKernels, CrossEntropyEverythingIgnored) {
@@ -1577,6 +1626,20 @@ TEST(CUDAKernels, ScatterAdd) {
       // Atomic adds: any summation order.
       expectSame(inst, {&updates, &indices}, 1e-6, 1e-6);
     }
+  // Many updates of few rows, as an embedding's gradient has for frequent
+  // tokens: on a GPU, an add that is not atomic loses some of them (the
+  // emulator runs a block's threads one at a time, so only a GPU can tell).
+  for (DType dtype : {DType::F32, DType::F64}) {
+    SCOPED_TRACE(std::string("contention ") + dtypeName(dtype));
+    Tensor updates = random(dtype, {8192, 4});
+    Tensor indices = random(DType::I64, {8192}, 0, 3);
+    Instruction inst = makeInstruction("scatter_add", {&updates, &indices},
+                                       {ref(dtype, {3, 4})});
+    // Sums of about 2700 values of |u| < 2 in any order; one lost update
+    // moves a sum by up to 2.
+    expectSame(inst, {&updates, &indices}, dtype == DType::F64 ? 1e-12 : 1e-5,
+               dtype == DType::F64 ? 1e-9 : 2e-3);
+  }
   Tensor updates = random(DType::F32, {3, 4});
   Tensor indices = filled(DType::I64, {3}, {0, 4, 1});
   expectIndexOutOfRange(makeInstruction("scatter_add", {&updates, &indices},
@@ -1705,6 +1768,9 @@ enum class AttentionMask {
   /// Keys [64, 128), [192, 256), ... masked for every query, [1, 1, Sq, Sk]:
   /// the flash kernels' odd 64-key tiles are skipped between computed ones.
   OddKeyTiles,
+  /// Queries [0, 64) see no key, the others are causal, [1, 1, Sq, Sk]: a
+  /// whole query tile fully masked, which a finite mask_value still weighs.
+  MaskedQueryTile,
 };
 
 struct AttentionTest {
@@ -1771,6 +1837,8 @@ void testAttention(const AttentionTest &c) {
         mask.set(i, col > row + (c.sk - c.sq));
       else if (c.mask == AttentionMask::OddKeyTiles)
         mask.set(i, col / 64 % 2);
+      else if (c.mask == AttentionMask::MaskedQueryTile)
+        mask.set(i, row < 64 || col > row + (c.sk - c.sq));
       else if (row == 0)
         mask.set(i, 1);
     }
@@ -1880,6 +1948,22 @@ TEST(CUDAKernels, AttentionFlashBF16) {
             AttentionMask::Causal,
             kNegInf},
            {DType::BF16, {}, 5, 3, 16, 16, AttentionMask::None, kNegInf},
+           {DType::BF16,
+            {2, 2},
+            128,
+            128,
+            64,
+            64,
+            AttentionMask::MaskedQueryTile,
+            -1e4},
+           {DType::BF16,
+            {2, 2},
+            128,
+            128,
+            64,
+            64,
+            AttentionMask::MaskedQueryTile,
+            kNegInf},
        })
     testAttention(c);
 }
