@@ -23,7 +23,7 @@ value is folded into a copy of the model as an initializer and that copy is
 run instead (--keep-dir keeps it for a repro). Likewise an optional output
 Loom does not produce (LayerNormalization's Mean and InvStdDev) is dropped
 from the copy and not compared. Every output_K.pb is compared with
-TMP/<output name>.npy: the same shape, the same dtype, floats within
+TMP/<output name>.npy (npy_name: loom-run's escaping): the same shape, the same dtype, floats within
 rtol=1e-3, atol=1e-7 (the ONNX backend test defaults; NaN matches NaN),
 integers and booleans exactly.
 

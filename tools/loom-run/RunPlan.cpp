@@ -248,7 +248,8 @@ bool loom::launchedByMPI() {
 std::string loom::npyFileName(const std::string &name) {
   std::string file;
   for (unsigned char c : name) {
-    if (std::isalnum(c) || c == '.' || c == '_' || c == '-') {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+        (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-') {
       file += char(c);
       continue;
     }

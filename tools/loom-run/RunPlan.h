@@ -50,7 +50,8 @@ std::string substituteRank(const std::string &path, int rank);
 /// The file name --output-dir and --save-weights give a tensor named
 /// `name`: `name` with bytes other than letters, digits, '.', '_' and '-'
 /// written %XX (an ONNX name may hold '/'), then ".npy". Distinct names
-/// give distinct files.
+/// give distinct files (on a case-sensitive file system). ASCII only,
+/// whatever the locale.
 std::string npyFileName(const std::string &name);
 
 /// Runs `plan`; returns the exit code, having printed outputs or errors.

@@ -40,7 +40,8 @@ file, and runs it on the CPU backend or a GPU.
 options:
   --input NAME=FILE   bind graph input NAME to FILE (.npy or ONNX TensorProto .pb);
                       a bare INPUT_FILE binds the next graph input in order
-  --output-dir DIR    write every output to DIR/<output name>.npy
+  --output-dir DIR    write every output to DIR/<output name>.npy (bytes of a
+                      name other than letters, digits, . _ - written %XX)
   --emit-plan FILE    write the compiled plan to FILE (runs only if inputs are given;
                       with --train, the training-step plan, then trains)
   --report            print planned vs measured peak memory and time per kernel,
