@@ -160,19 +160,17 @@ std::optional<WidenedBias> findWidenedBias(MatmulOp matmul) {
   return chain;
 }
 
-/// The uses of `value`, if there are some and every one is a cast to
-/// `narrowType` (the rounding back to the GEMM's bf16).
-std::optional<SmallVector<CastOp>> narrowingUses(Value value, Type narrowType) {
-  SmallVector<CastOp> narrows;
+/// Whether `value` has uses and every one is a cast to `narrowType` (the
+/// rounding back to the GEMM's bf16); they are appended to `narrows`.
+bool collectNarrowingUses(Value value, Type narrowType,
+                          SmallVector<CastOp> &narrows) {
   for (Operation *user : value.getUsers()) {
     auto narrow = dyn_cast<CastOp>(user);
     if (!narrow || narrow.getType() != narrowType)
-      return std::nullopt;
+      return false;
     narrows.push_back(narrow);
   }
-  if (narrows.empty())
-    return std::nullopt;
-  return narrows;
+  return !narrows.empty();
 }
 
 /// A widened, biased bf16 product whose every use is a rounding back to
@@ -185,11 +183,11 @@ std::optional<NarrowedBiasAdd> findNarrowedBiasAdd(MatmulOp matmul) {
   std::optional<WidenedBias> start = findWidenedBias(matmul);
   if (!start)
     return std::nullopt;
-  std::optional<SmallVector<CastOp>> narrows =
-      narrowingUses(start->biasOp->getResult(0), matmul.getType());
-  if (!narrows)
+  NarrowedBiasAdd chain{*start, {}};
+  if (!collectNarrowingUses(chain.biasOp->getResult(0), matmul.getType(),
+                            chain.narrows))
     return std::nullopt;
-  return NarrowedBiasAdd{*start, std::move(*narrows)};
+  return chain;
 }
 
 /// A widened, biased bf16 product under a tanh GELU whose every use is a
@@ -216,11 +214,9 @@ std::optional<NarrowedGelu> findNarrowedGelu(MatmulOp matmul) {
   }
   if (!chain.gelu)
     return std::nullopt;
-  std::optional<SmallVector<CastOp>> narrows =
-      narrowingUses(chain.gelu.getResult(), matmul.getType());
-  if (!narrows)
+  if (!collectNarrowingUses(chain.gelu.getResult(), matmul.getType(),
+                            chain.narrows))
     return std::nullopt;
-  chain.narrows = std::move(*narrows);
   return chain;
 }
 
@@ -292,11 +288,9 @@ std::optional<GeluGradOfProduct> findGeluGrad(MatmulOp matmul) {
       chain.inputWiden.getInput().getType() != product.getType())
     return std::nullopt;
   chain.input = chain.inputWiden.getInput();
-  std::optional<SmallVector<CastOp>> narrows =
-      narrowingUses(chain.geluGrad.getResult(), matmul.getType());
-  if (!narrows)
+  if (!collectNarrowingUses(chain.geluGrad.getResult(), matmul.getType(),
+                            chain.narrows))
     return std::nullopt;
-  chain.narrows = std::move(*narrows);
   return chain;
 }
 
