@@ -269,14 +269,24 @@ def run(args):
     flops = training_flops_per_token(c) * tokens
     looms = len(rows)
     ceiling = None
+    torch_failed = False
     if not args.no_torch:
-        torch_metrics = os.path.join(work, "torch.jsonl")
-        torch_steps(c, args.device, args.steps, torch_metrics)
-        if args.profile:
-            torch_profile(c, args.device, args.profile + ".torch.txt")
-        torch_ms, torch_losses = median_step_ms(torch_metrics, args.warmup)
-        rows.append(("PyTorch eager (autocast bf16)", torch_ms, torch_losses))
-        ceiling = matmul_ceiling_tflops(args.device)
+        # Loom's rows are printed whatever becomes of PyTorch's (a GPU
+        # session is too short to lose them to a missing module).
+        try:
+            torch_metrics = os.path.join(work, "torch.jsonl")
+            torch_steps(c, args.device, args.steps, torch_metrics)
+            torch_ms, torch_losses = median_step_ms(torch_metrics,
+                                                    args.warmup)
+            rows.append(("PyTorch eager (autocast bf16)", torch_ms,
+                         torch_losses))
+            if args.profile:
+                torch_profile(c, args.device, args.profile + ".torch.txt")
+            ceiling = matmul_ceiling_tflops(args.device)
+        except Exception as error:  # noqa: BLE001 (reported, then exit 1)
+            torch_failed = True
+            print("WARNING: the PyTorch side failed (%s: %s); Loom's rows "
+                  "only" % (type(error).__name__, error), flush=True)
     print()
     print("GPT: %d layers, d=%d, %d heads, seq %d, vocab %d, batch %d, "
           "GELU %s; bf16 GEMMs, fp32 master weights, AdamW; %d steps, median "
@@ -307,6 +317,7 @@ def run(args):
         print("--tune-matmuls: %s" % tuning[-1])
     print("loom-run wall time (load, compile elementwise kernels, %d steps):"
           " %.1f s" % (args.steps, loom_wall))
+    return 1 if torch_failed else 0
 
 
 def main():
@@ -338,7 +349,7 @@ def main():
     if args.command == "make":
         make(args)
     else:
-        run(args)
+        sys.exit(run(args))
 
 
 if __name__ == "__main__":
