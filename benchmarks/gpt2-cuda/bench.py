@@ -32,6 +32,10 @@ achieved rate of one large bf16 matmul in PyTorch is printed as a
 ceiling). The first losses of both are printed as a sanity check (both
 start near ln(vocab)).
 
+Loom's step times are printed as soon as its runs end, before PyTorch's
+start; if PyTorch fails (cannot be imported, raises), the table has Loom's
+rows only and the script exits 1.
+
 --profile FILE: after the timed runs, two more Loom steps with `--report`
 (each instruction timed on the device: time per kernel kind and the
 slowest instructions with their ONNX nodes) go to FILE, and PyTorch's
@@ -268,25 +272,36 @@ def run(args):
     tokens = c["batch"] * c["seq"]
     flops = training_flops_per_token(c) * tokens
     looms = len(rows)
+    # Loom's figures first: a PyTorch side that crashes, hangs or cannot be
+    # imported must not take them along (a GPU session is short).
+    for name, ms, _ in rows:
+        print("%s: %.2f ms per step, %.0f tokens/s (before PyTorch runs)" %
+              (name, ms, tokens / (ms * 1e-3)), flush=True)
     ceiling = None
-    torch_failed = False
+    torch_failed = []
     if not args.no_torch:
-        # Loom's rows are printed whatever becomes of PyTorch's (a GPU
-        # session is too short to lose them to a missing module).
-        try:
-            torch_metrics = os.path.join(work, "torch.jsonl")
-            torch_steps(c, args.device, args.steps, torch_metrics)
+        def attempt(what, step):
+            try:
+                return step()
+            except Exception as error:  # noqa: BLE001 (reported; exit 1)
+                torch_failed.append(what)
+                print("WARNING: PyTorch's %s failed (%s: %s)" %
+                      (what, type(error).__name__, error), flush=True)
+                return None
+
+        torch_metrics = os.path.join(work, "torch.jsonl")
+        attempt("training steps", lambda: torch_steps(
+            c, args.device, args.steps, torch_metrics))
+        if not torch_failed:
             torch_ms, torch_losses = median_step_ms(torch_metrics,
                                                     args.warmup)
             rows.append(("PyTorch eager (autocast bf16)", torch_ms,
                          torch_losses))
             if args.profile:
-                torch_profile(c, args.device, args.profile + ".torch.txt")
-            ceiling = matmul_ceiling_tflops(args.device)
-        except Exception as error:  # noqa: BLE001 (reported, then exit 1)
-            torch_failed = True
-            print("WARNING: the PyTorch side failed (%s: %s); Loom's rows "
-                  "only" % (type(error).__name__, error), flush=True)
+                attempt("profile", lambda: torch_profile(
+                    c, args.device, args.profile + ".torch.txt"))
+            ceiling = attempt("matmul ceiling",
+                              lambda: matmul_ceiling_tflops(args.device))
     print()
     print("GPT: %d layers, d=%d, %d heads, seq %d, vocab %d, batch %d, "
           "GELU %s; bf16 GEMMs, fp32 master weights, AdamW; %d steps, median "
