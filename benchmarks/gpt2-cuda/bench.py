@@ -19,9 +19,12 @@ the GPU twice: kernel by kernel, and with `--cuda-graphs`, each step one
 replay of the first step's recorded launches, whose losses must be the
 same; --no-graphs skips that run; then once more with --tune-matmuls, each
 matmul on the fastest of several cuBLASLt algorithms timed before its
-first launch; --no-tuning skips that run), and runs the same model (examples/gpt/export_gpt.GPT), batch, sequence length
-and optimizer in PyTorch eager (torch.autocast bf16, torch.optim.AdamW with
-its default implementation) in the same process tree on the same GPU. It
+first launch; --no-tuning skips that run), and runs the same model
+(examples/gpt/export_gpt.GPT), batch, sequence length and optimizer in
+PyTorch eager (torch.autocast bf16, torch.optim.AdamW with its default
+implementation) in the same process tree on the same GPU,
+twice: as written (matmul/softmax attention, what Loom imports) and with
+its attention core replaced by scaled_dot_product_attention (flash). It
 prints, side by side: the median step time over the steps after WARMUP,
 tokens/s, the ratio Loom / PyTorch (> 1: Loom faster), and each side's
 model FLOP utilization: training FLOPs per token = 3 x the forward's GEMM
@@ -109,9 +112,12 @@ def median_step_ms(path, warmup):
     return statistics.median(timed), [r["loss"] for r in records]
 
 
-def torch_steps(c, device, steps, metrics):
+def torch_steps(c, device, steps, metrics, sdpa=False, after_step=None):
     """PyTorch eager: the same model, batch, optimizer; loom-run's metrics
-    format."""
+    format. `sdpa`: its attention core is PyTorch's fused
+    scaled_dot_product_attention (flash on a GPU) instead of the model's
+    matmul/softmax code, PyTorch at its best without compilation.
+    `after_step()` is called after each step (a profiler's step)."""
     import torch
     import torch.nn.functional as F
     sys.path.insert(0, os.path.join(ROOT, "examples", "gpt"))
@@ -121,6 +127,11 @@ def torch_steps(c, device, steps, metrics):
     model = GPT(vocab=c["vocab"], block_size=c["seq"], n_layer=c["layers"],
                 n_head=c["heads"], n_embd=c["embd"],
                 gelu=c.get("gelu", "none")).to(device)
+    if sdpa:
+        for block in model.modules():
+            if hasattr(block, "attend"):
+                block.attend = lambda q, k, v, T: \
+                    F.scaled_dot_product_attention(q, k, v, is_causal=True)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=c["lr"])
     generator = torch.Generator().manual_seed(1)
@@ -145,20 +156,22 @@ def torch_steps(c, device, steps, metrics):
             ms = (time.perf_counter() - start) * 1e3
             out.write(json.dumps({"step": step, "loss": value,
                                   "step_ms": ms}) + "\n")
+            if after_step:
+                after_step()
 
 
 def torch_profile(c, device, path):
-    """PyTorch's profiler over one step (after two unprofiled ones): the
-    kernels by total device time."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    """PyTorch's profiler over the third step (the first two, and building
+    the model, warm up the allocator and cuBLAS unprofiled): the kernels by
+    total device time."""
+    from torch.profiler import ProfilerActivity, profile, schedule
     metrics = path + ".jsonl"
-    torch_steps(c, device, 2, metrics)  # warm up the allocator and cuBLAS
     activities = [ProfilerActivity.CPU]
     if device == "cuda":
         activities.append(ProfilerActivity.CUDA)
-    with profile(activities=activities) as prof:
-        torch_steps(c, device, 1, metrics)
+    with profile(activities=activities,
+                 schedule=schedule(wait=2, warmup=0, active=1)) as prof:
+        torch_steps(c, device, 3, metrics, after_step=prof.step)
     # Newer PyTorch names the device column device_time_total.
     keys = (["device_time_total", "cuda_time_total"] if device == "cuda" else
             ["cpu_time_total"])
@@ -174,6 +187,11 @@ def torch_profile(c, device, path):
     with open(path, "w") as out:
         out.write(table)
     os.remove(metrics)
+
+
+def torch_version():
+    import torch
+    return torch.__version__
 
 
 def matmul_ceiling_tflops(device):
@@ -279,6 +297,7 @@ def run(args):
               (name, ms, tokens / (ms * 1e-3)), flush=True)
     ceiling = None
     torch_failed = []
+    notes = []
     if not args.no_torch:
         def attempt(what, step):
             try:
@@ -297,6 +316,21 @@ def run(args):
                                                     args.warmup)
             rows.append(("PyTorch eager (autocast bf16)", torch_ms,
                          torch_losses))
+            sdpa_metrics = os.path.join(work, "torch-sdpa.jsonl")
+            sdpa_ran = None
+            import torch.nn.functional as F
+            if not hasattr(F, "scaled_dot_product_attention"):
+                notes.append("PyTorch %s has no scaled_dot_product_attention:"
+                             " no SDPA row" % torch_version())
+            else:
+                sdpa_ran = attempt("training steps with SDPA", lambda: (
+                    torch_steps(c, args.device, args.steps, sdpa_metrics,
+                                sdpa=True) or True))
+            if sdpa_ran:
+                sdpa_ms, sdpa_losses = median_step_ms(sdpa_metrics,
+                                                      args.warmup)
+                rows.append(("PyTorch eager + SDPA", sdpa_ms,
+                             sdpa_losses))
             if args.profile:
                 attempt("profile", lambda: torch_profile(
                     c, args.device, args.profile + ".torch.txt"))
@@ -318,10 +352,12 @@ def run(args):
         print("%-32s %10.2f %12.0f %7.1f%% %10.4f" %
               (name, ms, tokens / (ms * 1e-3),
                100 * achieved / args.peak_tflops, losses[0]))
-    if len(rows) > looms:
+    for note in notes:
+        print(note)
+    for reference, reference_ms, _ in rows[looms:]:
         for name, ms, _ in rows[:looms]:
-            print("%s / PyTorch throughput: %.2f (> 1: Loom faster)" %
-                  (name, rows[-1][1] / ms))
+            print("%s / %s throughput: %.2f (> 1: Loom faster)" %
+                  (name, reference, reference_ms / ms))
     print("MFU against %.0f TFLOP/s (dense bf16 peak)%s" %
           (args.peak_tflops, "" if ceiling is None else
            "; one 8192^3 bf16 matmul in PyTorch reaches %.0f TFLOP/s here" %

@@ -81,11 +81,12 @@ KernelOr createCrossEntropy(const LaunchContext &context,
                             const Instruction &instruction);
 KernelOr createCrossEntropyBackward(const LaunchContext &context,
                                     const Instruction &instruction);
+// ScatterAdd.cu
+KernelOr createScatterAdd(const LaunchContext &context,
+                          const Instruction &instruction);
 // DataMovement.cu
 KernelOr createGather(const LaunchContext &context,
                       const Instruction &instruction);
-KernelOr createScatterAdd(const LaunchContext &context,
-                          const Instruction &instruction);
 KernelOr createTranspose(const LaunchContext &context,
                          const Instruction &instruction);
 KernelOr createSlice(const LaunchContext &context,

@@ -1,17 +1,13 @@
 //===- DataMovement.cu - CUDA gather, transpose, slice, concat, ... -------===//
 //
-// Kernels that move elements without arithmetic, plus scatter_add and
-// dropout. Moves work on raw bytes, so they take any dtype: each copies
-// elements of the widest unsigned type (1 to 16 bytes) that the row lengths,
-// strides and the launch's pointers are all aligned to, which is only known
-// at launch (operands are arena offsets).
+// Kernels that move elements without arithmetic, plus dropout. Moves work
+// on raw bytes, so they take any dtype: each copies elements of the widest
+// unsigned type (1 to 16 bytes) that the row lengths, strides and the
+// launch's pointers are all aligned to, which is only known at launch
+// (operands are arena offsets).
 //
-// scatter_add zeroes its result and adds with atomicAdd, so the order in
-// which updates to one row are summed, and hence the rounding of the sum,
-// varies from run to run (the CPU sums in index order). Out-of-range
-// indices of gather and scatter_add are recorded in the DeviceError (the
-// first one of the step wins); gather writes zeros for them and scatter_add
-// skips them.
+// Out-of-range indices of gather are recorded in the DeviceError (the first
+// one of the step wins) and read as zeros. scatter_add is ScatterAdd.cu's.
 //
 // dropout uses the CPU's stateless splitmix64 hash of (seed, element), so
 // its masks are bit-identical to the CPU's.
@@ -317,7 +313,7 @@ Status launchTranspose(const TransposePlan &plan, cudaStream_t stream,
 }
 
 //===----------------------------------------------------------------------===//
-// gather, scatter_add
+// gather
 //===----------------------------------------------------------------------===//
 
 /// y[o, j, e] = x[o, indices[j], e], in units of U (e < inner).
@@ -371,25 +367,6 @@ Status launchGather(const GatherPlan &p, const LaunchContext &context,
       isWide ? go(int64_t(), int64_t()) : go(int64_t(), int32_t());
     return launchStatus("gather");
   });
-}
-
-template <typename T, typename Idx>
-__global__ void scatterAddKernel(const T *updates, const Idx *indices, T *y,
-                                 int64_t count, int64_t width, int64_t rows,
-                                 DeviceError *error, int32_t instruction) {
-  const int64_t total = count * width;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t j = i / width, c = i % width;
-    const int64_t raw = int64_t(indices[j]);
-    const int64_t index = raw < 0 ? raw + rows : raw;
-    if (index < 0 || index >= rows) {
-      recordError(error, DeviceError::IndexOutOfRange, instruction, raw, j,
-                  rows);
-      continue;
-    }
-    atomicAdd(y + index * width + c, updates[i]);
-  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -457,37 +434,6 @@ KernelOr cuda::createGather(const LaunchContext &, const Instruction &inst) {
                         void *const *outputs) {
     return launchGather(p, context, inputs[0], inputs[1], outputs[0]);
   });
-}
-
-KernelOr cuda::createScatterAdd(const LaunchContext &,
-                                const Instruction &inst) {
-  const TensorRef &y = inst.outputs[0];
-  const int64_t rows = y.shape[0];
-  const int64_t width = product(y.shape, 1, y.shape.size());
-  const int64_t count = inst.inputs[1].elements();
-  auto make = [&](auto tag, auto indexTag) {
-    using T = decltype(tag);
-    using Idx = decltype(indexTag);
-    return makeKernel([=](const LaunchContext &context,
-                          const void *const *inputs, void *const *outputs) {
-      T *out = static_cast<T *>(outputs[0]);
-      if (Status s = cudaStatus(
-              cudaMemsetAsync(out, 0, uint64_t(rows * width) * sizeof(T),
-                              context.stream),
-              "scatter_add (zeroing)");
-          !s)
-        return s;
-      if (count * width == 0)
-        return Status::ok();
-      launchKernel(scatterAddKernel<T, Idx>, gridFor(count * width), kThreads,
-                   0, context.stream, static_cast<const T *>(inputs[0]),
-                   static_cast<const Idx *>(inputs[1]), out, count, width, rows,
-                   context.error, context.instruction);
-      return launchStatus("scatter_add");
-    });
-  };
-  return dispatchFloatAndIndex(inst.inputs[0].dtype, inst.inputs[1].dtype, make,
-                               "scatter_add");
 }
 
 KernelOr cuda::createTranspose(const LaunchContext &, const Instruction &inst) {

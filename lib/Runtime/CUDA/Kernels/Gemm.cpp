@@ -45,10 +45,11 @@
 //
 // An activation gradient (`activation_grad=gelu_tanh`, the input gradient
 // of a linear layer a tanh GELU feeds) is cuBLASLt's DGELU, the GELU's
-// input (the third input, the result's type) its aux; otherwise (batched
-// GEMMs, an aux leading dimension not a multiple of 8, f64, misaligned
-// pointers, no algorithm) GemmEpilogue.cu's kernel multiplies the stored
-// product (a bf16 one then rounded twice).
+// input (the third input, the result's type) its aux, for bf16 results
+// only; otherwise (f32, whose DGELU is too coarse; batched GEMMs, an aux
+// leading dimension not a multiple of 8, f64, misaligned pointers, no
+// algorithm) GemmEpilogue.cu's kernel multiplies the stored product (a
+// bf16 one then rounded twice).
 //
 // A bias gradient (`bias_grad`, the second output of a weight-gradient
 // GEMM) is cuBLASLt's BGRADB when our lhs is summed (it is cuBLASLt's B)
@@ -182,6 +183,14 @@ Status MatmulKernel::prepareEpilogue(const LaunchContext &context, int64_t n,
   // A GELU gradient or a bias gradient has no activation (the plan check
   // rejects one).
   if (geluGrad_) {
+    // cuBLASLt's DGELU is an approximation: on an H200 an f32 result was
+    // off by up to 0.7% (a fast tanh, presumably), far outside f32 training
+    // parity, but within a bf16 result's rounding. The own kernel computes
+    // the CPU's derivative.
+    if (outType_ != CUDA_R_16BF) {
+      epilogueChoice_ = "own: f32 DGELU is approximate";
+      return Status::ok();
+    }
     if (n % 8 != 0) {
       epilogueChoice_ = "own: aux leading dimension";
       return Status::ok(); // the aux leading dimension must be a multiple of 8
