@@ -29,6 +29,8 @@ public:
   Value log(Value x) { return b.create<LogOp>(loc, x); }
   Value erf(Value x) { return b.create<ErfOp>(loc, x); }
   Value tanh(Value x) { return b.create<TanhOp>(loc, x); }
+  Value sin(Value x) { return b.create<SinOp>(loc, x); }
+  Value cos(Value x) { return b.create<CosOp>(loc, x); }
   Value rsqrt(Value x) { return b.create<RsqrtOp>(loc, x); }
   Value pow(Value x, Value y) { return b.create<PowOp>(loc, x, y); }
 

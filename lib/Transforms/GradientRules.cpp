@@ -215,6 +215,33 @@ public:
           Value dx = e.scale(e.exp(e.neg(e.mul(x, x))), 2 / std::sqrt(M_PI));
           return unary(x, e.mul(g(), dx));
         })
+        .Case([&](SinOp sin) {
+          return unary(sin.getInput(), e.mul(g(), e.cos(sin.getInput())));
+        })
+        .Case([&](CosOp cos) {
+          return unary(cos.getInput(),
+                       e.neg(e.mul(g(), e.sin(cos.getInput()))));
+        })
+        .Case([&](AbsOp abs) {
+          // torch's sgn(x): 0 at x = 0.
+          Value x = abs.getInput(), zero = e.scalar(x, 0);
+          Value negative = e.select(e.compare(CompareDirection::lt, x, zero),
+                                    e.neg(g()), zero);
+          return unary(x, e.select(e.compare(CompareDirection::gt, x, zero),
+                                   g(), negative));
+        })
+        .Case([&](FmodOp fmod) {
+          // torch.fmod: d/da = 1, d/db = -trunc(a / b) = -(a - fmod) / b.
+          Value a = fmod.getLhs(), b = fmod.getRhs();
+          give(a, [&] { return e.unbroadcast(g(), a.getType()); });
+          give(b, [&] {
+            Value quotient = e.div(e.sub(a, fmod.getResult()), b);
+            return e.unbroadcast(e.neg(e.mul(g(), quotient)), b.getType());
+          });
+          return success();
+        })
+        .Case([&](MaximumOp max) { return extremumRule(max, true); })
+        .Case([&](MinimumOp min) { return extremumRule(min, false); })
         .Case([&](GeluOp gelu) { return geluRule(gelu); })
         .Case([&](CastOp cast) {
           Value x = cast.getInput();
@@ -358,6 +385,29 @@ private:
       }
       Value db = tb ? e.matmul(g(), a, true, ta) : e.matmul(a, g(), !ta, false);
       return e.unbroadcast(db, b.getType());
+    });
+    return success();
+  }
+
+  /// torch.maximum/minimum: the gradient goes to the operand that won, and
+  /// half to each on a tie (both get all of it where one is NaN, as in
+  /// torch).
+  template <typename OpTy> LogicalResult extremumRule(OpTy op, bool isMax) {
+    Value a = op.getLhs(), b = op.getRhs();
+    Value zero = e.scalar(g(), 0);
+    Value shared =
+        e.select(e.compare(CompareDirection::eq, a, b), e.scale(g(), 0.5), g());
+    CompareDirection aLoses =
+        isMax ? CompareDirection::lt : CompareDirection::gt;
+    CompareDirection bLoses =
+        isMax ? CompareDirection::gt : CompareDirection::lt;
+    give(a, [&] {
+      return e.unbroadcast(e.select(e.compare(aLoses, a, b), zero, shared),
+                           a.getType());
+    });
+    give(b, [&] {
+      return e.unbroadcast(e.select(e.compare(bLoses, a, b), zero, shared),
+                           b.getType());
     });
     return success();
   }

@@ -71,7 +71,9 @@ SUPPORTED_OPS = frozenset([
     # ElementwiseConverters.cpp
     "Sqrt", "Reciprocal", "Erf", "Tanh", "Sigmoid", "Relu", "Exp", "Log",
     "Neg", "Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "LessOrEqual",
-    "Greater", "GreaterOrEqual", "Where", "Cast",
+    "Greater", "GreaterOrEqual", "Where", "Cast", "Abs", "Sin", "Cos", "Gelu",
+    "IsNaN", "IsInf", "Not", "And", "Or", "Xor", "Max", "Min", "Sum", "Mean",
+    "Clip", "Mod",
     # NNConverters.cpp
     "MatMul", "Gemm", "Softmax", "LogSoftmax", "LayerNormalization",
     "ReduceMean", "ReduceMax", "ReduceSum", "Dropout",

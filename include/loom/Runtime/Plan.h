@@ -68,8 +68,8 @@ using Attributes = std::map<std::string, AttrValue>;
 /// kernel's iteration shape, which is its outputs' shape), then one value per
 /// program op in order.
 struct ProgramOp {
-  /// add sub mul div pow max min neg sqrt rsqrt exp log erf tanh sigmoid relu
-  /// reciprocal gelu cast compare select const.
+  /// add sub mul div pow fmod max min neg sqrt rsqrt exp log erf tanh sigmoid
+  /// relu reciprocal abs sin cos gelu cast compare select const.
   std::string op;
   /// Element type of the result.
   DType dtype = DType::F32;

@@ -420,6 +420,12 @@ private:
               .Case([](SigmoidOp) { return "sigmoid"; })
               .Case([](ReluOp) { return "relu"; })
               .Case([](ReciprocalOp) { return "reciprocal"; })
+              .Case([](AbsOp) { return "abs"; })
+              .Case([](SinOp) { return "sin"; })
+              .Case([](CosOp) { return "cos"; })
+              .Case([](FmodOp) { return "fmod"; })
+              .Case([](MaximumOp) { return "max"; })
+              .Case([](MinimumOp) { return "min"; })
               .Default([](Operation *) { return ""; });
       if (programOp.op.empty())
         return op.emitOpError("has no elementwise program equivalent");

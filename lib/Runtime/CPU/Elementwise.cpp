@@ -44,6 +44,7 @@ enum class Code : uint8_t {
   Mul,
   Div,
   Pow,
+  Fmod,
   Max,
   Min,
   Neg,
@@ -56,6 +57,9 @@ enum class Code : uint8_t {
   Sigmoid,
   Relu,
   Reciprocal,
+  Abs,
+  Sin,
+  Cos,
   Gelu,
   GeluTanh,
   Cast,
@@ -86,6 +90,7 @@ constexpr OpInfo kOps[] = {
     {"mul", Code::Mul, 2, Types::Numeric},
     {"div", Code::Div, 2, Types::Numeric},
     {"pow", Code::Pow, 2, Types::Numeric},
+    {"fmod", Code::Fmod, 2, Types::Float},
     {"max", Code::Max, 2, Types::Any},
     {"min", Code::Min, 2, Types::Any},
     {"neg", Code::Neg, 1, Types::Numeric},
@@ -98,6 +103,9 @@ constexpr OpInfo kOps[] = {
     {"sigmoid", Code::Sigmoid, 1, Types::Float},
     {"relu", Code::Relu, 1, Types::Numeric},
     {"reciprocal", Code::Reciprocal, 1, Types::Float},
+    {"abs", Code::Abs, 1, Types::Numeric},
+    {"sin", Code::Sin, 1, Types::Float},
+    {"cos", Code::Cos, 1, Types::Float},
     {"gelu", Code::Gelu, 1, Types::Float},
     {"cast", Code::Cast, 1, Types::Any},
     {"compare", Code::Eq, 2, Types::Any},
@@ -456,6 +464,15 @@ void evalSameType(const Step &s, void *const *v, int64_t n) {
       });
   case Code::Relu:
     return unary<T>(a, r, n, [](T x) { return x < T(0) ? T(0) : x; });
+  case Code::Abs:
+    if constexpr (isFloat)
+      return unary<T>(a, r, n, [](T x) { return std::fabs(x); });
+    else
+      return unary<T>(a, r, n, [](T x) {
+        return x < T(0)
+                   ? wrapping(T(0), x, [](auto p, auto q) { return p - q; })
+                   : x;
+      });
   case Code::Select: {
     const Bool *cond = static_cast<const Bool *>(a);
     const T *onTrue = static_cast<const T *>(b);
@@ -490,6 +507,12 @@ void evalSameType(const Step &s, void *const *v, int64_t n) {
                       [](T x) { return T(1) / (T(1) + std::exp(-x)); });
     case Code::Reciprocal:
       return unary<T>(a, r, n, [](T x) { return T(1) / x; });
+    case Code::Fmod:
+      return binary<T>(a, b, r, n, [](T x, T y) { return std::fmod(x, y); });
+    case Code::Sin:
+      return unary<T>(a, r, n, [](T x) { return std::sin(x); });
+    case Code::Cos:
+      return unary<T>(a, r, n, [](T x) { return std::cos(x); });
     case Code::Gelu:
       return unary<T>(a, r, n, [](T x) {
         return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2)));

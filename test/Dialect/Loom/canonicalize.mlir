@@ -718,3 +718,42 @@ func.func @sum_of_widened(%g: tensor<8x4xbf16>, %f: tensor<8x4xf32>, %i: tensor<
   %5 = loom.reduce_sum %4 [0] : tensor<8x4xf32> -> tensor<4xf32>
   return %1, %3, %5 : tensor<4xf32>, tensor<4xf64>, tensor<4xf32>
 }
+
+// -----
+
+// maximum/minimum fold on constants (NaN wins; on i1 they are or/and) and
+// with themselves; abs, sin, cos and fmod fold on constants.
+// CHECK-LABEL: func @extrema_and_trig
+// CHECK-SAME: (%[[X:.*]]: tensor<3xf32>)
+// CHECK-DAG: %[[MAX:.*]] = loom.constant dense<[2.000000e+00, 0x7FC00000, 3.000000e+00]> : tensor<3xf32>
+// CHECK-DAG: %[[MIN:.*]] = loom.constant dense<[1.000000e+00, 0x7FC00000, -4.000000e+00]> : tensor<3xf32>
+// CHECK-DAG: %[[OR:.*]] = loom.constant dense<[false, true, true]> : tensor<3xi1>
+// CHECK-DAG: %[[AND:.*]] = loom.constant dense<[false, false, true]> : tensor<3xi1>
+// CHECK-DAG: %[[ABS:.*]] = loom.constant dense<[2, 0, 7]> : tensor<3xi64>
+// CHECK-DAG: %[[SINCOS:.*]] = loom.constant dense<[0.000000e+00, 1.000000e+00]> : tensor<2xf64>
+// CHECK-DAG: %[[FMOD:.*]] = loom.constant dense<[1.500000e+00, -1.500000e+00]> : tensor<2xf64>
+// CHECK: return %[[X]], %[[X]], %[[MAX]], %[[MIN]], %[[OR]], %[[AND]], %[[ABS]], %[[SINCOS]], %[[FMOD]]
+func.func @extrema_and_trig(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xi1>, tensor<3xi1>, tensor<3xi64>, tensor<2xf64>, tensor<2xf64>) {
+  %self_max = loom.maximum %x, %x : tensor<3xf32>
+  %self_min = loom.minimum %x, %x : tensor<3xf32>
+  %a = loom.constant dense<[1.0, 0x7FC00000, 3.0]> : tensor<3xf32>
+  %b = loom.constant dense<[2.0, 5.0, -4.0]> : tensor<3xf32>
+  %max = loom.maximum %a, %b : tensor<3xf32>
+  %min = loom.minimum %a, %b : tensor<3xf32>
+  %p = loom.constant dense<[false, true, true]> : tensor<3xi1>
+  %q = loom.constant dense<[false, false, true]> : tensor<3xi1>
+  %or = loom.maximum %p, %q : tensor<3xi1>
+  %and = loom.minimum %p, %q : tensor<3xi1>
+  %i = loom.constant dense<[-2, 0, 7]> : tensor<3xi64>
+  %abs = loom.abs %i : tensor<3xi64>
+  %zero = loom.constant dense<0.0> : tensor<f64>
+  %sin = loom.sin %zero : tensor<f64>
+  %cos = loom.cos %zero : tensor<f64>
+  %s = loom.reshape %sin : tensor<f64> -> tensor<1xf64>
+  %c = loom.reshape %cos : tensor<f64> -> tensor<1xf64>
+  %sc = loom.concat %s, %c axis 0 : (tensor<1xf64>, tensor<1xf64>) -> tensor<2xf64>
+  %n = loom.constant dense<[5.5, -5.5]> : tensor<2xf64>
+  %d = loom.constant dense<[-2.0, 2.0]> : tensor<2xf64>
+  %fmod = loom.fmod %n, %d : tensor<2xf64>
+  return %self_max, %self_min, %max, %min, %or, %and, %abs, %sc, %fmod : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xi1>, tensor<3xi1>, tensor<3xi64>, tensor<2xf64>, tensor<2xf64>
+}

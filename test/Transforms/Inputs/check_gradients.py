@@ -40,6 +40,25 @@ CASES = {
     "pow": ([("a", [4], 0.5, 1.5), ("b", [4], 0.5, 2.0)], {}, """
   %p = loom.pow %Pa, %Pb : tensor<4xf64>
   %l = loom.reduce_sum %p [0] : tensor<4xf64> -> tensor<f64>"""),
+    # Away from x = 0 (abs) and from ties (maximum, minimum), where the
+    # functions have kinks; fmod away from its jumps (a / b in (1.1, 1.6)).
+    "trig_abs_fmod": ([("a", [5], 0.2, 1.5), ("b", [5], -1.5, -0.2),
+                       ("n", [5], 1.1, 1.4), ("d", [5], 0.9, 1.0)], {}, """
+  %0 = loom.sin %Pa : tensor<5xf64>
+  %1 = loom.cos %Pa : tensor<5xf64>
+  %2 = loom.abs %Pb : tensor<5xf64>
+  %3 = loom.fmod %Pn, %Pd : tensor<5xf64>
+  %s1 = loom.mul %0, %1 : tensor<5xf64>
+  %s2 = loom.mul %2, %s1 : tensor<5xf64>
+  %s3 = loom.mul %s2, %3 : tensor<5xf64>
+  %l = loom.reduce_sum %s3 [0] : tensor<5xf64> -> tensor<f64>"""),
+    "maximum_minimum_broadcast": ([("a", [2, 3], -1, 1), ("b", [3], -1, 1)],
+                                  {}, """
+  %x = loom.maximum %Pa, %Pb : (tensor<2x3xf64>, tensor<3xf64>) -> tensor<2x3xf64>
+  %n = loom.minimum %Pb, %Pa : (tensor<3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>
+  %m = loom.mul %x, %n : tensor<2x3xf64>
+  %e = loom.exp %m : tensor<2x3xf64>
+  %l = loom.reduce_sum %e [0, 1] : tensor<2x3xf64> -> tensor<f64>"""),
     "unary_math": ([("a", [5], 0.5, 1.5)], {}, """
   %0 = loom.exp %Pa : tensor<5xf64>
   %1 = loom.log %0 : tensor<5xf64>

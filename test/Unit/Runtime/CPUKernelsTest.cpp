@@ -695,6 +695,9 @@ TEST(CPUKernelsElementwise, UnaryOps) {
     check("sigmoid", x, [](double v) { return 1 / (1 + std::exp(-v)); });
     check("relu", x, [](double v) { return v > 0 ? v : 0; });
     check("reciprocal", positive, [](double v) { return 1 / v; });
+    check("abs", x, [](double v) { return std::fabs(v); });
+    check("sin", x, [](double v) { return std::sin(v); });
+    check("cos", x, [](double v) { return std::cos(v); });
     check("gelu", x, [](double v) {
       return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
     });
@@ -768,9 +771,17 @@ TEST(CPUKernelsElementwise, IntegerUnaryAndMaxMinWithNaN) {
   Tensor x = filled(DType::I64, {4}, {-3, 0, 5, -1});
   expectClose(runOp("neg", {&x}, DType::I64, {4}), {3, 0, -5, 1});
   expectClose(runOp("relu", {&x}, DType::I64, {4}), {0, 0, 5, 0});
+  expectClose(runOp("abs", {&x}, DType::I64, {4}), {3, 0, 5, 1});
+  // The most negative value wraps to itself, as in two's complement.
+  Tensor lowest = filled(DType::I32, {2}, {-2147483648.0, -7});
+  expectClose(runOp("abs", {&lowest}, DType::I32, {2}), {-2147483648.0, 7});
   double nan = std::numeric_limits<double>::quiet_NaN();
   Tensor a = filled(DType::F32, {3}, {nan, 1, 2});
   Tensor b = filled(DType::F32, {3}, {1, nan, 3});
+  Tensor dividend = filled(DType::F64, {4}, {5.5, -5.5, 5.5, -5.5});
+  Tensor divisor = filled(DType::F64, {4}, {2, 2, -2, -2});
+  expectClose(runOp("fmod", {&dividend, &divisor}, DType::F64, {4}),
+              {1.5, -1.5, 1.5, -1.5});
   expectClose(runOp("max", {&a, &b}, DType::F32, {3}), {nan, nan, 3});
   expectClose(runOp("min", {&a, &b}, DType::F32, {3}), {nan, nan, 2});
   Tensor p = filled(DType::I1, {4}, {0, 1, 0, 1});

@@ -89,9 +89,11 @@ Instruction everyOp(DType t, bool bf16Casts = true) {
   acc = p.add("min", t, {acc, row});
   acc = p.add("neg", t, {acc});
   acc = p.add("relu", t, {acc});
+  acc = p.add("abs", t, {acc});
   if (isFloat) {
+    acc = p.add("fmod", t, {acc, row});
     for (const char *name : {"sqrt", "rsqrt", "exp", "log", "erf", "tanh",
-                             "sigmoid", "reciprocal"})
+                             "sigmoid", "reciprocal", "sin", "cos"})
       acc = p.add(name, t, {acc});
     acc = p.add("gelu", t, {acc}, {{"approximate", std::string("none")}});
     acc = p.add("gelu", t, {acc}, {{"approximate", std::string("tanh")}});

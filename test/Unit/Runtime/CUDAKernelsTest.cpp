@@ -779,11 +779,13 @@ Instruction everyOp(DType t, const std::vector<const Tensor *> &inputs,
     add(op(name, t, {scalar, x}));
   }
   add(op("pow", t, {x, isFloat ? row : scalar}));
-  for (const char *name : {"neg", "relu"})
+  if (isFloat)
+    add(op("fmod", t, {x, row}));
+  for (const char *name : {"neg", "relu", "abs"})
     add(op(name, t, {x}));
   if (isFloat) {
     for (const char *name : {"sqrt", "rsqrt", "exp", "log", "erf", "tanh",
-                             "sigmoid", "reciprocal", "gelu"})
+                             "sigmoid", "reciprocal", "sin", "cos", "gelu"})
       add(op(name, t, {x}));
     add(op("gelu", t, {x}, {{"approximate", std::string("tanh")}}));
   }
@@ -825,8 +827,9 @@ TEST(CUDAKernels, ElementwiseIntegerEdges) {
       program({&a, &b}, {8},
               {op("add", DType::I32, {0, 1}), op("sub", DType::I32, {0, 1}),
                op("mul", DType::I32, {0, 1}), op("div", DType::I32, {0, 1}),
-               op("pow", DType::I32, {0, 1}), op("neg", DType::I32, {0})},
-              {2, 3, 4, 5, 6, 7});
+               op("pow", DType::I32, {0, 1}), op("neg", DType::I32, {0}),
+               op("abs", DType::I32, {0})},
+              {2, 3, 4, 5, 6, 7, 8});
   expectSame(inst, {&a, &b});
 }
 

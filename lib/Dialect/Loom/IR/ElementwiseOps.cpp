@@ -60,6 +60,9 @@ LOOM_INFER_BINARY(SubOp)
 LOOM_INFER_BINARY(MulOp)
 LOOM_INFER_BINARY(DivOp)
 LOOM_INFER_BINARY(PowOp)
+LOOM_INFER_BINARY(FmodOp)
+LOOM_INFER_BINARY(MaximumOp)
+LOOM_INFER_BINARY(MinimumOp)
 #undef LOOM_INFER_BINARY
 
 LogicalResult CompareOp::inferReturnTypes(MLIRContext *context,
@@ -118,6 +121,8 @@ static double expFn(double x) { return std::exp(x); }
 static double logFn(double x) { return std::log(x); }
 static double erfFn(double x) { return std::erf(x); }
 static double tanhFn(double x) { return std::tanh(x); }
+static double sinFn(double x) { return std::sin(x); }
+static double cosFn(double x) { return std::cos(x); }
 
 #define LOOM_FOLD_UNARY_FLOAT(OpTy, fn)                                        \
   OpFoldResult OpTy::fold(FoldAdaptor adaptor) {                               \
@@ -132,7 +137,28 @@ LOOM_FOLD_UNARY_FLOAT(TanhOp, tanhFn)
 LOOM_FOLD_UNARY_FLOAT(SigmoidOp, sigmoid)
 LOOM_FOLD_UNARY_FLOAT(ReluOp, relu)
 LOOM_FOLD_UNARY_FLOAT(ReciprocalOp, reciprocal)
+LOOM_FOLD_UNARY_FLOAT(SinOp, sinFn)
+LOOM_FOLD_UNARY_FLOAT(CosOp, cosFn)
 #undef LOOM_FOLD_UNARY_FLOAT
+
+OpFoldResult AbsOp::fold(FoldAdaptor adaptor) {
+  // abs(abs(x)) -> abs(x)
+  if (getInput().getDefiningOp<AbsOp>())
+    return getInput();
+  bool isFloat = isa<FloatType>(getType().getElementType());
+  return foldElementwise(
+      adaptor.getInput(), getType(),
+      [&](ArrayRef<Scalar> args) -> std::optional<Scalar> {
+        if (isFloat)
+          return Scalar::ofFloat(std::fabs(args[0].f));
+        // Wraps like the runtime: the most negative value
+        // of the element width stays (truncated when the
+        // attribute is built).
+        int64_t x = args[0].i;
+        return Scalar::ofInt(
+            x < 0 ? static_cast<int64_t>(0 - static_cast<uint64_t>(x)) : x);
+      });
+}
 
 OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
   // neg(neg(x)) -> x
@@ -340,6 +366,41 @@ OpFoldResult PowOp::fold(FoldAdaptor adaptor) {
       adaptor.getOperands(), getType(),
       [](double a, double b) { return std::pow(a, b); },
       [](int64_t, int64_t) -> std::optional<Scalar> { return std::nullopt; });
+}
+
+OpFoldResult FmodOp::fold(FoldAdaptor adaptor) {
+  return foldArith(
+      adaptor.getOperands(), getType(),
+      [](double a, double b) { return std::fmod(a, b); },
+      [](int64_t, int64_t) -> std::optional<Scalar> { return std::nullopt; });
+}
+
+/// max/min of constants; NaN propagates from either operand, as at run
+/// time (booleans are 0/1, so they give or/and).
+static OpFoldResult foldExtremum(ArrayRef<Attribute> operands,
+                                 ShapedType resultType, bool isMax) {
+  return foldArith(
+      operands, resultType,
+      [&](double a, double b) {
+        if (std::isnan(a) || std::isnan(b))
+          return std::isnan(a) ? a : b;
+        return isMax ? std::max(a, b) : std::min(a, b);
+      },
+      [&](int64_t a, int64_t b) -> std::optional<Scalar> {
+        return Scalar::ofInt(isMax ? std::max(a, b) : std::min(a, b));
+      });
+}
+
+OpFoldResult MaximumOp::fold(FoldAdaptor adaptor) {
+  if (getLhs() == getRhs() && getLhs().getType() == getType())
+    return getLhs();
+  return foldExtremum(adaptor.getOperands(), getType(), /*isMax=*/true);
+}
+
+OpFoldResult MinimumOp::fold(FoldAdaptor adaptor) {
+  if (getLhs() == getRhs() && getLhs().getType() == getType())
+    return getLhs();
+  return foldExtremum(adaptor.getOperands(), getType(), /*isMax=*/false);
 }
 
 OpFoldResult CompareOp::fold(FoldAdaptor adaptor) {

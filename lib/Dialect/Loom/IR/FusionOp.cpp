@@ -29,8 +29,9 @@ bool FusionOp::isFusible(Operation *op) {
   if (auto constant = dyn_cast<ConstantOp>(op))
     return isa<SplatElementsAttr>(constant.getValue());
   return isa<SqrtOp, RsqrtOp, ExpOp, LogOp, NegOp, ErfOp, TanhOp, SigmoidOp,
-             ReluOp, ReciprocalOp, GeluOp, CastOp, AddOp, SubOp, MulOp, DivOp,
-             PowOp, CompareOp, SelectOp, BiasAddOp, BroadcastOp>(op);
+             ReluOp, ReciprocalOp, AbsOp, SinOp, CosOp, GeluOp, CastOp, AddOp,
+             SubOp, MulOp, DivOp, PowOp, FmodOp, MaximumOp, MinimumOp,
+             CompareOp, SelectOp, BiasAddOp, BroadcastOp>(op);
 }
 
 LogicalResult FusionOp::verify() {

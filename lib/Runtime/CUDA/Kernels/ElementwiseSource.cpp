@@ -88,6 +88,8 @@ __device__ __forceinline__ i64 ew_add(i64 a, i64 b) { return (i64)((u64)a + (u64
 __device__ __forceinline__ i64 ew_sub(i64 a, i64 b) { return (i64)((u64)a - (u64)b); }
 __device__ __forceinline__ i64 ew_mul(i64 a, i64 b) { return (i64)((u64)a * (u64)b); }
 __device__ __forceinline__ i64 ew_neg(i64 a) { return (i64)(0ull - (u64)a); }
+__device__ __forceinline__ int ew_abs(int a) { return a < 0 ? ew_neg(a) : a; }
+__device__ __forceinline__ i64 ew_abs(i64 a) { return a < 0 ? ew_neg(a) : a; }
 __device__ __forceinline__ int ew_div(int a, int b) {
   if (b == 0) return 0;
   if (b == -1) return ew_neg(a);
@@ -329,6 +331,8 @@ std::string opExpr(const ProgramOp &op, const std::string &a,
   else if (name == "pow")
     expr = flt ? fn("pow", t) + "(" + a + ", " + b + ")"
                : "ew_pow(" + a + ", " + b + ")";
+  else if (name == "fmod")
+    expr = fn("fmod", t) + "(" + a + ", " + b + ")";
   else if (name == "max")
     expr = "ew_max(" + a + ", " + b + ")";
   else if (name == "min")
@@ -354,6 +358,12 @@ std::string opExpr(const ProgramOp &op, const std::string &a,
                : "(" + a + " < 0 ? 0 : " + a + ")";
   else if (name == "reciprocal")
     expr = one + " / " + a;
+  else if (name == "abs")
+    expr = flt ? fn("fabs", t) + "(" + a + ")" : "ew_abs(" + a + ")";
+  else if (name == "sin")
+    expr = fn("sin", t) + "(" + a + ")";
+  else if (name == "cos")
+    expr = fn("cos", t) + "(" + a + ")";
   else if (name == "gelu")
     expr = (wordOf(op.attrs, "approximate", "none") == "tanh" ? "ew_gelu_tanh("
                                                               : "ew_gelu(") +

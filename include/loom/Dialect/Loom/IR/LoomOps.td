@@ -195,6 +195,10 @@ def Loom_ReluOp : Loom_UnaryOp<"relu", Loom_FloatTensor,
     "Rectified linear unit, `max(x, 0)`.">;
 def Loom_ReciprocalOp : Loom_UnaryOp<"reciprocal", Loom_FloatTensor,
     "Reciprocal, `1 / x`.">;
+def Loom_AbsOp : Loom_UnaryOp<"abs", Loom_NumericTensor,
+    "Absolute value (integers wrap: the most negative value stays).">;
+def Loom_SinOp : Loom_UnaryOp<"sin", Loom_FloatTensor, "Sine (radians).">;
+def Loom_CosOp : Loom_UnaryOp<"cos", Loom_FloatTensor, "Cosine (radians).">;
 
 def Loom_GeluOp : Loom_Op<"gelu", [Pure, SameOperandsAndResultType,
                                    Loom_FactorRuleOpInterface]> {
@@ -302,6 +306,15 @@ def Loom_MulOp : Loom_BinaryOp<"mul", Loom_NumericTensor, "Multiplication."> {
 def Loom_DivOp : Loom_BinaryOp<"div", Loom_NumericTensor,
     "Division (integers round toward zero).">;
 def Loom_PowOp : Loom_BinaryOp<"pow", Loom_FloatTensor, "Power, `lhs ^ rhs`.">;
+def Loom_FmodOp : Loom_BinaryOp<"fmod", Loom_FloatTensor,
+    "Remainder of division rounded toward zero, with the sign of `lhs` (C's "
+    "`fmod`, `torch.fmod`).">;
+def Loom_MaximumOp : Loom_BinaryOp<"maximum", Loom_Tensor,
+    "The larger operand (`torch.maximum`): a NaN operand gives NaN; on `i1`, "
+    "logical or.">;
+def Loom_MinimumOp : Loom_BinaryOp<"minimum", Loom_Tensor,
+    "The smaller operand (`torch.minimum`): a NaN operand gives NaN; on `i1`, "
+    "logical and.">;
 
 def Loom_CompareOp : Loom_Op<"compare", [Pure, Loom_InferTypes,
                                          Loom_FactorRuleOpInterface]> {
