@@ -303,6 +303,14 @@ public:
                                   reduce.getAxes(), input));
         })
         .Case([&](ReduceMaxOp reduce) { return reduceMaxRule(reduce); })
+        .Case([&](CumsumOp cumsum) {
+          // Each input element reaches the results after it (before it,
+          // reversed): the gradient sums the other way.
+          return unary(cumsum.getInput(),
+                       e.b.create<CumsumOp>(e.loc, g(), cumsum.getAxis(),
+                                            cumsum.getExclusive(),
+                                            !cumsum.getReverse()));
+        })
         .Case([&](SoftmaxOp softmax) {
           Value y = softmax.getResult();
           Value dot =
@@ -501,36 +509,86 @@ private:
     if (!ctx.isActive(table))
       return success();
     RankedTensorType tableType = tensorType(table);
-    if (gather.getAxis() != 0)
-      return gather.emitOpError("has a gradient rule for axis 0 only");
-    // The table's rows collect the slices of the output's gradient that
-    // read them (the kernel wraps negative indices as gather does).
-    ctx.accumulate(table,
-                   e.b.create<ScatterAddOp>(e.loc, tableType, g(), indices));
+    int64_t axis = gather.getAxis();
+    if (axis == 0) {
+      // The table's rows collect the slices of the output's gradient that
+      // read them (the kernel wraps negative indices as gather does).
+      ctx.accumulate(table,
+                     e.b.create<ScatterAddOp>(e.loc, tableType, g(), indices));
+      return success();
+    }
+    // Along another axis: the same with that axis moved to the front of the
+    // table, and the index dimensions to the front of the gradient.
+    int64_t rank = tableType.getRank();
+    int64_t indexRank = tensorType(indices).getRank();
+    SmallVector<int64_t> toFront = {axis};
+    for (int64_t dim = 0; dim < rank; ++dim)
+      if (dim != axis)
+        toFront.push_back(dim);
+    SmallVector<int64_t> gradientOrder;
+    for (int64_t dim = 0; dim < indexRank; ++dim)
+      gradientOrder.push_back(axis + dim);
+    for (int64_t dim = 0; dim < axis; ++dim)
+      gradientOrder.push_back(dim);
+    for (int64_t dim = axis + indexRank; dim < tensorType(g()).getRank(); ++dim)
+      gradientOrder.push_back(dim);
+    SmallVector<int64_t> frontShape;
+    for (int64_t dim : toFront)
+      frontShape.push_back(tableType.getDimSize(dim));
+    Value sums =
+        e.b.create<ScatterAddOp>(e.loc, tableType.clone(frontShape),
+                                 e.transpose(g(), gradientOrder), indices);
+    SmallVector<int64_t> back(rank);
+    for (int64_t position = 0; position < rank; ++position)
+      back[toFront[position]] = position;
+    ctx.accumulate(table, e.transpose(sums, back));
     return success();
   }
 
   /// Zero everywhere but the window: the gradient padded with zeros along
-  /// each sliced dimension (unit strides only).
+  /// each sliced dimension; with a stride s, each gradient element is first
+  /// followed by s - 1 zeros (interleaved along a new minor dimension).
   LogicalResult sliceRule(SliceOp slice) {
     Value x = slice.getInput();
     if (!ctx.isActive(x))
       return success();
-    if (llvm::any_of(slice.getStrides(), [](int64_t s) { return s != 1; }))
-      return slice.emitOpError("has a gradient rule for unit strides only");
     RankedTensorType input = tensorType(x);
     Value grad = g();
     for (int64_t dim = 0; dim < input.getRank(); ++dim) {
       int64_t start = slice.getStarts()[dim], limit = slice.getLimits()[dim];
+      int64_t stride = slice.getStrides()[dim];
       int64_t size = input.getDimSize(dim);
-      if (start == 0 && limit == size)
-        continue;
-      SmallVector<Value> pieces;
       auto zerosOf = [&](int64_t length) {
         SmallVector<int64_t> shape(tensorType(grad).getShape());
         shape[dim] = length;
         return e.zeros(tensorType(grad).clone(shape));
       };
+      if (stride != 1) {
+        // [.., n, ..] -> [.., n, 1, ..] ++ zeros [.., n, s-1, ..] ->
+        // [.., n s, ..], cut to the window's length limit - start.
+        RankedTensorType type = tensorType(grad);
+        int64_t count = type.getDimSize(dim);
+        SmallVector<int64_t> split(type.getShape());
+        split.insert(split.begin() + dim + 1, 1);
+        Value column = e.reshape(grad, split);
+        SmallVector<int64_t> zeroShape(split);
+        zeroShape[dim + 1] = stride - 1;
+        Value spread = e.b.create<ConcatOp>(
+            e.loc, ValueRange{column, e.zeros(type.clone(zeroShape))}, dim + 1);
+        SmallVector<int64_t> merged(type.getShape());
+        merged[dim] = count * stride;
+        grad = e.reshape(spread, merged);
+        int64_t window = limit - start;
+        if (count * stride != window) {
+          SmallVector<int64_t> starts(merged.size(), 0), limits(merged);
+          SmallVector<int64_t> strides(merged.size(), 1);
+          limits[dim] = window;
+          grad = e.b.create<SliceOp>(e.loc, grad, starts, limits, strides);
+        }
+      }
+      if (start == 0 && limit == size)
+        continue;
+      SmallVector<Value> pieces;
       if (start > 0)
         pieces.push_back(zerosOf(start));
       pieces.push_back(grad);

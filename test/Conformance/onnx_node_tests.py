@@ -74,6 +74,9 @@ SUPPORTED_OPS = frozenset([
     "Greater", "GreaterOrEqual", "Where", "Cast", "Abs", "Sin", "Cos", "Gelu",
     "IsNaN", "IsInf", "Not", "And", "Or", "Xor", "Max", "Min", "Sum", "Mean",
     "Clip", "Mod",
+    # IndexingConverters.cpp, EinsumConverter.cpp, ConvConverter.cpp
+    "CumSum", "GatherElements", "ScatterElements", "ArgMax", "ArgMin",
+    "Einsum", "Conv",
     # NNConverters.cpp
     "MatMul", "Gemm", "Softmax", "LogSoftmax", "LayerNormalization",
     "ReduceMean", "ReduceMax", "ReduceSum", "Dropout",
@@ -81,7 +84,7 @@ SUPPORTED_OPS = frozenset([
     # ShapeConverters.cpp
     "Identity", "Shape", "Reshape", "Transpose", "Slice", "Gather", "Concat",
     "Split", "Unsqueeze", "Squeeze", "Expand", "Flatten", "Constant",
-    "ConstantOfShape",
+    "ConstantOfShape", "Tile", "Range", "Trilu",
 ])
 
 # Operands the importer reads as compile-time constants (NodeContext's
@@ -100,6 +103,10 @@ CONSTANT_OPERANDS = {
     "ConstantOfShape": (0,),    # input (the shape)
     "ReduceSum": (1,),          # axes
     "Dropout": (1, 2),          # ratio, training_mode
+    "Tile": (1,),               # repeats
+    "Range": (0, 1, 2),         # start, limit, delta (the result's length)
+    "Trilu": (1,),              # k
+    "CumSum": (1,),             # axis
 }
 
 # Optional outputs the importer does not produce (a graph output read from one

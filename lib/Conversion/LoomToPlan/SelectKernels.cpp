@@ -94,6 +94,11 @@ public:
             .Case([&](ReduceMaxOp reduce) {
               return make("reduce_max", {axes(reduce.getAxes())});
             })
+            .Case([&](CumsumOp cumsum) {
+              return make("cumsum", {integer("axis", cumsum.getAxis()),
+                                     flag("exclusive", cumsum.getExclusive()),
+                                     flag("reverse", cumsum.getReverse())});
+            })
             .Case([&](SoftmaxOp softmax) {
               return make("softmax", {integer("axis", softmax.getAxis())});
             })

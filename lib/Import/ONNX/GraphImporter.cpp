@@ -44,6 +44,9 @@ GraphImporter::GraphImporter(MLIRContext *context, onnx::ModelProto &model,
   registerElementwiseConverters(converters);
   registerShapeConverters(converters);
   registerNNConverters(converters);
+  registerIndexingConverters(converters);
+  registerEinsumConverter(converters);
+  registerConvConverter(converters);
 }
 
 /// The static tensor type of an ONNX value type, or null if it has none.

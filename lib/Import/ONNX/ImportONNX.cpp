@@ -238,6 +238,9 @@ LogicalResult ModelImport::validateNodes() {
   registerElementwiseConverters(converters);
   registerShapeConverters(converters);
   registerNNConverters(converters);
+  registerIndexingConverters(converters);
+  registerEinsumConverter(converters);
+  registerConvConverter(converters);
   for (const onnx::NodeProto &node : model.graph().node()) {
     Location loc = getNodeLoc(context, node);
     auto prefix = [&]() {

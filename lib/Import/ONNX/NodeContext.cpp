@@ -162,7 +162,7 @@ Value NodeContext::createScalar(Type elementType, double value) {
 }
 
 FailureOr<Value> NodeContext::reshape(Value input, ArrayRef<int64_t> shape) {
-  auto type = cast<RankedTensorType>(input.getType());
+  auto type = llvm::cast<RankedTensorType>(input.getType());
   if (type.getShape() == shape)
     return input;
   return create<ReshapeOp>(input, {}, type.clone(shape));
@@ -189,4 +189,76 @@ SmallVector<int> ConverterRegistry::getSinceVersions(StringRef opType) const {
       versions.push_back(entry.first);
   llvm::sort(versions);
   return versions;
+}
+
+//===----------------------------------------------------------------------===//
+// OpChain
+//===----------------------------------------------------------------------===//
+
+Value OpChain::compare(CompareDirection direction, Value lhs, Value rhs) {
+  return make<CompareOp>(
+      {lhs, rhs},
+      {ctx.namedAttr("direction",
+                     CompareDirectionAttr::get(ctx.getContext(), direction))});
+}
+
+Value OpChain::select(Value condition, Value onTrue, Value onFalse) {
+  return make<SelectOp>({condition, onTrue, onFalse});
+}
+
+Value OpChain::reshape(Value input, ArrayRef<int64_t> shape) {
+  if (failedAny || !input) {
+    failedAny = true;
+    return {};
+  }
+  FailureOr<Value> result = ctx.reshape(input, shape);
+  if (::mlir::failed(result)) {
+    failedAny = true;
+    return {};
+  }
+  return *result;
+}
+
+Value OpChain::transpose(Value input, ArrayRef<int64_t> permutation) {
+  if (llvm::equal(permutation, llvm::seq<int64_t>(0, permutation.size())))
+    return input;
+  return make<TransposeOp>(
+      {input},
+      {ctx.namedAttr("permutation",
+                     ctx.getBuilder().getDenseI64ArrayAttr(permutation))});
+}
+
+Value OpChain::broadcast(Value input, ArrayRef<int64_t> shape) {
+  if (!input)
+    return make<BroadcastOp>({input});
+  auto type = llvm::cast<RankedTensorType>(input.getType());
+  if (type.getShape() == shape)
+    return input;
+  return make<BroadcastOp>({input}, {}, type.clone(shape));
+}
+
+Value OpChain::cast(Value input, Type element) {
+  if (!input)
+    return make<CastOp>({input});
+  auto type = llvm::cast<RankedTensorType>(input.getType());
+  if (type.getElementType() == element)
+    return input;
+  return make<CastOp>({input}, {}, type.clone(element));
+}
+
+Value OpChain::reduce(StringRef kind, Value input, ArrayRef<int64_t> axes,
+                      bool keepdims) {
+  Builder &b = ctx.getBuilder();
+  SmallVector<NamedAttribute> attrs = {
+      ctx.namedAttr("axes", b.getDenseI64ArrayAttr(axes))};
+  if (keepdims)
+    attrs.push_back(ctx.namedAttr("keepdims", b.getUnitAttr()));
+  if (kind == "max")
+    return make<ReduceMaxOp>({input}, attrs);
+  return make<ReduceSumOp>({input}, attrs);
+}
+
+Value OpChain::indices(ArrayRef<int64_t> shape, ArrayRef<int64_t> values) {
+  auto type = RankedTensorType::get(shape, ctx.getBuilder().getI64Type());
+  return ctx.createConstant(DenseElementsAttr::get(type, values));
 }

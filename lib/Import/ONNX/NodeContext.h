@@ -9,6 +9,7 @@
 #ifndef LOOM_LIB_IMPORT_ONNX_NODECONTEXT_H
 #define LOOM_LIB_IMPORT_ONNX_NODECONTEXT_H
 
+#include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -144,6 +145,57 @@ private:
   TensorLoader &tensors;
 };
 
+/// Builds a chain of loom ops through a NodeContext and remembers the first
+/// failure (already reported), so that a converter that composes many ops
+/// checks once at the end: after a failure every builder returns a null
+/// Value and builds nothing.
+class OpChain {
+public:
+  explicit OpChain(NodeContext &ctx) : ctx(ctx) {}
+
+  template <typename OpTy>
+  Value make(ArrayRef<Value> operands, ArrayRef<NamedAttribute> attrs = {},
+             TypeRange resultTypes = {}) {
+    if (failedAny || llvm::any_of(operands, [](Value v) { return !v; })) {
+      failedAny = true;
+      return {};
+    }
+    FailureOr<Value> result = ctx.create<OpTy>(operands, attrs, resultTypes);
+    if (::mlir::failed(result)) {
+      failedAny = true;
+      return {};
+    }
+    return *result;
+  }
+  Value compare(CompareDirection direction, Value lhs, Value rhs);
+  Value select(Value condition, Value onTrue, Value onFalse);
+  Value reshape(Value input, ArrayRef<int64_t> shape);
+  Value transpose(Value input, ArrayRef<int64_t> permutation);
+  Value broadcast(Value input, ArrayRef<int64_t> shape);
+  Value cast(Value input, Type element);
+  Value reduce(StringRef kind, Value input, ArrayRef<int64_t> axes,
+               bool keepdims);
+  /// A rank-0 constant.
+  Value scalar(Type element, double value) {
+    return ctx.createScalar(element, value);
+  }
+  /// An i64 constant of `shape` holding `values`.
+  Value indices(ArrayRef<int64_t> shape, ArrayRef<int64_t> values);
+
+  bool hasFailed() const { return failedAny; }
+  /// Records `value` as output #index; fails if anything failed.
+  LogicalResult setOutput(unsigned index, Value value) {
+    if (failedAny || !value)
+      return failure();
+    ctx.setOutput(index, value);
+    return success();
+  }
+
+private:
+  NodeContext &ctx;
+  bool failedAny = false;
+};
+
 /// `value` as the double nearest to its shortest decimal representation.
 double widenFloat(float value);
 
@@ -165,6 +217,9 @@ private:
 void registerElementwiseConverters(ConverterRegistry &registry);
 void registerShapeConverters(ConverterRegistry &registry);
 void registerNNConverters(ConverterRegistry &registry);
+void registerIndexingConverters(ConverterRegistry &registry);
+void registerEinsumConverter(ConverterRegistry &registry);
+void registerConvConverter(ConverterRegistry &registry);
 
 } // namespace onnx_import
 } // namespace loom

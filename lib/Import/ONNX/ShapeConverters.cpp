@@ -13,6 +13,8 @@
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "mlir/Dialect/Traits.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::loom;
 using namespace mlir::loom::onnx_import;
@@ -131,6 +133,7 @@ static LogicalResult convertSlice(NodeContext &ctx) {
     return ctx.emitError() << "starts, ends, axes and steps differ in length";
 
   SmallVector<int64_t> lo(rank, 0), hi(type.getShape()), stride(rank, 1);
+  SmallVector<int64_t> reversed;
   llvm::SmallBitVector seen(rank);
   for (size_t i = 0; i < axes.size(); ++i) {
     FailureOr<int64_t> axis = ctx.normalizeAxis(axes[i], rank);
@@ -139,11 +142,29 @@ static LogicalResult convertSlice(NodeContext &ctx) {
     if (seen.test(*axis))
       return ctx.emitError() << "axis " << axes[i] << " is sliced twice";
     seen.set(*axis);
-    if (steps[i] <= 0)
-      return ctx.emitError() << "step " << steps[i] << " on axis " << axes[i]
-                             << " is not supported (only positive steps)";
-    // Python-style bounds: negative counts from the end, then clamp.
+    if (steps[i] == 0)
+      return ctx.emitError() << "step 0 on axis " << axes[i];
     int64_t size = type.getDimSize(*axis);
+    if (steps[i] < 0) {
+      // Walks the axis backwards: the same elements as a positive-step
+      // slice of the axis reversed, from size-1-start to size-1-end, with
+      // ONNX's bounds for negative steps (start in [0, size-1], end in
+      // [-1, size-1]).
+      auto clamp = [&](int64_t bound, int64_t low) {
+        if (bound < 0)
+          bound += size;
+        return std::clamp<int64_t>(bound, low, size - 1);
+      };
+      int64_t start = clamp((*starts)[i], 0), end = clamp((*ends)[i], -1);
+      reversed.push_back(*axis);
+      lo[*axis] = size - 1 - start;
+      hi[*axis] = std::max(size - 1 - end, lo[*axis]);
+      stride[*axis] = -steps[i];
+      if (size == 0)
+        lo[*axis] = hi[*axis] = 0;
+      continue;
+    }
+    // Python-style bounds: negative counts from the end, then clamp.
     auto clamp = [&](int64_t bound) {
       if (bound < 0)
         bound = bound < -size ? 0 : bound + size;
@@ -154,11 +175,26 @@ static LogicalResult convertSlice(NodeContext &ctx) {
     stride[*axis] = steps[i];
   }
   Builder &b = ctx.getBuilder();
+  Value input = ctx.getInput(0);
+  for (int64_t axis : reversed) {
+    // Reversed by a gather of the positions size-1, ..., 0.
+    int64_t size = type.getDimSize(axis);
+    SmallVector<int64_t> backwards(size);
+    for (int64_t k = 0; k < size; ++k)
+      backwards[k] = size - 1 - k;
+    auto indexType = RankedTensorType::get({size}, b.getI64Type());
+    FailureOr<Value> flipped = ctx.create<GatherOp>(
+        {input, ctx.createConstant(DenseElementsAttr::get(
+                    indexType, ArrayRef<int64_t>(backwards)))},
+        {ctx.namedAttr("axis", b.getI64IntegerAttr(axis))});
+    if (failed(flipped))
+      return failure();
+    input = *flipped;
+  }
   return ctx.setResult(ctx.create<SliceOp>(
-      ctx.getInput(0),
-      {ctx.namedAttr("starts", b.getDenseI64ArrayAttr(lo)),
-       ctx.namedAttr("limits", b.getDenseI64ArrayAttr(hi)),
-       ctx.namedAttr("strides", b.getDenseI64ArrayAttr(stride))}));
+      input, {ctx.namedAttr("starts", b.getDenseI64ArrayAttr(lo)),
+              ctx.namedAttr("limits", b.getDenseI64ArrayAttr(hi)),
+              ctx.namedAttr("strides", b.getDenseI64ArrayAttr(stride))}));
 }
 
 static LogicalResult convertGather(NodeContext &ctx) {
@@ -307,6 +343,113 @@ static LogicalResult convertFlatten(NodeContext &ctx) {
   return ctx.setResult(ctx.reshape(ctx.getInput(0), {outer, inner}));
 }
 
+/// Tile: x of shape [d0, d1, ...] as [1, d0, 1, d1, ...] broadcast to
+/// [r0, d0, r1, d1, ...] and reshaped to [r0 d0, r1 d1, ...] (the repeat
+/// is the major part of each result dimension).
+static LogicalResult convertTile(NodeContext &ctx) {
+  FailureOr<SmallVector<int64_t>> repeats = ctx.getConstantInts(1, "repeats");
+  if (failed(repeats))
+    return failure();
+  ArrayRef<int64_t> shape = ctx.getInputType(0).getShape();
+  if (repeats->size() != shape.size())
+    return ctx.emitError() << "repeats has " << repeats->size()
+                           << " values for an input of rank " << shape.size();
+  SmallVector<int64_t> spread, broadcast, result;
+  for (auto [dim, repeat] : llvm::zip(shape, *repeats)) {
+    if (repeat < 0)
+      return ctx.emitError() << "repeat " << repeat << " is negative";
+    spread.append({1, dim});
+    broadcast.append({repeat, dim});
+    result.push_back(repeat * dim);
+  }
+  if (result == shape) {
+    ctx.setOutput(0, ctx.getInput(0));
+    return success();
+  }
+  OpChain ops(ctx);
+  Value tiled = ops.reshape(
+      ops.broadcast(ops.reshape(ctx.getInput(0), spread), broadcast), result);
+  return ops.setOutput(0, tiled);
+}
+
+/// Range(start, limit, delta) with constant scalars: a constant of
+/// max(ceil((limit - start) / delta), 0) elements start + i delta (Loom
+/// compiles static shapes, so the operands must be known).
+static LogicalResult convertRange(NodeContext &ctx) {
+  SmallVector<double> bounds;
+  Type element;
+  for (unsigned index = 0; index < 3; ++index) {
+    static const char *const kNames[] = {"start", "limit", "delta"};
+    FailureOr<DenseElementsAttr> value =
+        ctx.getConstantInput(index, kNames[index]);
+    if (failed(value))
+      return failure();
+    if (value->getNumElements() != 1)
+      return ctx.emitError() << kNames[index] << " must be a scalar";
+    element = value->getElementType();
+    bounds.push_back(
+        isa<FloatType>(element)
+            ? (*value->getValues<APFloat>().begin()).convertToDouble()
+            : double((*value->getValues<APInt>().begin()).getSExtValue()));
+  }
+  double start = bounds[0], limit = bounds[1], delta = bounds[2];
+  if (delta == 0)
+    return ctx.emitError() << "delta is 0";
+  int64_t count =
+      std::max<int64_t>(int64_t(std::ceil((limit - start) / delta)), 0);
+  auto type = RankedTensorType::get({count}, element);
+  if (auto floatType = dyn_cast<FloatType>(element)) {
+    SmallVector<APFloat> values;
+    for (int64_t i = 0; i < count; ++i) {
+      APFloat value(start + double(i) * delta);
+      bool lossy;
+      value.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                    &lossy);
+      values.push_back(value);
+    }
+    return ctx.setResult(
+        ctx.createConstant(DenseElementsAttr::get(type, values)));
+  }
+  SmallVector<APInt> values;
+  for (int64_t i = 0; i < count; ++i)
+    values.push_back(APInt(element.getIntOrFloatBitWidth(),
+                           int64_t(start) + i * int64_t(delta),
+                           /*isSigned=*/true));
+  return ctx.setResult(
+      ctx.createConstant(DenseElementsAttr::get(type, values)));
+}
+
+/// Trilu: x where column - row >= k (upper) or <= k (lower) in the last two
+/// dimensions, zero elsewhere: a select with a constant mask, which folds
+/// when x is a constant too.
+static LogicalResult convertTrilu(NodeContext &ctx) {
+  RankedTensorType type = ctx.getInputType(0);
+  if (type.getRank() < 2)
+    return ctx.emitError() << "input has rank " << type.getRank()
+                           << "; Trilu needs at least 2";
+  int64_t k = 0;
+  if (ctx.hasInput(1)) {
+    FailureOr<SmallVector<int64_t>> given = ctx.getConstantInts(1, "k");
+    if (failed(given))
+      return failure();
+    if (given->size() != 1)
+      return ctx.emitError() << "k must be a scalar";
+    k = given->front();
+  }
+  bool upper = ctx.getInt("upper", 1) != 0;
+  int64_t rows = type.getDimSize(type.getRank() - 2);
+  int64_t cols = type.getDimSize(type.getRank() - 1);
+  SmallVector<bool> keep;
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t col = 0; col < cols; ++col)
+      keep.push_back(upper ? col - row >= k : col - row <= k);
+  Builder &b = ctx.getBuilder();
+  Value mask = ctx.createConstant(DenseElementsAttr::get(
+      RankedTensorType::get({rows, cols}, b.getI1Type()), keep));
+  return ctx.setResult(ctx.create<SelectOp>(
+      {mask, ctx.getInput(0), ctx.createScalar(type.getElementType(), 0)}));
+}
+
 /// Integer constants stay dense literals so that shape subgraphs fold.
 static FailureOr<Value> createTensorConstant(NodeContext &ctx,
                                              const onnx::TensorProto &proto) {
@@ -398,4 +541,7 @@ void onnx_import::registerShapeConverters(ConverterRegistry &registry) {
   registry.add("Flatten", {13}, convertFlatten);
   registry.add("Constant", {13}, convertConstant);
   registry.add("ConstantOfShape", {9}, convertConstantOfShape);
+  registry.add("Tile", {13}, convertTile);
+  registry.add("Range", {11}, convertRange);
+  registry.add("Trilu", {14}, convertTrilu);
 }

@@ -45,6 +45,7 @@ LOOM_CPU_KERNEL(elementwise)
 LOOM_CPU_KERNEL(reduce_sum)
 LOOM_CPU_KERNEL(reduce_mean)
 LOOM_CPU_KERNEL(reduce_max)
+LOOM_CPU_KERNEL(cumsum)
 // Normalization.cpp
 LOOM_CPU_KERNEL(softmax)
 LOOM_CPU_KERNEL(log_softmax)

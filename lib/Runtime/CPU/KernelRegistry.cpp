@@ -26,27 +26,17 @@ struct NamedKernel {
 
 // Sorted by name, so that cpuKernelNames needs no sort and lookup can bisect.
 const NamedKernel kKernels[] = {
-    LOOM_ENTRY(attention),
-    LOOM_ENTRY(attention_backward),
-    LOOM_ENTRY(concat),
-    LOOM_ENTRY(copy),
-    LOOM_ENTRY(cross_entropy),
-    LOOM_ENTRY(cross_entropy_backward),
-    LOOM_ENTRY(dropout),
-    LOOM_ENTRY(elementwise),
-    LOOM_ENTRY(gather),
-    LOOM_ENTRY(layer_norm),
-    LOOM_ENTRY(layer_norm_backward),
-    LOOM_ENTRY(log_softmax),
-    LOOM_ENTRY(matmul),
-    LOOM_ENTRY(reduce_max),
-    LOOM_ENTRY(reduce_mean),
-    LOOM_ENTRY(reduce_sum),
-    LOOM_ENTRY(scatter_add),
-    LOOM_ENTRY(slice),
-    LOOM_ENTRY(softmax),
-    LOOM_ENTRY(split),
-    LOOM_ENTRY(transpose),
+    LOOM_ENTRY(attention),     LOOM_ENTRY(attention_backward),
+    LOOM_ENTRY(concat),        LOOM_ENTRY(copy),
+    LOOM_ENTRY(cross_entropy), LOOM_ENTRY(cross_entropy_backward),
+    LOOM_ENTRY(cumsum),        LOOM_ENTRY(dropout),
+    LOOM_ENTRY(elementwise),   LOOM_ENTRY(gather),
+    LOOM_ENTRY(layer_norm),    LOOM_ENTRY(layer_norm_backward),
+    LOOM_ENTRY(log_softmax),   LOOM_ENTRY(matmul),
+    LOOM_ENTRY(reduce_max),    LOOM_ENTRY(reduce_mean),
+    LOOM_ENTRY(reduce_sum),    LOOM_ENTRY(scatter_add),
+    LOOM_ENTRY(slice),         LOOM_ENTRY(softmax),
+    LOOM_ENTRY(split),         LOOM_ENTRY(transpose),
 };
 #undef LOOM_ENTRY
 

@@ -342,3 +342,112 @@ void cpu::run_reduce_mean(const KernelArgs &args) {
 void cpu::run_reduce_max(const KernelArgs &args) {
   runReduce<ReduceKind::Max>(args);
 }
+
+//===----------------------------------------------------------------------===//
+// cumsum
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct CumsumShape {
+  int64_t outer = 1, n = 0, inner = 1;
+  bool exclusive = false, reverse = false;
+};
+
+Status readCumsum(const Instruction &instruction, CumsumShape &shape) {
+  if (Status s = expectOperandCounts(instruction, 1, 1); !s)
+    return s;
+  if (Status s =
+          expectKnownAttrs(instruction.attrs, {"axis", "exclusive", "reverse"});
+      !s)
+    return s;
+  const TensorRef &x = instruction.inputs[0], &y = instruction.outputs[0];
+  if (x.dtype != DType::F32 && x.dtype != DType::F64 && x.dtype != DType::I32 &&
+      x.dtype != DType::I64)
+    return Status::error(std::string("input has dtype ") + dtypeName(x.dtype) +
+                         "; only f32, f64, i32 and i64 are supported");
+  if (Status s = expectSameDType(x, "input", y, "result"); !s)
+    return s;
+  if (Status s = expectSameShape(x, "input", y, "result"); !s)
+    return s;
+  int64_t axis = 0, exclusive = 0, reverse = 0;
+  if (Status s = getIntAttr(instruction.attrs, "axis", axis, true); !s)
+    return s;
+  if (Status s = getIntAttr(instruction.attrs, "exclusive", exclusive, false);
+      !s)
+    return s;
+  if (Status s = getIntAttr(instruction.attrs, "reverse", reverse, false); !s)
+    return s;
+  int64_t rank = int64_t(x.shape.size());
+  if (Status s = normalizeAxis(axis, rank, axis); !s)
+    return s;
+  shape.n = x.shape[size_t(axis)];
+  for (int64_t d = 0; d < rank; ++d)
+    if (d < axis)
+      shape.outer *= x.shape[size_t(d)];
+    else if (d > axis)
+      shape.inner *= x.shape[size_t(d)];
+  shape.exclusive = exclusive != 0;
+  shape.reverse = reverse != 0;
+  return Status::ok();
+}
+
+/// The type a scan adds in: T, or for integers its unsigned form (which
+/// wraps instead of overflowing).
+template <typename T, bool = std::is_integral<T>::value>
+struct ScanAccumulator {
+  using type = T;
+};
+template <typename T> struct ScanAccumulator<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+
+/// Sums in T, one element after the other along the axis (integers wrap),
+/// which the CUDA kernel does too: both give the same bits.
+template <typename T>
+void cumsumTyped(const CumsumShape &p, const void *input, void *output) {
+  using Acc = typename ScanAccumulator<T>::type;
+  const T *x = static_cast<const T *>(input);
+  T *y = static_cast<T *>(output);
+  const int64_t lines = p.outer * p.inner;
+  int threads = threadsFor(lines * p.n, 1 << 15);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t line = 0; line < lines; ++line) {
+    const int64_t o = line / p.inner, i = line % p.inner;
+    Acc sum = Acc(0);
+    for (int64_t k = 0; k < p.n; ++k) {
+      const int64_t j = p.reverse ? p.n - 1 - k : k;
+      const int64_t at = (o * p.n + j) * p.inner + i;
+      const Acc value = Acc(x[at]);
+      if (p.exclusive) {
+        y[at] = T(sum);
+        sum = Acc(sum + value);
+      } else {
+        sum = Acc(sum + value);
+        y[at] = T(sum);
+      }
+    }
+  }
+}
+
+} // namespace
+
+Status cpu::check_cumsum(const Instruction &instruction) {
+  CumsumShape shape;
+  return readCumsum(instruction, shape);
+}
+
+void cpu::run_cumsum(const KernelArgs &args) {
+  CumsumShape shape;
+  (void)readCumsum(args.instruction, shape); // checked when loaded
+  switch (args.instruction.inputs[0].dtype) {
+  case DType::F32:
+    return cumsumTyped<float>(shape, args.inputs[0], args.outputs[0]);
+  case DType::F64:
+    return cumsumTyped<double>(shape, args.inputs[0], args.outputs[0]);
+  case DType::I32:
+    return cumsumTyped<int32_t>(shape, args.inputs[0], args.outputs[0]);
+  default:
+    return cumsumTyped<int64_t>(shape, args.inputs[0], args.outputs[0]);
+  }
+}

@@ -158,6 +158,21 @@ CASES = {
   %e = loom.gather %Pt[%ids] : (tensor<5x2xf64>, tensor<2x3xi64>) -> tensor<2x3x2xf64>
   %m = loom.mul %e, %Pw : tensor<2x3x2xf64>
   %l = loom.reduce_sum %m [0, 1, 2] : tensor<2x3x2xf64> -> tensor<f64>"""),
+    # Gathers along other axes than 0, strided slices (a negative-step ONNX
+    # Slice is a reversing gather and one), cumulative sums both ways.
+    "gather_axis_strided_slice_cumsum": ([("a", [2, 5, 3], -1, 1), ("w", [2, 3, 3], -1, 1), ("c", [4, 3], -1, 1)], {"ids": np.array([4, 0, -1], dtype=np.int64)}, """
+  %g = loom.gather %Pa[%ids] axis 1 : (tensor<2x5x3xf64>, tensor<3xi64>) -> tensor<2x3x3xf64>
+  %s = loom.slice %Pa [0:2, 1:5:2, 0:3] : tensor<2x5x3xf64> -> tensor<2x2x3xf64>
+  %m = loom.mul %g, %Pw : tensor<2x3x3xf64>
+  %t = loom.mul %s, %s : tensor<2x2x3xf64>
+  %c1 = loom.cumsum %Pc axis 0 : tensor<4x3xf64>
+  %c2 = loom.cumsum %c1 axis 1 exclusive reverse : tensor<4x3xf64>
+  %c3 = loom.mul %c2, %Pc : tensor<4x3xf64>
+  %l1 = loom.reduce_sum %m [0, 1, 2] : tensor<2x3x3xf64> -> tensor<f64>
+  %l2 = loom.reduce_sum %t [0, 1, 2] : tensor<2x2x3xf64> -> tensor<f64>
+  %l3 = loom.reduce_sum %c3 [0, 1] : tensor<4x3xf64> -> tensor<f64>
+  %l4 = loom.add %l1, %l2 : tensor<f64>
+  %l = loom.add %l4, %l3 : tensor<f64>"""),
     "slice_concat_split": ([("a", [4, 3], -1, 1), ("w", [2, 2], -1, 1)], {}, """
   %s = loom.slice %Pa [1:3, 0:2] : tensor<4x3xf64> -> tensor<2x2xf64>
   %c = loom.concat %s, %Pw axis 1 : (tensor<2x2xf64>, tensor<2x2xf64>) -> tensor<2x4xf64>

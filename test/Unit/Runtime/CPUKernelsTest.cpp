@@ -193,7 +193,7 @@ std::vector<int64_t> withoutLast2(const std::vector<int64_t> &s) {
 TEST(CPUKernelsRegistry, NamesAreSortedAndResolve) {
   std::vector<std::string> names = cpuKernelNames();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
-  EXPECT_EQ(names.size(), 21u);
+  EXPECT_EQ(names.size(), 22u);
   for (const std::string &name : names) {
     const KernelInfo *kernel = lookupCPUKernel(name);
     ASSERT_NE(kernel, nullptr) << name;
@@ -1071,6 +1071,55 @@ TEST(CPUKernelsReduce, AxesPatterns) {
                    reducedShape(c.shape, c.axes, keep), {{"axes", c.axes}});
           expectClose(y, referenceReduce(x, c.axes, kernel.kind), 1e-6, 1e-4);
         }
+}
+
+/// cumsum against a plain scan in double (f32 sums of a few small integers
+/// are exact, so float results must match exactly too).
+TEST(CPUKernelsReduce, Cumsum) {
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t axis;
+  };
+  for (const Case &c :
+       {Case{{5}, 0}, Case{{3, 4}, 1}, Case{{3, 4}, 0}, Case{{2, 3, 4}, 1},
+        Case{{2, 3, 4}, -1}, Case{{2, 0, 3}, 1}})
+    for (DType dtype : {DType::F32, DType::F64, DType::I32, DType::I64})
+      for (int flags = 0; flags < 4; ++flags) {
+        bool exclusive = flags & 1, reverse = flags & 2;
+        SCOPED_TRACE(std::string(dtypeName(dtype)) + " " +
+                     shapeString(c.shape) + " axis " + std::to_string(c.axis) +
+                     (exclusive ? " exclusive" : "") +
+                     (reverse ? " reverse" : ""));
+        Tensor x = random(dtype, c.shape, -9, 9);
+        for (int64_t i = 0; i < x.size(); ++i)
+          x.set(i, std::round(x.get(i)));
+        int64_t rank = int64_t(c.shape.size());
+        int64_t axis = c.axis < 0 ? c.axis + rank : c.axis;
+        int64_t n = c.shape[size_t(axis)], inner = 1;
+        for (int64_t d = axis + 1; d < rank; ++d)
+          inner *= c.shape[size_t(d)];
+        std::vector<double> expected(size_t(x.size()));
+        for (int64_t at = 0; at < x.size(); ++at) {
+          int64_t j = (at / inner) % n, base = at - j * inner;
+          double sum = 0;
+          for (int64_t k = 0; k < n; ++k) {
+            bool counted = reverse ? (exclusive ? k > j : k >= j)
+                                   : (exclusive ? k < j : k <= j);
+            if (counted)
+              sum += x.get(base + k * inner);
+          }
+          expected[size_t(at)] = sum;
+        }
+        Tensor y = run1("cumsum", {&x}, dtype, c.shape,
+                        {{"axis", c.axis},
+                         {"exclusive", int64_t(exclusive)},
+                         {"reverse", int64_t(reverse)}});
+        expectClose(y, expected, 0, 0);
+      }
+  // Integers wrap.
+  Tensor big = filled(DType::I32, {2}, {2147483647.0, 1});
+  expectClose(run1("cumsum", {&big}, DType::I32, {2}, {{"axis", int64_t(0)}}),
+              {2147483647.0, -2147483648.0});
 }
 
 TEST(CPUKernelsReduce, SumOfBF16IsTheF32Sum) {

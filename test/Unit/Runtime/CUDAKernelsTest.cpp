@@ -1094,6 +1094,26 @@ TEST(CUDAKernels, Reductions) {
   device().multiprocessors = multiprocessors;
 }
 
+/// cumsum sums in the dtype one element after the other on both backends:
+/// the same bits, random floats included.
+TEST(CUDAKernels, Cumsum) {
+  for (DType dtype : {DType::F32, DType::F64, DType::I32, DType::I64})
+    for (auto [shape, axis] :
+         std::vector<std::pair<std::vector<int64_t>, int64_t>>{
+             {{1000}, 0}, {{8, 129}, 1}, {{8, 129}, 0}, {{3, 70, 5}, 1}})
+      for (int flags = 0; flags < 4; ++flags) {
+        SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + shapeString(shape) +
+                     " axis " + std::to_string(axis) + " flags " +
+                     std::to_string(flags));
+        Tensor x = random(dtype, shape, -100, 100);
+        expectSame(makeInstruction("cumsum", {&x}, {ref(dtype, shape)},
+                                   {{"axis", axis},
+                                    {"exclusive", int64_t(flags & 1)},
+                                    {"reverse", int64_t(flags >> 1)}}),
+                   {&x}, 0, 0);
+      }
+}
+
 TEST(CUDAKernels, ChunkedReductions) {
   ASSERT_GT(device().multiprocessors, 0);
   testReductions(true);

@@ -443,6 +443,10 @@ FactorRule LogSoftmaxOp::getFactorRule() {
   return sameLayoutRule(getType(), {static_cast<int64_t>(getAxis())});
 }
 
+FactorRule CumsumOp::getFactorRule() {
+  return sameLayoutRule(getType(), {static_cast<int64_t>(getAxis())});
+}
+
 FactorRule LayerNormOp::getFactorRule() {
   RankedTensorType input = getInput().getType();
   int64_t axis = getAxis();

@@ -377,6 +377,56 @@ LogicalResult LogSoftmaxOp::verify() {
   return verifyAxis(*this, getAxisAttr().getInt(), getType());
 }
 
+LogicalResult CumsumOp::verify() {
+  return verifyAxis(*this, getAxisAttr().getInt(), getType());
+}
+
+OpFoldResult CumsumOp::fold(FoldAdaptor adaptor) {
+  auto input = dyn_cast_or_null<DenseElementsAttr>(adaptor.getInput());
+  RankedTensorType type = getType();
+  if (!input || type.getNumElements() > opimpl::kMaxFoldedElements)
+    return {};
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t axis = getAxis(), n = shape[axis];
+  int64_t inner = 1;
+  for (int64_t dim : shape.drop_front(axis + 1))
+    inner *= dim;
+  int64_t outer = n * inner == 0 ? 0 : type.getNumElements() / (n * inner);
+  bool exclusive = getExclusive(), reverse = getReverse();
+  // Sums in the element type, one addition after the other, as the kernels
+  // do (floats round at every step, integers wrap).
+  auto scan = [&](auto values, auto zero) {
+    using Element = decltype(zero);
+    SmallVector<Element> out(values.begin(), values.end());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        Element sum = zero;
+        for (int64_t k = 0; k < n; ++k) {
+          int64_t j = reverse ? n - 1 - k : k;
+          int64_t at = (o * n + j) * inner + i;
+          Element value = out[at];
+          if (exclusive) {
+            out[at] = sum;
+            sum = sum + value;
+          } else {
+            sum = sum + value;
+            out[at] = sum;
+          }
+        }
+      }
+    return out;
+  };
+  if (auto floatType = dyn_cast<FloatType>(type.getElementType())) {
+    SmallVector<APFloat> values =
+        scan(input.getValues<APFloat>(),
+             APFloat::getZero(floatType.getFloatSemantics()));
+    return DenseElementsAttr::get(type, values);
+  }
+  unsigned width = type.getElementType().getIntOrFloatBitWidth();
+  SmallVector<APInt> values = scan(input.getValues<APInt>(), APInt(width, 0));
+  return DenseElementsAttr::get(type, values);
+}
+
 /// Checks what loom.layer_norm and loom.layer_norm_grad share: the axis,
 /// the scale's shape and epsilon.
 static LogicalResult verifyLayerNorm(Operation *op, RankedTensorType input,

@@ -59,6 +59,8 @@ KernelOr createElementwise(const LaunchContext &context,
 // Reduce.cu: reduce_sum, reduce_mean, reduce_max.
 KernelOr createReduce(const LaunchContext &context,
                       const Instruction &instruction);
+KernelOr createCumsum(const LaunchContext &context,
+                      const Instruction &instruction);
 /// Into how many chunks a reduction cuts each output's `count` reduced
 /// elements when its unchunked launch has `blocks` blocks: enough for about
 /// kReductionBlocksPerSM blocks per multiprocessor, each chunk at least

@@ -446,3 +446,92 @@ KernelOr cuda::createReduce(const LaunchContext &context,
     return createTyped<Kind::Mean>(plan, context, dtype);
   return createTyped<Kind::Max>(plan, context, dtype);
 }
+
+//===----------------------------------------------------------------------===//
+// cumsum
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The type a scan adds in: T, or for integers its unsigned form (which
+/// wraps instead of overflowing).
+template <typename T, bool = std::is_integral<T>::value>
+struct ScanAccumulator {
+  using type = T;
+};
+template <typename T> struct ScanAccumulator<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+
+/// One thread per line along the axis (outer x inner of them; neighbouring
+/// threads read neighbouring elements when inner > 1), summing in T one
+/// element after the other as the CPU kernel does, so both give the same
+/// bits; integers wrap.
+template <typename T>
+__global__ void cumsumKernel(const T *x, T *y, int64_t outer, int64_t n,
+                             int64_t inner, bool exclusive, bool reverse) {
+  using Acc = typename ScanAccumulator<T>::type;
+  const int64_t lines = outer * inner;
+  for (int64_t line = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       line < lines; line += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = line / inner, i = line % inner;
+    Acc sum = Acc(0);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t j = reverse ? n - 1 - k : k;
+      const int64_t at = (o * n + j) * inner + i;
+      const Acc value = Acc(x[at]);
+      if (exclusive) {
+        y[at] = T(sum);
+        sum = Acc(sum + value);
+      } else {
+        sum = Acc(sum + value);
+        y[at] = T(sum);
+      }
+    }
+  }
+}
+
+} // namespace
+
+KernelOr cuda::createCumsum(const LaunchContext &, const Instruction &inst) {
+  const TensorRef &x = inst.inputs[0];
+  const int64_t rank = int64_t(x.shape.size());
+  int64_t axis = intAttr(inst.attrs, "axis", 0);
+  if (axis < 0)
+    axis += rank;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d < axis)
+      outer *= x.shape[size_t(d)];
+    else if (d > axis)
+      inner *= x.shape[size_t(d)];
+  const int64_t n = x.shape[size_t(axis)];
+  const bool exclusive = intAttr(inst.attrs, "exclusive", 0) != 0;
+  const bool reverse = intAttr(inst.attrs, "reverse", 0) != 0;
+  auto make = [&](auto tag) -> KernelOr {
+    using T = decltype(tag);
+    return makeKernel([=](const LaunchContext &context,
+                          const void *const *inputs, void *const *outputs) {
+      if (outer * inner * n == 0)
+        return Status::ok();
+      launchKernel(cumsumKernel<T>, gridFor(outer * inner), kThreads, 0,
+                   context.stream, static_cast<const T *>(inputs[0]),
+                   static_cast<T *>(outputs[0]), outer, n, inner, exclusive,
+                   reverse);
+      return launchStatus("cumsum");
+    });
+  };
+  switch (x.dtype) {
+  case DType::F32:
+    return make(float());
+  case DType::F64:
+    return make(double());
+  case DType::I32:
+    return make(int32_t());
+  case DType::I64:
+    return make(int64_t());
+  default:
+    return Status::error(std::string("the CUDA backend has no ") +
+                         dtypeName(x.dtype) + " cumsum");
+  }
+}

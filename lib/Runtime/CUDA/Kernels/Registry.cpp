@@ -33,6 +33,7 @@ const Entry kKernels[] = {
     {"copy", createCopy},
     {"cross_entropy", createCrossEntropy},
     {"cross_entropy_backward", createCrossEntropyBackward},
+    {"cumsum", createCumsum},
     {"dropout", createDropout},
     {"elementwise", createElementwise},
     {"gather", createGather},

@@ -775,6 +775,31 @@ def Loom_ReduceSumOp : Loom_ReduceOp<"reduce_sum", Loom_NumericTensor, "Sum",
 def Loom_ReduceMeanOp : Loom_ReduceOp<"reduce_mean", Loom_FloatTensor, "Mean">;
 def Loom_ReduceMaxOp : Loom_ReduceOp<"reduce_max", Loom_NumericTensor, "Maximum">;
 
+def Loom_CumsumOp : Loom_Op<"cumsum", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Cumulative sum along one axis (ONNX CumSum, torch.cumsum)";
+  let description = [{
+    Element `i` along `axis` is the sum of elements `0..i` (`exclusive`:
+    `0..i-1`; `reverse`: from the end, `i..n-1` or `i+1..n-1`), added one
+    after the other in that order in the element type (integers wrap). Its
+    gradient is the cumulative sum of the result's gradient the other way.
+
+    ```mlir
+    %pos = loom.cumsum %mask axis 1 : tensor<8x128xi64>
+    %rev = loom.cumsum %x axis 0 exclusive reverse : tensor<16x4xf32>
+    ```
+  }];
+  let arguments = (ins Loom_NumericTensor:$input, I64Attr:$axis,
+                       UnitAttr:$exclusive, UnitAttr:$reverse);
+  let results = (outs Loom_NumericTensor:$result);
+  let assemblyFormat = [{
+    $input `axis` $axis (`exclusive` $exclusive^)? (`reverse` $reverse^)?
+    attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Neural-network layers
 //===----------------------------------------------------------------------===//
