@@ -510,11 +510,28 @@ private:
       return success();
     RankedTensorType tableType = tensorType(table);
     int64_t axis = gather.getAxis();
+    Value gradient = g();
+    if (std::optional<int64_t> padding = gather.getPaddingIdx()) {
+      // The positions that read the padding row pass no gradient to it (its
+      // index either way round counts).
+      int64_t size = tableType.getDimSize(axis);
+      int64_t row = *padding < 0 ? *padding + size : *padding;
+      Value isPadding = e.compare(CompareDirection::eq, indices,
+                                  e.scalar(indices, double(row)));
+      Value wrapped = e.compare(CompareDirection::eq, indices,
+                                e.scalar(indices, double(row - size)));
+      Value skip = e.b.create<MaximumOp>(e.loc, isPadding, wrapped);
+      // [indices] -> [1 x axis, indices, 1 x trailing], as the gradient.
+      SmallVector<int64_t> shape(axis, 1);
+      llvm::append_range(shape, tensorType(indices).getShape());
+      shape.append(tableType.getRank() - axis - 1, 1);
+      gradient = e.select(e.reshape(skip, shape), e.scalar(g(), 0), g());
+    }
     if (axis == 0) {
       // The table's rows collect the slices of the output's gradient that
       // read them (the kernel wraps negative indices as gather does).
-      ctx.accumulate(table,
-                     e.b.create<ScatterAddOp>(e.loc, tableType, g(), indices));
+      ctx.accumulate(
+          table, e.b.create<ScatterAddOp>(e.loc, tableType, gradient, indices));
       return success();
     }
     // Along another axis: the same with that axis moved to the front of the
@@ -537,7 +554,7 @@ private:
       frontShape.push_back(tableType.getDimSize(dim));
     Value sums =
         e.b.create<ScatterAddOp>(e.loc, tableType.clone(frontShape),
-                                 e.transpose(g(), gradientOrder), indices);
+                                 e.transpose(gradient, gradientOrder), indices);
     SmallVector<int64_t> back(rank);
     for (int64_t position = 0; position < rank; ++position)
       back[toFront[position]] = position;

@@ -118,6 +118,29 @@ func.func @forward() -> tensor<f32> {
 
 // -----
 
+// A lookup with padding_idx 1 (PyTorch's nn.Embedding(padding_idx=1)): the
+// positions that read row 1 (or -9, the same row) pass no gradient.
+// CHECK-LABEL: func.func @forward_grad(
+// CHECK:         %[[IDS:.*]] = loom.constant dense<{{\[}}1, 3, -9]> : tensor<3xi64>
+// CHECK:         %[[ONE:.*]] = loom.constant dense<1> : tensor<i64>
+// CHECK:         %[[ROW:.*]] = loom.compare eq, %[[IDS]], %[[ONE]]
+// CHECK:         %[[MINUS9:.*]] = loom.constant dense<-9> : tensor<i64>
+// CHECK:         %[[WRAPPED:.*]] = loom.compare eq, %[[IDS]], %[[MINUS9]]
+// CHECK:         %[[SKIP:.*]] = loom.maximum %[[ROW]], %[[WRAPPED]] : tensor<3xi1>
+// CHECK:         %[[SKIP2:.*]] = loom.reshape %[[SKIP]] : tensor<3xi1> -> tensor<3x1xi1>
+// CHECK:         %[[KEPT:.*]] = loom.select %[[SKIP2]], %{{.*}}, %{{.*}} : (tensor<3x1xi1>, tensor<f32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+// CHECK:         loom.scatter_add %[[KEPT]][%[[IDS]]] : (tensor<3x4xf32>, tensor<3xi64>) -> tensor<10x4xf32>
+loom.parameter @t trainable : tensor<10x4xf32>
+func.func @forward() -> tensor<f32> {
+  %t = loom.param @t : tensor<10x4xf32>
+  %ids = loom.constant dense<[1, 3, -9]> : tensor<3xi64>
+  %e = loom.gather %t[%ids] padding_idx 1 : (tensor<10x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
+  %l = loom.reduce_sum %e [0, 1] : tensor<3x4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // A strided slice's gradient: each element followed by stride - 1 zeros,
 // cut to the window (1:8 holds 4 elements with stride 2: 7 positions), then
 // padded to the input's length.

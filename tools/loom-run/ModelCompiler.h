@@ -32,6 +32,10 @@ struct TrainCompileOptions {
   /// Parameters whose name this ECMAScript regex matches (search) stay
   /// frozen; empty freezes none.
   std::string freeze;
+  /// --padding-idx REGEX=ROW, in order: the embedding lookups (axis-0
+  /// gathers) of parameters whose name REGEX matches pass no gradient to
+  /// ROW, as torch.nn.Embedding(padding_idx=ROW), which ONNX cannot say.
+  std::vector<std::pair<std::string, int64_t>> paddingIdx;
 };
 
 struct ModelCompileOptions {

@@ -120,6 +120,11 @@ training (--train; docs/design/training.md):
   --weight-decay X    default: sgd 0, adamw 1e-2
   --clip-grad-norm X  clip the gradients' global 2-norm to X
   --freeze REGEX      do not train parameters whose name matches REGEX
+  --padding-idx REGEX=ROW
+                      embedding lookups of the parameters REGEX matches
+                      pass no gradient to row ROW, as PyTorch's
+                      nn.Embedding(padding_idx=ROW), which ONNX exports
+                      drop (repeatable)
   --metrics FILE      one JSON object per step: step, loss, step_ms, samples_per_s
   --save OUT.onnx     write MODEL with its trained initializers
   --save-weights DIR  write the trained parameters and the optimizer state
@@ -183,16 +188,27 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     options.trainingFlag = flag;
     return true;
   }
-  static const char *const kValued[] = {"--labels",       "--loss",
-                                        "--batch-size",   "--steps",
-                                        "--shuffle",      "--grad-accum",
-                                        "--optimizer",    "--lr",
-                                        "--momentum",     "--dampening",
-                                        "--betas",        "--eps",
-                                        "--weight-decay", "--clip-grad-norm",
-                                        "--freeze",       "--metrics",
-                                        "--save",         "--save-weights",
-                                        "--checkpoint",   "--checkpoint-every",
+  static const char *const kValued[] = {"--labels",
+                                        "--loss",
+                                        "--batch-size",
+                                        "--steps",
+                                        "--shuffle",
+                                        "--grad-accum",
+                                        "--optimizer",
+                                        "--lr",
+                                        "--momentum",
+                                        "--dampening",
+                                        "--betas",
+                                        "--eps",
+                                        "--weight-decay",
+                                        "--clip-grad-norm",
+                                        "--freeze",
+                                        "--padding-idx",
+                                        "--metrics",
+                                        "--save",
+                                        "--save-weights",
+                                        "--checkpoint",
+                                        "--checkpoint-every",
                                         "--resume"};
   if (std::find(std::begin(kValued), std::end(kValued), flag) ==
       std::end(kValued))
@@ -261,6 +277,14 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
       error = "--betas expects B1,B2 in [0, 1), got '" + text + "'";
   } else if (flag == "--freeze") {
     compile.freeze = text;
+  } else if (flag == "--padding-idx") {
+    size_t equals = text.rfind('=');
+    int64_t row = 0;
+    if (equals == std::string::npos || equals == 0 ||
+        !parseInt(text.substr(equals + 1), row))
+      error = "--padding-idx expects REGEX=ROW, got '" + text + "'";
+    else
+      compile.paddingIdx.emplace_back(text.substr(0, equals), row);
   } else if (flag == "--metrics") {
     train.metricsPath = text;
   } else if (flag == "--save") {

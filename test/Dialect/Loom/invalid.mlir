@@ -1226,3 +1226,11 @@ func.func @packed_attention_grad_lse(%qkv: tensor<2x16x3x2x8xf32>, %o: tensor<2x
   %g = loom.packed_attention_grad %qkv, %o, %l, %o scale 1.0 : (tensor<2x16x3x2x8xf32>, tensor<2x16x2x8xf32>, tensor<2x2x16xf32>, tensor<2x16x2x8xf32>) -> tensor<2x16x3x2x8xf32>
   return %g : tensor<2x16x3x2x8xf32>
 }
+
+// -----
+
+func.func @gather_padding(%t: tensor<10x4xf32>, %i: tensor<3xi64>) {
+  // expected-error @+1 {{'loom.gather' op padding_idx 10 is outside [-10, 10)}}
+  %0 = loom.gather %t[%i] padding_idx 10 : (tensor<10x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
+  return
+}

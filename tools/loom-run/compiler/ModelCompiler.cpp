@@ -16,10 +16,12 @@
 #include "loom/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include "llvm/Support/SourceMgr.h"
@@ -72,6 +74,118 @@ void addForwardRewrites(PassManager &pm,
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomMixedPrecision(mixed));
 }
 
+/// --padding-idx: marks the embedding lookups (axis-0 gathers reading a
+/// parameter) of the parameters each pattern matches; a pattern that
+/// matches no such lookup is an error, since it would change nothing.
+LogicalResult markPaddingRows(ModuleOp module,
+                              const ::loom::TrainCompileOptions &train,
+                              const std::string &path, std::string &errors) {
+  for (const auto &[text, row] : train.paddingIdx) {
+    std::regex pattern;
+    try {
+      pattern = std::regex(text, std::regex::ECMAScript);
+    } catch (const std::regex_error &) {
+      errors += path + ": error: --padding-idx '" + text +
+                "' is not a valid regular expression";
+      return failure();
+    }
+    int marked = 0;
+    bool failedAny = false;
+    module.walk([&](mlir::loom::GatherOp gather) {
+      auto param = gather.getInput().getDefiningOp<mlir::loom::ParamOp>();
+      if (!param || gather.getAxis() != 0 ||
+          !std::regex_search(param.getName().str(), pattern))
+        return;
+      int64_t rows = gather.getInput().getType().getDimSize(0);
+      if (row < -rows || row >= rows) {
+        errors += path + ": error: --padding-idx " + text + "=" +
+                  std::to_string(row) + ": parameter '" +
+                  param.getName().str() + "' has " + std::to_string(rows) +
+                  " rows";
+        failedAny = true;
+        return;
+      }
+      gather.setPaddingIdx(row);
+      ++marked;
+    });
+    if (failedAny)
+      return failure();
+    if (marked == 0) {
+      errors += path + ": error: --padding-idx '" + text +
+                "' matches no parameter read by an embedding lookup";
+      return failure();
+    }
+  }
+  return success();
+}
+
+/// The rows of an f32 [rows, width] parameter value that are all zeros, or
+/// nothing when the value is not at hand (shapes only, external data).
+SmallVector<int64_t> zeroRows(mlir::loom::ParameterOp parameter) {
+  auto type = dyn_cast<RankedTensorType>(parameter.getType());
+  std::optional<Attribute> value = parameter.getInitialValue();
+  if (!type || !value || type.getRank() != 2 || !type.getElementType().isF32())
+    return {};
+  ArrayRef<float> data;
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(*value)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return {};
+    ArrayRef<char> raw = blob->getData();
+    data = ArrayRef<float>(reinterpret_cast<const float *>(raw.data()),
+                           raw.size() / sizeof(float));
+  } else if (auto dense = dyn_cast<DenseElementsAttr>(*value)) {
+    if (dense.isSplat())
+      return {};
+    ArrayRef<char> raw = dense.getRawData();
+    data = ArrayRef<float>(reinterpret_cast<const float *>(raw.data()),
+                           raw.size() / sizeof(float));
+  }
+  int64_t rows = type.getDimSize(0), width = type.getDimSize(1);
+  if (int64_t(data.size()) != rows * width || width == 0)
+    return {};
+  SmallVector<int64_t> zeros;
+  for (int64_t row = 0; row < rows; ++row)
+    if (llvm::all_of(data.slice(row * width, width),
+                     [](float x) { return x == 0.0f; }))
+      zeros.push_back(row);
+  return zeros;
+}
+
+/// Warns about embedding tables that look like nn.Embedding(padding_idx):
+/// PyTorch zeroes that one row at initialization and never trains it, but
+/// the ONNX export keeps only the lookup, so Loom would train the row.
+void warnAboutPaddingRows(ModuleOp module) {
+  llvm::StringSet<> warned;
+  module.walk([&](mlir::loom::GatherOp gather) {
+    auto param = gather.getInput().getDefiningOp<mlir::loom::ParamOp>();
+    if (!param || gather.getAxis() != 0 || gather.getPaddingIdx() ||
+        warned.contains(param.getName()))
+      return;
+    auto parameter = module.lookupSymbol<mlir::loom::ParameterOp>(
+        param.getNameAttr().getAttr());
+    if (!parameter || !parameter.getTrainable())
+      return;
+    SmallVector<int64_t> zeros = zeroRows(parameter);
+    if (zeros.size() != 1 ||
+        cast<RankedTensorType>(parameter.getType()).getDimSize(0) < 3)
+      return;
+    warned.insert(param.getName());
+    std::string escaped;
+    for (char c : param.getName()) {
+      if (StringRef(".^$|()[]{}*+?\\").contains(c))
+        escaped += '\\';
+      escaped += c;
+    }
+    emitWarning(parameter.getLoc())
+        << "embedding '" << param.getName() << "': row " << zeros.front()
+        << " is all zeros, as nn.Embedding(padding_idx=" << zeros.front()
+        << ") initializes it, and PyTorch never trains that row, which an "
+           "ONNX export cannot say; pass --padding-idx '^"
+        << escaped << "$=" << zeros.front() << "' to train as PyTorch does";
+  });
+}
+
 /// Freezes the parameters --freeze matches, then adds the loss, its
 /// gradients and the optimizer step; keeps only the step.
 LogicalResult buildTrainingStep(ModuleOp module,
@@ -93,6 +207,9 @@ LogicalResult buildTrainingStep(ModuleOp module,
       if (std::regex_search(parameter.getSymName().str(), pattern))
         parameter.setTrainable(false);
   }
+  if (failed(markPaddingRows(module, train, path, errors)))
+    return failure();
+  warnAboutPaddingRows(module);
   if (llvm::none_of(module.getOps<mlir::loom::ParameterOp>(),
                     [](auto parameter) { return parameter.getTrainable(); })) {
     errors += path +

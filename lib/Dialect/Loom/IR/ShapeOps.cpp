@@ -374,6 +374,17 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult GatherOp::verify() {
+  std::optional<int64_t> padding = getPaddingIdx();
+  if (!padding)
+    return success();
+  int64_t size = getInput().getType().getDimSize(getAxis());
+  if (*padding < -size || *padding >= size)
+    return emitOpError() << "padding_idx " << *padding << " is outside [-"
+                         << size << ", " << size << ")";
+  return success();
+}
+
 OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
   auto indices = dyn_cast_or_null<DenseElementsAttr>(adaptor.getIndices());
   if (!indices || indices.getNumElements() > opimpl::kMaxFoldedElements)

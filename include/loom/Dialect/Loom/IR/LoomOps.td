@@ -684,18 +684,26 @@ def Loom_GatherOp : Loom_Op<"gather", [
     of range are a runtime error. An embedding lookup is `axis 0`, the
     default.
 
+    `padding_idx` (PyTorch's `nn.Embedding(padding_idx=...)`, which ONNX
+    cannot express) changes only the gradient: the positions that read
+    that index pass none to the input, so that row is never trained through
+    this lookup. `loom-run --padding-idx` sets it.
+
     ```mlir
     %e = loom.gather %wte[%ids] : (tensor<50257x768xf32>, tensor<8x128xi64>) -> tensor<8x128x768xf32>
+    %p = loom.gather %wte[%ids] padding_idx 0 : (tensor<32000x4096xf32>, tensor<8x128xi64>) -> tensor<8x128x4096xf32>
     ```
   }];
   let arguments = (ins Loom_Tensor:$input, Loom_IndexTensor:$indices,
-                       DefaultValuedAttr<I64Attr, "0">:$axis);
+                       DefaultValuedAttr<I64Attr, "0">:$axis,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs Loom_Tensor:$result);
   let assemblyFormat = [{
-    $input `[` $indices `]` (`axis` $axis^)? attr-dict `:`
-    functional-type(operands, results)
+    $input `[` $indices `]` (`axis` $axis^)? (`padding_idx` $padding_idx^)?
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasFolder = 1;
+  let hasVerifier = 1;
 }
 
 def Loom_ScatterAddOp : Loom_Op<"scatter_add", [
