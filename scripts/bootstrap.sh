@@ -21,7 +21,7 @@ done
 
 runtime_packages=(cmake ninja-build ccache g++ libgtest-dev libopenblas-dev
   libopenblas-openmp-dev libopenmpi-dev openmpi-bin)
-compiler_packages=(python3 libonnx-testdata llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools
+compiler_packages=(python3 python3-venv libonnx-testdata llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools
   libonnx-dev libprotobuf-dev protobuf-compiler python3-onnx python3-numpy
   python3-torch clang-19 libclang-rt-19-dev libomp-19-dev)
 packages=("${runtime_packages[@]}")
@@ -58,6 +58,14 @@ if [[ $mode == runtime ]]; then
     -DLOOM_RUNTIME_ONLY=ON -DLOOM_BUILD_EMULATOR=OFF >/dev/null
 else
   build="${BUILD_DIR:-$root/build}"
+  # onnx 1.17 beside Debian's 1.12, for ONNX's version converter (the opset
+  # 18-21 test models); pinned, from PyPI.
+  if [[ ! -x $build/py-onnx/bin/python ]]; then
+    mkdir -p "$build"
+    /usr/bin/python3 -m venv "$build/py-onnx"
+    "$build/py-onnx/bin/pip" install -q --disable-pip-version-check \
+      onnx==1.17.0
+  fi
   if [[ ! -f $build/build.ninja ]]; then
     cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
   fi

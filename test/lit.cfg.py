@@ -41,3 +41,9 @@ if mpirun:
 import os
 if os.path.exists(os.path.join(config.loom_tools_dir, "loom-run-emulated")):
     config.available_features.add("cuda-emulator")
+
+# A newer onnx than Debian's 1.12 (its version converter makes the opset
+# 18-21 test models): the virtualenv scripts/bootstrap.sh makes.
+if os.path.exists(config.onnx_python):
+    config.available_features.add("onnx-newer")
+    config.substitutions.append(("%onnx_python", config.onnx_python))

@@ -37,9 +37,12 @@ int onnx_import::getSinceVersion(const onnx::NodeProto &node, int64_t opset) {
 }
 
 GraphImporter::GraphImporter(MLIRContext *context, onnx::ModelProto &model,
-                             int64_t opset, StringRef modelPath,
+                             int64_t opset, int64_t schemaOpset,
+                             std::vector<int> nativeVersions,
+                             StringRef modelPath,
                              const ONNXImportOptions &options)
-    : context(context), model(model), opset(opset), modelPath(modelPath),
+    : context(context), model(model), opset(opset), schemaOpset(schemaOpset),
+      nativeVersions(std::move(nativeVersions)), modelPath(modelPath),
       options(options), tensors(context, modelPath, options), builder(context) {
   registerElementwiseConverters(converters);
   registerShapeConverters(converters);
@@ -190,7 +193,9 @@ LogicalResult GraphImporter::checkAgainstONNXType(Value value, StringRef name,
 LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
                                         unsigned index) {
   Location loc = getNodeLoc(context, node);
-  int since = getSinceVersion(node, opset);
+  int since = index < nativeVersions.size() && nativeVersions[index] != 0
+                  ? nativeVersions[index]
+                  : getSinceVersion(node, schemaOpset);
   std::string prefix;
   {
     llvm::raw_string_ostream os(prefix);

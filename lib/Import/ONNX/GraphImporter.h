@@ -19,7 +19,12 @@ namespace onnx_import {
 /// located at their node names, outputs the function results.
 class GraphImporter {
 public:
+  /// `opset` is the model's (errors name it, converters read it);
+  /// `schemaOpset` the one libonnx's schemas are looked up at, and
+  /// `nativeVersions` the op version of each node that has none there
+  /// (OpsetAdapter.h; 0: libonnx's).
   GraphImporter(MLIRContext *context, onnx::ModelProto &model, int64_t opset,
+                int64_t schemaOpset, std::vector<int> nativeVersions,
                 llvm::StringRef modelPath, const ONNXImportOptions &options);
 
   OwningOpRef<ModuleOp> run();
@@ -37,7 +42,8 @@ private:
 
   MLIRContext *context;
   onnx::ModelProto &model;
-  int64_t opset;
+  int64_t opset, schemaOpset;
+  std::vector<int> nativeVersions;
   std::string modelPath;
   const ONNXImportOptions &options;
   TensorLoader tensors;

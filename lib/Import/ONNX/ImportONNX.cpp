@@ -9,6 +9,7 @@
 #include "loom/Import/ONNX/ImportONNX.h"
 
 #include "GraphImporter.h"
+#include "OpsetAdapter.h"
 
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -38,6 +39,7 @@ private:
   LogicalResult findOpset();
   LogicalResult bindInputShapes();
   LogicalResult fixDimensions();
+  LogicalResult adaptNewerOpset();
   LogicalResult validateNodes();
   LogicalResult inferShapes();
 
@@ -48,7 +50,11 @@ private:
   const ONNXImportOptions &options;
   Location fileLoc;
   onnx::ModelProto model;
-  int64_t opset = 0;
+  /// The model's default-domain opset, and the one libonnx's schemas are
+  /// looked up at (17 for a model adapted from a newer opset).
+  int64_t opset = 0, schemaOpset = 0;
+  /// How a newer opset was adapted (empty for opsets libonnx knows).
+  OpsetAdaptation adaptation;
   /// --dim values plus the sizes bound from concrete input shapes.
   llvm::StringMap<int64_t> dims;
 };
@@ -97,10 +103,23 @@ LogicalResult ModelImport::findOpset() {
                        .Map()
                        .at(onnx::ONNX_DOMAIN)
                        .second;
-  if (opset > newest)
+  if (opset > std::max<int64_t>(newest, kNewestOpset))
     return emitError() << "the model uses opset " << opset
-                       << ", newer than this ONNX library knows (" << newest
-                       << ")";
+                       << ", newer than Loom imports (" << kNewestOpset << ")";
+  schemaOpset = std::min<int64_t>(opset, newest);
+  return success();
+}
+
+/// Opsets newer than libonnx's (17): adapted node by node onto its schemas
+/// (OpsetAdapter.h).
+LogicalResult ModelImport::adaptNewerOpset() {
+  if (opset <= schemaOpset)
+    return success();
+  FailureOr<OpsetAdaptation> adapted = adaptOpset(model, opset, context);
+  if (failed(adapted))
+    return failure();
+  adaptation = std::move(*adapted);
+  schemaOpset = kAdaptedOpset;
   return success();
 }
 
@@ -241,7 +260,7 @@ LogicalResult ModelImport::validateNodes() {
   registerIndexingConverters(converters);
   registerEinsumConverter(converters);
   registerConvConverter(converters);
-  for (const onnx::NodeProto &node : model.graph().node()) {
+  for (auto [index, node] : llvm::enumerate(model.graph().node())) {
     Location loc = getNodeLoc(context, node);
     auto prefix = [&]() {
       return mlir::emitError(loc)
@@ -250,9 +269,20 @@ LogicalResult ModelImport::validateNodes() {
     };
     if (!node.domain().empty() && node.domain() != "ai.onnx")
       return prefix() << "domain '" << node.domain()
-                      << "' is not supported (only the default ONNX domain)";
+                      << "' is not supported (only the default ONNX domain "
+                         "and the model's local functions)";
+    if (index < adaptation.nativeVersions.size() &&
+        adaptation.nativeVersions[index] != 0) {
+      // A newer op version with no opset-17 form: its converter checks it.
+      int since = adaptation.nativeVersions[index];
+      if (converters.lookup(node.op_type(), since))
+        continue;
+      return prefix() << node.op_type() << "-" << since
+                      << " (the version at opset " << opset
+                      << ") is not supported";
+    }
     const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
-        node.op_type(), static_cast<int>(opset), node.domain());
+        node.op_type(), static_cast<int>(schemaOpset), node.domain());
     if (!schema)
       return prefix() << "ONNX has no op '" << node.op_type() << "' at opset "
                       << opset;
@@ -283,15 +313,42 @@ LogicalResult ModelImport::validateNodes() {
 LogicalResult ModelImport::inferShapes() {
   // Strict mode: shape contradictions in the model are errors, reported by
   // ONNX with the offending node.
-  onnx::ShapeInferenceOptions inferenceOptions(/*check_type_val=*/true,
-                                               /*strict_mode_val=*/1,
-                                               /*data_prop_val=*/false);
+  // A model adapted from a newer opset may hold nodes libonnx cannot
+  // infer (Gelu-20, an uneven Split-18): those are skipped, and Loom's own
+  // type inference covers them.
+  onnx::ShapeInferenceOptions inferenceOptions(
+      /*check_type_val=*/true,
+      /*strict_mode_val=*/adaptation.lenientInference ? 0 : 1,
+      /*data_prop_val=*/false);
+  // Nodes kept at a version libonnx does not know are hidden from it in a
+  // domain of their own while it infers.
+  onnx::GraphProto &graph = *model.mutable_graph();
+  auto hideNative = [&](bool hide) {
+    bool any = false;
+    for (auto [index, version] : llvm::enumerate(adaptation.nativeVersions))
+      if (version != 0) {
+        graph.mutable_node(int(index))->set_domain(hide ? "loom.native" : "");
+        any = true;
+      }
+    if (!any)
+      return;
+    if (hide) {
+      onnx::OperatorSetIdProto *entry = model.add_opset_import();
+      entry->set_domain("loom.native");
+      entry->set_version(1);
+    } else {
+      model.mutable_opset_import()->RemoveLast();
+    }
+  };
+  hideNative(true);
   try {
     onnx::shape_inference::InferShapes(
         model, onnx::OpSchemaRegistry::Instance(), inferenceOptions);
   } catch (const std::exception &error) {
+    hideNative(false);
     return emitError() << "ONNX shape inference failed: " << error.what();
   }
+  hideNative(false);
   return success();
 }
 
@@ -300,10 +357,13 @@ OwningOpRef<ModuleOp> ModelImport::run(StringRef bytes, bool isText) {
   // the targeted handlers still ends as an error, never as a crash.
   try {
     if (failed(parse(bytes, isText)) || failed(findOpset()) ||
-        failed(fixDimensions()) || failed(validateNodes()) ||
-        failed(inferShapes()))
+        failed(inlineLocalFunctions(model, context)) ||
+        failed(fixDimensions()) || failed(adaptNewerOpset()) ||
+        failed(validateNodes()) || failed(inferShapes()))
       return nullptr;
-    return GraphImporter(context, model, opset, modelPath, options).run();
+    return GraphImporter(context, model, opset, schemaOpset,
+                         adaptation.nativeVersions, modelPath, options)
+        .run();
   } catch (const std::exception &error) {
     emitError() << "ONNX library error: " << error.what();
     return nullptr;

@@ -238,12 +238,22 @@ static LogicalResult convertSplit(NodeContext &ctx) {
     if (sizes.size() != pieces)
       return ctx.emitError() << "split gives " << sizes.size() << " sizes for "
                              << pieces << " outputs";
-  } else {
-    if (size % pieces != 0)
+  } else if (size % pieces == 0) {
+    sizes.assign(pieces, size / pieces);
+  } else if (ctx.getOpset() >= 18) {
+    // Split-18 (`num_outputs`): parts of ceil(size / pieces), the last one
+    // smaller.
+    int64_t part = (size + pieces - 1) / pieces;
+    int64_t last = size - part * (pieces - 1);
+    if (last <= 0)
       return ctx.emitError()
              << "cannot split dimension " << *axis << " of size " << size
-             << " into " << pieces << " equal parts";
-    sizes.assign(pieces, size / pieces);
+             << " into " << pieces << " parts of " << part;
+    sizes.assign(pieces - 1, part);
+    sizes.push_back(last);
+  } else {
+    return ctx.emitError() << "cannot split dimension " << *axis << " of size "
+                           << size << " into " << pieces << " equal parts";
   }
   SmallVector<Type> types;
   for (int64_t piece : sizes) {
@@ -534,7 +544,7 @@ void onnx_import::registerShapeConverters(ConverterRegistry &registry) {
   registry.add("Slice", {13}, convertSlice);
   registry.add("Gather", {13}, convertGather);
   registry.add("Concat", {13}, convertConcat);
-  registry.add("Split", {13}, convertSplit);
+  registry.add("Split", {13, 18}, convertSplit);
   registry.add("Unsqueeze", {13}, convertUnsqueeze);
   registry.add("Squeeze", {13}, convertSqueeze);
   registry.add("Expand", {13}, convertExpand);
