@@ -5,6 +5,7 @@ logits compared with PyTorch's, and a short AdamW run compared step by step.
     zoo.py OUT_DIR --loom-run BIN [--families llama,neox,opt,bert,vit]
            [--opsets 14,17] [--steps 10] [--source repo|hf] [--rtol 1e-4]
            [--onnx-python PY]
+    zoo.py OUT_DIR --loom-run BIN --from-dir DIR
 
 --source repo (default) builds examples/zoo/models.py's models; --source hf
 builds the same families from Hugging Face `transformers` (random weights,
@@ -28,6 +29,10 @@ Opsets newer than 17 (the newest torch 1.13 exports) are made as the
 newer exporters' would be: exported at 17, then upgraded by ONNX's own
 version converter, run with --onnx-python PY, an interpreter with onnx
 1.15 or newer (scripts/bootstrap.sh makes one in build/py-onnx).
+
+--from-dir DIR checks the models examples/zoo/export_current.py wrote with
+a current PyTorch's default exporter (torch.export-based, opset 18+) on a
+machine that has one, against the references it saved there.
 
 Prints one table row per (family, opset) and exits 1 when any check fails.
 """
@@ -212,6 +217,75 @@ def check(family, opset, args, out):
     return True, logits_error, train_error, ""
 
 
+def check_exported(directory, args):
+    """check() for a model export_current.py wrote (model, references and
+    PyTorch's losses in `directory`)."""
+    with open(os.path.join(directory, "meta.json")) as f:
+        meta = json.load(f)
+    path = os.path.join(directory, "model.onnx")
+    files = []
+    for name in meta["inputs"]:
+        files += ["--input", name + "=" + os.path.join(directory,
+                                                       name + ".npy")]
+    out = os.path.join(args.out_dir, os.path.basename(directory))
+    os.makedirs(out, exist_ok=True)
+    code, said = run([args.loom_run, path, "--output-dir",
+                      os.path.join(out, "out")] + files)
+    if code != 0:
+        return meta, False, None, None, said.strip().splitlines()[-1]
+    reference = np.load(os.path.join(directory, "logits.npy"))
+    logits = np.load(os.path.join(out, "out", "logits.npy"))
+    logits_error = float(np.abs(logits - reference).max() /
+                         np.abs(reference).max())
+    files = []
+    for name in meta["inputs"]:
+        files += ["--input", name + "=" + os.path.join(
+            directory, "data." + name + ".npy")]
+    for name, row in meta["padding"].items():
+        files += ["--padding-idx", "^%s$=%d" % (name.replace(".", r"\."),
+                                                row)]
+    with open(os.path.join(directory, "losses.json")) as f:
+        torch_losses = json.load(f)
+    metrics = os.path.join(out, "metrics.jsonl")
+    code, said = run([args.loom_run, path, "--train", "--labels",
+                      os.path.join(directory, "labels.npy"), "--batch-size",
+                      str(meta["batch"]), "--steps", str(len(torch_losses)),
+                      "--optimizer", "adamw", "--lr", "1e-3", "--eps",
+                      "1e-5", "--weight-decay", "0.01", "--metrics",
+                      metrics] + files)
+    if code != 0:
+        return meta, True, logits_error, None, said.strip().splitlines()[-1]
+    loom_losses = [json.loads(line)["loss"] for line in open(metrics)]
+    train_error = max(abs(a - b) / abs(b)
+                      for a, b in zip(loom_losses, torch_losses))
+    return meta, True, logits_error, train_error, ""
+
+
+def main_from_dir(args):
+    print("%-12s %-6s %-9s %-14s %-14s %s" % (
+        "model", "opset", "imported", "logits", "trains", ""))
+    failures = total = 0
+    for entry in sorted(os.listdir(args.from_dir)):
+        directory = os.path.join(args.from_dir, entry)
+        if not os.path.exists(os.path.join(directory, "meta.json")):
+            continue
+        total += 1
+        meta, imported, logits, train, note = check_exported(directory, args)
+        ok_logits = logits is not None and logits <= args.rtol
+        ok_train = train is not None and train <= args.rtol
+        failures += not (imported and ok_logits and ok_train)
+        print("%-12s %-6d %-9s %-14s %-14s %s" % (
+            entry, meta["opset"], "yes" if imported else "NO",
+            "-" if logits is None else "%s %.1e" % (
+                "match" if ok_logits else "MISMATCH", logits),
+            "-" if train is None else "%s %.1e" % (
+                "match" if ok_train else "MISMATCH", train), note),
+            flush=True)
+    print("%s: %d of %d models fail" % ("FAILED" if failures else "all pass",
+                                        failures, total))
+    return 1 if failures or not total else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir")
@@ -224,7 +298,12 @@ def main():
     parser.add_argument("--onnx-python",
                         help="an interpreter with onnx >= 1.15, for opsets "
                         "newer than 17")
+    parser.add_argument("--from-dir",
+                        help="check the models export_current.py wrote "
+                        "there (a current PyTorch's exporter) instead")
     args = parser.parse_args()
+    if args.from_dir:
+        return main_from_dir(args)
     print("%-7s %-6s %-9s %-14s %-14s %s" % (
         "family", "opset", "imported", "logits", "trains", ""))
     failures = 0

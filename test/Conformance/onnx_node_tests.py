@@ -75,7 +75,8 @@ SUPPORTED_OPS = frozenset([
     "IsNaN", "IsInf", "Not", "And", "Or", "Xor", "Max", "Min", "Sum", "Mean",
     "Clip", "Mod",
     # IndexingConverters.cpp, EinsumConverter.cpp, ConvConverter.cpp
-    "CumSum", "GatherElements", "ScatterElements", "ArgMax", "ArgMin",
+    "CumSum", "GatherElements", "GatherND", "ScatterElements", "ArgMax",
+    "ArgMin", "CastLike",
     "Einsum", "Conv",
     # NNConverters.cpp
     "MatMul", "Gemm", "Softmax", "LogSoftmax", "LayerNormalization",

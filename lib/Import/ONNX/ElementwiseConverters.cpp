@@ -276,6 +276,18 @@ static LogicalResult convertCast(NodeContext &ctx) {
       ctx.create<CastOp>(ctx.getInput(0), {}, type.clone(element)));
 }
 
+/// CastLike: a Cast to the element type of the second input.
+static LogicalResult convertCastLike(NodeContext &ctx) {
+  Type element = ctx.getInputType(1).getElementType();
+  RankedTensorType type = ctx.getInputType(0);
+  if (type.getElementType() == element) {
+    ctx.setOutput(0, ctx.getInput(0));
+    return success();
+  }
+  return ctx.setResult(
+      ctx.create<CastOp>(ctx.getInput(0), {}, type.clone(element)));
+}
+
 void onnx_import::registerElementwiseConverters(ConverterRegistry &registry) {
   registry.add("Sqrt", {13}, convertUnary<SqrtOp>);
   registry.add("Reciprocal", {13}, convertUnary<ReciprocalOp>);
@@ -316,4 +328,5 @@ void onnx_import::registerElementwiseConverters(ConverterRegistry &registry) {
   registry.add("GreaterOrEqual", {16}, convertCompare<CompareDirection::ge>);
   registry.add("Where", {9, 16}, convertWhere);
   registry.add("Cast", {13}, convertCast);
+  registry.add("CastLike", {15}, convertCastLike);
 }

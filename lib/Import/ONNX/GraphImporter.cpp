@@ -350,6 +350,34 @@ void GraphImporter::warnAboutTiedInitializers() {
   }
 }
 
+void GraphImporter::warnAboutFoldedParameters() {
+  // PyTorch's torch.export-based exporter optimizes the graph by default:
+  // it stores a Linear weight transposed, a lookup of constant positions
+  // as its result, and equal initializers once, under names `val_N` (or
+  // the op's), none of which trains like the parameter it came from.
+  if (model.producer_name() != "pytorch")
+    return;
+  SmallVector<StringRef> folded;
+  for (ParameterOp parameter : module->getOps<ParameterOp>()) {
+    StringRef name = parameter.getSymName();
+    if (parameter.getTrainable() && name.starts_with("val_") &&
+        llvm::all_of(name.drop_front(4),
+                     [](char c) { return llvm::isDigit(c); }))
+      folded.push_back(name);
+  }
+  if (folded.empty())
+    return;
+  auto shown = ArrayRef<StringRef>(folded).take_front(3);
+  emitWarning(NameLoc::get(StringAttr::get(context, folded.front())))
+      << folded.size() << " trainable initializer(s) have no parameter name ('"
+      << llvm::join(shown, "', '") << "'"
+      << (folded.size() > shown.size() ? ", ..." : "")
+      << "): PyTorch's optimized export folds parameters into new constants "
+         "(Linear weights transposed, lookups of constant positions, equal "
+         "initializers merged), which do not train like the model; export "
+         "with torch.onnx.export(..., dynamo=True, optimize=False)";
+}
+
 OwningOpRef<ModuleOp> GraphImporter::run() {
   module = ModuleOp::create(FileLineColLoc::get(context, modelPath, 0, 0));
   symbols = std::make_unique<SymbolTable>(*module);
@@ -368,8 +396,10 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     return nullptr;
   eraseDeadCode();
   markTrainableParameters();
-  if (options.warnTiedInitializers)
+  if (options.warnTiedInitializers) {
     warnAboutTiedInitializers();
+    warnAboutFoldedParameters();
+  }
   if (failed(mlir::verify(*module)))
     return nullptr;
   return std::move(module);

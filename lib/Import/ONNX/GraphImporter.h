@@ -39,6 +39,7 @@ private:
   void eraseDeadCode();
   void markTrainableParameters();
   void warnAboutTiedInitializers();
+  void warnAboutFoldedParameters();
 
   MLIRContext *context;
   onnx::ModelProto &model;

@@ -110,16 +110,16 @@ LogicalResult ModelImport::findOpset() {
   return success();
 }
 
-/// Opsets newer than libonnx's (17): adapted node by node onto its schemas
-/// (OpsetAdapter.h).
+/// Opsets newer than libonnx's (17): adapted node by node onto its schemas;
+/// sequence idioms fused (OpsetAdapter.h).
 LogicalResult ModelImport::adaptNewerOpset() {
-  if (opset <= schemaOpset)
-    return success();
-  FailureOr<OpsetAdaptation> adapted = adaptOpset(model, opset, context);
+  FailureOr<OpsetAdaptation> adapted =
+      adaptModel(model, opset, schemaOpset, context);
   if (failed(adapted))
     return failure();
   adaptation = std::move(*adapted);
-  schemaOpset = kAdaptedOpset;
+  if (opset > schemaOpset)
+    schemaOpset = kAdaptedOpset;
   return success();
 }
 

@@ -184,6 +184,80 @@ static LogicalResult convertScatterElements(NodeContext &ctx) {
   return ops.setOutput(0, ops.select(hit, sums, data));
 }
 
+/// GatherND: each index vector (the last dimension of `indices`) picks a
+/// slice of the data below its `batch_dims` leading dimensions; as a
+/// gather of rows of the data flattened to [batches x indexed, rest]: the
+/// row is the batch's offset plus the index vector times the indexed
+/// dimensions' strides (out-of-range vectors map past the end, which the
+/// gather reports).
+static LogicalResult convertGatherND(NodeContext &ctx) {
+  RankedTensorType dataType = ctx.getInputType(0);
+  RankedTensorType indexType = ctx.getInputType(1);
+  ArrayRef<int64_t> data = dataType.getShape(), index = indexType.getShape();
+  int64_t batchDims = ctx.getInt("batch_dims", 0);
+  if (index.empty())
+    return ctx.emitError() << "indices must have rank 1 or more";
+  int64_t depth = index.back();
+  if (batchDims < 0 || batchDims + depth > int64_t(data.size()) ||
+      batchDims >= int64_t(index.size()))
+    return ctx.emitError() << "batch_dims " << batchDims << " and index depth "
+                           << depth << " do not fit data " << dataType
+                           << " and indices " << indexType;
+  for (int64_t dim = 0; dim < batchDims; ++dim)
+    if (index[dim] != data[dim])
+      return ctx.emitError()
+             << "batch dimension " << dim << " differs: " << index[dim]
+             << " vs " << data[dim];
+  ArrayRef<int64_t> batch = data.take_front(batchDims);
+  ArrayRef<int64_t> indexed = data.slice(batchDims, depth);
+  ArrayRef<int64_t> rest = data.drop_front(batchDims + depth);
+  int64_t batches = product(batch), cells = product(indexed);
+  int64_t rows = batches * cells, width = product(rest);
+  SmallVector<int64_t> strides(depth, 1);
+  for (int64_t j = depth - 2; j >= 0; --j)
+    strides[j] = strides[j + 1] * indexed[j + 1];
+  OpChain ops(ctx);
+  Type i64 = ctx.getBuilder().getI64Type();
+  Value indices = ops.cast(ctx.getInput(1), i64);
+  Value sizes = ops.indices({depth}, indexed);
+  Value zero = ops.scalar(i64, 0);
+  Value wrapped = ops.select(ops.compare(CompareDirection::lt, indices, zero),
+                             ops.make<AddOp>({indices, sizes}), indices);
+  Value inRange =
+      ops.make<MinimumOp>({ops.compare(CompareDirection::ge, wrapped, zero),
+                           ops.compare(CompareDirection::lt, wrapped, sizes)});
+  int64_t last = index.size() - 1;
+  // All of a vector's indices in range: the min over them.
+  Value valid = ops.compare(
+      CompareDirection::ne,
+      ops.reduce(
+          "max",
+          ops.cast(ops.compare(CompareDirection::eq, inRange,
+                               ops.scalar(ctx.getBuilder().getI1Type(), 0)),
+                   i64),
+          {last}, /*keepdims=*/false),
+      ops.scalar(i64, 1));
+  Value within = ops.reduce(
+      "sum", ops.make<MulOp>({wrapped, ops.indices({depth}, strides)}), {last},
+      /*keepdims=*/false);
+  SmallVector<int64_t> vectors(index.drop_back());
+  if (batchDims > 0) {
+    // Each batch's first row: a constant over [batch, 1, ...].
+    SmallVector<int64_t> offsetShape(batch);
+    offsetShape.append(vectors.size() - batchDims, 1);
+    SmallVector<int64_t> offsets(batches);
+    for (int64_t k = 0; k < batches; ++k)
+      offsets[k] = k * cells;
+    within = ops.make<AddOp>({within, ops.indices(offsetShape, offsets)});
+  }
+  Value positions = ops.select(valid, within, ops.scalar(i64, double(rows)));
+  Value table = ops.reshape(ctx.getInput(0), {rows, width});
+  Value picked = ops.make<GatherOp>({table, positions});
+  SmallVector<int64_t> shape(vectors);
+  shape.append(rest.begin(), rest.end());
+  return ops.setOutput(0, ops.reshape(picked, shape));
+}
+
 /// ArgMax and ArgMin: the first (or, with select_last_index, the last)
 /// position along `axis` that holds the extreme value; NaN counts as the
 /// extreme, as in torch.argmax. ArgMin maximizes -x (floats) or -1 - x
@@ -238,6 +312,7 @@ template <bool IsMax> static LogicalResult convertArgExtreme(NodeContext &ctx) {
 void onnx_import::registerIndexingConverters(ConverterRegistry &registry) {
   registry.add("CumSum", {11, 14}, convertCumSum);
   registry.add("GatherElements", {11, 13}, convertGatherElements);
+  registry.add("GatherND", {11, 12, 13}, convertGatherND);
   registry.add("ScatterElements", {11, 13, 16}, convertScatterElements);
   registry.add("ArgMax", {11, 12, 13}, convertArgExtreme<true>);
   registry.add("ArgMin", {11, 12, 13}, convertArgExtreme<false>);

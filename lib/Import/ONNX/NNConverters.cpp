@@ -193,8 +193,10 @@ static LogicalResult convertReduceWithAttr(NodeContext &ctx) {
   return buildReduce<OpTy>(ctx, ctx.getInts("axes"));
 }
 
-/// ReduceSum-13 takes `axes` as an optional input.
-static LogicalResult convertReduceSum(NodeContext &ctx) {
+/// ReduceSum-13, and the other reductions from version 18 on, take `axes`
+/// as an optional input (a constant; computed from constants is fine).
+template <typename OpTy>
+static LogicalResult convertReduceWithInput(NodeContext &ctx) {
   std::optional<SmallVector<int64_t>> axes;
   if (ctx.hasInput(1)) {
     FailureOr<SmallVector<int64_t>> given = ctx.getConstantInts(1, "axes");
@@ -207,7 +209,7 @@ static LogicalResult convertReduceSum(NodeContext &ctx) {
     ctx.setOutput(0, ctx.getInput(0));
     return success();
   }
-  return buildReduce<ReduceSumOp>(ctx, axes);
+  return buildReduce<OpTy>(ctx, axes);
 }
 
 /// Dropout is the identity at inference (no `training_mode`, or false); in
@@ -315,8 +317,10 @@ void onnx_import::registerNNConverters(ConverterRegistry &registry) {
   registry.add("LogSoftmax", {13}, convertSoftmax<LogSoftmaxOp>);
   registry.add("LayerNormalization", {17}, convertLayerNorm);
   registry.add("ReduceMean", {13}, convertReduceWithAttr<ReduceMeanOp>);
+  registry.add("ReduceMean", {18}, convertReduceWithInput<ReduceMeanOp>);
   registry.add("ReduceMax", {13}, convertReduceWithAttr<ReduceMaxOp>);
-  registry.add("ReduceSum", {13}, convertReduceSum);
+  registry.add("ReduceMax", {18, 20}, convertReduceWithInput<ReduceMaxOp>);
+  registry.add("ReduceSum", {13}, convertReduceWithInput<ReduceSumOp>);
   registry.add("Dropout", {13}, convertDropout);
   registry.add("SoftmaxCrossEntropyLoss", {13}, convertSoftmaxCrossEntropy);
 }

@@ -17,6 +17,17 @@ using namespace mlir::loom::onnx_import;
 
 namespace {
 
+/// The attribute that marks a node kept at its own op version until the
+/// adaptation ends (then it is removed and the versions are returned).
+constexpr const char *kNativeVersion = "loom.native_version";
+
+void markNative(onnx::NodeProto &node, int version) {
+  onnx::AttributeProto *attribute = node.add_attribute();
+  attribute->set_name(kNativeVersion);
+  attribute->set_type(onnx::AttributeProto::INT);
+  attribute->set_i(version);
+}
+
 /// How a node at a newer op version becomes a node libonnx's opset-17
 /// schemas describe.
 enum class Adaptation {
@@ -193,11 +204,9 @@ public:
         constants[node.output(0)] = &node;
   }
 
-  FailureOr<OpsetAdaptation> run() {
-    OpsetAdaptation result;
+  LogicalResult run() {
     onnx::GraphProto &graph = *model.mutable_graph();
     for (onnx::NodeProto &node : *graph.mutable_node()) {
-      result.nativeVersions.push_back(0);
       if (!node.domain().empty() && node.domain() != "ai.onnx")
         continue;
       const Change *change = newestChange(node.op_type(), opset);
@@ -222,13 +231,11 @@ public:
             return error(node)
                    << "num_outputs is " << count->i() << " but the node has "
                    << node.output_size() << " outputs";
-          result.nativeVersions.back() = change->since;
-          result.lenientInference = true;
+          markNative(node, change->since);
         }
         break;
       case Adaptation::Native:
-        result.nativeVersions.back() = change->since;
-        result.lenientInference = true;
+        markNative(node, change->since);
         break;
       case Adaptation::Unsupported:
         return error(node) << node.op_type() << "-" << change->since
@@ -239,7 +246,7 @@ public:
     for (onnx::OperatorSetIdProto &entry : *model.mutable_opset_import())
       if (entry.domain().empty() || entry.domain() == "ai.onnx")
         entry.set_version(kAdaptedOpset);
-    return result;
+    return success();
   }
 
 private:
@@ -270,9 +277,12 @@ private:
     std::vector<int64_t> axes;
     if (node.input_size() > 1 && !node.input(1).empty()) {
       std::optional<std::vector<int64_t>> given = constantInts(node.input(1));
-      if (!given)
-        return error(node) << "axes (input 1, '" << node.input(1)
-                           << "') must be a compile-time constant";
+      if (!given) {
+        // Computed from constants further up (a Reshape of them, say):
+        // the converter folds that, at the node's own version.
+        markNative(node, change.since);
+        return success();
+      }
       axes = *given;
     }
     if (node.input_size() > 1)
@@ -423,12 +433,108 @@ private:
   static constexpr int64_t kMaxInlinedNodes = 1 << 22;
 };
 
+/// torch.export writes `x.split(n)` as SplitToSequence and one SequenceAt
+/// per piece. Where every user of the sequence is a SequenceAt at a
+/// constant position, the pair becomes one SplitToSequence node (kept at
+/// version 11: its converter splits) whose outputs are those pieces, at the
+/// positions its `loom.positions` attribute lists.
+void fuseSplitSequences(onnx::ModelProto &model) {
+  onnx::GraphProto &graph = *model.mutable_graph();
+  llvm::StringMap<const onnx::TensorProto *> initializers;
+  for (const onnx::TensorProto &tensor : graph.initializer())
+    initializers[tensor.name()] = &tensor;
+  llvm::StringMap<const onnx::NodeProto *> constants;
+  llvm::StringMap<std::vector<int>> users;
+  for (int index = 0; index < graph.node_size(); ++index) {
+    const onnx::NodeProto &node = graph.node(index);
+    if (node.op_type() == "Constant" && node.output_size() == 1)
+      constants[node.output(0)] = &node;
+    for (const std::string &input : node.input())
+      users[input].push_back(index);
+  }
+  auto constantInt = [&](const std::string &name) -> std::optional<int64_t> {
+    std::optional<std::vector<int64_t>> values;
+    if (const onnx::TensorProto *tensor = initializers.lookup(name))
+      values = tensorInts(*tensor);
+    else if (const onnx::NodeProto *node = constants.lookup(name))
+      if (const onnx::AttributeProto *value = findAttribute(*node, "value"))
+        values = tensorInts(value->t());
+    if (!values || values->size() != 1)
+      return std::nullopt;
+    return values->front();
+  };
+  std::vector<bool> erase(graph.node_size(), false);
+  bool fused = false;
+  for (int index = 0; index < graph.node_size(); ++index) {
+    onnx::NodeProto &split = *graph.mutable_node(index);
+    if (split.op_type() != "SplitToSequence" || !split.domain().empty() ||
+        split.output_size() != 1)
+      continue;
+    std::vector<int> readers = users.lookup(split.output(0));
+    bool fusible = !readers.empty();
+    std::vector<int64_t> positions;
+    std::vector<std::string> outputs;
+    for (int reader : readers) {
+      const onnx::NodeProto &at = graph.node(reader);
+      std::optional<int64_t> position;
+      if (at.op_type() == "SequenceAt" && at.input_size() == 2 &&
+          at.input(0) == split.output(0))
+        position = constantInt(at.input(1));
+      if (!position) {
+        fusible = false;
+        break;
+      }
+      positions.push_back(*position);
+      outputs.push_back(at.output(0));
+    }
+    for (const onnx::ValueInfoProto &output : graph.output())
+      fusible &= output.name() != split.output(0);
+    if (!fusible)
+      continue;
+    for (int reader : readers)
+      erase[reader] = true;
+    split.clear_output();
+    for (const std::string &output : outputs)
+      split.add_output(output);
+    onnx::AttributeProto *attribute = split.add_attribute();
+    attribute->set_name("loom.positions");
+    attribute->set_type(onnx::AttributeProto::INTS);
+    for (int64_t position : positions)
+      attribute->add_ints(position);
+    markNative(split, 11);
+    fused = true;
+  }
+  if (!fused)
+    return;
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  for (int index = 0; index < graph.node_size(); ++index)
+    if (!erase[index])
+      *kept.Add() = graph.node(index);
+  graph.mutable_node()->Swap(&kept);
+}
+
 } // namespace
 
-FailureOr<OpsetAdaptation> onnx_import::adaptOpset(onnx::ModelProto &model,
+FailureOr<OpsetAdaptation> onnx_import::adaptModel(onnx::ModelProto &model,
                                                    int64_t opset,
+                                                   int64_t libonnxOpset,
                                                    MLIRContext *context) {
-  return Adapter(model, opset, context).run();
+  fuseSplitSequences(model);
+  if (opset > libonnxOpset && failed(Adapter(model, opset, context).run()))
+    return failure();
+  OpsetAdaptation result;
+  for (onnx::NodeProto &node : *model.mutable_graph()->mutable_node()) {
+    result.nativeVersions.push_back(0);
+    auto *attributes = node.mutable_attribute();
+    for (int i = 0; i < attributes->size(); ++i)
+      if (attributes->Get(i).name() == kNativeVersion) {
+        result.nativeVersions.back() = int(attributes->Get(i).i());
+        result.lenientInference = true;
+        attributes->DeleteSubrange(i, 1);
+        break;
+      }
+  }
+  return result;
 }
 
 LogicalResult onnx_import::inlineLocalFunctions(onnx::ModelProto &model,

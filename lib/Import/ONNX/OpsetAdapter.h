@@ -40,10 +40,13 @@ struct OpsetAdaptation {
   bool lenientInference = false;
 };
 
-/// Rewrites `model` (default-domain opset `opset`, 18..kNewestOpset) into
-/// opset kAdaptedOpset. Errors are emitted at the node, as the importer
-/// reports them, naming the op version that cannot be adapted.
-FailureOr<OpsetAdaptation> adaptOpset(onnx::ModelProto &model, int64_t opset,
+/// Fuses SplitToSequence + SequenceAt (torch.export's `x.split(n)`) into
+/// one node with a converter, and, when `opset` (the model's default-domain
+/// opset, up to kNewestOpset) is newer than `libonnxOpset`, rewrites the
+/// model into opset kAdaptedOpset. Errors are emitted at the node, as the
+/// importer reports them, naming the op version that cannot be adapted.
+FailureOr<OpsetAdaptation> adaptModel(onnx::ModelProto &model, int64_t opset,
+                                      int64_t libonnxOpset,
                                       MLIRContext *context);
 
 /// Replaces every call of a model-local function (a node whose domain and

@@ -274,6 +274,83 @@ static LogicalResult convertSplit(NodeContext &ctx) {
   return success();
 }
 
+/// SplitToSequence whose sequence is only read by SequenceAt at constant
+/// positions, fused by the importer (OpsetAdapter.cpp) into one node whose
+/// outputs are those pieces (`loom.positions`): `split` a scalar (pieces of
+/// that size, the last smaller), sizes, or absent (pieces of 1, squeezed
+/// unless keepdims).
+static LogicalResult convertSplitToSequence(NodeContext &ctx) {
+  std::optional<SmallVector<int64_t>> positions = ctx.getInts("loom.positions");
+  if (!positions)
+    return ctx.emitError() << "its sequence is read other than by SequenceAt "
+                              "at constant positions; Loom has no sequences";
+  RankedTensorType type = ctx.getInputType(0);
+  FailureOr<int64_t> axis =
+      ctx.normalizeAxis(ctx.getInt("axis", 0), type.getRank());
+  if (failed(axis))
+    return failure();
+  int64_t size = type.getDimSize(*axis);
+  SmallVector<int64_t> sizes;
+  bool squeeze = false;
+  if (ctx.hasInput(1)) {
+    FailureOr<DenseElementsAttr> split = ctx.getConstantInput(1, "split");
+    if (failed(split))
+      return failure();
+    SmallVector<int64_t> values;
+    for (const APInt &value : split->getValues<APInt>())
+      values.push_back(value.getSExtValue());
+    if (split->getType().getRank() == 0) {
+      if (values[0] <= 0)
+        return ctx.emitError()
+               << "split size " << values[0] << " is not positive";
+      for (int64_t at = 0; at < size; at += values[0])
+        sizes.push_back(std::min(values[0], size - at));
+    } else {
+      sizes = values;
+      int64_t total = 0;
+      for (int64_t piece : sizes)
+        total += piece;
+      if (total != size || llvm::any_of(sizes, [](int64_t p) { return p < 0; }))
+        return ctx.emitError() << "split sizes do not add up to dimension "
+                               << *axis << " (" << size << ")";
+    }
+  } else {
+    sizes.assign(size, 1);
+    squeeze = ctx.getInt("keepdims", 1) == 0;
+  }
+  SmallVector<int64_t> offsets = {0};
+  for (int64_t piece : sizes)
+    offsets.push_back(offsets.back() + piece);
+  Builder &b = ctx.getBuilder();
+  int64_t count = sizes.size();
+  for (auto [index, position] : llvm::enumerate(*positions)) {
+    if (position < -count || position >= count)
+      return ctx.emitError() << "SequenceAt reads position " << position
+                             << " of a sequence of " << count;
+    int64_t at = position < 0 ? position + count : position;
+    SmallVector<int64_t> starts(type.getRank(), 0), limits(type.getShape());
+    SmallVector<int64_t> strides(type.getRank(), 1);
+    starts[*axis] = offsets[at];
+    limits[*axis] = offsets[at + 1];
+    FailureOr<Value> piece = ctx.create<SliceOp>(
+        ctx.getInput(0),
+        {ctx.namedAttr("starts", b.getDenseI64ArrayAttr(starts)),
+         ctx.namedAttr("limits", b.getDenseI64ArrayAttr(limits)),
+         ctx.namedAttr("strides", b.getDenseI64ArrayAttr(strides))});
+    if (failed(piece))
+      return failure();
+    if (squeeze) {
+      SmallVector<int64_t> shape(type.getShape());
+      shape.erase(shape.begin() + *axis);
+      piece = ctx.reshape(*piece, shape);
+      if (failed(piece))
+        return failure();
+    }
+    ctx.setOutput(index, *piece);
+  }
+  return success();
+}
+
 static LogicalResult convertUnsqueeze(NodeContext &ctx) {
   FailureOr<SmallVector<int64_t>> axes = ctx.getConstantInts(1, "axes");
   if (failed(axes))
@@ -545,6 +622,7 @@ void onnx_import::registerShapeConverters(ConverterRegistry &registry) {
   registry.add("Gather", {13}, convertGather);
   registry.add("Concat", {13}, convertConcat);
   registry.add("Split", {13, 18}, convertSplit);
+  registry.add("SplitToSequence", {11}, convertSplitToSequence);
   registry.add("Unsqueeze", {13}, convertUnsqueeze);
   registry.add("Squeeze", {13}, convertSqueeze);
   registry.add("Expand", {13}, convertExpand);
