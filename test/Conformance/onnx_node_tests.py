@@ -21,8 +21,8 @@ ConstantOfShape shapes, Dropout's ratio and training_mode) as compile-time
 constants; when a test passes one of them as a graph input, the data set's
 value is folded into a copy of the model as an initializer and that copy is
 run instead (--keep-dir keeps it for a repro). Likewise an optional output
-Loom does not produce (LayerNormalization's Mean and InvStdDev) is dropped
-from the copy and not compared. Every output_K.pb is compared with
+Loom does not produce (UNSUPPORTED_OUTPUTS; none today) is dropped from the
+copy and not compared. Every output_K.pb is compared with
 TMP/<output name>.npy (npy_name: loom-run's escaping): the same shape, the same dtype, floats within
 rtol=1e-3, atol=1e-7 (the ONNX backend test defaults; NaN matches NaN),
 integers and booleans exactly.
@@ -114,9 +114,7 @@ CONSTANT_OPERANDS = {
 # is an error, docs/design/onnx-import.md): op type -> output indices. A test
 # whose graph outputs one of them is run without it (the node's output is
 # dropped from the copy of the model) and it is not compared.
-UNSUPPORTED_OUTPUTS = {
-    "LayerNormalization": (1, 2),  # Mean, InvStdDev
-}
+UNSUPPORTED_OUTPUTS = {}
 
 DEFAULT_DATA = "/usr/include/onnx/backend/test/data/node"
 RTOL = 1e-3

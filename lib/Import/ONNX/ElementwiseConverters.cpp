@@ -289,16 +289,16 @@ static LogicalResult convertCastLike(NodeContext &ctx) {
 }
 
 void onnx_import::registerElementwiseConverters(ConverterRegistry &registry) {
-  registry.add("Sqrt", {13}, convertUnary<SqrtOp>);
-  registry.add("Reciprocal", {13}, convertUnary<ReciprocalOp>);
-  registry.add("Erf", {13}, convertUnary<ErfOp>);
-  registry.add("Tanh", {13}, convertUnary<TanhOp>);
-  registry.add("Sigmoid", {13}, convertUnary<SigmoidOp>);
-  registry.add("Relu", {13, 14}, convertRelu);
-  registry.add("Exp", {13}, convertUnary<ExpOp>);
-  registry.add("Log", {13}, convertUnary<LogOp>);
-  registry.add("Neg", {13}, convertUnary<NegOp>);
-  registry.add("Abs", {13}, convertUnary<AbsOp>);
+  registry.add("Sqrt", {6, 13}, convertUnary<SqrtOp>);
+  registry.add("Reciprocal", {6, 13}, convertUnary<ReciprocalOp>);
+  registry.add("Erf", {9, 13}, convertUnary<ErfOp>);
+  registry.add("Tanh", {6, 13}, convertUnary<TanhOp>);
+  registry.add("Sigmoid", {6, 13}, convertUnary<SigmoidOp>);
+  registry.add("Relu", {6, 13, 14}, convertRelu);
+  registry.add("Exp", {6, 13}, convertUnary<ExpOp>);
+  registry.add("Log", {6, 13}, convertUnary<LogOp>);
+  registry.add("Neg", {6, 13}, convertUnary<NegOp>);
+  registry.add("Abs", {6, 13}, convertUnary<AbsOp>);
   registry.add("Sin", {7}, convertUnary<SinOp>);
   registry.add("Cos", {7}, convertUnary<CosOp>);
   registry.add("Gelu", {20}, convertGelu);
@@ -308,25 +308,26 @@ void onnx_import::registerElementwiseConverters(ConverterRegistry &registry) {
   registry.add("And", {7}, convertBinary<MinimumOp>);
   registry.add("Or", {7}, convertBinary<MaximumOp>);
   registry.add("Xor", {7}, convertCompare<CompareDirection::ne>);
-  registry.add("Max", {12, 13}, convertVariadic<MaximumOp>);
-  registry.add("Min", {12, 13}, convertVariadic<MinimumOp>);
-  registry.add("Sum", {13}, convertVariadic<AddOp>);
-  registry.add("Mean", {13}, convertMean);
+  registry.add("Max", {8, 12, 13}, convertVariadic<MaximumOp>);
+  registry.add("Min", {8, 12, 13}, convertVariadic<MinimumOp>);
+  registry.add("Sum", {8, 13}, convertVariadic<AddOp>);
+  registry.add("Mean", {8, 13}, convertMean);
   registry.add("Clip", {11, 12, 13}, convertClip);
-  registry.add("Mod", {13}, convertMod);
+  registry.add("Mod", {10, 13}, convertMod);
 
-  registry.add("Add", {13, 14}, convertBinary<AddOp>);
-  registry.add("Sub", {13, 14}, convertBinary<SubOp>);
-  registry.add("Mul", {13, 14}, convertBinary<MulOp>);
-  registry.add("Div", {13, 14}, convertBinary<DivOp>);
-  registry.add("Pow", {13, 15}, convertPow);
+  registry.add("Add", {7, 13, 14}, convertBinary<AddOp>);
+  registry.add("Sub", {7, 13, 14}, convertBinary<SubOp>);
+  registry.add("Mul", {7, 13, 14}, convertBinary<MulOp>);
+  registry.add("Div", {7, 13, 14}, convertBinary<DivOp>);
+  registry.add("Pow", {7, 12, 13, 15}, convertPow);
 
-  registry.add("Equal", {13}, convertCompare<CompareDirection::eq>);
-  registry.add("Less", {13}, convertCompare<CompareDirection::lt>);
-  registry.add("LessOrEqual", {16}, convertCompare<CompareDirection::le>);
-  registry.add("Greater", {13}, convertCompare<CompareDirection::gt>);
-  registry.add("GreaterOrEqual", {16}, convertCompare<CompareDirection::ge>);
+  registry.add("Equal", {11, 13}, convertCompare<CompareDirection::eq>);
+  registry.add("Less", {9, 13}, convertCompare<CompareDirection::lt>);
+  registry.add("LessOrEqual", {12, 16}, convertCompare<CompareDirection::le>);
+  registry.add("Greater", {9, 13}, convertCompare<CompareDirection::gt>);
+  registry.add("GreaterOrEqual", {12, 16},
+               convertCompare<CompareDirection::ge>);
   registry.add("Where", {9, 16}, convertWhere);
-  registry.add("Cast", {13}, convertCast);
+  registry.add("Cast", {9, 13}, convertCast);
   registry.add("CastLike", {15}, convertCastLike);
 }

@@ -1,6 +1,7 @@
 //===- NNConverters.cpp - Matmul, normalization, reductions, losses -------===//
 
 #include "NodeContext.h"
+#include "Tensors.h"
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "mlir/Dialect/Traits.h"
@@ -153,15 +154,69 @@ static LogicalResult convertLayerNorm(NodeContext &ctx) {
                 ctx.getBuilder().getFloatAttr(type.getElementType(), 0.0))));
   if (failed(bias))
     return failure();
-  // Mean and InvStdDev (outputs 1, 2) are left undefined: the importer
-  // reports a node that reads them.
   Builder &b = ctx.getBuilder();
-  return ctx.setResult(ctx.create<LayerNormOp>(
-      {ctx.getInput(0), *scale, *bias},
-      {ctx.namedAttr("axis", b.getI64IntegerAttr(*axis)),
-       ctx.namedAttr("epsilon",
-                     b.getF64FloatAttr(ctx.getFloat("epsilon", 1e-5)))},
-      type));
+  double epsilon = ctx.getFloat("epsilon", 1e-5);
+  if (failed(ctx.setResult(ctx.create<LayerNormOp>(
+          {ctx.getInput(0), *scale, *bias},
+          {ctx.namedAttr("axis", b.getI64IntegerAttr(*axis)),
+           ctx.namedAttr("epsilon", b.getF64FloatAttr(epsilon))},
+          type))))
+    return failure();
+  if (!ctx.hasOutput(1) && !ctx.hasOutput(2))
+    return success();
+  // Mean and InvStdDev, over the normalized dimensions (kept as 1s), in
+  // `stash_type` (f32 by default), from reductions of their own: the
+  // layer_norm kernel keeps its statistics to itself.
+  int64_t stash = ctx.getInt("stash_type", 1);
+  Type stashType = getElementType(ctx.getContext(), stash);
+  if (!stashType || !isa<FloatType>(stashType))
+    return ctx.emitError() << "attribute 'stash_type' is "
+                           << getDataTypeName(stash)
+                           << "; expected a float type";
+  OpChain ops(ctx);
+  SmallVector<int64_t> axes;
+  for (int64_t dim = *axis; dim < type.getRank(); ++dim)
+    axes.push_back(dim);
+  Value x = ops.cast(ctx.getInput(0), stashType);
+  auto meanOf = [&](Value value) {
+    Builder &builder = ctx.getBuilder();
+    return ops.make<ReduceMeanOp>(
+        {value}, {ctx.namedAttr("axes", builder.getDenseI64ArrayAttr(axes)),
+                  ctx.namedAttr("keepdims", builder.getUnitAttr())});
+  };
+  Value mean = meanOf(x);
+  Value centered = ops.make<SubOp>({x, mean});
+  Value variance = meanOf(ops.make<MulOp>({centered, centered}));
+  Value shifted = ops.make<AddOp>({variance, ops.scalar(stashType, epsilon)});
+  Value invStdDev =
+      ops.make<RsqrtOp>({shifted}, {}, shifted ? shifted.getType() : Type());
+  if (failed(ops.setOutput(1, mean)) || failed(ops.setOutput(2, invStdDev)))
+    return failure();
+  return success();
+}
+
+/// Softmax-11 and LogSoftmax-11 (opsets before 13) normalize over every
+/// dimension from `axis` (default 1) on, as if the input were flattened to
+/// [outer, inner] there.
+template <typename OpTy>
+static LogicalResult convertCoercedSoftmax(NodeContext &ctx) {
+  RankedTensorType type = ctx.getInputType(0);
+  int64_t rank = type.getRank();
+  int64_t axis = ctx.getInt("axis", 1);
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    return ctx.emitError() << "axis " << axis << " is out of range for rank "
+                           << rank;
+  if (axis < 0)
+    axis += rank;
+  int64_t outer = 1, inner = 1;
+  for (int64_t dim = 0; dim < rank; ++dim)
+    (dim < axis ? outer : inner) *= type.getDimSize(dim);
+  OpChain ops(ctx);
+  Value flat = ops.reshape(ctx.getInput(0), {outer, inner});
+  Value normalized = ops.make<OpTy>(
+      {flat}, {ctx.namedAttr("axis", ctx.getBuilder().getI64IntegerAttr(1))},
+      flat ? flat.getType() : Type());
+  return ops.setOutput(0, ops.reshape(normalized, type.getShape()));
 }
 
 /// Builds a reduction over `axes`; `std::nullopt` reduces every dimension.
@@ -197,7 +252,9 @@ static LogicalResult convertReduceWithAttr(NodeContext &ctx) {
 /// as an optional input (a constant; computed from constants is fine).
 template <typename OpTy>
 static LogicalResult convertReduceWithInput(NodeContext &ctx) {
-  std::optional<SmallVector<int64_t>> axes;
+  // Before version 13 (ReduceSum) or 18 (the others) `axes` was an
+  // attribute.
+  std::optional<SmallVector<int64_t>> axes = ctx.getInts("axes");
   if (ctx.hasInput(1)) {
     FailureOr<SmallVector<int64_t>> given = ctx.getConstantInts(1, "axes");
     if (failed(given))
@@ -223,7 +280,7 @@ static LogicalResult convertDropout(NodeContext &ctx) {
       return failure();
     training = !mode->getValues<APInt>()[0].isZero();
   }
-  double ratio = 0.5;
+  double ratio = ctx.getFloat("ratio", 0.5); // an attribute before 12
   if (ctx.hasInput(1)) {
     FailureOr<DenseElementsAttr> value = ctx.getConstantInput(1, "ratio");
     if (failed(value))
@@ -259,9 +316,80 @@ static LogicalResult convertDropout(NodeContext &ctx) {
 
 /// Scores are `[N, C, d1, ...]` in ONNX; loom.cross_entropy wants the classes
 /// last, so C moves to the end.
+/// SoftmaxCrossEntropyLoss with class weights (input 2), spelled out: the
+/// log-softmax over C, each sample's -log p of its label picked by a
+/// one-hot product, weighted by its class's weight (0 where the label is
+/// ignore_index); `mean` divides by the summed weights, as ONNX and
+/// torch.nn.CrossEntropyLoss(weight=...) do.
+static LogicalResult convertWeightedCrossEntropy(NodeContext &ctx,
+                                                 StringRef reduction) {
+  RankedTensorType type = ctx.getInputType(0);
+  if (type.getRank() < 2)
+    return ctx.emitError() << "scores must have rank 2 or more, got " << type;
+  Type element = type.getElementType();
+  int64_t classes = type.getDimSize(1);
+  if (ctx.getInputType(2).getShape() != ArrayRef<int64_t>{classes})
+    return ctx.emitError() << "weights " << ctx.getInputType(2)
+                           << " must have one value per class (" << classes
+                           << ")";
+  Builder &b = ctx.getBuilder();
+  OpChain ops(ctx);
+  Value logProb = ops.make<LogSoftmaxOp>(
+      {ctx.getInput(0)}, {ctx.namedAttr("axis", b.getI64IntegerAttr(1))}, type);
+  Type i64 = b.getI64Type();
+  Value labels = ops.cast(ctx.getInput(1), i64);
+  // [N, d...] -> [N, 1, d...] to meet the class axis.
+  auto labelType = cast<RankedTensorType>(ctx.getInputType(1));
+  SmallVector<int64_t> spread(labelType.getShape());
+  spread.insert(spread.begin() + 1, 1);
+  SmallVector<int64_t> iotaShape(type.getRank(), 1);
+  iotaShape[1] = classes;
+  SmallVector<int64_t> iota(classes);
+  for (int64_t c = 0; c < classes; ++c)
+    iota[c] = c;
+  Value hit =
+      ops.cast(ops.compare(CompareDirection::eq, ops.reshape(labels, spread),
+                           ops.indices(iotaShape, iota)),
+               element);
+  // -log p[label] and the label's weight, per sample.
+  Value picked = ops.reduce("sum", ops.make<MulOp>({hit, logProb}), {1},
+                            /*keepdims=*/false);
+  Value weights = ops.reduce(
+      "sum",
+      ops.make<MulOp>(
+          {hit, ops.reshape(ctx.getInput(2), SmallVector<int64_t>(iotaShape))}),
+      {1}, /*keepdims=*/false);
+  if (const onnx::AttributeProto *ignore = ctx.findAttr("ignore_index")) {
+    Value kept = ops.compare(CompareDirection::ne, labels,
+                             ops.scalar(i64, double(ignore->i())));
+    weights = ops.select(kept, weights, ops.scalar(element, 0));
+  }
+  Value losses = ops.make<NegOp>({ops.make<MulOp>({weights, picked})}, {},
+                                 weights ? weights.getType() : Type());
+  Value loss = losses;
+  if (reduction != "none") {
+    SmallVector<int64_t> all;
+    for (int64_t dim = 0; dim < labelType.getRank(); ++dim)
+      all.push_back(dim);
+    loss = ops.reduce("sum", losses, all, /*keepdims=*/false);
+    if (reduction == "mean")
+      loss = ops.make<DivOp>(
+          {loss, ops.reduce("sum", weights, all, /*keepdims=*/false)});
+  }
+  if (failed(ops.setOutput(0, loss)))
+    return failure();
+  if (ctx.hasOutput(1) && failed(ops.setOutput(1, logProb)))
+    return failure();
+  return success();
+}
+
 static LogicalResult convertSoftmaxCrossEntropy(NodeContext &ctx) {
-  if (ctx.hasInput(2))
-    return ctx.emitError() << "class weights are not supported";
+  if (ctx.hasInput(2)) {
+    std::string reduction = ctx.getString("reduction", "mean");
+    if (reduction != "none" && reduction != "sum" && reduction != "mean")
+      return ctx.emitError() << "unknown reduction '" << reduction << "'";
+    return convertWeightedCrossEntropy(ctx, reduction);
+  }
   Builder &b = ctx.getBuilder();
   std::string reductionName = ctx.getString("reduction", "mean");
   std::optional<LossReduction> reduction =
@@ -311,16 +439,19 @@ static LogicalResult convertSoftmaxCrossEntropy(NodeContext &ctx) {
 }
 
 void onnx_import::registerNNConverters(ConverterRegistry &registry) {
-  registry.add("MatMul", {13}, convertMatMul);
+  registry.add("MatMul", {9, 13}, convertMatMul);
   registry.add("Gemm", {11, 13}, convertGemm);
   registry.add("Softmax", {13}, convertSoftmax<SoftmaxOp>);
   registry.add("LogSoftmax", {13}, convertSoftmax<LogSoftmaxOp>);
+  registry.add("Softmax", {11}, convertCoercedSoftmax<SoftmaxOp>);
+  registry.add("LogSoftmax", {11}, convertCoercedSoftmax<LogSoftmaxOp>);
   registry.add("LayerNormalization", {17}, convertLayerNorm);
-  registry.add("ReduceMean", {13}, convertReduceWithAttr<ReduceMeanOp>);
+  registry.add("ReduceMean", {11, 13}, convertReduceWithAttr<ReduceMeanOp>);
   registry.add("ReduceMean", {18}, convertReduceWithInput<ReduceMeanOp>);
-  registry.add("ReduceMax", {13}, convertReduceWithAttr<ReduceMaxOp>);
+  registry.add("ReduceMax", {11, 12, 13}, convertReduceWithAttr<ReduceMaxOp>);
   registry.add("ReduceMax", {18, 20}, convertReduceWithInput<ReduceMaxOp>);
   registry.add("ReduceSum", {13}, convertReduceWithInput<ReduceSumOp>);
-  registry.add("Dropout", {13}, convertDropout);
-  registry.add("SoftmaxCrossEntropyLoss", {13}, convertSoftmaxCrossEntropy);
+  registry.add("ReduceSum", {11}, convertReduceWithAttr<ReduceSumOp>);
+  registry.add("Dropout", {10, 12, 13}, convertDropout);
+  registry.add("SoftmaxCrossEntropyLoss", {12, 13}, convertSoftmaxCrossEntropy);
 }

@@ -230,8 +230,12 @@ static LogicalResult convertSplit(NodeContext &ctx) {
   int64_t size = type.getDimSize(*axis);
   unsigned pieces = ctx.getNumOutputs();
   SmallVector<int64_t> sizes;
-  if (ctx.hasInput(1)) {
-    FailureOr<SmallVector<int64_t>> split = ctx.getConstantInts(1, "split");
+  std::optional<SmallVector<int64_t>> attribute = ctx.getInts("split");
+  if (ctx.hasInput(1) || attribute) {
+    // An attribute before Split-13.
+    FailureOr<SmallVector<int64_t>> split =
+        ctx.hasInput(1) ? ctx.getConstantInts(1, "split")
+                        : FailureOr<SmallVector<int64_t>>(*attribute);
     if (failed(split))
       return failure();
     sizes = *split;
@@ -352,7 +356,12 @@ static LogicalResult convertSplitToSequence(NodeContext &ctx) {
 }
 
 static LogicalResult convertUnsqueeze(NodeContext &ctx) {
-  FailureOr<SmallVector<int64_t>> axes = ctx.getConstantInts(1, "axes");
+  // An attribute before Unsqueeze-13.
+  std::optional<SmallVector<int64_t>> attribute = ctx.getInts("axes");
+  FailureOr<SmallVector<int64_t>> axes =
+      attribute && !ctx.hasInput(1)
+          ? FailureOr<SmallVector<int64_t>>(*attribute)
+          : ctx.getConstantInts(1, "axes");
   if (failed(axes))
     return failure();
   ArrayRef<int64_t> inputShape = ctx.getInputType(0).getShape();
@@ -371,8 +380,12 @@ static LogicalResult convertSqueeze(NodeContext &ctx) {
   ArrayRef<int64_t> inputShape = ctx.getInputType(0).getShape();
   int64_t rank = inputShape.size();
   SmallVector<int64_t> axes;
-  if (ctx.hasInput(1)) {
-    FailureOr<SmallVector<int64_t>> given = ctx.getConstantInts(1, "axes");
+  std::optional<SmallVector<int64_t>> attribute = ctx.getInts("axes");
+  if (ctx.hasInput(1) || attribute) {
+    // An attribute before Squeeze-13.
+    FailureOr<SmallVector<int64_t>> given =
+        ctx.hasInput(1) ? ctx.getConstantInts(1, "axes")
+                        : FailureOr<SmallVector<int64_t>>(*attribute);
     if (failed(given))
       return failure();
     FailureOr<SmallVector<int64_t>> normalized =
@@ -614,22 +627,22 @@ static LogicalResult convertConstantOfShape(NodeContext &ctx) {
 }
 
 void onnx_import::registerShapeConverters(ConverterRegistry &registry) {
-  registry.add("Identity", {13, 14, 16}, convertIdentity);
-  registry.add("Shape", {13, 15}, convertShape);
-  registry.add("Reshape", {13, 14}, convertReshape);
-  registry.add("Transpose", {13}, convertTranspose);
-  registry.add("Slice", {13}, convertSlice);
-  registry.add("Gather", {13}, convertGather);
-  registry.add("Concat", {13}, convertConcat);
-  registry.add("Split", {13, 18}, convertSplit);
+  registry.add("Identity", {1, 13, 14, 16}, convertIdentity);
+  registry.add("Shape", {1, 13, 15}, convertShape);
+  registry.add("Reshape", {5, 13, 14}, convertReshape);
+  registry.add("Transpose", {1, 13}, convertTranspose);
+  registry.add("Slice", {11, 13}, convertSlice);
+  registry.add("Gather", {11, 13}, convertGather);
+  registry.add("Concat", {11, 13}, convertConcat);
+  registry.add("Split", {11, 13, 18}, convertSplit);
   registry.add("SplitToSequence", {11}, convertSplitToSequence);
-  registry.add("Unsqueeze", {13}, convertUnsqueeze);
-  registry.add("Squeeze", {13}, convertSqueeze);
-  registry.add("Expand", {13}, convertExpand);
-  registry.add("Flatten", {13}, convertFlatten);
-  registry.add("Constant", {13}, convertConstant);
+  registry.add("Unsqueeze", {11, 13}, convertUnsqueeze);
+  registry.add("Squeeze", {11, 13}, convertSqueeze);
+  registry.add("Expand", {8, 13}, convertExpand);
+  registry.add("Flatten", {11, 13}, convertFlatten);
+  registry.add("Constant", {11, 12, 13}, convertConstant);
   registry.add("ConstantOfShape", {9}, convertConstantOfShape);
-  registry.add("Tile", {13}, convertTile);
+  registry.add("Tile", {6, 13}, convertTile);
   registry.add("Range", {11}, convertRange);
   registry.add("Trilu", {14}, convertTrilu);
 }
