@@ -67,6 +67,10 @@ sys.path.insert(0, gpt_dir)
 
 
 def add_model_flags(q):
+    q.add_argument("--model", choices=["gpt", "llama"], default="gpt",
+                   help="gpt: examples/gpt; llama: examples/zoo's LLaMA "
+                   "(RMSNorm, rotary, SwiGLU, grouped-query attention with "
+                   "heads/2 key-value heads, MLP width 688/256 of embd)")
     q.add_argument("--vocab", type=int, default=8192)
     q.add_argument("--block-size", type=int, default=128)
     q.add_argument("--layers", type=int, default=4)
@@ -76,10 +80,32 @@ def add_model_flags(q):
 
 
 def build_model(args):
-    from export_for_training import build_model as build  # seeded GPT
-    model = build(args)
+    if args.model == "llama":
+        import torch
+        sys.path.insert(0, os.path.join(root, "examples", "zoo"))
+        from models import Llama
+        torch.manual_seed(args.seed)
+        model = Llama(args.vocab, args.embd, args.layers, args.heads,
+                      max(1, args.heads // 2), args.embd * 688 // 256,
+                      args.block_size)
+    else:
+        from export_for_training import build_model as build  # seeded GPT
+        model = build(args)
     model.train()
     return model
+
+
+def export_llama(args, onnx_path):
+    """The LLaMA as export_for_training.py exports the GPT: training mode,
+    opset 17, no constant folding, one batch of `seq` tokens."""
+    import torch
+    model = build_model(args)
+    example = torch.zeros(args.batch, args.seq, dtype=torch.int64)
+    torch.onnx.export(model, (example,), onnx_path, opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=["idx"],
+                      output_names=["logits"])
+    return 0
 
 
 def prepare(args):
@@ -90,12 +116,15 @@ def prepare(args):
         sys.exit(f"error: seq {args.seq} > block size {args.block_size}")
     os.makedirs(args.dir, exist_ok=True)
     onnx_path = os.path.join(args.dir, "gpt.onnx")
-    cmd = [sys.executable, os.path.join(gpt_dir, "export_for_training.py"),
-           onnx_path, "--vocab", str(args.vocab),
-           "--block-size", str(args.block_size), "--layers", str(args.layers),
-           "--heads", str(args.heads), "--embd", str(args.embd),
-           "--seed", str(args.seed)]
-    rc = subprocess.call(cmd)
+    if args.model == "llama":
+        rc = export_llama(args, onnx_path)
+    else:
+        cmd = [sys.executable, os.path.join(gpt_dir, "export_for_training.py"),
+               onnx_path, "--vocab", str(args.vocab),
+               "--block-size", str(args.block_size), "--layers",
+               str(args.layers), "--heads", str(args.heads), "--embd",
+               str(args.embd), "--seed", str(args.seed)]
+        rc = subprocess.call(cmd)
     if rc:
         return rc
 

@@ -31,7 +31,9 @@
 #      the script exits 1 on a mismatch or a failed run. Speed never fails it.
 #      Loom's peak RSS includes compiling the model in the same process.
 #
-# Environment (defaults): VOCAB=8192 BLOCK=128 LAYERS=4 HEADS=4 EMBD=256
+# MODEL=llama runs examples/zoo's LLaMA-style model instead (RMSNorm, rotary
+# embeddings, SwiGLU, grouped-query attention) at the same sizes.
+# Environment (defaults): MODEL=gpt VOCAB=8192 BLOCK=128 LAYERS=4 HEADS=4 EMBD=256
 #   BATCH=8 SEQ=128 SEED=0 THREADS="1 $(nproc)" STEPS=12 LR=1e-3 TOL=1e-4
 #   LOSS_TOL=1e-2 LOOM=auto (1: run Loom, 0: PyTorch only, auto: Loom only if
 #   loom-run --help lists --train) BENCH_DIR=(a new mktemp -d dir, kept).
@@ -52,19 +54,20 @@ LOSS_TOL="${LOSS_TOL:-1e-2}" LOOM="${LOOM:-auto}"
 THREADS="${THREADS:-$(printf '%s\n' 1 "$(nproc)" | sort -nu | xargs)}"
 dir="${BENCH_DIR:-$(mktemp -d /tmp/loom-train-bench.XXXXXX)}"
 mkdir -p "$dir"
-model_flags=(--vocab "$VOCAB" --block-size "$BLOCK" --layers "$LAYERS"
-  --heads "$HEADS" --embd "$EMBD" --seed "$SEED")
+MODEL="${MODEL:-gpt}"
+model_flags=(--model "$MODEL" --vocab "$VOCAB" --block-size "$BLOCK"
+  --layers "$LAYERS" --heads "$HEADS" --embd "$EMBD" --seed "$SEED")
 
 if [[ $LOOM == auto ]]; then
   LOOM=0
-  [[ -x $loom_run ]] && "$loom_run" --help 2>&1 | grep -q -- '--train' && LOOM=1
+  [[ -x $loom_run ]] && "$loom_run" --help 2>&1 | grep -- '--train' >/dev/null && LOOM=1
   ((LOOM)) || echo "note: $loom_run missing or without --train: PyTorch only"
 fi
 if ((LOOM)) && [[ ! -x $loom_run ]]; then
   echo "error: $loom_run not found" >&2; exit 2
 fi
 
-echo "== CPU training (AdamW lr $LR): GPT vocab $VOCAB, block $BLOCK," \
+echo "== CPU training (AdamW lr $LR): $MODEL vocab $VOCAB, block $BLOCK," \
   "$LAYERS layers, $HEADS heads, embd $EMBD; batch $BATCH x seq $SEQ;" \
   "$STEPS steps; threads: $THREADS"
 echo "   work dir: $dir"

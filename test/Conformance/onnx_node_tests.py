@@ -456,9 +456,9 @@ def main():
 
     dropped = sorted(t.name for t in tests if t.dropped)
     if dropped:
-        print(f"\nRun without the outputs Loom does not produce (e.g. "
-              f"LayerNormalization's Mean, InvStdDev), which are not "
-              f"compared: {len(dropped)} tests")
+        print(f"\nRun without the outputs Loom does not produce "
+              f"(UNSUPPORTED_OUTPUTS), which are not compared: "
+              f"{len(dropped)} tests")
         if args.verbose:
             for name in dropped:
                 print(f"  {name}")
