@@ -381,9 +381,11 @@ private:
       names[function->input(i)] = i < node.input_size() ? node.input(i) : "";
     for (int i = 0; i < function->output_size(); ++i)
       names[function->output(i)] = i < node.output_size() ? node.output(i) : "";
-    std::string prefix = (node.name().empty() ? node.output(0) : node.name()) +
-                         "/" + function->name() + "/" +
-                         std::to_string(calls++) + "/";
+    std::string caller = !node.name().empty()     ? node.name()
+                         : node.output_size() > 0 ? node.output(0)
+                                                  : std::string("call");
+    std::string prefix =
+        caller + "/" + function->name() + "/" + std::to_string(calls++) + "/";
     std::map<std::string, const onnx::AttributeProto *> actuals;
     for (const onnx::AttributeProto &attribute : node.attribute())
       actuals[attribute.name()] = &attribute;

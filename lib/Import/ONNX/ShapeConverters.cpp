@@ -495,8 +495,13 @@ static LogicalResult convertRange(NodeContext &ctx) {
   double start = bounds[0], limit = bounds[1], delta = bounds[2];
   if (delta == 0)
     return ctx.emitError() << "delta is 0";
-  int64_t count =
-      std::max<int64_t>(int64_t(std::ceil((limit - start) / delta)), 0);
+  double length = std::ceil((limit - start) / delta);
+  // The result is a constant: a length nothing could hold is an error, not
+  // an allocation.
+  if (!(length < double(int64_t(1) << 28)))
+    return ctx.emitError() << "Range of " << length
+                           << " elements is too long for a constant";
+  int64_t count = std::max<int64_t>(int64_t(length), 0);
   auto type = RankedTensorType::get({count}, element);
   if (auto floatType = dyn_cast<FloatType>(element)) {
     SmallVector<APFloat> values;
@@ -539,6 +544,9 @@ static LogicalResult convertTrilu(NodeContext &ctx) {
   bool upper = ctx.getInt("upper", 1) != 0;
   int64_t rows = type.getDimSize(type.getRank() - 2);
   int64_t cols = type.getDimSize(type.getRank() - 1);
+  if (rows * cols > (int64_t(1) << 28))
+    return ctx.emitError() << "a " << rows << " x " << cols
+                           << " mask is too large for a constant";
   SmallVector<bool> keep;
   for (int64_t row = 0; row < rows; ++row)
     for (int64_t col = 0; col < cols; ++col)
