@@ -22,7 +22,6 @@ import sys
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -76,18 +75,8 @@ def export(family, source, out, steps):
         np.save(os.path.join(out, "data." + name + ".npy"), tensor.numpy())
     np.save(os.path.join(out, "labels.npy"), labels.numpy())
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, eps=1e-5,
-                                  weight_decay=0.01)
-    batch, samples, losses = labels_shape[0], labels.shape[0], []
-    for step in range(steps):
-        rows = [(step * batch + j) % samples for j in range(batch)]
-        logits = model(*[data[name][rows] for name in names])
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                               labels[rows].reshape(-1))
-        losses.append(loss.item())
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    batch = labels_shape[0]
+    losses = zoo.train_torch(model, names, data, labels, batch, steps)
     import onnx
     opset = [o.version for o in onnx.load(os.path.join(out, "model.onnx"))
              .opset_import if o.domain in ("", "ai.onnx")][0]

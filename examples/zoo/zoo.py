@@ -137,6 +137,25 @@ def data_set(inputs, labels_shape, classes, batches, seed):
     return data, labels
 
 
+def train_torch(model, names, data, labels, batch, steps):
+    """PyTorch's per-step losses: torch.optim.AdamW as loom-run is told to
+    run it (lr 1e-3, eps 1e-5, weight decay 0.01), step i on the samples
+    (i * batch + j) mod count, the mean cross-entropy of the logits."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, eps=1e-5,
+                                  weight_decay=0.01)
+    samples, losses = labels.shape[0], []
+    for step in range(steps):
+        rows = [(step * batch + j) % samples for j in range(batch)]
+        logits = model(*[data[name][rows] for name in names])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                               labels[rows].reshape(-1))
+        losses.append(loss.item())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return losses
+
+
 def run(command):
     result = subprocess.run(command, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -199,19 +218,7 @@ def check(family, opset, args, out):
         return True, logits_error, None, said.strip().splitlines()[-1]
     loom_losses = [json.loads(line)["loss"] for line in open(metrics)]
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, eps=1e-5,
-                                  weight_decay=0.01)
-    samples = labels.shape[0]
-    torch_losses = []
-    for step in range(args.steps):
-        rows = [(step * batch + j) % samples for j in range(batch)]
-        logits = model(*[data[name][rows] for name in names])
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                               labels[rows].reshape(-1))
-        torch_losses.append(loss.item())
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    torch_losses = train_torch(model, names, data, labels, batch, args.steps)
     train_error = max(abs(a - b) / abs(b)
                       for a, b in zip(loom_losses, torch_losses))
     return True, logits_error, train_error, ""

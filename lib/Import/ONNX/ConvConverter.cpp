@@ -26,11 +26,6 @@ using namespace mlir;
 using namespace mlir::loom;
 using namespace mlir::loom::onnx_import;
 
-static int64_t product(ArrayRef<int64_t> shape) {
-  return std::accumulate(shape.begin(), shape.end(), int64_t(1),
-                         std::multiplies<int64_t>());
-}
-
 namespace {
 struct ConvGeometry {
   int64_t batch, channels, features, groups;

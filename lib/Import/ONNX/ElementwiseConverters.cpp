@@ -261,31 +261,23 @@ static LogicalResult convertGelu(NodeContext &ctx) {
       input.getType()));
 }
 
+/// Input 0 converted to `element` (itself when it has that type).
+static LogicalResult castInputTo(NodeContext &ctx, Type element) {
+  return ctx.setResult(castTo(ctx, ctx.getInput(0), element));
+}
+
 static LogicalResult convertCast(NodeContext &ctx) {
   int64_t to = ctx.getInt("to", 0);
   Type element = getElementType(ctx.getContext(), to);
   if (!element)
     return ctx.emitError() << "cast to " << getDataTypeName(to)
                            << ", which Loom does not support";
-  RankedTensorType type = ctx.getInputType(0);
-  if (type.getElementType() == element) {
-    ctx.setOutput(0, ctx.getInput(0));
-    return success();
-  }
-  return ctx.setResult(
-      ctx.create<CastOp>(ctx.getInput(0), {}, type.clone(element)));
+  return castInputTo(ctx, element);
 }
 
 /// CastLike: a Cast to the element type of the second input.
 static LogicalResult convertCastLike(NodeContext &ctx) {
-  Type element = ctx.getInputType(1).getElementType();
-  RankedTensorType type = ctx.getInputType(0);
-  if (type.getElementType() == element) {
-    ctx.setOutput(0, ctx.getInput(0));
-    return success();
-  }
-  return ctx.setResult(
-      ctx.create<CastOp>(ctx.getInput(0), {}, type.clone(element)));
+  return castInputTo(ctx, ctx.getInputType(1).getElementType());
 }
 
 void onnx_import::registerElementwiseConverters(ConverterRegistry &registry) {

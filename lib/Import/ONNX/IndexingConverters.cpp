@@ -22,11 +22,6 @@ using namespace mlir;
 using namespace mlir::loom;
 using namespace mlir::loom::onnx_import;
 
-static int64_t product(ArrayRef<int64_t> shape) {
-  return std::accumulate(shape.begin(), shape.end(), int64_t(1),
-                         std::multiplies<int64_t>());
-}
-
 /// CumSum(x, axis): `axis` a constant scalar; `exclusive` and `reverse` as
 /// loom.cumsum's.
 static LogicalResult convertCumSum(NodeContext &ctx) {
@@ -124,15 +119,20 @@ static FailureOr<FlatPositions> flatPositions(NodeContext &ctx, OpChain &ops,
   return FlatPositions{positions, elements};
 }
 
-/// GatherElements: a gather from the flattened data.
-static LogicalResult convertGatherElements(NodeContext &ctx) {
-  RankedTensorType dataType = ctx.getInputType(0);
+/// flatPositions along the node's `axis` attribute.
+static FailureOr<FlatPositions> flatPositionsAtAxis(NodeContext &ctx,
+                                                    OpChain &ops) {
   FailureOr<int64_t> axis =
-      ctx.normalizeAxis(ctx.getInt("axis", 0), dataType.getRank());
+      ctx.normalizeAxis(ctx.getInt("axis", 0), ctx.getInputType(0).getRank());
   if (failed(axis))
     return failure();
+  return flatPositions(ctx, ops, *axis);
+}
+
+/// GatherElements: a gather from the flattened data.
+static LogicalResult convertGatherElements(NodeContext &ctx) {
   OpChain ops(ctx);
-  FailureOr<FlatPositions> flat = flatPositions(ctx, ops, *axis);
+  FailureOr<FlatPositions> flat = flatPositionsAtAxis(ctx, ops);
   if (failed(flat))
     return failure();
   Value table = ops.reshape(ctx.getInput(0), {flat->elements});
@@ -157,12 +157,8 @@ static LogicalResult convertScatterElements(NodeContext &ctx) {
     return ctx.emitError() << "updates " << ctx.getInputType(2)
                            << " and indices " << ctx.getInputType(1)
                            << " differ in shape";
-  FailureOr<int64_t> axis =
-      ctx.normalizeAxis(ctx.getInt("axis", 0), dataType.getRank());
-  if (failed(axis))
-    return failure();
   OpChain ops(ctx);
-  FailureOr<FlatPositions> flat = flatPositions(ctx, ops, *axis);
+  FailureOr<FlatPositions> flat = flatPositionsAtAxis(ctx, ops);
   if (failed(flat))
     return failure();
   int64_t count = product(ctx.getInputType(1).getShape());

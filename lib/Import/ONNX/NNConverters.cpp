@@ -201,18 +201,12 @@ static LogicalResult convertLayerNorm(NodeContext &ctx) {
 template <typename OpTy>
 static LogicalResult convertCoercedSoftmax(NodeContext &ctx) {
   RankedTensorType type = ctx.getInputType(0);
-  int64_t rank = type.getRank();
-  int64_t axis = ctx.getInt("axis", 1);
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
-    return ctx.emitError() << "axis " << axis << " is out of range for rank "
-                           << rank;
-  if (axis < 0)
-    axis += rank;
-  int64_t outer = 1, inner = 1;
-  for (int64_t dim = 0; dim < rank; ++dim)
-    (dim < axis ? outer : inner) *= type.getDimSize(dim);
+  FailureOr<std::pair<int64_t, int64_t>> sizes =
+      flattenedAt(ctx, ctx.getInt("axis", 1), /*allowRank=*/false);
+  if (failed(sizes))
+    return failure();
   OpChain ops(ctx);
-  Value flat = ops.reshape(ctx.getInput(0), {outer, inner});
+  Value flat = ops.reshape(ctx.getInput(0), {sizes->first, sizes->second});
   Value normalized = ops.make<OpTy>(
       {flat}, {ctx.namedAttr("axis", ctx.getBuilder().getI64IntegerAttr(1))},
       flat ? flat.getType() : Type());

@@ -262,3 +262,17 @@ Value OpChain::indices(ArrayRef<int64_t> shape, ArrayRef<int64_t> values) {
   auto type = RankedTensorType::get(shape, ctx.getBuilder().getI64Type());
   return ctx.createConstant(DenseElementsAttr::get(type, values));
 }
+
+FailureOr<std::pair<int64_t, int64_t>>
+onnx_import::flattenedAt(NodeContext &ctx, int64_t axis, bool allowRank) {
+  ArrayRef<int64_t> shape = ctx.getInputType(0).getShape();
+  int64_t rank = shape.size();
+  if (axis < -rank ||
+      axis > (allowRank ? rank : std::max<int64_t>(rank, 1) - 1))
+    return ctx.emitError() << "axis " << axis << " is out of range for rank "
+                           << rank;
+  if (axis < 0)
+    axis += rank;
+  return std::make_pair(product(shape.take_front(axis)),
+                        product(shape.drop_front(axis)));
+}

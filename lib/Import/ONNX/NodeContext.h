@@ -196,6 +196,20 @@ private:
   bool failedAny = false;
 };
 
+/// The number of elements of a shape.
+inline int64_t product(ArrayRef<int64_t> shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+
+/// [outer, inner]: the sizes of the input's dimensions before and from
+/// `axis` (negative counts from the end; `rank` itself only when
+/// `allowRank`), as Flatten and the coercing Softmax-11 read them.
+FailureOr<std::pair<int64_t, int64_t>>
+flattenedAt(NodeContext &ctx, int64_t axis, bool allowRank);
+
 /// `value` as the double nearest to its shortest decimal representation.
 double widenFloat(float value);
 

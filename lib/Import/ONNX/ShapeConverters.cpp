@@ -429,18 +429,12 @@ static LogicalResult convertExpand(NodeContext &ctx) {
 }
 
 static LogicalResult convertFlatten(NodeContext &ctx) {
-  ArrayRef<int64_t> inputShape = ctx.getInputType(0).getShape();
-  int64_t rank = inputShape.size();
-  int64_t axis = ctx.getInt("axis", 1);
-  if (axis < -rank || axis > rank)
-    return ctx.emitError() << "axis " << axis << " is out of range for rank "
-                           << rank;
-  if (axis < 0)
-    axis += rank;
-  int64_t outer = 1, inner = 1;
-  for (int64_t dim = 0; dim < rank; ++dim)
-    (dim < axis ? outer : inner) *= inputShape[dim];
-  return ctx.setResult(ctx.reshape(ctx.getInput(0), {outer, inner}));
+  FailureOr<std::pair<int64_t, int64_t>> sizes =
+      flattenedAt(ctx, ctx.getInt("axis", 1), /*allowRank=*/true);
+  if (failed(sizes))
+    return failure();
+  return ctx.setResult(
+      ctx.reshape(ctx.getInput(0), {sizes->first, sizes->second}));
 }
 
 /// Tile: x of shape [d0, d1, ...] as [1, d0, 1, d1, ...] broadcast to
