@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../CumsumLine.h"
 #include "BFloat16.h"
 #include "CPUKernels.h"
 
@@ -392,41 +393,18 @@ Status readCumsum(const Instruction &instruction, CumsumShape &shape) {
   return Status::ok();
 }
 
-/// The type a scan adds in: T, or for integers its unsigned form (which
-/// wraps instead of overflowing).
-template <typename T, bool = std::is_integral<T>::value>
-struct ScanAccumulator {
-  using type = T;
-};
-template <typename T> struct ScanAccumulator<T, true> {
-  using type = std::make_unsigned_t<T>;
-};
-
-/// Sums in T, one element after the other along the axis (integers wrap),
-/// which the CUDA kernel does too: both give the same bits.
+/// One line per OpenMP iteration, each CumsumLine.h's scan, which the CUDA
+/// kernel runs too: both give the same bits.
 template <typename T>
 void cumsumTyped(const CumsumShape &p, const void *input, void *output) {
-  using Acc = typename ScanAccumulator<T>::type;
   const T *x = static_cast<const T *>(input);
   T *y = static_cast<T *>(output);
   const int64_t lines = p.outer * p.inner;
   int threads = threadsFor(lines * p.n, 1 << 15);
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t line = 0; line < lines; ++line) {
-    const int64_t o = line / p.inner, i = line % p.inner;
-    Acc sum = Acc(0);
-    for (int64_t k = 0; k < p.n; ++k) {
-      const int64_t j = p.reverse ? p.n - 1 - k : k;
-      const int64_t at = (o * p.n + j) * p.inner + i;
-      const Acc value = Acc(x[at]);
-      if (p.exclusive) {
-        y[at] = T(sum);
-        sum = Acc(sum + value);
-      } else {
-        sum = Acc(sum + value);
-        y[at] = T(sum);
-      }
-    }
+    const int64_t start = (line / p.inner) * p.n * p.inner + line % p.inner;
+    cumsumLine(x + start, y + start, p.n, p.inner, p.exclusive, p.reverse);
   }
 }
 

@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CumsumLine.h"
 #include "Device.cuh"
 
 #include <limits>
@@ -453,41 +454,17 @@ KernelOr cuda::createReduce(const LaunchContext &context,
 
 namespace {
 
-/// The type a scan adds in: T, or for integers its unsigned form (which
-/// wraps instead of overflowing).
-template <typename T, bool = std::is_integral<T>::value>
-struct ScanAccumulator {
-  using type = T;
-};
-template <typename T> struct ScanAccumulator<T, true> {
-  using type = std::make_unsigned_t<T>;
-};
-
 /// One thread per line along the axis (outer x inner of them; neighbouring
-/// threads read neighbouring elements when inner > 1), summing in T one
-/// element after the other as the CPU kernel does, so both give the same
-/// bits; integers wrap.
+/// threads read neighbouring elements when inner > 1), each CumsumLine.h's
+/// scan, which the CPU kernel runs too: both give the same bits.
 template <typename T>
 __global__ void cumsumKernel(const T *x, T *y, int64_t outer, int64_t n,
                              int64_t inner, bool exclusive, bool reverse) {
-  using Acc = typename ScanAccumulator<T>::type;
   const int64_t lines = outer * inner;
   for (int64_t line = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
        line < lines; line += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t o = line / inner, i = line % inner;
-    Acc sum = Acc(0);
-    for (int64_t k = 0; k < n; ++k) {
-      const int64_t j = reverse ? n - 1 - k : k;
-      const int64_t at = (o * n + j) * inner + i;
-      const Acc value = Acc(x[at]);
-      if (exclusive) {
-        y[at] = T(sum);
-        sum = Acc(sum + value);
-      } else {
-        sum = Acc(sum + value);
-        y[at] = T(sum);
-      }
-    }
+    const int64_t start = (line / inner) * n * inner + line % inner;
+    cumsumLine(x + start, y + start, n, inner, exclusive, reverse);
   }
 }
 
