@@ -47,6 +47,11 @@ func.func @f(%x: tensor<8x128x768xf32>, %w: tensor<768x3072xf32>, %wt: tensor<30
   %13 = loom.softmax %q axis 3 : tensor<8x12x128x64xf32>
   // expected-remark @below {{loom.log_softmax: iterators = [parallel, need_replication, parallel], sizes = [2, 4, 8], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d1, d2)]}}
   %14 = loom.log_softmax %a axis 1 : tensor<2x4x8xf32>
+  // A cumulative sum needs its axis whole.
+  // expected-remark @below {{loom.cumsum: iterators = [parallel, need_replication, parallel], sizes = [2, 4, 8], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d0, d1, d2)]}}
+  %cs = loom.cumsum %a axis 1 : tensor<2x4x8xf32>
+  // expected-remark @below {{loom.maximum: iterators = [parallel, parallel, parallel], sizes = [2, 4, 8], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d2), (d0, d1, d2) -> (d0, d1, d2)]}}
+  %mx = loom.maximum %a, %r : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
   // Layer norm needs the normalized dims whole; scale and bias follow them.
   // expected-remark @below {{loom.layer_norm: iterators = [parallel, parallel, need_replication], sizes = [8, 128, 768], maps = [(d0, d1, d2) -> (d0, d1, d2), (d0, d1, d2) -> (d2), (d0, d1, d2) -> (d2), (d0, d1, d2) -> (d0, d1, d2)]}}
   %15 = loom.layer_norm %x, %g, %g axis 2 : tensor<8x128x768xf32>, tensor<768xf32>

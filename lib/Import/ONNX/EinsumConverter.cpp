@@ -222,7 +222,7 @@ static LogicalResult convertEinsum(NodeContext &ctx) {
         kept.push_back(label);
     }
     if (!summed.empty())
-      value = ops.reduce("sum", value, summed, /*keepdims=*/false);
+      value = ops.reduce<ReduceSumOp>(value, summed, /*keepdims=*/false);
     operands.push_back(value);
     terms.push_back(kept);
   }

@@ -223,18 +223,14 @@ static LogicalResult convertGatherND(NodeContext &ctx) {
       ops.make<MinimumOp>({ops.compare(CompareDirection::ge, wrapped, zero),
                            ops.compare(CompareDirection::lt, wrapped, sizes)});
   int64_t last = index.size() - 1;
-  // All of a vector's indices in range: the min over them.
-  Value valid = ops.compare(
-      CompareDirection::ne,
-      ops.reduce(
-          "max",
-          ops.cast(ops.compare(CompareDirection::eq, inRange,
-                               ops.scalar(ctx.getBuilder().getI1Type(), 0)),
-                   i64),
-          {last}, /*keepdims=*/false),
-      ops.scalar(i64, 1));
-  Value within = ops.reduce(
-      "sum", ops.make<MulOp>({wrapped, ops.indices({depth}, strides)}), {last},
+  // A vector is valid when all `depth` of its indices are in range.
+  Value valid =
+      ops.compare(CompareDirection::eq,
+                  ops.reduce<ReduceSumOp>(ops.cast(inRange, i64), {last},
+                                          /*keepdims=*/false),
+                  ops.scalar(i64, double(depth)));
+  Value within = ops.reduce<ReduceSumOp>(
+      ops.make<MulOp>({wrapped, ops.indices({depth}, strides)}), {last},
       /*keepdims=*/false);
   SmallVector<int64_t> vectors(index.drop_back());
   if (batchDims > 0) {
@@ -275,7 +271,7 @@ template <bool IsMax> static LogicalResult convertArgExtreme(NodeContext &ctx) {
   if (!IsMax)
     x = isa<FloatType>(element) ? ops.make<NegOp>({x}, {}, x.getType())
                                 : ops.make<SubOp>({ops.scalar(element, -1), x});
-  Value extreme = ops.reduce("max", x, {*axis}, /*keepdims=*/true);
+  Value extreme = ops.reduce<ReduceMaxOp>(x, {*axis}, /*keepdims=*/true);
   Value hit =
       ops.make<MaximumOp>({ops.compare(CompareDirection::eq, x, extreme),
                            ops.compare(CompareDirection::ne, x, x)});
@@ -287,18 +283,17 @@ template <bool IsMax> static LogicalResult convertArgExtreme(NodeContext &ctx) {
   Type i64 = ctx.getBuilder().getI64Type();
   Value position;
   if (last) {
-    position = ops.reduce(
-        "max",
+    position = ops.reduce<ReduceMaxOp>(
         ops.select(hit, ops.indices(iotaShape, iota), ops.scalar(i64, -1)),
         {*axis}, keepdims);
   } else {
     // The smallest hit: the largest of the negated positions.
     for (int64_t &value : iota)
       value = -value;
-    Value largest = ops.reduce("max",
-                               ops.select(hit, ops.indices(iotaShape, iota),
-                                          ops.scalar(i64, -double(size))),
-                               {*axis}, keepdims);
+    Value largest =
+        ops.reduce<ReduceMaxOp>(ops.select(hit, ops.indices(iotaShape, iota),
+                                           ops.scalar(i64, -double(size))),
+                                {*axis}, keepdims);
     position =
         ops.make<NegOp>({largest}, {}, largest ? largest.getType() : Type());
   }

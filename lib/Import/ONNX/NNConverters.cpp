@@ -346,10 +346,9 @@ static LogicalResult convertWeightedCrossEntropy(NodeContext &ctx,
                            ops.indices(iotaShape, iota)),
                element);
   // -log p[label] and the label's weight, per sample.
-  Value picked = ops.reduce("sum", ops.make<MulOp>({hit, logProb}), {1},
-                            /*keepdims=*/false);
-  Value weights = ops.reduce(
-      "sum",
+  Value picked = ops.reduce<ReduceSumOp>(ops.make<MulOp>({hit, logProb}), {1},
+                                         /*keepdims=*/false);
+  Value weights = ops.reduce<ReduceSumOp>(
       ops.make<MulOp>(
           {hit, ops.reshape(ctx.getInput(2), SmallVector<int64_t>(iotaShape))}),
       {1}, /*keepdims=*/false);
@@ -365,10 +364,10 @@ static LogicalResult convertWeightedCrossEntropy(NodeContext &ctx,
     SmallVector<int64_t> all;
     for (int64_t dim = 0; dim < labelType.getRank(); ++dim)
       all.push_back(dim);
-    loss = ops.reduce("sum", losses, all, /*keepdims=*/false);
+    loss = ops.reduce<ReduceSumOp>(losses, all, /*keepdims=*/false);
     if (reduction == "mean")
       loss = ops.make<DivOp>(
-          {loss, ops.reduce("sum", weights, all, /*keepdims=*/false)});
+          {loss, ops.reduce<ReduceSumOp>(weights, all, /*keepdims=*/false)});
   }
   if (failed(ops.setOutput(0, loss)))
     return failure();

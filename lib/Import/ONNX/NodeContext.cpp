@@ -207,16 +207,10 @@ Value OpChain::select(Value condition, Value onTrue, Value onFalse) {
 }
 
 Value OpChain::reshape(Value input, ArrayRef<int64_t> shape) {
-  if (failedAny || !input) {
-    failedAny = true;
-    return {};
-  }
+  if (failedAny || !input)
+    return fail();
   FailureOr<Value> result = ctx.reshape(input, shape);
-  if (::mlir::failed(result)) {
-    failedAny = true;
-    return {};
-  }
-  return *result;
+  return ::mlir::failed(result) ? fail() : *result;
 }
 
 Value OpChain::transpose(Value input, ArrayRef<int64_t> permutation) {
@@ -230,7 +224,7 @@ Value OpChain::transpose(Value input, ArrayRef<int64_t> permutation) {
 
 Value OpChain::broadcast(Value input, ArrayRef<int64_t> shape) {
   if (!input)
-    return make<BroadcastOp>({input});
+    return fail();
   auto type = llvm::cast<RankedTensorType>(input.getType());
   if (type.getShape() == shape)
     return input;
@@ -239,23 +233,21 @@ Value OpChain::broadcast(Value input, ArrayRef<int64_t> shape) {
 
 Value OpChain::cast(Value input, Type element) {
   if (!input)
-    return make<CastOp>({input});
+    return fail();
   auto type = llvm::cast<RankedTensorType>(input.getType());
   if (type.getElementType() == element)
     return input;
   return make<CastOp>({input}, {}, type.clone(element));
 }
 
-Value OpChain::reduce(StringRef kind, Value input, ArrayRef<int64_t> axes,
-                      bool keepdims) {
+SmallVector<NamedAttribute> OpChain::reduceAttrs(ArrayRef<int64_t> axes,
+                                                 bool keepdims) {
   Builder &b = ctx.getBuilder();
   SmallVector<NamedAttribute> attrs = {
       ctx.namedAttr("axes", b.getDenseI64ArrayAttr(axes))};
   if (keepdims)
     attrs.push_back(ctx.namedAttr("keepdims", b.getUnitAttr()));
-  if (kind == "max")
-    return make<ReduceMaxOp>({input}, attrs);
-  return make<ReduceSumOp>({input}, attrs);
+  return attrs;
 }
 
 Value OpChain::indices(ArrayRef<int64_t> shape, ArrayRef<int64_t> values) {

@@ -156,16 +156,10 @@ public:
   template <typename OpTy>
   Value make(ArrayRef<Value> operands, ArrayRef<NamedAttribute> attrs = {},
              TypeRange resultTypes = {}) {
-    if (failedAny || llvm::any_of(operands, [](Value v) { return !v; })) {
-      failedAny = true;
-      return {};
-    }
+    if (failedAny || llvm::any_of(operands, [](Value v) { return !v; }))
+      return fail();
     FailureOr<Value> result = ctx.create<OpTy>(operands, attrs, resultTypes);
-    if (::mlir::failed(result)) {
-      failedAny = true;
-      return {};
-    }
-    return *result;
+    return ::mlir::failed(result) ? fail() : *result;
   }
   Value compare(CompareDirection direction, Value lhs, Value rhs);
   Value select(Value condition, Value onTrue, Value onFalse);
@@ -173,8 +167,11 @@ public:
   Value transpose(Value input, ArrayRef<int64_t> permutation);
   Value broadcast(Value input, ArrayRef<int64_t> shape);
   Value cast(Value input, Type element);
-  Value reduce(StringRef kind, Value input, ArrayRef<int64_t> axes,
-               bool keepdims);
+  /// A loom.reduce_sum or loom.reduce_max (`OpTy`) over `axes`.
+  template <typename OpTy>
+  Value reduce(Value input, ArrayRef<int64_t> axes, bool keepdims) {
+    return make<OpTy>({input}, reduceAttrs(axes, keepdims));
+  }
   /// A rank-0 constant.
   Value scalar(Type element, double value) {
     return ctx.createScalar(element, value);
@@ -192,6 +189,14 @@ public:
   }
 
 private:
+  /// Records a failure (already reported) and gives the null Value.
+  Value fail() {
+    failedAny = true;
+    return {};
+  }
+  SmallVector<NamedAttribute> reduceAttrs(ArrayRef<int64_t> axes,
+                                          bool keepdims);
+
   NodeContext &ctx;
   bool failedAny = false;
 };

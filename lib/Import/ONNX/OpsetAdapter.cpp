@@ -304,7 +304,6 @@ private:
       for (int64_t axis : axes)
         attribute->add_ints(axis);
     }
-    (void)change;
     return success();
   }
 

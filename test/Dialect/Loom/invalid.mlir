@@ -1234,3 +1234,27 @@ func.func @gather_padding(%t: tensor<10x4xf32>, %i: tensor<3xi64>) {
   %0 = loom.gather %t[%i] padding_idx 10 : (tensor<10x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
   return
 }
+
+// -----
+
+func.func @cumsum_axis(%x: tensor<4x3xf32>) {
+  // expected-error @+1 {{'loom.cumsum' op axis 2 is out of range for 'tensor<4x3xf32>'}}
+  %0 = loom.cumsum %x axis 2 : tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @maximum_types(%a: tensor<4xf32>, %b: tensor<4xf64>) {
+  // expected-error @+1 {{'loom.maximum' op operand element types differ}}
+  %0 = loom.maximum %a, %b : (tensor<4xf32>, tensor<4xf64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @sin_integer(%i: tensor<4xi64>) {
+  // expected-error @+1 {{'loom.sin' op operand #0 must be statically shaped tensor of}}
+  %0 = loom.sin %i : tensor<4xi64>
+  return
+}

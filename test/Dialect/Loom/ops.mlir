@@ -66,6 +66,22 @@ func.func @unary(%x: tensor<8x16xf32>, %i: tensor<4xi64>) {
   %9 = loom.relu %x : tensor<8x16xf32>
   // CHECK: loom.reciprocal %{{.*}} : tensor<8x16xf32>
   %10 = loom.reciprocal %x : tensor<8x16xf32>
+  // CHECK: loom.abs %{{.*}} : tensor<4xi64>
+  %ab = loom.abs %i : tensor<4xi64>
+  // CHECK: loom.sin %{{.*}} : tensor<8x16xf32>
+  %sn = loom.sin %x : tensor<8x16xf32>
+  // CHECK: loom.cos %{{.*}} : tensor<8x16xf32>
+  %cs = loom.cos %x : tensor<8x16xf32>
+  // CHECK: loom.cumsum %{{.*}} axis 1 : tensor<8x16xf32>
+  %cu = loom.cumsum %x axis 1 : tensor<8x16xf32>
+  // CHECK: loom.cumsum %{{.*}} axis 0 exclusive reverse : tensor<4xi64>
+  %cr = loom.cumsum %i axis 0 exclusive reverse : tensor<4xi64>
+  // CHECK: loom.maximum %{{.*}}, %{{.*}} : tensor<8x16xf32>
+  %mx = loom.maximum %x, %x : tensor<8x16xf32>
+  // CHECK: loom.minimum %{{.*}}, %{{.*}} : tensor<4xi64>
+  %mn = loom.minimum %i, %i : tensor<4xi64>
+  // CHECK: loom.fmod %{{.*}}, %{{.*}} : tensor<8x16xf32>
+  %fm = loom.fmod %x, %x : tensor<8x16xf32>
   // CHECK: loom.gelu %{{.*}} : tensor<8x16xf32>
   %11 = loom.gelu %x : tensor<8x16xf32>
   // CHECK: loom.gelu %{{.*}} approximate tanh : tensor<8x16xf32>
