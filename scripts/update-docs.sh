@@ -6,5 +6,7 @@ build="${BUILD_DIR:-$root/build}"
 cmake --build "$build" --target mlir-doc
 mkdir -p "$root/docs/reference"
 cp "$build/docs/Dialects/LoomDialect.md" "$build/docs/Dialects/PlanDialect.md" \
-  "$build/docs/LoomPasses.md" "$build/docs/LoomConversionPasses.md" "$root/docs/reference/"
+  "$build/docs/LoomTrainingPasses.md" "$build/docs/LoomFusionPasses.md" \
+  "$build/docs/LoomParallelPasses.md" "$build/docs/LoomConversionPasses.md" \
+  "$build/docs/PlanPasses.md" "$root/docs/reference/"
 echo "updated docs/reference"

@@ -12,7 +12,7 @@ config.suffixes = [".mlir", ".onnxtext", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 # Unit tests run through ctest; helper files are not tests.
-config.excludes = ["Unit", "Inputs", "Conformance", "CMakeLists.txt", "lit.cfg.py",
+config.excludes = ["Unit", "lib", "Inputs", "Conformance", "CMakeLists.txt", "lit.cfg.py",
                    "lit.site.cfg.py"]
 
 llvm_config.with_system_environment(["HOME", "TMP", "TEMP"])

@@ -5,10 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Conversion/Passes.h"
-#include "loom/Dialect/Loom/IR/LoomDialect.h"
-#include "loom/Dialect/Plan/IR/PlanDialect.h"
-#include "loom/Transforms/Passes.h"
+#include "TestPasses.h"
+#include "loom/InitAllDialects.h"
+#include "loom/InitAllPasses.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -18,14 +17,12 @@
 
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
-  mlir::loom::registerLoomPasses();
-  mlir::loom::registerLoomConversionPasses();
-  mlir::loom::registerLowerToPlanPipeline();
+  mlir::loom::registerAllPasses();
+  mlir::loom::test::registerTestPasses();
 
   mlir::DialectRegistry registry;
-  registry.insert<mlir::loom::LoomDialect, mlir::loom::plan::PlanDialect,
-                  mlir::func::FuncDialect, mlir::arith::ArithDialect,
-                  mlir::tensor::TensorDialect>();
+  mlir::loom::registerAllDialects(registry);
+  registry.insert<mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Loom optimizer driver\n", registry));
 }

@@ -13,10 +13,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Conversion/LoomToPlan/LoomToPlan.h"
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
 #include "loom/Dialect/Plan/IR/PlanDialect.h"
 #include "loom/Import/ONNX/ImportONNX.h"
+#include "loom/Target/Plan/EmitPlan.h"
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"

@@ -4,6 +4,7 @@
 #define LOOM_CONVERSION_PASSES_H
 
 #include "loom/Dialect/Plan/IR/PlanDialect.h"
+#include "loom/Transforms/PassOptions.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

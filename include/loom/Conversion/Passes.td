@@ -1,8 +1,10 @@
 //===- Passes.td - Lowering of loom functions to runtime plans -*- tablegen -*-===//
 //
-// The passes of `loom-lower-to-plan`, in pipeline order after
-// `loom-fuse-elementwise`: kernel selection, bufferization, memory planning.
-// lib/Conversion/LoomToPlan holds one file per pass.
+// The conversion from loom functions to the plan dialect, in pipeline order
+// after `loom-fuse-elementwise`: kernel selection, then bufferization. Memory
+// planning is a plan-dialect pass (include/loom/Dialect/Plan/Transforms).
+// lib/Conversion/LoomToPlan holds one file per pass and the
+// `loom-lower-to-plan` pipeline.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,8 +35,12 @@ def LoomSelectKernels : Pass<"loom-select-kernels", "::mlir::func::FuncOp"> {
     ```
   }];
   let options = [
-    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
-           "The backend whose kernels are chosen (cpu)">,
+    Option<"target", "target", "::mlir::loom::KernelTarget",
+           /*default=*/"::mlir::loom::KernelTarget::CPU",
+           "The backend whose kernels are chosen (cpu)", [{::llvm::cl::values(
+             clEnumValN(::mlir::loom::KernelTarget::CPU, "cpu",
+                        "the CPU backend's kernels, which the CUDA backend "
+                        "also runs"))}]>,
   ];
   let dependentDialects = ["::mlir::loom::plan::PlanDialect"];
 }
@@ -70,35 +76,6 @@ def LoomBufferize : Pass<"loom-bufferize", "::mlir::ModuleOp"> {
     ```
   }];
   let dependentDialects = ["::mlir::loom::plan::PlanDialect"];
-}
-
-def LoomPlanMemory : Pass<"loom-plan-memory", "::mlir::func::FuncOp"> {
-  let summary = "Place every buffer in one arena by liveness";
-  let description = [{
-    Static memory planning. A buffer lives from its `plan.input` or
-    `plan.alloc` to its last use, through the `plan.view`s of it; outputs
-    live to the end. Buffers are placed greedily, largest first, at the
-    lowest 64-byte aligned offset that no buffer with an overlapping
-    lifetime occupies, so buffers that are never live together share bytes.
-    Sets each buffer's `offset` and the function's `plan.arena_size`, the
-    planned peak, known before anything runs.
-
-    Input:
-    ```mlir
-    %0 = plan.input "x" : memref<16xf32>
-    %1 = plan.alloc : memref<16xf32>
-    ```
-    Output:
-    ```mlir
-    func.func @f() attributes {plan.arena_size = 128 : i64} {
-      %0 = plan.input "x" offset 0 : memref<16xf32>
-      %1 = plan.alloc offset 64 : memref<16xf32>
-    ```
-  }];
-  let options = [
-    Option<"printSummary", "print-summary", "bool", /*default=*/"false",
-           "Emit a remark with the arena size and the sum of all buffers">,
-  ];
 }
 
 #endif // LOOM_CONVERSION_PASSES_TD

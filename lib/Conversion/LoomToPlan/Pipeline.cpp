@@ -1,7 +1,10 @@
 //===- Pipeline.cpp - The loom-lower-to-plan pipeline ---------------------===//
 
 #include "loom/Conversion/Passes.h"
-#include "loom/Transforms/Passes.h"
+#include "loom/Dialect/Plan/Transforms/Passes.h"
+#include "loom/Transforms/Fusion/Passes.h"
+#include "loom/Transforms/Parallel/Passes.h"
+#include "loom/Transforms/Training/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -10,24 +13,13 @@ using namespace mlir;
 
 void mlir::loom::buildLowerToPlanPipeline(OpPassManager &pm) {
   pm.nest<func::FuncOp>().addPass(createLoomExpandOptimizers());
-  pm.nest<func::FuncOp>().addPass(createLoomDecomposeCollectives());
+  buildCollectiveLoweringPipeline(pm);
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  OpPassManager &fuseOps = pm.nest<func::FuncOp>();
-  fuseOps.addPass(createLoomPackAttention());
-  fuseOps.addPass(createLoomFuseMatmulEpilogue());
-  fuseOps.addPass(createLoomDecomposeGeluGrad());
-  fuseOps.addPass(createLoomFuseLayerNormGrad());
-  fuseOps.addPass(createLoomFuseBiasGrad());
-  fuseOps.addPass(createLoomFuseCrossEntropyGrad());
-  // After the epilogue fusion, which adds the bf16 bias casts, and before
-  // elementwise fusion puts the casts into kernels.
-  pm.addPass(createLoomCacheParameterCasts());
-  OpPassManager &funcs = pm.nest<func::FuncOp>();
-  funcs.addPass(createLoomFuseElementwise());
+  OpPassManager &funcs = buildKernelFusionPipeline(pm);
   funcs.addPass(createLoomSelectKernels());
   pm.addPass(createLoomBufferize());
-  pm.nest<func::FuncOp>().addPass(createLoomPlanMemory());
+  pm.nest<func::FuncOp>().addPass(plan::createLoomPlanMemory());
 }
 
 void mlir::loom::registerLowerToPlanPipeline() {

@@ -331,13 +331,7 @@ struct SelectKernelsPass : impl::LoomSelectKernelsBase<SelectKernelsPass> {
   using LoomSelectKernelsBase::LoomSelectKernelsBase;
 
   void runOnOperation() override {
-    if (target != "cpu") {
-      emitError(getOperation().getLoc())
-          << "unknown kernel target '" << target << "' (known: cpu)";
-      return signalPassFailure();
-    }
     Selector selector(&getContext());
-    selector.target = target;
     bool failed = false;
     for (Operation &op : getOperation().getOps()) {
       if (op.hasTrait<OpTrait::IsTerminator>())

@@ -8,29 +8,29 @@
 
 #include "../ModelCompiler.h"
 
-#include "loom/Conversion/LoomToPlan/LoomToPlan.h"
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
-#include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Dialect/Plan/IR/PlanDialect.h"
 #include "loom/Import/ONNX/ImportONNX.h"
-#include "loom/Transforms/Passes.h"
+#include "loom/InitAllDialects.h"
+#include "loom/Target/Plan/EmitPlan.h"
+#include "loom/Transforms/Fusion/Passes.h"
+#include "loom/Transforms/Training/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MemoryBuffer.h"
-
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <regex>
 
 using namespace mlir;
+using namespace mlir::loom;
 namespace rt = ::loom::runtime;
 
 bool ::loom::haveModelCompiler() { return true; }
@@ -60,207 +60,47 @@ std::string describeLocation(Location loc, const std::string &path,
   return path;
 }
 
-/// The forward model's rewrites, after canonicalization: the fused
-/// attention, then loom-mixed-precision unless the model stays f32 (which
-/// casts the fused attention as a whole).
-void addForwardRewrites(PassManager &pm,
-                        const ::loom::ModelCompileOptions &options) {
-  if (options.fuseAttention)
-    pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseAttention());
-  if (options.precision == "f32")
-    return;
-  mlir::loom::LoomMixedPrecisionOptions mixed;
-  mixed.precision = options.precision;
-  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomMixedPrecision(mixed));
-}
-
-/// --padding-idx: marks the embedding lookups (axis-0 gathers reading a
-/// parameter) of the parameters each pattern matches; a pattern that
-/// matches no such lookup is an error, since it would change nothing.
-LogicalResult markPaddingRows(ModuleOp module,
-                              const ::loom::TrainCompileOptions &train,
-                              const std::string &path, std::string &errors) {
-  for (const auto &[text, row] : train.paddingIdx) {
-    std::regex pattern;
-    try {
-      pattern = std::regex(text, std::regex::ECMAScript);
-    } catch (const std::regex_error &) {
-      errors += path + ": error: --padding-idx '" + text +
-                "' is not a valid regular expression";
-      return failure();
-    }
-    int marked = 0;
-    bool failedAny = false;
-    module.walk([&](mlir::loom::GatherOp gather) {
-      auto param = gather.getInput().getDefiningOp<mlir::loom::ParamOp>();
-      if (!param || gather.getAxis() != 0 ||
-          !std::regex_search(param.getName().str(), pattern))
-        return;
-      int64_t rows = gather.getInput().getType().getDimSize(0);
-      if (row < -rows || row >= rows) {
-        errors += path + ": error: --padding-idx " + text + "=" +
-                  std::to_string(row) + ": parameter '" +
-                  param.getName().str() + "' has " + std::to_string(rows) +
-                  " rows";
-        failedAny = true;
-        return;
-      }
-      gather.setPaddingIdx(row);
-      ++marked;
-    });
-    if (failedAny)
-      return failure();
-    if (marked == 0) {
-      errors += path + ": error: --padding-idx '" + text +
-                "' matches no parameter read by an embedding lookup";
-      return failure();
-    }
-  }
-  return success();
-}
-
-/// The rows of an f32 [rows, width] parameter value that are all zeros, or
-/// nothing when the value is not at hand (shapes only, external data).
-SmallVector<int64_t> zeroRows(mlir::loom::ParameterOp parameter) {
-  auto type = dyn_cast<RankedTensorType>(parameter.getType());
-  std::optional<Attribute> value = parameter.getInitialValue();
-  if (!type || !value || type.getRank() != 2 || !type.getElementType().isF32())
-    return {};
-  ArrayRef<float> data;
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(*value)) {
-    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-    if (!blob)
-      return {};
-    ArrayRef<char> raw = blob->getData();
-    data = ArrayRef<float>(reinterpret_cast<const float *>(raw.data()),
-                           raw.size() / sizeof(float));
-  } else if (auto dense = dyn_cast<DenseElementsAttr>(*value)) {
-    if (dense.isSplat())
-      return {};
-    ArrayRef<char> raw = dense.getRawData();
-    data = ArrayRef<float>(reinterpret_cast<const float *>(raw.data()),
-                           raw.size() / sizeof(float));
-  }
-  int64_t rows = type.getDimSize(0), width = type.getDimSize(1);
-  if (int64_t(data.size()) != rows * width || width == 0)
-    return {};
-  SmallVector<int64_t> zeros;
-  for (int64_t row = 0; row < rows; ++row)
-    if (llvm::all_of(data.slice(row * width, width),
-                     [](float x) { return x == 0.0f; }))
-      zeros.push_back(row);
-  return zeros;
-}
-
-/// Warns about embedding tables that look like nn.Embedding(padding_idx):
-/// PyTorch zeroes that one row at initialization and never trains it, but
-/// the ONNX export keeps only the lookup, so Loom would train the row.
-void warnAboutPaddingRows(ModuleOp module) {
-  llvm::StringSet<> warned;
-  module.walk([&](mlir::loom::GatherOp gather) {
-    auto param = gather.getInput().getDefiningOp<mlir::loom::ParamOp>();
-    if (!param || gather.getAxis() != 0 || gather.getPaddingIdx() ||
-        warned.contains(param.getName()))
-      return;
-    auto parameter = module.lookupSymbol<mlir::loom::ParameterOp>(
-        param.getNameAttr().getAttr());
-    if (!parameter || !parameter.getTrainable())
-      return;
-    SmallVector<int64_t> zeros = zeroRows(parameter);
-    if (zeros.size() != 1 ||
-        cast<RankedTensorType>(parameter.getType()).getDimSize(0) < 3)
-      return;
-    warned.insert(param.getName());
-    std::string escaped;
-    for (char c : param.getName()) {
-      if (StringRef(".^$|()[]{}*+?\\").contains(c))
-        escaped += '\\';
-      escaped += c;
-    }
-    emitWarning(parameter.getLoc())
-        << "embedding '" << param.getName() << "': row " << zeros.front()
-        << " is all zeros, as nn.Embedding(padding_idx=" << zeros.front()
-        << ") initializes it, and PyTorch never trains that row, which an "
-           "ONNX export cannot say; pass --padding-idx '^"
-        << escaped << "$=" << zeros.front() << "' to train as PyTorch does";
-  });
-}
-
-/// Freezes the parameters --freeze matches, then adds the loss, its
-/// gradients and the optimizer step; keeps only the step.
-LogicalResult buildTrainingStep(ModuleOp module,
-                                const ::loom::ModelCompileOptions &options,
-                                const std::string &path, std::string &errors) {
+/// loom-run's training flags as the training pipeline's options (the
+/// flags were checked when they were parsed).
+void setPipelineOptions(const ::loom::ModelCompileOptions &options,
+                        TrainingPipelineOptions &pipeline) {
   const ::loom::TrainCompileOptions &train = options.train;
-  std::string model =
+  pipeline.function =
       options.functionName.empty() ? "forward" : options.functionName;
-  if (!train.freeze.empty()) {
-    std::regex pattern;
-    try {
-      pattern = std::regex(train.freeze, std::regex::ECMAScript);
-    } catch (const std::regex_error &error) {
-      errors += path + ": error: --freeze '" + train.freeze +
-                "' is not a valid regular expression";
-      return failure();
-    }
-    for (auto parameter : module.getOps<mlir::loom::ParameterOp>())
-      if (std::regex_search(parameter.getSymName().str(), pattern))
-        parameter.setTrainable(false);
+  pipeline.loss = train.loss == "mse"    ? LossKind::MSE
+                  : train.loss == "none" ? LossKind::None
+                                         : LossKind::CrossEntropy;
+  pipeline.precision =
+      options.precision == "bf16" ? Precision::BF16 : Precision::F32;
+  pipeline.fuseAttention = options.fuseAttention;
+  pipeline.freeze = train.freeze;
+  for (const auto &[pattern, row] : train.paddingIdx)
+    pipeline.paddingIdx.push_back(pattern + "=" + std::to_string(row));
+  pipeline.optimizer =
+      train.optimizer == "sgd" ? OptimizerKind::SGD : OptimizerKind::AdamW;
+  pipeline.lr = train.lr;
+  pipeline.momentum = train.momentum;
+  pipeline.dampening = train.dampening;
+  pipeline.nesterov = train.nesterov;
+  pipeline.beta1 = train.beta1;
+  pipeline.beta2 = train.beta2;
+  pipeline.eps = train.eps;
+  pipeline.weightDecay = train.weightDecay;
+  pipeline.clipGradNorm = train.clipGradNorm;
+  pipeline.gradAccum = train.gradAccum;
+}
+
+/// Writes `module` to `path` as loom-opt prints it.
+LogicalResult writeModule(ModuleOp module, const std::string &path,
+                          std::string &errors) {
+  std::error_code error;
+  llvm::raw_fd_ostream os(path, error);
+  if (error) {
+    errors += "cannot write " + path + ": " + error.message();
+    return failure();
   }
-  if (failed(markPaddingRows(module, train, path, errors)))
-    return failure();
-  warnAboutPaddingRows(module);
-  if (llvm::none_of(module.getOps<mlir::loom::ParameterOp>(),
-                    [](auto parameter) { return parameter.getTrainable(); })) {
-    errors += path +
-              ": error: the model has no trainable parameters (float "
-              "initializers" +
-              (train.freeze.empty()
-                   ? std::string(")")
-                   : "; --freeze '" + train.freeze + "' matches them all)");
-    return failure();
-  }
-  PassManager pm(module.getContext());
-  // Simplify first (e.g. fold Linear layers' weight transposes into their
-  // GEMMs) so that the backward pass is built from the simpler graph.
-  pm.addPass(createCanonicalizerPass());
-  // Attention fusion and mixed precision rewrite the forward model only;
-  // autodiff then derives the fused backward and bf16 GEMMs from it.
-  addForwardRewrites(pm, options);
-  mlir::loom::LoomAttachLossOptions loss;
-  loss.function = model;
-  loss.kind = train.loss;
-  pm.addPass(mlir::loom::createLoomAttachLoss(loss));
-  // Aligned rows for the logits' GEMMs (GPT-2's 50257 classes are not a
-  // multiple of 8); the loss and gradients stay the same.
-  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomPadClasses());
-  mlir::loom::LoomAutodiffOptions autodiff;
-  autodiff.function = model + "_loss";
-  pm.addPass(mlir::loom::createLoomAutodiff(autodiff));
-  // Bias gradients sum the bf16 gradient the backward GEMMs read, as
-  // torch.autocast does, instead of an f32 copy stored for them alone.
-  if (options.precision != "f32")
-    pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomNarrowBiasGradients());
-  mlir::loom::LoomBuildTrainStepOptions step;
-  step.function = model + "_loss_grad";
-  step.optimizer = train.optimizer;
-  step.lr = train.lr;
-  step.momentum = train.momentum;
-  step.dampening = train.dampening;
-  step.nesterov = train.nesterov;
-  step.beta1 = train.beta1;
-  step.beta2 = train.beta2;
-  step.eps = train.eps;
-  step.weightDecay = train.weightDecay;
-  step.clipGradNorm = train.clipGradNorm;
-  step.gradAccum = train.gradAccum;
-  pm.addPass(mlir::loom::createLoomBuildTrainStep(step));
-  if (failed(pm.run(module)))
-    return failure();
-  // The model, loss and gradient functions were inlined into the step.
-  for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
-    if (func.getSymName() != "train_step")
-      func.erase();
+  module.print(os);
+  os << "\n";
   return success();
 }
 
@@ -310,8 +150,7 @@ auto ::loom::compileModel(const std::string &path,
     return rt::Status::error(path + ": " + file.getError().message());
 
   DialectRegistry registry;
-  registry.insert<mlir::loom::LoomDialect, mlir::loom::plan::PlanDialect,
-                  func::FuncDialect>();
+  registerAllDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   // Users read these errors; the op dump is for pass developers (loom-opt).
@@ -366,20 +205,28 @@ auto ::loom::compileModel(const std::string &path,
   if (!module)
     return failure("cannot read the model");
   std::string functionName = options.functionName;
+  PassManager pm(&context);
   if (options.train.enabled) {
-    if (failed(buildTrainingStep(*module, options, path, errors)))
-      return failure("cannot build the training step");
+    TrainingPipelineOptions pipeline;
+    setPipelineOptions(options, pipeline);
+    buildTrainingPipeline(pm, pipeline);
     functionName = "train_step";
   } else if (options.precision != "f32" || options.fuseAttention) {
     // Canonicalized first, as for training, so that transposes fold into
     // the GEMMs before casts stand between them.
-    PassManager pm(&context);
     pm.addPass(createCanonicalizerPass());
-    addForwardRewrites(pm, options);
-    if (failed(pm.run(*module)))
-      return failure("cannot rewrite the model (--precision " +
-                     options.precision + ")");
+    buildForwardFusionPipeline(pm, options.fuseAttention,
+                               options.precision == "bf16" ? Precision::BF16
+                                                           : Precision::F32);
   }
+  if (failed(pm.run(*module)))
+    return failure(options.train.enabled
+                       ? "cannot build the training step"
+                       : "cannot rewrite the model (--precision " +
+                             options.precision + ")");
+  if (!options.emitMLIR.empty() &&
+      failed(writeModule(*module, options.emitMLIR, errors)))
+    return failure("cannot write " + options.emitMLIR);
   FailureOr<rt::Plan> plan =
       mlir::loom::lowerToRuntimePlan(*module, functionName);
   if (mlir::failed(plan))

@@ -1,0 +1,43 @@
+//===- Passes.td - Plan dialect passes ---------------------*- tablegen -*-===//
+//
+// Passes on the plan dialect (buffers, kernels, collectives): what runs after
+// bufferization and before the emitter (lib/Target/Plan) writes the plan.
+// lib/Dialect/Plan/Transforms holds one file per pass.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIALECT_PLAN_TRANSFORMS_PASSES_TD
+#define LOOM_DIALECT_PLAN_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LoomPlanMemory : Pass<"loom-plan-memory", "::mlir::func::FuncOp"> {
+  let summary = "Place every buffer in one arena by liveness";
+  let description = [{
+    Static memory planning. A buffer lives from its `plan.input` or
+    `plan.alloc` to its last use, through the `plan.view`s of it; outputs
+    live to the end. Buffers are placed greedily, largest first, at the
+    lowest 64-byte aligned offset that no buffer with an overlapping
+    lifetime occupies, so buffers that are never live together share bytes.
+    Sets each buffer's `offset` and the function's `plan.arena_size`, the
+    planned peak, known before anything runs.
+
+    Input:
+    ```mlir
+    %0 = plan.input "x" : memref<16xf32>
+    %1 = plan.alloc : memref<16xf32>
+    ```
+    Output:
+    ```mlir
+    func.func @f() attributes {plan.arena_size = 128 : i64} {
+      %0 = plan.input "x" offset 0 : memref<16xf32>
+      %1 = plan.alloc offset 64 : memref<16xf32>
+    ```
+  }];
+  let options = [
+    Option<"printSummary", "print-summary", "bool", /*default=*/"false",
+           "Emit a remark with the arena size and the sum of all buffers">,
+  ];
+}
+
+#endif // LOOM_DIALECT_PLAN_TRANSFORMS_PASSES_TD

@@ -1,0 +1,34 @@
+//===- EmitPlan.h - Lowered loom functions to runtime plans ----*- C++ -*-===//
+//
+// The compiler's side of the runtime boundary, the plan target: turns a
+// function lowered by `loom-lower-to-plan` into the runtime's in-memory Plan
+// (the plan-format library, include/loom/Runtime/Plan.h), which
+// loom::runtime::writePlan serializes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_TARGET_PLAN_EMITPLAN_H
+#define LOOM_TARGET_PLAN_EMITPLAN_H
+
+#include "loom/Runtime/Plan.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LogicalResult.h"
+
+namespace mlir {
+namespace loom {
+
+/// Builds the plan of `funcName` (or of the module's only function when
+/// empty), which must have been through `loom-lower-to-plan`. Weights are
+/// copied from the parameters' values (dense, dense_resource or external
+/// files). Errors are emitted at the offending op.
+FailureOr<::loom::runtime::Plan> buildRuntimePlan(ModuleOp module,
+                                                  StringRef funcName = {});
+
+/// Runs `loom-lower-to-plan` on `module` (in place), then buildRuntimePlan.
+FailureOr<::loom::runtime::Plan> lowerToRuntimePlan(ModuleOp module,
+                                                    StringRef funcName = {});
+
+} // namespace loom
+} // namespace mlir
+
+#endif // LOOM_TARGET_PLAN_EMITPLAN_H

@@ -1,0 +1,124 @@
+//===- PlanMemory.cpp - Liveness-based placement of arena buffers ---------===//
+//
+// Greedy-by-size placement (as TFLite's and XLA's heap simulators do for
+// static graphs): buffers sorted largest first, each put at the lowest
+// aligned offset free of every already placed buffer whose lifetime overlaps
+// its own. Lifetimes are intervals of op positions in the straight-line body.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Dialect/Plan/Transforms/Passes.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/MathExtras.h"
+
+namespace mlir {
+namespace loom {
+namespace plan {
+#define GEN_PASS_DEF_LOOMPLANMEMORY
+#include "loom/Dialect/Plan/Transforms/Passes.h.inc"
+
+namespace {
+
+struct Buffer {
+  Operation *op;
+  int64_t bytes;
+  unsigned first, last;
+  int64_t offset = -1;
+};
+
+/// Arena bytes of a buffer: its size rounded up to the alignment, at least
+/// one alignment unit so that every buffer has its own address.
+int64_t bufferBytes(MemRefType type) {
+  int64_t bytes = plan::PlanDialect::getBufferBytes(type);
+  return llvm::alignTo(std::max<int64_t>(bytes, 1),
+                       plan::PlanDialect::kAlignment);
+}
+
+struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
+  using LoomPlanMemoryBase::LoomPlanMemoryBase;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    if (!func.getBody().hasOneBlock()) {
+      func.emitOpError("must have a single block to plan its memory");
+      return signalPassFailure();
+    }
+    Block &body = func.getBody().front();
+    llvm::DenseMap<Operation *, unsigned> position;
+    for (auto [index, op] : llvm::enumerate(body))
+      position[&op] = index;
+    unsigned end = body.getOperations().size();
+
+    std::vector<Buffer> buffers;
+    llvm::DenseMap<Value, size_t> bufferOf;
+    for (Operation &op : body) {
+      if (!isa<plan::InputOp, plan::AllocOp>(op))
+        continue;
+      unsigned first = isa<plan::InputOp>(op) ? 0 : position[&op];
+      bufferOf[op.getResult(0)] = buffers.size();
+      buffers.push_back(
+          {&op, bufferBytes(cast<MemRefType>(op.getResult(0).getType())), first,
+           first});
+    }
+    // Every use extends the lifetime of the buffer behind it; outputs are
+    // read after the last kernel. A send completes only once its receiver
+    // has taken the data, which may be after this rank's later instructions:
+    // reusing its bytes would make the runtime wait for the send first, and
+    // two ranks sending to each other before receiving would wait forever.
+    // So what a send reads lives to the end of the step.
+    for (Operation &op : body) {
+      auto kernel = dyn_cast<plan::KernelOp>(op);
+      bool untilEnd =
+          isa<plan::OutputOp>(op) || (kernel && kernel.getKernel() == "send");
+      for (Value operand : op.getOperands()) {
+        auto it = bufferOf.find(plan::ViewOp::getRoot(operand));
+        if (it == bufferOf.end())
+          continue;
+        Buffer &buffer = buffers[it->second];
+        buffer.last = std::max(buffer.last, untilEnd ? end : position[&op]);
+      }
+    }
+
+    std::vector<Buffer *> order;
+    for (Buffer &buffer : buffers)
+      order.push_back(&buffer);
+    std::stable_sort(order.begin(), order.end(),
+                     [](Buffer *a, Buffer *b) { return a->bytes > b->bytes; });
+    int64_t arena = 0, total = 0;
+    std::vector<Buffer *> placed;
+    for (Buffer *buffer : order) {
+      // Occupied ranges of live-overlapping buffers, by offset.
+      std::vector<std::pair<int64_t, int64_t>> busy;
+      for (Buffer *other : placed)
+        if (other->first <= buffer->last && buffer->first <= other->last)
+          busy.push_back({other->offset, other->offset + other->bytes});
+      llvm::sort(busy);
+      int64_t offset = 0;
+      for (auto [begin, stop] : busy) {
+        if (offset + buffer->bytes <= begin)
+          break;
+        offset = std::max(offset, stop);
+      }
+      buffer->offset = offset;
+      placed.push_back(buffer);
+      arena = std::max(arena, offset + buffer->bytes);
+      total += buffer->bytes;
+    }
+
+    Builder builder(&getContext());
+    for (Buffer &buffer : buffers)
+      buffer.op->setAttr("offset", builder.getI64IntegerAttr(buffer.offset));
+    func->setAttr(plan::PlanDialect::kArenaSizeAttrName,
+                  builder.getI64IntegerAttr(arena));
+    if (printSummary)
+      func.emitRemark() << "arena " << arena << " bytes for " << buffers.size()
+                        << " buffers of " << total << " bytes in all";
+  }
+};
+
+} // namespace
+} // namespace plan
+} // namespace loom
+} // namespace mlir

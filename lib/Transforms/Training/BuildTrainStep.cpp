@@ -1,0 +1,354 @@
+//===- BuildTrainStep.cpp - One optimizer step as a function --------------===//
+//
+// The whole step, forward to parameter update, is one straight-line function:
+// the gradient function is inlined once per microbatch, so memory planning
+// sees every buffer's lifetime across the step, and the updates are ordinary
+// (later expanded and fused) ops followed by loom.assign stores.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Transforms/Training/Passes.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir {
+namespace loom {
+#define GEN_PASS_DEF_LOOMBUILDTRAINSTEP
+#include "loom/Transforms/Training/Passes.h.inc"
+
+namespace {
+
+/// A gradient result of the gradient function and its parameter.
+struct Gradient {
+  unsigned result;
+  ParameterOp parameter;
+};
+
+struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
+  using LoomBuildTrainStepBase::LoomBuildTrainStepBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (failed(checkOptions(module)))
+      return signalPassFailure();
+    auto gradFunction = module.lookupSymbol<func::FuncOp>(function);
+    if (!gradFunction || gradFunction.isExternal() ||
+        !gradFunction.getBody().hasOneBlock()) {
+      module.emitError("no gradient function '")
+          << function << "' (run loom-autodiff first)";
+      return signalPassFailure();
+    }
+    FailureOr<SmallVector<Gradient>> gradients = findGradients(gradFunction);
+    if (failed(gradients))
+      return signalPassFailure();
+    if (failed(build(module, gradFunction, *gradients)))
+      return signalPassFailure();
+    // The step inlined the gradient function, which inlined the rest.
+    if (eraseSources)
+      for (auto func :
+           llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+        if (func.getSymName() != stepName)
+          func.erase();
+  }
+
+  /// The optimizer as torch.optim spells it in lower case.
+  StringRef optimizerName() const {
+    return optimizer == OptimizerKind::SGD ? "sgd" : "adamw";
+  }
+
+  LogicalResult checkOptions(ModuleOp module) {
+    if (optimizer == OptimizerKind::SGD && lr < 0)
+      return module.emitError(
+          "the sgd optimizer needs a learning rate (lr), as torch.optim.SGD");
+    if (gradAccum < 1)
+      return module.emitError("grad-accum must be at least 1");
+    if (clipGradNorm < 0)
+      return module.emitError("clip-grad-norm must be >= 0 (0 turns it off)");
+    return success();
+  }
+
+  FailureOr<SmallVector<Gradient>> findGradients(func::FuncOp gradFunction) {
+    SmallVector<Gradient> gradients;
+    for (unsigned i = 0; i < gradFunction.getNumResults(); ++i) {
+      auto of = gradFunction.getResultAttrOfType<FlatSymbolRefAttr>(
+          i, "loom.gradient_of");
+      if (!of)
+        continue;
+      auto parameter =
+          SymbolTable::lookupNearestSymbolFrom<ParameterOp>(gradFunction, of);
+      if (!parameter)
+        return gradFunction.emitOpError("result #")
+               << i << " is the gradient of " << of
+               << ", which is not a loom.parameter";
+      gradients.push_back({i, parameter});
+    }
+    if (gradients.empty())
+      return gradFunction.emitOpError(
+          "returns no gradients: the model has no trainable parameter the "
+          "loss depends on");
+    auto loss = lossResult < gradFunction.getNumResults()
+                    ? dyn_cast<RankedTensorType>(
+                          gradFunction.getResultTypes()[lossResult])
+                    : RankedTensorType();
+    if (!loss || loss.getRank() != 0)
+      return gradFunction.emitOpError("result #")
+             << unsigned(lossResult) << " must be the scalar loss";
+    return gradients;
+  }
+
+  LogicalResult build(ModuleOp module, func::FuncOp gradFunction,
+                      ArrayRef<Gradient> gradients) {
+    SymbolTable symbols(module);
+    OpBuilder builder(&getContext());
+    Location loc = gradFunction.getLoc();
+
+    // Arguments hold all microbatches, stacked along dimension 0.
+    SmallVector<Type> argTypes;
+    for (auto [index, type] :
+         llvm::enumerate(gradFunction.getArgumentTypes())) {
+      auto tensor = cast<RankedTensorType>(type);
+      if (gradAccum > 1 && tensor.getRank() == 0)
+        return gradFunction.emitOpError("argument #")
+               << index << " is a scalar and cannot be split into "
+               << unsigned(gradAccum) << " microbatches";
+      SmallVector<int64_t> shape(tensor.getShape());
+      if (gradAccum > 1)
+        shape[0] *= gradAccum;
+      argTypes.push_back(tensor.clone(shape));
+    }
+    Type lossType = gradFunction.getResultTypes()[lossResult];
+    builder.setInsertionPointAfter(gradFunction);
+    auto step = builder.create<func::FuncOp>(
+        loc, stepName, builder.getFunctionType(argTypes, {lossType}));
+    symbols.insert(step);
+    SmallVector<DictionaryAttr> argAttrs;
+    for (unsigned i = 0; i < gradFunction.getNumArguments(); ++i)
+      argAttrs.push_back(gradFunction.getArgAttrDict(i));
+    step.setAllArgAttrs(argAttrs);
+    step.setResultAttr(0, "onnx.name", builder.getStringAttr("loss"));
+
+    Block *body = step.addEntryBlock();
+    builder.setInsertionPointToStart(body);
+    // The update count, shared by every parameter (torch counts per
+    // parameter, but every trained parameter is updated at every step). Read
+    // first, so that the step-dependent scalars of the updates are ready
+    // before the backward pass and an update can fuse with the kernel that
+    // produces its gradient.
+    auto f64Scalar = RankedTensorType::get({}, builder.getF64Type());
+    ParameterOp counter =
+        addState(module, symbols, "optimizer.step", f64Scalar, loc);
+    Value count = builder.create<ParamOp>(loc, f64Scalar,
+                                          FlatSymbolRefAttr::get(counter));
+    Value stepNumber = builder.create<AddOp>(
+        loc, count, constant(builder, loc, f64Scalar, 1.0));
+
+    Value loss;
+    SmallVector<Value> grads(gradients.size());
+    for (unsigned k = 0; k < gradAccum; ++k) {
+      SmallVector<Value> results =
+          inlineMicrobatch(builder, gradFunction, body->getArguments(), k);
+      auto accumulate = [&](Value &sum, Value value) {
+        sum = sum ? builder.create<AddOp>(loc, sum, value).getResult() : value;
+      };
+      accumulate(loss, results[lossResult]);
+      for (auto [index, gradient] : llvm::enumerate(gradients))
+        accumulate(grads[index], results[gradient.result]);
+    }
+    if (gradAccum > 1) {
+      loss = scale(builder, loc, loss, 1.0 / gradAccum);
+      for (Value &grad : grads)
+        grad = scale(builder, loc, grad, 1.0 / gradAccum);
+    }
+    if (clipGradNorm > 0)
+      clip(builder, loc, grads);
+
+    for (auto [gradient, grad] : llvm::zip(gradients, grads))
+      update(module, symbols, builder, loc, gradient.parameter, grad,
+             stepNumber);
+    builder.create<AssignOp>(loc, counter.getSymName(), stepNumber);
+    builder.create<func::ReturnOp>(loc, loss);
+    return success();
+  }
+
+  /// Clones the gradient function's body for microbatch `k`; returns its
+  /// results.
+  SmallVector<Value> inlineMicrobatch(OpBuilder &builder,
+                                      func::FuncOp gradFunction,
+                                      ValueRange arguments, unsigned k) {
+    IRMapping mapping;
+    for (auto [param, argument] :
+         llvm::zip(gradFunction.getArguments(), arguments)) {
+      Value value = argument;
+      if (gradAccum > 1) {
+        auto type = cast<RankedTensorType>(param.getType());
+        SmallVector<int64_t> starts(type.getRank(), 0), limits(type.getShape()),
+            strides(type.getRank(), 1);
+        starts[0] = k * type.getDimSize(0);
+        limits[0] = starts[0] + type.getDimSize(0);
+        value = builder.create<SliceOp>(param.getLoc(), argument, starts,
+                                        limits, strides);
+      }
+      mapping.map(param, value);
+    }
+    Block &source = gradFunction.getBody().front();
+    for (Operation &op : source.without_terminator())
+      builder.clone(op, mapping);
+    SmallVector<Value> results;
+    for (Value value : source.getTerminator()->getOperands())
+      results.push_back(mapping.lookupOrDefault(value));
+    return results;
+  }
+
+  static Value constant(OpBuilder &builder, Location loc, Type type,
+                        double value) {
+    auto tensor = cast<RankedTensorType>(type);
+    Type element = tensor.getElementType();
+    return builder.create<ConstantOp>(
+        loc, DenseElementsAttr::get(
+                 tensor, builder.getFloatAttr(element, value).getValue()));
+  }
+
+  /// `value * factor`, the factor a scalar of `value`'s element type.
+  static Value scale(OpBuilder &builder, Location loc, Value value,
+                     double factor) {
+    auto type = cast<RankedTensorType>(value.getType());
+    Value scalar =
+        constant(builder, loc, type.clone(ArrayRef<int64_t>{}), factor);
+    return builder.create<MulOp>(loc, value, scalar);
+  }
+
+  /// torch.nn.utils.clip_grad_norm_: the 2-norm of all gradients together,
+  /// then every gradient times min(1, max_norm / (norm + 1e-6)).
+  void clip(OpBuilder &builder, Location loc, MutableArrayRef<Value> grads) {
+    Value total;
+    for (Value grad : grads) {
+      auto type = cast<RankedTensorType>(grad.getType());
+      SmallVector<int64_t> axes;
+      for (int64_t axis = 0; axis < type.getRank(); ++axis)
+        axes.push_back(axis);
+      Value square = builder.create<MulOp>(loc, grad, grad);
+      Value sum = type.getRank() ? builder
+                                       .create<ReduceSumOp>(loc, square, axes,
+                                                            /*keepdims=*/false)
+                                       .getResult()
+                                 : square;
+      // Norms of mixed-precision parameters are summed in f32 or wider.
+      auto sumType = cast<RankedTensorType>(sum.getType());
+      if (sumType.getElementType() != builder.getF32Type() &&
+          sumType.getElementType() != builder.getF64Type())
+        sum = builder.create<CastOp>(loc, sumType.clone(builder.getF32Type()),
+                                     sum);
+      if (total && total.getType() != sum.getType())
+        sum = builder.create<CastOp>(loc, total.getType(), sum);
+      total = total ? builder.create<AddOp>(loc, total, sum).getResult() : sum;
+    }
+    Type scalarType = total.getType();
+    Value norm = builder.create<SqrtOp>(loc, total);
+    Value epsilon = constant(builder, loc, scalarType, 1e-6);
+    Value guarded = builder.create<AddOp>(loc, norm, epsilon);
+    Value maxNorm = constant(builder, loc, scalarType, clipGradNorm);
+    Value coefficient = builder.create<DivOp>(loc, maxNorm, guarded);
+    Value one = constant(builder, loc, scalarType, 1.0);
+    Value below =
+        builder.create<CompareOp>(loc, CompareDirection::lt, coefficient, one);
+    Value clamped = builder.create<SelectOp>(loc, below, coefficient, one);
+    for (Value &grad : grads) {
+      auto type = cast<RankedTensorType>(grad.getType());
+      Value factor = clamped;
+      if (type.getElementType() !=
+          cast<RankedTensorType>(scalarType).getElementType())
+        factor = builder.create<CastOp>(
+            loc,
+            cast<RankedTensorType>(scalarType).clone(type.getElementType()),
+            clamped);
+      grad = builder.create<MulOp>(loc, grad, factor);
+    }
+  }
+
+  /// A zero-initialized, non-trainable parameter holding optimizer state.
+  ParameterOp addState(ModuleOp module, SymbolTable &symbols, StringRef name,
+                       RankedTensorType type, Location loc) {
+    // Next to the model's parameters, before the functions.
+    OpBuilder moduleBuilder(module.getBodyRegion());
+    auto functions = module.getOps<func::FuncOp>();
+    if (functions.empty())
+      moduleBuilder.setInsertionPointToEnd(module.getBody());
+    else
+      moduleBuilder.setInsertionPoint(*functions.begin());
+    auto zero = DenseElementsAttr::get(
+        type,
+        moduleBuilder.getFloatAttr(type.getElementType(), 0.0).getValue());
+    auto state = moduleBuilder.create<ParameterOp>(
+        loc, moduleBuilder.getStringAttr(name), TypeAttr::get(type),
+        /*trainable=*/UnitAttr(), /*sharding=*/ShardingAttr(), zero);
+    symbols.insert(state);
+    return state;
+  }
+
+  /// The update of one parameter and the stores of its new value and state.
+  void update(ModuleOp module, SymbolTable &symbols, OpBuilder &builder,
+              Location stepLoc, ParameterOp parameter, Value grad,
+              Value stepNumber) {
+    // Reports name an update's kernel after its parameter.
+    Location loc = NameLoc::get(
+        builder.getStringAttr(
+            (optimizerName() + " " + parameter.getSymName()).str()),
+        stepLoc);
+    RankedTensorType type = parameter.getTensorType();
+    SmallVector<StringRef> stateNames;
+    if (optimizer == OptimizerKind::SGD && momentum != 0)
+      stateNames.push_back("momentum_buffer");
+    if (optimizer == OptimizerKind::AdamW)
+      stateNames = {"exp_avg", "exp_avg_sq"};
+    SmallVector<ParameterOp> states;
+    SmallVector<Value> stateValues;
+    for (StringRef stateName : stateNames) {
+      states.push_back(addState(
+          module, symbols,
+          ("optimizer." + parameter.getSymName() + "." + stateName).str(), type,
+          parameter.getLoc()));
+      stateValues.push_back(builder.create<ParamOp>(
+          loc, type, FlatSymbolRefAttr::get(states.back())));
+    }
+    Value value = builder.create<ParamOp>(
+        loc, type, FlatSymbolRefAttr::get(parameter.getSymNameAttr()));
+    SmallVector<Type> resultTypes(1 + states.size(), type);
+    SmallVector<Value> operands{value, grad, stepNumber};
+    llvm::append_range(operands, stateValues);
+    auto f64 = [&](double value) { return builder.getF64FloatAttr(value); };
+    Operation *updateOp;
+    if (optimizer == OptimizerKind::SGD) {
+      SmallVector<NamedAttribute> attrs{
+          builder.getNamedAttr("lr", f64(lr)),
+          builder.getNamedAttr("momentum", f64(momentum)),
+          builder.getNamedAttr("dampening", f64(dampening)),
+          builder.getNamedAttr("weight_decay",
+                               f64(weightDecay < 0 ? 0.0 : weightDecay))};
+      if (nesterov)
+        attrs.push_back(
+            builder.getNamedAttr("nesterov", builder.getUnitAttr()));
+      updateOp = builder.create<SGDUpdateOp>(loc, resultTypes, operands, attrs);
+    } else {
+      SmallVector<NamedAttribute> attrs{
+          builder.getNamedAttr("lr", f64(lr < 0 ? 1e-3 : lr)),
+          builder.getNamedAttr("beta1", f64(beta1)),
+          builder.getNamedAttr("beta2", f64(beta2)),
+          builder.getNamedAttr("eps", f64(eps)),
+          builder.getNamedAttr("weight_decay",
+                               f64(weightDecay < 0 ? 1e-2 : weightDecay))};
+      updateOp =
+          builder.create<AdamWUpdateOp>(loc, resultTypes, operands, attrs);
+    }
+    builder.create<AssignOp>(loc, parameter.getSymName(),
+                             updateOp->getResult(0));
+    for (auto [state, result] :
+         llvm::zip(states, updateOp->getResults().drop_front()))
+      builder.create<AssignOp>(loc, state.getSymName(), result);
+  }
+};
+
+} // namespace
+} // namespace loom
+} // namespace mlir

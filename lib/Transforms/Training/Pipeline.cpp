@@ -1,0 +1,98 @@
+//===- Pipeline.cpp - The loom-training-pipeline --------------------------===//
+//
+// One definition of "a training step from a forward model", shared by
+// loom-run (which only turns its flags into TrainingPipelineOptions) and
+// loom-opt (`--loom-training-pipeline='optimizer=sgd lr=0.1'`), so that the
+// two cannot drift apart.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Transforms/Fusion/Passes.h"
+#include "loom/Transforms/Training/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+std::string mlir::loom::lossFunctionName(StringRef model) {
+  return (model + "_loss").str();
+}
+
+std::string mlir::loom::gradientFunctionName(StringRef function) {
+  return (function + "_grad").str();
+}
+
+void mlir::loom::buildTrainingPipeline(OpPassManager &pm,
+                                       const TrainingPipelineOptions &options) {
+  // What the user says about parameters, before anything is derived.
+  LoomFreezeParametersOptions freeze;
+  freeze.freeze = options.freeze;
+  pm.addPass(createLoomFreezeParameters(freeze));
+  // The pass copies the entries when it is created.
+  SmallVector<std::string> paddingIdx(options.paddingIdx.begin(),
+                                      options.paddingIdx.end());
+  LoomMarkPaddingRowsOptions padding;
+  padding.paddingIdx = paddingIdx;
+  pm.addPass(createLoomMarkPaddingRows(padding));
+
+  // Simplify first (e.g. fold Linear layers' weight transposes into their
+  // GEMMs) so that the backward pass is built from the simpler graph.
+  pm.addPass(createCanonicalizerPass());
+  // Attention fusion and mixed precision rewrite the forward model only;
+  // autodiff then derives the fused backward and bf16 GEMMs from it.
+  buildForwardFusionPipeline(pm, options.fuseAttention, options.precision);
+
+  // The loss, its gradients, the optimizer step.
+  LoomAttachLossOptions loss;
+  loss.function = options.function;
+  loss.kind = options.loss;
+  pm.addPass(createLoomAttachLoss(loss));
+  // Aligned rows for the logits' GEMMs (GPT-2's 50257 classes are not a
+  // multiple of 8); the loss and gradients stay the same.
+  pm.addNestedPass<func::FuncOp>(createLoomPadClasses());
+  LoomAutodiffOptions autodiff;
+  autodiff.function = lossFunctionName(options.function);
+  pm.addPass(createLoomAutodiff(autodiff));
+  // Bias gradients sum the bf16 gradient the backward GEMMs read, as
+  // torch.autocast does, instead of an f32 copy stored for them alone.
+  if (options.precision != Precision::F32)
+    pm.addNestedPass<func::FuncOp>(createLoomNarrowBiasGradients());
+  LoomBuildTrainStepOptions step;
+  step.function = gradientFunctionName(autodiff.function);
+  step.eraseSources = true;
+  step.optimizer = options.optimizer;
+  step.lr = options.lr;
+  step.momentum = options.momentum;
+  step.dampening = options.dampening;
+  step.nesterov = options.nesterov;
+  step.beta1 = options.beta1;
+  step.beta2 = options.beta2;
+  step.eps = options.eps;
+  step.weightDecay = options.weightDecay;
+  step.clipGradNorm = options.clipGradNorm;
+  step.gradAccum = options.gradAccum;
+  pm.addPass(createLoomBuildTrainStep(step));
+
+  // Parallelization (lib/Transforms/Parallel, docs/design/passes.md) slots
+  // in here, on the whole step (forward, backward and optimizer), in this
+  // order:
+  //   1. the mesh and the tactics' annotations (--tp, --dp, --zero, or the
+  //      planner's choice);
+  //   2. sharding propagation, then SPMD partitioning (local shapes and
+  //      collectives);
+  //   3. ZeRO's sharding of the optimizer updates and gradients over dp;
+  //   4. pipeline stage cuts, microbatches and the schedule.
+  // loom-lower-to-plan then lowers each rank's program.
+}
+
+void mlir::loom::registerTrainingPipeline() {
+  PassPipelineRegistration<TrainingPipelineOptions>(
+      "loom-training-pipeline",
+      "Build the training step `train_step` of a forward model: freeze "
+      "parameters, mark padding rows, canonicalize, fuse attention, mixed "
+      "precision, attach the loss, differentiate, add the optimizer update; "
+      "the options are loom-run's training flags",
+      buildTrainingPipeline);
+}
