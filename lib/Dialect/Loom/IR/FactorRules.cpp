@@ -640,3 +640,80 @@ FactorRule CrossEntropyGradOp::getFactorRule() {
   rule.addResult(std::move(logitsDims));
   return rule;
 }
+
+//===----------------------------------------------------------------------===//
+// Parameter updates and communication
+//===----------------------------------------------------------------------===//
+
+/// Every operand and result has `type`'s shape and each element depends on
+/// the same element of the others: one parallel factor per dimension.
+static FactorRule identityRule(Operation *op, RankedTensorType type) {
+  FactorRule rule = perDimensionRule(type, {}, FactorKind::Parallel);
+  TensorFactors dims;
+  appendIdentity(dims, 0, type.getRank());
+  for (unsigned i = 0; i < op->getNumOperands(); ++i)
+    rule.addOperand(dims);
+  for (unsigned i = 0; i < op->getNumResults(); ++i)
+    rule.addResult(dims);
+  return rule;
+}
+
+/// One input and one result that share a parallel factor along every
+/// dimension but `axis`, along which each has a need_replication factor of
+/// its own (a gathered, scattered or exchanged axis: which elements a rank
+/// holds there depends on the whole of it).
+static FactorRule axisRule(RankedTensorType input, RankedTensorType result,
+                           int64_t axis) {
+  FactorRule rule;
+  TensorFactors inputDims, resultDims;
+  for (int64_t d = 0; d < input.getRank(); ++d) {
+    if (d != axis) {
+      unsigned factor =
+          rule.addFactor(input.getDimSize(d), FactorKind::Parallel);
+      inputDims.push_back({factor});
+      resultDims.push_back({factor});
+      continue;
+    }
+    inputDims.push_back(
+        {rule.addFactor(input.getDimSize(d), FactorKind::NeedReplication)});
+    resultDims.push_back(
+        {rule.addFactor(result.getDimSize(d), FactorKind::NeedReplication)});
+  }
+  rule.addOperand(std::move(inputDims));
+  rule.addResult(std::move(resultDims));
+  return rule;
+}
+
+FactorRule AssignOp::getFactorRule() {
+  // Each part of the value is stored into the same part of the parameter.
+  return identityRule(*this, getValue().getType());
+}
+
+FactorRule AllReduceOp::getFactorRule() {
+  // Elementwise across the ranks: an element is combined with the same
+  // element of the other ranks only.
+  return identityRule(*this, getType());
+}
+
+FactorRule AllGatherOp::getFactorRule() {
+  return axisRule(getInput().getType(), getResult().getType(), getAxis());
+}
+
+FactorRule ReduceScatterOp::getFactorRule() {
+  return axisRule(getInput().getType(), getResult().getType(), getAxis());
+}
+
+FactorRule CollectiveBroadcastOp::getFactorRule() {
+  return identityRule(*this, getType());
+}
+
+FactorRule AllToAllOp::getFactorRule() {
+  // The pieces are exchanged along dim 0.
+  return axisRule(getInput().getType(), getResult().getType(), /*axis=*/0);
+}
+
+FactorRule SendOp::getFactorRule() {
+  return identityRule(*this, getInput().getType());
+}
+
+FactorRule RecvOp::getFactorRule() { return identityRule(*this, getType()); }

@@ -144,6 +144,19 @@ static LogicalResult verifyFunctionShardingAttr(Operation *op,
 static LogicalResult verifySignatureAttr(Operation *op, NamedAttribute attr,
                                          unsigned index, bool isResult) {
   StringRef kind = isResult ? "result" : "argument";
+  // The rows of a training step's global batch that each rank's input
+  // holds (one offset per rank of the function); the plan emitter checks
+  // the count against the function's ranks.
+  if (!isResult && attr.getName() == "loom.batch_offsets") {
+    auto offsets = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!offsets || offsets.empty() ||
+        llvm::any_of(offsets.asArrayRef(),
+                     [](int64_t offset) { return offset < 0; }))
+      return op->emitOpError()
+             << "'loom.batch_offsets' on argument #" << index
+             << " must be a non-empty array<i64> of batch row offsets >= 0";
+    return success();
+  }
   if (isResult && attr.getName() == LoomDialect::kGradientOfAttrName) {
     if (!isa<FlatSymbolRefAttr>(attr.getValue()))
       return op->emitOpError()

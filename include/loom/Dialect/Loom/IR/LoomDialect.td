@@ -28,9 +28,10 @@ def Loom_Dialect : Dialect {
       reason about exact sizes (divisibility of splits, memory).
     * Axis attributes are **non-negative** (the importer normalizes ONNX's
       negative axes), so passes never re-normalize.
-    * Every op implements `FactorRuleOpInterface`: its iteration space as
-      factors (parallel, contracting, reduction or needing replication) and
-      the indexing map of every operand and result into it.
+    * Every graph op implements `FactorRuleOpInterface`: its iteration
+      space as factors (parallel, contracting, reduction or needing
+      replication) and the indexing map of every operand and result into
+      it. The kernel ops, made when a plan is lowered, need none.
     * Model state lives in `loom.parameter` symbols, read with `loom.param`;
       the device layout is a `loom.mesh` symbol that `#loom.sharding`
       attributes refer to.
@@ -71,9 +72,21 @@ def Loom_ValidTensorSizes : NativeOpTrait<"ValidTensorSizes"> {
   let cppNamespace = "::mlir::loom";
 }
 
+def Loom_GraphOpDocGroup : OpDocGroup {
+  let summary = "Graph ops";
+  let description = [{
+    The ops of forward and training graphs: what the importer, autodiff,
+    sharding propagation and the SPMD partitioner work on. Every one has a
+    factor rule (`FactorRuleOpInterface`) but the `loom.mesh` and
+    `loom.parameter` symbols, which compute nothing (`NoFactorRule`).
+  }];
+}
+
 // Tensor sizes are checked first, so later verifiers can multiply
 // dimensions without overflow.
 class Loom_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Loom_Dialect, mnemonic, !listconcat([Loom_ValidTensorSizes], traits)>;
+    : Op<Loom_Dialect, mnemonic, !listconcat([Loom_ValidTensorSizes], traits)> {
+  let opDocGroup = Loom_GraphOpDocGroup;
+}
 
 #endif // LOOM_DIALECT_LOOM_IR_LOOMDIALECT_TD

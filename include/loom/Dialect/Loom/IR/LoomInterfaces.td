@@ -34,4 +34,36 @@ def Loom_FactorRuleOpInterface : OpInterface<"FactorRuleOpInterface"> {
   ];
 }
 
+def Loom_GradientOpInterface : OpInterface<"GradientOpInterface"> {
+  let cppNamespace = "::mlir::loom";
+  let description = [{
+    The reverse-mode rule of a differentiable op: maps the adjoints of its
+    results to adjoints of its operands, built from loom ops. `loom-autodiff`
+    asks every op on the path from the parameters to the loss for it; an op
+    without it "has no gradient rule".
+
+    Declared with the dialect but implemented as external models attached
+    by `registerGradientExternalModels(DialectRegistry &)`
+    (lib/Transforms/Training/GradientRules.cpp, declared in
+    `loom/InitAllDialects.h`), so the dialect does not depend on the code
+    that builds backward graphs. `loom-autodiff` adds them to the context
+    itself (its dependent-dialect registry); `registerAllDialects` adds them
+    for tools. Whether op X has a gradient rule is
+    `isa<GradientOpInterface>(op)`.
+  }];
+  let methods = [
+    InterfaceMethod<
+      /*desc=*/[{
+        Propagates `resultGradients`, the adjoints of the op's results (null
+        where a result has none), to the op's active operands through
+        `context`. Fails, with an error at the op, where the rule does not
+        cover the case.
+      }],
+      /*retTy=*/"::mlir::LogicalResult",
+      /*methodName=*/"backpropagate",
+      /*args=*/(ins "::llvm::ArrayRef<::mlir::Value>":$resultGradients,
+                    "::mlir::loom::GradientContext &":$context)>,
+  ];
+}
+
 #endif // LOOM_DIALECT_LOOM_IR_LOOMINTERFACES_TD

@@ -28,6 +28,21 @@ public:
   }
 };
 
+/// Marks a kernel-level op (LoomKernelOps.td): one that only exists after
+/// loom-lower-to-plan's fusion passes, which autodiff, sharding propagation
+/// and the partitioner never see. Every other loom op is a graph op.
+template <typename ConcreteType>
+class KernelOpTrait : public OpTrait::TraitBase<ConcreteType, KernelOpTrait> {};
+
+/// Opts a graph op out of FactorRuleOpInterface, which every other graph op
+/// implements: only ops that compute nothing on tensors (the module-level
+/// `loom.mesh` and `loom.parameter` symbols) have it.
+template <typename ConcreteType>
+class NoFactorRule : public OpTrait::TraitBase<ConcreteType, NoFactorRule> {};
+
+/// Whether `op` is a kernel-level loom op (has KernelOpTrait).
+inline bool isKernelOp(Operation *op) { return op->hasTrait<KernelOpTrait>(); }
+
 /// Verifies an op whose result types follow from its operands and
 /// attributes: runs the op's `inferReturnTypes` with the op's location, so a
 /// shape error is reported once and precisely, then checks the declared
