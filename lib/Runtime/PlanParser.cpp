@@ -815,18 +815,35 @@ Status Parser::parseRank(Plan &plan) {
   }
 }
 
-/// ("input" | "output") STRING REF, with names unique per rank.
+/// ("input" | "output") STRING REF, with names unique per rank; an input
+/// may end with "rows=" INT (version 3).
 Status Parser::parseBinding(const RankProgram &rank,
                             std::set<std::string> &names, Binding &binding) {
   const std::string &keyword = tokens[0].text;
   std::string usage = keyword + " \"NAME\" REF";
-  if (Status status = expectTokens(3, usage.c_str()); !status)
-    return status;
+  if (tokens.size() != 3 && !(keyword == "input" && tokens.size() == 4))
+    return error("expected '" + usage + "'");
   if (Status status = parseString(tokens[1], "a name", binding.name); !status)
     return status;
   if (!names.insert(binding.name).second)
     return error("duplicate " + keyword + " " + quote(binding.name));
-  return parseRef(tokens[2], rank, binding.ref);
+  if (Status status = parseRef(tokens[2], rank, binding.ref); !status)
+    return status;
+  if (tokens.size() == 3)
+    return Status::ok();
+  const Token &rows = tokens[3];
+  if (rows.quoted || rows.text.compare(0, 5, "rows=") != 0)
+    return error("expected 'rows=OFFSET' after input " + quote(binding.name) +
+                 ", got " + quote(rows.text));
+  if (version < 3)
+    return error("'rows=' needs plan version 3");
+  if (binding.ref.shape.empty())
+    return error("input " + quote(binding.name) +
+                 " is a scalar and has no batch rows");
+  Token offset;
+  offset.text = rows.text.substr(5);
+  return parseInteger(offset, 0, INT64_MAX, "a batch row offset",
+                      binding.batchOffset);
 }
 
 /// "kernel" NAME REF* "->" REF* attr* ("loc" STRING)? "{"?

@@ -181,6 +181,8 @@ void writeBinding(std::string &out, const char *keyword,
   writeString(out, binding.name);
   out += ' ';
   writeRef(out, binding.ref);
+  if (binding.batchOffset >= 0)
+    out += " rows=" + std::to_string(binding.batchOffset);
   out += '\n';
 }
 

@@ -18,8 +18,9 @@
 namespace loom {
 
 /// What `loom-run --train` compiles: the model, a loss, its gradients and
-/// one optimizer step (loom-attach-loss, loom-autodiff,
-/// loom-build-train-step). Negative hyper-parameters take torch's defaults.
+/// one optimizer step, by loom-training-pipeline, whose options these are
+/// (plain C++: loom-run parses them without MLIR). Negative
+/// hyper-parameters take torch's defaults.
 struct TrainCompileOptions {
   bool enabled = false;
   std::string loss = "cross_entropy";
@@ -57,6 +58,10 @@ struct ModelCompileOptions {
   /// model's inputs and `labels` (unless the loss is `none`) in, `loss` out;
   /// trained parameters and optimizer state are the plan's state weights.
   TrainCompileOptions train;
+  /// When set, the module after the training pipeline (or the forward
+  /// rewrites) and before lowering is written here (--emit-mlir), as
+  /// loom-opt prints it.
+  std::string emitMLIR;
 };
 
 /// True when this loom-run can compile models (it was built with MLIR).

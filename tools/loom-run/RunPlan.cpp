@@ -1,26 +1,24 @@
 //===- RunPlan.cpp - loom-run: running a plan on one or N ranks -----------===//
 //
 // Every rank does the same thing: create its executor, read its inputs, run,
-// and write or summarize its outputs. A rank that fails aborts the others
-// through the communicator, so a multi-rank run ends with every rank's error
-// instead of waiting for a rank that is gone.
+// and write or summarize its outputs. The runtime's launcher starts the
+// ranks; a rank that fails aborts the others through the communicator, so a
+// multi-rank run ends with every rank's error instead of waiting for a rank
+// that is gone.
 //
 //===----------------------------------------------------------------------===//
 
 #include "RunPlan.h"
 
-#include "loom/Runtime/Communicator.h"
+#include "loom/Runtime/Session/Checkpoint.h"
 #include "loom/Runtime/TensorIO.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <sys/stat.h>
-#include <thread>
 
 using namespace loom;
 using namespace loom::runtime;
@@ -97,83 +95,30 @@ Status bindInputs(Executor &run, const RunOptions &options, int rank) {
   return Status::ok();
 }
 
-/// What one rank did: its printed summary, or why it failed.
+/// What one rank did: its printed summary and report.
 struct RankResult {
-  Status status;
-  /// The rank stopped through --test-kill-rank: it did not fail, it died.
-  bool killed = false;
   std::string summary;
   RunReport report;
   double seconds = 0;
 };
 
-/// This process's rank among the ranks mpirun started on its host (Open
-/// MPI's or MPICH's variable; 0 when neither is set).
-int localRank() {
-  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"})
-    if (const char *value = std::getenv(name))
-      return std::max(0, std::atoi(value));
-  return 0;
-}
-
-void runRank(std::shared_ptr<const Plan> plan, const RunOptions &options,
-             int rank, std::shared_ptr<Communicator> comm, RankResult &result) {
-  bool multi = plan->ranks.size() > 1;
-  std::string prefix = multi ? "rank " + std::to_string(rank) + ": " : "";
-  if (comm && options.executor.device == Device::CUDA && !comm->onDevice()) {
-    // Thread ranks share one GPU (NCCL refuses that): stage through the
-    // host.
-    StatusOr<std::shared_ptr<Communicator>> wrapped =
-        wrapForDevice(comm, options.executor.gpu);
-    if (!wrapped) {
-      result.status = wrapped.status();
-      return;
-    }
-    comm = *wrapped;
-  }
-  // Each rank keeps its own tuning choices: ranks writing one file would
-  // overwrite each other's.
-  ExecutorOptions executorOptions = options.executor;
-  if (multi && !executorOptions.tuningFile.empty() &&
-      executorOptions.tuningFile.find("{rank}") == std::string::npos) {
-    result.status = Status::error(
-        "--tuning-file: the plan has " + std::to_string(plan->ranks.size()) +
-        " ranks; put {rank} in the file's name, so that each keeps its own");
-    return;
-  }
-  executorOptions.tuningFile = substituteRank(executorOptions.tuningFile, rank);
+/// One rank's run: its executor, inputs, iterations and outputs.
+Status runRank(std::shared_ptr<const Plan> plan, const RunOptions &options,
+               RankContext &context, RankResult &result) {
+  int rank = context.rank;
   StatusOr<std::unique_ptr<Executor>> executor =
-      Executor::create(plan, rank, comm, executorOptions);
-  if (!executor) {
-    result.status = executor.status();
-    return;
-  }
+      Executor::create(plan, rank, context.world, context.executor);
+  if (!executor)
+    return executor.status();
   Executor &run = **executor;
-  if (rank == options.killRank) {
-    int64_t at = options.killAt;
-    bool mpi = options.ranks == 0 && multi && launchedByMPI();
-    run.setInstructionHook([at, mpi, &result](size_t index) -> Status {
-      if (int64_t(index) != at)
-        return Status::ok();
-      if (mpi)
-        std::raise(SIGKILL); // A process that dies, as a crash would.
-      result.killed = true;
-      return Status::error("killed before instruction " +
-                           std::to_string(index) + " (--test-kill-rank)");
-    });
-  }
-  if (Status status = bindInputs(run, options, rank); !status) {
-    result.status = status;
-    return;
-  }
+  armTestKill(run, options.launch, context);
+  if (Status status = bindInputs(run, options, rank); !status)
+    return status;
   for (int iteration = 0; iteration < options.warmup + options.iterations;
        ++iteration) {
     bool timed = iteration >= options.warmup;
-    Status status = run.run(options.report && timed);
-    if (!status) {
-      result.status = status;
-      return;
-    }
+    if (Status status = run.run(options.report && timed); !status)
+      return status;
     if (timed)
       result.seconds += run.report().seconds;
   }
@@ -181,7 +126,7 @@ void runRank(std::shared_ptr<const Plan> plan, const RunOptions &options,
   if (!options.outputDir.empty()) {
     std::string dir = options.outputDir;
     mkdir(dir.c_str(), 0777);
-    if (multi) {
+    if (context.size > 1) {
       dir += "/rank" + std::to_string(rank);
       mkdir(dir.c_str(), 0777);
     }
@@ -189,21 +134,20 @@ void runRank(std::shared_ptr<const Plan> plan, const RunOptions &options,
       HostTensor tensor = run.output(i);
       if (Status status =
               writeNpyFile(dir + "/" + npyFileName(tensor.name), tensor);
-          !status) {
-        result.status = status;
-        return;
-      }
+          !status)
+        return status;
     }
   } else {
     for (size_t i = 0; i < program.outputs.size(); ++i)
-      result.summary += prefix + summarize(run.output(i)) + "\n";
+      result.summary += context.prefix() + summarize(run.output(i)) + "\n";
   }
   result.report = run.report();
+  return Status::ok();
 }
 
 /// Prints one rank's outcome; false when it failed.
-bool finish(const RankResult &result, const RunOptions &options, int rank,
-            bool multi) {
+bool finish(const RankResult &result, const Status &status,
+            const RunOptions &options, int rank, bool multi) {
   std::string prefix = multi ? "rank " + std::to_string(rank) + ": " : "";
   if (!result.report.cudaGraphs.empty())
     std::fprintf(stderr, "%sloom-run: CUDA graphs: %s\n", prefix.c_str(),
@@ -217,9 +161,9 @@ bool finish(const RankResult &result, const RunOptions &options, int rank,
   if (!result.report.matmulTuning.empty())
     std::fprintf(stderr, "%sloom-run: matmul tuning: %s\n", prefix.c_str(),
                  result.report.matmulTuning.c_str());
-  if (!result.status) {
+  if (!status) {
     std::fprintf(stderr, "loom-run: %s%s: %s\n", prefix.c_str(),
-                 options.model.c_str(), result.status.message().c_str());
+                 options.model.c_str(), status.message().c_str());
     return false;
   }
   std::fputs(result.summary.c_str(), stdout);
@@ -240,104 +184,23 @@ int fail(const std::string &message) {
 
 } // namespace
 
-bool loom::launchedByMPI() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
-         std::getenv("PMIX_RANK");
-}
-
-std::string loom::npyFileName(const std::string &name) {
-  std::string file;
-  for (unsigned char c : name) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-        (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-') {
-      file += char(c);
-      continue;
-    }
-    char escaped[4];
-    std::snprintf(escaped, sizeof escaped, "%%%02X", c);
-    file += escaped;
-  }
-  return file + ".npy";
-}
-
-std::string loom::substituteRank(const std::string &path, int rank) {
-  std::string result = path;
-  const std::string key = "{rank}";
-  for (size_t at = result.find(key); at != std::string::npos;
-       at = result.find(key, at))
-    result.replace(at, key.size(), std::to_string(rank));
-  return result;
-}
-
 int loom::runPlan(std::shared_ptr<const Plan> plan, const RunOptions &options) {
   int ranks = int(plan->ranks.size());
-  CommOptions commOptions;
-  commOptions.timeout = options.commTimeout;
-  commOptions.checkCollectives = options.checkCollectives;
-  if (options.ranks > 0 && options.ranks != ranks)
-    return fail("--ranks " + std::to_string(options.ranks) + ", but " +
-                options.model + " is a plan for " + std::to_string(ranks) +
-                " rank(s)");
-
-  std::string noGPU;
-  if (options.executor.device == Device::CUDA && cudaDeviceCount(&noGPU) == 0)
-    return fail(options.model + ": --device cuda: " + noGPU);
-
-  bool mpi = options.ranks == 0 && ranks > 1 && launchedByMPI();
-  if (ranks > 1 && options.ranks == 0 && !mpi)
-    return fail(options.model + " is a plan for " + std::to_string(ranks) +
-                " ranks: run it with --ranks " + std::to_string(ranks) +
-                " (threads) or under mpirun -np " + std::to_string(ranks));
-
-  // One process per rank under mpirun.
-  if (mpi) {
-    // GPUs talk through NCCL where there is one (each rank on the GPU of its
-    // local rank); otherwise the MPI engine stages through the host.
-    bool nccl = options.executor.device == Device::CUDA && haveNCCL();
-    StatusOr<std::shared_ptr<Communicator>> world =
-        nccl ? createNCCLCommunicator(commOptions)
-             : createMPICommunicator(commOptions);
-    if (!world)
-      return fail(world.status().message());
-    int rank = (*world)->rank();
-    if ((*world)->size() != ranks)
-      return fail("mpirun started " + std::to_string((*world)->size()) +
-                  " processes, but " + options.model + " is a plan for " +
-                  std::to_string(ranks) + " ranks");
-    RankResult result;
-    RunOptions rankOptions = options;
-    if (nccl)
-      rankOptions.executor.gpu = -1; // the GPU NCCL made current
-    else if (options.executor.device == Device::CUDA)
-      rankOptions.executor.gpu = localRank() % cudaDeviceCount();
-    runRank(plan, rankOptions, rank, *world, result);
-    if (!result.status)
-      (*world)->abort(result.status.message());
-    return finish(result, options, rank, true) ? 0 : 1;
-  }
-
-  // Threads: every rank in this process; outputs printed in rank order.
-  std::vector<std::shared_ptr<Communicator>> comms(ranks);
-  if (ranks == 1 || options.ranks == ranks)
-    comms = createThreadCommunicators(ranks, commOptions);
+  LaunchOptions launch = options.launch;
+  launch.model = options.model;
   std::vector<RankResult> results(ranks);
-  if (ranks == 1) {
-    runRank(plan, options, 0, comms[0], results[0]);
-  } else {
-    std::vector<std::thread> threads;
-    for (int rank = 0; rank < ranks; ++rank)
-      threads.emplace_back([&, rank] {
-        runRank(plan, options, rank, comms[rank], results[rank]);
-        // A failing rank stops the others; a killed one just vanishes.
-        if (!results[rank].status && !results[rank].killed && comms[rank])
-          comms[rank]->abort(results[rank].status.message());
+  StatusOr<LaunchResult> launched =
+      launchRanks(ranks, launch, [&](RankContext &context) {
+        return runRank(plan, options, context, results[context.rank]);
       });
-    for (std::thread &thread : threads)
-      thread.join();
-  }
+  if (!launched)
+    return fail(launched.status().message());
+  // Outputs and errors in rank order.
   bool ok = true;
-  for (int rank = 0; rank < ranks; ++rank)
-    ok = finish(results[rank], options, rank, ranks > 1) && ok;
+  for (const RankOutcome &outcome : launched->outcomes)
+    ok = finish(results[outcome.rank], outcome.status, options, outcome.rank,
+                ranks > 1) &&
+         ok;
   return ok ? 0 : 1;
 }
 

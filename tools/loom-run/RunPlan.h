@@ -3,7 +3,8 @@
 // Inference runs (everything but --train): bind the input files, run the
 // plan the requested number of times, write or summarize the outputs. A plan
 // with several ranks runs as threads in this process (--ranks N) or as one
-// rank per process under mpirun; see docs/design/communication.md.
+// rank per process under mpirun, started by the runtime's launcher
+// (loom/Runtime/Session/Launcher.h); see docs/design/communication.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,8 +13,8 @@
 
 #include "loom/Runtime/Executor.h"
 #include "loom/Runtime/Plan.h"
+#include "loom/Runtime/Session/Launcher.h"
 
-#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
@@ -30,29 +31,11 @@ struct RunOptions {
   bool report = false;
   int iterations = 1;
   int warmup = 0;
-  /// --ranks N: run N thread ranks; 0 = one rank, or MPI under mpirun.
-  int ranks = 0;
-  std::chrono::milliseconds commTimeout{std::chrono::seconds(60)};
-  bool checkCollectives = false;
-  /// --test-kill-rank R[:K]: rank R dies before its instruction K.
-  int killRank = -1;
-  int64_t killAt = 0;
-  /// --device, --gpu, --allow-tf32.
-  runtime::ExecutorOptions executor;
+  /// How the ranks run: --ranks, --comm-timeout, --check-collectives,
+  /// --test-kill-rank, and the executors' --device, --gpu, --allow-tf32, ...
+  /// (launch.model is set from `model`).
+  runtime::LaunchOptions launch;
 };
-
-/// True when this process was started by mpirun (Open MPI or a PMI launcher).
-bool launchedByMPI();
-
-/// `path` with every `{rank}` replaced by `rank`.
-std::string substituteRank(const std::string &path, int rank);
-
-/// The file name --output-dir and --save-weights give a tensor named
-/// `name`: `name` with bytes other than letters, digits, '.', '_' and '-'
-/// written %XX (an ONNX name may hold '/'), then ".npy". Distinct names
-/// give distinct files (on a case-sensitive file system). ASCII only,
-/// whatever the locale.
-std::string npyFileName(const std::string &name);
 
 /// Runs `plan`; returns the exit code, having printed outputs or errors.
 int runPlan(std::shared_ptr<const runtime::Plan> plan,

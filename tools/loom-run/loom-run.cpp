@@ -7,14 +7,17 @@
 // MODEL is an ONNX model (.onnx, .onnxtext), a loom module (.mlir) or a plan
 // file. Plain C++ on the runtime: in a runtime-only build it runs plans, and
 // compiling models is linked in (ModelCompiler.cpp) when MLIR is available.
+// Launching ranks, the training loop and checkpoints are the runtime's
+// session library (loom/Runtime/Session); this file parses flags and reads
+// the data.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ModelCompiler.h"
 #include "RunPlan.h"
-#include "Train.h"
 
 #include "loom/Runtime/Executor.h"
+#include "loom/Runtime/Session/Trainer.h"
 #include "loom/Runtime/TensorIO.h"
 
 #include <algorithm>
@@ -44,6 +47,8 @@ options:
                       name other than letters, digits, . _ - written %XX)
   --emit-plan FILE    write the compiled plan to FILE (runs only if inputs are given;
                       with --train, the training-step plan, then trains)
+  --emit-mlir FILE    write the module before lowering to FILE (with --train:
+                      what loom-opt --loom-training-pipeline gives)
   --report            print planned vs measured peak memory and time per kernel,
                       per node path (layers folded) and the slowest instructions
                       (with --train: of the last step)
@@ -97,15 +102,16 @@ ranks (plans with several ranks; docs/design/communication.md):
   --check-collectives compare every collective's arguments across the ranks
                       first (MPI: a debug mode; threads always check)
   `{rank}` in an input file name is replaced by the rank; --output-dir gets one
-  directory per rank (DIR/rank<R>/)
+  directory per rank (DIR/rank<R>/); with --train every rank trains (its
+  inputs read their rows of each step's batch)
 
 training (--train; docs/design/training.md):
   --train             train MODEL: each step runs forward, loss, backward and
                       one optimizer update; --input files hold the whole data set
   --labels FILE       labels of the whole data set (first dimension = samples)
   --loss KIND         cross_entropy (default), mse, or none (output 0 is the loss)
-  --batch-size B      samples per step (default 1); step i uses samples
-                      [i*B, (i+1)*B) modulo the sample count
+  --batch-size B      samples per step (default 1; all ranks together); step
+                      i uses samples [i*B, (i+1)*B) modulo the sample count
   --steps N           steps to train (default 1; 0 with --emit-plan: only
                       write the training plan, e.g. for another machine)
   --shuffle SEED      a new seeded permutation of the samples every epoch
@@ -316,6 +322,8 @@ void listDevices() {
 
 /// Parses argv; an error message on failure, "" on success.
 std::string parseOptions(int argc, char **argv, Options &options) {
+  LaunchOptions &launch = options.run.launch;
+  ExecutorOptions &executor = launch.executor;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string &out) -> bool {
@@ -351,31 +359,31 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     } else if (flag == "--unfused-attention") {
       options.compile.fuseAttention = false;
     } else if (flag == "--allow-tf32") {
-      options.run.executor.allowTF32 = true;
+      executor.allowTF32 = true;
     } else if (flag == "--cuda-graphs") {
-      options.run.executor.cudaGraphs = true;
+      executor.cudaGraphs = true;
     } else if (flag == "--no-elementwise-groups") {
-      options.run.executor.groupElementwise = false;
+      executor.groupElementwise = false;
     } else if (flag == "--tune-matmuls") {
-      options.run.executor.tuneMatmuls = true;
+      executor.tuneMatmuls = true;
     } else if (flag == "--tuning-file") {
       if (!value(text))
         return flag + " needs a value";
-      options.run.executor.tuningFile = std::string(text);
+      executor.tuningFile = std::string(text);
     } else if (flag == "--device" || flag == "--gpu") {
       if (!value(text))
         return flag + " needs a value";
       if (flag == "--device") {
-        if (!parseDevice(text, options.run.executor.device))
+        if (!parseDevice(text, executor.device))
           return "--device expects cpu or cuda, got '" + text + "'";
       } else {
         int64_t gpu;
         if (!parseInt(text, gpu) || gpu < 0 || gpu > 1024)
           return "--gpu expects a GPU number >= 0, got '" + text + "'";
-        options.run.executor.gpu = int(gpu);
+        executor.gpu = int(gpu);
       }
     } else if (flag == "--check-collectives") {
-      options.run.checkCollectives = true;
+      launch.comm.checkCollectives = true;
     } else if (flag == "--ranks" || flag == "--comm-timeout" ||
                flag == "--test-kill-rank") {
       if (!value(text))
@@ -385,12 +393,12 @@ std::string parseOptions(int argc, char **argv, Options &options) {
         if (!parseInt(text, count) || count < 1 || count > 4096)
           return "--ranks expects a rank count in [1, 4096], got '" + text +
                  "'";
-        options.run.ranks = int(count);
+        launch.threadRanks = int(count);
       } else if (flag == "--comm-timeout") {
         double seconds;
         if (!parseDouble(text, seconds) || seconds <= 0 || seconds > 1e6)
           return "--comm-timeout expects seconds > 0, got '" + text + "'";
-        options.run.commTimeout =
+        launch.comm.timeout =
             std::chrono::milliseconds(int64_t(std::ceil(seconds * 1000)));
       } else {
         // R[:K], a test hook: rank R dies before its instruction K.
@@ -401,13 +409,14 @@ std::string parseOptions(int argc, char **argv, Options &options) {
              (!parseInt(text.substr(colon + 1), at) || at < 0)))
           return "--test-kill-rank expects RANK[:INSTRUCTION], got '" + text +
                  "'";
-        options.run.killRank = int(std::min<int64_t>(rank, 1 << 30));
-        options.run.killAt = at;
+        launch.killRank = int(std::min<int64_t>(rank, 1 << 30));
+        launch.killAt = at;
       }
     } else if (flag == "--input" || flag == "--output-dir" ||
-               flag == "--emit-plan" || flag == "--dim" ||
-               flag == "--function" || flag == "--iterations" ||
-               flag == "--warmup" || flag == "--precision") {
+               flag == "--emit-plan" || flag == "--emit-mlir" ||
+               flag == "--dim" || flag == "--function" ||
+               flag == "--iterations" || flag == "--warmup" ||
+               flag == "--precision") {
       if (!value(text))
         return flag + " needs a value";
       if (flag == "--input") {
@@ -420,6 +429,8 @@ std::string parseOptions(int argc, char **argv, Options &options) {
         options.run.outputDir = text;
       } else if (flag == "--emit-plan") {
         options.emitPlan = text;
+      } else if (flag == "--emit-mlir") {
+        options.compile.emitMLIR = text;
       } else if (flag == "--function") {
         options.compile.functionName = text;
       } else if (flag == "--precision") {
@@ -468,9 +479,6 @@ std::string parseOptions(int argc, char **argv, Options &options) {
         options.run.warmup != 0)
       return "--output-dir, --iterations and --warmup are for inference "
              "runs, not --train";
-    if (options.run.ranks || options.run.killRank >= 0)
-      return "--ranks runs multi-rank plans; training runs on one rank for "
-             "now";
     // Refused now rather than after the last step.
     if (!options.train.savePath.empty() && !haveModelCompiler())
       return "--save writes an ONNX model, which this loom-run (built "
@@ -484,12 +492,19 @@ std::string parseOptions(int argc, char **argv, Options &options) {
              model +
              "; --save-weights DIR writes the trained weights as "
              ".npy files";
-    if (options.train.steps == 0 && options.emitPlan.empty())
+    if (options.train.steps == 0 && options.emitPlan.empty() &&
+        options.compile.emitMLIR.empty())
       return "--steps 0 trains nothing; it is for writing the training "
-             "plan with --emit-plan";
+             "plan with --emit-plan (or its module with --emit-mlir)";
     options.train.profileLastStep = options.run.report;
-    options.train.executor = options.run.executor;
-    options.train.modelPath = options.run.model;
+    options.train.launch = launch;
+    options.train.launch.model = model;
+    if (!options.train.savePath.empty())
+      options.train.saveModel =
+          [model, out = options.train.savePath](
+              const std::map<std::string, HostTensor> &values) {
+            return saveTrainedModel(model, out, values);
+          };
   }
   return "";
 }
@@ -577,14 +592,20 @@ int train(Options &options) {
   if (!options.emitPlan.empty() && !emitPlan(*plan, options.emitPlan))
     return 1;
   if (options.train.steps == 0) {
-    std::printf("wrote %s (--steps 0: nothing trained)\n",
-                options.emitPlan.c_str());
+    std::string written = options.emitPlan;
+    if (!options.compile.emitMLIR.empty())
+      written += (written.empty() ? "" : " and ") + options.compile.emitMLIR;
+    std::printf("wrote %s (--steps 0: nothing trained)\n", written.c_str());
     return 0;
   }
-  RunReport report;
-  int status = runTraining(plan, data, options.train, report);
+  std::vector<RankReport> reports;
+  int status = runTraining(plan, data, options.train, reports);
   if (status == 0 && options.run.report)
-    printReport(report, 1);
+    for (const RankReport &report : reports) {
+      if (plan->ranks.size() > 1)
+        std::printf("rank %d: report\n", report.rank);
+      printReport(report.report, 1);
+    }
   return status;
 }
 

@@ -3,7 +3,7 @@
 //
 // A plan is everything one training or inference step needs: the weights, and
 // per rank an instruction stream over one statically planned arena. The
-// compiler (lib/Conversion/LoomToPlan) builds a Plan and writes it with
+// compiler (lib/Target/Plan) builds a Plan and writes it with
 // writePlan; the runtime reads it with parsePlan. The file format is
 // documented in docs/design/plan-format.md. Plain C++17: no LLVM/MLIR.
 //
@@ -24,9 +24,10 @@
 namespace loom {
 namespace runtime {
 
-/// The format version written by writePlan; parsePlan accepts 1 and 2.
-/// Version 2 added process groups and `collective` instructions.
-constexpr int kPlanVersion = 2;
+/// The format version written by writePlan; parsePlan accepts 1 to 3.
+/// Version 2 added process groups and `collective` instructions, version 3
+/// the batch rows of an input (`rows=OFFSET`).
+constexpr int kPlanVersion = 3;
 
 /// Element types. `i1` is stored as one byte holding 0 or 1.
 enum class DType : uint8_t { F16, BF16, F32, F64, I1, I32, I64 };
@@ -108,6 +109,11 @@ struct Instruction {
 struct Binding {
   std::string name;
   TensorRef ref;
+  /// Inputs of a training step: the first row of the step's global batch
+  /// that this input holds (it holds rows [batchOffset, batchOffset +
+  /// ref.shape[0])), so that ranks splitting a batch each read their own
+  /// rows. -1: not set; the input then holds the whole batch.
+  int64_t batchOffset = -1;
 };
 
 /// What one rank runs.

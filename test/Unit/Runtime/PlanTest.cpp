@@ -47,7 +47,8 @@ Plan samplePlan() {
   RankProgram rank0;
   rank0.rank = 0;
   rank0.arenaBytes = 4096;
-  rank0.inputs.push_back({"x", arenaRef(0, DType::F32, {2, 8})});
+  rank0.inputs.push_back({"x", arenaRef(0, DType::F32, {2, 8}), 2});
+  rank0.inputs.push_back({"whole", arenaRef(192, DType::I64, {4})});
   rank0.outputs.push_back({"y", arenaRef(64, DType::F32, {2, 4})});
   rank0.outputs.push_back({"mask", arenaRef(128, DType::I1, {2, 4})});
 
@@ -152,6 +153,7 @@ void expectPlansEqual(const Plan &a, const Plan &b) {
     for (size_t i = 0; i < ra.inputs.size(); ++i) {
       EXPECT_EQ(ra.inputs[i].name, rb.inputs[i].name);
       expectRefsEqual(ra.inputs[i].ref, rb.inputs[i].ref);
+      EXPECT_EQ(ra.inputs[i].batchOffset, rb.inputs[i].batchOffset);
     }
     ASSERT_EQ(ra.outputs.size(), rb.outputs.size());
     for (size_t i = 0; i < ra.outputs.size(); ++i) {
@@ -247,22 +249,23 @@ TEST(PlanTest, InstructionsKnowTheirLines) {
   StatusOr<Plan> parsed = parsePlan(text, "sample.lp");
   ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
   // Header, weights (3 lines), rank 0's rank/input/output lines.
-  EXPECT_EQ(parsed->ranks[0].instructions[0].line, 9);
-  EXPECT_EQ(parsed->ranks[0].instructions[1].line, 10);
+  EXPECT_EQ(parsed->ranks[0].instructions[0].line, 10);
+  EXPECT_EQ(parsed->ranks[0].instructions[1].line, 11);
   // Four ops, "yield", "}" and "end", then rank 1's rank and output lines.
-  EXPECT_EQ(parsed->ranks[1].instructions[0].line, 20);
+  EXPECT_EQ(parsed->ranks[1].instructions[0].line, 21);
 }
 
 TEST(PlanTest, WritesTheDocumentedText) {
   std::string text = writePlan(samplePlan());
   std::string header = text.substr(0, text.find("\n#") + 1);
   EXPECT_EQ(header,
-            "loom-plan 2\n"
+            "loom-plan 3\n"
             "weights 2\n"
             "weight 0 \"wte\" f32 [8,4] offset 0 bytes 128\n"
             "weight 1 \"bias \\\"q\\\"\" f16 [3] offset 128 bytes 6\n"
             "rank 0 arena 4096\n"
-            "input \"x\" a0:f32[2,8]\n"
+            "input \"x\" a0:f32[2,8] rows=2\n"
+            "input \"whole\" a192:i64[4]\n"
             "output \"y\" a64:f32[2,4]\n"
             "output \"mask\" a128:i1[2,4]\n"
             "kernel matmul a0:f32[2,8] w0:f32[8,4] -> a64:f32[2,4] "
@@ -377,13 +380,13 @@ TEST(PlanErrorTest, TheBaseIsValid) {
 }
 
 TEST(PlanErrorTest, Header) {
-  EXPECT_EQ(parseError(""), "plan.lp:1: empty file, expected 'loom-plan 2'");
+  EXPECT_EQ(parseError(""), "plan.lp:1: empty file, expected 'loom-plan 3'");
   EXPECT_EQ(parseError("PK\x03\x04garbage"),
             "plan.lp:1: not a plan: the file does not start with 'loom-plan'");
   EXPECT_EQ(parseError("loom-planet 1\n"),
             "plan.lp:1: expected 'loom-plan VERSION', got 'loom-planet'");
-  EXPECT_EQ(parseError("loom-plan 3\nwhatever the future holds"),
-            "plan.lp:1: plan version 3 is newer than this runtime (2)");
+  EXPECT_EQ(parseError("loom-plan 4\nwhatever the future holds"),
+            "plan.lp:1: plan version 4 is newer than this runtime (3)");
   EXPECT_EQ(parseError("loom-plan 0\n"),
             "plan.lp:1: unsupported plan version 0");
   EXPECT_EQ(parseError("loom-plan one\n"),
@@ -573,6 +576,37 @@ TEST(PlanErrorTest, Bindings) {
                                 "output \"y\" w0:f32[2,2]"),
                         "plan.lp")
                   .isOk());
+}
+
+TEST(PlanErrorTest, BatchRows) {
+  // Version 3: an input may say which rows of the step's batch it holds.
+  auto v3 = [](const std::string &input) {
+    return replaced(
+        handPlan(replaced(kWeights + kRank, "input \"x\" a0:f32[2,2]", input)),
+        "loom-plan 1", "loom-plan 3");
+  };
+  StatusOr<Plan> plan = parsePlan(v3("input \"x\" a0:f32[2,2] rows=6"), "p");
+  ASSERT_TRUE(plan.isOk()) << plan.status().message();
+  EXPECT_EQ(plan->ranks[0].inputs[0].batchOffset, 6);
+  plan = parsePlan(v3("input \"x\" a0:f32[2,2]"), "p");
+  ASSERT_TRUE(plan.isOk()) << plan.status().message();
+  EXPECT_EQ(plan->ranks[0].inputs[0].batchOffset, -1);
+  EXPECT_EQ(parseError(corrupt("input \"x\" a0:f32[2,2]",
+                               "input \"x\" a0:f32[2,2] rows=0")),
+            "plan.lp:5: 'rows=' needs plan version 3");
+  EXPECT_EQ(parseError(v3("input \"x\" a0:f32[2,2] rows=-1")),
+            "plan.lp:5: '-1' is out of range for a batch row offset");
+  EXPECT_EQ(parseError(v3("input \"x\" a0:f32[2,2] rows=two")),
+            "plan.lp:5: expected a batch row offset, got 'two'");
+  EXPECT_EQ(parseError(v3("input \"x\" a0:f32[2,2] offset=2")),
+            "plan.lp:5: expected 'rows=OFFSET' after input 'x', got "
+            "'offset=2'");
+  EXPECT_EQ(parseError(v3("input \"x\" a0:f32[] rows=0")),
+            "plan.lp:5: input 'x' is a scalar and has no batch rows");
+  EXPECT_EQ(parseError(replaced(v3("input \"x\" a0:f32[2,2]"),
+                                "output \"y\" a16:f32[2,2]",
+                                "output \"y\" a16:f32[2,2] rows=0")),
+            "plan.lp:6: expected 'output \"NAME\" REF'");
 }
 
 TEST(PlanErrorTest, Strings) {

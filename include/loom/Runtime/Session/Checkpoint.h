@@ -1,0 +1,120 @@
+//===- Checkpoint.h - Training state on disk --------------------*- C++ -*-===//
+//
+// A checkpoint is a folder: one file per rank, DIR/rank<R>.ckpt, holding
+// the state weights (trained parameters, their bf16 copies, optimizer state)
+// that rank's program uses, as its own executor has them, and DIR/index, a
+// text table of contents: the step count, the rank count, each rank's file
+// and, per state weight, its dtype, global shape and the ranks whose files
+// hold it. The index is written last, so a checkpoint exists once its index
+// does. The formats are documented in docs/design/training.md.
+//
+// Plain C++17 on the runtime: no LLVM/MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_SESSION_CHECKPOINT_H
+#define LOOM_RUNTIME_SESSION_CHECKPOINT_H
+
+#include "loom/Runtime/Plan.h"
+#include "loom/Runtime/Status.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loom {
+namespace runtime {
+
+class Executor;
+
+/// The first line of DIR/index: the checkpoint format's version. Version 1
+/// was a single file, DIR/state.ckpt, which still loads (as one rank's).
+constexpr const char *kCheckpointIndexMagic = "loom-checkpoint 2";
+/// The first line of a rank's file.
+constexpr const char *kRankCheckpointMagic = "loom-checkpoint-rank 1";
+
+/// The ids of `plan`'s state weights, in increasing order.
+std::vector<size_t> stateWeights(const Plan &plan);
+
+/// For every weight id, the ranks whose checkpoint files hold it, in
+/// increasing order: for a state weight, the ranks whose program refers to
+/// it (an operand of an instruction, or an output) or to a `cast_of` copy of
+/// it; rank 0 when no rank refers to it. Empty for the other weights.
+std::vector<std::vector<int>> stateWeightHolders(const Plan &plan);
+
+/// The state weights rank `rank` holds (see stateWeightHolders), in
+/// increasing id order.
+std::vector<size_t> rankStateWeights(const Plan &plan, int rank);
+
+/// DIR/index in memory.
+struct CheckpointIndex {
+  struct Entry {
+    std::string name;
+    DType dtype = DType::F32;
+    /// The weight's global shape.
+    std::vector<int64_t> shape;
+    /// The ranks whose files hold the whole tensor, in increasing order.
+    std::vector<int> ranks;
+  };
+  /// Steps done when it was written.
+  int64_t step = 0;
+  /// Each rank's file, a name in DIR; the size is the rank count.
+  std::vector<std::string> rankFiles;
+  /// One entry per state weight, in the plan's weight order.
+  std::vector<Entry> weights;
+};
+
+/// "rank<R>.ckpt".
+std::string rankCheckpointFile(int rank);
+
+/// The index of a checkpoint of `plan`'s state after `step` steps.
+CheckpointIndex makeCheckpointIndex(const Plan &plan, int64_t step);
+
+/// DIR/index's text.
+std::string formatCheckpointIndex(const CheckpointIndex &index);
+
+/// Parses DIR/index's text; errors name `source`.
+StatusOr<CheckpointIndex> parseCheckpointIndex(std::string_view text,
+                                               const std::string &source);
+
+/// Reads DIR/index. A folder with only DIR/state.ckpt (a checkpoint of
+/// format version 1) reads as a one-rank checkpoint whose rank file is
+/// that.
+StatusOr<CheckpointIndex> readCheckpointIndex(const std::string &dir);
+
+/// Checks that the checkpoint in `dir` with `index` holds exactly `plan`'s
+/// state, placed on the ranks as this plan places it: its rank count, then
+/// every state weight's name, dtype and shape ("written for another model
+/// or optimizer"), then which ranks hold each.
+Status checkCheckpointMatches(const CheckpointIndex &index, const Plan &plan,
+                              const std::string &dir);
+
+/// Writes rank `rank`'s file of a checkpoint after `step` steps to `path`
+/// (the caller renames it into place): the state weights the rank holds,
+/// with `executor`'s values.
+Status writeRankCheckpoint(const std::string &path, const Plan &plan,
+                           const Executor &executor, int rank, int64_t step);
+
+/// Loads rank `rank`'s file of the checkpoint in `dir` (checked against
+/// `plan` with checkCheckpointMatches) into `executor`. Checks everything
+/// before setting any weight: the file is a rank file of this rank, at the
+/// index's step, holding exactly the weights the index gives the rank.
+Status loadRankCheckpoint(const std::string &dir, const CheckpointIndex &index,
+                          const Plan &plan, int rank, Executor &executor);
+
+/// Writes `bytes` to `path` through `path`.tmp renamed over it, so that
+/// `path` is never half-written.
+Status writeFileAtomically(const std::string &path, std::string_view bytes);
+
+/// The file name --output-dir and --save-weights give a tensor named
+/// `name`: `name` with bytes other than letters, digits, '.', '_' and '-'
+/// written %XX (an ONNX name may hold '/'), then ".npy". Distinct names
+/// give distinct files (on a case-sensitive file system). ASCII only,
+/// whatever the locale.
+std::string npyFileName(const std::string &name);
+
+} // namespace runtime
+} // namespace loom
+
+#endif // LOOM_RUNTIME_SESSION_CHECKPOINT_H

@@ -1,0 +1,544 @@
+//===- Checkpoint.cpp - Training state on disk ----------------------------===//
+//
+// DIR/index (text) and DIR/rank<R>.ckpt (a text header, then the raw bytes
+// of the rank's state weights); docs/design/training.md has both formats.
+// Everything read is checked before anything is loaded, so that a
+// checkpoint of another model, optimizer or rank count is a clear error and
+// never a half-restored executor.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Runtime/Session/Checkpoint.h"
+
+#include "loom/Runtime/Executor.h"
+#include "loom/Runtime/TensorIO.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+#include <sys/stat.h>
+
+using namespace loom::runtime;
+
+namespace {
+
+/// Version 1's single file, which still loads as rank 0's.
+constexpr const char *kLegacyMagic = "loom-checkpoint 1";
+constexpr const char *kLegacyFile = "state.ckpt";
+
+/// Reads a text a line at a time.
+class Lines {
+public:
+  explicit Lines(std::string_view text) : text(text) {}
+
+  /// The next line without its '\n'; false at the end (a last line without
+  /// '\n' is not a line: the header always ends with one).
+  bool next(std::string &line) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos)
+      return false;
+    line = std::string(text.substr(at, end - at));
+    at = end + 1;
+    return true;
+  }
+  size_t offset() const { return at; }
+
+private:
+  std::string_view text;
+  size_t at = 0;
+};
+
+/// Parses "[8,4]" ("[]" is a scalar).
+bool parseShapeText(const std::string &text, std::vector<int64_t> &shape) {
+  shape.clear();
+  if (text.size() < 2 || text.front() != '[' || text.back() != ']')
+    return false;
+  std::string inner = text.substr(1, text.size() - 2);
+  if (inner.empty())
+    return true;
+  std::istringstream fields(inner);
+  std::string field;
+  while (std::getline(fields, field, ',')) {
+    if (field.empty() ||
+        field.find_first_not_of("0123456789") != std::string::npos ||
+        field.size() > 18)
+      return false;
+    shape.push_back(std::stoll(field));
+  }
+  return inner.back() != ',';
+}
+
+/// Parses "0,1,3": increasing ranks below `ranks`.
+bool parseRankList(const std::string &text, int ranks, std::vector<int> &list) {
+  list.clear();
+  std::istringstream fields(text);
+  std::string field;
+  while (std::getline(fields, field, ',')) {
+    if (field.empty() ||
+        field.find_first_not_of("0123456789") != std::string::npos ||
+        field.size() > 9)
+      return false;
+    int rank = std::stoi(field);
+    if (rank >= ranks || (!list.empty() && rank <= list.back()))
+      return false;
+    list.push_back(rank);
+  }
+  return !list.empty() && text.back() != ',';
+}
+
+std::string rankListText(const std::vector<int> &ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    text += (i ? "," : "") + std::to_string(ranks[i]);
+  return text;
+}
+
+/// A rank file's header.
+struct RankFile {
+  /// Version 1's DIR/state.ckpt (no rank line).
+  bool legacy = false;
+  int rank = 0;
+  int64_t step = 0;
+  struct Entry {
+    std::string dtype, shape, name;
+    uint64_t bytes = 0;
+  };
+  std::vector<Entry> entries;
+  /// Where the raw bytes start.
+  size_t dataOffset = 0;
+};
+
+/// Parses the header of a rank file (or of version 1's state.ckpt) and
+/// checks that the data section holds exactly the bytes it announces.
+StatusOr<RankFile> parseRankFile(std::string_view text,
+                                 const std::string &path) {
+  Lines lines(text);
+  auto corrupt = [&](const std::string &what) {
+    return Status::error(path + ": not a loom checkpoint (" + what + ")");
+  };
+  RankFile file;
+  std::string line;
+  if (!lines.next(line) ||
+      (line != kRankCheckpointMagic && line != kLegacyMagic))
+    return corrupt("bad magic");
+  file.legacy = line == kLegacyMagic;
+  if (!file.legacy) {
+    int rank = -1;
+    if (!lines.next(line) || std::sscanf(line.c_str(), "rank %d", &rank) != 1 ||
+        rank < 0)
+      return corrupt("bad rank line");
+    file.rank = rank;
+  }
+  long long step = -1, count = -1, dataBytes = -1;
+  if (!lines.next(line) || std::sscanf(line.c_str(), "step %lld", &step) != 1 ||
+      step < 0)
+    return corrupt("bad step line");
+  file.step = step;
+  if (!lines.next(line) ||
+      std::sscanf(line.c_str(), "weights %lld", &count) != 1 || count < 0)
+    return corrupt("bad weights line");
+  uint64_t total = 0;
+  for (long long i = 0; i < count; ++i) {
+    if (!lines.next(line))
+      return corrupt("truncated header");
+    std::istringstream fields(line);
+    std::string keyword;
+    RankFile::Entry entry;
+    fields >> keyword >> entry.dtype >> entry.shape >> entry.bytes;
+    if (keyword != "weight" || !fields)
+      return corrupt("bad weight line '" + line + "'");
+    std::getline(fields >> std::ws, entry.name);
+    total += entry.bytes;
+    file.entries.push_back(std::move(entry));
+  }
+  if (!lines.next(line) ||
+      std::sscanf(line.c_str(), "data %lld", &dataBytes) != 1 ||
+      dataBytes < 0 || uint64_t(dataBytes) != text.size() - lines.offset() ||
+      uint64_t(dataBytes) != total)
+    return corrupt("bad or truncated data section");
+  file.dataOffset = lines.offset();
+  return file;
+}
+
+bool exists(const std::string &path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0;
+}
+
+} // namespace
+
+std::vector<size_t> loom::runtime::stateWeights(const Plan &plan) {
+  std::vector<size_t> ids;
+  for (size_t id = 0; id < plan.weights.size(); ++id)
+    if (plan.weights[id].state)
+      ids.push_back(id);
+  return ids;
+}
+
+std::vector<std::vector<int>>
+loom::runtime::stateWeightHolders(const Plan &plan) {
+  std::vector<std::vector<int>> holders(plan.weights.size());
+  for (const RankProgram &program : plan.ranks) {
+    std::vector<bool> uses(plan.weights.size(), false);
+    auto use = [&](const TensorRef &ref) {
+      if (ref.space != TensorRef::Space::Weight ||
+          ref.offset >= plan.weights.size())
+        return;
+      uses[ref.offset] = true;
+      // A copy is derived from its master: whoever holds the copy holds the
+      // master too.
+      if (int64_t master = plan.weights[ref.offset].castOf; master >= 0)
+        uses[size_t(master)] = true;
+    };
+    for (const Instruction &instruction : program.instructions) {
+      for (const TensorRef &ref : instruction.inputs)
+        use(ref);
+      for (const TensorRef &ref : instruction.outputs)
+        use(ref);
+    }
+    for (const Binding &output : program.outputs)
+      use(output.ref);
+    for (size_t id = 0; id < plan.weights.size(); ++id)
+      if (uses[id] && plan.weights[id].state)
+        holders[id].push_back(program.rank);
+  }
+  for (size_t id = 0; id < plan.weights.size(); ++id)
+    if (plan.weights[id].state && holders[id].empty())
+      holders[id].push_back(0);
+  return holders;
+}
+
+std::vector<size_t> loom::runtime::rankStateWeights(const Plan &plan,
+                                                    int rank) {
+  std::vector<std::vector<int>> holders = stateWeightHolders(plan);
+  std::vector<size_t> ids;
+  for (size_t id = 0; id < holders.size(); ++id)
+    if (std::binary_search(holders[id].begin(), holders[id].end(), rank))
+      ids.push_back(id);
+  return ids;
+}
+
+std::string loom::runtime::rankCheckpointFile(int rank) {
+  return "rank" + std::to_string(rank) + ".ckpt";
+}
+
+CheckpointIndex loom::runtime::makeCheckpointIndex(const Plan &plan,
+                                                   int64_t step) {
+  CheckpointIndex index;
+  index.step = step;
+  for (size_t rank = 0; rank < plan.ranks.size(); ++rank)
+    index.rankFiles.push_back(rankCheckpointFile(int(rank)));
+  std::vector<std::vector<int>> holders = stateWeightHolders(plan);
+  for (size_t id : stateWeights(plan)) {
+    const Weight &weight = plan.weights[id];
+    index.weights.push_back(
+        {weight.name, weight.dtype, weight.shape, holders[id]});
+  }
+  return index;
+}
+
+std::string loom::runtime::formatCheckpointIndex(const CheckpointIndex &index) {
+  std::string text = std::string(kCheckpointIndexMagic) + "\n";
+  text += "step " + std::to_string(index.step) + "\n";
+  text += "ranks " + std::to_string(index.rankFiles.size()) + "\n";
+  for (size_t rank = 0; rank < index.rankFiles.size(); ++rank)
+    text += "rank " + std::to_string(rank) + " " + index.rankFiles[rank] + "\n";
+  text += "weights " + std::to_string(index.weights.size()) + "\n";
+  for (const CheckpointIndex::Entry &entry : index.weights)
+    text += std::string("weight ") + dtypeName(entry.dtype) + " " +
+            shapeString(entry.shape) + " " + rankListText(entry.ranks) + " " +
+            entry.name + "\n";
+  return text;
+}
+
+StatusOr<CheckpointIndex>
+loom::runtime::parseCheckpointIndex(std::string_view text,
+                                    const std::string &source) {
+  Lines lines(text);
+  auto corrupt = [&](const std::string &what) {
+    return Status::error(source + ": not a loom checkpoint index (" + what +
+                         ")");
+  };
+  CheckpointIndex index;
+  std::string line;
+  if (!lines.next(line))
+    return corrupt("empty");
+  if (line != kCheckpointIndexMagic) {
+    if (line.rfind("loom-checkpoint ", 0) == 0)
+      return Status::error(source + ": checkpoint format '" + line +
+                           "' is not one this runtime reads ('" +
+                           kCheckpointIndexMagic + "')");
+    return corrupt("bad magic");
+  }
+  long long step = -1, ranks = -1, count = -1;
+  if (!lines.next(line) || std::sscanf(line.c_str(), "step %lld", &step) != 1 ||
+      step < 0)
+    return corrupt("bad step line");
+  index.step = step;
+  if (!lines.next(line) ||
+      std::sscanf(line.c_str(), "ranks %lld", &ranks) != 1 || ranks < 1 ||
+      ranks > (1 << 20))
+    return corrupt("bad ranks line");
+  for (long long rank = 0; rank < ranks; ++rank) {
+    if (!lines.next(line))
+      return corrupt("truncated");
+    std::istringstream fields(line);
+    std::string keyword, file, rest;
+    long long number = -1;
+    fields >> keyword >> number >> file;
+    bool plain = !file.empty() && file.find('/') == std::string::npos &&
+                 file != "." && file != "..";
+    if (keyword != "rank" || number != rank || !plain || (fields >> rest))
+      return corrupt("expected 'rank " + std::to_string(rank) +
+                     " FILE', got '" + line + "'");
+    index.rankFiles.push_back(file);
+  }
+  if (!lines.next(line) ||
+      std::sscanf(line.c_str(), "weights %lld", &count) != 1 || count < 0)
+    return corrupt("bad weights line");
+  std::set<std::string> names;
+  for (long long i = 0; i < count; ++i) {
+    if (!lines.next(line))
+      return corrupt("truncated");
+    std::istringstream fields(line);
+    std::string keyword, dtype, shape, holders;
+    fields >> keyword >> dtype >> shape >> holders;
+    CheckpointIndex::Entry entry;
+    std::getline(fields >> std::ws, entry.name);
+    if (keyword != "weight" || !parseDType(dtype, entry.dtype) ||
+        !parseShapeText(shape, entry.shape) ||
+        !parseRankList(holders, int(ranks), entry.ranks) || entry.name.empty())
+      return corrupt("bad weight line '" + line + "'");
+    if (!names.insert(entry.name).second)
+      return corrupt("'" + entry.name + "' twice");
+    index.weights.push_back(std::move(entry));
+  }
+  if (lines.offset() != text.size())
+    return corrupt("text after the last weight");
+  return index;
+}
+
+StatusOr<CheckpointIndex>
+loom::runtime::readCheckpointIndex(const std::string &dir) {
+  std::string path = dir + "/index";
+  std::string legacy = dir + "/" + kLegacyFile;
+  if (!exists(path) && exists(legacy)) {
+    // Format version 1: one file, the state of a one-rank plan.
+    StatusOr<std::string> bytes = readFile(legacy);
+    if (!bytes)
+      return bytes.status();
+    StatusOr<RankFile> file = parseRankFile(*bytes, legacy);
+    if (!file)
+      return file.status();
+    if (!file->legacy)
+      return Status::error(legacy + ": not a loom checkpoint (bad magic)");
+    CheckpointIndex index;
+    index.step = file->step;
+    index.rankFiles.push_back(kLegacyFile);
+    for (const RankFile::Entry &entry : file->entries) {
+      CheckpointIndex::Entry converted;
+      converted.name = entry.name;
+      converted.ranks = {0};
+      if (!parseDType(entry.dtype, converted.dtype) ||
+          !parseShapeText(entry.shape, converted.shape))
+        return Status::error(legacy + ": not a loom checkpoint (bad weight '" +
+                             entry.name + "')");
+      index.weights.push_back(std::move(converted));
+    }
+    return index;
+  }
+  StatusOr<std::string> bytes = readFile(path);
+  if (!bytes)
+    return bytes.status();
+  return parseCheckpointIndex(*bytes, path);
+}
+
+Status loom::runtime::checkCheckpointMatches(const CheckpointIndex &index,
+                                             const Plan &plan,
+                                             const std::string &dir) {
+  if (index.rankFiles.size() != plan.ranks.size())
+    return Status::error("checkpoint " + dir + " was written for " +
+                         std::to_string(index.rankFiles.size()) +
+                         " rank(s), but this plan has " +
+                         std::to_string(plan.ranks.size()));
+  // The checkpoint must hold exactly this plan's state.
+  std::vector<size_t> ids = stateWeights(plan);
+  std::map<std::string, size_t> byName;
+  for (size_t id : ids)
+    byName[plan.weights[id].name] = id;
+  std::string mismatch;
+  for (const CheckpointIndex::Entry &entry : index.weights) {
+    auto it = byName.find(entry.name);
+    if (it == byName.end()) {
+      mismatch = "it holds '" + entry.name + "', which this model lacks";
+      break;
+    }
+    const Weight &weight = plan.weights[it->second];
+    if (entry.dtype != weight.dtype || entry.shape != weight.shape) {
+      mismatch = "'" + entry.name + "' is " + dtypeName(entry.dtype) +
+                 shapeString(entry.shape) + " there but " +
+                 dtypeName(weight.dtype) + shapeString(weight.shape) + " here";
+      break;
+    }
+  }
+  if (mismatch.empty() && index.weights.size() != ids.size())
+    mismatch = "it holds " + std::to_string(index.weights.size()) +
+               " state tensors, this model and optimizer " +
+               std::to_string(ids.size());
+  if (!mismatch.empty())
+    return Status::error(
+        "checkpoint " + dir +
+        " was written for another model or optimizer: " + mismatch);
+  std::vector<std::vector<int>> holders = stateWeightHolders(plan);
+  for (const CheckpointIndex::Entry &entry : index.weights) {
+    const std::vector<int> &here = holders[byName[entry.name]];
+    if (entry.ranks != here)
+      return Status::error(
+          "checkpoint " + dir + " places the state on the ranks otherwise: '" +
+          entry.name + "' is on rank(s) " + rankListText(entry.ranks) +
+          " there but " + rankListText(here) + " here");
+  }
+  return Status::ok();
+}
+
+Status loom::runtime::writeRankCheckpoint(const std::string &path,
+                                          const Plan &plan,
+                                          const Executor &executor, int rank,
+                                          int64_t step) {
+  std::vector<size_t> ids = rankStateWeights(plan, rank);
+  std::string header = std::string(kRankCheckpointMagic) + "\nrank " +
+                       std::to_string(rank) + "\nstep " + std::to_string(step) +
+                       "\n";
+  header += "weights " + std::to_string(ids.size()) + "\n";
+  uint64_t total = 0;
+  for (size_t id : ids) {
+    const Weight &weight = plan.weights[id];
+    header += std::string("weight ") + dtypeName(weight.dtype) + " " +
+              shapeString(weight.shape) + " " + std::to_string(weight.bytes) +
+              " " + weight.name + "\n";
+    total += weight.bytes;
+  }
+  header += "data " + std::to_string(total) + "\n";
+  FILE *file = std::fopen(path.c_str(), "wb");
+  bool ok = file &&
+            std::fwrite(header.data(), 1, header.size(), file) == header.size();
+  // One weight at a time: the state is never all in memory twice.
+  for (size_t id : ids) {
+    if (!ok)
+      break;
+    HostTensor value = executor.weight(id);
+    ok = std::fwrite(value.data.data(), 1, value.data.size(), file) ==
+         value.data.size();
+  }
+  if (file && std::fclose(file) != 0)
+    ok = false;
+  if (!ok) {
+    std::string reason = std::strerror(errno);
+    std::remove(path.c_str());
+    return Status::error("cannot write checkpoint " + path + ": " + reason);
+  }
+  return Status::ok();
+}
+
+Status loom::runtime::loadRankCheckpoint(const std::string &dir,
+                                         const CheckpointIndex &index,
+                                         const Plan &plan, int rank,
+                                         Executor &executor) {
+  if (rank < 0 || size_t(rank) >= index.rankFiles.size())
+    return Status::error("checkpoint " + dir + " has no rank " +
+                         std::to_string(rank));
+  std::string path = dir + "/" + index.rankFiles[rank];
+  StatusOr<std::string> bytes = readFile(path);
+  if (!bytes)
+    return bytes.status();
+  StatusOr<RankFile> file = parseRankFile(*bytes, path);
+  if (!file)
+    return file.status();
+  auto inconsistent = [&](const std::string &what) {
+    return Status::error("checkpoint " + dir + " is inconsistent: " + path +
+                         " " + what);
+  };
+  if (file->rank != rank)
+    return inconsistent("is rank " + std::to_string(file->rank) + "'s, not " +
+                        std::to_string(rank) + "'s");
+  if (file->step != index.step)
+    return inconsistent("is at step " + std::to_string(file->step) +
+                        ", the index at step " + std::to_string(index.step) +
+                        " (was it interrupted while being written?)");
+  // Exactly the weights the index gives this rank, as the plan has them.
+  std::map<std::string, size_t> byName;
+  for (size_t id : stateWeights(plan))
+    byName[plan.weights[id].name] = id;
+  std::set<std::string> expected;
+  for (const CheckpointIndex::Entry &entry : index.weights)
+    if (std::binary_search(entry.ranks.begin(), entry.ranks.end(), rank))
+      expected.insert(entry.name);
+  std::set<std::string> held;
+  for (const RankFile::Entry &entry : file->entries) {
+    auto it = byName.find(entry.name);
+    if (!expected.count(entry.name) || it == byName.end() ||
+        !held.insert(entry.name).second)
+      return inconsistent("holds '" + entry.name +
+                          "', which its index does not give rank " +
+                          std::to_string(rank));
+    const Weight &weight = plan.weights[it->second];
+    if (entry.dtype != dtypeName(weight.dtype) ||
+        entry.shape != shapeString(weight.shape) || entry.bytes != weight.bytes)
+      return inconsistent("holds '" + entry.name + "' as " + entry.dtype +
+                          entry.shape + ", not " + dtypeName(weight.dtype) +
+                          shapeString(weight.shape));
+  }
+  if (held.size() != expected.size())
+    return inconsistent("holds " + std::to_string(held.size()) +
+                        " state tensors, its index gives rank " +
+                        std::to_string(rank) + " " +
+                        std::to_string(expected.size()));
+  // All checked: now load.
+  size_t at = file->dataOffset;
+  for (const RankFile::Entry &entry : file->entries) {
+    size_t id = byName[entry.name];
+    HostTensor value;
+    value.dtype = plan.weights[id].dtype;
+    value.shape = plan.weights[id].shape;
+    value.data.assign(bytes->begin() + at, bytes->begin() + at + entry.bytes);
+    at += entry.bytes;
+    if (Status status = executor.setWeight(id, value); !status)
+      return status;
+  }
+  return Status::ok();
+}
+
+Status loom::runtime::writeFileAtomically(const std::string &path,
+                                          std::string_view bytes) {
+  std::string temporary = path + ".tmp";
+  FILE *file = std::fopen(temporary.c_str(), "wb");
+  bool ok =
+      file && std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
+  if (file && std::fclose(file) != 0)
+    ok = false;
+  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::string reason = std::strerror(errno);
+    std::remove(temporary.c_str());
+    return Status::error("cannot write " + path + ": " + reason);
+  }
+  return Status::ok();
+}
+
+std::string loom::runtime::npyFileName(const std::string &name) {
+  std::string file;
+  for (unsigned char c : name) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+        (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-') {
+      file += char(c);
+      continue;
+    }
+    char escaped[4];
+    std::snprintf(escaped, sizeof escaped, "%%%02X", c);
+    file += escaped;
+  }
+  return file + ".npy";
+}

@@ -1,0 +1,698 @@
+//===- SessionTest.cpp - The session library: checkpoints and launching ---===//
+//
+// The checkpoint index's text and its parser's errors, which ranks hold
+// which state, checkpoints written and loaded through executors (and the
+// errors for checkpoints of another plan or an interrupted write), the
+// launcher's abort propagation on thread ranks, and the trainer on two
+// ranks that split a batch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Runtime/Executor.h"
+#include "loom/Runtime/Session/Checkpoint.h"
+#include "loom/Runtime/Session/Launcher.h"
+#include "loom/Runtime/Session/Trainer.h"
+#include "loom/Runtime/TensorIO.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace loom::runtime;
+
+namespace {
+
+TensorRef arena(uint64_t offset, std::vector<int64_t> shape) {
+  TensorRef ref;
+  ref.offset = offset;
+  ref.shape = std::move(shape);
+  return ref;
+}
+
+TensorRef weightRef(uint64_t id, std::vector<int64_t> shape,
+                    DType dtype = DType::F32) {
+  TensorRef ref;
+  ref.space = TensorRef::Space::Weight;
+  ref.offset = id;
+  ref.shape = std::move(shape);
+  ref.dtype = dtype;
+  return ref;
+}
+
+Weight weight(std::string name, std::vector<int64_t> shape, uint64_t offset,
+              bool state, DType dtype = DType::F32) {
+  Weight result;
+  result.name = std::move(name);
+  result.dtype = dtype;
+  result.shape = std::move(shape);
+  result.offset = offset;
+  result.bytes = numElements(result.shape) * dtypeSize(dtype);
+  result.state = state;
+  return result;
+}
+
+/// An elementwise `target += input` (target a weight).
+Instruction accumulate(const TensorRef &target, const TensorRef &input) {
+  Instruction add;
+  add.kernel = "elementwise";
+  add.inputs = {target, input};
+  add.outputs = {target};
+  ProgramOp op;
+  op.op = "add";
+  op.operands = {0, 1};
+  add.program.push_back(op);
+  add.yields = {2};
+  return add;
+}
+
+/// Two ranks: rank 0 adds its input to state weight "a" and reads "c"'s
+/// bf16 copy "c.bf16"; rank 1 adds its input to "b" and to "a". "frozen" is
+/// not state; "idle" is state no rank refers to.
+std::shared_ptr<Plan> twoRankPlan() {
+  auto plan = std::make_shared<Plan>();
+  plan->weights.push_back(weight("a", {2}, 0, true));
+  plan->weights.push_back(weight("b", {2}, 64, true));
+  plan->weights.push_back(weight("frozen", {2}, 128, false));
+  plan->weights.push_back(weight("c", {2}, 192, true));
+  Weight copy = weight("c.bf16", {2}, 256, true, DType::BF16);
+  copy.castOf = 3;
+  plan->weights.push_back(copy);
+  plan->weights.push_back(weight("idle", {1}, 320, true, DType::F64));
+  plan->data.resize(384);
+  float values[] = {1, 2};
+  for (uint64_t offset : {0, 64, 128, 192})
+    std::memcpy(plan->data.data() + offset, values, 8);
+
+  RankProgram &rank0 = plan->ranks.emplace_back();
+  rank0.rank = 0;
+  rank0.arenaBytes = 128;
+  rank0.inputs.push_back({"x", arena(0, {2})});
+  rank0.outputs.push_back({"c", weightRef(4, {2}, DType::BF16)});
+  rank0.instructions.push_back(accumulate(weightRef(0, {2}), arena(0, {2})));
+  RankProgram &rank1 = plan->ranks.emplace_back();
+  rank1.rank = 1;
+  rank1.arenaBytes = 128;
+  rank1.inputs.push_back({"x", arena(0, {2})});
+  rank1.instructions.push_back(accumulate(weightRef(1, {2}), arena(0, {2})));
+  rank1.instructions.push_back(accumulate(weightRef(0, {2}), arena(0, {2})));
+  return plan;
+}
+
+HostTensor floats(std::vector<float> values) {
+  HostTensor tensor;
+  tensor.shape = {int64_t(values.size())};
+  tensor.data.resize(values.size() * sizeof(float));
+  std::memcpy(tensor.data.data(), values.data(), tensor.data.size());
+  return tensor;
+}
+
+std::vector<float> valuesOf(const HostTensor &tensor) {
+  std::vector<float> values(tensor.data.size() / sizeof(float));
+  std::memcpy(values.data(), tensor.data.data(), tensor.data.size());
+  return values;
+}
+
+/// A fresh folder under the temporary directory, removed at the end.
+struct TempFolder {
+  explicit TempFolder(const std::string &name) {
+    const char *base = std::getenv("TMPDIR");
+    path = std::string(base ? base : "/tmp") + "/loom-session-" +
+           std::to_string(getpid()) + "-" + name;
+    remove();
+    EXPECT_EQ(mkdir(path.c_str(), 0777), 0);
+  }
+  ~TempFolder() { remove(); }
+  void remove() {
+    std::string command = "rm -rf '" + path + "'";
+    EXPECT_EQ(std::system(command.c_str()), 0);
+  }
+  std::string path;
+};
+
+void writeText(const std::string &path, const std::string &text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+std::string indexError(const std::string &text) {
+  StatusOr<CheckpointIndex> index = parseCheckpointIndex(text, "ck/index");
+  return index.isOk() ? "" : index.status().message();
+}
+
+const std::string kIndex = "loom-checkpoint 2\n"
+                           "step 7\n"
+                           "ranks 2\n"
+                           "rank 0 rank0.ckpt\n"
+                           "rank 1 rank1.ckpt\n"
+                           "weights 5\n"
+                           "weight f32 [2] 0,1 a\n"
+                           "weight f32 [2] 1 b\n"
+                           "weight f32 [2] 0 c\n"
+                           "weight bf16 [2] 0 c.bf16\n"
+                           "weight f64 [1] 0 idle\n";
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Which ranks hold what, and the index
+//===----------------------------------------------------------------------===//
+
+TEST(CheckpointTest, HoldersAreTheRanksThatReferToAWeight) {
+  std::shared_ptr<Plan> plan = twoRankPlan();
+  std::vector<std::vector<int>> holders = stateWeightHolders(*plan);
+  ASSERT_EQ(holders.size(), 6u);
+  EXPECT_EQ(holders[0], (std::vector<int>{0, 1})); // both update "a"
+  EXPECT_EQ(holders[1], (std::vector<int>{1}));
+  EXPECT_TRUE(holders[2].empty());              // not state
+  EXPECT_EQ(holders[3], (std::vector<int>{0})); // the master of a used copy
+  EXPECT_EQ(holders[4], (std::vector<int>{0}));
+  EXPECT_EQ(holders[5], (std::vector<int>{0})); // used by none: rank 0
+  EXPECT_EQ(rankStateWeights(*plan, 0), (std::vector<size_t>{0, 3, 4, 5}));
+  EXPECT_EQ(rankStateWeights(*plan, 1), (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(stateWeights(*plan), (std::vector<size_t>{0, 1, 3, 4, 5}));
+}
+
+TEST(CheckpointTest, IndexTextRoundTrips) {
+  std::shared_ptr<Plan> plan = twoRankPlan();
+  CheckpointIndex index = makeCheckpointIndex(*plan, 7);
+  std::string text = formatCheckpointIndex(index);
+  EXPECT_EQ(text, "loom-checkpoint 2\n"
+                  "step 7\n"
+                  "ranks 2\n"
+                  "rank 0 rank0.ckpt\n"
+                  "rank 1 rank1.ckpt\n"
+                  "weights 5\n"
+                  "weight f32 [2] 0,1 a\n"
+                  "weight f32 [2] 1 b\n"
+                  "weight f32 [2] 0 c\n"
+                  "weight bf16 [2] 0 c.bf16\n"
+                  "weight f64 [1] 0 idle\n");
+  StatusOr<CheckpointIndex> parsed = parseCheckpointIndex(text, "index");
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
+  EXPECT_EQ(parsed->step, 7);
+  EXPECT_EQ(parsed->rankFiles, index.rankFiles);
+  ASSERT_EQ(parsed->weights.size(), index.weights.size());
+  for (size_t i = 0; i < index.weights.size(); ++i) {
+    EXPECT_EQ(parsed->weights[i].name, index.weights[i].name);
+    EXPECT_EQ(parsed->weights[i].dtype, index.weights[i].dtype);
+    EXPECT_EQ(parsed->weights[i].shape, index.weights[i].shape);
+    EXPECT_EQ(parsed->weights[i].ranks, index.weights[i].ranks);
+  }
+  EXPECT_EQ(formatCheckpointIndex(*parsed), text);
+  // Names may hold spaces; scalars have the shape [].
+  CheckpointIndex odd;
+  odd.rankFiles = {"rank0.ckpt"};
+  odd.weights.push_back({"a name with spaces", DType::F64, {}, {0}});
+  StatusOr<CheckpointIndex> back =
+      parseCheckpointIndex(formatCheckpointIndex(odd), "index");
+  ASSERT_TRUE(back.isOk()) << back.status().message();
+  EXPECT_EQ(back->weights[0].name, "a name with spaces");
+  EXPECT_TRUE(back->weights[0].shape.empty());
+}
+
+TEST(CheckpointTest, CorruptIndexes) {
+  auto replaced = [](std::string text, const std::string &from,
+                     const std::string &to) {
+    size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return text.replace(at, from.size(), to);
+  };
+  const std::string &valid = kIndex;
+  EXPECT_EQ(indexError(valid), "");
+  EXPECT_EQ(indexError(""), "ck/index: not a loom checkpoint index (empty)");
+  EXPECT_EQ(indexError("PK\x03\x04\n"),
+            "ck/index: not a loom checkpoint index (bad magic)");
+  EXPECT_EQ(indexError(replaced(valid, "checkpoint 2", "checkpoint 3")),
+            "ck/index: checkpoint format 'loom-checkpoint 3' is not one this "
+            "runtime reads ('loom-checkpoint 2')");
+  EXPECT_EQ(indexError(replaced(valid, "step 7", "step -1")),
+            "ck/index: not a loom checkpoint index (bad step line)");
+  EXPECT_EQ(indexError(replaced(valid, "ranks 2", "ranks 0")),
+            "ck/index: not a loom checkpoint index (bad ranks line)");
+  EXPECT_EQ(indexError(replaced(valid, "rank 1 rank1.ckpt", "rank 2 x")),
+            "ck/index: not a loom checkpoint index (expected 'rank 1 FILE', "
+            "got 'rank 2 x')");
+  EXPECT_EQ(indexError(replaced(valid, "rank1.ckpt", "../rank1.ckpt")),
+            "ck/index: not a loom checkpoint index (expected 'rank 1 FILE', "
+            "got 'rank 1 ../rank1.ckpt')");
+  // Holders are increasing ranks of the checkpoint.
+  for (const char *holders : {"0,2", "1,0", "0,0", "", "0,", "x"})
+    EXPECT_EQ(indexError(replaced(valid, "0,1 a", std::string(holders) + " a")),
+              "ck/index: not a loom checkpoint index (bad weight line "
+              "'weight f32 [2] " +
+                  std::string(holders) + " a')");
+  EXPECT_EQ(indexError(replaced(valid, "f32 [2] 1 b", "f33 [2] 1 b")),
+            "ck/index: not a loom checkpoint index (bad weight line "
+            "'weight f33 [2] 1 b')");
+  EXPECT_EQ(indexError(replaced(valid, "f32 [2] 1 b", "f32 [2,] 1 b")),
+            "ck/index: not a loom checkpoint index (bad weight line "
+            "'weight f32 [2,] 1 b')");
+  EXPECT_EQ(indexError(replaced(valid, "1 b\n", "1 a\n")),
+            "ck/index: not a loom checkpoint index ('a' twice)");
+  EXPECT_EQ(indexError(valid.substr(0, valid.size() - 5)),
+            "ck/index: not a loom checkpoint index (truncated)");
+  EXPECT_EQ(indexError(valid + "extra\n"),
+            "ck/index: not a loom checkpoint index (text after the last "
+            "weight)");
+}
+
+TEST(CheckpointTest, IndexMustMatchThePlan) {
+  std::shared_ptr<Plan> plan = twoRankPlan();
+  CheckpointIndex index = makeCheckpointIndex(*plan, 3);
+  EXPECT_TRUE(checkCheckpointMatches(index, *plan, "ck").isOk());
+  auto error = [&](const CheckpointIndex &changed) {
+    return checkCheckpointMatches(changed, *plan, "ck").message();
+  };
+  CheckpointIndex other = index;
+  other.rankFiles.pop_back();
+  EXPECT_EQ(error(other),
+            "checkpoint ck was written for 1 rank(s), but this plan has 2");
+  other = index;
+  other.weights[1].name = "beta";
+  EXPECT_EQ(error(other), "checkpoint ck was written for another model or "
+                          "optimizer: it holds 'beta', which this model lacks");
+  other = index;
+  other.weights[1].shape = {3};
+  EXPECT_EQ(error(other), "checkpoint ck was written for another model or "
+                          "optimizer: 'b' is f32[3] there but f32[2] here");
+  other = index;
+  other.weights.pop_back();
+  EXPECT_EQ(error(other),
+            "checkpoint ck was written for another model or optimizer: it "
+            "holds 4 state tensors, this model and optimizer 5");
+  other = index;
+  other.weights[0].ranks = {0};
+  EXPECT_EQ(error(other), "checkpoint ck places the state on the ranks "
+                          "otherwise: 'a' is on rank(s) 0 there but 0,1 here");
+}
+
+//===----------------------------------------------------------------------===//
+// Rank files through executors
+//===----------------------------------------------------------------------===//
+
+TEST(CheckpointTest, RankFilesRestoreTheState) {
+  std::shared_ptr<Plan> plan = twoRankPlan();
+  TempFolder folder("restore");
+  const std::string &dir = folder.path;
+  // Two steps of each rank (no communication: each its own executor).
+  std::vector<std::unique_ptr<Executor>> trained;
+  for (int rank = 0; rank < 2; ++rank) {
+    auto executor = Executor::create(plan, rank);
+    ASSERT_TRUE(executor.isOk()) << executor.status().message();
+    ASSERT_TRUE((*executor)->setInput("x", floats({10, 20})).isOk());
+    ASSERT_TRUE((*executor)->run().isOk());
+    ASSERT_TRUE((*executor)->run().isOk());
+    ASSERT_TRUE(writeRankCheckpoint(dir + "/" + rankCheckpointFile(rank), *plan,
+                                    **executor, rank, 2)
+                    .isOk());
+    trained.push_back(std::move(*executor));
+  }
+  ASSERT_TRUE(
+      writeFileAtomically(dir + "/index",
+                          formatCheckpointIndex(makeCheckpointIndex(*plan, 2)))
+          .isOk());
+  StatusOr<std::string> rank1 = readFile(dir + "/rank1.ckpt");
+  ASSERT_TRUE(rank1.isOk());
+  EXPECT_EQ(rank1->substr(0, rank1->find("data ")),
+            "loom-checkpoint-rank 1\nrank 1\nstep 2\nweights 2\n"
+            "weight f32 [2] 8 a\nweight f32 [2] 8 b\n");
+
+  StatusOr<CheckpointIndex> index = readCheckpointIndex(dir);
+  ASSERT_TRUE(index.isOk()) << index.status().message();
+  ASSERT_TRUE(checkCheckpointMatches(*index, *plan, dir).isOk());
+  for (int rank = 0; rank < 2; ++rank) {
+    auto fresh = Executor::create(plan, rank);
+    ASSERT_TRUE(fresh.isOk());
+    Status loaded = loadRankCheckpoint(dir, *index, *plan, rank, **fresh);
+    ASSERT_TRUE(loaded.isOk()) << loaded.message();
+    for (size_t id : rankStateWeights(*plan, rank))
+      EXPECT_EQ((*fresh)->weight(id).data, trained[rank]->weight(id).data)
+          << "rank " << rank << " weight " << plan->weights[id].name;
+  }
+  // Rank 0 trained "a" to 1 + 2 * 10; rank 1 to 1 + 2 * 10 too.
+  EXPECT_EQ(valuesOf(trained[0]->weight(0)), (std::vector<float>{21, 42}));
+  EXPECT_EQ(valuesOf(trained[1]->weight(1)), (std::vector<float>{21, 42}));
+}
+
+TEST(CheckpointTest, InconsistentRankFilesAreRefused) {
+  std::shared_ptr<Plan> plan = twoRankPlan();
+  TempFolder folder("inconsistent");
+  const std::string &dir = folder.path;
+  auto executor = Executor::create(plan, 1);
+  ASSERT_TRUE(executor.isOk());
+  CheckpointIndex index = makeCheckpointIndex(*plan, 4);
+  auto load = [&] {
+    return loadRankCheckpoint(dir, index, *plan, 1, **executor).message();
+  };
+  EXPECT_EQ(load(), "cannot open '" + dir +
+                        "/rank1.ckpt': No such file or "
+                        "directory");
+  // A file of the step after the index's: the write was interrupted.
+  std::string path = dir + "/rank1.ckpt";
+  ASSERT_TRUE(writeRankCheckpoint(path, *plan, **executor, 1, 5).isOk());
+  EXPECT_EQ(load(), "checkpoint " + dir + " is inconsistent: " + path +
+                        " is at step 5, the index at step 4 (was it "
+                        "interrupted while being written?)");
+  // Another rank's file.
+  ASSERT_TRUE(writeRankCheckpoint(path, *plan, **executor, 0, 4).isOk());
+  EXPECT_EQ(load(), "checkpoint " + dir + " is inconsistent: " + path +
+                        " is rank 0's, not 1's");
+  // Truncated.
+  ASSERT_TRUE(writeRankCheckpoint(path, *plan, **executor, 1, 4).isOk());
+  EXPECT_EQ(load(), "");
+  StatusOr<std::string> bytes = readFile(path);
+  ASSERT_TRUE(bytes.isOk());
+  writeText(path, bytes->substr(0, bytes->size() - 1));
+  EXPECT_EQ(load(), path + ": not a loom checkpoint (bad or truncated data "
+                           "section)");
+  // A file holding a weight the index gives another rank.
+  index.weights[2].ranks = {1}; // "c"
+  writeText(path, *bytes);
+  EXPECT_EQ(load(), "checkpoint " + dir + " is inconsistent: " + path +
+                        " holds 2 state tensors, its index gives rank 1 3");
+}
+
+TEST(CheckpointTest, VersionOneCheckpointsLoad) {
+  // Before the index, a checkpoint was DIR/state.ckpt for one rank.
+  auto plan = std::make_shared<Plan>();
+  plan->weights.push_back(weight("w", {2}, 0, true));
+  plan->data.resize(8);
+  RankProgram &rank = plan->ranks.emplace_back();
+  rank.arenaBytes = 64;
+  rank.instructions.push_back(accumulate(weightRef(0, {2}), arena(0, {2})));
+  TempFolder folder("legacy");
+  const std::string &dir = folder.path;
+  float values[] = {3, 4};
+  writeText(dir + "/state.ckpt",
+            "loom-checkpoint 1\nstep 9\nweights 1\nweight f32 [2] 8 w\n"
+            "data 8\n" +
+                std::string(reinterpret_cast<const char *>(values), 8));
+  StatusOr<CheckpointIndex> index = readCheckpointIndex(dir);
+  ASSERT_TRUE(index.isOk()) << index.status().message();
+  EXPECT_EQ(index->step, 9);
+  ASSERT_TRUE(checkCheckpointMatches(*index, *plan, dir).isOk());
+  auto executor = Executor::create(plan);
+  ASSERT_TRUE(executor.isOk());
+  Status loaded = loadRankCheckpoint(dir, *index, *plan, 0, **executor);
+  ASSERT_TRUE(loaded.isOk()) << loaded.message();
+  EXPECT_EQ(valuesOf((*executor)->weight(0)), (std::vector<float>{3, 4}));
+  // No checkpoint at all: the index is what is missing.
+  TempFolder emptyFolder("empty");
+  const std::string &empty = emptyFolder.path;
+  EXPECT_EQ(readCheckpointIndex(empty).status().message(),
+            "cannot open '" + empty + "/index': No such file or directory");
+}
+
+TEST(CheckpointTest, NpyFileNames) {
+  EXPECT_EQ(npyFileName("net.0.weight"), "net.0.weight.npy");
+  EXPECT_EQ(npyFileName("/h.0/attn w"), "%2Fh.0%2Fattn%20w.npy");
+}
+
+//===----------------------------------------------------------------------===//
+// Launching
+//===----------------------------------------------------------------------===//
+
+TEST(LauncherTest, AFailingRankStopsTheOthers) {
+  // Rank 1 fails at once; ranks 0 and 2 wait in a barrier that rank 1
+  // never joins. They must stop with rank 1's message, long before the
+  // timeout.
+  LaunchOptions options;
+  options.model = "m.plan";
+  options.threadRanks = 3;
+  options.comm.timeout = std::chrono::seconds(30);
+  auto start = std::chrono::steady_clock::now();
+  StatusOr<LaunchResult> result =
+      launchRanks(3, options, [](RankContext &context) -> Status {
+        EXPECT_EQ(context.size, 3);
+        EXPECT_FALSE(context.processPerRank);
+        EXPECT_EQ(context.prefix(),
+                  "rank " + std::to_string(context.rank) + ": ");
+        if (context.rank == 1)
+          return Status::error("no data");
+        return barrier(context);
+      });
+  ASSERT_TRUE(result.isOk()) << result.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_FALSE(result->ok());
+  ASSERT_EQ(result->outcomes.size(), 3u);
+  EXPECT_EQ(result->outcomes[1].status.message(), "no data");
+  for (int rank : {0, 2}) {
+    EXPECT_EQ(result->outcomes[rank].rank, rank);
+    EXPECT_NE(
+        result->outcomes[rank].status.message().find("rank 1 failed: no data"),
+        std::string::npos)
+        << result->outcomes[rank].status.message();
+  }
+}
+
+TEST(LauncherTest, ADeadRankIsNoticedByTimeout) {
+  // A rank that dies (the --test-kill-rank hook) does not tell the others:
+  // they find out through the communication timeout.
+  LaunchOptions options;
+  options.model = "m.plan";
+  options.threadRanks = 2;
+  options.comm.timeout = std::chrono::milliseconds(200);
+  StatusOr<LaunchResult> result =
+      launchRanks(2, options, [](RankContext &context) -> Status {
+        if (context.rank == 1) {
+          context.died = true;
+          return Status::error("killed");
+        }
+        return barrier(context);
+      });
+  ASSERT_TRUE(result.isOk());
+  EXPECT_TRUE(result->outcomes[1].died);
+  EXPECT_NE(result->outcomes[0].status.message().find("timed out after 200 ms"),
+            std::string::npos)
+      << result->outcomes[0].status.message();
+}
+
+TEST(LauncherTest, RanksSucceedTogether) {
+  LaunchOptions options;
+  options.threadRanks = 4;
+  std::atomic<int> ran{0};
+  StatusOr<LaunchResult> result =
+      launchRanks(4, options, [&](RankContext &context) -> Status {
+        ++ran;
+        EXPECT_TRUE(context.world != nullptr);
+        EXPECT_TRUE(context.host != nullptr);
+        if (Status status = barrier(context); !status)
+          return status;
+        return barrier(context);
+      });
+  ASSERT_TRUE(result.isOk());
+  EXPECT_TRUE(result->ok());
+  EXPECT_EQ(ran.load(), 4);
+  // One rank runs in the caller's thread, with no prefix.
+  options.threadRanks = 0;
+  result = launchRanks(1, options, [](RankContext &context) -> Status {
+    EXPECT_EQ(context.prefix(), "");
+    return barrier(context);
+  });
+  ASSERT_TRUE(result.isOk());
+  EXPECT_TRUE(result->ok());
+}
+
+TEST(LauncherTest, RankCountErrors) {
+  LaunchOptions options;
+  options.model = "m.plan";
+  auto body = [](RankContext &) { return Status::ok(); };
+  options.threadRanks = 3;
+  EXPECT_EQ(launchRanks(2, options, body).status().message(),
+            "--ranks 3, but m.plan is a plan for 2 rank(s)");
+  options.threadRanks = 0;
+  if (!launchedByMPI()) {
+    EXPECT_EQ(launchRanks(2, options, body).status().message(),
+              "m.plan is a plan for 2 ranks: run it with --ranks 2 (threads) "
+              "or under mpirun -np 2");
+  }
+  // Ranks keep their own tuning files.
+  options.threadRanks = 2;
+  options.executor.tuningFile = "shared.tuning";
+  StatusOr<LaunchResult> shared = launchRanks(2, options, body);
+  ASSERT_TRUE(shared.isOk());
+  EXPECT_EQ(shared->outcomes[0].status.message(),
+            "--tuning-file: the plan has 2 ranks; put {rank} in the file's "
+            "name, so that each keeps its own");
+  options.executor.tuningFile = "own{rank}.tuning";
+  std::vector<std::string> files(2);
+  StatusOr<LaunchResult> own =
+      launchRanks(2, options, [&](RankContext &context) {
+        files[context.rank] = context.executor.tuningFile;
+        return Status::ok();
+      });
+  ASSERT_TRUE(own.isOk());
+  EXPECT_EQ(files, (std::vector<std::string>{"own0.tuning", "own1.tuning"}));
+  EXPECT_EQ(substituteRank("x{rank}-{rank}.npy", 12), "x12-12.npy");
+}
+
+//===----------------------------------------------------------------------===//
+// Training on several ranks
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Two ranks splitting a batch of 2 rows: rank 0 adds its row (rows=0) to
+/// "a" and counts its steps in "count", its `loss` output; rank 1 adds its
+/// row (rows=1) to "a" and to "b". So each rank's "a" is its own, "b" is
+/// rank 1's only, and the loss after step i is i + 1.
+std::shared_ptr<Plan> splitBatchPlan() {
+  auto plan = std::make_shared<Plan>();
+  plan->weights.push_back(weight("a", {1, 2}, 0, true));
+  plan->weights.push_back(weight("b", {1, 2}, 64, true));
+  plan->weights.push_back(weight("count", {}, 128, true));
+  plan->data.resize(192);
+  float values[] = {1, 2};
+  std::memcpy(plan->data.data(), values, 8);
+  std::memcpy(plan->data.data() + 64, values, 8);
+
+  Instruction count;
+  count.kernel = "elementwise";
+  count.inputs = {weightRef(2, {})};
+  count.outputs = {weightRef(2, {})};
+  ProgramOp one;
+  one.op = "const";
+  one.attrs["value"] = 1.0;
+  ProgramOp add;
+  add.op = "add";
+  add.operands = {0, 1};
+  count.program = {one, add};
+  count.yields = {2};
+
+  RankProgram &rank0 = plan->ranks.emplace_back();
+  rank0.rank = 0;
+  rank0.arenaBytes = 64;
+  rank0.inputs.push_back({"x", arena(0, {1, 2}), 0});
+  rank0.outputs.push_back({"loss", weightRef(2, {})});
+  rank0.instructions.push_back(
+      accumulate(weightRef(0, {1, 2}), arena(0, {1, 2})));
+  rank0.instructions.push_back(count);
+  RankProgram &rank1 = plan->ranks.emplace_back();
+  rank1.rank = 1;
+  rank1.arenaBytes = 64;
+  rank1.inputs.push_back({"x", arena(0, {1, 2}), 1});
+  rank1.instructions.push_back(
+      accumulate(weightRef(0, {1, 2}), arena(0, {1, 2})));
+  rank1.instructions.push_back(
+      accumulate(weightRef(1, {1, 2}), arena(0, {1, 2})));
+  return plan;
+}
+
+Dataset twoSamples() {
+  Dataset data;
+  HostTensor x = floats({1, 2, 10, 20});
+  x.shape = {2, 2};
+  data.named.push_back({"x", x});
+  return data;
+}
+
+TrainOptions twoRankOptions() {
+  TrainOptions options;
+  options.batchSize = 2;
+  options.steps = 3;
+  options.loss = "none";
+  options.launch.model = "split.plan";
+  options.launch.threadRanks = 2;
+  return options;
+}
+
+std::vector<float> npyValues(const std::string &path) {
+  StatusOr<HostTensor> tensor = readTensorFile(path);
+  EXPECT_TRUE(tensor.isOk()) << tensor.status().message();
+  return tensor.isOk() ? valuesOf(*tensor) : std::vector<float>();
+}
+
+} // namespace
+
+TEST(TrainerTest, RanksReadTheirRowsAndTheLowestHolderSaves) {
+  std::shared_ptr<Plan> plan = splitBatchPlan();
+  Dataset data = twoSamples();
+  TempFolder folder("train");
+  TrainOptions options = twoRankOptions();
+  options.metricsPath = folder.path + "/metrics.jsonl";
+  options.saveWeightsDir = folder.path + "/weights";
+  options.savePath = folder.path + "/model.onnx";
+  std::map<std::string, HostTensor> saved;
+  int calls = 0;
+  options.saveModel =
+      [&](const std::map<std::string, HostTensor> &values) -> StatusOr<size_t> {
+    ++calls;
+    saved = values;
+    return values.size();
+  };
+  std::vector<RankReport> reports;
+  ASSERT_EQ(runTraining(plan, data, options, reports), 0);
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[1].rank, 1);
+  // The loss is rank 0's `loss` output: 1, 2, 3.
+  StatusOr<std::string> metrics = readFile(options.metricsPath);
+  ASSERT_TRUE(metrics.isOk());
+  EXPECT_NE(metrics->find("{\"step\": 2, \"loss\": 3,"), std::string::npos)
+      << *metrics;
+  // "a" from rank 0 (its row, sample 0, three times), "b" from rank 1 (its
+  // row, sample 1), gathered to rank 0 for --save.
+  EXPECT_EQ(calls, 1);
+  ASSERT_EQ(saved.size(), 3u);
+  EXPECT_EQ(valuesOf(saved["a"]), (std::vector<float>{4, 8}));
+  EXPECT_EQ(valuesOf(saved["b"]), (std::vector<float>{31, 62}));
+  EXPECT_EQ(npyValues(options.saveWeightsDir + "/a.npy"),
+            (std::vector<float>{4, 8}));
+  EXPECT_EQ(npyValues(options.saveWeightsDir + "/b.npy"),
+            (std::vector<float>{31, 62}));
+}
+
+TEST(TrainerTest, CheckpointsResumeEveryRank) {
+  std::shared_ptr<Plan> plan = splitBatchPlan();
+  Dataset data = twoSamples();
+  TempFolder folder("resume");
+  std::vector<RankReport> reports;
+  TrainOptions first = twoRankOptions();
+  first.steps = 2;
+  first.checkpointDir = folder.path + "/ckpt";
+  ASSERT_EQ(runTraining(plan, data, first, reports), 0);
+  StatusOr<std::string> index = readFile(first.checkpointDir + "/index");
+  ASSERT_TRUE(index.isOk());
+  EXPECT_EQ(*index, "loom-checkpoint 2\nstep 2\nranks 2\nrank 0 rank0.ckpt\n"
+                    "rank 1 rank1.ckpt\nweights 3\nweight f32 [1,2] 0,1 a\n"
+                    "weight f32 [1,2] 1 b\nweight f32 [] 0 count\n");
+  TrainOptions second = twoRankOptions();
+  second.resumeDir = first.checkpointDir;
+  second.saveWeightsDir = folder.path + "/weights";
+  ASSERT_EQ(runTraining(plan, data, second, reports), 0);
+  EXPECT_EQ(npyValues(second.saveWeightsDir + "/a.npy"),
+            (std::vector<float>{4, 8}));
+  EXPECT_EQ(npyValues(second.saveWeightsDir + "/b.npy"),
+            (std::vector<float>{31, 62}));
+  EXPECT_EQ(npyValues(second.saveWeightsDir + "/count.npy"),
+            (std::vector<float>{3}));
+  // Nothing left to do.
+  TrainOptions done = twoRankOptions();
+  done.steps = 2;
+  done.resumeDir = first.checkpointDir;
+  EXPECT_EQ(runTraining(plan, data, done, reports), 1);
+}
+
+TEST(TrainerTest, RowsBeyondTheBatchAreRefusedBeforeAnyStep) {
+  std::shared_ptr<Plan> plan = splitBatchPlan();
+  Dataset data = twoSamples();
+  TrainOptions options = twoRankOptions();
+  options.batchSize = 1;
+  int calls = 0;
+  options.launch.threadRanks = 2;
+  options.saveModel =
+      [&](const std::map<std::string, HostTensor> &) -> StatusOr<size_t> {
+    return ++calls;
+  };
+  options.savePath = "never.onnx";
+  std::vector<RankReport> reports;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(runTraining(plan, data, options, reports), 1);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "loom-run: error: rank 1: the plan's input 'x' reads rows [1, 2) "
+            "of each step's batch, beyond --batch-size 1\n");
+  EXPECT_EQ(calls, 0);
+  EXPECT_TRUE(reports.empty());
+}
