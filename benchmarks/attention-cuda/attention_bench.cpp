@@ -33,8 +33,8 @@
 #include <string>
 #include <vector>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
+using namespace loomrt;
+using namespace loomrt::cuda;
 
 namespace {
 

@@ -37,7 +37,7 @@
 #include <thread>
 #include <vector>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 

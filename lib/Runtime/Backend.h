@@ -18,8 +18,7 @@
 #include <memory>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 
 class CommEvent;
 class Communicator;
@@ -119,12 +118,11 @@ public:
 };
 
 std::unique_ptr<Backend> createCPUBackend();
-/// The CUDA backend on options.gpu; an error without the CUDA backend or a
+/// The CUDA backend on options.cuda.gpu; an error without the CUDA backend or a
 /// GPU.
 StatusOr<std::unique_ptr<Backend>>
 createCUDABackend(const ExecutorOptions &options);
 
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_LIB_RUNTIME_BACKEND_H

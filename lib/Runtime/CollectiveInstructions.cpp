@@ -14,7 +14,7 @@
 #include <set>
 #include <tuple>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 
@@ -155,8 +155,22 @@ Status checkOperands(const Instruction &inst, const CollectiveInfo &info,
 
 } // namespace
 
-Status loom::runtime::checkCollective(const Plan &plan, int rank,
-                                      const Instruction &inst) {
+// The reductions' plan spellings (in the plan format library, which the
+// compiler links without the communication engines).
+const char *loomrt::reduceOpName(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum:
+    return "sum";
+  case ReduceOp::Max:
+    return "max";
+  case ReduceOp::Avg:
+    return "avg";
+  }
+  return "?";
+}
+
+Status loomrt::checkCollective(const Plan &plan, int rank,
+                               const Instruction &inst) {
   const CollectiveInfo *info = lookup(inst.kernel);
   if (!info) {
     std::string known;
@@ -218,17 +232,17 @@ Status loom::runtime::checkCollective(const Plan &plan, int rank,
   return checkOperands(inst, *info, groupSize);
 }
 
-int loom::runtime::collectiveGroup(const Instruction &inst) {
+int loomrt::collectiveGroup(const Instruction &inst) {
   auto it = inst.attrs.find("group");
   if (it == inst.attrs.end())
     return -1;
   return int(std::get<int64_t>(it->second));
 }
 
-std::shared_ptr<CommEvent>
-loom::runtime::startCollective(const Instruction &inst, Communicator &comm,
-                               const void *const *inputs,
-                               void *const *outputs) {
+std::shared_ptr<CommEvent> loomrt::startCollective(const Instruction &inst,
+                                                   Communicator &comm,
+                                                   const void *const *inputs,
+                                                   void *const *outputs) {
   const std::string &name = inst.kernel;
   if (name == "send")
     return comm.send(inputs[0], inst.inputs[0].bytes(),
@@ -256,10 +270,8 @@ loom::runtime::startCollective(const Instruction &inst, Communicator &comm,
                         int(std::get<int64_t>(inst.attrs.at("root"))));
 }
 
-bool loom::runtime::needsRootCopy(const Instruction &inst,
-                                  const Communicator &comm,
-                                  const void *const *inputs,
-                                  void *const *outputs) {
+bool loomrt::needsRootCopy(const Instruction &inst, const Communicator &comm,
+                           const void *const *inputs, void *const *outputs) {
   // Only a broadcast has both operands (send and recv have one).
   return inst.kernel == "broadcast" && inputs[0] != outputs[0] &&
          comm.rank() == int(std::get<int64_t>(inst.attrs.at("root")));
@@ -298,7 +310,7 @@ std::string where(const Use &use) {
 
 } // namespace
 
-Status loom::runtime::checkCommunication(const Plan &plan) {
+Status loomrt::checkCommunication(const Plan &plan) {
   for (const RankProgram &program : plan.ranks)
     for (size_t index = 0; index < program.instructions.size(); ++index) {
       const Instruction &inst = program.instructions[index];
@@ -386,7 +398,7 @@ Status loom::runtime::checkCommunication(const Plan &plan) {
   return Status::ok();
 }
 
-std::vector<std::string> loom::runtime::collectiveNames() {
+std::vector<std::string> loomrt::collectiveNames() {
   std::vector<std::string> names;
   for (const CollectiveInfo &info : kCollectives)
     names.push_back(info.name);

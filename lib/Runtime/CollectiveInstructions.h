@@ -16,8 +16,7 @@
 
 #include <memory>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 
 /// Validates collective `instruction` of world rank `rank` of `plan`:
 /// its name, operands, attributes, group (which must hold `rank`) or peer.
@@ -43,7 +42,6 @@ std::shared_ptr<CommEvent> startCollective(const Instruction &instruction,
                                            const void *const *inputs,
                                            void *const *outputs);
 
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_LIB_RUNTIME_COLLECTIVEINSTRUCTIONS_H

@@ -19,8 +19,7 @@
 #define LOOM_HOST_DEVICE
 #endif
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 
 /// The type a scan adds in: T, or for integers its unsigned form (which
 /// wraps instead of overflowing).
@@ -54,8 +53,7 @@ LOOM_HOST_DEVICE inline void cumsumLine(const T *x, T *y, int64_t n,
   }
 }
 
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #undef LOOM_HOST_DEVICE
 

@@ -2,13 +2,13 @@
 
 #include "loom/Runtime/Device.h"
 
-using namespace loom::runtime;
+using namespace loomrt;
 
-const char *loom::runtime::deviceName(Device device) {
+const char *loomrt::deviceName(Device device) {
   return device == Device::CUDA ? "cuda" : "cpu";
 }
 
-bool loom::runtime::parseDevice(std::string_view name, Device &device) {
+bool loomrt::parseDevice(std::string_view name, Device &device) {
   if (name == "cpu")
     device = Device::CPU;
   else if (name == "cuda")

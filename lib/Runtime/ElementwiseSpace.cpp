@@ -2,10 +2,9 @@
 
 #include "ElementwiseSpace.h"
 
-using namespace loom::runtime;
+using namespace loomrt;
 
-ElementwiseSpace
-loom::runtime::elementwiseSpace(const Instruction &instruction) {
+ElementwiseSpace loomrt::elementwiseSpace(const Instruction &instruction) {
   using InputKind = ElementwiseSpace::InputKind;
   ElementwiseSpace space;
   const std::vector<int64_t> &out = instruction.outputs[0].shape;

@@ -15,8 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 
 /// The output's iteration space after dropping size-1 dims and merging
 /// neighbouring dims that every input walks contiguously, with each input's
@@ -37,7 +36,6 @@ struct ElementwiseSpace {
 /// inputs broadcast to it numpy-style).
 ElementwiseSpace elementwiseSpace(const Instruction &instruction);
 
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_LIB_RUNTIME_ELEMENTWISESPACE_H

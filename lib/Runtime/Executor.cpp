@@ -19,7 +19,7 @@
 #include <cstring>
 #include <map>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 
@@ -71,9 +71,9 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
   executor->plan_ = plan;
   executor->program_ = &plan->ranks[rank];
   executor->device_ = options.device;
-  executor->graphs_ = options.device == Device::CUDA && options.cudaGraphs;
+  executor->graphs_ = options.device == Device::CUDA && options.cuda.graphs;
   executor->tuneFirst_ =
-      options.device == Device::CUDA && options.tunesMatmuls();
+      options.device == Device::CUDA && options.cuda.tunesMatmuls();
   if (options.device == Device::CUDA) {
     StatusOr<std::unique_ptr<Backend>> backend = createCUDABackend(options);
     if (!backend)

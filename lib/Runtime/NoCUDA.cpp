@@ -8,29 +8,29 @@
 #include "Backend.h"
 #include "loom/Runtime/Communicator.h"
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 const char *kNoCUDA = "this runtime was built without the CUDA backend "
                       "(configure with the CUDA toolkit, LOOM_ENABLE_CUDA)";
 } // namespace
 
-bool loom::runtime::haveCUDA() { return false; }
+bool loomrt::haveCUDA() { return false; }
 
-int loom::runtime::cudaDeviceCount(std::string *why) {
+int loomrt::cudaDeviceCount(std::string *why) {
   if (why)
     *why = kNoCUDA;
   return 0;
 }
 
-std::vector<std::string> loom::runtime::describeCUDADevices() { return {}; }
+std::vector<std::string> loomrt::describeCUDADevices() { return {}; }
 
 StatusOr<std::unique_ptr<Backend>>
-loom::runtime::createCUDABackend(const ExecutorOptions &) {
+loomrt::createCUDABackend(const ExecutorOptions &) {
   return Status::error(kNoCUDA);
 }
 
 StatusOr<std::shared_ptr<Communicator>>
-loom::runtime::wrapForDevice(std::shared_ptr<Communicator>, int) {
+loomrt::wrapForDevice(std::shared_ptr<Communicator>, int) {
   return Status::error(kNoCUDA);
 }

@@ -15,8 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 
 /// Bytes an operand occupies: an arena range, or (weight) a range of a
 /// numbering in which distinct weights never overlap.
@@ -46,7 +45,6 @@ inline bool anyOverlap(const std::vector<Span> &a, const std::vector<Span> &b) {
   return false;
 }
 
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_LIB_RUNTIME_OPERANDSPANS_H

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 struct DTypeInfo {
@@ -19,15 +19,15 @@ constexpr DTypeInfo kDTypes[] = {
 };
 } // namespace
 
-size_t loom::runtime::dtypeSize(DType dtype) {
+size_t loomrt::dtypeSize(DType dtype) {
   return kDTypes[static_cast<int>(dtype)].size;
 }
 
-const char *loom::runtime::dtypeName(DType dtype) {
+const char *loomrt::dtypeName(DType dtype) {
   return kDTypes[static_cast<int>(dtype)].name;
 }
 
-bool loom::runtime::parseDType(std::string_view name, DType &dtype) {
+bool loomrt::parseDType(std::string_view name, DType &dtype) {
   for (const DTypeInfo &info : kDTypes) {
     if (name == info.name) {
       dtype = info.dtype;
@@ -37,14 +37,14 @@ bool loom::runtime::parseDType(std::string_view name, DType &dtype) {
   return false;
 }
 
-int64_t loom::runtime::numElements(const std::vector<int64_t> &shape) {
+int64_t loomrt::numElements(const std::vector<int64_t> &shape) {
   int64_t count = 1;
   for (int64_t dim : shape)
     count *= dim;
   return count;
 }
 
-std::string loom::runtime::shapeString(const std::vector<int64_t> &shape) {
+std::string loomrt::shapeString(const std::vector<int64_t> &shape) {
   std::string result = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i)

@@ -18,7 +18,7 @@
 #include <climits>
 #include <set>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 
@@ -341,7 +341,7 @@ Status Parser::parseInteger(const Token &token, int64_t min, int64_t max,
 }
 
 Status Parser::parseDType(const Token &token, DType &dtype) const {
-  if (token.quoted || !loom::runtime::parseDType(token.text, dtype))
+  if (token.quoted || !loomrt::parseDType(token.text, dtype))
     return error("unknown dtype " + quote(token.text) +
                  " (expected f16, bf16, f32, f64, i1, i32 or i64)");
   return Status::ok();
@@ -1040,21 +1040,21 @@ Status Parser::parse(Plan &plan) {
 
 } // namespace
 
-StatusOr<Plan> loom::runtime::parsePlan(std::string_view bytes,
-                                        const std::string &sourceName) {
+StatusOr<Plan> loomrt::parsePlan(std::string_view bytes,
+                                 const std::string &sourceName) {
   Plan plan;
   if (Status status = Parser(bytes, sourceName).parse(plan); !status)
     return status;
   return plan;
 }
 
-StatusOr<Plan> loom::runtime::loadPlan(const std::string &path) {
+StatusOr<Plan> loomrt::loadPlan(const std::string &path) {
   StatusOr<std::string> bytes = readFile(path);
   if (!bytes)
     return bytes.status();
   return parsePlan(*bytes, path);
 }
 
-bool loom::runtime::looksLikePlan(std::string_view bytes) {
+bool loomrt::looksLikePlan(std::string_view bytes) {
   return bytes.substr(0, kMagic.size()) == kMagic;
 }

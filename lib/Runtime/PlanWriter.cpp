@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <type_traits>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 
@@ -229,7 +229,7 @@ void writeDataLine(std::string &out, size_t dataBytes) {
 
 } // namespace
 
-std::string loom::runtime::writePlan(const Plan &plan) {
+std::string loomrt::writePlan(const Plan &plan) {
   std::string out = "loom-plan " + std::to_string(kPlanVersion) + "\n";
   out += "weights " + std::to_string(plan.weights.size()) + "\n";
   for (size_t id = 0; id < plan.weights.size(); ++id)

@@ -2,7 +2,7 @@
 
 #include "loom/Runtime/Status.h"
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 Status Status::error(std::string message) {
   Status status;

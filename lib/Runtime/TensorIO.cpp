@@ -19,7 +19,7 @@
 #include <cstdio>
 #include <cstring>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 
@@ -595,7 +595,7 @@ Status typedData(const TensorProtoFields &fields, const OnnxType &type,
 // Public functions
 //===----------------------------------------------------------------------===//
 
-StatusOr<HostTensor> loom::runtime::parseNpy(std::string_view bytes) {
+StatusOr<HostTensor> loomrt::parseNpy(std::string_view bytes) {
   if (bytes.substr(0, kNpyMagic.size()) != kNpyMagic || bytes.size() < 10)
     return Status::error("not a .npy file (bad magic)");
   int major = uint8_t(bytes[6]), minor = uint8_t(bytes[7]);
@@ -641,7 +641,7 @@ StatusOr<HostTensor> loom::runtime::parseNpy(std::string_view bytes) {
   return tensor;
 }
 
-std::string loom::runtime::writeNpy(const HostTensor &tensor) {
+std::string loomrt::writeNpy(const HostTensor &tensor) {
   if (tensor.dtype == DType::BF16)
     return writeNpy(widenBF16(tensor));
   std::string dict = npyHeaderDict(tensor);
@@ -669,7 +669,7 @@ std::string loom::runtime::writeNpy(const HostTensor &tensor) {
   return out;
 }
 
-StatusOr<HostTensor> loom::runtime::parseTensorProto(std::string_view bytes) {
+StatusOr<HostTensor> loomrt::parseTensorProto(std::string_view bytes) {
   TensorProtoFields fields;
   if (Status status = readTensorProtoFields(bytes, fields); !status)
     return status;
@@ -716,7 +716,7 @@ StatusOr<HostTensor> loom::runtime::parseTensorProto(std::string_view bytes) {
   return tensor;
 }
 
-StatusOr<HostTensor> loom::runtime::readTensorFile(const std::string &path) {
+StatusOr<HostTensor> loomrt::readTensorFile(const std::string &path) {
   StatusOr<std::string> bytes = readFile(path);
   if (!bytes)
     return bytes.status();
@@ -733,8 +733,7 @@ StatusOr<HostTensor> loom::runtime::readTensorFile(const std::string &path) {
   return tensor;
 }
 
-Status loom::runtime::writeNpyFile(const std::string &path,
-                                   const HostTensor &tensor) {
+Status loomrt::writeNpyFile(const std::string &path, const HostTensor &tensor) {
   std::string bytes = writeNpy(tensor);
   std::FILE *file = std::fopen(path.c_str(), "wb");
   if (!file)
@@ -753,7 +752,7 @@ Status loom::runtime::writeNpyFile(const std::string &path,
   return Status::ok();
 }
 
-StatusOr<std::string> loom::runtime::readFile(const std::string &path) {
+StatusOr<std::string> loomrt::readFile(const std::string &path) {
   std::FILE *file = std::fopen(path.c_str(), "rb");
   if (!file)
     return Status::error("cannot open '" + path + "': " + std::strerror(errno));
@@ -771,8 +770,7 @@ StatusOr<std::string> loom::runtime::readFile(const std::string &path) {
   return bytes;
 }
 
-StatusOr<HostTensor> loom::runtime::castTensor(const HostTensor &tensor,
-                                               DType dtype) {
+StatusOr<HostTensor> loomrt::castTensor(const HostTensor &tensor, DType dtype) {
   if (dtype != DType::BF16 ||
       (tensor.dtype != DType::F32 && tensor.dtype != DType::F64))
     return Status::error(std::string("cannot convert ") +

@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <string_view>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char *>(data), size);

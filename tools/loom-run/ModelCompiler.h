@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace loom {
+namespace loomrun {
 
 /// What `loom-run --train` compiles: the model, a loss, its gradients and
 /// one optimizer step, by loom-training-pipeline, whose options these are
@@ -70,16 +70,16 @@ bool haveModelCompiler();
 /// Compiles the .onnx, .onnxtext or .mlir model at `path` to a plan.
 /// Diagnostics are in the returned error, one per line, prefixed with the
 /// file and the ONNX node name or line.
-runtime::StatusOr<runtime::Plan>
-compileModel(const std::string &path, const ModelCompileOptions &options);
+loomrt::StatusOr<loomrt::Plan> compileModel(const std::string &path,
+                                            const ModelCompileOptions &options);
 
 /// Writes the ONNX model at `modelPath` to `outPath` with the initializers
 /// named in `values` replaced by them (same names, types and shapes; names
 /// that are not initializers are skipped). Returns how many were replaced.
-runtime::StatusOr<size_t>
+loomrt::StatusOr<size_t>
 saveTrainedModel(const std::string &modelPath, const std::string &outPath,
-                 const std::map<std::string, runtime::HostTensor> &values);
+                 const std::map<std::string, loomrt::HostTensor> &values);
 
-} // namespace loom
+} // namespace loomrun
 
 #endif // LOOM_TOOLS_LOOM_RUN_MODELCOMPILER_H

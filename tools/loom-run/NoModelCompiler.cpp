@@ -7,21 +7,21 @@
 
 #include "ModelCompiler.h"
 
-bool loom::haveModelCompiler() { return false; }
+bool loomrun::haveModelCompiler() { return false; }
 
-loom::runtime::StatusOr<loom::runtime::Plan>
-loom::compileModel(const std::string &path, const ModelCompileOptions &) {
-  return runtime::Status::error(
+loomrt::StatusOr<loomrt::Plan>
+loomrun::compileModel(const std::string &path, const ModelCompileOptions &) {
+  return loomrt::Status::error(
       path + ": this loom-run was built without the compiler "
              "(a runtime-only build, or loom-run-emulated) and runs plan files "
              "only; compile the model "
              "with a full build's `loom-run --emit-plan`");
 }
 
-loom::runtime::StatusOr<size_t>
-loom::saveTrainedModel(const std::string &, const std::string &outPath,
-                       const std::map<std::string, runtime::HostTensor> &) {
-  return runtime::Status::error(
+loomrt::StatusOr<size_t>
+loomrun::saveTrainedModel(const std::string &, const std::string &outPath,
+                          const std::map<std::string, loomrt::HostTensor> &) {
+  return loomrt::Status::error(
       "cannot write " + outPath +
       ": this loom-run was built without the compiler (a runtime-only build, "
       "or loom-run-emulated) "

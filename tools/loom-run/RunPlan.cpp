@@ -20,8 +20,8 @@
 #include <map>
 #include <sys/stat.h>
 
-using namespace loom;
-using namespace loom::runtime;
+using namespace loomrun;
+using namespace loomrt;
 
 namespace {
 
@@ -184,7 +184,8 @@ int fail(const std::string &message) {
 
 } // namespace
 
-int loom::runPlan(std::shared_ptr<const Plan> plan, const RunOptions &options) {
+int loomrun::runPlan(std::shared_ptr<const Plan> plan,
+                     const RunOptions &options) {
   int ranks = int(plan->ranks.size());
   LaunchOptions launch = options.launch;
   launch.model = options.model;
@@ -254,7 +255,7 @@ static void printByNodePath(const RunReport &report) {
                 key.first.c_str());
 }
 
-void loom::printReport(const RunReport &report, int iterations) {
+void loomrun::printReport(const RunReport &report, int iterations) {
   std::printf("memory:\n");
   std::printf("  planned peak (arena)    %s\n",
               formatBytes(report.plannedArenaBytes).c_str());

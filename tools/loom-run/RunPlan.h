@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-namespace loom {
+namespace loomrun {
 
 struct RunOptions {
   std::string model;
@@ -34,16 +34,16 @@ struct RunOptions {
   /// How the ranks run: --ranks, --comm-timeout, --check-collectives,
   /// --test-kill-rank, and the executors' --device, --gpu, --allow-tf32, ...
   /// (launch.model is set from `model`).
-  runtime::LaunchOptions launch;
+  loomrt::LaunchOptions launch;
 };
 
 /// Runs `plan`; returns the exit code, having printed outputs or errors.
-int runPlan(std::shared_ptr<const runtime::Plan> plan,
+int runPlan(std::shared_ptr<const loomrt::Plan> plan,
             const RunOptions &options);
 
 /// Planned vs measured memory and time per kernel.
-void printReport(const runtime::RunReport &report, int iterations);
+void printReport(const loomrt::RunReport &report, int iterations);
 
-} // namespace loom
+} // namespace loomrun
 
 #endif // LOOM_TOOLS_LOOM_RUN_RUNPLAN_H

@@ -30,8 +30,8 @@
 #include <memory>
 #include <sys/stat.h>
 
-using namespace loom;
-using namespace loom::runtime;
+using namespace loomrun;
+using namespace loomrt;
 
 namespace {
 
@@ -359,17 +359,17 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     } else if (flag == "--unfused-attention") {
       options.compile.fuseAttention = false;
     } else if (flag == "--allow-tf32") {
-      executor.allowTF32 = true;
+      executor.cuda.allowTF32 = true;
     } else if (flag == "--cuda-graphs") {
-      executor.cudaGraphs = true;
+      executor.cuda.graphs = true;
     } else if (flag == "--no-elementwise-groups") {
-      executor.groupElementwise = false;
+      executor.cuda.groupElementwise = false;
     } else if (flag == "--tune-matmuls") {
-      executor.tuneMatmuls = true;
+      executor.cuda.tuneMatmuls = true;
     } else if (flag == "--tuning-file") {
       if (!value(text))
         return flag + " needs a value";
-      executor.tuningFile = std::string(text);
+      executor.cuda.tuningFile = std::string(text);
     } else if (flag == "--device" || flag == "--gpu") {
       if (!value(text))
         return flag + " needs a value";
@@ -380,7 +380,7 @@ std::string parseOptions(int argc, char **argv, Options &options) {
         int64_t gpu;
         if (!parseInt(text, gpu) || gpu < 0 || gpu > 1024)
           return "--gpu expects a GPU number >= 0, got '" + text + "'";
-        executor.gpu = int(gpu);
+        executor.cuda.gpu = int(gpu);
       }
     } else if (flag == "--check-collectives") {
       launch.comm.checkCollectives = true;

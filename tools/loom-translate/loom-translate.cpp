@@ -110,12 +110,12 @@ static int writePlanFile(std::unique_ptr<llvm::MemoryBuffer> input,
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
-  FailureOr<::loom::runtime::Plan> plan = mlir::loom::buildRuntimePlan(
+  FailureOr<::loomrt::Plan> plan = mlir::loom::buildRuntimePlan(
       *module,
       functionName.getNumOccurrences() ? StringRef(functionName) : StringRef());
   if (failed(plan))
     return 1;
-  output << ::loom::runtime::writePlan(*plan);
+  output << ::loomrt::writePlan(*plan);
   return 0;
 }
 

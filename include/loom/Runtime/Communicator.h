@@ -26,8 +26,7 @@
 #include <memory>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 
 enum class ReduceOp : uint8_t { Sum, Max, Avg };
 const char *reduceOpName(ReduceOp op);
@@ -163,7 +162,6 @@ bool haveNCCL();
 StatusOr<std::shared_ptr<Communicator>>
 createNCCLCommunicator(const CommOptions &options = {});
 
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_RUNTIME_COMMUNICATOR_H

@@ -12,8 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 
 enum class Device : unsigned char { CPU, CUDA };
 
@@ -32,30 +31,29 @@ int cudaDeviceCount(std::string *why = nullptr);
 std::vector<std::string> describeCUDADevices();
 
 /// How an executor runs its rank.
-struct ExecutorOptions {
-  Device device = Device::CPU;
-  /// CUDA: the GPU ordinal; -1 picks the current device of the calling
-  /// thread (the NCCL engine makes each rank's GPU current).
+/// The CUDA backend's own options; the CPU backend ignores them.
+struct CUDAOptions {
+  /// The GPU ordinal; -1 picks the current device of the calling thread
+  /// (the NCCL engine makes each rank's GPU current).
   int gpu = -1;
-  /// CUDA: f32 GEMMs may use TF32 tensor cores (10-bit mantissa products,
-  /// as torch.backends.cuda.matmul.allow_tf32). Off by default: f32 stays
-  /// f32.
+  /// f32 GEMMs may use TF32 tensor cores (10-bit mantissa products, as
+  /// torch.backends.cuda.matmul.allow_tf32). Off by default: f32 stays f32.
   bool allowTF32 = false;
-  /// CUDA: record a run's launches once as a CUDA graph and replay it in
-  /// later runs (one launch per step instead of one per kernel). Plans
-  /// with communication, and profiled runs, launch kernel by kernel.
-  bool cudaGraphs = false;
-  /// CUDA: launch consecutive independent elementwise kernels that run one
+  /// Record a run's launches once as a CUDA graph and replay it in later
+  /// runs (one launch per step instead of one per kernel). Plans with
+  /// communication, and profiled runs, launch kernel by kernel.
+  bool graphs = false;
+  /// Launch consecutive independent elementwise kernels that run one
   /// program (an optimizer's per-parameter updates) as one group kernel
   /// (`loom-run --no-elementwise-groups` turns it off, to compare).
   bool groupElementwise = true;
-  /// CUDA: before its first launch, time each matmul with several of
-  /// cuBLASLt's algorithms on its own operands and keep the fastest
-  /// (`loom-run --tune-matmuls`). The first run then launches kernel by
-  /// kernel (tuning waits for the device), and results may differ from an
-  /// untuned run in the last bits (another algorithm sums in another order).
+  /// Before its first launch, time each matmul with several of cuBLASLt's
+  /// algorithms on its own operands and keep the fastest (`loom-run
+  /// --tune-matmuls`). The first run then launches kernel by kernel (tuning
+  /// waits for the device), and results may differ from an untuned run in
+  /// the last bits (another algorithm sums in another order).
   bool tuneMatmuls = false;
-  /// CUDA: a file that keeps tuning's choices between runs (`loom-run
+  /// A file that keeps tuning's choices between runs (`loom-run
   /// --tuning-file`; implies tuneMatmuls): problems it holds are not timed
   /// again, new ones are added to it after a run. One made with another
   /// cuBLASLt or GPU is not used, and is made again.
@@ -65,7 +63,12 @@ struct ExecutorOptions {
   bool tunesMatmuls() const { return tuneMatmuls || !tuningFile.empty(); }
 };
 
-} // namespace runtime
-} // namespace loom
+struct ExecutorOptions {
+  Device device = Device::CPU;
+  /// Used when `device` is CUDA.
+  CUDAOptions cuda;
+};
+
+} // namespace loomrt
 
 #endif // LOOM_RUNTIME_DEVICE_H

@@ -20,8 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 
 class Backend;
 class Communicator;
@@ -50,19 +49,19 @@ struct RunReport {
   /// up to whole pages when the plan is tight. 0 where the backend cannot
   /// tell (CUDA: the arena is one device allocation of the planned size).
   uint64_t measuredArenaBytes = 0;
-  /// With ExecutorOptions::cudaGraphs: "replayed" once a run was recorded
+  /// With CUDAOptions::graphs: "replayed" once a run was recorded
   /// as a CUDA graph, "off: <why>" when it could not be (runs then launch
   /// kernel by kernel); empty otherwise.
   std::string cudaGraphs;
   /// CUDA: the elementwise kernels the backend launches as groups, e.g. "98
-  /// elementwise kernels in 5 launches" (ExecutorOptions::groupElementwise);
+  /// elementwise kernels in 5 launches" (CUDAOptions::groupElementwise);
   /// empty when none.
   std::string launchGroups;
   /// CUDA: where the matmuls' epilogues run, e.g. "108 in cuBLASLt (BGRADB
   /// 48, BIAS 36, DGELU 12, GELU_AUX_BIAS 12), 1 in the own kernel
   /// (batched 1)"; empty when no matmul has an epilogue.
   std::string matmulEpilogues;
-  /// CUDA with ExecutorOptions::tuneMatmuls, after a run: what tuning
+  /// CUDA with CUDAOptions::tuneMatmuls, after a run: what tuning
   /// found, e.g. "147 matmuls, 23 problems timed with up to 8 cuBLASLt
   /// algorithms (9 moved off the heuristic's first); their time in a step
   /// 12.310 ms -> 11.520 ms (-6.4%)"; empty otherwise.
@@ -151,7 +150,7 @@ private:
   bool measured_ = false;
   /// CUDA graphs asked for and still possible; whether a run was recorded.
   bool graphs_ = false, captured_ = false;
-  /// The next run tunes (ExecutorOptions::tuneMatmuls), so it launches
+  /// The next run tunes (CUDAOptions::tuneMatmuls), so it launches
   /// kernel by kernel: a capture cannot wait for the device.
   bool tuneFirst_ = false;
   RunReport report_;
@@ -162,7 +161,6 @@ private:
   std::function<Status(size_t)> hook_;
 };
 
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_RUNTIME_EXECUTOR_H

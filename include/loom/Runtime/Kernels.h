@@ -15,8 +15,7 @@
 
 #include <string>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 
 /// The operands of one instruction, resolved to memory. `inputs[i]` holds
 /// `instruction.inputs[i]`, laid out densely in row-major order.
@@ -45,7 +44,6 @@ const KernelInfo *lookupCPUKernel(const std::string &name);
 /// Every CPU kernel name, sorted (for docs and errors).
 std::vector<std::string> cpuKernelNames();
 
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_RUNTIME_KERNELS_H

@@ -21,8 +21,7 @@
 #include <variant>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 
 /// The format version written by writePlan; parsePlan accepts 1 to 3.
 /// Version 2 added process groups and `collective` instructions, version 3
@@ -186,7 +185,6 @@ StatusOr<Plan> loadPlan(const std::string &path);
 /// True when `bytes` starts like a plan file.
 bool looksLikePlan(std::string_view bytes);
 
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_RUNTIME_PLAN_H

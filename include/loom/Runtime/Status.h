@@ -13,8 +13,7 @@
 #include <string>
 #include <utility>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 
 class [[nodiscard]] Status {
 public:
@@ -56,7 +55,6 @@ private:
   std::optional<T> value_;
 };
 
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_RUNTIME_STATUS_H

@@ -15,8 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 
 /// A dense row-major tensor in host memory.
 struct HostTensor {
@@ -55,7 +54,6 @@ StatusOr<HostTensor> castTensor(const HostTensor &tensor, DType dtype);
 /// Reads a whole file.
 StatusOr<std::string> readFile(const std::string &path);
 
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_RUNTIME_TENSORIO_H

@@ -38,6 +38,30 @@ public:
   FunctionBufferizer(func::FuncOp func, SymbolTable &symbols)
       : func(func), symbols(symbols), builder(func.getContext()) {}
 
+  /// The argument's `loom.batch_offsets` (the batch rows each rank's input
+  /// holds), checked against the ranks that run the function; null when it
+  /// has none.
+  FailureOr<DenseI64ArrayAttr> batchRows(unsigned index) {
+    constexpr StringLiteral kName = "loom.batch_offsets";
+    Attribute attr = func.getArgAttr(index, kName);
+    if (!attr)
+      return DenseI64ArrayAttr();
+    // The dialect verifier checked the kind and the signs.
+    auto rows = cast<DenseI64ArrayAttr>(attr);
+    size_t ranks = LoomDialect::getRanksOf(func).size();
+    if (rows.size() != int64_t(ranks))
+      return func.emitError() << "argument #" << index << " has " << rows.size()
+                              << " batch row offset(s) ('" << kName
+                              << "'), but @" << func.getSymName() << " runs on "
+                              << ranks << " rank(s): give one per rank, in "
+                              << LoomDialect::kRanksAttrName << " order";
+    auto type = dyn_cast<RankedTensorType>(func.getArgumentTypes()[index]);
+    if (!type || type.getRank() == 0)
+      return func.emitError() << "argument #" << index << " has '" << kName
+                              << "', but a scalar has no batch rows";
+    return rows;
+  }
+
   LogicalResult run() {
     Block &body = func.getBody().front();
     SmallVector<Operation *> old;
@@ -48,9 +72,12 @@ public:
     for (BlockArgument arg : body.getArguments()) {
       std::string name = ioName(func.getArgAttrDict(arg.getArgNumber()), "arg",
                                 arg.getArgNumber());
+      FailureOr<DenseI64ArrayAttr> rows = batchRows(arg.getArgNumber());
+      if (failed(rows))
+        return failure();
       buffers.map(arg, builder.create<plan::InputOp>(
                            arg.getLoc(), bufferType(arg.getType()),
-                           builder.getStringAttr(name), IntegerAttr()));
+                           builder.getStringAttr(name), IntegerAttr(), *rows));
     }
     for (Operation *op : old) {
       builder.setInsertionPoint(op);

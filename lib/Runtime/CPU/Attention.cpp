@@ -51,8 +51,8 @@
 #include <optional>
 #include <type_traits>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cpu;
+using namespace loomrt;
+using namespace loomrt::cpu;
 
 namespace {
 

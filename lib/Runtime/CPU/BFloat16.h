@@ -17,8 +17,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 namespace cpu {
 
 /// The bits of a bf16 value, as stored in plans and buffers.
@@ -82,7 +81,6 @@ inline void roundToBF16(const float *in, BF16 *out, int64_t count) {
 }
 
 } // namespace cpu
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_LIB_RUNTIME_CPU_BFLOAT16_H

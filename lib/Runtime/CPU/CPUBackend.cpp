@@ -20,7 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 
@@ -143,6 +143,6 @@ private:
 
 Backend::~Backend() = default;
 
-std::unique_ptr<Backend> loom::runtime::createCPUBackend() {
+std::unique_ptr<Backend> loomrt::createCPUBackend() {
   return std::make_unique<CPUBackend>();
 }

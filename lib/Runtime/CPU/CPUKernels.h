@@ -25,8 +25,7 @@
 
 #include <omp.h>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 namespace cpu {
 
 //===----------------------------------------------------------------------===//
@@ -329,7 +328,6 @@ inline float geluTanhGrad(float x) {
 } // namespace fast
 
 } // namespace cpu
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_LIB_RUNTIME_CPU_CPUKERNELS_H

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <numeric>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cpu;
+using namespace loomrt;
+using namespace loomrt::cpu;
 
 namespace {
 

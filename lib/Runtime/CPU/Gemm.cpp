@@ -55,8 +55,8 @@
 #include <cblas.h>
 #endif
 
-using namespace loom::runtime;
-using namespace loom::runtime::cpu;
+using namespace loomrt;
+using namespace loomrt::cpu;
 
 namespace {
 

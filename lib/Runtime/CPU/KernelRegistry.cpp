@@ -10,8 +10,8 @@
 #include <cstring>
 #include <mutex>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cpu;
+using namespace loomrt;
+using namespace loomrt::cpu;
 
 namespace {
 struct NamedKernel {
@@ -68,7 +68,7 @@ Status missing(const std::string &name) {
 std::mutex errorMutex;
 } // namespace
 
-const KernelInfo *loom::runtime::lookupCPUKernel(const std::string &name) {
+const KernelInfo *loomrt::lookupCPUKernel(const std::string &name) {
   const NamedKernel *begin = std::begin(kKernels), *end = std::end(kKernels);
   const NamedKernel *it = std::lower_bound(
       begin, end, name, [](const NamedKernel &k, const std::string &n) {
@@ -79,7 +79,7 @@ const KernelInfo *loom::runtime::lookupCPUKernel(const std::string &name) {
   return &it->info;
 }
 
-std::vector<std::string> loom::runtime::cpuKernelNames() {
+std::vector<std::string> loomrt::cpuKernelNames() {
   std::vector<std::string> names;
   for (const NamedKernel &kernel : kKernels)
     names.push_back(kernel.name);

@@ -16,8 +16,8 @@
 #include <type_traits>
 #include <vector>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cpu;
+using namespace loomrt;
+using namespace loomrt::cpu;
 
 namespace {
 

@@ -24,8 +24,8 @@
 #include <limits>
 #include <type_traits>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cpu;
+using namespace loomrt;
+using namespace loomrt::cpu;
 
 namespace {
 

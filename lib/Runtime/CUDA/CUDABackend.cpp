@@ -30,8 +30,8 @@
 #include <unistd.h>
 #include <utility>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
+using namespace loomrt;
+using namespace loomrt::cuda;
 
 namespace {
 
@@ -78,15 +78,15 @@ public:
     int count = cudaDeviceCount(&why);
     if (count == 0)
       return Status::error("--device cuda: " + why);
-    if (options.gpu >= count)
+    if (options.cuda.gpu >= count)
       return Status::error(
-          "--device cuda: there is no GPU " + std::to_string(options.gpu) +
+          "--device cuda: there is no GPU " + std::to_string(options.cuda.gpu) +
           " (this process sees " + std::to_string(count) + ")");
-    if (options.gpu >= 0) {
-      if (cudaError_t error = cudaSetDevice(options.gpu))
-        return cudaFailure("selecting GPU " + std::to_string(options.gpu),
+    if (options.cuda.gpu >= 0) {
+      if (cudaError_t error = cudaSetDevice(options.cuda.gpu))
+        return cudaFailure("selecting GPU " + std::to_string(options.cuda.gpu),
                            error);
-      device_ = options.gpu;
+      device_ = options.cuda.gpu;
     } else if (cudaError_t error = cudaGetDevice(&device_)) {
       return cudaFailure("finding the current GPU", error);
     }
@@ -114,11 +114,11 @@ public:
     context_.workspace = *workspace;
     context_.workspaceBytes = kWorkspaceBytes;
     context_.error = reinterpret_cast<DeviceError *>(*error);
-    context_.allowTF32 = options.allowTF32;
+    context_.allowTF32 = options.cuda.allowTF32;
     context_.computeCapability = major * 10 + minor;
-    groupElementwise_ = options.groupElementwise;
-    tuneMatmuls_ = options.tunesMatmuls();
-    tuningFile_ = options.tuningFile;
+    groupElementwise_ = options.cuda.groupElementwise;
+    tuneMatmuls_ = options.cuda.tunesMatmuls();
+    tuningFile_ = options.cuda.tuningFile;
     if (!tuningFile_.empty()) {
       cudaDeviceProp properties{};
       cudaGetDeviceProperties(&properties, device_);
@@ -639,14 +639,14 @@ private:
   std::vector<void *> blocks_;
   std::vector<cudaEvent_t> starts_, ends_;
   std::vector<bool> recorded_;
-  /// The step's launches, once captured (ExecutorOptions::cudaGraphs).
+  /// The step's launches, once captured (CUDAOptions::graphs).
   cudaGraphExec_t graphExec_ = nullptr;
 
-  /// ExecutorOptions::tuneMatmuls; whether a CUDA graph is being captured
+  /// CUDAOptions::tuneMatmuls; whether a CUDA graph is being captured
   /// (nothing is tuned then); what tuning found.
   bool tuneMatmuls_ = false, capturing_ = false;
   MatmulTuning tuning_;
-  /// ExecutorOptions::tuningFile, the context it must have been made in,
+  /// CUDAOptions::tuningFile, the context it must have been made in,
   /// why it was not used and why it could not be written (empty when
   /// neither).
   std::string tuningFile_, tuningContext_, tuningWarning_, saveWarning_;
@@ -675,7 +675,7 @@ private:
     return Status::ok();
   }
 
-  // Elementwise groups (ExecutorOptions::groupElementwise).
+  // Elementwise groups (CUDAOptions::groupElementwise).
   bool groupElementwise_ = true;
   std::vector<ElementwiseBatch> batches_;
   /// Membership::group of a run's instruction that is in no group.
@@ -713,9 +713,9 @@ private:
 
 } // namespace
 
-bool loom::runtime::haveCUDA() { return true; }
+bool loomrt::haveCUDA() { return true; }
 
-int loom::runtime::cudaDeviceCount(std::string *why) {
+int loomrt::cudaDeviceCount(std::string *why) {
   int count = 0;
   cudaError_t error = cudaGetDeviceCount(&count);
   if (error != cudaSuccess) {
@@ -739,7 +739,7 @@ int loom::runtime::cudaDeviceCount(std::string *why) {
   return count;
 }
 
-std::vector<std::string> loom::runtime::describeCUDADevices() {
+std::vector<std::string> loomrt::describeCUDADevices() {
   std::vector<std::string> lines;
   int count = cudaDeviceCount();
   for (int device = 0; device < count; ++device) {
@@ -758,7 +758,7 @@ std::vector<std::string> loom::runtime::describeCUDADevices() {
 }
 
 StatusOr<std::unique_ptr<Backend>>
-loom::runtime::createCUDABackend(const ExecutorOptions &options) {
+loomrt::createCUDABackend(const ExecutorOptions &options) {
   auto backend = std::make_unique<CUDABackend>();
   if (Status status = backend->init(options); !status)
     return status;

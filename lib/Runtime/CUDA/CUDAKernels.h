@@ -27,8 +27,7 @@
 #include <string>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 namespace cuda {
 
 /// Written by a kernel (first error wins: atomicCAS on `code`) when its data
@@ -71,7 +70,7 @@ struct LaunchContext {
   size_t tuningScratchBytes = 0;
 };
 
-/// What tuning found (ExecutorOptions::tuneMatmuls), shared by the kernels
+/// What tuning found (CUDAOptions::tuneMatmuls), shared by the kernels
 /// of one executor. Equal problems (same shapes, types, layouts, epilogue
 /// and operand alignment) are timed once and share the algorithm chosen.
 struct MatmulTuning {
@@ -194,7 +193,6 @@ size_t compileElementwisePrograms(const std::vector<Instruction> &instructions,
                                   int computeCapability, unsigned threads);
 
 } // namespace cuda
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_LIB_RUNTIME_CUDA_CUDAKERNELS_H

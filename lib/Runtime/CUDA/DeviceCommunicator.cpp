@@ -20,7 +20,7 @@
 #include <map>
 #include <mutex>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 
@@ -262,7 +262,7 @@ private:
 } // namespace
 
 StatusOr<std::shared_ptr<Communicator>>
-loom::runtime::wrapForDevice(std::shared_ptr<Communicator> host, int gpu) {
+loomrt::wrapForDevice(std::shared_ptr<Communicator> host, int gpu) {
   if (host->onDevice())
     return host;
   int device = gpu;

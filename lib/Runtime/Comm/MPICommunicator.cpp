@@ -25,7 +25,7 @@
 #include <map>
 #include <thread>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 
@@ -357,10 +357,10 @@ private:
 
 } // namespace
 
-bool loom::runtime::haveMPI() { return true; }
+bool loomrt::haveMPI() { return true; }
 
 StatusOr<std::shared_ptr<Communicator>>
-loom::runtime::createMPICommunicator(const CommOptions &options) {
+loomrt::createMPICommunicator(const CommOptions &options) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {

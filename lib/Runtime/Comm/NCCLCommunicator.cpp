@@ -42,7 +42,7 @@
 #error "the NCCL engine needs NCCL 2.14 or later (nonblocking communicators)"
 #endif
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 
@@ -717,10 +717,10 @@ Status chooseDevice(World &world) {
 
 } // namespace
 
-bool loom::runtime::haveNCCL() { return true; }
+bool loomrt::haveNCCL() { return true; }
 
 StatusOr<std::shared_ptr<Communicator>>
-loom::runtime::createNCCLCommunicator(const CommOptions &options) {
+loomrt::createNCCLCommunicator(const CommOptions &options) {
   auto world = std::make_shared<World>();
   world->options = options;
   if (haveMPI()) {
@@ -752,13 +752,11 @@ loom::runtime::createNCCLCommunicator(const CommOptions &options) {
   return std::shared_ptr<Communicator>(*created);
 }
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 /// The stream of an NCCL communicator, for tests that hold it up; not
 /// declared in a header on purpose.
 cudaStream_t ncclStreamForTesting(Communicator &communicator) {
   auto *nccl = dynamic_cast<NCCLCommunicator *>(&communicator);
   return nccl ? nccl->stream : nullptr;
 }
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt

@@ -7,12 +7,12 @@
 
 #include "loom/Runtime/Communicator.h"
 
-using namespace loom::runtime;
+using namespace loomrt;
 
-bool loom::runtime::haveMPI() { return false; }
+bool loomrt::haveMPI() { return false; }
 
 StatusOr<std::shared_ptr<Communicator>>
-loom::runtime::createMPICommunicator(const CommOptions &) {
+loomrt::createMPICommunicator(const CommOptions &) {
   return Status::error("this runtime was built without MPI (install "
                        "libopenmpi-dev and reconfigure)");
 }

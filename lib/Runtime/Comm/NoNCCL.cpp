@@ -8,12 +8,12 @@
 
 #include "loom/Runtime/Communicator.h"
 
-using namespace loom::runtime;
+using namespace loomrt;
 
-bool loom::runtime::haveNCCL() { return false; }
+bool loomrt::haveNCCL() { return false; }
 
 StatusOr<std::shared_ptr<Communicator>>
-loom::runtime::createNCCLCommunicator(const CommOptions &) {
+loomrt::createNCCLCommunicator(const CommOptions &) {
   return Status::error("this runtime was built without NCCL (configure it "
                        "where the CUDA toolkit and NCCL are installed, with "
                        "LOOM_ENABLE_CUDA on)");

@@ -28,7 +28,7 @@
 #include <thread>
 #include <tuple>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 
@@ -556,24 +556,12 @@ Communicator::~Communicator() = default;
 bool Communicator::onDevice() const { return false; }
 void Communicator::orderAfter(void *) {}
 
-std::shared_ptr<CommEvent> loom::runtime::completedEvent(Status status) {
+std::shared_ptr<CommEvent> loomrt::completedEvent(Status status) {
   return std::make_shared<CompletedEvent>(std::move(status));
 }
 
-const char *loom::runtime::reduceOpName(ReduceOp op) {
-  switch (op) {
-  case ReduceOp::Sum:
-    return "sum";
-  case ReduceOp::Max:
-    return "max";
-  case ReduceOp::Avg:
-    return "avg";
-  }
-  return "?";
-}
-
 std::vector<std::shared_ptr<Communicator>>
-loom::runtime::createThreadCommunicators(int size, const CommOptions &options) {
+loomrt::createThreadCommunicators(int size, const CommOptions &options) {
   auto world = std::make_shared<World>(size, options);
   std::vector<int> everyone(size_t(std::max(size, 0)));
   for (int i = 0; i < size; ++i)

@@ -22,7 +22,7 @@
 #include <sstream>
 #include <sys/stat.h>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 
@@ -171,7 +171,7 @@ bool exists(const std::string &path) {
 
 } // namespace
 
-std::vector<size_t> loom::runtime::stateWeights(const Plan &plan) {
+std::vector<size_t> loomrt::stateWeights(const Plan &plan) {
   std::vector<size_t> ids;
   for (size_t id = 0; id < plan.weights.size(); ++id)
     if (plan.weights[id].state)
@@ -179,8 +179,7 @@ std::vector<size_t> loom::runtime::stateWeights(const Plan &plan) {
   return ids;
 }
 
-std::vector<std::vector<int>>
-loom::runtime::stateWeightHolders(const Plan &plan) {
+std::vector<std::vector<int>> loomrt::stateWeightHolders(const Plan &plan) {
   std::vector<std::vector<int>> holders(plan.weights.size());
   for (const RankProgram &program : plan.ranks) {
     std::vector<bool> uses(plan.weights.size(), false);
@@ -212,8 +211,7 @@ loom::runtime::stateWeightHolders(const Plan &plan) {
   return holders;
 }
 
-std::vector<size_t> loom::runtime::rankStateWeights(const Plan &plan,
-                                                    int rank) {
+std::vector<size_t> loomrt::rankStateWeights(const Plan &plan, int rank) {
   std::vector<std::vector<int>> holders = stateWeightHolders(plan);
   std::vector<size_t> ids;
   for (size_t id = 0; id < holders.size(); ++id)
@@ -222,12 +220,11 @@ std::vector<size_t> loom::runtime::rankStateWeights(const Plan &plan,
   return ids;
 }
 
-std::string loom::runtime::rankCheckpointFile(int rank) {
+std::string loomrt::rankCheckpointFile(int rank) {
   return "rank" + std::to_string(rank) + ".ckpt";
 }
 
-CheckpointIndex loom::runtime::makeCheckpointIndex(const Plan &plan,
-                                                   int64_t step) {
+CheckpointIndex loomrt::makeCheckpointIndex(const Plan &plan, int64_t step) {
   CheckpointIndex index;
   index.step = step;
   for (size_t rank = 0; rank < plan.ranks.size(); ++rank)
@@ -241,7 +238,7 @@ CheckpointIndex loom::runtime::makeCheckpointIndex(const Plan &plan,
   return index;
 }
 
-std::string loom::runtime::formatCheckpointIndex(const CheckpointIndex &index) {
+std::string loomrt::formatCheckpointIndex(const CheckpointIndex &index) {
   std::string text = std::string(kCheckpointIndexMagic) + "\n";
   text += "step " + std::to_string(index.step) + "\n";
   text += "ranks " + std::to_string(index.rankFiles.size()) + "\n";
@@ -256,8 +253,7 @@ std::string loom::runtime::formatCheckpointIndex(const CheckpointIndex &index) {
 }
 
 StatusOr<CheckpointIndex>
-loom::runtime::parseCheckpointIndex(std::string_view text,
-                                    const std::string &source) {
+loomrt::parseCheckpointIndex(std::string_view text, const std::string &source) {
   Lines lines(text);
   auto corrupt = [&](const std::string &what) {
     return Status::error(source + ": not a loom checkpoint index (" + what +
@@ -322,8 +318,7 @@ loom::runtime::parseCheckpointIndex(std::string_view text,
   return index;
 }
 
-StatusOr<CheckpointIndex>
-loom::runtime::readCheckpointIndex(const std::string &dir) {
+StatusOr<CheckpointIndex> loomrt::readCheckpointIndex(const std::string &dir) {
   std::string path = dir + "/index";
   std::string legacy = dir + "/" + kLegacyFile;
   if (!exists(path) && exists(legacy)) {
@@ -357,9 +352,9 @@ loom::runtime::readCheckpointIndex(const std::string &dir) {
   return parseCheckpointIndex(*bytes, path);
 }
 
-Status loom::runtime::checkCheckpointMatches(const CheckpointIndex &index,
-                                             const Plan &plan,
-                                             const std::string &dir) {
+Status loomrt::checkCheckpointMatches(const CheckpointIndex &index,
+                                      const Plan &plan,
+                                      const std::string &dir) {
   if (index.rankFiles.size() != plan.ranks.size())
     return Status::error("checkpoint " + dir + " was written for " +
                          std::to_string(index.rankFiles.size()) +
@@ -405,10 +400,9 @@ Status loom::runtime::checkCheckpointMatches(const CheckpointIndex &index,
   return Status::ok();
 }
 
-Status loom::runtime::writeRankCheckpoint(const std::string &path,
-                                          const Plan &plan,
-                                          const Executor &executor, int rank,
-                                          int64_t step) {
+Status loomrt::writeRankCheckpoint(const std::string &path, const Plan &plan,
+                                   const Executor &executor, int rank,
+                                   int64_t step) {
   std::vector<size_t> ids = rankStateWeights(plan, rank);
   std::string header = std::string(kRankCheckpointMagic) + "\nrank " +
                        std::to_string(rank) + "\nstep " + std::to_string(step) +
@@ -444,10 +438,10 @@ Status loom::runtime::writeRankCheckpoint(const std::string &path,
   return Status::ok();
 }
 
-Status loom::runtime::loadRankCheckpoint(const std::string &dir,
-                                         const CheckpointIndex &index,
-                                         const Plan &plan, int rank,
-                                         Executor &executor) {
+Status loomrt::loadRankCheckpoint(const std::string &dir,
+                                  const CheckpointIndex &index,
+                                  const Plan &plan, int rank,
+                                  Executor &executor) {
   if (rank < 0 || size_t(rank) >= index.rankFiles.size())
     return Status::error("checkpoint " + dir + " has no rank " +
                          std::to_string(rank));
@@ -512,8 +506,8 @@ Status loom::runtime::loadRankCheckpoint(const std::string &dir,
   return Status::ok();
 }
 
-Status loom::runtime::writeFileAtomically(const std::string &path,
-                                          std::string_view bytes) {
+Status loomrt::writeFileAtomically(const std::string &path,
+                                   std::string_view bytes) {
   std::string temporary = path + ".tmp";
   FILE *file = std::fopen(temporary.c_str(), "wb");
   bool ok =
@@ -528,7 +522,7 @@ Status loom::runtime::writeFileAtomically(const std::string &path,
   return Status::ok();
 }
 
-std::string loom::runtime::npyFileName(const std::string &name) {
+std::string loomrt::npyFileName(const std::string &name) {
   std::string file;
   for (unsigned char c : name) {
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||

@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <thread>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 
@@ -36,13 +36,13 @@ Status prepareRank(RankContext &context) {
     // Thread ranks share one GPU (NCCL refuses that), and MPI ranks without
     // NCCL: stage through the host.
     StatusOr<std::shared_ptr<Communicator>> wrapped =
-        wrapForDevice(context.world, context.executor.gpu);
+        wrapForDevice(context.world, context.executor.cuda.gpu);
     if (!wrapped)
       return wrapped.status();
     context.world = *wrapped;
   }
   // Ranks writing one tuning file would overwrite each other's choices.
-  std::string &tuningFile = context.executor.tuningFile;
+  std::string &tuningFile = context.executor.cuda.tuningFile;
   if (context.size > 1 && !tuningFile.empty() &&
       tuningFile.find("{rank}") == std::string::npos)
     return Status::error(
@@ -61,12 +61,12 @@ Status runRank(RankContext &context, const RankBody &body) {
 
 } // namespace
 
-bool loom::runtime::launchedByMPI() {
+bool loomrt::launchedByMPI() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
          std::getenv("PMIX_RANK");
 }
 
-std::string loom::runtime::substituteRank(const std::string &path, int rank) {
+std::string loomrt::substituteRank(const std::string &path, int rank) {
   std::string result = path;
   const std::string key = "{rank}";
   for (size_t at = result.find(key); at != std::string::npos;
@@ -85,9 +85,9 @@ bool LaunchResult::ok() const {
       [](const RankOutcome &outcome) { return outcome.status.isOk(); });
 }
 
-StatusOr<LaunchResult> loom::runtime::launchRanks(int ranks,
-                                                  const LaunchOptions &options,
-                                                  const RankBody &body) {
+StatusOr<LaunchResult> loomrt::launchRanks(int ranks,
+                                           const LaunchOptions &options,
+                                           const RankBody &body) {
   const std::string &model = options.model;
   if (options.threadRanks > 0 && options.threadRanks != ranks)
     return Status::error("--ranks " + std::to_string(options.threadRanks) +
@@ -140,9 +140,9 @@ StatusOr<LaunchResult> loom::runtime::launchRanks(int ranks,
     }
     context.executor = options.executor;
     if (nccl)
-      context.executor.gpu = -1; // the GPU NCCL made current
+      context.executor.cuda.gpu = -1; // the GPU NCCL made current
     else if (options.executor.device == Device::CUDA)
-      context.executor.gpu = localRank() % cudaDeviceCount();
+      context.executor.cuda.gpu = localRank() % cudaDeviceCount();
     Status status = runRank(context, body);
     if (!status)
       (*world)->abort(status.message());
@@ -182,9 +182,8 @@ StatusOr<LaunchResult> loom::runtime::launchRanks(int ranks,
   return result;
 }
 
-void loom::runtime::armTestKill(Executor &executor,
-                                const LaunchOptions &options,
-                                RankContext &context) {
+void loomrt::armTestKill(Executor &executor, const LaunchOptions &options,
+                         RankContext &context) {
   if (context.rank != options.killRank)
     return;
   int64_t at = options.killAt;
@@ -201,7 +200,7 @@ void loom::runtime::armTestKill(Executor &executor,
   });
 }
 
-Status loom::runtime::barrier(const RankContext &context) {
+Status loomrt::barrier(const RankContext &context) {
   if (context.size <= 1 || !context.host)
     return Status::ok();
   int32_t one = 1, sum = 0;

@@ -29,7 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 
@@ -515,9 +515,9 @@ Status trainRank(RankContext &context, Session &session) {
 
 } // namespace
 
-int loom::runtime::runTraining(std::shared_ptr<const Plan> plan,
-                               const Dataset &data, const TrainOptions &options,
-                               std::vector<RankReport> &reports) {
+int loomrt::runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
+                        const TrainOptions &options,
+                        std::vector<RankReport> &reports) {
   const std::string &model = options.launch.model;
   Session session;
   session.plan = plan;

@@ -21,7 +21,7 @@
 
 using namespace mlir;
 using namespace mlir::loom;
-namespace rt = ::loom::runtime;
+namespace rt = loomrt;
 
 namespace {
 
@@ -62,59 +62,6 @@ std::string locationName(Location loc) {
   return "";
 }
 
-/// Which rows of a training step's global batch the inputs of each function
-/// hold (`loom.batch_offsets` on its arguments: one offset per rank that
-/// runs it, in `loom.ranks` order), by function and input name. Read before
-/// lowering, which drops argument attributes.
-using BatchOffsets =
-    std::map<std::string, std::map<std::string, SmallVector<int64_t>>>;
-
-constexpr StringLiteral kBatchOffsetsAttrName = "loom.batch_offsets";
-
-/// The name lowering gives argument `index` of `func` (its `onnx.name`, else
-/// "arg<index>", as bufferization names plan inputs).
-std::string inputName(func::FuncOp func, unsigned index) {
-  if (auto name = func.getArgAttrOfType<StringAttr>(index, "onnx.name"))
-    return name.str();
-  return ("arg" + Twine(index)).str();
-}
-
-/// Reads and checks every function's `loom.batch_offsets`.
-FailureOr<BatchOffsets> readBatchOffsets(ModuleOp module) {
-  BatchOffsets offsets;
-  for (auto func : module.getOps<func::FuncOp>()) {
-    if (func.isExternal())
-      continue;
-    SmallVector<int64_t> ranks = LoomDialect::getRanksOf(func);
-    for (unsigned index = 0; index < func.getNumArguments(); ++index) {
-      Attribute attr = func.getArgAttr(index, kBatchOffsetsAttrName);
-      if (!attr)
-        continue;
-      auto list = dyn_cast<DenseI64ArrayAttr>(attr);
-      if (!list || llvm::any_of(list.asArrayRef(),
-                                [](int64_t offset) { return offset < 0; }))
-        return func.emitError()
-               << "argument #" << index << ": '" << kBatchOffsetsAttrName
-               << "' must be an array<i64> of batch row offsets >= 0";
-      if (list.size() != int64_t(ranks.size()))
-        return func.emitError()
-               << "argument #" << index << " has " << list.size()
-               << " batch row offset(s) ('" << kBatchOffsetsAttrName
-               << "'), but @" << func.getSymName() << " runs on "
-               << ranks.size() << " rank(s): give one per rank, in "
-               << LoomDialect::kRanksAttrName << " order";
-      auto type = dyn_cast<RankedTensorType>(func.getArgumentTypes()[index]);
-      if (!type || type.getRank() == 0)
-        return func.emitError()
-               << "argument #" << index << " has '" << kBatchOffsetsAttrName
-               << "', but a scalar has no batch rows";
-      offsets[func.getSymName().str()][inputName(func, index)] =
-          SmallVector<int64_t>(list.asArrayRef());
-    }
-  }
-  return offsets;
-}
-
 /// Kernels that become `collective` instructions (the runtime's list).
 bool isCollective(StringRef kernel) {
   static const std::vector<std::string> names = rt::collectiveNames();
@@ -123,10 +70,8 @@ bool isCollective(StringRef kernel) {
 
 class PlanBuilder {
 public:
-  /// Appends the program of world rank `rankNumber`, which runs `func`;
-  /// its inputs get their batch rows from `batchOffsets` (when known).
-  LogicalResult addRank(func::FuncOp func, int rankNumber,
-                        const BatchOffsets *batchOffsets) {
+  /// Appends the program of world rank `rankNumber`, which runs `func`.
+  LogicalResult addRank(func::FuncOp func, int rankNumber) {
     auto arena =
         func->getAttrOfType<IntegerAttr>(plan::PlanDialect::kArenaSizeAttrName);
     if (!arena)
@@ -142,8 +87,10 @@ public:
                 FailureOr<rt::TensorRef> ref = reference(input.getBuffer());
                 if (failed(ref))
                   return failure();
-                rank.inputs.push_back({input.getName().str(), *ref});
-                return success();
+                rt::Binding &binding = rank.inputs.emplace_back();
+                binding.name = input.getName().str();
+                binding.ref = *ref;
+                return batchRows(func, input, rankNumber, binding);
               })
               .Case([&](plan::OutputOp output) -> LogicalResult {
                 FailureOr<rt::TensorRef> ref = reference(output.getBuffer());
@@ -165,18 +112,23 @@ public:
       if (failed(result))
         return failure();
     }
-    if (!batchOffsets)
-      return success();
-    auto offsets = batchOffsets->find(func.getSymName().str());
-    if (offsets == batchOffsets->end())
+    return success();
+  }
+
+  /// The first row of the step's global batch that `input` holds on rank
+  /// `rankNumber` (its `rows`, one per rank of `func`), when it has them.
+  static LogicalResult batchRows(func::FuncOp func, plan::InputOp input,
+                                 int rankNumber, rt::Binding &binding) {
+    std::optional<ArrayRef<int64_t>> rows = input.getRows();
+    if (!rows)
       return success();
     SmallVector<int64_t> ranks = LoomDialect::getRanksOf(func);
-    size_t position = llvm::find(ranks, rankNumber) - ranks.begin();
-    for (rt::Binding &input : rank.inputs) {
-      auto found = offsets->second.find(input.name);
-      if (found != offsets->second.end() && position < found->second.size())
-        input.batchOffset = found->second[position];
-    }
+    auto position = llvm::find(ranks, rankNumber);
+    if (rows->size() != ranks.size() || position == ranks.end())
+      return input.emitOpError()
+             << "has " << rows->size() << " batch row offset(s) but @"
+             << func.getSymName() << " runs on " << ranks.size() << " rank(s)";
+    binding.batchOffset = (*rows)[position - ranks.begin()];
     return success();
   }
 
@@ -553,17 +505,15 @@ FailureOr<SmallVector<func::FuncOp>> functionsByRank(ModuleOp module,
   return byRank;
 }
 
-/// buildRuntimePlan, with the inputs' batch rows when they were read before
-/// lowering.
-FailureOr<rt::Plan> buildPlan(ModuleOp module, StringRef funcName,
-                              const BatchOffsets *batchOffsets) {
+/// The plan of the lowered module: one program per rank.
+FailureOr<rt::Plan> buildPlan(ModuleOp module, StringRef funcName) {
   FailureOr<SmallVector<func::FuncOp>> byRank =
       functionsByRank(module, funcName);
   if (failed(byRank))
     return failure();
   PlanBuilder builder;
   for (auto [rank, func] : llvm::enumerate(*byRank))
-    if (failed(builder.addRank(func, int(rank), batchOffsets)))
+    if (failed(builder.addRank(func, int(rank))))
       return failure();
   rt::Plan plan = builder.take();
   if (rt::Status status = rt::checkCommunication(plan); !status)
@@ -576,7 +526,7 @@ FailureOr<rt::Plan> buildPlan(ModuleOp module, StringRef funcName,
 
 FailureOr<rt::Plan> mlir::loom::buildRuntimePlan(ModuleOp module,
                                                  StringRef funcName) {
-  return buildPlan(module, funcName, /*batchOffsets=*/nullptr);
+  return buildPlan(module, funcName);
 }
 
 FailureOr<rt::Plan> mlir::loom::lowerToRuntimePlan(ModuleOp module,
@@ -585,13 +535,9 @@ FailureOr<rt::Plan> mlir::loom::lowerToRuntimePlan(ModuleOp module,
   // function only after running every pass.
   if (failed(functionsByRank(module, funcName)))
     return failure();
-  // Lowering drops argument attributes: the batch rows are read first.
-  FailureOr<BatchOffsets> batchOffsets = readBatchOffsets(module);
-  if (failed(batchOffsets))
-    return failure();
   PassManager pm(module.getContext());
   buildLowerToPlanPipeline(pm);
   if (failed(pm.run(module)))
     return failure();
-  return buildPlan(module, funcName, &*batchOffsets);
+  return buildPlan(module, funcName);
 }

@@ -31,3 +31,14 @@ func.func @step() attributes {plan.arena_size = 2560 : i64} {
   plan.output "y", %v : memref<256xf32>
   return
 }
+
+// A data input that holds rows of the step's global batch, one first row per
+// rank of the function.
+// CHECK-LABEL: func.func @rows
+// CHECK:         plan.input "x" offset 0 rows [0, 4] : memref<4x16xf32>
+// CHECK:         plan.input "y" rows [2] : memref<4xi64>
+func.func @rows() attributes {plan.arena_size = 512 : i64} {
+  %x = plan.input "x" offset 0 rows [0, 4] : memref<4x16xf32>
+  %y = plan.input "y" rows [2] : memref<4xi64>
+  return
+}

@@ -1,11 +1,14 @@
 // `loom.batch_offsets` on a function's arguments: which rows of a training
 // step's global batch each rank's input holds, one offset per rank that runs
 // the function (in loom.ranks order), written as `rows=OFFSET` on the plan's
-// input lines. Lowering drops argument attributes, so the offsets are read
-// before it (loom-run and lowerToRuntimePlan).
+// input lines. Bufferization carries them onto the function's plan.input
+// (`rows [...]`), so loom-run and loom-opt | loom-translate write the same.
 // RUN: split-file %s %t
 // RUN: loom-run %t/stages.mlir --emit-plan %t/stages.plan
 // RUN: grep -a -e '^rank' -e '^input' %t/stages.plan | FileCheck %s --check-prefix=STAGES
+// RUN: loom-opt %t/stages.mlir --loom-lower-to-plan | FileCheck %s --check-prefix=LOWERED
+// RUN: loom-opt %t/stages.mlir --loom-lower-to-plan | loom-translate --emit-plan -o %t/translated.plan
+// RUN: grep -a -e '^rank' -e '^input' %t/translated.plan | FileCheck %s --check-prefix=STAGES
 // RUN: loom-run %t/spmd.mlir --emit-plan %t/spmd.plan
 // RUN: grep -a -e '^rank' -e '^input' %t/spmd.plan | FileCheck %s --check-prefix=SPMD
 // RUN: not loom-run %t/count.mlir --emit-plan %t/count.plan 2>&1 | FileCheck %s --check-prefix=COUNT
@@ -22,6 +25,9 @@
 // STAGES-NEXT: rank 2 arena
 // STAGES-NEXT: input "b" a{{[0-9]+}}:f32[2,2] rows=6
 // STAGES-NEXT: input "c" a{{[0-9]+}}:f32[2]{{$}}
+// LOWERED-LABEL: func.func @halves
+// LOWERED: plan.input "b" offset {{[0-9]+}} rows [4, 6] : memref<2x2xf32>
+// LOWERED: plan.input "c" offset {{[0-9]+}} : memref<2xf32>
 module attributes {loom.world_size = 3 : i64} {
   func.func @whole(%a: tensor<8x2xf32> {onnx.name = "a"}) -> (tensor<8x2xf32> {onnx.name = "y"}) attributes {loom.ranks = array<i64: 0>} {
     %0 = loom.relu %a : tensor<8x2xf32>

@@ -19,8 +19,8 @@
 #include <random>
 #include <tuple>
 
-using namespace loom::runtime;
-using namespace loom::runtime::test;
+using namespace loomrt;
+using namespace loomrt::test;
 
 namespace {
 

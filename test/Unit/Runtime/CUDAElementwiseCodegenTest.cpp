@@ -19,8 +19,8 @@
 
 #include <limits>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
+using namespace loomrt;
+using namespace loomrt::cuda;
 
 namespace {
 

@@ -20,7 +20,7 @@
 
 #include <vector>
 
-using namespace loom::runtime::cuda;
+using namespace loomrt::cuda;
 
 namespace {
 

@@ -30,9 +30,9 @@
 #include <optional>
 #include <random>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
-using namespace loom::runtime::test;
+using namespace loomrt;
+using namespace loomrt::cuda;
+using namespace loomrt::test;
 
 namespace {
 

@@ -15,8 +15,7 @@
 #include <cmath>
 #include <gtest/gtest.h>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 namespace testing {
 
 /// Rank r's value of element i.
@@ -138,7 +137,6 @@ inline void checkSubGroups(Communicator &world) {
 }
 
 } // namespace testing
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_TEST_UNIT_RUNTIME_COLLECTIVECHECKS_H

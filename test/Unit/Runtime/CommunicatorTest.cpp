@@ -13,8 +13,8 @@
 #include <gtest/gtest.h>
 #include <thread>
 
-using namespace loom::runtime;
-using namespace loom::runtime::testing;
+using namespace loomrt;
+using namespace loomrt::testing;
 
 namespace {
 

@@ -3,10 +3,10 @@
 #include "loom/Runtime/Executor.h"
 
 #include <cstring>
-#include <limits>
 #include <gtest/gtest.h>
+#include <limits>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 

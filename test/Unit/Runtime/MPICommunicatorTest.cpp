@@ -12,8 +12,8 @@
 #include <cstring>
 #include <gtest/gtest.h>
 
-using namespace loom::runtime;
-using namespace loom::runtime::testing;
+using namespace loomrt;
+using namespace loomrt::testing;
 
 namespace {
 

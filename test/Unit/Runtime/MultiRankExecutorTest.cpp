@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 #include <thread>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 

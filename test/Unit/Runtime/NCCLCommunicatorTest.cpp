@@ -21,14 +21,12 @@
 #include <gtest/gtest.h>
 #include <thread>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 // Defined by the NCCL engine for this test only.
 cudaStream_t ncclStreamForTesting(Communicator &communicator);
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <cstdio>
 #include <limits>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 

@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 
@@ -511,17 +511,17 @@ TEST(LauncherTest, RankCountErrors) {
   }
   // Ranks keep their own tuning files.
   options.threadRanks = 2;
-  options.executor.tuningFile = "shared.tuning";
+  options.executor.cuda.tuningFile = "shared.tuning";
   StatusOr<LaunchResult> shared = launchRanks(2, options, body);
   ASSERT_TRUE(shared.isOk());
   EXPECT_EQ(shared->outcomes[0].status.message(),
             "--tuning-file: the plan has 2 ranks; put {rank} in the file's "
             "name, so that each keeps its own");
-  options.executor.tuningFile = "own{rank}.tuning";
+  options.executor.cuda.tuningFile = "own{rank}.tuning";
   std::vector<std::string> files(2);
   StatusOr<LaunchResult> own =
       launchRanks(2, options, [&](RankContext &context) {
-        files[context.rank] = context.executor.tuningFile;
+        files[context.rank] = context.executor.cuda.tuningFile;
         return Status::ok();
       });
   ASSERT_TRUE(own.isOk());

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-using loom::runtime::Status;
-using loom::runtime::StatusOr;
+using loomrt::Status;
+using loomrt::StatusOr;
 
 TEST(StatusTest, DefaultIsOk) {
   Status status;

@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
-using namespace loom::runtime;
+using namespace loomrt;
 
 namespace {
 

@@ -18,8 +18,7 @@
 #include <random>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 namespace test {
 
 inline double widenBF16(uint16_t bits) {
@@ -162,7 +161,6 @@ inline Tensor packQkv(const Tensor &q, const Tensor &k, const Tensor &v) {
 }
 
 } // namespace test
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_TEST_UNIT_RUNTIME_TESTTENSORS_H

@@ -31,9 +31,9 @@
 
 using namespace mlir;
 using namespace mlir::loom;
-namespace rt = ::loom::runtime;
+namespace rt = loomrt;
 
-bool ::loom::haveModelCompiler() { return true; }
+bool ::loomrun::haveModelCompiler() { return true; }
 
 namespace {
 
@@ -62,9 +62,9 @@ std::string describeLocation(Location loc, const std::string &path,
 
 /// loom-run's training flags as the training pipeline's options (the
 /// flags were checked when they were parsed).
-void setPipelineOptions(const ::loom::ModelCompileOptions &options,
+void setPipelineOptions(const ::loomrun::ModelCompileOptions &options,
                         TrainingPipelineOptions &pipeline) {
-  const ::loom::TrainCompileOptions &train = options.train;
+  const ::loomrun::TrainCompileOptions &train = options.train;
   pipeline.function =
       options.functionName.empty() ? "forward" : options.functionName;
   pipeline.loss = train.loss == "mse"    ? LossKind::MSE
@@ -106,7 +106,7 @@ LogicalResult writeModule(ModuleOp module, const std::string &path,
 
 } // namespace
 
-auto ::loom::saveTrainedModel(
+auto ::loomrun::saveTrainedModel(
     const std::string &modelPath, const std::string &outPath,
     const std::map<std::string, rt::HostTensor> &values)
     -> rt::StatusOr<size_t> {
@@ -141,8 +141,8 @@ auto ::loom::saveTrainedModel(
   return replaced;
 }
 
-auto ::loom::compileModel(const std::string &path,
-                          const ::loom::ModelCompileOptions &options)
+auto ::loomrun::compileModel(const std::string &path,
+                             const ::loomrun::ModelCompileOptions &options)
     -> rt::StatusOr<rt::Plan> {
   auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                           /*RequiresNullTerminator=*/false);

@@ -23,8 +23,7 @@
 #include <string_view>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 
 class Executor;
 
@@ -114,7 +113,6 @@ Status writeFileAtomically(const std::string &path, std::string_view bytes);
 /// whatever the locale.
 std::string npyFileName(const std::string &name);
 
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_RUNTIME_SESSION_CHECKPOINT_H

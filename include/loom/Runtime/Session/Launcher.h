@@ -24,8 +24,7 @@
 #include <string>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 
 class Executor;
 
@@ -125,7 +124,6 @@ void armTestKill(Executor &executor, const LaunchOptions &options,
 /// with one rank.
 Status barrier(const RankContext &context);
 
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_RUNTIME_SESSION_LAUNCHER_H

@@ -27,8 +27,7 @@
 #include <utility>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 
 /// Writes the trained model given every state weight by name; returns how
 /// many of the model's initializers it replaced.
@@ -87,7 +86,6 @@ struct RankReport {
 int runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
                 const TrainOptions &options, std::vector<RankReport> &reports);
 
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_RUNTIME_SESSION_TRAINER_H

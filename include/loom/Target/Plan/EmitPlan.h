@@ -3,7 +3,7 @@
 // The compiler's side of the runtime boundary, the plan target: turns a
 // function lowered by `loom-lower-to-plan` into the runtime's in-memory Plan
 // (the plan-format library, include/loom/Runtime/Plan.h), which
-// loom::runtime::writePlan serializes.
+// loomrt::writePlan serializes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,12 +21,12 @@ namespace loom {
 /// empty), which must have been through `loom-lower-to-plan`. Weights are
 /// copied from the parameters' values (dense, dense_resource or external
 /// files). Errors are emitted at the offending op.
-FailureOr<::loom::runtime::Plan> buildRuntimePlan(ModuleOp module,
-                                                  StringRef funcName = {});
+FailureOr<::loomrt::Plan> buildRuntimePlan(ModuleOp module,
+                                           StringRef funcName = {});
 
 /// Runs `loom-lower-to-plan` on `module` (in place), then buildRuntimePlan.
-FailureOr<::loom::runtime::Plan> lowerToRuntimePlan(ModuleOp module,
-                                                    StringRef funcName = {});
+FailureOr<::loomrt::Plan> lowerToRuntimePlan(ModuleOp module,
+                                             StringRef funcName = {});
 
 } // namespace loom
 } // namespace mlir

@@ -23,8 +23,7 @@
 
 #include <cstdint>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 namespace cuda {
 
 /// Copies `Bytes` (4, 8 or 16) from global `src` to shared `dst`, both
@@ -78,7 +77,6 @@ template <int Pending> __device__ inline void waitAsyncCopies() {
 }
 
 } // namespace cuda
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_LIB_RUNTIME_CUDA_KERNELS_ASYNCCOPY_CUH

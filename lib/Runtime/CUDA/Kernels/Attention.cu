@@ -81,8 +81,8 @@
 #include <tuple>
 #include <type_traits>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
+using namespace loomrt;
+using namespace loomrt::cuda;
 
 namespace {
 

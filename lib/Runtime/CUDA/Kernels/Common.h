@@ -19,8 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 namespace cuda {
 
 using KernelPtr = std::unique_ptr<CUDAKernel>;
@@ -159,7 +158,6 @@ constexpr int kMaxDims = 12;
 Status expectDimsAtMost(size_t dims, const std::string &what);
 
 } // namespace cuda
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_LIB_RUNTIME_CUDA_KERNELS_COMMON_H

@@ -18,8 +18,8 @@
 
 #include <cstring>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
+using namespace loomrt;
+using namespace loomrt::cuda;
 
 namespace {
 

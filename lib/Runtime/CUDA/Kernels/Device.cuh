@@ -16,14 +16,13 @@
 #include <cuda_runtime.h>
 
 #ifdef LOOM_CUDA_EMULATOR
-#include "Emulator/Device.h"
+#include "CUDAEmulator/Device.h"
 #endif
 
 #include <algorithm>
 #include <cstdint>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 namespace cuda {
 
 /// Records an error in `error` unless one is there already (the first error
@@ -281,7 +280,6 @@ inline Status launchStatus(const char *what) {
 }
 
 } // namespace cuda
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_LIB_RUNTIME_CUDA_KERNELS_DEVICE_CUH

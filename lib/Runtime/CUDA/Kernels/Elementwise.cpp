@@ -31,8 +31,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
+using namespace loomrt;
+using namespace loomrt::cuda;
 
 //===----------------------------------------------------------------------===//
 // NVRTC

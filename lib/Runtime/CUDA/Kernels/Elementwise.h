@@ -26,8 +26,7 @@
 #include <string>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 namespace cuda {
 
 constexpr const char *kElementwiseKernel = "loom_elementwise";
@@ -119,7 +118,6 @@ Status compileElementwise(const std::string &source, int computeCapability,
                           std::string &image);
 
 } // namespace cuda
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_LIB_RUNTIME_CUDA_KERNELS_ELEMENTWISE_H

@@ -15,8 +15,8 @@
 #include <algorithm>
 #include <map>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
+using namespace loomrt;
+using namespace loomrt::cuda;
 
 namespace {
 

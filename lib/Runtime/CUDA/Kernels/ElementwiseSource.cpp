@@ -35,8 +35,8 @@
 #include <limits>
 #include <sstream>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
+using namespace loomrt;
+using namespace loomrt::cuda;
 
 namespace {
 

@@ -64,8 +64,8 @@
 
 #include <algorithm>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
+using namespace loomrt;
+using namespace loomrt::cuda;
 
 Status MatmulKernel::layout(cublasLtMatrixLayout_t &layout, cudaDataType_t type,
                             uint64_t rows, uint64_t cols, int64_t ld,

@@ -15,8 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 namespace cuda {
 
 inline Status cublasStatus(cublasStatus_t status, const char *what) {
@@ -195,7 +194,6 @@ private:
 };
 
 } // namespace cuda
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_LIB_RUNTIME_CUDA_KERNELS_GEMM_H

@@ -22,8 +22,8 @@
 #include <cmath>
 #include <limits>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
+using namespace loomrt;
+using namespace loomrt::cuda;
 
 StatusOr<double> MatmulKernel::timeProducts(const LaunchContext &context,
                                             const MatmulOperands &ops,

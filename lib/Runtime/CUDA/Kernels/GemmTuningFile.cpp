@@ -25,8 +25,8 @@
 #include <sstream>
 #include <unistd.h>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
+using namespace loomrt;
+using namespace loomrt::cuda;
 
 static const char *const kMagic = "loom-matmul-tuning 1";
 

@@ -39,8 +39,8 @@
 #include <cmath>
 #include <limits>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
+using namespace loomrt;
+using namespace loomrt::cuda;
 
 namespace {
 

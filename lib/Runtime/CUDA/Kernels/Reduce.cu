@@ -31,8 +31,8 @@
 #include <limits>
 #include <type_traits>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
+using namespace loomrt;
+using namespace loomrt::cuda;
 
 namespace {
 

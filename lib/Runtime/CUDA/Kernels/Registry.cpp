@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <cstring>
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
+using namespace loomrt;
+using namespace loomrt::cuda;
 
 CUDAKernel::~CUDAKernel() = default;
 

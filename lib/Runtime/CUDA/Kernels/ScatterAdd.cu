@@ -22,8 +22,8 @@
 
 #include "Device.cuh"
 
-using namespace loom::runtime;
-using namespace loom::runtime::cuda;
+using namespace loomrt;
+using namespace loomrt::cuda;
 
 namespace {
 

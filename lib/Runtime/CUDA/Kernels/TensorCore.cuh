@@ -20,8 +20,7 @@
 
 #include <cstdint>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 namespace cuda {
 
 /// A 16x16 bf16 A operand (row-major): registers 0..3 hold (row g, columns
@@ -148,7 +147,6 @@ __device__ inline MmaA accumulatorsAsA(const MmaC &lo, const MmaC &hi) {
 }
 
 } // namespace cuda
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_LIB_RUNTIME_CUDA_KERNELS_TENSORCORE_CUH

@@ -48,15 +48,22 @@ def Plan_InputOp : Plan_Op<"input", [MemoryEffects<[MemAlloc]>]> {
   let description = [{
     The runtime copies the input named `name` into this buffer before the
     first kernel runs. `offset` (bytes into the arena) is set by
-    `loom-plan-memory`.
+    `loom-plan-memory`. `rows`, for a training step's data input, says
+    which rows of the step's global batch the buffer holds: one first-row
+    offset per rank that runs the function, in its `loom.ranks` order
+    (bufferization takes it from the argument's `loom.batch_offsets`).
 
     ```mlir
     %idx = plan.input "idx" offset 0 : memref<8x128xi64>
+    %x = plan.input "x" rows [0, 4] : memref<4x32xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$name, OptionalAttr<I64Attr>:$offset);
+  let arguments = (ins StrAttr:$name, OptionalAttr<I64Attr>:$offset,
+                       OptionalAttr<DenseI64ArrayAttr>:$rows);
   let results = (outs Plan_Buffer:$buffer);
-  let assemblyFormat = "$name (`offset` $offset^)? attr-dict `:` type($buffer)";
+  let assemblyFormat = [{
+    $name (`offset` $offset^)? (`rows` $rows^)? attr-dict `:` type($buffer)
+  }];
 }
 
 def Plan_AllocOp : Plan_Op<"alloc", [MemoryEffects<[MemAlloc]>]> {

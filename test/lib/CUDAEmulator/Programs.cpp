@@ -15,7 +15,7 @@
 
 #include "Emulator.h"
 
-#include "Emulator/Device.h"
+#include "CUDAEmulator/Device.h"
 
 #include <cuda_runtime_api.h>
 #include <nvrtc.h>
@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-using namespace loom::runtime::cuda;
+using namespace loomrt::cuda;
 
 namespace {
 

@@ -16,8 +16,7 @@
 #include <functional>
 #include <string>
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 namespace cuda {
 namespace emulator {
 
@@ -80,7 +79,6 @@ const void *positionAddress();
 
 } // namespace emulator
 } // namespace cuda
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
 #endif // LOOM_LIB_RUNTIME_CUDA_EMULATOR_EMULATOR_H

@@ -5,8 +5,9 @@
 // past the end of a block (by more than the block's rounding up to 256
 // bytes), or before its start by more than the rest of its first page,
 // faults at once, and the SIGSEGV handler names the block and the kernel
-// thread instead of letting the access land in another tensor. On a device such an access corrupts a neighbour or stops
-// the context with an illegal address, far from its cause.
+// thread instead of letting the access land in another tensor. On a device such
+// an access corrupts a neighbour or stops the context with an illegal address,
+// far from its cause.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,7 +24,7 @@
 #include <mutex>
 #include <string>
 
-using namespace loom::runtime::cuda;
+using namespace loomrt::cuda;
 
 namespace {
 

@@ -23,7 +23,7 @@
 #include <mutex>
 #include <vector>
 
-using namespace loom::runtime::cuda;
+using namespace loomrt::cuda;
 
 namespace {
 /// What an H200 reports.

@@ -30,8 +30,7 @@
 #undef __shared__
 #define __shared__ static thread_local
 
-namespace loom {
-namespace runtime {
+namespace loomrt {
 namespace cuda {
 namespace emulator {
 
@@ -98,36 +97,35 @@ void waitAsyncCopies(int pending);
 
 } // namespace emulator
 } // namespace cuda
-} // namespace runtime
-} // namespace loom
+} // namespace loomrt
 
-#define threadIdx (::loom::runtime::cuda::emulator::position().thread)
-#define blockIdx (::loom::runtime::cuda::emulator::position().block)
-#define blockDim (::loom::runtime::cuda::emulator::position().blockSize)
-#define gridDim (::loom::runtime::cuda::emulator::position().gridSize)
+#define threadIdx (::loomrt::cuda::emulator::position().thread)
+#define blockIdx (::loomrt::cuda::emulator::position().block)
+#define blockDim (::loomrt::cuda::emulator::position().blockSize)
+#define gridDim (::loomrt::cuda::emulator::position().gridSize)
 
 //===----------------------------------------------------------------------===//
 // Intrinsics
 //===----------------------------------------------------------------------===//
 
-inline void __syncthreads() { ::loom::runtime::cuda::emulator::syncThreads(1); }
+inline void __syncthreads() { ::loomrt::cuda::emulator::syncThreads(1); }
 inline int __syncthreads_and(int predicate) {
-  return ::loom::runtime::cuda::emulator::syncThreads(predicate);
+  return ::loomrt::cuda::emulator::syncThreads(predicate);
 }
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
   if (mask != 0xffffffffu)
-    ::loom::runtime::cuda::emulator::fail("__syncwarp with a partial mask");
-  ::loom::runtime::cuda::emulator::syncWarp();
+    ::loomrt::cuda::emulator::fail("__syncwarp with a partial mask");
+  ::loomrt::cuda::emulator::syncWarp();
 }
 [[noreturn]] inline void __trap() {
-  ::loom::runtime::cuda::emulator::fail("__trap()");
+  ::loomrt::cuda::emulator::fail("__trap()");
 }
 
 /// Lane `lane ^ laneMask`'s value of `value` (within groups of `width`
 /// lanes); every lane of the warp must take part.
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T value, int laneMask, int width = 32) {
-  namespace emu = ::loom::runtime::cuda::emulator;
+  namespace emu = ::loomrt::cuda::emulator;
   static_assert(sizeof(T) <= sizeof(uint64_t) &&
                     std::is_trivially_copyable<T>::value,
                 "a shuffled value fits a 64-bit slot");

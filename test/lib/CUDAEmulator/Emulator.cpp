@@ -15,7 +15,7 @@
 
 #include "Emulator.h"
 
-#include "Emulator/Device.h"
+#include "CUDAEmulator/Device.h"
 
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-using namespace loom::runtime::cuda;
-using namespace loom::runtime::cuda::emulator;
+using namespace loomrt::cuda;
+using namespace loomrt::cuda::emulator;
 
 namespace {
 

@@ -41,7 +41,7 @@
 #include <string>
 #include <vector>
 
-using namespace loom::runtime::cuda;
+using namespace loomrt::cuda;
 
 namespace {
 

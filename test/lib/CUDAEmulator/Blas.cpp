@@ -48,7 +48,7 @@
 #include <thread>
 #include <vector>
 
-using namespace loom::runtime::cuda;
+using namespace loomrt::cuda;
 
 namespace {
 

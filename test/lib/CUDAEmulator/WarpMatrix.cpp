@@ -9,12 +9,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Emulator/Device.h"
+#include "CUDAEmulator/Device.h"
 
 #include <cstdint>
 #include <cstring>
 
-namespace emu = loom::runtime::cuda::emulator;
+namespace emu = loomrt::cuda::emulator;
 
 namespace {
 
