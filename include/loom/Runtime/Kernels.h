@@ -38,6 +38,16 @@ struct KernelInfo {
   void (*run)(const KernelArgs &args);
 };
 
+/// Checks `instruction` against its kernel's contract
+/// (docs/design/plan-format.md): operand counts, dtypes, shapes and
+/// attributes, the same for every backend. Every backend runs it when it
+/// loads a plan, so that a plan one backend accepts, all accept; a kernel
+/// name that is not in the contract list is an error.
+Status checkKernel(const Instruction &instruction);
+
+/// Every kernel a plan may name, sorted.
+std::vector<std::string> kernelNames();
+
 /// The CPU backend's kernel named `name`, or null.
 const KernelInfo *lookupCPUKernel(const std::string &name);
 

@@ -79,6 +79,18 @@ const KernelInfo *loomrt::lookupCPUKernel(const std::string &name) {
   return &it->info;
 }
 
+// The contracts are the CPU kernels' checks: they live with the CPU kernels
+// (LoomCPUKernels), which the device backends link for them, not with the
+// CPU backend's executor side.
+Status loomrt::checkKernel(const Instruction &instruction) {
+  const KernelInfo *kernel = lookupCPUKernel(instruction.kernel);
+  if (!kernel)
+    return Status::error("unknown kernel '" + instruction.kernel + "'");
+  return kernel->check(instruction);
+}
+
+std::vector<std::string> loomrt::kernelNames() { return cpuKernelNames(); }
+
 std::vector<std::string> loomrt::cpuKernelNames() {
   std::vector<std::string> names;
   for (const NamedKernel &kernel : kKernels)

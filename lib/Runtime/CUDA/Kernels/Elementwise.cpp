@@ -347,7 +347,7 @@ cuda::compileElementwisePrograms(const std::vector<Instruction> &instructions,
                                  int computeCapability, unsigned threads) {
   if (computeCapability <= 0)
     return 0;
-  // Distinct sources, in plan order. Instructions the CPU check would
+  // Distinct sources, in plan order. Instructions the kernel check would
   // reject are left to createElementwise, which reports them.
   std::vector<std::string> sources;
   std::unordered_set<std::string> seen;
@@ -355,8 +355,7 @@ cuda::compileElementwisePrograms(const std::vector<Instruction> &instructions,
     if (inst.kind != Instruction::Kind::Kernel ||
         inst.kernel != "elementwise" || usesF16(inst))
       continue;
-    const KernelInfo *cpu = lookupCPUKernel(inst.kernel);
-    if (!cpu || !cpu->check(inst))
+    if (!checkKernel(inst))
       continue;
     std::string source = elementwiseSource(inst);
     if (seen.insert(source).second)

@@ -650,9 +650,7 @@ std::string cuda::elementwiseGroupSignature(const Instruction &instruction) {
   for (const ProgramOp &op : instruction.program)
     if (op.dtype == DType::F16)
       return "";
-  const KernelInfo *cpu = lookupCPUKernel("elementwise");
-  if (!cpu || !cpu->check(instruction) ||
-      !elementwiseVectorizable(instruction) ||
+  if (!checkKernel(instruction) || !elementwiseVectorizable(instruction) ||
       elementwiseGroupCapacity(instruction) < 2)
     return "";
   // The operands' storage types, which inputs are scalars, and the program:

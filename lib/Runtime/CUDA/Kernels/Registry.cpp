@@ -62,10 +62,9 @@ KernelOr cuda::createCUDAKernel(const LaunchContext &context,
   for (const Entry &candidate : kKernels)
     if (instruction.kernel == candidate.name)
       entry = &candidate;
-  const KernelInfo *cpu = lookupCPUKernel(instruction.kernel);
-  if (!entry || !cpu)
+  if (!entry)
     return Status::error("unknown kernel '" + instruction.kernel + "'");
-  if (Status s = cpu->check(instruction); !s)
+  if (Status s = checkKernel(instruction); !s)
     return s;
   return entry->create(context, instruction);
 }
