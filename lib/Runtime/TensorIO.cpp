@@ -803,3 +803,19 @@ StatusOr<HostTensor> loomrt::castTensor(const HostTensor &tensor, DType dtype) {
   }
   return result;
 }
+
+Status loomrt::writeFileAtomically(const std::string &path,
+                                   std::string_view bytes) {
+  std::string temporary = path + ".tmp";
+  FILE *file = std::fopen(temporary.c_str(), "wb");
+  bool ok =
+      file && std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
+  if (file && std::fclose(file) != 0)
+    ok = false;
+  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::string reason = std::strerror(errno);
+    std::remove(temporary.c_str());
+    return Status::error("cannot write " + path + ": " + reason);
+  }
+  return Status::ok();
+}

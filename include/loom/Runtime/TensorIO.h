@@ -54,6 +54,10 @@ StatusOr<HostTensor> castTensor(const HostTensor &tensor, DType dtype);
 /// Reads a whole file.
 StatusOr<std::string> readFile(const std::string &path);
 
+/// Writes `bytes` to `path` through `path`.tmp renamed over it, so that
+/// `path` is never half-written (checkpoints, trained models).
+Status writeFileAtomically(const std::string &path, std::string_view bytes);
+
 } // namespace loomrt
 
 #endif // LOOM_RUNTIME_TENSORIO_H

@@ -25,9 +25,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -126,18 +124,8 @@ auto ::loomrun::saveTrainedModel(
       mlir::loom::replaceInitializers(*bytes, raw, error, &replaced);
   if (!model)
     return rt::Status::error(modelPath + ": " + error);
-  // Written next to the target and renamed: never a half-written model.
-  std::string temporary = outPath + ".tmp";
-  FILE *file = std::fopen(temporary.c_str(), "wb");
-  bool written = file && std::fwrite(model->data(), 1, model->size(), file) ==
-                             model->size();
-  if (file && std::fclose(file) != 0)
-    written = false;
-  if (!written || std::rename(temporary.c_str(), outPath.c_str()) != 0) {
-    std::string reason = std::strerror(errno);
-    std::remove(temporary.c_str());
-    return rt::Status::error("cannot write " + outPath + ": " + reason);
-  }
+  if (rt::Status status = rt::writeFileAtomically(outPath, *model); !status)
+    return status;
   return replaced;
 }
 

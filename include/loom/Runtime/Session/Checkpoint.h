@@ -102,10 +102,6 @@ Status writeRankCheckpoint(const std::string &path, const Plan &plan,
 Status loadRankCheckpoint(const std::string &dir, const CheckpointIndex &index,
                           const Plan &plan, int rank, Executor &executor);
 
-/// Writes `bytes` to `path` through `path`.tmp renamed over it, so that
-/// `path` is never half-written.
-Status writeFileAtomically(const std::string &path, std::string_view bytes);
-
 /// The file name --output-dir and --save-weights give a tensor named
 /// `name`: `name` with bytes other than letters, digits, '.', '_' and '-'
 /// written %XX (an ONNX name may hold '/'), then ".npy". Distinct names

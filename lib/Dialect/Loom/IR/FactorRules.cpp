@@ -256,14 +256,18 @@ FactorRule TransposeOp::getFactorRule() {
   return rule;
 }
 
-FactorRule SliceOp::getFactorRule() {
-  // A dimension taken whole is parallel; a sliced one needs the whole input
-  // dimension, so input and result get separate unsplittable factors.
-  RankedTensorType input = getInput().getType(), result = getType();
+/// One input and one result that share a parallel factor along every
+/// dimension `shared` accepts; along each other dimension each has a
+/// need_replication factor of its own (a sliced, gathered, scattered or
+/// exchanged dimension: which elements a rank holds there depends on the
+/// whole of it).
+static FactorRule
+sharedOrReplicatedRule(RankedTensorType input, RankedTensorType result,
+                       llvm::function_ref<bool(int64_t)> shared) {
   FactorRule rule;
   TensorFactors inputDims, resultDims;
   for (int64_t d = 0; d < input.getRank(); ++d) {
-    if (input.getDimSize(d) == result.getDimSize(d)) {
+    if (shared(d)) {
       unsigned factor =
           rule.addFactor(input.getDimSize(d), FactorKind::Parallel);
       inputDims.push_back({factor});
@@ -278,6 +282,22 @@ FactorRule SliceOp::getFactorRule() {
   rule.addOperand(std::move(inputDims));
   rule.addResult(std::move(resultDims));
   return rule;
+}
+
+/// The collectives along `axis`: every other dimension is shared.
+static FactorRule axisRule(RankedTensorType input, RankedTensorType result,
+                           int64_t axis) {
+  return sharedOrReplicatedRule(input, result,
+                                [&](int64_t d) { return d != axis; });
+}
+
+FactorRule SliceOp::getFactorRule() {
+  // A dimension taken whole is parallel; a sliced one needs the whole input
+  // dimension, so input and result get separate unsplittable factors.
+  RankedTensorType input = getInput().getType(), result = getType();
+  return sharedOrReplicatedRule(input, result, [&](int64_t d) {
+    return input.getDimSize(d) == result.getDimSize(d);
+  });
 }
 
 /// Concat and split: every dimension but `axis` is a shared parallel factor;
@@ -655,32 +675,6 @@ static FactorRule identityRule(Operation *op, RankedTensorType type) {
     rule.addOperand(dims);
   for (unsigned i = 0; i < op->getNumResults(); ++i)
     rule.addResult(dims);
-  return rule;
-}
-
-/// One input and one result that share a parallel factor along every
-/// dimension but `axis`, along which each has a need_replication factor of
-/// its own (a gathered, scattered or exchanged axis: which elements a rank
-/// holds there depends on the whole of it).
-static FactorRule axisRule(RankedTensorType input, RankedTensorType result,
-                           int64_t axis) {
-  FactorRule rule;
-  TensorFactors inputDims, resultDims;
-  for (int64_t d = 0; d < input.getRank(); ++d) {
-    if (d != axis) {
-      unsigned factor =
-          rule.addFactor(input.getDimSize(d), FactorKind::Parallel);
-      inputDims.push_back({factor});
-      resultDims.push_back({factor});
-      continue;
-    }
-    inputDims.push_back(
-        {rule.addFactor(input.getDimSize(d), FactorKind::NeedReplication)});
-    resultDims.push_back(
-        {rule.addFactor(result.getDimSize(d), FactorKind::NeedReplication)});
-  }
-  rule.addOperand(std::move(inputDims));
-  rule.addResult(std::move(resultDims));
   return rule;
 }
 
