@@ -116,3 +116,32 @@ func.func @prefix_slices(%x: tensor<1x64x32xf32>) -> (tensor<1x61x32xf32>, tenso
   %e = loom.slice %h [0:1, 0:64, 0:16] {plan.kernel = "slice", plan.kernel_attrs = {starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>}} : tensor<1x64x32xf32> -> tensor<1x64x16xf32>
   return %a, %b, %c, %d, %e : tensor<1x61x32xf32>, tensor<61x32xf32>, tensor<1x30x32xf32>, tensor<1x61x32xf32>, tensor<1x64x16xf32>
 }
+
+// -----
+
+// An argument's batch rows (one first row per rank of the function) travel
+// onto its plan.input.
+// CHECK-LABEL: func.func @rows()
+// CHECK:         plan.input "x" rows [0, 2] : memref<2x4xf32>
+// CHECK:         plan.input "n" : memref<4xf32>
+module attributes {loom.world_size = 2 : i64} {
+  func.func @rows(%x: tensor<2x4xf32> {onnx.name = "x", loom.batch_offsets = array<i64: 0, 2>}, %n: tensor<4xf32> {onnx.name = "n"}) -> (tensor<2x4xf32> {onnx.name = "y"}, tensor<4xf32> {onnx.name = "m"}) {
+    return %x, %n : tensor<2x4xf32>, tensor<4xf32>
+  }
+}
+
+// -----
+
+module attributes {loom.world_size = 2 : i64} {
+  // expected-error @+1 {{argument #0 has 1 batch row offset(s) ('loom.batch_offsets'), but @short runs on 2 rank(s): give one per rank, in loom.ranks order}}
+  func.func @short(%x: tensor<2x4xf32> {loom.batch_offsets = array<i64: 0>}) -> tensor<2x4xf32> {
+    return %x : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{argument #0 has 'loom.batch_offsets', but a scalar has no batch rows}}
+func.func @scalar(%x: tensor<f32> {loom.batch_offsets = array<i64: 0>}) -> tensor<f32> {
+  return %x : tensor<f32>
+}

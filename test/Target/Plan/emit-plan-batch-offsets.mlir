@@ -13,6 +13,7 @@
 // RUN: grep -a -e '^rank' -e '^input' %t/spmd.plan | FileCheck %s --check-prefix=SPMD
 // RUN: not loom-run %t/count.mlir --emit-plan %t/count.plan 2>&1 | FileCheck %s --check-prefix=COUNT
 // RUN: not loom-run %t/scalar.mlir --emit-plan %t/scalar.plan 2>&1 | FileCheck %s --check-prefix=SCALAR
+// RUN: not loom-translate --emit-plan %t/lowered.mlir 2>&1 | FileCheck %s --check-prefix=LOWERED-COUNT
 
 //--- stages.mlir
 // Two functions: rank 1's input holds rows [4, 6), rank 2's [6, 8); rank 0's
@@ -67,4 +68,16 @@ module attributes {loom.world_size = 2 : i64} {
 func.func @step(%x: tensor<f32> {loom.batch_offsets = array<i64: 0>}) -> tensor<f32> {
   %0 = loom.relu %x : tensor<f32>
   return %0 : tensor<f32>
+}
+
+//--- lowered.mlir
+// Plan-dialect IR written by hand: the emitter checks the rows against the
+// ranks too.
+// LOWERED-COUNT: error: 'plan.input' op has 1 batch row offset(s) but @step runs on 2 rank(s)
+module attributes {loom.world_size = 2 : i64} {
+  func.func @step() attributes {plan.arena_size = 64 : i64} {
+    %x = plan.input "x" offset 0 rows [0] : memref<2xf32>
+    plan.output "y", %x : memref<2xf32>
+    return
+  }
 }
