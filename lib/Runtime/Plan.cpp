@@ -2,7 +2,9 @@
 
 #include "loom/Runtime/Plan.h"
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 
 using namespace loomrt;
 
@@ -52,4 +54,202 @@ std::string loomrt::shapeString(const std::vector<int64_t> &shape) {
     result += std::to_string(shape[i]);
   }
   return result + "]";
+}
+
+std::string loomrt::sliceString(const std::vector<int64_t> &offsets,
+                                const std::vector<int64_t> &globalShape) {
+  if (globalShape.empty())
+    return "";
+  return "slice " + shapeString(offsets) + " of " + shapeString(globalShape);
+}
+
+void loomrt::forEachSliceRun(
+    const std::vector<int64_t> &globalShape,
+    const std::vector<int64_t> &offsets, const std::vector<int64_t> &shape,
+    const std::function<void(int64_t, int64_t, int64_t)> &run) {
+  size_t rank = shape.size();
+  if (numElements(shape) == 0)
+    return;
+  if (rank == 0) {
+    run(0, 0, 1);
+    return;
+  }
+  // Dimensions [split, rank) form one contiguous run: every dimension after
+  // `split` is spanned whole.
+  size_t split = rank - 1;
+  while (split > 0 && shape[split] == globalShape[split])
+    --split;
+  int64_t count = 1;
+  for (size_t d = split; d < rank; ++d)
+    count *= shape[d];
+  std::vector<int64_t> strides(rank, 1);
+  for (size_t d = rank - 1; d > 0; --d)
+    strides[d - 1] = strides[d] * globalShape[d];
+  // An odometer over the block's dimensions before `split`.
+  std::vector<int64_t> index(split, 0);
+  for (int64_t sliceElement = 0;; sliceElement += count) {
+    int64_t globalElement = offsets[split] * strides[split];
+    for (size_t d = 0; d < split; ++d)
+      globalElement += (offsets[d] + index[d]) * strides[d];
+    run(globalElement, sliceElement, count);
+    size_t d = split;
+    while (d > 0 && ++index[d - 1] == shape[d - 1])
+      index[--d] = 0;
+    if (d == 0)
+      return;
+  }
+}
+
+void loomrt::extractSlice(const uint8_t *whole, uint8_t *slice,
+                          size_t elementBytes,
+                          const std::vector<int64_t> &globalShape,
+                          const std::vector<int64_t> &offsets,
+                          const std::vector<int64_t> &shape) {
+  forEachSliceRun(globalShape, offsets, shape,
+                  [&](int64_t from, int64_t to, int64_t count) {
+                    std::memcpy(slice + size_t(to) * elementBytes,
+                                whole + size_t(from) * elementBytes,
+                                size_t(count) * elementBytes);
+                  });
+}
+
+void loomrt::insertSlice(uint8_t *whole, const uint8_t *slice,
+                         size_t elementBytes,
+                         const std::vector<int64_t> &globalShape,
+                         const std::vector<int64_t> &offsets,
+                         const std::vector<int64_t> &shape) {
+  forEachSliceRun(globalShape, offsets, shape,
+                  [&](int64_t to, int64_t from, int64_t count) {
+                    std::memcpy(whole + size_t(to) * elementBytes,
+                                slice + size_t(from) * elementBytes,
+                                size_t(count) * elementBytes);
+                  });
+}
+
+Status loomrt::checkWeightSlices(const Plan &plan, size_t *culprit) {
+  auto fail = [&](size_t id, const std::string &what) {
+    if (culprit)
+      *culprit = id;
+    return Status::error(what);
+  };
+  auto describe = [&](size_t id) {
+    const Weight &weight = plan.weights[id];
+    std::string text = "weight " + std::to_string(id);
+    if (weight.isSlice())
+      text += " (" + sliceString(weight.sliceOffsets, weight.globalShape) + ")";
+    return text;
+  };
+  // Each slice on its own: ranks agree, and it lies inside its tensor. The
+  // weights of each name, names in the order of their first weight.
+  std::map<std::string, size_t> nameIndex;
+  std::vector<std::vector<size_t>> byName;
+  for (size_t id = 0; id < plan.weights.size(); ++id) {
+    const Weight &weight = plan.weights[id];
+    auto [it, inserted] = nameIndex.try_emplace(weight.name, byName.size());
+    if (inserted)
+      byName.emplace_back();
+    byName[it->second].push_back(id);
+    if (!weight.isSlice() && weight.sliceOffsets.empty())
+      continue;
+    size_t rank = weight.shape.size();
+    if (rank == 0 || weight.sliceOffsets.size() != rank ||
+        weight.globalShape.size() != rank)
+      return fail(id, "weight " + std::to_string(id) + " is a slice " +
+                          shapeString(weight.sliceOffsets) + " of " +
+                          shapeString(weight.globalShape) +
+                          ", which does not have the rank of its shape " +
+                          shapeString(weight.shape));
+    for (size_t d = 0; d < rank; ++d)
+      if (weight.sliceOffsets[d] < 0 || weight.globalShape[d] < 0 ||
+          weight.shape[d] > weight.globalShape[d] ||
+          weight.sliceOffsets[d] > weight.globalShape[d] - weight.shape[d])
+        return fail(id, describe(id) + " of shape " +
+                            shapeString(weight.shape) +
+                            " reaches past its tensor in dimension " +
+                            std::to_string(d));
+  }
+
+  for (const std::vector<size_t> &ids : byName) {
+    const Weight &first = plan.weights[ids.front()];
+    const std::string &name = first.name;
+    if (ids.size() == 1 && !first.isSlice())
+      continue;
+    for (size_t id : ids) {
+      const Weight &weight = plan.weights[id];
+      if (!weight.isSlice() || !first.isSlice())
+        return fail(id == ids.front() ? ids[1] : id,
+                    "weights " + std::to_string(ids.front()) + " and " +
+                        std::to_string(id == ids.front() ? ids[1] : id) +
+                        " are both named '" + name +
+                        "', but only the slices of one tensor may share a "
+                        "name");
+      if (weight.dtype != first.dtype ||
+          weight.globalShape != first.globalShape)
+        return fail(
+            id, describe(id) + " and " + describe(ids.front()) + " of '" +
+                    name + "' are slices of " + dtypeName(weight.dtype) +
+                    shapeString(weight.globalShape) + " and " +
+                    dtypeName(first.dtype) + shapeString(first.globalShape) +
+                    ": the slices of one tensor share its dtype and "
+                    "shape");
+      if (weight.state != first.state)
+        return fail(id, describe(id) + " and " + describe(ids.front()) +
+                            " of '" + name +
+                            "' differ in kind (state or not): the slices of "
+                            "one tensor are all state or none");
+    }
+    // No two slices overlap: a sweep along dimension 0.
+    std::vector<size_t> sorted = ids;
+    std::sort(sorted.begin(), sorted.end(), [&](size_t a, size_t b) {
+      return plan.weights[a].sliceOffsets[0] < plan.weights[b].sliceOffsets[0];
+    });
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      const Weight &a = plan.weights[sorted[i]];
+      for (size_t j = i + 1; j < sorted.size(); ++j) {
+        const Weight &b = plan.weights[sorted[j]];
+        if (b.sliceOffsets[0] >= a.sliceOffsets[0] + a.shape[0])
+          break;
+        bool overlap = true;
+        for (size_t d = 0; d < a.shape.size() && overlap; ++d)
+          overlap = std::max(a.sliceOffsets[d], b.sliceOffsets[d]) <
+                    std::min(a.sliceOffsets[d] + a.shape[d],
+                             b.sliceOffsets[d] + b.shape[d]);
+        if (overlap) {
+          size_t early = std::min(sorted[i], sorted[j]);
+          size_t late = std::max(sorted[i], sorted[j]);
+          return fail(late, describe(late) + " overlaps " + describe(early) +
+                                " of '" + name + "'");
+        }
+      }
+    }
+    // Disjoint and inside: they tile the tensor when their sizes add up.
+    uint64_t covered = 0;
+    for (size_t id : ids)
+      covered += uint64_t(numElements(plan.weights[id].shape));
+    uint64_t total = uint64_t(numElements(first.globalShape));
+    if (covered != total) {
+      std::string list;
+      for (size_t id : ids)
+        list += (list.empty() ? "" : ", ") + std::to_string(id);
+      return fail(ids.front(), "the slices of '" + name + "' (weights " + list +
+                                   ") cover " + std::to_string(covered) +
+                                   " of the " + std::to_string(total) +
+                                   " elements of its " +
+                                   shapeString(first.globalShape) +
+                                   ": slices must tile their tensor exactly");
+    }
+  }
+
+  for (size_t id = 0; id < plan.weights.size(); ++id) {
+    const Weight &copy = plan.weights[id];
+    if (copy.castOf < 0 || uint64_t(copy.castOf) >= plan.weights.size())
+      continue;
+    const Weight &source = plan.weights[copy.castOf];
+    if (copy.sliceOffsets != source.sliceOffsets ||
+        copy.globalShape != source.globalShape)
+      return fail(id, describe(id) + " is a cast of " +
+                          describe(size_t(copy.castOf)) +
+                          ", but a copy of a slice must be the same slice");
+  }
+  return Status::ok();
 }

@@ -206,6 +206,7 @@ private:
   Status parseHeader(Plan &plan);
   Status parseWeight(Plan &plan);
   Status checkCopies(const Plan &plan) const;
+  Status checkSlices(const Plan &plan) const;
   Status parseGroups(Plan &plan);
   Status parseRank(Plan &plan);
   Status parseBinding(const RankProgram &rank, std::set<std::string> &names,
@@ -569,7 +570,17 @@ Status Parser::parseHeader(Plan &plan) {
     if (Status status = parseWeight(plan); !status)
       return status;
   }
-  return checkCopies(plan);
+  if (Status status = checkCopies(plan); !status)
+    return status;
+  return checkSlices(plan);
+}
+
+/// checkWeightSlices, blaming the line of the weight it names.
+Status Parser::checkSlices(const Plan &plan) const {
+  size_t culprit = 0;
+  if (Status status = checkWeightSlices(plan, &culprit); !status)
+    return error(weightLines[culprit], status.message());
+  return Status::ok();
 }
 
 /// A `cast_of` copy is bf16 of its source's shape, and its source an f32
@@ -604,22 +615,28 @@ Status Parser::checkCopies(const Plan &plan) const {
 }
 
 /// "weight" ID STRING DTYPE SHAPE "offset" INT "bytes" INT "state"?
-/// ("cast_of" ID)?.
+/// ("cast_of" ID)? ("slice" OFFSETS "of" SHAPE)?.
 Status Parser::parseWeight(Plan &plan) {
   const char *usage = "weight ID \"NAME\" DTYPE SHAPE offset INT bytes INT "
-                      "[state] [cast_of ID]";
+                      "[state] [cast_of ID] [slice [OFFSET,...] of SHAPE]";
   size_t next = 9;
   Weight weight;
   if (tokens.size() > next && tokens[next].is("state")) {
     weight.state = true;
     ++next;
   }
-  if (tokens.size() == next + 2 && tokens[next].is("cast_of")) {
+  if (tokens.size() >= next + 2 && tokens[next].is("cast_of")) {
     if (Status status = parseInteger(tokens[next + 1], 0, INT64_MAX,
                                      "a weight id", weight.castOf);
         !status)
       return status;
     next += 2;
+  }
+  size_t slice = 0;
+  if (tokens.size() >= next + 4 && tokens[next].is("slice") &&
+      tokens[next + 2].is("of")) {
+    slice = next;
+    next += 4;
   }
   if (tokens.size() != next || !tokens[5].is("offset") ||
       !tokens[7].is("bytes"))
@@ -660,6 +677,26 @@ Status Parser::parseWeight(Plan &plan) {
                  std::to_string(bytes) + " bytes, but " +
                  dtypeName(weight.dtype) + shapeString(weight.shape) +
                  " needs " + std::to_string(expected));
+  if (slice) {
+    // Bounds and ranks are checked with the other slices (checkSlices).
+    if (plan.version < 4)
+      return error("'slice' needs plan version 4");
+    if (Status status = parseIntList(tokens[slice + 1].text,
+                                     weight.sliceOffsets, "a slice's offsets");
+        !status)
+      return status;
+    for (int64_t offset : weight.sliceOffsets)
+      if (offset < 0)
+        return error("negative offset " + std::to_string(offset) +
+                     " in slice " + quote(tokens[slice + 1].text));
+    if (Status status = parseShape(tokens[slice + 3].text, weight.dtype,
+                                   weight.globalShape);
+        !status)
+      return status;
+    if (weight.globalShape.empty())
+      return error("weight " + std::to_string(id) +
+                   " is a slice of a scalar; only tensors have slices");
+  }
   plan.weights.push_back(std::move(weight));
   weightLines.push_back(line);
   return Status::ok();

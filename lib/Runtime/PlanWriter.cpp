@@ -211,6 +211,8 @@ void writeWeight(std::string &out, size_t id, const Weight &weight) {
     out += " state";
   if (weight.castOf >= 0)
     out += " cast_of " + std::to_string(weight.castOf);
+  if (weight.isSlice())
+    out += " " + sliceString(weight.sliceOffsets, weight.globalShape);
   out += "\n";
 }
 

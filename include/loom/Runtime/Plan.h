@@ -15,6 +15,7 @@
 #include "loom/Runtime/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -23,10 +24,11 @@
 
 namespace loomrt {
 
-/// The format version written by writePlan; parsePlan accepts 1 to 3.
+/// The format version written by writePlan; parsePlan accepts 1 to 4.
 /// Version 2 added process groups and `collective` instructions, version 3
-/// the batch rows of an input (`rows=OFFSET`).
-constexpr int kPlanVersion = 3;
+/// the batch rows of an input (`rows=OFFSET`), version 4 weights that are
+/// slices of a larger tensor (`slice [...] of [...]`).
+constexpr int kPlanVersion = 4;
 
 /// Element types. `i1` is stored as one byte holding 0 or 1.
 enum class DType : uint8_t { F16, BF16, F32, F64, I1, I32, I64 };
@@ -143,6 +145,15 @@ struct Weight {
   /// whenever the source is set (Executor::setWeight), so a copy never
   /// disagrees with its source, whatever wrote the source's bytes.
   int64_t castOf = -1;
+  /// A slice (version 4): this weight is the block of a tensor of shape
+  /// `globalShape` that starts at `sliceOffsets` and has the shape `shape`,
+  /// e.g. one rank's shard of a tensor-parallel parameter. Weights that are
+  /// slices of one tensor share its name and together tile it exactly.
+  /// Both empty for a whole tensor.
+  std::vector<int64_t> sliceOffsets;
+  std::vector<int64_t> globalShape;
+
+  bool isSlice() const { return !globalShape.empty(); }
 };
 
 struct Plan {
@@ -178,6 +189,43 @@ std::vector<std::string> collectiveNames();
 /// plan it writes, so that what the engines would otherwise find at run time
 /// (or wait on until the timeout) is an error before anything runs.
 Status checkCommunication(const Plan &plan);
+
+/// Checks the weights' slices (version 4): each slice lies inside its
+/// tensor, with offsets and a global shape of its own shape's rank; weights
+/// that share a name are slices of one tensor (the same dtype and global
+/// shape, all state or none) that tile it exactly, without overlap or gap;
+/// a name without `slice` is unique; and a `cast_of` copy of a slice is the
+/// same slice. parsePlan and the compiler apply it. On an error, `culprit`
+/// (when given) receives the id of the weight the message is about.
+Status checkWeightSlices(const Plan &plan, size_t *culprit = nullptr);
+
+/// "slice [0,4] of [8,8]" for a slice, "" for a whole weight.
+std::string sliceString(const std::vector<int64_t> &offsets,
+                        const std::vector<int64_t> &globalShape);
+
+/// Calls `run(globalElement, sliceElement, count)` for each contiguous run
+/// of the block of a row-major tensor of shape `globalShape` that starts at
+/// `offsets` and has shape `shape`: `count` elements at element
+/// `globalElement` of the whole tensor are elements `sliceElement...` of
+/// the block, itself dense and row-major. The runs come in increasing
+/// order; trailing dimensions the block spans whole make them long (a
+/// block of rows is one run). Nothing for an empty block.
+void forEachSliceRun(
+    const std::vector<int64_t> &globalShape,
+    const std::vector<int64_t> &offsets, const std::vector<int64_t> &shape,
+    const std::function<void(int64_t globalElement, int64_t sliceElement,
+                             int64_t count)> &run);
+
+/// Copies a block (as forEachSliceRun) of elements of `elementBytes` bytes
+/// out of the whole tensor `whole` into the dense `slice`, or back in.
+void extractSlice(const uint8_t *whole, uint8_t *slice, size_t elementBytes,
+                  const std::vector<int64_t> &globalShape,
+                  const std::vector<int64_t> &offsets,
+                  const std::vector<int64_t> &shape);
+void insertSlice(uint8_t *whole, const uint8_t *slice, size_t elementBytes,
+                 const std::vector<int64_t> &globalShape,
+                 const std::vector<int64_t> &offsets,
+                 const std::vector<int64_t> &shape);
 
 /// Reads and parses the plan file at `path`.
 StatusOr<Plan> loadPlan(const std::string &path);

@@ -13,7 +13,7 @@
 // RUN: loom-opt --loom-lower-to-plan %t/unreceived.mlir | not loom-translate --emit-plan 2>&1 | FileCheck %s --check-prefix=UNRECEIVED
 
 //--- spmd.mlir
-// SPMD: loom-plan 3
+// SPMD: loom-plan 4
 // SPMD:      groups 4
 // SPMD-NEXT: group 0 [0,1]
 // SPMD-NEXT: group 1 [0,2]

@@ -4,7 +4,7 @@
 // RUN: loom-opt --loom-lower-to-plan --mlir-print-debuginfo %s | loom-translate --emit-plan | FileCheck %s
 // RUN: loom-opt --loom-fuse-elementwise %s | not loom-translate --emit-plan 2>&1 | FileCheck %s --check-prefix=UNLOWERED
 
-// CHECK:      loom-plan 3
+// CHECK:      loom-plan 4
 // CHECK-NEXT: weights 2
 // CHECK-NEXT: weight 0 "w" f32 [4,8] offset 0 bytes 128
 // CHECK-NEXT: weight 1 "b" f32 [8] offset 128 bytes 32

@@ -143,6 +143,10 @@ void expectPlansEqual(const Plan &a, const Plan &b) {
     EXPECT_EQ(a.weights[i].shape, b.weights[i].shape);
     EXPECT_EQ(a.weights[i].offset, b.weights[i].offset);
     EXPECT_EQ(a.weights[i].bytes, b.weights[i].bytes);
+    EXPECT_EQ(a.weights[i].state, b.weights[i].state);
+    EXPECT_EQ(a.weights[i].castOf, b.weights[i].castOf);
+    EXPECT_EQ(a.weights[i].sliceOffsets, b.weights[i].sliceOffsets);
+    EXPECT_EQ(a.weights[i].globalShape, b.weights[i].globalShape);
   }
   ASSERT_EQ(a.ranks.size(), b.ranks.size());
   for (size_t r = 0; r < a.ranks.size(); ++r) {
@@ -259,7 +263,7 @@ TEST(PlanTest, WritesTheDocumentedText) {
   std::string text = writePlan(samplePlan());
   std::string header = text.substr(0, text.find("\n#") + 1);
   EXPECT_EQ(header,
-            "loom-plan 3\n"
+            "loom-plan 4\n"
             "weights 2\n"
             "weight 0 \"wte\" f32 [8,4] offset 0 bytes 128\n"
             "weight 1 \"bias \\\"q\\\"\" f16 [3] offset 128 bytes 6\n"
@@ -380,13 +384,13 @@ TEST(PlanErrorTest, TheBaseIsValid) {
 }
 
 TEST(PlanErrorTest, Header) {
-  EXPECT_EQ(parseError(""), "plan.lp:1: empty file, expected 'loom-plan 3'");
+  EXPECT_EQ(parseError(""), "plan.lp:1: empty file, expected 'loom-plan 4'");
   EXPECT_EQ(parseError("PK\x03\x04garbage"),
             "plan.lp:1: not a plan: the file does not start with 'loom-plan'");
   EXPECT_EQ(parseError("loom-planet 1\n"),
             "plan.lp:1: expected 'loom-plan VERSION', got 'loom-planet'");
-  EXPECT_EQ(parseError("loom-plan 4\nwhatever the future holds"),
-            "plan.lp:1: plan version 4 is newer than this runtime (3)");
+  EXPECT_EQ(parseError("loom-plan 5\nwhatever the future holds"),
+            "plan.lp:1: plan version 5 is newer than this runtime (4)");
   EXPECT_EQ(parseError("loom-plan 0\n"),
             "plan.lp:1: unsupported plan version 0");
   EXPECT_EQ(parseError("loom-plan one\n"),
@@ -434,7 +438,7 @@ TEST(PlanErrorTest, Weights) {
             "plan.lp:3: expected a weight name in double quotes, got 'w'");
   EXPECT_EQ(parseError(corrupt(" bytes 16", "")),
             "plan.lp:3: expected 'weight ID \"NAME\" DTYPE SHAPE offset INT "
-            "bytes INT [state] [cast_of ID]'");
+            "bytes INT [state] [cast_of ID] [slice [OFFSET,...] of SHAPE]'");
   EXPECT_EQ(parseError(corrupt("weights 1", "weights 2")),
             "plan.lp:4: expected 2 weight lines, got 'rank'");
   EXPECT_EQ(parseError(corrupt("weights 1", "weights 0")),
@@ -804,7 +808,7 @@ TEST(PlanErrorTest, OnlyStateWeightsMayBeWritten) {
   ASSERT_FALSE(flagged.isOk());
   EXPECT_EQ(flagged.status().message(),
             "plan.lp:3: expected 'weight ID \"NAME\" DTYPE SHAPE offset INT "
-            "bytes INT [state] [cast_of ID]'");
+            "bytes INT [state] [cast_of ID] [slice [OFFSET,...] of SHAPE]'");
 }
 
 namespace {
@@ -870,12 +874,233 @@ TEST(PlanErrorTest, Copies) {
             "another kind (state or not)");
   EXPECT_EQ(error(kStateSource, " state cast_of"),
             "plan.lp:4: expected 'weight ID \"NAME\" DTYPE SHAPE offset INT "
-            "bytes INT [state] [cast_of ID]'");
+            "bytes INT [state] [cast_of ID] [slice [OFFSET,...] of SHAPE]'");
   EXPECT_EQ(error(kStateSource, " cast_of 0 state"),
             "plan.lp:4: expected 'weight ID \"NAME\" DTYPE SHAPE offset INT "
-            "bytes INT [state] [cast_of ID]'");
+            "bytes INT [state] [cast_of ID] [slice [OFFSET,...] of SHAPE]'");
   EXPECT_EQ(error(kStateSource, " state cast_of -1"),
             "plan.lp:4: '-1' is out of range for a weight id");
+}
+
+//===----------------------------------------------------------------------===//
+// Slices (version 4)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Weights 0 and 1 are the two row halves of "w" f32[4,2] (rank 0 reads
+/// one, rank 1 the other); `extra` follows as further weight lines (ids
+/// from 2). `first` and `second` replace the slices' specifications.
+std::string slicePlan(const std::string &first = "slice [0,0] of [4,2]",
+                      const std::string &second = "slice [2,0] of [4,2]",
+                      const std::string &extra = "", int count = 2,
+                      int version = 4) {
+  return "loom-plan " + std::to_string(version) + "\nweights " +
+         std::to_string(count) +
+         "\n"
+         "weight 0 \"w\" f32 [2,2] offset 0 bytes 16 state " +
+         first +
+         "\n"
+         "weight 1 \"w\" f32 [2,2] offset 64 bytes 16 state " +
+         second + "\n" + extra +
+         "rank 0 arena 64\n"
+         "kernel copy w0:f32[2,2] -> a0:f32[2,2]\n"
+         "end\n"
+         "rank 1 arena 64\n"
+         "kernel copy w1:f32[2,2] -> a0:f32[2,2]\n"
+         "end\n"
+         "data 256\n" +
+         std::string(256, '\0');
+}
+
+} // namespace
+
+TEST(PlanTest, SlicesRoundTrip) {
+  StatusOr<Plan> plan = parsePlan(slicePlan(), "slices.lp");
+  ASSERT_TRUE(plan.isOk()) << plan.status().message();
+  const Weight &second = plan->weights[1];
+  EXPECT_TRUE(second.isSlice());
+  EXPECT_EQ(second.name, "w");
+  EXPECT_EQ(second.shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(second.sliceOffsets, (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(second.globalShape, (std::vector<int64_t>{4, 2}));
+  std::string text = writePlan(*plan);
+  EXPECT_NE(text.find("weight 1 \"w\" f32 [2,2] offset 64 bytes 16 state "
+                      "slice [2,0] of [4,2]\n"),
+            std::string::npos);
+  StatusOr<Plan> again = parsePlan(text, "again.lp");
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  expectPlansEqual(*plan, *again);
+  EXPECT_EQ(writePlan(*again), text);
+  // Column blocks, a slice that is the whole tensor, and a bf16 copy of
+  // each slice (the same slice).
+  EXPECT_TRUE(
+      parsePlan(slicePlan("slice [0,0] of [2,4]", "slice [0,2] of [2,4]"),
+                "columns.lp")
+          .isOk());
+  StatusOr<Plan> copies = parsePlan(
+      slicePlan("slice [0,0] of [4,2]", "slice [2,0] of [4,2]",
+                "weight 2 \"w.bf16\" bf16 [2,2] offset 128 bytes 8 state "
+                "cast_of 0 slice [0,0] of [4,2]\n"
+                "weight 3 \"w.bf16\" bf16 [2,2] offset 192 bytes 8 state "
+                "cast_of 1 slice [2,0] of [4,2]\n",
+                4),
+      "copies.lp");
+  ASSERT_TRUE(copies.isOk()) << copies.status().message();
+  EXPECT_EQ(copies->weights[3].castOf, 1);
+  std::string whole = "loom-plan 4\nweights 1\n"
+                      "weight 0 \"w\" f32 [2,2] offset 0 bytes 16 slice "
+                      "[0,0] of [2,2]\n"
+                      "rank 0 arena 64\nend\ndata 16\n" +
+                      std::string(16, '\0');
+  EXPECT_TRUE(parsePlan(whole, "whole.lp").isOk());
+}
+
+TEST(PlanErrorTest, Slices) {
+  auto error = [](const std::string &first, const std::string &second,
+                  const std::string &extra = "", int count = 2) {
+    StatusOr<Plan> plan =
+        parsePlan(slicePlan(first, second, extra, count), "plan.lp");
+    return plan.isOk() ? std::string("parsed") : plan.status().message();
+  };
+  const std::string top = "slice [0,0] of [4,2]";
+  const std::string bottom = "slice [2,0] of [4,2]";
+  // Overlap, gap, out of bounds.
+  EXPECT_EQ(error(top, "slice [1,0] of [4,2]"),
+            "plan.lp:4: weight 1 (slice [1,0] of [4,2]) overlaps weight 0 "
+            "(slice [0,0] of [4,2]) of 'w'");
+  EXPECT_EQ(error(top, top),
+            "plan.lp:4: weight 1 (slice [0,0] of [4,2]) overlaps weight 0 "
+            "(slice [0,0] of [4,2]) of 'w'");
+  EXPECT_EQ(error(top, "slice [3,0] of [5,2]"),
+            "plan.lp:4: weight 1 (slice [3,0] of [5,2]) and weight 0 (slice "
+            "[0,0] of [4,2]) of 'w' are slices of f32[5,2] and f32[4,2]: the "
+            "slices of one tensor share its dtype and shape");
+  EXPECT_EQ(error("slice [0,0] of [5,2]", "slice [3,0] of [5,2]"),
+            "plan.lp:3: the slices of 'w' (weights 0, 1) cover 8 of the 10 "
+            "elements of its [5,2]: slices must tile their tensor exactly");
+  EXPECT_EQ(error(top, "slice [3,0] of [4,2]"),
+            "plan.lp:4: weight 1 (slice [3,0] of [4,2]) of shape [2,2] reaches "
+            "past its tensor in dimension 0");
+  EXPECT_EQ(error(top, "slice [2,1] of [4,2]"),
+            "plan.lp:4: weight 1 (slice [2,1] of [4,2]) of shape [2,2] reaches "
+            "past its tensor in dimension 1");
+  EXPECT_EQ(error(top, "slice [2,0] of [4,1]"),
+            "plan.lp:4: weight 1 (slice [2,0] of [4,1]) of shape [2,2] reaches "
+            "past its tensor in dimension 1");
+  EXPECT_EQ(error(top, "slice [2] of [4,2]"),
+            "plan.lp:4: weight 1 is a slice [2] of [4,2], which does not have "
+            "the rank of its shape [2,2]");
+  EXPECT_EQ(error(top, "slice [2,0] of [4,2,1]"),
+            "plan.lp:4: weight 1 is a slice [2,0] of [4,2,1], which does not "
+            "have the rank of its shape [2,2]");
+  // Mismatched dtype; a whole weight sharing the name; another kind.
+  EXPECT_EQ(error(top, bottom,
+                  "weight 2 \"v\" f64 [2,2] offset 128 bytes 32 slice [0,0] "
+                  "of [2,4]\n"
+                  "weight 3 \"v\" f32 [2,2] offset 192 bytes 16 slice [0,2] "
+                  "of [2,4]\n",
+                  4),
+            "plan.lp:6: weight 3 (slice [0,2] of [2,4]) and weight 2 (slice "
+            "[0,0] of [2,4]) of 'v' are slices of f32[2,4] and f64[2,4]: the "
+            "slices of one tensor share its dtype and shape");
+  EXPECT_EQ(error(top, bottom,
+                  "weight 2 \"w\" f32 [2,2] offset 128 bytes 16 state\n", 3),
+            "plan.lp:5: weights 0 and 2 are both named 'w', but only the "
+            "slices of one tensor may share a name");
+  EXPECT_EQ(error(top, "",
+                  "weight 2 \"u\" f32 [2,2] offset 128 bytes 16\n"
+                  "weight 3 \"u\" f32 [2,2] offset 192 bytes 16\n",
+                  4),
+            "plan.lp:4: weights 0 and 1 are both named 'w', but only the "
+            "slices of one tensor may share a name");
+  EXPECT_EQ(error("", ""),
+            "plan.lp:4: weights 0 and 1 are both named 'w', but only the "
+            "slices of one tensor may share a name");
+  StatusOr<Plan> kinds =
+      parsePlan(replaced(slicePlan(), "bytes 16 state slice [2,0]",
+                         "bytes 16 slice [2,0]"),
+                "plan.lp");
+  ASSERT_FALSE(kinds.isOk());
+  EXPECT_EQ(kinds.status().message(),
+            "plan.lp:4: weight 1 (slice [2,0] of [4,2]) and weight 0 (slice "
+            "[0,0] of [4,2]) of 'w' differ in kind (state or not): the slices "
+            "of one tensor are all state or none");
+  // A copy of a slice is the same slice.
+  EXPECT_EQ(error(top, bottom,
+                  "weight 2 \"w.bf16\" bf16 [2,2] offset 128 bytes 8 state "
+                  "cast_of 0 slice [2,0] of [4,2]\n"
+                  "weight 3 \"w.bf16\" bf16 [2,2] offset 192 bytes 8 state "
+                  "cast_of 1 slice [0,0] of [4,2]\n",
+                  4),
+            "plan.lp:5: weight 2 (slice [2,0] of [4,2]) is a cast of weight 0 "
+            "(slice [0,0] of [4,2]), but a copy of a slice must be the same "
+            "slice");
+  // Syntax, and the version.
+  EXPECT_EQ(error(top, "slice [-2,0] of [4,2]"),
+            "plan.lp:4: negative offset -2 in slice '[-2,0]'");
+  EXPECT_EQ(error(top, "slice [2,x] of [4,2]"),
+            "plan.lp:4: expected a list like [1,2,3] in a slice's offsets, got "
+            "'[2,x]'");
+  EXPECT_EQ(error(top, "slice [2,0] of [4,-2]"),
+            "plan.lp:4: negative dimension -2 in shape '[4,-2]'");
+  EXPECT_EQ(error(top, "slice [2,0] in [4,2]"),
+            "plan.lp:4: expected 'weight ID \"NAME\" DTYPE SHAPE offset INT "
+            "bytes INT [state] [cast_of ID] [slice [OFFSET,...] of SHAPE]'");
+  EXPECT_EQ(error(top, "slice [] of []"),
+            "plan.lp:4: weight 1 is a slice of a scalar; only tensors have "
+            "slices");
+  StatusOr<Plan> old = parsePlan(slicePlan(top, bottom, "", 2, 3), "plan.lp");
+  ASSERT_FALSE(old.isOk());
+  EXPECT_EQ(old.status().message(), "plan.lp:3: 'slice' needs plan version 4");
+}
+
+TEST(PlanTest, SliceRunsCopyBlocks) {
+  // A 3x4 tensor holding 0..11; the block of rows 1..2 and columns 1..2.
+  std::vector<int64_t> global = {3, 4};
+  std::vector<std::vector<int64_t>> runs;
+  forEachSliceRun(global, {1, 1}, {2, 2},
+                  [&](int64_t from, int64_t to, int64_t count) {
+                    runs.push_back({from, to, count});
+                  });
+  EXPECT_EQ(runs, (std::vector<std::vector<int64_t>>{{5, 0, 2}, {9, 2, 2}}));
+  // Whole rows are one run, and so is a whole tensor.
+  runs.clear();
+  forEachSliceRun(global, {1, 0}, {2, 4},
+                  [&](int64_t from, int64_t to, int64_t count) {
+                    runs.push_back({from, to, count});
+                  });
+  EXPECT_EQ(runs, (std::vector<std::vector<int64_t>>{{4, 0, 8}}));
+  runs.clear();
+  forEachSliceRun({2, 3, 4}, {0, 0, 0}, {2, 3, 4},
+                  [&](int64_t from, int64_t to, int64_t count) {
+                    runs.push_back({from, to, count});
+                  });
+  EXPECT_EQ(runs, (std::vector<std::vector<int64_t>>{{0, 0, 24}}));
+  // Nothing for an empty block.
+  runs.clear();
+  forEachSliceRun(global, {1, 1}, {0, 2},
+                  [&](int64_t from, int64_t to, int64_t count) {
+                    runs.push_back({from, to, count});
+                  });
+  EXPECT_TRUE(runs.empty());
+
+  // A 3-d tensor 2x3x4 (0..23): the block [1, 1..2, 2..3], out and back in.
+  std::vector<int32_t> whole(24);
+  for (int i = 0; i < 24; ++i)
+    whole[i] = i;
+  std::vector<int32_t> block(4);
+  extractSlice(reinterpret_cast<const uint8_t *>(whole.data()),
+               reinterpret_cast<uint8_t *>(block.data()), 4, {2, 3, 4},
+               {1, 1, 2}, {1, 2, 2});
+  EXPECT_EQ(block, (std::vector<int32_t>{18, 19, 22, 23}));
+  std::vector<int32_t> rebuilt(24, -1);
+  insertSlice(reinterpret_cast<uint8_t *>(rebuilt.data()),
+              reinterpret_cast<const uint8_t *>(block.data()), 4, {2, 3, 4},
+              {1, 1, 2}, {1, 2, 2});
+  for (int i = 0; i < 24; ++i)
+    EXPECT_EQ(rebuilt[i], (i == 18 || i == 19 || i == 22 || i == 23) ? i : -1)
+        << i;
 }
 
 //===----------------------------------------------------------------------===//
