@@ -29,6 +29,9 @@ namespace {
 /// Version 1's single file, which still loads as rank 0's.
 constexpr const char *kLegacyMagic = "loom-checkpoint 1";
 constexpr const char *kLegacyFile = "state.ckpt";
+/// Index and rank files of whole tensors only, which still load.
+constexpr const char *kIndexVersion2Magic = "loom-checkpoint 2";
+constexpr const char *kRankVersion1Magic = "loom-checkpoint-rank 1";
 
 /// Reads a text a line at a time.
 class Lines {
@@ -97,6 +100,32 @@ std::string rankListText(const std::vector<int> &ranks) {
   return text;
 }
 
+/// After a weight line's shape: "slice OFFSETS of SHAPE" (where `slices`
+/// allows it, for an entry of `rank` dimensions), then one more field,
+/// `next`. False on a malformed slice.
+bool parseSliceThen(std::istringstream &fields, bool slices, size_t rank,
+                    std::vector<int64_t> &offsets,
+                    std::vector<int64_t> &globalShape, std::string &next) {
+  fields >> next;
+  if (next != "slice")
+    return true;
+  std::string at, of, global;
+  fields >> at >> of >> global >> next;
+  return slices && fields && of == "of" && parseShapeText(at, offsets) &&
+         parseShapeText(global, globalShape) && rank > 0 &&
+         offsets.size() == rank && globalShape.size() == rank;
+}
+
+/// " slice [0,4] of [8,8]" for a slice, "" for a whole weight.
+std::string sliceField(const std::vector<int64_t> &offsets,
+                       const std::vector<int64_t> &globalShape) {
+  std::string text = sliceString(offsets, globalShape);
+  return text.empty() ? "" : " " + text;
+}
+
+/// A weight's name and slice offsets: what identifies it in a checkpoint.
+using WeightKey = std::pair<std::string, std::vector<int64_t>>;
+
 /// A rank file's header.
 struct RankFile {
   /// Version 1's DIR/state.ckpt (no rank line).
@@ -106,6 +135,7 @@ struct RankFile {
   struct Entry {
     std::string dtype, shape, name;
     uint64_t bytes = 0;
+    std::vector<int64_t> sliceOffsets, globalShape;
   };
   std::vector<Entry> entries;
   /// Where the raw bytes start.
@@ -122,10 +152,11 @@ StatusOr<RankFile> parseRankFile(std::string_view text,
   };
   RankFile file;
   std::string line;
-  if (!lines.next(line) ||
-      (line != kRankCheckpointMagic && line != kLegacyMagic))
+  if (!lines.next(line) || (line != kRankCheckpointMagic &&
+                            line != kRankVersion1Magic && line != kLegacyMagic))
     return corrupt("bad magic");
   file.legacy = line == kLegacyMagic;
+  bool slices = line == kRankCheckpointMagic;
   if (!file.legacy) {
     int rank = -1;
     if (!lines.next(line) || std::sscanf(line.c_str(), "rank %d", &rank) != 1 ||
@@ -146,11 +177,17 @@ StatusOr<RankFile> parseRankFile(std::string_view text,
     if (!lines.next(line))
       return corrupt("truncated header");
     std::istringstream fields(line);
-    std::string keyword;
+    std::string keyword, bytes;
     RankFile::Entry entry;
-    fields >> keyword >> entry.dtype >> entry.shape >> entry.bytes;
-    if (keyword != "weight" || !fields)
+    fields >> keyword >> entry.dtype >> entry.shape;
+    std::vector<int64_t> shape;
+    if (keyword != "weight" || !fields || !parseShapeText(entry.shape, shape) ||
+        !parseSliceThen(fields, slices, shape.size(), entry.sliceOffsets,
+                        entry.globalShape, bytes) ||
+        bytes.empty() || bytes.find_first_not_of("0123456789") != bytes.npos ||
+        bytes.size() > 18)
       return corrupt("bad weight line '" + line + "'");
+    entry.bytes = std::stoull(bytes);
     std::getline(fields >> std::ws, entry.name);
     total += entry.bytes;
     file.entries.push_back(std::move(entry));
@@ -232,8 +269,9 @@ CheckpointIndex loomrt::makeCheckpointIndex(const Plan &plan, int64_t step) {
   std::vector<std::vector<int>> holders = stateWeightHolders(plan);
   for (size_t id : stateWeights(plan)) {
     const Weight &weight = plan.weights[id];
-    index.weights.push_back(
-        {weight.name, weight.dtype, weight.shape, holders[id]});
+    index.weights.push_back({weight.name, weight.dtype, weight.shape,
+                             holders[id], weight.sliceOffsets,
+                             weight.globalShape});
   }
   return index;
 }
@@ -247,8 +285,9 @@ std::string loomrt::formatCheckpointIndex(const CheckpointIndex &index) {
   text += "weights " + std::to_string(index.weights.size()) + "\n";
   for (const CheckpointIndex::Entry &entry : index.weights)
     text += std::string("weight ") + dtypeName(entry.dtype) + " " +
-            shapeString(entry.shape) + " " + rankListText(entry.ranks) + " " +
-            entry.name + "\n";
+            shapeString(entry.shape) +
+            sliceField(entry.sliceOffsets, entry.globalShape) + " " +
+            rankListText(entry.ranks) + " " + entry.name + "\n";
   return text;
 }
 
@@ -263,7 +302,8 @@ loomrt::parseCheckpointIndex(std::string_view text, const std::string &source) {
   std::string line;
   if (!lines.next(line))
     return corrupt("empty");
-  if (line != kCheckpointIndexMagic) {
+  bool slices = line == kCheckpointIndexMagic;
+  if (!slices && line != kIndexVersion2Magic) {
     if (line.rfind("loom-checkpoint ", 0) == 0)
       return Status::error(source + ": checkpoint format '" + line +
                            "' is not one this runtime reads ('" +
@@ -296,21 +336,26 @@ loomrt::parseCheckpointIndex(std::string_view text, const std::string &source) {
   if (!lines.next(line) ||
       std::sscanf(line.c_str(), "weights %lld", &count) != 1 || count < 0)
     return corrupt("bad weights line");
-  std::set<std::string> names;
+  std::set<WeightKey> keys;
   for (long long i = 0; i < count; ++i) {
     if (!lines.next(line))
       return corrupt("truncated");
     std::istringstream fields(line);
     std::string keyword, dtype, shape, holders;
-    fields >> keyword >> dtype >> shape >> holders;
+    fields >> keyword >> dtype >> shape;
     CheckpointIndex::Entry entry;
+    bool valid = keyword == "weight" && parseDType(dtype, entry.dtype) &&
+                 parseShapeText(shape, entry.shape) &&
+                 parseSliceThen(fields, slices, entry.shape.size(),
+                                entry.sliceOffsets, entry.globalShape, holders);
     std::getline(fields >> std::ws, entry.name);
-    if (keyword != "weight" || !parseDType(dtype, entry.dtype) ||
-        !parseShapeText(shape, entry.shape) ||
-        !parseRankList(holders, int(ranks), entry.ranks) || entry.name.empty())
+    if (!valid || !parseRankList(holders, int(ranks), entry.ranks) ||
+        entry.name.empty())
       return corrupt("bad weight line '" + line + "'");
-    if (!names.insert(entry.name).second)
-      return corrupt("'" + entry.name + "' twice");
+    if (!keys.insert({entry.name, entry.sliceOffsets}).second)
+      return corrupt("'" + entry.name + "'" +
+                     sliceField(entry.sliceOffsets, entry.globalShape) +
+                     " twice");
     index.weights.push_back(std::move(entry));
   }
   if (lines.offset() != text.size())
@@ -352,6 +397,23 @@ StatusOr<CheckpointIndex> loomrt::readCheckpointIndex(const std::string &dir) {
   return parseCheckpointIndex(*bytes, path);
 }
 
+namespace {
+
+/// "[4,8] at [0,0]" for a slice, "whole" for a whole tensor.
+std::string partText(const std::vector<int64_t> &shape,
+                     const std::vector<int64_t> &offsets) {
+  return offsets.empty() ? "whole"
+                         : shapeString(shape) + " at " + shapeString(offsets);
+}
+
+/// The shape of the tensor a weight or entry is (a slice of).
+const std::vector<int64_t> &tensorShape(const std::vector<int64_t> &shape,
+                                        const std::vector<int64_t> &global) {
+  return global.empty() ? shape : global;
+}
+
+} // namespace
+
 Status loomrt::checkCheckpointMatches(const CheckpointIndex &index,
                                       const Plan &plan,
                                       const std::string &dir) {
@@ -360,42 +422,78 @@ Status loomrt::checkCheckpointMatches(const CheckpointIndex &index,
                          std::to_string(index.rankFiles.size()) +
                          " rank(s), but this plan has " +
                          std::to_string(plan.ranks.size()));
-  // The checkpoint must hold exactly this plan's state.
+  // The checkpoint must hold exactly this plan's state: the same tensors,
+  // cut into the same slices.
   std::vector<size_t> ids = stateWeights(plan);
-  std::map<std::string, size_t> byName;
-  for (size_t id : ids)
-    byName[plan.weights[id].name] = id;
+  std::map<WeightKey, size_t> byKey;
+  std::map<std::string, std::vector<size_t>> byName;
+  for (size_t id : ids) {
+    byKey[{plan.weights[id].name, plan.weights[id].sliceOffsets}] = id;
+    byName[plan.weights[id].name].push_back(id);
+  }
   std::string mismatch;
   for (const CheckpointIndex::Entry &entry : index.weights) {
-    auto it = byName.find(entry.name);
-    if (it == byName.end()) {
+    auto named = byName.find(entry.name);
+    if (named == byName.end()) {
       mismatch = "it holds '" + entry.name + "', which this model lacks";
       break;
     }
-    const Weight &weight = plan.weights[it->second];
-    if (entry.dtype != weight.dtype || entry.shape != weight.shape) {
+    const Weight &weight = plan.weights[named->second.front()];
+    const std::vector<int64_t> &there =
+        tensorShape(entry.shape, entry.globalShape);
+    const std::vector<int64_t> &here =
+        tensorShape(weight.shape, weight.globalShape);
+    if (entry.dtype != weight.dtype || there != here) {
       mismatch = "'" + entry.name + "' is " + dtypeName(entry.dtype) +
-                 shapeString(entry.shape) + " there but " +
-                 dtypeName(weight.dtype) + shapeString(weight.shape) + " here";
+                 shapeString(there) + " there but " + dtypeName(weight.dtype) +
+                 shapeString(here) + " here";
       break;
     }
   }
-  if (mismatch.empty() && index.weights.size() != ids.size())
-    mismatch = "it holds " + std::to_string(index.weights.size()) +
-               " state tensors, this model and optimizer " +
-               std::to_string(ids.size());
+  if (mismatch.empty()) {
+    std::set<std::string> names;
+    for (const CheckpointIndex::Entry &entry : index.weights)
+      names.insert(entry.name);
+    if (names.size() != byName.size())
+      mismatch = "it holds " + std::to_string(names.size()) +
+                 " state tensors, this model and optimizer " +
+                 std::to_string(byName.size());
+  }
   if (!mismatch.empty())
     return Status::error(
         "checkpoint " + dir +
         " was written for another model or optimizer: " + mismatch);
+  // The same slices of every tensor.
+  using Parts = std::set<std::pair<std::vector<int64_t>, std::vector<int64_t>>>;
+  std::map<std::string, Parts> thereParts, hereParts;
+  for (const CheckpointIndex::Entry &entry : index.weights)
+    thereParts[entry.name].insert({entry.sliceOffsets, entry.shape});
+  for (size_t id : ids)
+    hereParts[plan.weights[id].name].insert(
+        {plan.weights[id].sliceOffsets, plan.weights[id].shape});
+  auto text = [](const Parts &parts) {
+    std::string result;
+    for (const auto &[offsets, shape] : parts)
+      result += (result.empty() ? "" : ", ") + partText(shape, offsets);
+    return result;
+  };
+  for (const CheckpointIndex::Entry &entry : index.weights) {
+    const Parts &there = thereParts[entry.name], &here = hereParts[entry.name];
+    if (there != here)
+      return Status::error(
+          "checkpoint " + dir + " slices the state otherwise: '" + entry.name +
+          "' is " + text(there) + " there but " + text(here) + " here");
+  }
   std::vector<std::vector<int>> holders = stateWeightHolders(plan);
   for (const CheckpointIndex::Entry &entry : index.weights) {
-    const std::vector<int> &here = holders[byName[entry.name]];
+    const std::vector<int> &here =
+        holders[byKey[{entry.name, entry.sliceOffsets}]];
     if (entry.ranks != here)
       return Status::error(
           "checkpoint " + dir + " places the state on the ranks otherwise: '" +
-          entry.name + "' is on rank(s) " + rankListText(entry.ranks) +
-          " there but " + rankListText(here) + " here");
+          entry.name + "'" + sliceField(entry.sliceOffsets, entry.globalShape) +
+          " is on rank(s) " + rankListText(entry.ranks) + " there but " +
+          rankListText(here) + " here");
   }
   return Status::ok();
 }
@@ -412,8 +510,9 @@ Status loomrt::writeRankCheckpoint(const std::string &path, const Plan &plan,
   for (size_t id : ids) {
     const Weight &weight = plan.weights[id];
     header += std::string("weight ") + dtypeName(weight.dtype) + " " +
-              shapeString(weight.shape) + " " + std::to_string(weight.bytes) +
-              " " + weight.name + "\n";
+              shapeString(weight.shape) +
+              sliceField(weight.sliceOffsets, weight.globalShape) + " " +
+              std::to_string(weight.bytes) + " " + weight.name + "\n";
     total += weight.bytes;
   }
   header += "data " + std::to_string(total) + "\n";
@@ -464,27 +563,32 @@ Status loomrt::loadRankCheckpoint(const std::string &dir,
                         ", the index at step " + std::to_string(index.step) +
                         " (was it interrupted while being written?)");
   // Exactly the weights the index gives this rank, as the plan has them.
-  std::map<std::string, size_t> byName;
+  std::map<WeightKey, size_t> byKey;
   for (size_t id : stateWeights(plan))
-    byName[plan.weights[id].name] = id;
-  std::set<std::string> expected;
+    byKey[{plan.weights[id].name, plan.weights[id].sliceOffsets}] = id;
+  std::set<WeightKey> expected;
   for (const CheckpointIndex::Entry &entry : index.weights)
     if (std::binary_search(entry.ranks.begin(), entry.ranks.end(), rank))
-      expected.insert(entry.name);
-  std::set<std::string> held;
+      expected.insert({entry.name, entry.sliceOffsets});
+  std::set<WeightKey> held;
   for (const RankFile::Entry &entry : file->entries) {
-    auto it = byName.find(entry.name);
-    if (!expected.count(entry.name) || it == byName.end() ||
-        !held.insert(entry.name).second)
-      return inconsistent("holds '" + entry.name +
-                          "', which its index does not give rank " +
+    WeightKey key{entry.name, entry.sliceOffsets};
+    std::string what = "'" + entry.name + "'" +
+                       sliceField(entry.sliceOffsets, entry.globalShape);
+    auto it = byKey.find(key);
+    if (!expected.count(key) || it == byKey.end() || !held.insert(key).second)
+      return inconsistent("holds " + what +
+                          ", which its index does not give rank " +
                           std::to_string(rank));
     const Weight &weight = plan.weights[it->second];
     if (entry.dtype != dtypeName(weight.dtype) ||
-        entry.shape != shapeString(weight.shape) || entry.bytes != weight.bytes)
-      return inconsistent("holds '" + entry.name + "' as " + entry.dtype +
-                          entry.shape + ", not " + dtypeName(weight.dtype) +
-                          shapeString(weight.shape));
+        entry.shape != shapeString(weight.shape) ||
+        entry.bytes != weight.bytes || entry.globalShape != weight.globalShape)
+      return inconsistent("holds " + what + " as " + entry.dtype + entry.shape +
+                          sliceField(entry.sliceOffsets, entry.globalShape) +
+                          ", not " + dtypeName(weight.dtype) +
+                          shapeString(weight.shape) +
+                          sliceField(weight.sliceOffsets, weight.globalShape));
   }
   if (held.size() != expected.size())
     return inconsistent("holds " + std::to_string(held.size()) +
@@ -494,7 +598,7 @@ Status loomrt::loadRankCheckpoint(const std::string &dir,
   // All checked: now load.
   size_t at = file->dataOffset;
   for (const RankFile::Entry &entry : file->entries) {
-    size_t id = byName[entry.name];
+    size_t id = byKey[{entry.name, entry.sliceOffsets}];
     HostTensor value;
     value.dtype = plan.weights[id].dtype;
     value.shape = plan.weights[id].shape;

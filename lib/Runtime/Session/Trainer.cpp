@@ -9,7 +9,9 @@
 // offset o and b rows reads rows [o, o+b) of them; the loss reported is the
 // `loss` output of the lowest rank that has one; a checkpoint is every
 // rank's state weights plus the step count, so a resumed run is
-// bit-identical to an uninterrupted one.
+// bit-identical to an uninterrupted one; the slices of a sharded tensor stay
+// on their ranks except when the trained model is saved, which assembles
+// every tensor whole.
 //
 //===----------------------------------------------------------------------===//
 
@@ -338,54 +340,60 @@ Status writeCheckpoint(const RankContext &context, const Session &session,
       formatCheckpointIndex(makeCheckpointIndex(*session.plan, step)));
 }
 
-/// --save-weights: each rank writes the state weights it is the lowest
-/// holder of; rank 0 says so once all are written.
-Status saveWeights(const RankContext &context, const Session &session,
-                   const Executor &executor) {
-  const std::string &dir = session.options->saveWeightsDir;
-  const Plan &plan = *session.plan;
-  std::vector<size_t> ids = stateWeights(plan);
-  for (size_t id : ids) {
-    if (session.holders[id].front() != context.rank)
-      continue;
-    std::string path = dir + "/" + npyFileName(plan.weights[id].name);
-    if (Status status = writeNpyFile(path, executor.weight(id)); !status)
-      return status;
+/// The state weights by tensor: each name's weights (one, or the slices
+/// of a sharded tensor), names in the order of their first weight.
+std::vector<std::vector<size_t>> stateTensors(const Plan &plan) {
+  std::vector<std::vector<size_t>> tensors;
+  std::map<std::string, size_t> position;
+  for (size_t id : stateWeights(plan)) {
+    auto [it, inserted] =
+        position.try_emplace(plan.weights[id].name, tensors.size());
+    if (inserted)
+      tensors.emplace_back();
+    tensors[it->second].push_back(id);
   }
-  if (Status status = barrier(context); !status)
-    return status;
-  if (context.rank == 0)
-    std::printf("saved %zu state weights to %s\n", ids.size(), dir.c_str());
-  return Status::ok();
+  return tensors;
 }
 
-/// --save: every state weight (from the lowest rank holding it) comes to
-/// rank 0, which writes the model.
-Status saveModel(const RankContext &context, const Session &session,
-                 const Executor &executor) {
-  const TrainOptions &options = *session.options;
+/// Gathers whole state tensors: the tensor of `ids` (a whole weight or
+/// the slices of one) goes to rank `destination(ids)`. Each weight comes
+/// from the lowest rank that holds it, over the host communicator (between
+/// threads or processes alike), and a rank assembles the slices it
+/// receives. `values` receives the tensors this rank is the destination of,
+/// by name. Every rank must call it.
+Status gatherTensors(
+    const RankContext &context, const Session &session,
+    const Executor &executor,
+    const std::function<int(const std::vector<size_t> &)> &destination,
+    std::map<std::string, HostTensor> &values) {
   const Plan &plan = *session.plan;
-  std::map<std::string, HostTensor> values;
-  // Tensors in flight: a deque keeps their buffers where they are.
-  std::deque<HostTensor> sent;
+  // Tensors in flight: deques keep their buffers where they are.
+  std::deque<HostTensor> sent, received;
+  std::vector<std::pair<size_t, const HostTensor *>> parts;
+  std::vector<std::vector<size_t>> tensors = stateTensors(plan);
   std::vector<std::shared_ptr<CommEvent>> events;
-  for (size_t id : stateWeights(plan)) {
-    const Weight &weight = plan.weights[id];
-    int owner = session.holders[id].front();
-    if (owner == context.rank && context.rank == 0) {
-      values[weight.name] = executor.weight(id);
-    } else if (owner == context.rank) {
-      sent.push_back(executor.weight(id));
-      events.push_back(context.host->send(sent.back().data.data(), weight.bytes,
-                                          0, int(id)));
-    } else if (context.rank == 0) {
-      HostTensor &value = values[weight.name];
-      value.name = weight.name;
-      value.dtype = weight.dtype;
-      value.shape = weight.shape;
-      value.data.resize(weight.bytes);
-      events.push_back(
-          context.host->recv(value.data.data(), weight.bytes, owner, int(id)));
+  for (const std::vector<size_t> &ids : tensors) {
+    int target = destination(ids);
+    for (size_t id : ids) {
+      const Weight &weight = plan.weights[id];
+      int owner = session.holders[id].front();
+      if (owner == context.rank && target == context.rank) {
+        received.push_back(executor.weight(id));
+        parts.push_back({id, &received.back()});
+      } else if (owner == context.rank) {
+        sent.push_back(executor.weight(id));
+        events.push_back(context.host->send(sent.back().data.data(),
+                                            weight.bytes, target, int(id)));
+      } else if (target == context.rank) {
+        HostTensor &value = received.emplace_back();
+        value.name = weight.name;
+        value.dtype = weight.dtype;
+        value.shape = weight.shape;
+        value.data.resize(weight.bytes);
+        events.push_back(context.host->recv(value.data.data(), weight.bytes,
+                                            owner, int(id)));
+        parts.push_back({id, &value});
+      }
     }
   }
   Status gathered = Status::ok();
@@ -394,6 +402,69 @@ Status saveModel(const RankContext &context, const Session &session,
       gathered = status;
   if (!gathered)
     return gathered;
+  // Whole weights as they are; slices into their tensor.
+  for (const auto &[id, part] : parts) {
+    const Weight &weight = plan.weights[id];
+    if (!weight.isSlice()) {
+      values[weight.name] = *part;
+      continue;
+    }
+    auto [it, inserted] = values.try_emplace(weight.name);
+    HostTensor &whole = it->second;
+    if (inserted) {
+      whole.name = weight.name;
+      whole.dtype = weight.dtype;
+      whole.shape = weight.globalShape;
+      whole.data.resize(uint64_t(numElements(weight.globalShape)) *
+                        dtypeSize(weight.dtype));
+    }
+    insertSlice(whole.data.data(), part->data.data(), dtypeSize(weight.dtype),
+                weight.globalShape, weight.sliceOffsets, weight.shape);
+  }
+  return Status::ok();
+}
+
+/// --save-weights: every state tensor, whole, written by the lowest rank
+/// that holds a weight of it (the slices of a sharded tensor are gathered
+/// there); rank 0 says so once all are written.
+Status saveWeights(const RankContext &context, const Session &session,
+                   const Executor &executor) {
+  const std::string &dir = session.options->saveWeightsDir;
+  std::map<std::string, HostTensor> values;
+  if (Status status = gatherTensors(
+          context, session, executor,
+          [&](const std::vector<size_t> &ids) {
+            int lowest = session.holders[ids.front()].front();
+            for (size_t id : ids)
+              lowest = std::min(lowest, session.holders[id].front());
+            return lowest;
+          },
+          values);
+      !status)
+    return status;
+  for (const auto &[name, value] : values)
+    if (Status status = writeNpyFile(dir + "/" + npyFileName(name), value);
+        !status)
+      return status;
+  if (Status status = barrier(context); !status)
+    return status;
+  if (context.rank == 0)
+    std::printf("saved %zu state weights to %s\n",
+                stateTensors(*session.plan).size(), dir.c_str());
+  return Status::ok();
+}
+
+/// --save: every state tensor, whole, comes to rank 0, which writes the
+/// model.
+Status saveModel(const RankContext &context, const Session &session,
+                 const Executor &executor) {
+  const TrainOptions &options = *session.options;
+  std::map<std::string, HostTensor> values;
+  if (Status status = gatherTensors(
+          context, session, executor,
+          [](const std::vector<size_t> &) { return 0; }, values);
+      !status)
+    return status;
   if (context.rank != 0)
     return Status::ok();
   StatusOr<size_t> saved = options.saveModel(values);

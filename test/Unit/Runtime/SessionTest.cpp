@@ -142,7 +142,7 @@ std::string indexError(const std::string &text) {
   return index.isOk() ? "" : index.status().message();
 }
 
-const std::string kIndex = "loom-checkpoint 2\n"
+const std::string kIndex = "loom-checkpoint 3\n"
                            "step 7\n"
                            "ranks 2\n"
                            "rank 0 rank0.ckpt\n"
@@ -215,9 +215,32 @@ TEST(CheckpointTest, CorruptIndexes) {
   EXPECT_EQ(indexError(""), "ck/index: not a loom checkpoint index (empty)");
   EXPECT_EQ(indexError("PK\x03\x04\n"),
             "ck/index: not a loom checkpoint index (bad magic)");
-  EXPECT_EQ(indexError(replaced(valid, "checkpoint 2", "checkpoint 3")),
-            "ck/index: checkpoint format 'loom-checkpoint 3' is not one this "
-            "runtime reads ('loom-checkpoint 2')");
+  EXPECT_EQ(indexError(replaced(valid, "checkpoint 3", "checkpoint 4")),
+            "ck/index: checkpoint format 'loom-checkpoint 4' is not one this "
+            "runtime reads ('loom-checkpoint 3')");
+  // Version 2 (whole tensors) still reads, without slices.
+  std::string version2 = replaced(valid, "checkpoint 3", "checkpoint 2");
+  EXPECT_EQ(indexError(version2), "");
+  EXPECT_EQ(
+      indexError(replaced(version2, "[2] 1 b", "[2] slice [0] of [4] 1 b")),
+      "ck/index: not a loom checkpoint index (bad weight line "
+      "'weight f32 [2] slice [0] of [4] 1 b')");
+  // Slices: offsets and a shape of the weight's rank, then the holders.
+  EXPECT_EQ(indexError(replaced(valid, "[2] 1 b", "[2] slice [0] of [4] 1 b")),
+            "");
+  for (const char *slice :
+       {"slice [0] af [4]", "slice [0,0] of [4]", "slice [0] of [4,1]",
+        "slice [x] of [4]", "slice [0] of", "slice"})
+    EXPECT_EQ(indexError(replaced(valid, "[2] 1 b",
+                                  "[2] " + std::string(slice) + " 1 b")),
+              "ck/index: not a loom checkpoint index (bad weight line "
+              "'weight f32 [2] " +
+                  std::string(slice) + " 1 b')");
+  EXPECT_EQ(indexError(replaced(valid, "[2] 1 b\nweight f32 [2] 0 c",
+                                "[2] slice [0] of [4] 1 b\nweight f32 [2] "
+                                "slice [0] of [4] 0 b")),
+            "ck/index: not a loom checkpoint index ('b' slice [0] of [4] "
+            "twice)");
   EXPECT_EQ(indexError(replaced(valid, "step 7", "step -1")),
             "ck/index: not a loom checkpoint index (bad step line)");
   EXPECT_EQ(indexError(replaced(valid, "ranks 2", "ranks 0")),
@@ -307,7 +330,7 @@ TEST(CheckpointTest, RankFilesRestoreTheState) {
   StatusOr<std::string> rank1 = readFile(dir + "/rank1.ckpt");
   ASSERT_TRUE(rank1.isOk());
   EXPECT_EQ(rank1->substr(0, rank1->find("data ")),
-            "loom-checkpoint-rank 1\nrank 1\nstep 2\nweights 2\n"
+            "loom-checkpoint-rank 2\nrank 1\nstep 2\nweights 2\n"
             "weight f32 [2] 8 a\nweight f32 [2] 8 b\n");
 
   StatusOr<CheckpointIndex> index = readCheckpointIndex(dir);
@@ -325,6 +348,18 @@ TEST(CheckpointTest, RankFilesRestoreTheState) {
   // Rank 0 trained "a" to 1 + 2 * 10; rank 1 to 1 + 2 * 10 too.
   EXPECT_EQ(valuesOf(trained[0]->weight(0)), (std::vector<float>{21, 42}));
   EXPECT_EQ(valuesOf(trained[1]->weight(1)), (std::vector<float>{21, 42}));
+  // A rank file of version 1 (before slices) still loads.
+  StatusOr<std::string> current = readFile(dir + "/rank1.ckpt");
+  ASSERT_TRUE(current.isOk());
+  std::string magic = "loom-checkpoint-rank 2";
+  ASSERT_EQ(current->substr(0, magic.size()), magic);
+  writeText(dir + "/rank1.ckpt",
+            "loom-checkpoint-rank 1" + current->substr(magic.size()));
+  auto fresh = Executor::create(plan, 1);
+  ASSERT_TRUE(fresh.isOk());
+  Status loaded = loadRankCheckpoint(dir, *index, *plan, 1, **fresh);
+  ASSERT_TRUE(loaded.isOk()) << loaded.message();
+  EXPECT_EQ(valuesOf((*fresh)->weight(1)), (std::vector<float>{21, 42}));
 }
 
 TEST(CheckpointTest, InconsistentRankFilesAreRefused) {
@@ -645,7 +680,7 @@ TEST(TrainerTest, CheckpointsResumeEveryRank) {
   ASSERT_EQ(runTraining(plan, data, first, reports), 0);
   StatusOr<std::string> index = readFile(first.checkpointDir + "/index");
   ASSERT_TRUE(index.isOk());
-  EXPECT_EQ(*index, "loom-checkpoint 2\nstep 2\nranks 2\nrank 0 rank0.ckpt\n"
+  EXPECT_EQ(*index, "loom-checkpoint 3\nstep 2\nranks 2\nrank 0 rank0.ckpt\n"
                     "rank 1 rank1.ckpt\nweights 3\nweight f32 [1,2] 0,1 a\n"
                     "weight f32 [1,2] 1 b\nweight f32 [] 0 count\n");
   TrainOptions second = twoRankOptions();
@@ -685,4 +720,200 @@ TEST(TrainerTest, RowsBeyondTheBatchAreRefusedBeforeAnyStep) {
             "of each step's batch, beyond --batch-size 1\n");
   EXPECT_EQ(calls, 0);
   EXPECT_TRUE(reports.empty());
+}
+
+//===----------------------------------------------------------------------===//
+// Sliced (tensor-parallel) state
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Two tensor-parallel ranks over a batch of one row, read whole by both:
+/// "w" f32[2,2] is split by rows, rank r holding row r (a slice) and
+/// adding the row of data to it; "w.bf16" is its bf16 copy, sliced alike;
+/// "b" is replicated (both add the row to it); rank 0 counts the steps in
+/// "count", its `loss`.
+std::shared_ptr<Plan> slicedPlan() {
+  auto plan = std::make_shared<Plan>();
+  for (int64_t row = 0; row < 2; ++row) {
+    Weight slice = weight("w", {1, 2}, 64 * row, true);
+    slice.sliceOffsets = {row, 0};
+    slice.globalShape = {2, 2};
+    plan->weights.push_back(slice);
+  }
+  plan->weights.push_back(weight("b", {1, 2}, 128, true));
+  plan->weights.push_back(weight("count", {}, 192, true));
+  for (int64_t row = 0; row < 2; ++row) {
+    Weight copy = weight("w.bf16", {1, 2}, 256 + 64 * row, true, DType::BF16);
+    copy.castOf = row;
+    copy.sliceOffsets = {row, 0};
+    copy.globalShape = {2, 2};
+    plan->weights.push_back(copy);
+  }
+  plan->data.resize(384);
+  float values[] = {1, 2, 3, 4};
+  std::memcpy(plan->data.data(), values, 8);
+  std::memcpy(plan->data.data() + 64, values + 2, 8);
+  std::memcpy(plan->data.data() + 128, values, 8);
+
+  Instruction count;
+  count.kernel = "elementwise";
+  count.inputs = {weightRef(3, {})};
+  count.outputs = {weightRef(3, {})};
+  ProgramOp one;
+  one.op = "const";
+  one.attrs["value"] = 1.0;
+  ProgramOp add;
+  add.op = "add";
+  add.operands = {0, 1};
+  count.program = {one, add};
+  count.yields = {2};
+  for (int rank = 0; rank < 2; ++rank) {
+    RankProgram &program = plan->ranks.emplace_back();
+    program.rank = rank;
+    program.arenaBytes = 64;
+    program.inputs.push_back({"x", arena(0, {1, 2})});
+    program.outputs.push_back(
+        {"copy", weightRef(4 + rank, {1, 2}, DType::BF16)});
+    if (rank == 0)
+      program.outputs.push_back({"loss", weightRef(3, {})});
+    program.instructions.push_back(
+        accumulate(weightRef(rank, {1, 2}), arena(0, {1, 2})));
+    program.instructions.push_back(
+        accumulate(weightRef(2, {1, 2}), arena(0, {1, 2})));
+    if (rank == 0)
+      program.instructions.push_back(count);
+  }
+  return plan;
+}
+
+TrainOptions slicedOptions() {
+  TrainOptions options = twoRankOptions();
+  options.batchSize = 1;
+  return options;
+}
+
+const std::string kSlicedIndex =
+    "loom-checkpoint 3\nstep 2\nranks 2\nrank 0 rank0.ckpt\n"
+    "rank 1 rank1.ckpt\nweights 6\n"
+    "weight f32 [1,2] slice [0,0] of [2,2] 0 w\n"
+    "weight f32 [1,2] slice [1,0] of [2,2] 1 w\n"
+    "weight f32 [1,2] 0,1 b\n"
+    "weight f32 [] 0 count\n"
+    "weight bf16 [1,2] slice [0,0] of [2,2] 0 w.bf16\n"
+    "weight bf16 [1,2] slice [1,0] of [2,2] 1 w.bf16\n";
+
+} // namespace
+
+TEST(TrainerTest, SlicesAreSavedWhole) {
+  std::shared_ptr<Plan> plan = slicedPlan();
+  ASSERT_TRUE(checkWeightSlices(*plan).isOk());
+  Dataset data = twoSamples();
+  TempFolder folder("sliced");
+  TrainOptions options = slicedOptions();
+  options.saveWeightsDir = folder.path + "/weights";
+  options.savePath = folder.path + "/model.onnx";
+  std::map<std::string, HostTensor> saved;
+  options.saveModel =
+      [&](const std::map<std::string, HostTensor> &values) -> StatusOr<size_t> {
+    saved = values;
+    return values.size();
+  };
+  std::vector<RankReport> reports;
+  testing::internal::CaptureStdout();
+  ASSERT_EQ(runTraining(plan, data, options, reports), 0);
+  std::string printed = testing::internal::GetCapturedStdout();
+  EXPECT_NE(printed.find("saved 4 state weights to "), std::string::npos)
+      << printed;
+  // Samples 0, 1, 0 were added: row 0 of "w" on rank 0, row 1 on rank 1.
+  std::vector<float> w = {1 + 12, 2 + 24, 3 + 12, 4 + 24};
+  ASSERT_EQ(saved.size(), 4u);
+  EXPECT_EQ(saved["w"].shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(valuesOf(saved["w"]), w);
+  EXPECT_EQ(saved["w.bf16"].shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(saved["w.bf16"].dtype, DType::BF16);
+  EXPECT_EQ(valuesOf(saved["b"]), (std::vector<float>{13, 26}));
+  StatusOr<HostTensor> npy = readTensorFile(options.saveWeightsDir + "/w.npy");
+  ASSERT_TRUE(npy.isOk()) << npy.status().message();
+  EXPECT_EQ(npy->shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(valuesOf(*npy), w);
+  // The copies were derived from the first values of their slices (no
+  // kernel writes them here), and are gathered the same way.
+  EXPECT_EQ(npyValues(options.saveWeightsDir + "/w.bf16.npy"),
+            (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST(TrainerTest, SlicedCheckpointsResume) {
+  std::shared_ptr<Plan> plan = slicedPlan();
+  Dataset data = twoSamples();
+  TempFolder folder("sliced-resume");
+  std::vector<RankReport> reports;
+  TrainOptions first = slicedOptions();
+  first.steps = 2;
+  first.checkpointDir = folder.path + "/ckpt";
+  ASSERT_EQ(runTraining(plan, data, first, reports), 0);
+  StatusOr<std::string> index = readFile(first.checkpointDir + "/index");
+  ASSERT_TRUE(index.isOk());
+  EXPECT_EQ(*index, kSlicedIndex);
+  StatusOr<std::string> rank1 = readFile(first.checkpointDir + "/rank1.ckpt");
+  ASSERT_TRUE(rank1.isOk());
+  EXPECT_EQ(rank1->substr(0, rank1->find("data ")),
+            "loom-checkpoint-rank 2\nrank 1\nstep 2\nweights 3\n"
+            "weight f32 [1,2] slice [1,0] of [2,2] 8 w\n"
+            "weight f32 [1,2] 8 b\n"
+            "weight bf16 [1,2] slice [1,0] of [2,2] 4 w.bf16\n");
+  TrainOptions second = slicedOptions();
+  second.resumeDir = first.checkpointDir;
+  second.saveWeightsDir = folder.path + "/weights";
+  ASSERT_EQ(runTraining(plan, data, second, reports), 0);
+  EXPECT_EQ(npyValues(second.saveWeightsDir + "/w.npy"),
+            (std::vector<float>{13, 26, 15, 28}));
+  EXPECT_EQ(npyValues(second.saveWeightsDir + "/w.bf16.npy"),
+            (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(npyValues(second.saveWeightsDir + "/count.npy"),
+            (std::vector<float>{3}));
+}
+
+TEST(CheckpointTest, SlicesMustMatchThePlan) {
+  std::shared_ptr<Plan> plan = slicedPlan();
+  CheckpointIndex index = makeCheckpointIndex(*plan, 2);
+  EXPECT_EQ(formatCheckpointIndex(index), kSlicedIndex);
+  StatusOr<CheckpointIndex> parsed = parseCheckpointIndex(kSlicedIndex, "ck");
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
+  EXPECT_EQ(parsed->weights[1].sliceOffsets, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(parsed->weights[1].globalShape, (std::vector<int64_t>{2, 2}));
+  EXPECT_TRUE(checkCheckpointMatches(*parsed, *plan, "ck").isOk());
+  auto error = [&](const CheckpointIndex &changed) {
+    return checkCheckpointMatches(changed, *plan, "ck").message();
+  };
+  // Sliced otherwise: by columns, or not at all (a version 2 checkpoint).
+  CheckpointIndex other = index;
+  other.weights[0].shape = other.weights[1].shape = {2, 1};
+  other.weights[1].sliceOffsets = {0, 1};
+  EXPECT_EQ(error(other), "checkpoint ck slices the state otherwise: 'w' is "
+                          "[2,1] at [0,0], [2,1] at [0,1] there but [1,2] at "
+                          "[0,0], [1,2] at [1,0] here");
+  other = index;
+  other.weights.erase(other.weights.begin() + 1);
+  other.weights[0] = {"w", DType::F32, {2, 2}, {0, 1}, {}, {}};
+  EXPECT_EQ(error(other), "checkpoint ck slices the state otherwise: 'w' is "
+                          "whole there but [1,2] at [0,0], [1,2] at [1,0] "
+                          "here");
+  other = index;
+  other.weights.erase(other.weights.begin() + 1);
+  EXPECT_EQ(error(other), "checkpoint ck slices the state otherwise: 'w' is "
+                          "[1,2] at [0,0] there but [1,2] at [0,0], [1,2] at "
+                          "[1,0] here");
+  // Another tensor.
+  other = index;
+  other.weights[0].globalShape = other.weights[1].globalShape = {2, 3};
+  EXPECT_EQ(error(other), "checkpoint ck was written for another model or "
+                          "optimizer: 'w' is f32[2,3] there but f32[2,2] "
+                          "here");
+  // Placed otherwise.
+  other = index;
+  other.weights[1].ranks = {0};
+  EXPECT_EQ(error(other), "checkpoint ck places the state on the ranks "
+                          "otherwise: 'w' slice [1,0] of [2,2] is on rank(s) "
+                          "0 there but 1 here");
 }

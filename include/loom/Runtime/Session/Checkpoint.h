@@ -4,9 +4,11 @@
 // the state weights (trained parameters, their bf16 copies, optimizer state)
 // that rank's program uses, as its own executor has them, and DIR/index, a
 // text table of contents: the step count, the rank count, each rank's file
-// and, per state weight, its dtype, global shape and the ranks whose files
-// hold it. The index is written last, so a checkpoint exists once its index
-// does. The formats are documented in docs/design/training.md.
+// and, per state weight, its dtype, shape, slice (for a slice of a sharded
+// tensor: its offsets and the tensor's shape) and the ranks whose files
+// hold it. Slices stay where they are: a rank's file holds its own. The
+// index is written last, so a checkpoint exists once its index does. The
+// formats are documented in docs/design/training.md.
 //
 // Plain C++17 on the runtime: no LLVM/MLIR.
 //
@@ -27,11 +29,13 @@ namespace loomrt {
 
 class Executor;
 
-/// The first line of DIR/index: the checkpoint format's version. Version 1
-/// was a single file, DIR/state.ckpt, which still loads (as one rank's).
-constexpr const char *kCheckpointIndexMagic = "loom-checkpoint 2";
-/// The first line of a rank's file.
-constexpr const char *kRankCheckpointMagic = "loom-checkpoint-rank 1";
+/// The first line of DIR/index: the checkpoint format's version. Version 3
+/// added slices; version 2 (whole tensors) still loads, and so does
+/// version 1, a single file DIR/state.ckpt (as one rank's).
+constexpr const char *kCheckpointIndexMagic = "loom-checkpoint 3";
+/// The first line of a rank's file; version 2 added slices, and files of
+/// version 1 still load.
+constexpr const char *kRankCheckpointMagic = "loom-checkpoint-rank 2";
 
 /// The ids of `plan`'s state weights, in increasing order.
 std::vector<size_t> stateWeights(const Plan &plan);
@@ -51,16 +55,21 @@ struct CheckpointIndex {
   struct Entry {
     std::string name;
     DType dtype = DType::F32;
-    /// The weight's global shape.
+    /// The weight's shape: the slice's, for a slice.
     std::vector<int64_t> shape;
-    /// The ranks whose files hold the whole tensor, in increasing order.
+    /// The ranks whose files hold it, in increasing order.
     std::vector<int> ranks;
+    /// For a slice (Weight::sliceOffsets, Weight::globalShape), where it
+    /// starts in its tensor and the tensor's shape; empty for a whole one.
+    std::vector<int64_t> sliceOffsets;
+    std::vector<int64_t> globalShape;
   };
   /// Steps done when it was written.
   int64_t step = 0;
   /// Each rank's file, a name in DIR; the size is the rank count.
   std::vector<std::string> rankFiles;
-  /// One entry per state weight, in the plan's weight order.
+  /// One entry per state weight, in the plan's weight order (the slices
+  /// of a tensor are entries of their own that share its name).
   std::vector<Entry> weights;
 };
 
@@ -84,8 +93,9 @@ StatusOr<CheckpointIndex> readCheckpointIndex(const std::string &dir);
 
 /// Checks that the checkpoint in `dir` with `index` holds exactly `plan`'s
 /// state, placed on the ranks as this plan places it: its rank count, then
-/// every state weight's name, dtype and shape ("written for another model
-/// or optimizer"), then which ranks hold each.
+/// every state tensor's name, dtype and (global) shape ("written for
+/// another model or optimizer"), then that the plan slices each tensor as
+/// the checkpoint does, then which ranks hold each weight.
 Status checkCheckpointMatches(const CheckpointIndex &index, const Plan &plan,
                               const std::string &dir);
 

@@ -46,13 +46,15 @@ struct TrainOptions {
   /// --metrics FILE: one JSON line per step.
   std::string metricsPath;
   /// --save OUT.onnx: after the last step `saveModel` writes it (called once,
-  /// in the process that runs rank 0, with each state weight taken from the
-  /// lowest rank that holds it).
+  /// in the process that runs rank 0, with every state tensor whole: each
+  /// weight taken from the lowest rank that holds it, the slices of a
+  /// sharded tensor assembled).
   std::string savePath;
   SaveModelFn saveModel;
-  /// Every state weight (parameters, their bf16 copies, optimizer state)
-  /// as DIR/<name>.npy after the last step (--save-weights), each written by
-  /// the lowest rank that holds it.
+  /// Every state tensor (parameters, their bf16 copies, optimizer state)
+  /// as DIR/<name>.npy after the last step (--save-weights), whole: written
+  /// by the lowest rank that holds a weight of it, which gathers the slices
+  /// of a sharded tensor from the ranks that hold them.
   std::string saveWeightsDir;
   std::string checkpointDir;
   int64_t checkpointEvery = 0;
