@@ -107,6 +107,20 @@ func.func @parameter_type_mismatch() {
 
 // -----
 
+// A sharded parameter is read whole, or (in a partitioned function) as this
+// rank's shard: rows split 4 ways over {dp, tp}, columns not at all.
+loom.mesh @mesh = <dp = 2, tp = 2>
+loom.parameter @w : tensor<8x6xf32> sharding <@mesh, [{dp, tp}, {}]>
+func.func @shard_type_mismatch() {
+  %whole = loom.param @w : tensor<8x6xf32>
+  %shard = loom.param @w : tensor<2x6xf32>
+  // expected-error @+1 {{'loom.param' op has type 'tensor<4x6xf32>' but parameter @w is 'tensor<8x6xf32>' (a shard of it 'tensor<2x6xf32>')}}
+  %0 = loom.param @w : tensor<4x6xf32>
+  return
+}
+
+// -----
+
 func.func @constant_type_mismatch() {
   // expected-error @+1 {{'loom.constant' op failed to verify that all of {value, result} have same type}}
   %0 = "loom.constant"() {value = dense<1.0> : tensor<4xf32>} : () -> tensor<8xf32>
@@ -136,6 +150,24 @@ loom.parameter @w trainable : tensor<4xf32>
 func.func @assign_wrong_type(%x: tensor<2xf32>) {
   // expected-error @+1 {{assigns a 'tensor<2xf32>' to parameter @w of type 'tensor<4xf32>'}}
   loom.assign @w, %x : tensor<2xf32>
+  return
+}
+
+// -----
+
+loom.mesh @mesh = <tp = 2>
+loom.parameter @w trainable : tensor<4x8xf32> sharding <@mesh, [{}, {tp}]>
+func.func @assign_shard(%shard: tensor<4x4xf32>) {
+  loom.assign @w, %shard : tensor<4x4xf32>
+  return
+}
+func.func @assign_whole(%whole: tensor<4x8xf32>) {
+  loom.assign @w, %whole : tensor<4x8xf32>
+  return
+}
+func.func @assign_rows(%rows: tensor<2x8xf32>) {
+  // expected-error @+1 {{assigns a 'tensor<2x8xf32>' to parameter @w of type 'tensor<4x8xf32>' (a shard of it 'tensor<4x4xf32>')}}
+  loom.assign @w, %rows : tensor<2x8xf32>
   return
 }
 

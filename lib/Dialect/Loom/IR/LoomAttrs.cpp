@@ -367,3 +367,33 @@ LogicalResult mlir::loom::verifyShardingOf(Operation *op, ShardingAttr sharding,
     return op->emitOpError() << "has an invalid sharding of " << what << ": ";
   });
 }
+
+RankedTensorType mlir::loom::getShardType(RankedTensorType global,
+                                          ShardingAttr sharding,
+                                          MeshAttr mesh) {
+  SmallVector<int64_t> shape(global.getShape());
+  for (unsigned dim = 0; dim < sharding.getRank() && dim < shape.size();
+       ++dim) {
+    if (ShapedType::isDynamic(shape[dim]))
+      continue;
+    for (StringRef axis : sharding.getDimAxes(dim))
+      shape[dim] /= mesh.getAxisSize(axis);
+  }
+  return RankedTensorType::get(shape, global.getElementType(),
+                               global.getEncoding());
+}
+
+RankedTensorType mlir::loom::getShardType(Operation *from,
+                                          RankedTensorType global,
+                                          ShardingAttr sharding,
+                                          SymbolTableCollection &tables) {
+  auto mesh = llvm::dyn_cast_or_null<MeshOp>(
+      tables.lookupNearestSymbolFrom(from, sharding.getMesh()));
+  if (!mesh || sharding.getRank() != global.getRank())
+    return {};
+  for (unsigned dim = 0; dim < sharding.getRank(); ++dim)
+    for (StringRef axis : sharding.getDimAxes(dim))
+      if (!mesh.getMesh().getAxisIndex(axis))
+        return {};
+  return getShardType(global, sharding, mesh.getMesh());
+}

@@ -258,10 +258,23 @@ LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (!parameter)
     return emitOpError() << "reads " << getNameAttr()
                          << ", which is not a loom.parameter";
-  if (parameter.getType() != getType())
-    return emitOpError() << "has type " << getType() << " but parameter "
-                         << getNameAttr() << " is " << parameter.getType();
-  return success();
+  // The whole parameter, or where it has a sharding, this rank's shard of
+  // it (a partitioned function's local type).
+  if (parameter.getType() == getType())
+    return success();
+  std::optional<ShardingAttr> sharding = parameter.getSharding();
+  RankedTensorType shard =
+      sharding ? getShardType(parameter, parameter.getTensorType(), *sharding,
+                              symbolTable)
+               : RankedTensorType();
+  if (shard && shard == getType())
+    return success();
+  InFlightDiagnostic diag = emitOpError()
+                            << "has type " << getType() << " but parameter "
+                            << getNameAttr() << " is " << parameter.getType();
+  if (shard)
+    diag << " (a shard of it " << shard << ")";
+  return diag;
 }
 
 //===----------------------------------------------------------------------===//

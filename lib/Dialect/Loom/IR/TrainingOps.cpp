@@ -32,11 +32,24 @@ LogicalResult AssignOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (!parameter)
     return emitOpError() << "assigns " << getNameAttr()
                          << ", which is not a loom.parameter";
-  if (parameter.getType() != getValue().getType())
-    return emitOpError() << "assigns a " << getValue().getType()
-                         << " to parameter " << getNameAttr() << " of type "
-                         << parameter.getType();
-  return success();
+  // The whole parameter, or where it has a sharding, this rank's shard of
+  // it (a partitioned function's local type).
+  Type type = getValue().getType();
+  if (parameter.getType() == type)
+    return success();
+  std::optional<ShardingAttr> sharding = parameter.getSharding();
+  RankedTensorType shard =
+      sharding ? getShardType(parameter, parameter.getTensorType(), *sharding,
+                              symbolTable)
+               : RankedTensorType();
+  if (shard && shard == type)
+    return success();
+  InFlightDiagnostic diag = emitOpError() << "assigns a " << type
+                                          << " to parameter " << getNameAttr()
+                                          << " of type " << parameter.getType();
+  if (shard)
+    diag << " (a shard of it " << shard << ")";
+  return diag;
 }
 
 //===----------------------------------------------------------------------===//

@@ -31,11 +31,20 @@ LogicalResult WeightOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return emitOpError("'") << getName() << "' is not a loom.parameter";
   RankedTensorType tensor = parameter.getTensorType();
   MemRefType buffer = getBuffer().getType();
-  if (tensor.getShape() != buffer.getShape() ||
-      tensor.getElementType() != buffer.getElementType())
-    return emitOpError("type ")
-           << buffer << " does not match the parameter's " << tensor;
-  return success();
+  auto matches = [&](RankedTensorType type) {
+    return type && type.getShape() == buffer.getShape() &&
+           type.getElementType() == buffer.getElementType();
+  };
+  // The whole parameter, or where it has a sharding, this rank's shard.
+  if (matches(tensor))
+    return success();
+  if (std::optional<loom::ShardingAttr> sharding = parameter.getSharding();
+      sharding &&
+      matches(loom::getShardType(parameter, tensor, *sharding, symbolTable)))
+    return success();
+  return emitOpError("type ")
+         << buffer << " does not match the parameter's " << tensor
+         << (parameter.getSharding() ? " or its shard" : "");
 }
 
 LogicalResult ViewOp::verify() {

@@ -37,6 +37,20 @@ LogicalResult verifyShardingOf(Operation *op, ShardingAttr sharding, Type type,
                                llvm::StringRef what,
                                SymbolTableCollection *tables = nullptr);
 
+/// The type of one rank's shard of a tensor of type `global` laid out as
+/// `sharding` says over `mesh`: each dimension divided by the product of the
+/// sizes of the mesh axes that split it (a partial state changes no shape).
+/// `sharding` must be valid for `global` and `mesh` (verifySharding).
+RankedTensorType getShardType(RankedTensorType global, ShardingAttr sharding,
+                              MeshAttr mesh);
+
+/// getShardType with the mesh `sharding` names, looked up from `from`; null
+/// when there is no such mesh or `sharding` does not fit `global` on it
+/// (which the sharded op's own verifier reports).
+RankedTensorType getShardType(Operation *from, RankedTensorType global,
+                              ShardingAttr sharding,
+                              SymbolTableCollection &tables);
+
 } // namespace loom
 } // namespace mlir
 

@@ -89,7 +89,10 @@ def Plan_WeightOp : Plan_Op<"weight", [
     Weights live in the plan's data section, outside the arena. A kernel may
     write one (a trained parameter or optimizer state, from `loom.assign`):
     the plan then marks it `state`, and the runtime keeps its value from one
-    step to the next.
+    step to the next. Its type is the parameter's, or where the parameter
+    has a sharding, one rank's shard of it (a partitioned function reads
+    its own shard): the emitter then writes the rank's slice of the
+    parameter as the weight (plan-format.md, `slice`).
 
     ```mlir
     %w = plan.weight @wte : memref<64x32xf32>
