@@ -68,7 +68,7 @@ struct CacheParameterCastsPass
     for (auto [cast, parameter] : casts) {
       ParameterOp &copy = copies[parameter];
       if (!copy)
-        copy = addCopy(parameter, cast.getType(), symbols,
+        copy = addCopy(parameter, cast.getType().getElementType(), symbols,
                        assigns.lookup(parameter.getSymNameAttr()));
       OpBuilder builder(cast);
       Value read = builder.create<ParamOp>(cast.getLoc(), cast.getType(),
@@ -81,10 +81,12 @@ struct CacheParameterCastsPass
     }
   }
 
-  /// Declares the bf16 copy of `parameter` next to it and stores the cast
-  /// of every new value of the parameter into it.
-  ParameterOp addCopy(ParameterOp parameter, RankedTensorType type,
-                      SymbolTable &symbols, ArrayRef<AssignOp> assigns) {
+  /// Declares the `element` (bf16) copy of `parameter` next to it and
+  /// stores the cast of every new value of the parameter into it. The copy
+  /// has the parameter's shape and sharding; in a partitioned function,
+  /// reads, stores and casts keep the shard type they have.
+  ParameterOp addCopy(ParameterOp parameter, Type element, SymbolTable &symbols,
+                      ArrayRef<AssignOp> assigns) {
     OpBuilder builder(parameter);
     builder.setInsertionPointAfter(parameter);
     // A shapes-only parameter gets a shapes-only copy.
@@ -96,14 +98,15 @@ struct CacheParameterCastsPass
     auto copy = builder.create<ParameterOp>(
         parameter.getLoc(),
         builder.getStringAttr(parameter.getSymName() + ".bf16"),
-        TypeAttr::get(type), /*trainable=*/UnitAttr(),
-        parameter.getShardingAttr(), value);
+        TypeAttr::get(parameter.getTensorType().clone(element)),
+        /*trainable=*/UnitAttr(), parameter.getShardingAttr(), value);
     // Renames the copy if the name is taken.
     symbols.insert(copy);
     for (AssignOp assign : assigns) {
       builder.setInsertionPointAfter(assign);
-      Value narrow =
-          builder.create<CastOp>(assign.getLoc(), type, assign.getValue());
+      auto type = cast<RankedTensorType>(assign.getValue().getType());
+      Value narrow = builder.create<CastOp>(
+          assign.getLoc(), type.clone(element), assign.getValue());
       builder.create<AssignOp>(assign.getLoc(), copy.getSymName(), narrow);
     }
     return copy;

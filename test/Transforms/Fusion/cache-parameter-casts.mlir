@@ -104,3 +104,25 @@ func.func @not_parameter_casts(%x: tensor<4xf32>) -> (tensor<4xf16>, tensor<4xf3
   %2 = loom.cast %x : tensor<4xf32> -> tensor<4xbf16>
   return %0, %1, %2 : tensor<4xf16>, tensor<4xf32>, tensor<4xbf16>
 }
+
+// -----
+
+// In a partitioned function (each rank's shard type: columns split over tp)
+// the copy keeps the parameter's global type and sharding, while its read,
+// its store and the cast that feeds it keep the shard type.
+// CHECK:       loom.parameter @w trainable : tensor<4x8xf32> sharding <@mesh, [{}, {tp}]> = dense<1.000000e+00> : tensor<4x8xf32>
+// CHECK-NEXT:  loom.parameter @w.bf16 : tensor<4x8xbf16> sharding <@mesh, [{}, {tp}]> = #loom.cast_of<@w>
+// CHECK-LABEL: func.func @partitioned
+// CHECK:         loom.param @w.bf16 : tensor<4x4xbf16>
+// CHECK:         loom.assign @w, %[[NEW:.*]] : tensor<4x4xf32>
+// CHECK-NEXT:    %[[NARROW:.*]] = loom.cast %[[NEW]] : tensor<4x4xf32> -> tensor<4x4xbf16>
+// CHECK-NEXT:    loom.assign @w.bf16, %[[NARROW]] : tensor<4x4xbf16>
+loom.mesh @mesh = <tp = 2>
+loom.parameter @w trainable : tensor<4x8xf32> sharding <@mesh, [{}, {tp}]> = dense<1.0> : tensor<4x8xf32>
+func.func @partitioned(%x: tensor<2x4xbf16>, %new: tensor<4x4xf32>) -> tensor<2x4xbf16> {
+  %w = loom.param @w : tensor<4x4xf32>
+  %wl = loom.cast %w : tensor<4x4xf32> -> tensor<4x4xbf16>
+  %y = loom.matmul %x, %wl : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
+  loom.assign @w, %new : tensor<4x4xf32>
+  return %y : tensor<2x4xbf16>
+}
