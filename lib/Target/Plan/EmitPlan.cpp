@@ -68,6 +68,16 @@ bool isCollective(StringRef kernel) {
   return llvm::is_contained(names, kernel.str());
 }
 
+/// Orders weights by parameter (by identity) and slice offsets.
+struct WeightKeyLess {
+  bool operator()(const std::pair<Attribute, std::vector<int64_t>> &a,
+                  const std::pair<Attribute, std::vector<int64_t>> &b) const {
+    if (a.first != b.first)
+      return a.first.getAsOpaquePointer() < b.first.getAsOpaquePointer();
+    return a.second < b.second;
+  }
+};
+
 class PlanBuilder {
 public:
   /// Appends the program of world rank `rankNumber`, which runs `func`.
@@ -79,6 +89,7 @@ public:
                               "(or the -loom-lower-to-plan pipeline) first");
     rt::RankProgram &rank = plan.ranks.emplace_back();
     rank.rank = rankNumber;
+    currentRank = rankNumber;
     rank.arenaBytes = arena.getInt();
     for (Operation &op : func.getBody().front()) {
       LogicalResult result =
@@ -132,15 +143,32 @@ public:
     return success();
   }
 
-  rt::Plan take() {
-    // A copy whose source the plan also holds names it, so that the runtime
-    // keeps the two in step; without it (inference reads only the copy)
-    // the copy is simply the weight.
-    for (auto [copy, source] : copySources) {
-      auto it = weightIds.find(source);
-      if (it != weightIds.end())
-        plan.weights[copy].castOf = int64_t(it->second);
+  FailureOr<rt::Plan> take(ModuleOp module) {
+    // A copy whose source the plan also holds names it (the same slice of
+    // it), so that the runtime keeps the two in step; without it (inference
+    // reads only the copy) the copy is simply the weight.
+    for (CopySource &copy : copySources) {
+      const rt::Weight &weight = plan.weights[copy.id];
+      auto it = weightIds.find({copy.source, weight.sliceOffsets});
+      if (it != weightIds.end() &&
+          plan.weights[it->second].shape == weight.shape) {
+        plan.weights[copy.id].castOf = int64_t(it->second);
+        continue;
+      }
+      for (const auto &[key, id] : weightIds)
+        if (key.first == copy.source)
+          return copy.parameter.emitOpError("is a copy of @")
+                 << cast<StringAttr>(copy.source).getValue() << " read as "
+                 << (weight.isSlice() ? rt::shapeString(weight.shape) + " at " +
+                                            rt::shapeString(weight.sliceOffsets)
+                                      : std::string("a whole tensor"))
+                 << ", but its source is read otherwise: a copy and its "
+                    "source need the same sharding";
     }
+    // The compiler's slices tile their parameters (or it has a bug).
+    if (rt::Status status = rt::checkWeightSlices(plan); !status)
+      return module.emitError("the weights' slices are wrong: ")
+             << status.message();
     return std::move(plan);
   }
 
@@ -179,89 +207,204 @@ private:
     return ref;
   }
 
-  /// The id of the weight read by `weight`, adding it on first use.
+  /// The part of a parameter that a weight holds: the whole tensor
+  /// (`offsets` empty), or the block at `offsets` of shape `shape`.
+  struct Part {
+    std::vector<int64_t> offsets, shape;
+  };
+
+  /// What `weight` reads of `parameter` on world rank `rank`: the whole
+  /// parameter when it has its type, or, when the parameter has a sharding
+  /// and `weight` its shard type (a partitioned function), the rank's block
+  /// of it. Mesh coordinates are the rank's row-major position in the mesh;
+  /// a dimension split over axes {a, b} is cut into size(a) * size(b)
+  /// blocks, of which the rank holds block coord(a) * size(b) + coord(b).
+  /// Ranks that differ only along the other axes hold the same block.
+  FailureOr<Part> partOf(plan::WeightOp weight, ParameterOp parameter,
+                         int rank) {
+    RankedTensorType global = parameter.getTensorType();
+    ArrayRef<int64_t> local = weight.getBuffer().getType().getShape();
+    Part part;
+    part.shape.assign(global.getShape().begin(), global.getShape().end());
+    if (local == global.getShape())
+      return part;
+    std::optional<ShardingAttr> sharding = parameter.getSharding();
+    auto mesh = sharding ? SymbolTable::lookupNearestSymbolFrom<MeshOp>(
+                               parameter, sharding->getMesh())
+                         : MeshOp();
+    if (!mesh)
+      return weight.emitOpError("reads ")
+             << parameter.getSymName() << " of type " << global << " as "
+             << weight.getBuffer().getType()
+             << ", but the parameter has no sharding that makes it a shard";
+    if (sharding->getPartialKind() != PartialKind::none)
+      return parameter.emitOpError(
+          "has a partial sharding; a plan holds no pending sum of a weight");
+    MeshAttr axes = mesh.getMesh();
+    if (rank >= axes.getNumDevices())
+      return weight.emitOpError("runs on rank ")
+             << rank << ", which is not a device of mesh "
+             << sharding->getMesh() << " (" << axes.getNumDevices()
+             << " devices)";
+    SmallVector<int64_t> coords(axes.getAxisSizes().size());
+    for (int64_t rest = rank, i = int64_t(coords.size()) - 1; i >= 0; --i) {
+      coords[i] = rest % axes.getAxisSizes()[i];
+      rest /= axes.getAxisSizes()[i];
+    }
+    part.offsets.assign(part.shape.size(), 0);
+    for (unsigned dim = 0; dim < sharding->getRank(); ++dim) {
+      int64_t blocks = 1, block = 0;
+      for (StringRef axis : sharding->getDimAxes(dim)) {
+        unsigned index = *axes.getAxisIndex(axis);
+        block = block * axes.getAxisSizes()[index] + coords[index];
+        blocks *= axes.getAxisSizes()[index];
+      }
+      part.shape[dim] /= blocks;
+      part.offsets[dim] = block * part.shape[dim];
+    }
+    if (ArrayRef<int64_t>(part.shape) != local)
+      return weight.emitOpError("reads ")
+             << parameter.getSymName() << " as " << weight.getBuffer().getType()
+             << ", but rank " << rank << "'s shard of its " << global << " is "
+             << rt::shapeString(part.shape);
+    return part;
+  }
+
+  /// The id of the weight read by `weight` on the rank being added, adding
+  /// it on first use: one per parameter, or per distinct slice of one.
   FailureOr<uint64_t> weightId(plan::WeightOp weight) {
-    auto it = weightIds.find(weight.getNameAttr().getAttr());
-    if (it != weightIds.end())
-      return it->second;
     auto parameter = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
         weight, weight.getNameAttr());
     if (!parameter)
       return weight.emitOpError("refers to no loom.parameter");
+    FailureOr<Part> part = partOf(weight, parameter, currentRank);
+    if (failed(part))
+      return failure();
+    Attribute name = weight.getNameAttr().getAttr();
+    auto it = weightIds.find({name, part->offsets});
+    if (it != weightIds.end())
+      return it->second;
     rt::Weight info;
     info.name = parameter.getSymName().str();
     RankedTensorType type = parameter.getTensorType();
     info.dtype = *toDType(type.getElementType());
-    info.shape.assign(type.getShape().begin(), type.getShape().end());
-    info.bytes = uint64_t(type.getNumElements()) * rt::dtypeSize(info.dtype);
+    info.shape = part->shape;
+    if (!part->offsets.empty()) {
+      info.sliceOffsets = part->offsets;
+      info.globalShape.assign(type.getShape().begin(), type.getShape().end());
+    }
+    info.bytes =
+        uint64_t(rt::numElements(info.shape)) * rt::dtypeSize(info.dtype);
     info.offset = llvm::alignTo(plan.data.size(), 64);
     plan.data.resize(info.offset + info.bytes);
-    if (failed(
-            copyValue(parameter, plan.data.data() + info.offset, info.bytes)))
+    if (failed(copyValue(parameter, *part, plan.data.data() + info.offset)))
       return failure();
     uint64_t id = plan.weights.size();
     plan.weights.push_back(std::move(info));
-    weightIds[weight.getNameAttr().getAttr()] = id;
+    weightIds[{name, part->offsets}] = id;
     if (auto castOf = dyn_cast_if_present<CastOfAttr>(
             parameter.getInitialValue().value_or(nullptr)))
-      copySources.emplace_back(id, castOf.getSource().getAttr());
+      copySources.push_back({id, castOf.getSource().getAttr(), parameter});
     return id;
   }
 
-  LogicalResult copyValue(ParameterOp parameter, uint8_t *out, uint64_t bytes) {
+  /// Writes `part` of `parameter`'s initial value to `out` (dense,
+  /// row-major): every element of a whole parameter, or the block's.
+  LogicalResult copyValue(ParameterOp parameter, const Part &part,
+                          uint8_t *out) {
     std::optional<Attribute> value = parameter.getInitialValue();
     if (!value)
       return parameter.emitOpError(
           "has no value; a plan needs every weight (the module was "
           "imported shapes-only)");
     if (auto castOf = dyn_cast<CastOfAttr>(*value))
-      return copyCastValue(parameter, castOf, out, bytes);
+      return copyCastValue(parameter, castOf, part, out);
+    RankedTensorType type = parameter.getTensorType();
+    std::vector<int64_t> global(type.getShape().begin(), type.getShape().end());
+    size_t width = rt::dtypeSize(*toDType(type.getElementType()));
+    uint64_t wholeBytes = uint64_t(type.getNumElements()) * width;
+    // Copies the part out of `data`, which holds elements [first, ...) of
+    // the whole tensor.
+    auto copyPart = [&](const uint8_t *data, int64_t first = 0) {
+      if (part.offsets.empty()) {
+        std::memcpy(out, data, wholeBytes);
+        return;
+      }
+      rt::forEachSliceRun(global, part.offsets, part.shape,
+                          [&](int64_t from, int64_t to, int64_t count) {
+                            std::memcpy(out + size_t(to) * width,
+                                        data + size_t(from - first) * width,
+                                        size_t(count) * width);
+                          });
+    };
     if (auto external = dyn_cast<ExternalDataAttr>(*value)) {
-      auto file = llvm::MemoryBuffer::getFileSlice(
-          external.getPath(), external.getLength(), external.getOffset(),
-          /*IsVolatile=*/false);
+      // Only the bytes from the part's first element to its last.
+      int64_t first = 0, end = type.getNumElements();
+      if (!part.offsets.empty()) {
+        first = end;
+        end = 0;
+        rt::forEachSliceRun(global, part.offsets, part.shape,
+                            [&](int64_t from, int64_t, int64_t count) {
+                              first = std::min(first, from);
+                              end = std::max(end, from + count);
+                            });
+        if (end <= first)
+          return success();
+      }
+      if (uint64_t(external.getLength()) != wholeBytes)
+        return parameter.emitOpError("external data '")
+               << external.getPath() << "' is shorter than the parameter";
+      uint64_t length = uint64_t(end - first) * width;
+      auto file = llvm::MemoryBuffer::getFileSlice(external.getPath(), length,
+                                                   external.getOffset() +
+                                                       uint64_t(first) * width,
+                                                   /*IsVolatile=*/false);
       if (!file)
         return parameter.emitOpError("cannot read external data '")
                << external.getPath() << "': " << file.getError().message();
-      if (uint64_t((*file)->getBufferSize()) != bytes)
+      if (uint64_t((*file)->getBufferSize()) != length)
         return parameter.emitOpError("external data '")
                << external.getPath() << "' is shorter than the parameter";
-      std::memcpy(out, (*file)->getBufferStart(), bytes);
+      copyPart(reinterpret_cast<const uint8_t *>((*file)->getBufferStart()),
+               first);
       return success();
     }
     if (auto resource = dyn_cast<DenseResourceElementsAttr>(*value)) {
       AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-      if (!blob || blob->getData().size() != bytes)
+      if (!blob || blob->getData().size() != wholeBytes)
         return parameter.emitOpError("resource blob is missing or has the "
                                      "wrong size");
-      std::memcpy(out, blob->getData().data(), bytes);
+      copyPart(reinterpret_cast<const uint8_t *>(blob->getData().data()));
       return success();
     }
     auto dense = dyn_cast<DenseElementsAttr>(*value);
     if (!dense)
       return parameter.emitOpError("has a value of an unsupported kind");
+    uint64_t partBytes = uint64_t(rt::numElements(part.shape)) * width;
     if (dense.getElementType().isInteger(1)) {
-      uint64_t index = 0;
+      std::vector<uint8_t> bytes;
+      bytes.reserve(wholeBytes);
       for (bool element : dense.getValues<bool>())
-        out[index++] = element;
+        bytes.push_back(element);
+      copyPart(bytes.data());
       return success();
     }
     ArrayRef<char> raw = dense.getRawData();
     if (dense.isSplat()) {
-      uint64_t width = raw.size();
-      for (uint64_t at = 0; at < bytes; at += width)
-        std::memcpy(out + at, raw.data(), width);
-    } else {
-      std::memcpy(out, raw.data(), bytes);
+      // Every part of a splat is the splat.
+      for (uint64_t at = 0; at < partBytes; at += raw.size())
+        std::memcpy(out + at, raw.data(), raw.size());
+      return success();
     }
+    copyPart(reinterpret_cast<const uint8_t *>(raw.data()));
     return success();
   }
 
-  /// A narrowed copy of another parameter: its source's value converted
-  /// by the runtime's own rounding, so the copy holds what a cast kernel
-  /// computes from the source.
+  /// A narrowed copy of another parameter: its source's value (the same
+  /// part of it) converted by the runtime's own rounding, so the copy holds
+  /// what a cast kernel computes from the source.
   LogicalResult copyCastValue(ParameterOp parameter, CastOfAttr castOf,
-                              uint8_t *out, uint64_t bytes) {
+                              const Part &part, uint8_t *out) {
     auto source = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
         parameter, castOf.getSource());
     // (The verifier checks the source; a module that skipped it must still
@@ -272,22 +415,22 @@ private:
              << castOf.getSource() << ", which is not an f32 or f64 "
              << "loom.parameter with a value";
     RankedTensorType type = source.getTensorType();
+    if (type.getShape() != parameter.getTensorType().getShape())
+      return parameter.emitOpError("is a cast of ")
+             << castOf.getSource() << ", which has another shape";
     rt::HostTensor wide;
     wide.dtype = *toDType(type.getElementType());
-    wide.shape.assign(type.getShape().begin(), type.getShape().end());
-    wide.data.resize(uint64_t(type.getNumElements()) *
+    wide.shape = part.shape;
+    wide.data.resize(uint64_t(rt::numElements(part.shape)) *
                      rt::dtypeSize(wide.dtype));
-    if (failed(copyValue(source, wide.data.data(), wide.data.size())))
+    if (failed(copyValue(source, part, wide.data.data())))
       return failure();
     rt::StatusOr<rt::HostTensor> narrow = rt::castTensor(
         wide, *toDType(parameter.getTensorType().getElementType()));
     if (!narrow)
       return parameter.emitOpError("cannot hold a cast of ")
              << castOf.getSource() << ": " << narrow.status().message();
-    if (narrow->data.size() != bytes)
-      return parameter.emitOpError("is a cast of ")
-             << castOf.getSource() << ", which has another element count";
-    std::memcpy(out, narrow->data.data(), bytes);
+    std::memcpy(out, narrow->data.data(), narrow->data.size());
     return success();
   }
 
@@ -455,9 +598,18 @@ private:
   }
 
   rt::Plan plan;
-  llvm::DenseMap<Attribute, uint64_t> weightIds;
+  /// The world rank whose program is being added.
+  int currentRank = 0;
+  /// Weight ids by parameter name and slice offsets (empty: whole).
+  std::map<std::pair<Attribute, std::vector<int64_t>>, uint64_t, WeightKeyLess>
+      weightIds;
   /// The weights that are `#loom.cast_of` copies, and their sources' names.
-  SmallVector<std::pair<uint64_t, Attribute>> copySources;
+  struct CopySource {
+    uint64_t id;
+    Attribute source;
+    ParameterOp parameter;
+  };
+  SmallVector<CopySource> copySources;
   std::map<std::vector<int>, size_t> groupIds;
 };
 
@@ -515,7 +667,10 @@ FailureOr<rt::Plan> buildPlan(ModuleOp module, StringRef funcName) {
   for (auto [rank, func] : llvm::enumerate(*byRank))
     if (failed(builder.addRank(func, int(rank))))
       return failure();
-  rt::Plan plan = builder.take();
+  FailureOr<rt::Plan> built = builder.take(module);
+  if (failed(built))
+    return failure();
+  rt::Plan plan = std::move(*built);
   if (rt::Status status = rt::checkCommunication(plan); !status)
     return module.emitError("the ranks' communication does not match: ")
            << status.message();
