@@ -13,6 +13,7 @@
 // RUN: grep -a -e '^weight' -e '^rank' -e '^output' %t/tp.plan | FileCheck %s --check-prefix=TP
 // RUN: %python %t/check.py %t/out | FileCheck %s --check-prefix=VALUES
 // RUN: loom-opt --loom-lower-to-plan %t/dptp.mlir | loom-translate --emit-plan | FileCheck %s --check-prefix=DPTP
+// RUN: loom-opt --loom-lower-to-plan %t/dptp.mlir | FileCheck %s --check-prefix=LOWERED
 // RUN: not loom-run %t/partial.mlir --emit-plan %t/partial.plan 2>&1 | FileCheck %s --check-prefix=PARTIAL
 // RUN: not loom-run %t/outside.mlir --emit-plan %t/outside.plan 2>&1 | FileCheck %s --check-prefix=OUTSIDE
 // RUN: not loom-run %t/copy.mlir --emit-plan %t/copy.plan 2>&1 | FileCheck %s --check-prefix=COPY
@@ -130,6 +131,10 @@ print("rank 0 and rank 1 hold their blocks of " + ", ".join(ranges))
 // DPTP:      output "w" w3:f32[4,2]
 // DPTP-NEXT: output "v" w7:f32[2,2]
 // DPTP-NEXT: output "c" w6:f32[2,1]
+// Bufferization gives each plan.weight the shard type its loom.param reads.
+// LOWERED: plan.weight @w : memref<4x2xf32>
+// LOWERED: plan.weight @v : memref<2x2xf32>
+// LOWERED: plan.weight @c : memref<2x1xf32>
 module attributes {loom.world_size = 4 : i64} {
   loom.mesh @mesh = <dp = 2, tp = 2>
   loom.parameter @w : tensor<8x2xf32> sharding <@mesh, [{tp}, {}]> = dense<1.0> : tensor<8x2xf32>
