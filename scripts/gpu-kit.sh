@@ -4,7 +4,8 @@
 # the full build and PyTorch:
 #   .gpu-kit/cases/       the end-to-end cases (test/GPU/gpu_checks.py make)
 #   .gpu-kit/gpt2/        the GPT-2-small benchmark plan (benchmarks/gpt2-cuda)
-#   .gpu-kit/dp/          the 2-rank data-parallel training check
+#   .gpu-kit/dp/          the 2-rank data-parallel and tensor-parallel
+#                         training checks
 #   .gpu-kit/googletest/  GoogleTest's source, for the unit tests there
 # Then, on the GPU machine: scripts/gpu-session.sh (see
 # docs/design/cuda-backend.md).
@@ -18,13 +19,16 @@ rm -rf "$kit" && mkdir -p "$kit"
   --loom-run "$build/bin/loom-run" --python "$python"
 "$python" "$root/benchmarks/gpt2-cuda/bench.py" make "$kit/gpt2" \
   --loom-run "$build/bin/loom-run" --python "$python"
-# The data-parallel training check: the 1- and 2-rank plans of
-# test/Examples/train-data-parallel.test and their data.
+# The data- and tensor-parallel training checks: the 1- and 2-rank plans of
+# test/Examples/train-data-parallel.test and train-tensor-parallel.test and
+# their data.
 mkdir -p "$kit/dp"
 "$build/bin/loom-run" "$root/test/Examples/Inputs/data-parallel-1-rank.mlir" \
   --emit-plan "$kit/dp/one.plan" >/dev/null
 "$build/bin/loom-run" "$root/test/Examples/Inputs/data-parallel-2-ranks.mlir" \
   --emit-plan "$kit/dp/two.plan" >/dev/null
+"$build/bin/loom-run" "$root/test/Examples/Inputs/tensor-parallel-2-ranks.mlir" \
+  --emit-plan "$kit/dp/tp.plan" >/dev/null
 "$python" -c "import numpy as np; r = np.random.default_rng(1); \
 np.save('$kit/dp/x.npy', r.normal(size=(12, 8)).astype(np.float32)); \
 np.save('$kit/dp/labels.npy', r.integers(0, 4, size=12))"

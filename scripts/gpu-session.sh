@@ -62,34 +62,40 @@ if [[ $what == all || $what == tests ]]; then
   python3 "$root/test/GPU/gpu_checks.py" check "$kit/cases" \
     --loom-run "$build/bin/loom-run" 2>&1 | tee "$out/e2e.log" || status=1
   # Multi-rank training through the session library: the hand-written
-  # 2-rank data-parallel step on two thread ranks sharing the GPU, against
-  # its 1-rank form on the CPU (the same losses and state up to the order
-  # of the sums), and a checkpoint that resumes bit for bit.
-  dp="$kit/dp" dpout="$out/dp"
-  mkdir -p "$dpout"
+  # 2-rank data-parallel step (two.plan) and tensor-parallel step (tp.plan:
+  # sliced weights, whole tensors saved) on two thread ranks sharing the
+  # GPU, against their 1-rank form on the CPU (the same losses and state up
+  # to the order of the sums), and checkpoints that resume bit for bit.
+  dp="$kit/dp"
   train=(--train --input "x=$dp/x.npy" --labels "$dp/labels.npy"
     --batch-size 4 --shuffle 3)
-  {
-    "$build/bin/loom-run" "$dp/one.plan" "${train[@]}" --steps 6 \
-      --metrics "$dpout/one.jsonl" --save-weights "$dpout/one" &&
-      "$build/bin/loom-run" "$dp/two.plan" "${train[@]}" --steps 6 \
-        --ranks 2 --device cuda --metrics "$dpout/two.jsonl" \
-        --save-weights "$dpout/two" &&
-      python3 "$root/test/Examples/Inputs/compare_training_runs.py" \
-        "$dpout/one.jsonl" "$dpout/one" "$dpout/two.jsonl" "$dpout/two" \
-        --rtol 1e-5 &&
-      "$build/bin/loom-run" "$dp/two.plan" "${train[@]}" --steps 3 \
-        --ranks 2 --device cuda --checkpoint "$dpout/ckpt" >/dev/null &&
-      "$build/bin/loom-run" "$dp/two.plan" "${train[@]}" --steps 6 \
-        --ranks 2 --device cuda --resume "$dpout/ckpt" \
-        --metrics "$dpout/resumed.jsonl" >/dev/null &&
-      python3 -c "import sys; a = open(sys.argv[1]).read().splitlines(); \
+  for plan in two tp; do
+    [[ -f $dp/$plan.plan ]] || continue
+    dpout="$out/dp-$plan"
+    mkdir -p "$dpout"
+    {
+      "$build/bin/loom-run" "$dp/one.plan" "${train[@]}" --steps 6 \
+        --metrics "$dpout/one.jsonl" --save-weights "$dpout/one" &&
+        "$build/bin/loom-run" "$dp/$plan.plan" "${train[@]}" --steps 6 \
+          --ranks 2 --device cuda --metrics "$dpout/two.jsonl" \
+          --save-weights "$dpout/two" &&
+        python3 "$root/test/Examples/Inputs/compare_training_runs.py" \
+          "$dpout/one.jsonl" "$dpout/one" "$dpout/two.jsonl" "$dpout/two" \
+          --rtol 1e-5 &&
+        "$build/bin/loom-run" "$dp/$plan.plan" "${train[@]}" --steps 3 \
+          --ranks 2 --device cuda --checkpoint "$dpout/ckpt" >/dev/null &&
+        "$build/bin/loom-run" "$dp/$plan.plan" "${train[@]}" --steps 6 \
+          --ranks 2 --device cuda --resume "$dpout/ckpt" \
+          --metrics "$dpout/resumed.jsonl" >/dev/null &&
+        python3 -c "import sys; a = open(sys.argv[1]).read().splitlines(); \
 b = open(sys.argv[2]).read().splitlines(); k = lambda l: l.split(', \"step_ms')[0]; \
 ok = [k(x) for x in a[3:]] == [k(x) for x in b]; \
-print('dp resume:', 'bit-exact' if ok else 'DIFFERENT'); sys.exit(0 if ok else 1)" \
-        "$dpout/two.jsonl" "$dpout/resumed.jsonl"
-  } 2>&1 | tee "$out/dp.log" | tail -n 4
-  [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+print(sys.argv[3], 'resume:', 'bit-exact' if ok else 'DIFFERENT'); \
+sys.exit(0 if ok else 1)" \
+          "$dpout/two.jsonl" "$dpout/resumed.jsonl" "$plan"
+    } 2>&1 | tee "$out/dp-$plan.log" | tail -n 4
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+  done
 fi
 if [[ $what == all || $what == bench ]]; then
   PYTHONUNBUFFERED=1 python3 "$root/benchmarks/attention-cuda/bench.py" \
