@@ -233,7 +233,7 @@ private:
                                parameter, sharding->getMesh())
                          : MeshOp();
     if (!mesh)
-      return weight.emitOpError("reads ")
+      return weight.emitOpError("reads @")
              << parameter.getSymName() << " of type " << global << " as "
              << weight.getBuffer().getType()
              << ", but the parameter has no sharding that makes it a shard";
@@ -263,7 +263,7 @@ private:
       part.offsets[dim] = block * part.shape[dim];
     }
     if (ArrayRef<int64_t>(part.shape) != local)
-      return weight.emitOpError("reads ")
+      return weight.emitOpError("reads @")
              << parameter.getSymName() << " as " << weight.getBuffer().getType()
              << ", but rank " << rank << "'s shard of its " << global << " is "
              << rt::shapeString(part.shape);
