@@ -37,6 +37,11 @@ struct TrainCompileOptions {
   /// gathers) of parameters whose name REGEX matches pass no gradient to
   /// ROW, as torch.nn.Embedding(padding_idx=ROW), which ONNX cannot say.
   std::vector<std::pair<std::string, int64_t>> paddingIdx;
+  /// --tp N: Megatron tensor parallelism over N ranks (1: off).
+  int tp = 1;
+  /// --shard REGEX=SHARDING[:PRIORITY], in order, and --shardings FILE.
+  std::vector<std::string> shard;
+  std::string shardingsFile;
 };
 
 struct ModelCompileOptions {

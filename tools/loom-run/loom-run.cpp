@@ -131,6 +131,14 @@ training (--train; docs/design/training.md):
                       pass no gradient to row ROW, as PyTorch's
                       nn.Embedding(padding_idx=ROW), which ONNX exports
                       drop (repeatable)
+  --tp N              tensor parallelism over N ranks (Megatron's layout,
+                      derived by sharding propagation; run with --ranks N
+                      or mpirun -np N; docs/design/sharding.md)
+  --shard REGEX=SHARDING[:PRIORITY]
+                      annotate the parameters whose whole name REGEX
+                      matches, e.g. 'h\..*\.mlp\.c_fc\.weight=[{tp},{}]'
+                      (repeatable; priority 0 first, --tp's are 1)
+  --shardings FILE    the same annotations from a JSON file
   --metrics FILE      one JSON object per step: step, loss, step_ms, samples_per_s
   --save OUT.onnx     write MODEL with its trained initializers
   --save-weights DIR  write the trained parameters and the optimizer state
@@ -194,27 +202,18 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     options.trainingFlag = flag;
     return true;
   }
-  static const char *const kValued[] = {"--labels",
-                                        "--loss",
-                                        "--batch-size",
-                                        "--steps",
-                                        "--shuffle",
-                                        "--grad-accum",
-                                        "--optimizer",
-                                        "--lr",
-                                        "--momentum",
-                                        "--dampening",
-                                        "--betas",
-                                        "--eps",
-                                        "--weight-decay",
-                                        "--clip-grad-norm",
-                                        "--freeze",
-                                        "--padding-idx",
-                                        "--metrics",
-                                        "--save",
-                                        "--save-weights",
-                                        "--checkpoint",
-                                        "--checkpoint-every",
+  static const char *const kValued[] = {"--labels",       "--loss",
+                                        "--batch-size",   "--steps",
+                                        "--shuffle",      "--grad-accum",
+                                        "--optimizer",    "--lr",
+                                        "--momentum",     "--dampening",
+                                        "--betas",        "--eps",
+                                        "--weight-decay", "--clip-grad-norm",
+                                        "--freeze",       "--padding-idx",
+                                        "--tp",           "--shard",
+                                        "--shardings",    "--metrics",
+                                        "--save",         "--save-weights",
+                                        "--checkpoint",   "--checkpoint-every",
                                         "--resume"};
   if (std::find(std::begin(kValued), std::end(kValued), flag) ==
       std::end(kValued))
@@ -291,6 +290,14 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
       error = "--padding-idx expects REGEX=ROW, got '" + text + "'";
     else
       compile.paddingIdx.emplace_back(text.substr(0, equals), row);
+  } else if (flag == "--tp") {
+    int64_t tp = 1;
+    count(tp, 1);
+    compile.tp = int(std::min<int64_t>(tp, 4096));
+  } else if (flag == "--shard") {
+    compile.shard.push_back(text);
+  } else if (flag == "--shardings") {
+    compile.shardingsFile = text;
   } else if (flag == "--metrics") {
     train.metricsPath = text;
   } else if (flag == "--save") {

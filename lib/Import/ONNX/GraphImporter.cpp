@@ -145,7 +145,7 @@ LogicalResult GraphImporter::importInitializers() {
     }
     auto parameter = moduleBuilder.create<ParameterOp>(
         loc, tensor.name(), *type, /*trainable=*/true, /*sharding=*/nullptr,
-        value);
+        /*sharding_priority=*/nullptr, value);
     StringAttr name = symbols->insert(parameter);
     values[tensor.name()] =
         builder.create<ParamOp>(loc, *type, FlatSymbolRefAttr::get(name));

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Transforms/Fusion/Passes.h"
+#include "loom/Transforms/Parallel/Passes.h"
 #include "loom/Transforms/Training/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -75,16 +76,34 @@ void mlir::loom::buildTrainingPipeline(OpPassManager &pm,
   step.gradAccum = options.gradAccum;
   pm.addPass(createLoomBuildTrainStep(step));
 
-  // Parallelization (lib/Transforms/Parallel, docs/design/passes.md) slots
-  // in here, on the whole step (forward, backward and optimizer), in this
-  // order:
-  //   1. the mesh and the tactics' annotations (--tp, --dp, --zero, or the
-  //      planner's choice);
+  // Parallelization (lib/Transforms/Parallel, docs/design/passes.md), on
+  // the whole step (forward, backward and optimizer), in this order:
+  //   1. the mesh and the annotations: the user's, then the tactics' (--tp;
+  //      --dp, --zero or the planner's choice to come);
   //   2. sharding propagation, then SPMD partitioning (local shapes and
   //      collectives);
   //   3. ZeRO's sharding of the optimizer updates and gradients over dp;
   //   4. pipeline stage cuts, microbatches and the schedule.
   // loom-lower-to-plan then lowers each rank's program.
+  buildParallelizationPipeline(pm, options);
+}
+
+void mlir::loom::buildParallelizationPipeline(
+    OpPassManager &pm, const TrainingPipelineOptions &options) {
+  bool annotated = !options.shard.empty() || !options.shardingsFile.empty();
+  if (options.tp <= 1 && !annotated)
+    return;
+  LoomAnnotateShardingsOptions annotate;
+  annotate.meshSpec =
+      "tp=" + std::to_string(std::max(1u, unsigned(options.tp)));
+  annotate.shard =
+      SmallVector<std::string>(options.shard.begin(), options.shard.end());
+  annotate.shardingsFile = options.shardingsFile;
+  pm.addPass(createLoomAnnotateShardings(annotate));
+  if (options.tp > 1)
+    pm.addPass(createLoomTensorParallel());
+  pm.addPass(createLoomPropagateSharding());
+  pm.addPass(createLoomPartition());
 }
 
 void mlir::loom::registerTrainingPipeline() {

@@ -143,7 +143,7 @@ func.func @op_attribute_array(%x: tensor<8xf32>) {
 // -----
 
 func.func @unknown_attribute(%x: tensor<8xf32>) {
-  // expected-error @+1 {{'loom.exp' op has unknown loom attribute 'loom.shard'; known: 'loom.sharding', 'loom.world_size' (modules), 'loom.ranks' (functions)}}
+  // expected-error @+1 {{'loom.exp' op has unknown loom attribute 'loom.shard'; known: 'loom.sharding', 'loom.sharding_origin', 'loom.resharding', 'loom.world_size' (modules), 'loom.ranks' (functions)}}
   %0 = loom.exp %x {loom.shard = 1} : tensor<8xf32>
   return
 }
@@ -192,3 +192,15 @@ func.func @not_a_tensor() {
   %0 = arith.constant {loom.sharding = #loom.sharding<@mesh, []>} 1 : i32
   return
 }
+
+// -----
+
+loom.mesh @mesh = <tp = 2>
+// expected-error @+1 {{'?' must be the last entry of a dimension}}
+loom.parameter @w trainable : tensor<4x4xf32> sharding <@mesh, [{tp}, {?, tp}]>
+
+// -----
+
+loom.mesh @mesh = <tp = 2>
+// expected-error @+1 {{'loom.parameter' op has a sharding priority but no sharding}}
+loom.parameter @w trainable : tensor<4x4xf32> priority 1

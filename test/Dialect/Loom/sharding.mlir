@@ -8,6 +8,9 @@ loom.mesh @single = <x = 1>
 
 // CHECK: loom.parameter @w trainable : tensor<512x2048xf32> sharding <@mesh, [{}, {tp}]>
 loom.parameter @w trainable : tensor<512x2048xf32> sharding <@mesh, [{}, {tp}]>
+// A priority orders annotations for propagation (0 first).
+// CHECK: loom.parameter @v trainable : tensor<512x2048xf32> sharding <@mesh, [{tp}, {}]> priority 1
+loom.parameter @v trainable : tensor<512x2048xf32> sharding <@mesh, [{tp}, {}]> priority 1
 // Two axes on one dimension, major to minor.
 // CHECK: loom.parameter @emb trainable : tensor<50304x768xf32> sharding <@mesh, [{tp, dp}, {}]>
 loom.parameter @emb trainable : tensor<50304x768xf32> sharding <@mesh, [{tp, dp}, {}]>
@@ -37,6 +40,12 @@ func.func @attached(%x: tensor<8x512xf32> {loom.sharding = #loom.sharding<@mesh,
   // CHECK: loom.shard %{{.*}} to <@mesh, []> : tensor<f32>
   %c = loom.constant dense<1.0> : tensor<f32>
   %cs = loom.shard %c to <@mesh, []> : tensor<f32>
+  // Open dimensions (propagation may split them further) and a priority.
+  // CHECK: loom.shard %{{.*}} to <@mesh, [{?}, {tp, ?}]> priority 2 : tensor<8x2048xf32>
+  %open = loom.shard %h to <@mesh, [{?}, {tp, ?}]> priority 2 : tensor<8x2048xf32>
+  // A reshard says why.
+  // CHECK: loom.reshard %{{.*}} to <@mesh, [{dp}, {}]> because "conflict" : tensor<8x2048xf32>
+  %r = loom.reshard %h to <@mesh, [{dp}, {}]> because "conflict" : tensor<8x2048xf32>
   return %s : tensor<8x2048xf32>
 }
 

@@ -86,6 +86,10 @@ void setPipelineOptions(const ::loomrun::ModelCompileOptions &options,
   pipeline.weightDecay = train.weightDecay;
   pipeline.clipGradNorm = train.clipGradNorm;
   pipeline.gradAccum = train.gradAccum;
+  pipeline.tp = unsigned(train.tp);
+  for (const std::string &annotation : train.shard)
+    pipeline.shard.push_back(annotation);
+  pipeline.shardingsFile = train.shardingsFile;
 }
 
 /// Writes `module` to `path` as loom-opt prints it.

@@ -39,4 +39,190 @@ def LoomDecomposeCollectives : Pass<"loom-decompose-collectives",
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomPropagateSharding : Pass<"loom-propagate-sharding", "::mlir::ModuleOp"> {
+  let summary = "Give every value a sharding, from the annotations, by factor rules";
+  let description = [{
+    Sharding propagation in the model of OpenXLA Shardy, driven only by the
+    ops' factor rules (`FactorRuleOpInterface`). Seeds are the annotations:
+    a `loom.parameter`'s `sharding` (with its optional `priority`), a
+    `loom.shard` (with its `priority`), a function argument's
+    `loom.sharding`; all must name one mesh. Priorities run in order, 0
+    first: a round plants its seeds, then sweeps the function forward and
+    backward until nothing changes, first through the ops whose factors are
+    all parallel (elementwise, reshape, transpose), then through every op.
+
+    At an op, each sharded operand and result proposes axes for the factors
+    its dimensions are made of (a dimension `[H, Dh]` split over `tp` puts
+    `tp` on `H`); per factor the better priority wins, and at equal
+    priority the more split proposal if it extends the other. A factor the
+    op needs whole (`need_replication`) takes no axis, and each mesh axis
+    splits one factor at most. The merged factors are moved back onto every
+    tensor, which gains axes only on its open dimensions: a sharding once
+    set is refined, never changed, and a closed annotation (a dimension
+    without `?`) is never split further. A parameter's reads and stores
+    share its sharding.
+
+    Where two shardings still disagree at an op once the sweeps settle (two
+    annotations, neither extending the other), the loser is made explicit:
+    a `loom.reshard` before the op (or after it, for a result) whose
+    `because` says which sharding won, from where, and by which priority.
+
+    The outcome is written onto the IR: `loom.sharding` on every op with a
+    sharded result (an array for several results) and on function
+    arguments; the parameters' `sharding`; and next to each,
+    `loom.sharding_origin`: the annotation it comes from and the last op it
+    came through. Values no annotation reaches stay replicated and get no
+    attribute. A module without annotations is left as it is.
+
+    Input:
+    ```mlir
+    loom.mesh @mesh = <tp = 2>
+}] # "    loom.parameter @w1 trainable : tensor<8x4xf32> sharding <@mesh, [{tp}, {}]>\n" # [{
+    loom.parameter @w2 trainable : tensor<4x8xf32>
+    func.func @f(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+      %w1 = loom.param @w1 : tensor<8x4xf32>
+      %w2 = loom.param @w2 : tensor<4x8xf32>
+      %h = loom.matmul %x, %w1 transpose_rhs : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+      %y = loom.matmul %h, %w2 transpose_rhs : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+      return %y : tensor<2x4xf32>
+    }
+    ```
+    Output: `%h` is split on its columns and `@w2` on its columns (the
+    row-split second GEMM emerges):
+    ```mlir
+}] # "    loom.parameter @w2 trainable : tensor<4x8xf32> sharding <@mesh, [{}, {tp}]>\n" #
+     "        {loom.sharding_origin = \"@w1 annotated [{tp}, {}] (priority 0), via loom.matmul\"}\n" #
+     "    %h = loom.matmul %x, %w1 transpose_rhs {loom.sharding = #loom.sharding<@mesh, [{}, {tp}]>, ...}\n" # [{
+    ```
+  }];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
+def LoomPartition : Pass<"loom-partition", "::mlir::ModuleOp"> {
+  let summary = "Rewrite the sharded program as one SPMD program with local shapes";
+  let description = [{
+    SPMD partitioning of the shardings that `loom-propagate-sharding`
+    wrote. Every function becomes the program each rank of the mesh runs
+    (`loom.ranks` all of them, the module's `loom.world_size` the mesh's
+    device count), on each rank's shard of every value; the parameters keep
+    their global types and shardings while their reads and stores become
+    local.
+
+    At each op the factors' axes come from the propagated shardings (the
+    results' for the factors they have, the operands' for the contracted and
+    reduced ones), and each operand is brought to what the factors ask of it:
+    - a `partial<sum>` (or `max`) value becomes whole by a `loom.all_reduce`
+      over its partial axes;
+    - a dimension split over more axes than wanted is gathered
+      (`loom.all_gather`, minor axis first);
+    - a dimension split over fewer axes is sliced locally, with no
+      communication: a gather of the rank's block at its mesh coordinate
+      (the local shard of a `loom.mesh_coordinate.<axis>` iota parameter).
+    A value stays partial through ops that are linear in it (reshape,
+    transpose, neg, slice, reduce_sum; add and sub of two partial sums; mul,
+    matmul, or div by a whole value), so no collective comes earlier than a
+    consumer that needs the whole value; a result whose split contracted or
+    summed factor it lacks (a row-split GEMM) becomes partial. Function
+    results and stored parameters are brought to their final sharding.
+    `loom.shard` and `loom.reshard` become the data movement they stand for.
+
+    Every collective it inserts carries `loom.resharding = {type, from, to,
+    origin}`: the value's global type, its sharding before and after, and
+    the annotation the sharding comes from, for `loom-explain-sharding`.
+
+    Input (after `loom-propagate-sharding`):
+    ```mlir
+    %y = loom.matmul %h, %w2 transpose_rhs {loom.sharding = ...}
+        : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+    return %y : tensor<2x4xf32>
+    ```
+    Output (`%h` and `@w2` split over tp = 2 on their columns):
+    ```mlir
+    %y = loom.matmul %h, %w2 transpose_rhs
+        : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %sum = loom.all_reduce sum %y groups [[0, 1]] {loom.resharding = ...}
+        : tensor<2x4xf32>
+    return %sum : tensor<2x4xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
+def LoomAnnotateShardings : Pass<"loom-annotate-shardings", "::mlir::ModuleOp"> {
+  let summary = "Declare the mesh and annotate parameters by name";
+  let description = [{
+    The command line's sharding annotations (`loom-run --tp`, `--shard`,
+    `--shardings`) as IR: declares `loom.mesh @mesh` with the axes of `mesh`
+    (`tp=4` or `dp=2,tp=4`; an existing mesh must be the same) and sets the
+    `sharding` (and `priority`) of every parameter whose whole name matches
+    an annotation's regular expression.
+
+    An annotation is `REGEX=SHARDING` or `REGEX=SHARDING:PRIORITY`, where
+    SHARDING lists the dimensions as in `#loom.sharding`, and the regex
+    must match the whole parameter name:
+}] # "    h\\..*\\.mlp\\.c_fc\\.weight=[{tp}, {}]\n" #
+     "    .*\\.weight=[{?}, {tp}]:1\n" # [{
+    `shardings-file` names a JSON file of the same:
+}] # "    {\"shardings\": [{\"parameter\": \"h\\\\..*\\\\.mlp\\\\.c_fc\\\\.weight\",\n" #
+     "                   \"sharding\": \"[{tp}, {}]\", \"priority\": 0}]}\n" # [{
+    Errors, before anything is annotated: a malformed annotation or file, an
+    annotation that names no parameter, one that names a parameter another
+    annotation names too, an axis the mesh lacks, a split that does not
+    divide the dimension (with the parameter, the dimension and the axes).
+
+    Example:
+}] # "    --loom-annotate-shardings='mesh=tp=2 shard=w1=[{tp},{}]'\n" # [{
+    turns `loom.parameter @w1 trainable : tensor<8x4xf32>` into
+    ```mlir
+    loom.mesh @mesh = <tp = 2>
+}] # "    loom.parameter @w1 trainable : tensor<8x4xf32> sharding <@mesh, [{tp}, {}]>\n" # [{
+    ```
+  }];
+  let options = [
+    Option<"meshSpec", "mesh", "std::string", /*default=*/"\"\"",
+           "Mesh axes, `name=size` separated by commas (`dp=2,tp=4`)">,
+    ListOption<"shard", "shard", "std::string",
+               "Annotations `REGEX=SHARDING[:PRIORITY]`">,
+    Option<"shardingsFile", "shardings-file", "std::string",
+           /*default=*/"\"\"", "A JSON file of annotations">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
+def LoomTensorParallel : Pass<"loom-tensor-parallel", "::mlir::ModuleOp"> {
+  let summary = "Megatron's tactic: annotate the first GEMM of each pair";
+  let description = [{
+    The `--tp N` tactic. It annotates the minimum and leaves the rest to
+    `loom-propagate-sharding`, by a rule about the graph, never about
+    parameter names:
+
+    The forward GEMMs with a trainable matrix operand (a `loom.param`,
+    perhaps through casts) are taken in program order (the forward part of
+    the step is what the returned loss depends on). Each one whose weight
+    is not yet split, given the user's annotations and those made so far,
+    gets its weight split over `axis` on its output features (priority 1,
+    so a user's priority-0 annotation always wins), and propagation runs on
+    from it. The GEMM that consumes its output is thereby found row-split,
+    and is not annotated; the one after the next layer norm is not reached,
+    so it starts the next pair. A model's LM head, the last such GEMM, is
+    split on its vocabulary.
+
+    A split `axis` does not divide is an error naming the parameter, its
+    dimension and the axis size. Embedding tables are left whole (the
+    vocabulary-parallel embedding is not partitioned yet).
+
+    Input: the two-layer MLP of `loom-propagate-sharding`'s example, with
+    `loom.mesh @mesh = <tp = 2>` and no annotation. Output:
+    ```mlir
+}] # "    loom.parameter @w1 trainable : tensor<8x4xf32> sharding <@mesh, [{tp}, {}]> priority 1\n" # [{
+    loom.parameter @w2 trainable : tensor<4x8xf32>
+    ```
+  }];
+  let options = [
+    Option<"axis", "axis", "std::string", /*default=*/"\"tp\"",
+           "The mesh axis to split over">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PARALLEL_PASSES_TD

@@ -101,6 +101,19 @@ struct TrainingPipelineOptions
   Option<unsigned> gradAccum{*this, "grad-accum",
                              llvm::cl::desc("Microbatches per step"),
                              llvm::cl::init(1)};
+  // Parallelization (lib/Transforms/Parallel).
+  Option<unsigned> tp{
+      *this, "tp",
+      llvm::cl::desc("Tensor-parallel ranks: the mesh <tp = N> and "
+                     "Megatron's tactic (loom-tensor-parallel); 1: off"),
+      llvm::cl::init(1)};
+  ListOption<std::string> shard{
+      *this, "shard",
+      llvm::cl::desc("Sharding annotations REGEX=SHARDING[:PRIORITY] "
+                     "(loom-annotate-shardings)")};
+  Option<std::string> shardingsFile{
+      *this, "shardings",
+      llvm::cl::desc("A JSON file of sharding annotations")};
 };
 
 /// Adds the passes from a forward model to its training step `train_step`:
@@ -110,6 +123,13 @@ struct TrainingPipelineOptions
 /// the parallelization passes go are named in the pipeline's definition.
 void buildTrainingPipeline(OpPassManager &pm,
                            const TrainingPipelineOptions &options);
+
+/// Adds the parallelization of a training step, from the options' `tp`,
+/// `shard` and `shardings`: the mesh and annotations, the tensor-parallel
+/// tactic, sharding propagation and SPMD partitioning. Nothing without
+/// them.
+void buildParallelizationPipeline(OpPassManager &pm,
+                                  const TrainingPipelineOptions &options);
 
 /// Registers `loom-training-pipeline`.
 void registerTrainingPipeline();

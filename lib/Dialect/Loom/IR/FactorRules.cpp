@@ -182,6 +182,10 @@ FactorRule ConstantOp::getFactorRule() {
 
 FactorRule ShardOp::getFactorRule() { return getElementwiseFactorRule(*this); }
 
+FactorRule ReshardOp::getFactorRule() {
+  return getElementwiseFactorRule(*this);
+}
+
 FactorRule BiasAddOp::getFactorRule() {
   return getElementwiseFactorRule(*this);
 }

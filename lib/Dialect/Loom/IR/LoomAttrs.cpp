@@ -117,10 +117,25 @@ int64_t MeshAttr::getNumDevices() const {
 // ShardingAttr
 //===----------------------------------------------------------------------===//
 
-/// Parses `{axis, axis, ...}` into an array of string attributes.
-static ParseResult parseAxisSet(AsmParser &parser, ArrayAttr &axes) {
+/// The marker that ends the axis list of an open dimension (`{tp, ?}`):
+/// sharding propagation may add axes after the listed ones.
+static constexpr llvm::StringLiteral kOpenMarker = "?";
+
+/// Parses `{axis, axis, ...}` into an array of string attributes; where
+/// `allowOpen`, a trailing `?` marks the dimension open.
+static ParseResult parseAxisSet(AsmParser &parser, ArrayAttr &axes,
+                                bool allowOpen = false) {
   SmallVector<Attribute> names;
+  bool open = false;
   auto parseName = [&]() -> ParseResult {
+    if (open)
+      return parser.emitError(parser.getCurrentLocation(),
+                              "'?' must be the last entry of a dimension");
+    if (allowOpen && succeeded(parser.parseOptionalQuestion())) {
+      open = true;
+      names.push_back(parser.getBuilder().getStringAttr(kOpenMarker));
+      return success();
+    }
     std::string name;
     if (parser.parseKeywordOrString(&name))
       return failure();
@@ -150,7 +165,8 @@ Attribute ShardingAttr::parse(AsmParser &parser, Type) {
   if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square,
                                      [&]() -> ParseResult {
                                        ArrayAttr axes;
-                                       if (parseAxisSet(parser, axes))
+                                       if (parseAxisSet(parser, axes,
+                                                        /*allowOpen=*/true))
                                          return failure();
                                        dims.push_back(axes);
                                        return success();
@@ -205,11 +221,17 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!mesh)
     return emitError() << "sharding needs a mesh symbol";
   llvm::StringSet<> seen;
-  auto checkAxes = [&](ArrayAttr axes) -> LogicalResult {
-    for (Attribute axis : axes) {
+  auto checkAxes = [&](ArrayAttr axes, bool allowOpen) -> LogicalResult {
+    for (auto [index, axis] : llvm::enumerate(axes)) {
       auto name = llvm::dyn_cast<StringAttr>(axis);
       if (!name)
         return emitError() << "sharding axes must be strings, got " << axis;
+      if (name.getValue() == kOpenMarker) {
+        if (!allowOpen || index + 1 != axes.size())
+          return emitError() << "'?' (an open dimension) may only end the "
+                                "axes of a dimension";
+        continue;
+      }
       if (!isIdentifier(name.getValue()))
         return emitError() << "sharding axis name '" << name.getValue()
                            << "' is not an identifier";
@@ -223,10 +245,10 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     auto axes = llvm::dyn_cast<ArrayAttr>(dim);
     if (!axes)
       return emitError() << "each sharded dimension must be a list of axes";
-    if (failed(checkAxes(axes)))
+    if (failed(checkAxes(axes, /*allowOpen=*/true)))
       return failure();
   }
-  if (failed(checkAxes(partialAxes)))
+  if (failed(checkAxes(partialAxes, /*allowOpen=*/false)))
     return failure();
   if (partialKind == PartialKind::none && !partialAxes.empty())
     return emitError() << "partial axes given without a partial kind";
@@ -249,13 +271,23 @@ ShardingAttr ShardingAttr::get(MLIRContext *context, FlatSymbolRefAttr mesh,
 }
 
 static SmallVector<StringRef> toStringRefs(ArrayAttr array) {
-  return llvm::to_vector(llvm::map_range(array, [](Attribute axis) {
-    return llvm::cast<StringAttr>(axis).getValue();
-  }));
+  SmallVector<StringRef> names;
+  for (Attribute axis : array)
+    if (StringRef name = llvm::cast<StringAttr>(axis).getValue();
+        name != kOpenMarker)
+      names.push_back(name);
+  return names;
 }
 
 SmallVector<StringRef> ShardingAttr::getDimAxes(unsigned dim) const {
   return toStringRefs(llvm::cast<ArrayAttr>(getDims()[dim]));
+}
+
+bool ShardingAttr::isDimOpen(unsigned dim) const {
+  auto axes = llvm::cast<ArrayAttr>(getDims()[dim]);
+  return !axes.empty() &&
+         llvm::cast<StringAttr>(axes[axes.size() - 1]).getValue() ==
+             kOpenMarker;
 }
 
 SmallVector<StringRef> ShardingAttr::getPartialAxesNames() const {
@@ -264,9 +296,8 @@ SmallVector<StringRef> ShardingAttr::getPartialAxesNames() const {
 
 bool ShardingAttr::isFullyReplicated() const {
   return getPartialKind() == PartialKind::none &&
-         llvm::all_of(getDims(), [](Attribute dim) {
-           return llvm::cast<ArrayAttr>(dim).empty();
-         });
+         llvm::all_of(llvm::seq(getRank()),
+                      [&](unsigned dim) { return getDimAxes(dim).empty(); });
 }
 
 //===----------------------------------------------------------------------===//

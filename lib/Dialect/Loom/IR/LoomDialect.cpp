@@ -40,6 +40,8 @@ static LogicalResult checkAttrName(Operation *op, NamedAttribute attr) {
   return op->emitOpError() << "has unknown loom attribute '"
                            << attr.getName().getValue() << "'; known: '"
                            << LoomDialect::kShardingAttrName << "', '"
+                           << LoomDialect::kShardingOriginAttrName << "', '"
+                           << LoomDialect::kReshardingAttrName << "', '"
                            << LoomDialect::kWorldSizeAttrName
                            << "' (modules), '" << LoomDialect::kRanksAttrName
                            << "' (functions)";
@@ -85,10 +87,30 @@ static LogicalResult verifyRankAttr(Operation *op, NamedAttribute attr) {
   return success();
 }
 
+/// `loom.sharding_origin`: a string, or an array of strings (one per
+/// result).
+static LogicalResult verifyOriginAttr(Operation *op, NamedAttribute attr) {
+  Attribute value = attr.getValue();
+  auto array = dyn_cast<ArrayAttr>(value);
+  if (isa<StringAttr>(value) ||
+      (array && llvm::all_of(array, llvm::IsaPred<StringAttr>)))
+    return success();
+  return op->emitOpError() << "'" << LoomDialect::kShardingOriginAttrName
+                           << "' must be a string or an array of strings";
+}
+
 LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   if (attr.getName() == kWorldSizeAttrName || attr.getName() == kRanksAttrName)
     return verifyRankAttr(op, attr);
+  if (attr.getName() == kShardingOriginAttrName)
+    return verifyOriginAttr(op, attr);
+  if (attr.getName() == kReshardingAttrName) {
+    if (!isa<DictionaryAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "'" << kReshardingAttrName << "' must be a dictionary";
+    return success();
+  }
   if (failed(checkAttrName(op, attr)))
     return failure();
   // One sharding per result: a bare attribute for single-result ops, an
@@ -157,6 +179,8 @@ static LogicalResult verifySignatureAttr(Operation *op, NamedAttribute attr,
              << " must be a non-empty array<i64> of batch row offsets >= 0";
     return success();
   }
+  if (attr.getName() == LoomDialect::kShardingOriginAttrName)
+    return verifyOriginAttr(op, attr);
   if (isResult && attr.getName() == LoomDialect::kGradientOfAttrName) {
     if (!isa<FlatSymbolRefAttr>(attr.getValue()))
       return op->emitOpError()

@@ -175,6 +175,8 @@ static void printRankLists(OpAsmPrinter &printer, Operation *,
 //===----------------------------------------------------------------------===//
 
 LogicalResult ParameterOp::verify() {
+  if (getShardingPriority() && !getSharding())
+    return emitOpError("has a sharding priority but no sharding");
   RankedTensorType type = getTensorType();
   if (!hasRepresentableElementCount(type))
     return emitOpError() << "has type " << type
@@ -288,6 +290,11 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValueAttr(); }
 //===----------------------------------------------------------------------===//
 
 LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyShardingOf(*this, getSharding(), getType(), "the result",
+                          &symbolTable);
+}
+
+LogicalResult ReshardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyShardingOf(*this, getSharding(), getType(), "the result",
                           &symbolTable);
 }

@@ -111,6 +111,11 @@ def Loom_ShardingAttr : Loom_Attr<"Sharding", "sharding"> {
 }] # "    #loom.sharding<@mesh, [{dp}, {}], partial<sum> {tp}>\n" # [{
     ```
 
+    A dimension is *closed* unless its axes end in `?` (`{?}`, `{tp, ?}`):
+    sharding propagation never adds an axis to a closed dimension, so a
+    sharding whose dimensions are all `{}` pins a value replicated, while
+    `{?}` as dimension 0 lets propagation split it.
+
     A mesh axis may appear only once in a sharding. Where the sharding is
     attached to a value, the mesh must exist, know every axis, and the
     product of the axis sizes must divide the static dimension it splits.
@@ -133,6 +138,9 @@ def Loom_ShardingAttr : Loom_Attr<"Sharding", "sharding"> {
     unsigned getRank() const { return getDims().size(); }
     /// Mesh axes that split dimension `dim`, major to minor.
     ::llvm::SmallVector<::llvm::StringRef> getDimAxes(unsigned dim) const;
+    /// Whether dimension `dim` is open (`{?}`, `{tp, ?}`): sharding
+    /// propagation may split it further. Other dimensions are closed.
+    bool isDimOpen(unsigned dim) const;
     /// Mesh axes over which the value is pending reduction.
     ::llvm::SmallVector<::llvm::StringRef> getPartialAxesNames() const;
     /// True if no dimension is split and nothing is partial.

@@ -45,6 +45,18 @@ def Loom_Dialect : Dialect {
     /// Name of the discardable attribute that carries the sharding of an op's
     /// results, of a function argument or of a function result.
     static constexpr ::llvm::StringLiteral kShardingAttrName = "loom.sharding";
+    /// Name of the discardable attribute that says where each sharding of
+    /// `loom.sharding` comes from (a string, an array for several results,
+    /// on a function argument, or on a `loom.parameter`); set by
+    /// `loom-propagate-sharding` for tools that explain its decisions.
+    static constexpr ::llvm::StringLiteral kShardingOriginAttrName =
+        "loom.sharding_origin";
+    /// Name of the dictionary `loom-partition` puts on each collective it
+    /// inserts: the global type and sharding of the value it moves
+    /// (`type`, `from`, `to`) and where that sharding came from (`origin`),
+    /// read by `loom-explain-sharding`.
+    static constexpr ::llvm::StringLiteral kReshardingAttrName =
+        "loom.resharding";
     /// Name of the function-result attribute that marks the result as the
     /// gradient of a `loom.parameter` (a flat symbol reference); set by
     /// `loom-autodiff`.

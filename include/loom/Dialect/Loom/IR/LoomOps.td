@@ -78,7 +78,13 @@ def Loom_ParameterOp : Loom_Op<"parameter", [
     values are `dense_resource` blobs or `#loom.external_data` references to
     a weights file, never inline text; `#loom.cast_of` makes a parameter a
     narrowed copy of another's initial value. An optional
-    `sharding` is a user annotation for the parameter's layout.
+    `sharding` is a user annotation for the parameter's layout, with an
+    optional `priority` (0, the default, propagates first; see
+    `loom.shard`).
+
+    After SPMD partitioning (`loom-partition`) the parameter keeps its
+    global type and sharding, while `loom.param` and `loom.assign` in the
+    partitioned function use each rank's shard type.
 
     A module-level symbol with no operands or results, it has no factor
     rule: `loom.param` reads it and `loom.assign` writes it, and those have
@@ -95,13 +101,25 @@ def Loom_ParameterOp : Loom_Op<"parameter", [
     TypeAttrOf<Loom_Tensor>:$type,
     UnitAttr:$trainable,
     OptionalAttr<Loom_ShardingAttr>:$sharding,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$sharding_priority,
     OptionalAttr<AnyAttrOf<[ElementsAttr, Loom_ExternalDataAttr,
                                  Loom_CastOfAttr]>>
         :$initial_value);
   let assemblyFormat = [{
     $sym_name (`trainable` $trainable^)? `:` $type
-    (`sharding` $sharding^)? (`=` $initial_value^)? attr-dict
+    (`sharding` $sharding^)? (`priority` $sharding_priority^)?
+    (`=` $initial_value^)? attr-dict
   }];
+  let builders = [
+    // Without a sharding priority (the default, 0).
+    OpBuilder<(ins "::mlir::StringAttr":$sym_name, "::mlir::TypeAttr":$type,
+                   "::mlir::UnitAttr":$trainable,
+                   "::mlir::loom::ShardingAttr":$sharding,
+                   "::mlir::Attribute":$initial_value), [{
+      build($_builder, $_state, sym_name, type, trainable, sharding,
+            /*sharding_priority=*/nullptr, initial_value);
+    }]>
+  ];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
@@ -156,13 +174,47 @@ def Loom_ShardOp : Loom_Op<"shard", [
     operand's sharding differs, the partitioner inserts the resharding
     collectives here.
 
+    `priority` (default 0) orders annotations the way OpenXLA Shardy does:
+    all annotations of priority 0 propagate to a fixed point first, then
+    those of priority 1 fill what is still open, and so on; a sharding that
+    came from a lower number is never overridden by a higher one. Closed
+    dimensions (those without `?`) are never split further, so a sharding
+    whose dimensions are all `{}` pins a value replicated.
+
     ```mlir
-}] # "    %y = loom.shard %x to <@mesh, [{dp}, {}]> : tensor<8x512xf32>\n" # [{
+}] # "    %y = loom.shard %x to <@mesh, [{dp}, {}]> : tensor<8x512xf32>\n" #
+     "    %z = loom.shard %x to <@mesh, [{?}, {tp}]> priority 1 : tensor<8x512xf32>\n" # [{
     ```
   }];
-  let arguments = (ins Loom_Tensor:$input, Loom_ShardingAttr:$sharding);
+  let arguments = (ins Loom_Tensor:$input, Loom_ShardingAttr:$sharding,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$priority);
   let results = (outs Loom_Tensor:$result);
-  let assemblyFormat = "$input `to` $sharding attr-dict `:` type($result)";
+  let assemblyFormat =
+      "$input `to` $sharding (`priority` $priority^)? attr-dict `:` type($result)";
+}
+
+def Loom_ReshardOp : Loom_Op<"reshard", [
+    Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
+  let summary = "Where sharding propagation changes a value's sharding";
+  let description = [{
+    Returns its operand unchanged, with the sharding `sharding`, where the
+    operand has another one. `loom-propagate-sharding` inserts it where two
+    annotations disagree about a value (a conflict is never resolved
+    silently) and records in `reason` which sharding won and why;
+    `loom-partition` turns it into the collectives (or the local slice)
+    that move the data, and `loom-explain-sharding` reports it.
+
+    ```mlir
+}] # "    %y = loom.reshard %x to <@mesh, [{}, {tp}]> because \"...\" : tensor<8x512xf32>\n" # [{
+    ```
+  }];
+  let arguments = (ins Loom_Tensor:$input, Loom_ShardingAttr:$sharding,
+                       StrAttr:$reason);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat =
+      "$input `to` $sharding `because` $reason attr-dict `:` type($result)";
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,615 @@
+//===- Partition.cpp - One SPMD program with local shapes -----------------===//
+//
+// Walks the sharded function once, in order, keeping for every value its
+// local value and its state: the axes that split each dimension and the
+// axes over which it is still a partial sum or maximum. At each op the
+// factors' axes are read from the propagated shardings (the results' for
+// the factors they have, the operands' for contracted and reduced ones);
+// every operand is brought to what those factors ask of it (all_reduce of a
+// partial, all_gather of an extra split, a local slice of a missing one),
+// except that a partial operand stays partial through ops that are linear
+// in it; the op is then given its local types. Results that lost a sharded
+// contracted or reduced factor become partial, and are reduced only where
+// a consumer cannot take a partial value.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FactorSharding.h"
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Transforms/Parallel/Passes.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir {
+namespace loom {
+#define GEN_PASS_DEF_LOOMPARTITION
+#include "loom/Transforms/Parallel/Passes.h.inc"
+
+namespace {
+
+/// A value as one rank holds it.
+struct Local {
+  Value value;
+  DimAxes axes;
+  PartialKind partial = PartialKind::none;
+  AxisList partialAxes;
+};
+
+class Partitioner {
+public:
+  Partitioner(ModuleOp module, func::FuncOp func, MeshAttr mesh,
+              FlatSymbolRefAttr meshName)
+      : module(module), func(func), mesh(mesh), meshName(meshName),
+        context(module.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  // --- what propagation decided -------------------------------------------
+  /// What propagation said of a value, read before any op is rewritten.
+  struct Decision {
+    DimAxes wanted;
+    std::string origin;
+    Type globalType;
+  };
+
+  void recordDecisions() {
+    auto record = [&](Value value) {
+      if (isa<RankedTensorType>(value.getType()))
+        decisions[value] = {readWanted(value), readOrigin(value),
+                            value.getType()};
+    };
+    for (BlockArgument argument : func.getArguments())
+      record(argument);
+    func.walk([&](Operation *op) {
+      for (Value result : op->getResults())
+        record(result);
+      // Rules read the types, which partitioning makes local.
+      if (auto ruleOp = dyn_cast<FactorRuleOpInterface>(op))
+        rules.try_emplace(op, ruleOp.getFactorRule());
+    });
+  }
+
+  DimAxes wantedOf(Value value) {
+    auto it = decisions.find(value);
+    if (it != decisions.end())
+      return it->second.wanted;
+    return DimAxes(cast<RankedTensorType>(value.getType()).getRank());
+  }
+
+  std::string originOf(Value value) {
+    auto it = decisions.find(value);
+    return it == decisions.end() ? "" : it->second.origin;
+  }
+
+  Type globalTypeOf(Value value) {
+    auto it = decisions.find(value);
+    return it == decisions.end() ? value.getType() : it->second.globalType;
+  }
+
+  DimAxes readWanted(Value value) {
+    auto type = cast<RankedTensorType>(value.getType());
+    ShardingAttr sharding;
+    if (auto arg = dyn_cast<BlockArgument>(value)) {
+      sharding = func.getArgAttrOfType<ShardingAttr>(
+          arg.getArgNumber(), LoomDialect::kShardingAttrName);
+    } else {
+      Operation *op = value.getDefiningOp();
+      Attribute attr = op->getAttr(LoomDialect::kShardingAttrName);
+      if (auto array = dyn_cast_or_null<ArrayAttr>(attr))
+        sharding =
+            cast<ShardingAttr>(array[cast<OpResult>(value).getResultNumber()]);
+      else
+        sharding = dyn_cast_or_null<ShardingAttr>(attr);
+    }
+    if (!sharding)
+      return DimAxes(type.getRank());
+    return dimAxesOf(sharding);
+  }
+
+  std::string readOrigin(Value value) {
+    if (auto arg = dyn_cast<BlockArgument>(value)) {
+      auto origin = func.getArgAttrOfType<StringAttr>(
+          arg.getArgNumber(), LoomDialect::kShardingOriginAttrName);
+      return origin ? origin.str() : "";
+    }
+    Operation *op = value.getDefiningOp();
+    if (auto reshard = dyn_cast<ReshardOp>(op))
+      return reshard.getReason().str();
+    Attribute attr = op->getAttr(LoomDialect::kShardingOriginAttrName);
+    if (auto array = dyn_cast_or_null<ArrayAttr>(attr))
+      return cast<StringAttr>(array[cast<OpResult>(value).getResultNumber()])
+          .str();
+    if (auto origin = dyn_cast_or_null<StringAttr>(attr))
+      return origin.str();
+    return "";
+  }
+
+  // --- groups and coordinates -----------------------------------------------
+  /// Rank groups of the devices that differ only along `axes`.
+  ArrayAttr groupsOver(ArrayRef<StringAttr> axes) {
+    ArrayRef<int64_t> sizes = mesh.getAxisSizes();
+    int64_t devices = mesh.getNumDevices();
+    std::map<std::vector<int64_t>, SmallVector<int64_t>> groups;
+    for (int64_t rank = 0; rank < devices; ++rank) {
+      std::vector<int64_t> key;
+      int64_t rest = rank;
+      for (int64_t axis = sizes.size() - 1; axis >= 0; --axis) {
+        int64_t coordinate = rest % sizes[axis];
+        rest /= sizes[axis];
+        bool inGroup = llvm::any_of(axes, [&](StringAttr name) {
+          return name == mesh.getAxisNames()[axis];
+        });
+        key.push_back(inGroup ? -1 : coordinate);
+      }
+      groups[key].push_back(rank);
+    }
+    SmallVector<SmallVector<int64_t>> ordered;
+    for (auto &[key, ranks] : groups)
+      ordered.push_back(ranks);
+    llvm::sort(ordered);
+    SmallVector<Attribute> lists;
+    for (ArrayRef<int64_t> ranks : ordered)
+      lists.push_back(DenseI64ArrayAttr::get(context, ranks));
+    return ArrayAttr::get(context, lists);
+  }
+
+  /// This rank's coordinate along `axis`, as a tensor<1xi64>: the local
+  /// shard of an iota parameter split over the axis.
+  Value coordinate(OpBuilder &builder, Location loc, StringAttr axis) {
+    std::string name = ("loom.mesh_coordinate." + axis.getValue()).str();
+    auto symbol = StringAttr::get(context, name);
+    int64_t size = mesh.getAxisSize(axis.getValue());
+    auto global = RankedTensorType::get({size}, builder.getI64Type());
+    if (!module.lookupSymbol(symbol)) {
+      OpBuilder moduleBuilder(module.getBodyRegion());
+      moduleBuilder.setInsertionPointToStart(module.getBody());
+      SmallVector<int64_t> iota = llvm::to_vector(llvm::seq<int64_t>(0, size));
+      moduleBuilder.create<ParameterOp>(
+          module.getLoc(), symbol, TypeAttr::get(global), UnitAttr(),
+          makeSharding(context, meshName, DimAxes{AxisList{axis}}),
+          DenseElementsAttr::get(global, ArrayRef<int64_t>(iota)));
+    }
+    return builder.create<ParamOp>(
+        loc, RankedTensorType::get({1}, builder.getI64Type()),
+        FlatSymbolRefAttr::get(symbol));
+  }
+
+  // --- moving data
+  // ------------------------------------------------------------
+  DictionaryAttr describe(Value global, const Local &from, const DimAxes &to,
+                          StringRef origin) {
+    Builder builder(context);
+    SmallVector<NamedAttribute> fields = {
+        builder.getNamedAttr("type", TypeAttr::get(globalTypeOf(global))),
+        builder.getNamedAttr("from",
+                             makeSharding(context, meshName, from.axes, {},
+                                          from.partial, from.partialAxes)),
+        builder.getNamedAttr("to", makeSharding(context, meshName, to)),
+        builder.getNamedAttr("origin", builder.getStringAttr(origin))};
+    return builder.getDictionaryAttr(fields);
+  }
+
+  /// Brings `local` (the state of `global`) to `target` (not partial).
+  Value convert(OpBuilder &builder, Location loc, Value global, Local local,
+                const DimAxes &target, StringRef origin) {
+    DictionaryAttr info = describe(global, local, target, origin);
+    auto tag = [&](Operation *op) {
+      op->setAttr(LoomDialect::kReshardingAttrName, info);
+    };
+    Value value = local.value;
+    if (local.partial != PartialKind::none) {
+      auto reduction = local.partial == PartialKind::sum
+                           ? CollectiveReduction::sum
+                           : CollectiveReduction::max;
+      auto reduce =
+          builder.create<AllReduceOp>(loc, value.getType(), reduction, value,
+                                      groupsOver(local.partialAxes));
+      tag(reduce);
+      value = reduce.getResult();
+    }
+    // Gather every axis that goes (minor first) before slicing any that
+    // comes: an axis may move from one dimension to another, and must not
+    // split two at once.
+    DimAxes current = local.axes;
+    SmallVector<size_t> common(target.size(), 0);
+    for (unsigned dim = 0; dim < target.size(); ++dim) {
+      AxisList &have = current[dim];
+      const AxisList &want = target[dim];
+      while (common[dim] < have.size() && common[dim] < want.size() &&
+             have[common[dim]] == want[common[dim]])
+        ++common[dim];
+      while (have.size() > common[dim]) {
+        StringAttr axis = have.back();
+        auto type = cast<RankedTensorType>(value.getType());
+        SmallVector<int64_t> shape(type.getShape());
+        shape[dim] *= mesh.getAxisSize(axis.getValue());
+        auto gather = builder.create<AllGatherOp>(
+            loc, RankedTensorType::get(shape, type.getElementType()), value,
+            builder.getI64IntegerAttr(dim), groupsOver({axis}));
+        tag(gather);
+        value = gather.getResult();
+        have.pop_back();
+      }
+    }
+    for (unsigned dim = 0; dim < target.size(); ++dim)
+      for (size_t index = common[dim]; index < target[dim].size(); ++index)
+        value = sliceAlong(builder, loc, value, dim, target[dim][index]);
+    return value;
+  }
+
+  /// This rank's block of `value` along `dim`, split over `axis`: a gather
+  /// of the block at the rank's coordinate (no communication).
+  Value sliceAlong(OpBuilder &builder, Location loc, Value value, unsigned dim,
+                   StringAttr axis) {
+    auto type = cast<RankedTensorType>(value.getType());
+    int64_t parts = mesh.getAxisSize(axis.getValue());
+    SmallVector<int64_t> blocks(type.getShape());
+    blocks[dim] /= parts;
+    blocks.insert(blocks.begin() + dim, parts);
+    Value split = builder.create<ReshapeOp>(
+        loc, RankedTensorType::get(blocks, type.getElementType()), value);
+    Value index = coordinate(builder, loc, axis);
+    Value block = builder.create<GatherOp>(
+        loc, split, index, builder.getI64IntegerAttr(dim), IntegerAttr());
+    SmallVector<int64_t> local(type.getShape());
+    local[dim] /= parts;
+    return builder.create<ReshapeOp>(
+        loc, RankedTensorType::get(local, type.getElementType()), block);
+  }
+
+  Local &stateOf(Value global) {
+    auto it = locals.find(global);
+    if (it == locals.end()) {
+      // Defined outside what was partitioned: replicated as it is.
+      auto type = cast<RankedTensorType>(global.getType());
+      it = locals.try_emplace(global, Local{global, DimAxes(type.getRank())})
+               .first;
+    }
+    return it->second;
+  }
+
+  /// Which operands of `op` may stay partial (the op is linear in them);
+  /// empty when none may.
+  SmallVector<bool> partialOperands(Operation *op) {
+    SmallVector<bool> accepts(op->getNumOperands(), false);
+    auto partialOf = [&](Value value) {
+      auto it = locals.find(value);
+      return it == locals.end() ? PartialKind::none : it->second.partial;
+    };
+    if (isa<ReshapeOp, TransposeOp, NegOp, ReduceSumOp, SliceOp>(op)) {
+      accepts[0] = partialOf(op->getOperand(0)) == PartialKind::sum;
+      return accepts;
+    }
+    if (isa<AddOp, SubOp>(op)) {
+      // Both partial over the same axes: the sum of partial sums.
+      const Local *lhs = locals.count(op->getOperand(0))
+                             ? &locals.find(op->getOperand(0))->second
+                             : nullptr;
+      const Local *rhs = locals.count(op->getOperand(1))
+                             ? &locals.find(op->getOperand(1))->second
+                             : nullptr;
+      if (lhs && rhs && lhs->partial == PartialKind::sum &&
+          rhs->partial == PartialKind::sum &&
+          lhs->partialAxes == rhs->partialAxes &&
+          op->getOperand(0).getType() == op->getResult(0).getType() &&
+          op->getOperand(1).getType() == op->getResult(0).getType())
+        accepts[0] = accepts[1] = true;
+      return accepts;
+    }
+    if (isa<MulOp, MatmulOp>(op) || isa<DivOp>(op)) {
+      // Linear in one operand while the other is whole.
+      bool lhs = partialOf(op->getOperand(0)) == PartialKind::sum;
+      bool rhs = partialOf(op->getOperand(1)) == PartialKind::sum;
+      if (lhs != rhs && !(rhs && isa<DivOp>(op)))
+        accepts[lhs ? 0 : 1] = true;
+      return accepts;
+    }
+    return accepts;
+  }
+
+  LogicalResult partitionOp(Operation *op);
+  LogicalResult finish();
+
+  ModuleOp module;
+  func::FuncOp func;
+  MeshAttr mesh;
+  FlatSymbolRefAttr meshName;
+  MLIRContext *context;
+  DenseMap<Value, Local> locals;
+  DenseMap<Value, Decision> decisions;
+  DenseMap<Operation *, FactorRule> rules;
+};
+
+LogicalResult Partitioner::partitionOp(Operation *op) {
+  OpBuilder builder(op);
+  Location loc = op->getLoc();
+
+  // Pins and reshards: bring the operand to the stated sharding.
+  if (isa<ShardOp, ReshardOp>(op)) {
+    Value input = op->getOperand(0);
+    auto sharding = op->getAttrOfType<ShardingAttr>("sharding");
+    DimAxes target = dimAxesOf(sharding);
+    Value moved = convert(builder, loc, input, stateOf(input), target,
+                          originOf(op->getResult(0)));
+    locals[op->getResult(0)] = Local{moved, target};
+    return success();
+  }
+
+  // A constant stays whole (consumers slice what they need), except that
+  // a split splat is simply the smaller splat.
+  if (auto constant = dyn_cast<ConstantOp>(op)) {
+    auto type = cast<RankedTensorType>(constant.getType());
+    auto value = dyn_cast<DenseElementsAttr>(constant.getValue());
+    DimAxes axes = wantedOf(constant.getResult());
+    if (!value || !value.isSplat())
+      axes = DimAxes(type.getRank());
+    auto local = RankedTensorType::get(localShape(type.getShape(), axes, mesh),
+                                       type.getElementType());
+    if (local != type) {
+      constant.setValueAttr(value.resizeSplat(local));
+      constant.getResult().setType(local);
+    }
+    locals[constant.getResult()] = Local{constant.getResult(), axes};
+    op->removeAttr(LoomDialect::kShardingAttrName);
+    op->removeAttr(LoomDialect::kShardingOriginAttrName);
+    return success();
+  }
+
+  if (auto param = dyn_cast<ParamOp>(op)) {
+    auto parameter =
+        module.lookupSymbol<ParameterOp>(param.getNameAttr().getAttr());
+    DimAxes axes = DimAxes(param.getType().getRank());
+    if (std::optional<ShardingAttr> sharding = parameter.getSharding())
+      axes = dimAxesOf(*sharding);
+    param.getResult().setType(RankedTensorType::get(
+        localShape(param.getType().getShape(), axes, mesh),
+        param.getType().getElementType()));
+    locals[param.getResult()] = Local{param.getResult(), axes};
+    op->removeAttr(LoomDialect::kShardingAttrName);
+    op->removeAttr(LoomDialect::kShardingOriginAttrName);
+    return success();
+  }
+
+  if (auto assign = dyn_cast<AssignOp>(op)) {
+    auto parameter =
+        module.lookupSymbol<ParameterOp>(assign.getNameAttr().getAttr());
+    auto type = cast<RankedTensorType>(assign.getValue().getType());
+    DimAxes axes = DimAxes(type.getRank());
+    if (std::optional<ShardingAttr> sharding = parameter.getSharding())
+      axes = dimAxesOf(*sharding);
+    Value value = assign.getValue();
+    assign.getValueMutable().assign(
+        convert(builder, loc, value, stateOf(value), axes, originOf(value)));
+    return success();
+  }
+
+  if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+    for (OpOperand &operand : ret->getOpOperands()) {
+      Value value = operand.get();
+      if (!isa<RankedTensorType>(value.getType()))
+        continue;
+      operand.set(
+          convert(builder, loc, value, stateOf(value),
+                  DimAxes(cast<RankedTensorType>(value.getType()).getRank()),
+                  originOf(value)));
+    }
+    return success();
+  }
+
+  auto ruleOp = dyn_cast<FactorRuleOpInterface>(op);
+  if (!ruleOp)
+    return op->emitOpError("has no factor rule; loom-partition cannot "
+                           "partition it");
+  if (isa<AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp,
+          CollectiveBroadcastOp, SendOp, RecvOp>(op))
+    return op->emitOpError("is already a collective; loom-partition expects "
+                           "the single-device program");
+  const FactorRule &rule = rules.find(op)->second;
+  size_t numFactors = rule.getFactors().size();
+
+  // The factors' axes: the results' wanted shardings for the factors they
+  // have, the operands' for the others (contracted, reduced).
+  FactorAxes factors(numFactors);
+  SmallVector<bool> decided(numFactors, false);
+  for (auto [index, result] : llvm::enumerate(op->getResults())) {
+    FactorAxes axes = tensorFactorAxes(rule.getResults()[index],
+                                       wantedOf(result), rule, mesh);
+    for (const SmallVector<unsigned, 2> &dim : rule.getResults()[index])
+      for (unsigned factor : dim)
+        if (!decided[factor]) {
+          factors[factor] = axes[factor];
+          decided[factor] = true;
+        }
+  }
+  // Where each operand-decided factor's split comes from.
+  SmallVector<std::string> factorOrigins(numFactors);
+  for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
+    FactorAxes axes = tensorFactorAxes(rule.getOperands()[index],
+                                       wantedOf(operand), rule, mesh);
+    for (const SmallVector<unsigned, 2> &dim : rule.getOperands()[index])
+      for (unsigned factor : dim)
+        if (!decided[factor] && !axes[factor].empty()) {
+          factors[factor] = axes[factor];
+          decided[factor] = true;
+          factorOrigins[factor] = originOf(operand);
+        }
+  }
+  llvm::SmallDenseSet<StringAttr> used;
+  for (unsigned factor = 0; factor < numFactors; ++factor) {
+    AxisList &axes = factors[factor];
+    if (rule.getFactors()[factor].kind == FactorKind::NeedReplication)
+      axes.clear();
+    auto clash = llvm::find_if(
+        axes, [&](StringAttr axis) { return used.contains(axis); });
+    axes.erase(clash, axes.end());
+    used.insert(axes.begin(), axes.end());
+  }
+
+  // A gather whose table is split along the gathered rows is the
+  // vocabulary-parallel embedding, which needs its own rule.
+  if (auto gather = dyn_cast<GatherOp>(op)) {
+    unsigned rows = rule.getOperands()[0][gather.getAxis()][0];
+    if (!factors[rows].empty())
+      return op->emitOpError(
+          "gathers rows of a table split over them (a vocabulary-parallel "
+          "embedding); loom-partition does not partition it yet");
+  }
+
+  // Operands.
+  SmallVector<bool> keepsPartial = partialOperands(op);
+  PartialKind inheritedPartial = PartialKind::none;
+  AxisList inheritedAxes;
+  for (auto [index, operand] : llvm::enumerate(op->getOpOperands())) {
+    Value global = operand.get();
+    Local state = stateOf(global);
+    DimAxes target =
+        tensorDimAxes(rule.getOperands()[index], factors, rule, mesh);
+    if (keepsPartial[index] && state.partial != PartialKind::none) {
+      inheritedPartial = state.partial;
+      inheritedAxes = state.partialAxes;
+      Local dims = state;
+      dims.partial = PartialKind::none;
+      dims.partialAxes.clear();
+      Value moved = dims.axes == target ? state.value
+                                        : convert(builder, loc, global, dims,
+                                                  target, originOf(global));
+      operand.set(moved);
+      continue;
+    }
+    bool same = state.partial == PartialKind::none && state.axes == target;
+    operand.set(
+        same ? state.value
+             : convert(builder, loc, global, state, target, originOf(global)));
+  }
+
+  // Results: local types, and partial where a split factor is summed away.
+  for (auto [index, result] : llvm::enumerate(op->getResults())) {
+    Value global = result;
+    auto type = cast<RankedTensorType>(result.getType());
+    DimAxes axes = tensorDimAxes(rule.getResults()[index], factors, rule, mesh);
+    Local state{result, axes};
+    llvm::SmallDenseSet<unsigned> present;
+    for (const SmallVector<unsigned, 2> &dim : rule.getResults()[index])
+      present.insert(dim.begin(), dim.end());
+    for (unsigned factor = 0; factor < numFactors; ++factor) {
+      if (present.contains(factor) || factors[factor].empty())
+        continue;
+      FactorKind kind = rule.getFactors()[factor].kind;
+      PartialKind partial = kind == FactorKind::ReductionMax ? PartialKind::max
+                                                             : PartialKind::sum;
+      if (kind == FactorKind::Parallel || kind == FactorKind::NeedReplication)
+        continue;
+      if (state.partial != PartialKind::none && state.partial != partial)
+        return op->emitOpError("would be both a partial sum and a partial "
+                               "maximum; loom-partition cannot express it");
+      state.partial = partial;
+      state.partialAxes.append(factors[factor].begin(), factors[factor].end());
+      // A partial value is explained by the split it sums over.
+      Decision &decision = decisions[result];
+      if (decision.origin.empty() && !factorOrigins[factor].empty())
+        decision.origin = "summed over a split from " + factorOrigins[factor];
+    }
+    if (inheritedPartial != PartialKind::none) {
+      if (state.partial != PartialKind::none)
+        return op->emitOpError("combines a partial operand with a split "
+                               "contraction; loom-partition cannot express "
+                               "it");
+      state.partial = inheritedPartial;
+      state.partialAxes = inheritedAxes;
+    }
+    (void)global;
+    result.setType(RankedTensorType::get(
+        localShape(type.getShape(), axes, mesh), type.getElementType()));
+    locals[result] = state;
+  }
+
+  // Shape attributes that follow the local shapes.
+  // A slice keeps whole the dimensions it may split (its factor rule), so
+  // their limits are the local sizes.
+  if (auto slice = dyn_cast<SliceOp>(op)) {
+    auto global = cast<RankedTensorType>(op->getResult(0).getType());
+    SmallVector<int64_t> limits(slice.getLimits());
+    for (auto [dim, axes] : llvm::enumerate(locals[slice.getResult()].axes))
+      if (!axes.empty())
+        limits[dim] = global.getDimSize(dim);
+    slice.setLimits(limits);
+  }
+  op->removeAttr(LoomDialect::kShardingAttrName);
+  op->removeAttr(LoomDialect::kShardingOriginAttrName);
+  return success();
+}
+
+LogicalResult Partitioner::run() {
+  recordDecisions();
+  // Inputs arrive whole on every rank (splitting the batch is data
+  // parallelism's, with its row offsets): an op that wants one split
+  // slices it locally.
+  for (BlockArgument argument : func.getArguments()) {
+    auto type = cast<RankedTensorType>(argument.getType());
+    locals[argument] = Local{argument, DimAxes(type.getRank())};
+    func.removeArgAttr(argument.getArgNumber(), LoomDialect::kShardingAttrName);
+    func.removeArgAttr(argument.getArgNumber(),
+                       LoomDialect::kShardingOriginAttrName);
+  }
+  SmallVector<Operation *> ops;
+  for (Operation &op : func.getBody().front())
+    ops.push_back(&op);
+  for (Operation *op : ops)
+    if (failed(partitionOp(op)))
+      return failure();
+  // The pins are now data movement (or nothing).
+  for (Operation *op : llvm::reverse(ops))
+    if (isa<ShardOp, ReshardOp>(op)) {
+      op->getResult(0).replaceAllUsesWith(locals[op->getResult(0)].value);
+      op->erase();
+    }
+  int64_t devices = mesh.getNumDevices();
+  func->setAttr(LoomDialect::kRanksAttrName,
+                DenseI64ArrayAttr::get(
+                    context, llvm::to_vector(llvm::seq<int64_t>(0, devices))));
+  func.setType(FunctionType::get(
+      context, func.getArgumentTypes(),
+      func.getBody().front().getTerminator()->getOperandTypes()));
+  return success();
+}
+
+struct PartitionPass : impl::LoomPartitionBase<PartitionPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<loom::MeshOp> meshes = llvm::to_vector(module.getOps<MeshOp>());
+    if (meshes.empty())
+      return; // nothing to partition
+    if (meshes.size() > 1) {
+      meshes[1].emitOpError("is a second mesh; loom-partition partitions "
+                            "over one");
+      return signalPassFailure();
+    }
+    MeshAttr mesh = meshes.front().getMesh();
+    auto meshName = FlatSymbolRefAttr::get(meshes.front().getSymNameAttr());
+    int64_t world = LoomDialect::getWorldSize(module);
+    if (module->hasAttr(LoomDialect::kWorldSizeAttrName) &&
+        world != mesh.getNumDevices()) {
+      module.emitOpError("has loom.world_size ")
+          << world << " but its mesh has " << mesh.getNumDevices()
+          << " devices";
+      return signalPassFailure();
+    }
+    for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
+      if (func.isExternal())
+        continue;
+      Partitioner partitioner(module, func, mesh, meshName);
+      if (failed(partitioner.run()))
+        return signalPassFailure();
+    }
+    for (auto parameter : module.getOps<ParameterOp>())
+      parameter->removeAttr(LoomDialect::kShardingOriginAttrName);
+    module->setAttr(LoomDialect::kWorldSizeAttrName,
+                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                     mesh.getNumDevices()));
+  }
+};
+
+} // namespace
+} // namespace loom
+} // namespace mlir

@@ -1,0 +1,183 @@
+// RUN: loom-opt --loom-propagate-sharding --loom-partition --split-input-file --verify-diagnostics %s | FileCheck %s
+
+// Megatron's MLP on tp = 2: local shapes, one all_reduce after the
+// row-split GEMM (its output is a partial sum) before the bias that every
+// rank adds whole. The function runs on both ranks; the parameters keep
+// their global types and shardings.
+// CHECK-LABEL: module attributes {loom.world_size = 2 : i64}
+// CHECK: loom.parameter @w1 trainable : tensor<8x4xf32> sharding <@mesh, [{tp}, {}]>{{$}}
+// CHECK: loom.parameter @w2 trainable : tensor<4x8xf32> sharding <@mesh, [{}, {tp}]>{{$}}
+// CHECK: func.func @mlp(%{{.*}}: tensor<2x4xf32>) -> tensor<2x4xf32> attributes {loom.ranks = array<i64: 0, 1>}
+// CHECK: %[[W1:.*]] = loom.param @w1 : tensor<4x4xf32>
+// CHECK: %[[B1:.*]] = loom.param @b1 : tensor<4xf32>
+// CHECK: %[[W2:.*]] = loom.param @w2 : tensor<4x4xf32>
+// CHECK: %[[B2:.*]] = loom.param @b2 : tensor<4xf32>
+// CHECK: %[[H0:.*]] = loom.matmul %{{.*}}, %[[W1]] transpose_rhs : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+// CHECK: %[[H1:.*]] = loom.bias_add %[[H0]], %[[B1]] : tensor<2x4xf32>, tensor<4xf32>
+// CHECK: %[[H:.*]] = loom.relu %[[H1]] : tensor<2x4xf32>
+// CHECK: %[[Y0:.*]] = loom.matmul %[[H]], %[[W2]] transpose_rhs : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+// CHECK-NEXT: %[[SUM:.*]] = loom.all_reduce sum %[[Y0]] groups {{\[}}[0, 1]] {loom.resharding = {from = #loom.sharding<@mesh, [{}, {}], partial<sum> {tp}>, origin = "summed over a split from @w1 annotated [{tp}, {}] (priority 0), via loom.relu {{.*}}", to = #loom.sharding<@mesh, [{}, {}]>, type = tensor<2x4xf32>}} : tensor<2x4xf32>
+// CHECK-NEXT: %[[Y:.*]] = loom.bias_add %[[SUM]], %[[B2]]
+// CHECK-NEXT: return %[[Y]]
+// CHECK-NOT: loom.all_
+module {
+  loom.mesh @mesh = <tp = 2>
+  loom.parameter @w1 trainable : tensor<8x4xf32> sharding <@mesh, [{tp}, {}]>
+  loom.parameter @b1 trainable : tensor<8xf32>
+  loom.parameter @w2 trainable : tensor<4x8xf32>
+  loom.parameter @b2 trainable : tensor<4xf32>
+  func.func @mlp(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %w1 = loom.param @w1 : tensor<8x4xf32>
+    %b1 = loom.param @b1 : tensor<8xf32>
+    %w2 = loom.param @w2 : tensor<4x8xf32>
+    %b2 = loom.param @b2 : tensor<4xf32>
+    %h0 = loom.matmul %x, %w1 transpose_rhs : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+    %h1 = loom.bias_add %h0, %b1 : tensor<2x8xf32>, tensor<8xf32>
+    %h = loom.relu %h1 : tensor<2x8xf32>
+    %y0 = loom.matmul %h, %w2 transpose_rhs : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+    %y = loom.bias_add %y0, %b2 : tensor<2x4xf32>, tensor<4xf32>
+    return %y : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// Partial sums stay partial through an add of two partial sums, a scale by
+// a whole value and a reshape: one all_reduce, where the result leaves.
+// CHECK-LABEL: func.func @partial_chain
+// CHECK: %[[A:.*]] = loom.matmul {{.*}} -> tensor<2x4xf32>
+// CHECK: %[[B:.*]] = loom.matmul {{.*}} -> tensor<2x4xf32>
+// CHECK-NEXT: %[[S:.*]] = loom.add %[[A]], %[[B]] : tensor<2x4xf32>
+// CHECK-NEXT: %[[M:.*]] = loom.mul %[[S]], %{{.*}} : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+// CHECK-NEXT: %[[R:.*]] = loom.reshape %[[M]] : tensor<2x4xf32> -> tensor<8xf32>
+// CHECK-NEXT: %[[SUM:.*]] = loom.all_reduce sum %[[R]] groups {{\[}}[0, 1]]
+// CHECK-NEXT: return %[[SUM]]
+module {
+  loom.mesh @mesh = <tp = 2>
+  loom.parameter @u trainable : tensor<4x8xf32> sharding <@mesh, [{}, {tp}]>
+  loom.parameter @v trainable : tensor<4x8xf32> sharding <@mesh, [{}, {tp}]>
+  func.func @partial_chain(%x: tensor<2x8xf32>, %c: tensor<f32>) -> tensor<8xf32> {
+    %u = loom.param @u : tensor<4x8xf32>
+    %v = loom.param @v : tensor<4x8xf32>
+    %a = loom.matmul %x, %u transpose_rhs : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+    %b = loom.matmul %x, %v transpose_rhs : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+    %s = loom.add %a, %b : tensor<2x4xf32>
+    %m = loom.mul %s, %c : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+    %r = loom.reshape %m : tensor<2x4xf32> -> tensor<8xf32>
+    return %r : tensor<8xf32>
+  }
+}
+
+// -----
+
+// An add of a partial sum and a whole value is not a partial sum: the
+// partial operand is reduced first.
+// CHECK-LABEL: func.func @partial_plus_whole
+// CHECK: %[[A:.*]] = loom.matmul
+// CHECK-NEXT: %[[SUM:.*]] = loom.all_reduce sum %[[A]]
+// CHECK-NEXT: loom.add %[[SUM]], %{{.*}} : tensor<2x4xf32>
+module {
+  loom.mesh @mesh = <tp = 2>
+  loom.parameter @u trainable : tensor<4x8xf32> sharding <@mesh, [{}, {tp}]>
+  func.func @partial_plus_whole(%x: tensor<2x8xf32>, %y: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %u = loom.param @u : tensor<4x8xf32>
+    %a = loom.matmul %x, %u transpose_rhs : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+    %s = loom.add %a, %y : tensor<2x4xf32>
+    return %s : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// A whole value that meets a split one is sliced locally, with no
+// communication: the rank's block is gathered at its mesh coordinate (the
+// shard of an iota parameter); a split value that must leave whole is
+// gathered.
+// CHECK-LABEL: module
+// CHECK: loom.parameter @loom.mesh_coordinate.tp : tensor<2xi64> sharding <@mesh, [{tp}]> = dense<[0, 1]> : tensor<2xi64>
+// CHECK: func.func @slice_and_gather(%[[X:.*]]: tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK: %[[A:.*]] = loom.param @a : tensor<2x8xf32>
+// CHECK: %[[BLOCKS:.*]] = loom.reshape %[[X]] : tensor<4x8xf32> -> tensor<2x2x8xf32>
+// CHECK: %[[COORD:.*]] = loom.param @loom.mesh_coordinate.tp : tensor<1xi64>
+// CHECK: %[[BLOCK:.*]] = loom.gather %[[BLOCKS]][%[[COORD]]] : (tensor<2x2x8xf32>, tensor<1xi64>) -> tensor<1x2x8xf32>
+// CHECK: %[[MINE:.*]] = loom.reshape %[[BLOCK]] : tensor<1x2x8xf32> -> tensor<2x8xf32>
+// CHECK: %[[S:.*]] = loom.add %[[A]], %[[MINE]] : tensor<2x8xf32>
+// CHECK: %[[G:.*]] = loom.all_gather %[[S]] axis 0 groups {{\[}}[0, 1]] {{.*}} : tensor<2x8xf32> -> tensor<4x8xf32>
+// CHECK: return %[[G]]
+module {
+  loom.mesh @mesh = <tp = 2>
+  loom.parameter @a trainable : tensor<4x8xf32> sharding <@mesh, [{tp}, {}]>
+  func.func @slice_and_gather(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %a = loom.param @a : tensor<4x8xf32>
+    %s = loom.add %a, %x : tensor<4x8xf32>
+    return %s : tensor<4x8xf32>
+  }
+}
+
+// -----
+
+// A reshard between dimensions gathers the old split before it slices the
+// new one (an axis never splits two dimensions at once).
+// CHECK-LABEL: func.func @move
+// CHECK: %[[B:.*]] = loom.param @b : tensor<4x2xf32>
+// CHECK: %[[G:.*]] = loom.all_gather %[[B]] axis 1 groups {{\[}}[0, 1]] {{.*}}origin = "conflict at loom.add{{.*}} : tensor<4x2xf32> -> tensor<4x4xf32>
+// CHECK: loom.reshape %[[G]] : tensor<4x4xf32> -> tensor<2x2x4xf32>
+// CHECK: loom.add %{{.*}}, %{{.*}} : tensor<2x4xf32>
+module {
+  loom.mesh @mesh = <tp = 2>
+  loom.parameter @a trainable : tensor<4x4xf32> sharding <@mesh, [{tp}, {}]>
+  loom.parameter @b trainable : tensor<4x4xf32> sharding <@mesh, [{}, {tp}]>
+  func.func @move() -> tensor<4x4xf32> {
+    %a = loom.param @a : tensor<4x4xf32>
+    %b = loom.param @b : tensor<4x4xf32>
+    %s = loom.add %a, %b : tensor<4x4xf32>
+    return %s : tensor<4x4xf32>
+  }
+}
+
+// -----
+
+// On a 2-D mesh, collectives run over the groups that differ only along
+// the axis: tp groups are {0, 1} and {2, 3} on <dp = 2, tp = 2>.
+// CHECK-LABEL: module attributes {loom.world_size = 4 : i64}
+// CHECK: loom.all_reduce sum %{{.*}} groups {{\[}}[0, 1], [2, 3]]
+module {
+  loom.mesh @mesh = <dp = 2, tp = 2>
+  loom.parameter @u trainable : tensor<4x8xf32> sharding <@mesh, [{}, {tp}]>
+  func.func @grid(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
+    %u = loom.param @u : tensor<4x8xf32>
+    %a = loom.matmul %x, %u transpose_rhs : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+    return %a : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// Inputs arrive whole: where propagation split one, its consumer slices it
+// locally.
+// CHECK-LABEL: func.func @split_input(%{{.*}}: tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK: loom.gather
+// CHECK: loom.exp %{{.*}} : tensor<2x8xf32>
+// CHECK: loom.all_gather
+module {
+  loom.mesh @mesh = <tp = 2>
+  func.func @split_input(%x: tensor<4x8xf32> {loom.sharding = #loom.sharding<@mesh, [{tp}, {}]>}) -> tensor<4x8xf32> {
+    %e = loom.exp %x : tensor<4x8xf32>
+    return %e : tensor<4x8xf32>
+  }
+}
+
+// -----
+
+// Collectives are the partitioner's to insert: a step that has some already
+// is not a single-device program.
+module attributes {loom.world_size = 2 : i64} {
+  loom.mesh @mesh = <tp = 2>
+  loom.parameter @a trainable : tensor<4x8xf32> sharding <@mesh, [{tp}, {}]>
+  func.func @has_collective() -> tensor<4x8xf32> {
+    %a = loom.param @a : tensor<4x8xf32>
+    // expected-error @+1 {{'loom.all_reduce' op is already a collective; loom-partition expects the single-device program}}
+    %s = loom.all_reduce sum %a groups [[0, 1]] : tensor<4x8xf32>
+    return %s : tensor<4x8xf32>
+  }
+}
