@@ -193,6 +193,24 @@ private:
   /// Brings `local` (the state of `global`) to `target` (not partial).
   Value convert(OpBuilder &builder, Location loc, Value global, Local local,
                 const DimAxes &target, StringRef origin) {
+    // Every consumer that needs the same form shares one conversion: the
+    // first is made before the first such consumer, which dominates the
+    // others in the block.
+    std::pair<void *, std::string> key = {
+        global.getAsOpaquePointer(),
+        formatDimAxes(target) +
+            (local.partial == PartialKind::none ? "" : " whole")};
+    auto cached = conversions.find(key);
+    if (cached != conversions.end())
+      return cached->second;
+    Value converted =
+        convertUncached(builder, loc, global, local, target, origin);
+    conversions[key] = converted;
+    return converted;
+  }
+
+  Value convertUncached(OpBuilder &builder, Location loc, Value global,
+                        Local local, const DimAxes &target, StringRef origin) {
     DictionaryAttr info = describe(global, local, target, origin);
     auto tag = [&](Operation *op) {
       op->setAttr(LoomDialect::kReshardingAttrName, info);
@@ -269,15 +287,37 @@ private:
     return it->second;
   }
 
+  /// Whether `op` is of a kind that may take a partial operand.
+  static bool isLinearKind(Operation *op) {
+    return isa<ReshapeOp, TransposeOp, NegOp, SliceOp, AddOp, SubOp, MulOp,
+               DivOp, MatmulOp>(op);
+  }
+
   /// Which operands of `op` may stay partial (the op is linear in them);
-  /// empty when none may.
+  /// empty when none may. A partial value that some consumer needs whole
+  /// is reduced once for all of them instead, so that the linear ones do
+  /// not each carry, and later reduce, their own partial copy.
   SmallVector<bool> partialOperands(Operation *op) {
+    SmallVector<bool> accepts = linearOperands(op);
+    for (auto [index, operand] : llvm::enumerate(op->getOperands()))
+      if (accepts[index] &&
+          !llvm::all_of(operand.getUsers(),
+                        [](Operation *user) { return isLinearKind(user); }))
+        accepts[index] = false;
+    // An add of partial sums needs both to stay partial.
+    if (isa<AddOp, SubOp>(op) && accepts.size() == 2 &&
+        accepts[0] != accepts[1])
+      accepts[0] = accepts[1] = false;
+    return accepts;
+  }
+
+  SmallVector<bool> linearOperands(Operation *op) {
     SmallVector<bool> accepts(op->getNumOperands(), false);
     auto partialOf = [&](Value value) {
       auto it = locals.find(value);
       return it == locals.end() ? PartialKind::none : it->second.partial;
     };
-    if (isa<ReshapeOp, TransposeOp, NegOp, ReduceSumOp, SliceOp>(op)) {
+    if (isa<ReshapeOp, TransposeOp, NegOp, SliceOp>(op)) {
       accepts[0] = partialOf(op->getOperand(0)) == PartialKind::sum;
       return accepts;
     }
@@ -292,16 +332,24 @@ private:
       if (lhs && rhs && lhs->partial == PartialKind::sum &&
           rhs->partial == PartialKind::sum &&
           lhs->partialAxes == rhs->partialAxes &&
-          op->getOperand(0).getType() == op->getResult(0).getType() &&
-          op->getOperand(1).getType() == op->getResult(0).getType())
+          globalTypeOf(op->getOperand(0)) == globalTypeOf(op->getResult(0)) &&
+          globalTypeOf(op->getOperand(1)) == globalTypeOf(op->getResult(0)))
         accepts[0] = accepts[1] = true;
       return accepts;
     }
-    if (isa<MulOp, MatmulOp>(op) || isa<DivOp>(op)) {
-      // Linear in one operand while the other is whole.
+    if (isa<MulOp, MatmulOp, DivOp>(op)) {
+      // Linear in one operand while the other is whole. An elementwise
+      // product only by a scalar: mixing the partial value with whole data
+      // elementwise (a normalization's backward) would carry the partial
+      // state into several reductions, each reduced on its own, where
+      // reducing the value once serves them all.
       bool lhs = partialOf(op->getOperand(0)) == PartialKind::sum;
       bool rhs = partialOf(op->getOperand(1)) == PartialKind::sum;
-      if (lhs != rhs && !(rhs && isa<DivOp>(op)))
+      Value other = op->getOperand(lhs ? 1 : 0);
+      bool scalar =
+          cast<RankedTensorType>(globalTypeOf(other)).getNumElements() == 1;
+      if (lhs != rhs && !(rhs && isa<DivOp>(op)) &&
+          (isa<MatmulOp>(op) || scalar))
         accepts[lhs ? 0 : 1] = true;
       return accepts;
     }
@@ -319,6 +367,7 @@ private:
   DenseMap<Value, Local> locals;
   DenseMap<Value, Decision> decisions;
   DenseMap<Operation *, FactorRule> rules;
+  std::map<std::pair<void *, std::string>, Value> conversions;
 };
 
 LogicalResult Partitioner::partitionOp(Operation *op) {
