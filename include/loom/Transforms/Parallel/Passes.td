@@ -225,4 +225,67 @@ def LoomTensorParallel : Pass<"loom-tensor-parallel", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomExplainSharding : Pass<"loom-explain-sharding", "::mlir::ModuleOp"> {
+  let summary = "Report every collective of a partitioned step, its cause and cost";
+  let description = [{
+    Answers "where did this all-gather come from?" for a module that
+    `loom-partition` has partitioned, without changing it. For every
+    function, in program order, it prints each collective: its kind, the
+    ONNX node (the op's name location) it sits at, the value's global type
+    and its sharding before and after, and the annotation the sharding
+    comes from, all read off the `loom.resharding = {type, from, to,
+    origin}` that `loom-partition` puts on each collective it inserts
+    (collectives without it are listed with their local type); then the
+    bytes each rank sends and the estimated time on a link of `link-gbps`
+    GB/s and `link-latency-us` per step; then totals per collective kind
+    and for the whole function (one step).
+
+    The bytes are counted as a ring sends them, with S the full buffer (the
+    gathered result of an all_gather, the unscattered input of a
+    reduce_scatter, the buffer of the others) and n the group size:
+    all_reduce 2(n-1)/n S; all_gather, reduce_scatter, all_to_all and
+    broadcast (n-1)/n S; send S; recv nothing (its bytes are its
+    sender's). The time is latency * steps + bytes / bandwidth, with
+    2(n-1) steps for all_reduce, n-1 for the other collectives and 1 for
+    send and recv (a recv waits for S bytes). The formula is
+    `include/loom/Analysis/LinkModel.h`, which the runtime's
+    `loom-run --report-json` counts with too.
+
+    A module that is not partitioned is an error: one that still carries
+    shardings (`loom.sharding` on an op or an argument, `loom.shard`,
+    `loom.reshard`), or has a mesh but no `loom.world_size`. A module
+    without a mesh runs on one rank and reports no collectives. The report
+    goes to stdout, or to `report-file`.
+
+    Example: the two-layer MLP of `loom-partition`'s example, its ops
+    named by ONNX nodes and its column-split hidden value also returned
+    (test/Transforms/Parallel/explain-sharding.mlir), after
+    `--loom-propagate-sharding --loom-partition --loom-explain-sharding`:
+    ```
+    loom-explain-sharding: @mlp on 2 ranks; link 100 GB/s, 5 us per step
+      #1 all_reduce sum over 2 ranks at '/fc2/Add'
+}] # "         value: tensor<2x4xf32> [{}, {}] partial<sum> {tp} -> [{}, {}]" # [{
+}] # "         origin: summed over a split from @w1 annotated [{tp}, {}] (priority 0), via loom.relu at '/act/Relu'" # [{
+         sends 32 bytes per rank (2(n-1)/n of 32) in 2 steps: 10.00 us
+      #2 all_gather along dim 1 over 2 ranks at '/output'
+}] # "         value: tensor<2x8xf32> [{}, {tp}] -> [{}, {}]" # [{
+}] # "         origin: @w1 annotated [{tp}, {}] (priority 0), via loom.relu at '/act/Relu'" # [{
+         sends 32 bytes per rank ((n-1)/n of 64) in 1 step: 5.00 us
+      totals for @mlp (one step):
+         all_reduce       1 op            32 bytes per rank        10.00 us
+         all_gather       1 op            32 bytes per rank         5.00 us
+         all kinds        2 ops           64 bytes per rank        15.00 us
+    ```
+  }];
+  let options = [
+    Option<"linkGbps", "link-gbps", "double", /*default=*/"100.0",
+           "Link (bus) bandwidth in GB/s (10^9 bytes per second)">,
+    Option<"linkLatencyUs", "link-latency-us", "double", /*default=*/"5.0",
+           "Link latency per step, in microseconds">,
+    Option<"reportFile", "report-file", "std::string", /*default=*/"\"\"",
+           "Write the report to this file instead of stdout">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PARALLEL_PASSES_TD
