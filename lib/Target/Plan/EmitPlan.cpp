@@ -280,13 +280,21 @@ private:
     FailureOr<Part> part = partOf(weight, parameter, currentRank);
     if (failed(part))
       return failure();
-    Attribute name = weight.getNameAttr().getAttr();
+    // A piece of another parameter is named after it, at its place in it.
+    Home home = homeOf(parameter);
+    if (!home.base.empty()) {
+      std::vector<int64_t> offsets = home.base;
+      for (auto [dim, offset] : llvm::enumerate(part->offsets))
+        offsets[dim] += offset;
+      part->offsets = std::move(offsets);
+    }
+    Attribute name = StringAttr::get(parameter.getContext(), home.name);
     auto it = weightIds.find({name, part->offsets});
     if (it != weightIds.end())
       return it->second;
     rt::Weight info;
-    info.name = parameter.getSymName().str();
-    RankedTensorType type = parameter.getTensorType();
+    info.name = home.name;
+    RankedTensorType type = home.global;
     info.dtype = *toDType(type.getElementType());
     info.shape = part->shape;
     if (!part->offsets.empty()) {
@@ -297,15 +305,72 @@ private:
         uint64_t(rt::numElements(info.shape)) * rt::dtypeSize(info.dtype);
     info.offset = llvm::alignTo(plan.data.size(), 64);
     plan.data.resize(info.offset + info.bytes);
-    if (failed(copyValue(parameter, *part, plan.data.data() + info.offset)))
+    // The value is read relative to the parameter itself (a piece shifts
+    // the part into its source).
+    Part own = *part;
+    if (!home.base.empty())
+      for (auto [dim, offset] : llvm::enumerate(home.base))
+        own.offsets[dim] -= offset;
+    if (own.offsets == std::vector<int64_t>(own.offsets.size(), 0) &&
+        own.shape ==
+            std::vector<int64_t>(parameter.getTensorType().getShape().begin(),
+                                 parameter.getTensorType().getShape().end()))
+      own.offsets.clear();
+    if (failed(copyValue(parameter, own, plan.data.data() + info.offset)))
       return failure();
     uint64_t id = plan.weights.size();
     plan.weights.push_back(std::move(info));
     weightIds[{name, part->offsets}] = id;
     if (auto castOf = dyn_cast_if_present<CastOfAttr>(
-            parameter.getInitialValue().value_or(nullptr)))
-      copySources.push_back({id, castOf.getSource().getAttr(), parameter});
+            parameter.getInitialValue().value_or(nullptr))) {
+      auto source = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+          parameter, castOf.getSource());
+      Attribute sourceName =
+          source ? Attribute(StringAttr::get(parameter.getContext(),
+                                             homeOf(source).name))
+                 : Attribute(castOf.getSource().getAttr());
+      copySources.push_back({id, sourceName, parameter});
+    }
     return id;
+  }
+
+  /// Where a parameter's weights go in the plan: under its own name, or,
+  /// for a piece (`#loom.slice_of`) and a bf16 copy of one, under its
+  /// source's name (the copy's with the copy's suffix), at the piece's
+  /// offsets in the source's type.
+  struct Home {
+    std::string name;
+    RankedTensorType global;
+    std::vector<int64_t> base; // empty: the parameter is its own home
+  };
+
+  Home homeOf(ParameterOp parameter) {
+    Home home{parameter.getSymName().str(), parameter.getTensorType(), {}};
+    Attribute value = parameter.getInitialValue().value_or(nullptr);
+    if (auto sliceOf = dyn_cast_if_present<SliceOfAttr>(value)) {
+      auto source = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+          parameter, sliceOf.getSource());
+      if (!source)
+        return home;
+      return {source.getSymName().str(), source.getTensorType(),
+              std::vector<int64_t>(sliceOf.getOffsets().begin(),
+                                   sliceOf.getOffsets().end())};
+    }
+    if (auto castOf = dyn_cast_if_present<CastOfAttr>(value)) {
+      auto source = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+          parameter, castOf.getSource());
+      if (!source || !isa_and_present<SliceOfAttr>(
+                         source.getInitialValue().value_or(nullptr)))
+        return home;
+      Home piece = homeOf(source);
+      StringRef suffix = parameter.getSymName();
+      suffix.consume_front(source.getSymName());
+      return {piece.name + suffix.str(),
+              RankedTensorType::get(piece.global.getShape(),
+                                    parameter.getTensorType().getElementType()),
+              piece.base};
+    }
+    return home;
   }
 
   /// Writes `part` of `parameter`'s initial value to `out` (dense,
@@ -319,6 +384,26 @@ private:
           "imported shapes-only)");
     if (auto castOf = dyn_cast<CastOfAttr>(*value))
       return copyCastValue(parameter, castOf, part, out);
+    if (auto sliceOf = dyn_cast<SliceOfAttr>(*value)) {
+      // The same part of the source, shifted to the piece's place in it.
+      auto source = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+          parameter, sliceOf.getSource());
+      if (!source)
+        return parameter.emitOpError("is a slice of ")
+               << sliceOf.getSource() << ", which is not a loom.parameter";
+      Part shifted;
+      shifted.offsets.assign(sliceOf.getOffsets().begin(),
+                             sliceOf.getOffsets().end());
+      if (part.offsets.empty()) {
+        auto shape = parameter.getTensorType().getShape();
+        shifted.shape.assign(shape.begin(), shape.end());
+      } else {
+        shifted.shape = part.shape;
+        for (auto [dim, offset] : llvm::enumerate(part.offsets))
+          shifted.offsets[dim] += offset;
+      }
+      return copyValue(source, shifted, out);
+    }
     RankedTensorType type = parameter.getTensorType();
     std::vector<int64_t> global(type.getShape().begin(), type.getShape().end());
     size_t width = rt::dtypeSize(*toDType(type.getElementType()));

@@ -41,6 +41,11 @@ void mlir::loom::buildTrainingPipeline(OpPassManager &pm,
   // Simplify first (e.g. fold Linear layers' weight transposes into their
   // GEMMs) so that the backward pass is built from the simpler graph.
   pm.addPass(createCanonicalizerPass());
+  // Tensor parallelism splits fused projections by heads only once each
+  // piece is a parameter of its own; autodiff and the optimizer then treat
+  // the pieces like any parameter.
+  if (options.tp > 1)
+    pm.addPass(createLoomSplitFusedProjections());
   // Attention fusion and mixed precision rewrite the forward model only;
   // autodiff then derives the fused backward and bf16 GEMMs from it.
   buildForwardFusionPipeline(pm, options.fuseAttention, options.precision);

@@ -148,6 +148,43 @@ def LoomPartition : Pass<"loom-partition", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomSplitFusedProjections : Pass<"loom-split-fused-projections",
+                                     "::mlir::ModuleOp"> {
+  let summary = "One GEMM and parameter per piece of a fused projection";
+  let description = [{
+    Prepares a forward model for tensor parallelism (the training pipeline
+    runs it before autodiff when `tp` > 1). A fused projection, a GEMM by a
+    parameter whose biased output is split into equal pieces along its
+    output features (GPT-2's `c_attn`: query, key and value), cannot be
+    split by heads as one tensor: rank r needs rows r of each piece, which
+    no block of the weight is. Each piece gets its own GEMM, bias add and
+    parameters, named `NAME#i`, whose values are `#loom.slice_of` the fused
+    ones; the pieces are then trained, split by heads and checkpointed like
+    any parameter, while the plan names their weights after the fused
+    parameter, with their place in it, so `--save` writes it whole. The
+    fused parameters stay as the pieces' sources, no longer trained.
+
+    Only a weight and bias read once, unannotated, with an initial value,
+    are split; anything else is left as it is.
+
+    Input:
+    ```mlir
+    %y = loom.matmul %x, %w transpose_rhs : (tensor<4x32xf32>, tensor<96x32xf32>) -> tensor<4x96xf32>
+    %z = loom.add %b, %y : (tensor<96xf32>, tensor<4x96xf32>) -> tensor<4x96xf32>
+    %q, %k, %v = loom.split %z axis 1 : tensor<4x96xf32> -> tensor<4x32xf32>, tensor<4x32xf32>, tensor<4x32xf32>
+    ```
+    Output (and likewise `@w#1`, `@w#2`, `@b#i`):
+    ```mlir
+    loom.parameter @w#0 trainable : tensor<32x32xf32> = #loom.slice_of<@w, [0, 0]>
+    %w0 = loom.param @w#0 : tensor<32x32xf32>
+    %b0 = loom.param @b#0 : tensor<32xf32>
+    %q0 = loom.matmul %x, %w0 transpose_rhs : (tensor<4x32xf32>, tensor<32x32xf32>) -> tensor<4x32xf32>
+    %q = loom.add %b0, %q0 : (tensor<32xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomAnnotateShardings : Pass<"loom-annotate-shardings", "::mlir::ModuleOp"> {
   let summary = "Declare the mesh and annotate parameters by name";
   let description = [{

@@ -205,6 +205,8 @@ LogicalResult ParameterOp::verify() {
                            << type.getElementType();
     return success();
   }
+  if (isa<SliceOfAttr>(*value))
+    return success(); // checked against its source in verifySymbolUses
   // External data is raw little-endian bytes; i1 takes one byte.
   auto external = cast<ExternalDataAttr>(*value);
   int64_t elementBytes =
@@ -238,6 +240,30 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       return emitOpError() << "is a cast of " << castOf.getSource()
                            << " of type " << sourceType
                            << "; only f32 and f64 parameters have bf16 copies";
+  }
+  if (auto sliceOf =
+          dyn_cast_if_present<SliceOfAttr>(value.value_or(nullptr))) {
+    auto source = symbolTable.lookupNearestSymbolFrom<ParameterOp>(
+        getOperation(), sliceOf.getSource());
+    if (!source)
+      return emitOpError() << "is a slice of " << sliceOf.getSource()
+                           << ", which is not a loom.parameter";
+    if (isa_and_present<CastOfAttr, SliceOfAttr>(
+            source.getInitialValue().value_or(nullptr)))
+      return emitOpError() << "is a slice of " << sliceOf.getSource()
+                           << ", which is itself a copy or a slice";
+    RankedTensorType sourceType = source.getTensorType();
+    RankedTensorType type = getTensorType();
+    ArrayRef<int64_t> offsets = sliceOf.getOffsets();
+    bool inside = sourceType.getRank() == type.getRank() &&
+                  int64_t(offsets.size()) == type.getRank();
+    for (int64_t dim = 0; inside && dim < type.getRank(); ++dim)
+      inside = offsets[dim] >= 0 && offsets[dim] + type.getDimSize(dim) <=
+                                        sourceType.getDimSize(dim);
+    if (!inside || sourceType.getElementType() != type.getElementType())
+      return emitOpError() << "is the block of " << sliceOf.getSource()
+                           << " of type " << sourceType << " at [" << offsets
+                           << "], which does not fit a " << type;
   }
   std::optional<ShardingAttr> sharding = getSharding();
   if (!sharding)

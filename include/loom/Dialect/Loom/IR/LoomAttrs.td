@@ -197,4 +197,27 @@ def Loom_CastOfAttr : Loom_Attr<"CastOf", "cast_of"> {
   let assemblyFormat = "`<` $source `>`";
 }
 
+def Loom_SliceOfAttr : Loom_Attr<"SliceOf", "slice_of"> {
+  let summary = "a block of another parameter, trained as a parameter of its own";
+  let description = [{
+    The initial value of a parameter that is the block of parameter
+    `source` starting at `offsets` (its own type gives the block's shape
+    and must have the source's element type and rank). Such a piece is
+    trained, checkpointed and sharded as a parameter of its own, while the
+    plan names its weights after the source, with their place in it (plan
+    format 4's `slice`), so `--save` writes the source whole.
+    `loom-split-fused-projections` makes them: the query, key and value
+    blocks of a fused QKV weight become three pieces, which tensor
+    parallelism splits by heads each.
+
+    ```mlir
+    loom.parameter @qkv trainable : tensor<96x32xf32> = dense<0.5> : tensor<96x32xf32>
+    loom.parameter @qkv.k trainable : tensor<32x32xf32> = #loom.slice_of<@qkv, [32, 0]>
+    ```
+  }];
+  let parameters = (ins "::mlir::FlatSymbolRefAttr":$source,
+                        ArrayRefParameter<"int64_t", "block offsets">:$offsets);
+  let assemblyFormat = "`<` $source `,` `[` $offsets `]` `>`";
+}
+
 #endif // LOOM_DIALECT_LOOM_IR_LOOMATTRS_TD

@@ -77,7 +77,8 @@ def Loom_ParameterOp : Loom_Op<"parameter", [
     module is *shapes-only* and can still be planned and partitioned. Large
     values are `dense_resource` blobs or `#loom.external_data` references to
     a weights file, never inline text; `#loom.cast_of` makes a parameter a
-    narrowed copy of another's initial value. An optional
+    narrowed copy of another's initial value, `#loom.slice_of` a block of
+    it. An optional
     `sharding` is a user annotation for the parameter's layout, with an
     optional `priority` (0, the default, propagates first; see
     `loom.shard`).
@@ -103,7 +104,7 @@ def Loom_ParameterOp : Loom_Op<"parameter", [
     OptionalAttr<Loom_ShardingAttr>:$sharding,
     OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$sharding_priority,
     OptionalAttr<AnyAttrOf<[ElementsAttr, Loom_ExternalDataAttr,
-                                 Loom_CastOfAttr]>>
+                                 Loom_CastOfAttr, Loom_SliceOfAttr]>>
         :$initial_value);
   let assemblyFormat = [{
     $sym_name (`trainable` $trainable^)? `:` $type
