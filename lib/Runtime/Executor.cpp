@@ -11,6 +11,7 @@
 #include "Backend.h"
 #include "CollectiveInstructions.h"
 #include "OperandSpans.h"
+#include "loom/Analysis/LinkModel.h"
 #include "loom/Runtime/Communicator.h"
 #include "loom/Runtime/TensorIO.h"
 
@@ -149,16 +150,23 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
     return arena.status();
   executor->arena_ = *arena;
 
-  // State weights are copied out of the (shared, immutable) plan so that
-  // several executors of one plan train independently; read-only weights
-  // are used in place where the backend addresses host memory. bf16 copies
+  // A rank holds only the weights its program uses (rankHeldWeights), so
+  // that tensor parallelism divides the parameters' memory. State weights
+  // are copied out of the (shared, immutable) plan so that several
+  // executors of one plan train independently; read-only weights are used
+  // in place where the backend addresses host memory. bf16 copies
   // (`cast_of`) are derived from their sources below, into memory of their
   // own.
+  executor->held_ = rankHeldWeights(*plan, rank);
+  const std::vector<bool> &held = executor->held_;
   std::vector<uint64_t> offsets(plan->weights.size(), 0);
   uint64_t ownBytes = 0;
   bool copyAll = !backend.addressesHostMemory();
+  auto owned = [&](const Weight &weight) {
+    return weight.state || copyAll || weight.castOf >= 0;
+  };
   for (size_t id = 0; id < plan->weights.size(); ++id)
-    if (plan->weights[id].state || copyAll || plan->weights[id].castOf >= 0) {
+    if (held[id] && owned(plan->weights[id])) {
       offsets[id] = ownBytes;
       ownBytes += roundUp(plan->weights[id].bytes, 256);
     }
@@ -170,11 +178,15 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
     own = *block;
   }
   executor->weights_.assign(plan->weights.size(), nullptr);
+  uint64_t inPlaceBytes = 0;
   for (size_t id = 0; id < plan->weights.size(); ++id) {
     const Weight &weight = plan->weights[id];
     const uint8_t *data = plan->data.data() + weight.offset;
-    if (!weight.state && !copyAll && weight.castOf < 0) {
+    if (!held[id])
+      continue;
+    if (!owned(weight)) {
       executor->weights_[id] = const_cast<uint8_t *>(data);
+      inPlaceBytes += weight.bytes;
       continue;
     }
     executor->weights_[id] = own + offsets[id];
@@ -186,7 +198,7 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
   // Whatever wrote the sources' bytes (the compiler, or a tool that filled
   // the plan's weights), their copies match them.
   for (size_t id = 0; id < plan->weights.size(); ++id)
-    if (int64_t source = plan->weights[id].castOf; source >= 0) {
+    if (int64_t source = plan->weights[id].castOf; source >= 0 && held[id]) {
       const Weight &from = plan->weights[source];
       HostTensor value;
       value.dtype = from.dtype;
@@ -211,6 +223,11 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
           counted[ref.offset] = true;
           report.weightBytes += plan->weights[ref.offset].bytes;
         }
+  for (size_t id = 0; id < plan->weights.size(); ++id)
+    if (held[id])
+      report.heldWeightBytes += plan->weights[id].bytes;
+  report.weightAllocationBytes = ownBytes;
+  report.inPlaceWeightBytes = inPlaceBytes;
   return executor;
 }
 
@@ -229,8 +246,10 @@ HostTensor Executor::weight(size_t id) const {
   tensor.dtype = weight.dtype;
   tensor.shape = weight.shape;
   tensor.data.resize(weight.bytes);
-  // A weight that cannot be read back is the plan's value.
-  if (!backend_->download(tensor.data.data(), weights_[id], weight.bytes)) {
+  // A weight the rank does not hold, or that cannot be read back, is the
+  // plan's value.
+  if (!held_[id] ||
+      !backend_->download(tensor.data.data(), weights_[id], weight.bytes)) {
     const uint8_t *data = plan_->data.data() + weight.offset;
     tensor.data.assign(data, data + weight.bytes);
   }
@@ -244,6 +263,14 @@ Status Executor::setWeight(size_t id, const HostTensor &tensor) {
   if (!weight.state)
     return Status::error("weight '" + weight.name +
                          "' is not state and cannot be set");
+  if (!held_[id])
+    return Status::error(
+        "rank " + std::to_string(program_->rank) + " does not hold weight '" +
+        weight.name + "'" +
+        (weight.isSlice()
+             ? " " + sliceString(weight.sliceOffsets, weight.globalShape)
+             : std::string()) +
+        ": its program does not use it");
   if (tensor.dtype != weight.dtype || tensor.shape != weight.shape ||
       tensor.data.size() != weight.bytes)
     return Status::error("weight '" + weight.name + "' is " +
@@ -255,7 +282,7 @@ Status Executor::setWeight(size_t id, const HostTensor &tensor) {
       !status)
     return status;
   for (size_t copy = 0; copy < plan_->weights.size(); ++copy)
-    if (plan_->weights[copy].castOf == int64_t(id))
+    if (plan_->weights[copy].castOf == int64_t(id) && held_[copy])
       if (Status status = refreshCopy(copy, tensor); !status)
         return status;
   return Status::ok();
@@ -301,6 +328,7 @@ Status Executor::run(bool profile) {
                            "' was not given");
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
+  report_.commBytesSent.clear();
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (Status status = backend_->upload(
             const_cast<void *>(resolve(program_->inputs[i].ref)),
@@ -333,6 +361,10 @@ Status Executor::run(bool profile) {
 
   if (!measured_) {
     report_.measuredArenaBytes = backend_->measureArena();
+    report_.measuredPeakBytes =
+        (report_.measuredArenaBytes ? report_.measuredArenaBytes
+                                    : program_->arenaBytes) +
+        report_.weightAllocationBytes + report_.inPlaceWeightBytes;
     measured_ = true;
   }
   if (profile) {
@@ -487,6 +519,7 @@ Status Executor::runInstructions(std::vector<double> &times,
             !status)
           return fail(status.withContext(describe(instruction, index)));
       backend_->orderCommunication(comm);
+      countSent(instruction, comm);
       pending.push_back(
           {index,
            startCollective(instruction, comm, inputs.data(), outputs.data()),
@@ -507,4 +540,25 @@ Status Executor::runInstructions(std::vector<double> &times,
       if (Status status = wait(op); !status)
         return status;
   return Status::ok();
+}
+
+void Executor::countSent(const Instruction &instruction,
+                         const Communicator &comm) {
+  std::optional<loomcost::CollectiveKind> kind =
+      loomcost::parseKind(instruction.kernel);
+  if (!kind)
+    return;
+  // S: the full buffer (LinkModel.h), checked by checkCollective.
+  using loomcost::CollectiveKind;
+  uint64_t full = 0;
+  if (*kind == CollectiveKind::ReduceScatter || *kind == CollectiveKind::Send)
+    full = instruction.inputs.at(0).bytes();
+  else
+    full = instruction.outputs.at(0).bytes();
+  int64_t groupSize =
+      *kind == CollectiveKind::Send || *kind == CollectiveKind::Recv
+          ? 2
+          : comm.size();
+  report_.commBytesSent[instruction.kernel] +=
+      loomcost::ringBytesSent(*kind, full, groupSize);
 }

@@ -253,3 +253,73 @@ Status loomrt::checkWeightSlices(const Plan &plan, size_t *culprit) {
   }
   return Status::ok();
 }
+
+namespace {
+
+/// The weights `program` refers to, with the sources of the copies it
+/// refers to.
+std::vector<bool> referencedWeights(const Plan &plan,
+                                    const RankProgram &program) {
+  std::vector<bool> uses(plan.weights.size(), false);
+  auto use = [&](const TensorRef &ref) {
+    if (ref.space != TensorRef::Space::Weight ||
+        ref.offset >= plan.weights.size())
+      return;
+    uses[ref.offset] = true;
+    int64_t source = plan.weights[ref.offset].castOf;
+    if (source >= 0 && uint64_t(source) < plan.weights.size())
+      uses[size_t(source)] = true;
+  };
+  for (const Instruction &instruction : program.instructions) {
+    for (const TensorRef &ref : instruction.inputs)
+      use(ref);
+    for (const TensorRef &ref : instruction.outputs)
+      use(ref);
+  }
+  for (const Binding &input : program.inputs)
+    use(input.ref);
+  for (const Binding &output : program.outputs)
+    use(output.ref);
+  return uses;
+}
+
+} // namespace
+
+std::vector<std::vector<int>> loomrt::weightHolders(const Plan &plan) {
+  std::vector<std::vector<int>> holders(plan.weights.size());
+  for (const RankProgram &program : plan.ranks) {
+    std::vector<bool> uses = referencedWeights(plan, program);
+    for (size_t id = 0; id < plan.weights.size(); ++id)
+      if (uses[id])
+        holders[id].push_back(program.rank);
+  }
+  for (std::vector<int> &ranks : holders)
+    std::sort(ranks.begin(), ranks.end());
+  for (size_t id = 0; id < plan.weights.size(); ++id)
+    if (plan.weights[id].state && holders[id].empty())
+      holders[id].push_back(0);
+  return holders;
+}
+
+std::vector<bool> loomrt::rankHeldWeights(const Plan &plan, int rank) {
+  std::vector<bool> held(plan.weights.size(), false);
+  if (rank < 0 || size_t(rank) >= plan.ranks.size())
+    return held;
+  held = referencedWeights(plan, plan.ranks[size_t(rank)]);
+  if (rank != 0)
+    return held;
+  // Rank 0 also keeps the state no rank refers to.
+  std::vector<bool> anyone = held;
+  for (const RankProgram &program : plan.ranks) {
+    if (&program == &plan.ranks[size_t(rank)])
+      continue;
+    std::vector<bool> uses = referencedWeights(plan, program);
+    for (size_t id = 0; id < uses.size(); ++id)
+      if (uses[id])
+        anyone[id] = true;
+  }
+  for (size_t id = 0; id < plan.weights.size(); ++id)
+    if (plan.weights[id].state && !anyone[id])
+      held[id] = true;
+  return held;
+}

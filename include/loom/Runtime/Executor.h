@@ -16,6 +16,7 @@
 #include "loom/Runtime/TensorIO.h"
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +71,30 @@ struct RunReport {
   uint64_t plannedArenaPageBytes = 0;
   /// Bytes of weights the rank reads.
   uint64_t weightBytes = 0;
+  /// Bytes of the weights the rank holds (Executor::holds): those its
+  /// program refers to, the sources of the copies it refers to, and on
+  /// rank 0 the state no rank refers to. The planned peak is the arena plus
+  /// these.
+  uint64_t heldWeightBytes = 0;
+  /// What the executor allocated for its weights: one block for the state
+  /// weights and copies it holds (each rounded up to 256 bytes), and on a
+  /// device the read-only ones too. The CPU reads its read-only weights in
+  /// place, in the plan's data section (`inPlaceWeightBytes`).
+  uint64_t weightAllocationBytes = 0;
+  uint64_t inPlaceWeightBytes = 0;
+  /// The rank's memory at its peak, measured after the first run: the
+  /// arena it touched (measuredArenaBytes; the whole arena where the
+  /// backend cannot tell), its weight allocation and the weights it reads
+  /// in place. Memory the backend allocates for itself (CUDA workspaces,
+  /// library handles) and the plan, which a process loads once for all its
+  /// ranks, are not counted.
+  uint64_t measuredPeakBytes = 0;
+  /// Bytes the rank's collectives sent in the last run, by instruction name
+  /// (all_reduce, all_gather, ...), counted as a ring sends them as they
+  /// ran (loomcost::ringBytesSent, include/loom/Analysis/LinkModel.h: S is
+  /// an all_gather's output, a reduce_scatter's input, the others' buffer;
+  /// a recv sends nothing). Empty for a rank that does not communicate.
+  std::map<std::string, uint64_t> commBytesSent;
   /// Wall time of the last run.
   double seconds = 0;
   /// By kernel kind, most expensive first (profiled runs only).
@@ -107,12 +132,22 @@ public:
   /// Output `index` (in plan order) after a run.
   HostTensor output(size_t index) const;
 
+  /// Whether this rank holds weight `id` (weightHolders in Plan.h): an
+  /// executor allocates and copies only the weights its program refers to
+  /// (and the sources of the copies it refers to; rank 0 also the state no
+  /// rank refers to), so that a tensor-parallel rank keeps its own slices
+  /// and not the others'.
+  bool holds(size_t id) const { return id < held_.size() && held_[id]; }
+
   /// The current value of weight `id`. State weights (trained parameters,
   /// optimizer state) live in the executor, start from the plan's data and
-  /// change with every run; the others are the plan's.
+  /// change with every run; the others are the plan's. A weight the rank
+  /// does not hold reads as the plan's initial value, which for state that
+  /// another rank trains is not its current value: see `holds`.
   HostTensor weight(size_t id) const;
   /// Overwrites state weight `id` (resuming from a checkpoint); dtype and
-  /// shape must be the plan's. The weight's bf16 copies (`cast_of`) follow.
+  /// shape must be the plan's, and the rank must hold it. The weight's bf16
+  /// copies (`cast_of`) that the rank holds follow.
   Status setWeight(size_t id, const HostTensor &tensor);
 
   const RunReport &report() const { return report_; }
@@ -133,6 +168,8 @@ private:
   const void *resolve(const TensorRef &ref) const;
   Status runInstructions(std::vector<double> &times, double &waitSeconds);
   Status runOrReplay(std::vector<double> &times, double &waitSeconds);
+  /// Adds collective `instruction`, run on `comm`, to commBytesSent.
+  void countSent(const Instruction &instruction, const Communicator &comm);
   /// Makes the other ranks stop with `status` (a local failure).
   Status fail(Status status);
 
@@ -145,6 +182,9 @@ private:
   /// of the executor's own (they change with every step), the others in the
   /// plan's data section (CPU) or a copy of it on the device.
   std::vector<uint8_t *> weights_;
+  /// Which weights this rank holds (rankHeldWeights); null in weights_ for
+  /// the others.
+  std::vector<bool> held_;
   std::vector<HostTensor> inputs_;
   std::vector<bool> inputSet_;
   bool measured_ = false;

@@ -199,6 +199,18 @@ Status checkCommunication(const Plan &plan);
 /// (when given) receives the id of the weight the message is about.
 Status checkWeightSlices(const Plan &plan, size_t *culprit = nullptr);
 
+/// For every weight id, the ranks that hold it, in increasing order: the
+/// ranks whose program refers to it (an instruction operand, an input or
+/// an output) or to a `cast_of` copy of it (a copy is derived from its
+/// source); a state weight that no rank refers to is rank 0's, so that its
+/// value is kept and checkpointed somewhere. An executor allocates and
+/// copies the weights its rank holds, and only those (Executor::holds).
+std::vector<std::vector<int>> weightHolders(const Plan &plan);
+
+/// For every weight id, whether rank `rank` holds it (as weightHolders);
+/// only rank 0 looks at the other ranks' programs.
+std::vector<bool> rankHeldWeights(const Plan &plan, int rank);
+
 /// "slice [0,4] of [8,8]" for a slice, "" for a whole weight.
 std::string sliceString(const std::vector<int64_t> &offsets,
                         const std::vector<int64_t> &globalShape);

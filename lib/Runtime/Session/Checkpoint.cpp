@@ -217,34 +217,11 @@ std::vector<size_t> loomrt::stateWeights(const Plan &plan) {
 }
 
 std::vector<std::vector<int>> loomrt::stateWeightHolders(const Plan &plan) {
-  std::vector<std::vector<int>> holders(plan.weights.size());
-  for (const RankProgram &program : plan.ranks) {
-    std::vector<bool> uses(plan.weights.size(), false);
-    auto use = [&](const TensorRef &ref) {
-      if (ref.space != TensorRef::Space::Weight ||
-          ref.offset >= plan.weights.size())
-        return;
-      uses[ref.offset] = true;
-      // A copy is derived from its master: whoever holds the copy holds the
-      // master too.
-      if (int64_t master = plan.weights[ref.offset].castOf; master >= 0)
-        uses[size_t(master)] = true;
-    };
-    for (const Instruction &instruction : program.instructions) {
-      for (const TensorRef &ref : instruction.inputs)
-        use(ref);
-      for (const TensorRef &ref : instruction.outputs)
-        use(ref);
-    }
-    for (const Binding &output : program.outputs)
-      use(output.ref);
-    for (size_t id = 0; id < plan.weights.size(); ++id)
-      if (uses[id] && plan.weights[id].state)
-        holders[id].push_back(program.rank);
-  }
+  // The executors' own rule: a rank's file holds what its executor holds.
+  std::vector<std::vector<int>> holders = weightHolders(plan);
   for (size_t id = 0; id < plan.weights.size(); ++id)
-    if (plan.weights[id].state && holders[id].empty())
-      holders[id].push_back(0);
+    if (!plan.weights[id].state)
+      holders[id].clear();
   return holders;
 }
 

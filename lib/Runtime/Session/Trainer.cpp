@@ -18,6 +18,7 @@
 #include "loom/Runtime/Session/Trainer.h"
 
 #include "loom/Runtime/Session/Checkpoint.h"
+#include "loom/Runtime/Session/Report.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -291,6 +292,11 @@ struct Session {
   std::vector<std::vector<int>> holders;
   /// Per rank, its executor's report after the last step.
   std::vector<RunReport> reports;
+  /// The reported loss of every step (written by the loss rank).
+  std::vector<double> losses;
+  /// With TrainOptions::keepState, every state tensor whole (written by
+  /// rank 0).
+  std::map<std::string, HostTensor> state;
 };
 
 void printReportLines(const RunReport &report, const std::string &prefix) {
@@ -475,6 +481,33 @@ Status saveModel(const RankContext &context, const Session &session,
   return Status::ok();
 }
 
+/// --report-json: every rank's usage comes to rank 0 (an all-gather over
+/// the host communicator, between threads or processes alike), which
+/// writes the file.
+Status writeUsageReport(const RankContext &context, const Session &session,
+                        const Executor &executor) {
+  std::vector<int64_t> mine =
+      packUsage(rankUsage(*session.plan, context.rank, executor.report()));
+  std::vector<int64_t> all(mine.size() * size_t(context.size));
+  if (context.size > 1) {
+    if (Status status = context.host
+                            ->allGather(mine.data(), all.data(),
+                                        int64_t(mine.size()), DType::I64)
+                            ->wait();
+        !status)
+      return status;
+  } else {
+    all = mine;
+  }
+  if (context.rank != 0)
+    return Status::ok();
+  std::vector<RankUsage> usages;
+  for (int rank = 0; rank < context.size; ++rank)
+    usages.push_back(unpackUsage(all.data() + size_t(rank) * mine.size()));
+  return writeFileAtomically(session.options->reportJsonPath,
+                             formatReportJson(usages));
+}
+
 /// One rank's whole run: its executor, the steps, the checkpoints and the
 /// trained state.
 Status trainRank(RankContext &context, Session &session) {
@@ -513,9 +546,10 @@ Status trainRank(RankContext &context, Session &session) {
   Sampler sampler(std::max<int64_t>(session.samples, 1), options.shuffle,
                   options.seed);
   Progress progress(first, options.steps);
+  bool printing = reporting && !options.quiet;
   std::vector<int64_t> rows(options.batchSize);
   auto fatal = [&](Status status) {
-    if (reporting)
+    if (printing)
       progress.finishEarly();
     return status;
   };
@@ -555,7 +589,9 @@ Status trainRank(RankContext &context, Session &session) {
                      (long long)step, loss, seconds * 1e3, rate);
         std::fflush(metrics.get());
       }
-      progress.report(step, loss, rate);
+      session.losses.push_back(loss);
+      if (printing)
+        progress.report(step, loss, rate);
     }
     bool last = step + 1 == options.steps;
     if (!options.checkpointDir.empty() &&
@@ -575,12 +611,25 @@ Status trainRank(RankContext &context, Session &session) {
     if (Status status = barrier(context); !status)
       return status;
   }
+  if (!options.reportJsonPath.empty())
+    if (Status status = writeUsageReport(context, session, executor); !status)
+      return status;
   if (!options.saveWeightsDir.empty())
     if (Status status = saveWeights(context, session, executor); !status)
       return status;
   if (!options.savePath.empty() && options.saveModel)
     if (Status status = saveModel(context, session, executor); !status)
       return status;
+  if (options.keepState) {
+    std::map<std::string, HostTensor> values;
+    if (Status status = gatherTensors(
+            context, session, executor,
+            [](const std::vector<size_t> &) { return 0; }, values);
+        !status)
+      return status;
+    if (context.rank == 0)
+      session.state = std::move(values);
+  }
   return Status::ok();
 }
 
@@ -589,6 +638,14 @@ Status trainRank(RankContext &context, Session &session) {
 int loomrt::runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
                         const TrainOptions &options,
                         std::vector<RankReport> &reports) {
+  TrainResult result;
+  int status = runTraining(std::move(plan), data, options, result);
+  reports = std::move(result.reports);
+  return status;
+}
+
+int loomrt::runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
+                        const TrainOptions &options, TrainResult &result) {
   const std::string &model = options.launch.model;
   Session session;
   session.plan = plan;
@@ -657,6 +714,8 @@ int loomrt::runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
   if (!launched->ok())
     return 1;
   for (const RankOutcome &outcome : launched->outcomes)
-    reports.push_back({outcome.rank, session.reports[outcome.rank]});
+    result.reports.push_back({outcome.rank, session.reports[outcome.rank]});
+  result.losses = std::move(session.losses);
+  result.state = std::move(session.state);
   return 0;
 }

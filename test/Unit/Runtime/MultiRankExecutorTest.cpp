@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <gtest/gtest.h>
+#include <map>
 #include <thread>
 
 using namespace loomrt;
@@ -46,7 +47,8 @@ runRanks(std::shared_ptr<const Plan> plan,
          const std::vector<std::vector<float>> &inputs,
          std::vector<std::vector<float>> &outputs,
          std::function<void(Executor &, int)> prepare = nullptr,
-         CommOptions options = {}) {
+         CommOptions options = {},
+         std::function<void(Executor &, int)> finish = nullptr) {
   int ranks = int(plan->ranks.size());
   auto comms = createThreadCommunicators(ranks, options);
   std::vector<Status> statuses(ranks);
@@ -71,6 +73,8 @@ runRanks(std::shared_ptr<const Plan> plan,
       statuses[rank] = (*executor)->run();
       if (statuses[rank])
         outputs[rank] = values((*executor)->output(0));
+      if (statuses[rank] && finish)
+        finish(**executor, rank);
     });
   for (std::thread &thread : threads)
     thread.join();
@@ -104,6 +108,63 @@ TEST(MultiRankExecutorTest, CollectivesRunOnTheirGroups) {
     EXPECT_EQ(outputs[r],
               (std::vector<float>{11, 22, 11, 22, 1100, 2200, 1100, 2200}));
   }
+}
+
+TEST(MultiRankExecutorTest, CollectivesCountTheBytesTheySend) {
+  // As they run, counted as a ring sends them (LinkModel.h): the all_reduce
+  // of 8 bytes over pairs sends 2 * 1/2 * 8; the all_gather into 32 bytes
+  // over 4 ranks 3/4 * 32; a send its 16 bytes, a recv nothing.
+  std::string rank = "arena 256\n"
+                     "input \"x\" a0:f32[2]\n"
+                     "output \"y\" a64:f32[8]\n"
+                     "collective all_reduce a0:f32[2] -> a0:f32[2] group=G "
+                     "op=sum\n"
+                     "collective all_gather a0:f32[2] -> a64:f32[8] group=2\n"
+                     "collective all_reduce a0:f32[2] -> a0:f32[2] group=G "
+                     "op=sum\n"
+                     "end\n";
+  std::string text = "loom-plan 2\nweights 0\ngroups 3\ngroup 0 [0,1]\n"
+                     "group 1 [2,3]\ngroup 2 [0,1,2,3]\n";
+  for (int r = 0; r < 4; ++r) {
+    std::string line = rank;
+    for (size_t at; (at = line.find("group=G")) != std::string::npos;)
+      line.replace(at, 7, r < 2 ? "group=0" : "group=1");
+    text += "rank " + std::to_string(r) + " " + line;
+  }
+  text += "data 0\n";
+  std::vector<std::map<std::string, uint64_t>> sent(4);
+  std::vector<std::vector<float>> outputs;
+  std::vector<Status> statuses =
+      runRanks(parse(text), {{1, 2}, {3, 4}, {5, 6}, {7, 8}}, outputs, nullptr,
+               {}, [&](Executor &executor, int r) {
+                 // A second run counts its own step, not the sum of both.
+                 ASSERT_TRUE(executor.run().isOk());
+                 sent[r] = executor.report().commBytesSent;
+               });
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(statuses[r].isOk()) << statuses[r].message();
+    EXPECT_EQ(sent[r], (std::map<std::string, uint64_t>{{"all_reduce", 16},
+                                                        {"all_gather", 24}}));
+  }
+
+  std::string pair = "loom-plan 2\nweights 0\n"
+                     "rank 0 arena 64\n"
+                     "input \"x\" a0:f32[4]\n"
+                     "output \"y\" a0:f32[4]\n"
+                     "collective send a0:f32[4] -> peer=1 tag=0\n"
+                     "end\n"
+                     "rank 1 arena 64\n"
+                     "output \"y\" a0:f32[4]\n"
+                     "collective recv -> a0:f32[4] peer=0 tag=0\n"
+                     "end\n"
+                     "data 0\n";
+  statuses = runRanks(parse(pair), {{1, 2, 3, 4}, {}}, outputs, nullptr, {},
+                      [&](Executor &executor, int r) {
+                        sent[r] = executor.report().commBytesSent;
+                      });
+  ASSERT_TRUE(statuses[0].isOk() && statuses[1].isOk());
+  EXPECT_EQ(sent[0], (std::map<std::string, uint64_t>{{"send", 16}}));
+  EXPECT_EQ(sent[1], (std::map<std::string, uint64_t>{{"recv", 0}}));
 }
 
 TEST(MultiRankExecutorTest, KernelsWaitForSendsStillInFlight) {

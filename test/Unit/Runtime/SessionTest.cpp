@@ -11,6 +11,7 @@
 #include "loom/Runtime/Executor.h"
 #include "loom/Runtime/Session/Checkpoint.h"
 #include "loom/Runtime/Session/Launcher.h"
+#include "loom/Runtime/Session/Report.h"
 #include "loom/Runtime/Session/Trainer.h"
 #include "loom/Runtime/TensorIO.h"
 
@@ -173,6 +174,96 @@ TEST(CheckpointTest, HoldersAreTheRanksThatReferToAWeight) {
   EXPECT_EQ(rankStateWeights(*plan, 0), (std::vector<size_t>{0, 3, 4, 5}));
   EXPECT_EQ(rankStateWeights(*plan, 1), (std::vector<size_t>{0, 1}));
   EXPECT_EQ(stateWeights(*plan), (std::vector<size_t>{0, 1, 3, 4, 5}));
+}
+
+TEST(ReportTest, UsageOfEachRank) {
+  // --report-json's fields: rank 0 holds a and c (parameters, f32[2]),
+  // c.bf16 (a copy, neither) and optimizer.step (f64[1]); rank 1 a and b.
+  std::shared_ptr<Plan> plan = twoRankPlan();
+  plan->weights[5].name = "optimizer.step";
+  RunReport report;
+  report.measuredPeakBytes = 4242;
+  report.commBytesSent = {{"all_reduce", 64}, {"recv", 0}};
+  RankUsage zero = rankUsage(*plan, 0, report);
+  EXPECT_EQ(zero.paramBytes, 16u);
+  EXPECT_EQ(zero.gradBytes, 16u);
+  EXPECT_EQ(zero.optimizerBytes, 8u);
+  EXPECT_EQ(zero.plannedPeakBytes, 128u + 8 + 8 + 4 + 8);
+  EXPECT_EQ(zero.measuredPeakBytes, 4242u);
+  RankUsage one = rankUsage(*plan, 1, RunReport());
+  EXPECT_EQ(one.paramBytes, 16u);
+  EXPECT_EQ(one.optimizerBytes, 0u);
+  EXPECT_EQ(one.plannedPeakBytes, 128u + 16);
+  // Between processes as integers, and back.
+  std::vector<int64_t> packed = packUsage(zero);
+  ASSERT_EQ(packed.size(), packedUsageSize());
+  RankUsage back = unpackUsage(packed.data());
+  EXPECT_EQ(formatReportJson({back, one}), formatReportJson({zero, one}));
+  EXPECT_EQ(
+      formatReportJson({zero, one}),
+      "{\"ranks\": [\n"
+      "  {\"rank\": 0, \"param_bytes\": 16, \"grad_bytes\": 16, "
+      "\"optimizer_bytes\": 8, \"planned_peak_bytes\": 156, "
+      "\"measured_peak_bytes\": 4242, \"comm_bytes\": {\"all_reduce\": 64, "
+      "\"all_gather\": 0, \"reduce_scatter\": 0, \"all_to_all\": 0, "
+      "\"broadcast\": 0, \"send\": 0}},\n"
+      "  {\"rank\": 1, \"param_bytes\": 16, \"grad_bytes\": 16, "
+      "\"optimizer_bytes\": 0, \"planned_peak_bytes\": 144, "
+      "\"measured_peak_bytes\": 0, \"comm_bytes\": {\"all_reduce\": 0, "
+      "\"all_gather\": 0, \"reduce_scatter\": 0, \"all_to_all\": 0, "
+      "\"broadcast\": 0, \"send\": 0}}\n"
+      "]}\n");
+}
+
+TEST(CheckpointTest, ExecutorsHoldWhatTheirRankHolds) {
+  // Every weight's holders, and each executor allocates exactly its own: a
+  // rank does not copy the state another rank trains (a tensor-parallel
+  // rank keeps its slices, not the others'), and the checkpoint's holders
+  // are the executors'.
+  std::shared_ptr<Plan> plan = twoRankPlan();
+  std::vector<std::vector<int>> holders = weightHolders(*plan);
+  ASSERT_EQ(holders.size(), 6u);
+  EXPECT_EQ(holders[0], (std::vector<int>{0, 1}));
+  EXPECT_EQ(holders[1], (std::vector<int>{1}));
+  EXPECT_TRUE(holders[2].empty()); // read-only, and read by no rank
+  EXPECT_EQ(holders[3], (std::vector<int>{0}));
+  EXPECT_EQ(holders[4], (std::vector<int>{0}));
+  EXPECT_EQ(holders[5], (std::vector<int>{0}));
+  EXPECT_EQ(rankHeldWeights(*plan, 0),
+            (std::vector<bool>{true, false, false, true, true, true}));
+  EXPECT_EQ(rankHeldWeights(*plan, 1),
+            (std::vector<bool>{true, true, false, false, false, false}));
+
+  for (int rank = 0; rank < 2; ++rank) {
+    auto executor = Executor::create(plan, rank);
+    ASSERT_TRUE(executor.isOk()) << executor.status().message();
+    std::vector<bool> held = rankHeldWeights(*plan, rank);
+    for (size_t id = 0; id < held.size(); ++id)
+      EXPECT_EQ((*executor)->holds(id), held[id]) << rank << " " << id;
+    const RunReport &report = (*executor)->report();
+    // Rank 0: a, c (f32[2]), c.bf16 (bf16[2]) and idle (f64[1]), each
+    // allocated in 256 bytes; rank 1: a and b.
+    EXPECT_EQ(report.heldWeightBytes, rank == 0 ? 8u + 8 + 4 + 8 : 16u);
+    EXPECT_EQ(report.weightAllocationBytes, rank == 0 ? 1024u : 512u);
+    EXPECT_EQ(report.inPlaceWeightBytes, 0u);
+    ASSERT_TRUE((*executor)->setInput("x", floats({10, 20})).isOk());
+    ASSERT_TRUE((*executor)->run().isOk());
+    EXPECT_EQ(report.measuredPeakBytes,
+              report.measuredArenaBytes + report.weightAllocationBytes);
+  }
+
+  // Rank 1 does not hold rank 0's "c": setting it is an error, and it
+  // reads as the plan's initial value.
+  auto rank1 = Executor::create(plan, 1);
+  ASSERT_TRUE(rank1.isOk());
+  Status status = (*rank1)->setWeight(3, floats({5, 6}));
+  ASSERT_FALSE(status.isOk());
+  EXPECT_EQ(status.message(),
+            "rank 1 does not hold weight 'c': its program does not use it");
+  EXPECT_EQ(valuesOf((*rank1)->weight(3)), (std::vector<float>{1, 2}));
+  // Setting a weight it holds still works.
+  EXPECT_TRUE((*rank1)->setWeight(1, floats({5, 6})).isOk());
+  EXPECT_EQ(valuesOf((*rank1)->weight(1)), (std::vector<float>{5, 6}));
 }
 
 TEST(CheckpointTest, IndexTextRoundTrips) {

@@ -41,9 +41,10 @@ constexpr const char *kRankCheckpointMagic = "loom-checkpoint-rank 2";
 std::vector<size_t> stateWeights(const Plan &plan);
 
 /// For every weight id, the ranks whose checkpoint files hold it, in
-/// increasing order: for a state weight, the ranks whose program refers to
-/// it (an operand of an instruction, or an output) or to a `cast_of` copy of
-/// it; rank 0 when no rank refers to it. Empty for the other weights.
+/// increasing order: for a state weight, the ranks whose executors hold it
+/// (weightHolders: the ranks whose program refers to it or to a `cast_of`
+/// copy of it; rank 0 when no rank refers to it). Empty for the other
+/// weights.
 std::vector<std::vector<int>> stateWeightHolders(const Plan &plan);
 
 /// The state weights rank `rank` holds (see stateWeightHolders), in

@@ -61,6 +61,15 @@ struct TrainOptions {
   std::string resumeDir;
   /// Profile the last step (--report).
   bool profileLastStep = false;
+  /// --report-json FILE: after the last step, every rank's usage
+  /// (Session/Report.h), written by the process that runs rank 0.
+  std::string reportJsonPath;
+  /// No progress lines (a second run that only checks the first, as
+  /// `loom-run --verify`'s single-device run).
+  bool quiet = false;
+  /// Hand every state tensor back whole after the last step
+  /// (TrainResult::state), gathered to rank 0 as --save gathers it.
+  bool keepState = false;
   /// How the ranks run (--ranks, mpirun, --device, --comm-timeout, ...);
   /// launch.model names the plan in messages.
   LaunchOptions launch;
@@ -81,10 +90,24 @@ struct RankReport {
   RunReport report;
 };
 
+/// What a training run hands back, when it succeeded.
+struct TrainResult {
+  /// The report of every rank this process ran, in rank order.
+  std::vector<RankReport> reports;
+  /// The loss of every step this run took, in order (in the process that
+  /// runs the rank whose loss is reported).
+  std::vector<double> losses;
+  /// With TrainOptions::keepState, every state tensor whole after the last
+  /// step, by name (in the process that runs rank 0).
+  std::map<std::string, HostTensor> state;
+};
+
 /// Trains `plan` on `data`; returns the process exit code, having printed
 /// progress, the results and any error (prefixed `loom-run: error: `).
-/// `reports` receives the report of every rank this process ran, in rank
-/// order, when training succeeded.
+/// `result` receives what the run hands back when training succeeded.
+int runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
+                const TrainOptions &options, TrainResult &result);
+/// The same, keeping only the reports.
 int runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
                 const TrainOptions &options, std::vector<RankReport> &reports);
 

@@ -1,0 +1,74 @@
+//===- Report.h - What each rank holds and sends ----------------*- C++ -*-===//
+//
+// `loom-run --report-json FILE`: per rank, the bytes of the parameters,
+// gradients and optimizer state it holds, its planned and measured peak
+// memory, and the bytes its collectives send per step (ring-counted, as
+// include/loom/Analysis/LinkModel.h counts them). Other tools read the
+// file, so its keys are fixed:
+//
+//   {"ranks": [{"rank": 0, "param_bytes": ..., "grad_bytes": ...,
+//               "optimizer_bytes": ..., "planned_peak_bytes": ...,
+//               "measured_peak_bytes": ...,
+//               "comm_bytes": {"all_reduce": ..., "all_gather": ...,
+//                              "reduce_scatter": ..., "all_to_all": ...,
+//                              "broadcast": ..., "send": ...}}, ...]}
+//
+// What each field counts is documented in docs/design/training.md.
+// Plain C++17 on the runtime: no LLVM/MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_SESSION_REPORT_H
+#define LOOM_RUNTIME_SESSION_REPORT_H
+
+#include "loom/Runtime/Executor.h"
+#include "loom/Runtime/Plan.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace loomrt {
+
+struct RankUsage {
+  int rank = 0;
+  /// The trained parameters the rank holds (its slices of sharded ones):
+  /// state weights that are not optimizer state (`optimizer.*`) and not
+  /// bf16 copies (`cast_of`).
+  uint64_t paramBytes = 0;
+  /// Their gradients: one per parameter, of its dtype and (local) shape, so
+  /// the same bytes as paramBytes.
+  uint64_t gradBytes = 0;
+  /// The optimizer state the rank holds: the state weights named
+  /// `optimizer.*` (moments, momentum buffers, and the step counter).
+  uint64_t optimizerBytes = 0;
+  /// The rank's arena plus the weights it holds (RunReport::heldWeightBytes).
+  uint64_t plannedPeakBytes = 0;
+  /// RunReport::measuredPeakBytes.
+  uint64_t measuredPeakBytes = 0;
+  /// Bytes sent per step by collective kind (RunReport::commBytesSent of
+  /// the last step); every kind that sends is listed, 0 when it did not run.
+  std::map<std::string, uint64_t> commBytes;
+};
+
+/// The kinds `comm_bytes` lists, in order: every collective that sends
+/// (a recv's bytes are its sender's).
+const std::vector<std::string> &reportedCollectiveKinds();
+
+/// Rank `rank`'s usage in `plan`, with what its executor measured.
+RankUsage rankUsage(const Plan &plan, int rank, const RunReport &report);
+
+/// The JSON document above, for `ranks` in the given order.
+std::string formatReportJson(const std::vector<RankUsage> &ranks);
+
+/// RankUsage as a fixed-size array of integers, to send between processes,
+/// and back.
+std::vector<int64_t> packUsage(const RankUsage &usage);
+RankUsage unpackUsage(const int64_t *values);
+/// The array's length.
+size_t packedUsageSize();
+
+} // namespace loomrt
+
+#endif // LOOM_RUNTIME_SESSION_REPORT_H

@@ -1,0 +1,107 @@
+//===- Report.cpp - What each rank holds and sends ------------------------===//
+
+#include "loom/Runtime/Session/Report.h"
+
+#include "loom/Analysis/LinkModel.h"
+
+using namespace loomrt;
+
+const std::vector<std::string> &loomrt::reportedCollectiveKinds() {
+  static const std::vector<std::string> kinds = [] {
+    std::vector<std::string> names;
+    for (loomcost::CollectiveKind kind : loomcost::kCollectiveKinds)
+      if (kind != loomcost::CollectiveKind::Recv)
+        names.push_back(loomcost::kindName(kind));
+    return names;
+  }();
+  return kinds;
+}
+
+RankUsage loomrt::rankUsage(const Plan &plan, int rank,
+                            const RunReport &report) {
+  RankUsage usage;
+  usage.rank = rank;
+  std::vector<bool> held = rankHeldWeights(plan, rank);
+  uint64_t heldBytes = 0;
+  for (size_t id = 0; id < plan.weights.size(); ++id) {
+    if (!held[id])
+      continue;
+    const Weight &weight = plan.weights[id];
+    heldBytes += weight.bytes;
+    if (!weight.state || weight.castOf >= 0)
+      continue;
+    if (weight.name.rfind("optimizer.", 0) == 0)
+      usage.optimizerBytes += weight.bytes;
+    else
+      usage.paramBytes += weight.bytes;
+  }
+  usage.gradBytes = usage.paramBytes;
+  uint64_t arena = size_t(rank) < plan.ranks.size()
+                       ? plan.ranks[size_t(rank)].arenaBytes
+                       : 0;
+  usage.plannedPeakBytes = arena + heldBytes;
+  usage.measuredPeakBytes = report.measuredPeakBytes;
+  for (const std::string &kind : reportedCollectiveKinds()) {
+    auto it = report.commBytesSent.find(kind);
+    usage.commBytes[kind] = it == report.commBytesSent.end() ? 0 : it->second;
+  }
+  return usage;
+}
+
+std::string loomrt::formatReportJson(const std::vector<RankUsage> &ranks) {
+  std::string text = "{\"ranks\": [";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankUsage &usage = ranks[i];
+    text += i ? ",\n  " : "\n  ";
+    text +=
+        "{\"rank\": " + std::to_string(usage.rank) +
+        ", \"param_bytes\": " + std::to_string(usage.paramBytes) +
+        ", \"grad_bytes\": " + std::to_string(usage.gradBytes) +
+        ", \"optimizer_bytes\": " + std::to_string(usage.optimizerBytes) +
+        ", \"planned_peak_bytes\": " + std::to_string(usage.plannedPeakBytes) +
+        ", \"measured_peak_bytes\": " +
+        std::to_string(usage.measuredPeakBytes) + ", \"comm_bytes\": {";
+    bool first = true;
+    for (const std::string &kind : reportedCollectiveKinds()) {
+      auto it = usage.commBytes.find(kind);
+      text += (first ? "\"" : ", \"") + kind + "\": " +
+              std::to_string(it == usage.commBytes.end() ? 0 : it->second);
+      first = false;
+    }
+    text += "}}";
+  }
+  text += ranks.empty() ? "]}\n" : "\n]}\n";
+  return text;
+}
+
+size_t loomrt::packedUsageSize() {
+  return 6 + reportedCollectiveKinds().size();
+}
+
+std::vector<int64_t> loomrt::packUsage(const RankUsage &usage) {
+  std::vector<int64_t> values = {usage.rank,
+                                 int64_t(usage.paramBytes),
+                                 int64_t(usage.gradBytes),
+                                 int64_t(usage.optimizerBytes),
+                                 int64_t(usage.plannedPeakBytes),
+                                 int64_t(usage.measuredPeakBytes)};
+  for (const std::string &kind : reportedCollectiveKinds()) {
+    auto it = usage.commBytes.find(kind);
+    values.push_back(it == usage.commBytes.end() ? 0 : int64_t(it->second));
+  }
+  return values;
+}
+
+RankUsage loomrt::unpackUsage(const int64_t *values) {
+  RankUsage usage;
+  usage.rank = int(values[0]);
+  usage.paramBytes = uint64_t(values[1]);
+  usage.gradBytes = uint64_t(values[2]);
+  usage.optimizerBytes = uint64_t(values[3]);
+  usage.plannedPeakBytes = uint64_t(values[4]);
+  usage.measuredPeakBytes = uint64_t(values[5]);
+  size_t at = 6;
+  for (const std::string &kind : reportedCollectiveKinds())
+    usage.commBytes[kind] = uint64_t(values[at++]);
+  return usage;
+}
