@@ -67,6 +67,12 @@ struct ModelCompileOptions {
   /// rewrites) and before lowering is written here (--emit-mlir), as
   /// loom-opt prints it.
   std::string emitMLIR;
+  /// --explain: print loom-explain-sharding's report of that module (every
+  /// collective, where it comes from and what it costs on a link of
+  /// linkGbps GB/s and linkLatencyUs per step) on stdout.
+  bool explain = false;
+  double linkGbps = 100;
+  double linkLatencyUs = 5;
 };
 
 /// True when this loom-run can compile models (it was built with MLIR).

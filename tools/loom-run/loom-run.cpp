@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <sys/stat.h>
 
 using namespace loomrun;
@@ -52,6 +53,14 @@ options:
   --report            print planned vs measured peak memory and time per kernel,
                       per node path (layers folded) and the slowest instructions
                       (with --train: of the last step)
+  --explain           print every collective of the compiled step in order: its
+                      kind, ONNX node, the value's global type and sharding
+                      before -> after, the annotation it comes from, the
+                      bytes each rank sends (ring-counted) and the time on
+                      the link below; then totals per kind and per step
+                      (loom-explain-sharding; docs/design/passes.md)
+  --link-gbps X       --explain's link bandwidth, GB/s (default 100)
+  --link-latency-us X --explain's link latency per step, us (default 5)
   --dim NAME=SIZE     size of a symbolic ONNX dimension (else read off the inputs)
   --function NAME     the function of a .mlir module to run
   --precision P       f32 (default) or bf16: matrix products in bf16 (f32
@@ -140,6 +149,15 @@ training (--train; docs/design/training.md):
                       (repeatable; priority 0 first, --tp's are 1)
   --shardings FILE    the same annotations from a JSON file
   --metrics FILE      one JSON object per step: step, loss, step_ms, samples_per_s
+  --report-json FILE  after the last step, per rank: param_bytes, grad_bytes,
+                      optimizer_bytes (what the rank holds), planned_peak_bytes,
+                      measured_peak_bytes and comm_bytes (bytes sent per step
+                      by collective kind, ring-counted; docs/design/training.md)
+  --verify            then train the single-device step (the model compiled
+                      without --tp/--shard, one rank, the same data, steps and
+                      seed) and print the largest relative difference of the
+                      losses and of every parameter; fails beyond
+                      --verify-rtol X (default 1e-4)
   --save OUT.onnx     write MODEL with its trained initializers
   --save-weights DIR  write the trained parameters and the optimizer state
                       to DIR/<name>.npy (runtime-only builds too)
@@ -158,6 +176,9 @@ struct Options {
   std::string labelsPath;
   /// Training flags seen without --train, for the error.
   std::string trainingFlag;
+  /// --verify and --verify-rtol.
+  bool verify = false;
+  double verifyRtol = 1e-4;
 };
 
 int fail(const std::string &message) {
@@ -202,6 +223,11 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     options.trainingFlag = flag;
     return true;
   }
+  if (flag == "--verify") {
+    options.verify = true;
+    options.trainingFlag = flag;
+    return true;
+  }
   static const char *const kValued[] = {"--labels",       "--loss",
                                         "--batch-size",   "--steps",
                                         "--shuffle",      "--grad-accum",
@@ -214,7 +240,8 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
                                         "--shardings",    "--metrics",
                                         "--save",         "--save-weights",
                                         "--checkpoint",   "--checkpoint-every",
-                                        "--resume"};
+                                        "--resume",       "--report-json",
+                                        "--verify-rtol"};
   if (std::find(std::begin(kValued), std::end(kValued), flag) ==
       std::end(kValued))
     return false;
@@ -310,6 +337,10 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     count(train.checkpointEvery, 1);
   } else if (flag == "--resume") {
     train.resumeDir = text;
+  } else if (flag == "--report-json") {
+    train.reportJsonPath = text;
+  } else if (flag == "--verify-rtol") {
+    number(options.verifyRtol, 0);
   }
   return true;
 }
@@ -363,6 +394,20 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     }
     if (flag == "--report") {
       options.run.report = true;
+    } else if (flag == "--explain") {
+      options.compile.explain = true;
+    } else if (flag == "--link-gbps" || flag == "--link-latency-us") {
+      if (!value(text))
+        return flag + " needs a value";
+      double number;
+      bool latency = flag == "--link-latency-us";
+      if (!parseDouble(text, number) || number < 0 || (!latency && number == 0))
+        return flag +
+               (latency ? " expects microseconds >= 0"
+                        : " expects a bandwidth > 0 (GB/s)") +
+               ", got '" + text + "'";
+      (latency ? options.compile.linkLatencyUs : options.compile.linkGbps) =
+          number;
     } else if (flag == "--unfused-attention") {
       options.compile.fuseAttention = false;
     } else if (flag == "--allow-tf32") {
@@ -500,9 +545,19 @@ std::string parseOptions(int argc, char **argv, Options &options) {
              "; --save-weights DIR writes the trained weights as "
              ".npy files";
     if (options.train.steps == 0 && options.emitPlan.empty() &&
-        options.compile.emitMLIR.empty())
+        options.compile.emitMLIR.empty() && !options.compile.explain)
       return "--steps 0 trains nothing; it is for writing the training "
-             "plan with --emit-plan (or its module with --emit-mlir)";
+             "plan with --emit-plan (or its module with --emit-mlir, or "
+             "--explain)";
+    if (options.verify) {
+      if (!options.train.resumeDir.empty())
+        return "--verify trains both runs from the start; it cannot "
+               "--resume";
+      if (launchedByMPI())
+        return "--verify runs the ranks as threads of one process "
+               "(--ranks N), not under mpirun";
+      options.train.keepState = true;
+    }
     options.train.profileLastStep = options.run.report;
     options.train.launch = launch;
     options.train.launch.model = model;
@@ -525,6 +580,12 @@ std::shared_ptr<Plan> loadOrCompile(const Options &options) {
     return nullptr;
   }
   if (looksLikePlan(*bytes)) {
+    if (options.compile.explain || options.verify) {
+      fail(std::string(options.compile.explain ? "--explain" : "--verify") +
+           " compiles the model; " + options.run.model +
+           " is a plan (pass the .onnx or .mlir model)");
+      return nullptr;
+    }
     if (options.compile.precision != "f32") {
       fail("--precision " + options.compile.precision +
            " applies when "
@@ -559,6 +620,138 @@ bool emitPlan(const Plan &plan, const std::string &path) {
   if (!written)
     fail("cannot write " + path + ": " + std::strerror(errno));
   return written;
+}
+
+/// The elements of a float tensor as doubles; false for other dtypes.
+bool toDoubles(const HostTensor &tensor, std::vector<double> &values) {
+  values.resize(size_t(tensor.elements()));
+  const uint8_t *data = tensor.data.data();
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (tensor.dtype == DType::F32) {
+      float value;
+      std::memcpy(&value, data + 4 * i, 4);
+      values[i] = value;
+    } else if (tensor.dtype == DType::F64) {
+      std::memcpy(&values[i], data + 8 * i, 8);
+    } else if (tensor.dtype == DType::BF16) {
+      uint32_t bits = uint32_t(data[2 * i]) | uint32_t(data[2 * i + 1]) << 8;
+      bits <<= 16;
+      float value;
+      std::memcpy(&value, &bits, 4);
+      values[i] = value;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The largest |a - b| / max|b| over the elements (0 for two zero
+/// tensors); -1 when the tensors cannot be compared.
+double relativeDifference(const HostTensor &a, const HostTensor &b) {
+  std::vector<double> p, q;
+  if (a.shape != b.shape || a.dtype != b.dtype || !toDoubles(a, p) ||
+      !toDoubles(b, q))
+    return -1;
+  double largest = 0, difference = 0;
+  for (size_t i = 0; i < q.size(); ++i) {
+    largest = std::max(largest, std::fabs(q[i]));
+    difference = std::max(difference, std::fabs(p[i] - q[i]));
+  }
+  if (difference == 0)
+    return 0;
+  return largest > 0 ? difference / largest : INFINITY;
+}
+
+/// --verify: trains the single-device step of the same model (compiled
+/// without --tp and --shard, one rank) on the same data, steps and seed,
+/// and compares its losses and trained parameters with `parallel`'s.
+int verify(const Options &options, const Dataset &data,
+           const TrainResult &parallel) {
+  ModelCompileOptions single = options.compile;
+  single.train.tp = 1;
+  single.train.shard.clear();
+  single.train.shardingsFile.clear();
+  single.emitMLIR.clear();
+  single.explain = false;
+  StatusOr<Plan> compiled = compileModel(options.run.model, single);
+  if (!compiled)
+    return fail("--verify: " + compiled.status().message());
+  if (compiled->ranks.size() != 1)
+    return fail("--verify: the model without --tp and --shard compiles to " +
+                std::to_string(compiled->ranks.size()) +
+                " ranks, not the single-device step");
+  TrainOptions reference = options.train;
+  reference.launch.threadRanks = 0;
+  reference.launch.killRank = -1;
+  reference.metricsPath.clear();
+  reference.savePath.clear();
+  reference.saveModel = nullptr;
+  reference.saveWeightsDir.clear();
+  reference.checkpointDir.clear();
+  reference.checkpointEvery = 0;
+  reference.reportJsonPath.clear();
+  reference.profileLastStep = false;
+  reference.quiet = true;
+  reference.keepState = true;
+  TrainResult one;
+  auto shared = std::make_shared<Plan>(std::move(*compiled));
+  if (int status = runTraining(shared, data, reference, one); status != 0)
+    return fail("--verify: the single-device run failed");
+
+  if (one.losses.size() != parallel.losses.size())
+    return fail("--verify: the single-device run took " +
+                std::to_string(one.losses.size()) + " steps, this one " +
+                std::to_string(parallel.losses.size()));
+  double lossDifference = 0;
+  for (size_t step = 0; step < one.losses.size(); ++step) {
+    double a = parallel.losses[step], b = one.losses[step];
+    double difference = a == b ? 0 : std::fabs(a - b) / std::fabs(b);
+    lossDifference = std::max(lossDifference, difference);
+  }
+  // The trained parameters: state that is neither optimizer state nor a
+  // bf16 copy, by the plan's names.
+  double paramDifference = 0;
+  std::string worst;
+  size_t compared = 0;
+  std::set<std::string> names;
+  for (const Weight &weight : shared->weights)
+    if (weight.state && weight.castOf < 0 &&
+        weight.name.rfind("optimizer.", 0) != 0)
+      names.insert(weight.name);
+  for (const std::string &name : names) {
+    auto ours = parallel.state.find(name);
+    auto theirs = one.state.find(name);
+    if (ours == parallel.state.end() || theirs == one.state.end())
+      return fail("--verify: parameter '" + name +
+                  "' is not trained by both runs");
+    double difference = relativeDifference(ours->second, theirs->second);
+    if (difference < 0)
+      return fail("--verify: parameter '" + name + "' is " +
+                  dtypeName(ours->second.dtype) +
+                  shapeString(ours->second.shape) + " here but " +
+                  dtypeName(theirs->second.dtype) +
+                  shapeString(theirs->second.shape) + " on one device");
+    ++compared;
+    if (worst.empty() || difference > paramDifference) {
+      paramDifference = difference;
+      worst = name;
+    }
+  }
+  std::printf("verify: %zu losses agree within %.1e (max relative "
+              "difference); %zu parameters within %.1e (worst: %s)\n",
+              one.losses.size(), lossDifference, compared, paramDifference,
+              worst.c_str());
+  std::fflush(stdout);
+  if (lossDifference > options.verifyRtol ||
+      paramDifference > options.verifyRtol) {
+    char limit[32];
+    std::snprintf(limit, sizeof(limit), "%g", options.verifyRtol);
+    return fail(std::string("--verify: the run differs from the "
+                            "single-device run by more than --verify-rtol ") +
+                limit);
+  }
+  return 0;
 }
 
 /// Reads the data set, compiles the training step for one microbatch of
@@ -602,17 +795,21 @@ int train(Options &options) {
     std::string written = options.emitPlan;
     if (!options.compile.emitMLIR.empty())
       written += (written.empty() ? "" : " and ") + options.compile.emitMLIR;
-    std::printf("wrote %s (--steps 0: nothing trained)\n", written.c_str());
+    // --explain alone has printed its report.
+    if (!written.empty())
+      std::printf("wrote %s (--steps 0: nothing trained)\n", written.c_str());
     return 0;
   }
-  std::vector<RankReport> reports;
-  int status = runTraining(plan, data, options.train, reports);
+  TrainResult result;
+  int status = runTraining(plan, data, options.train, result);
   if (status == 0 && options.run.report)
-    for (const RankReport &report : reports) {
+    for (const RankReport &report : result.reports) {
       if (plan->ranks.size() > 1)
         std::printf("rank %d: report\n", report.rank);
       printReport(report.report, 1);
     }
+  if (status == 0 && options.verify)
+    status = verify(options, data, result);
   return status;
 }
 

@@ -14,6 +14,7 @@
 #include "loom/InitAllDialects.h"
 #include "loom/Target/Plan/EmitPlan.h"
 #include "loom/Transforms/Fusion/Passes.h"
+#include "loom/Transforms/Parallel/Passes.h"
 #include "loom/Transforms/Training/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -219,6 +220,18 @@ auto ::loomrun::compileModel(const std::string &path,
   if (!options.emitMLIR.empty() &&
       failed(writeModule(*module, options.emitMLIR, errors)))
     return failure("cannot write " + options.emitMLIR);
+  if (options.explain) {
+    // The same pass as loom-opt's, on the module --emit-mlir writes.
+    PassManager explain(&context);
+    LoomExplainShardingOptions report;
+    report.linkGbps = options.linkGbps;
+    report.linkLatencyUs = options.linkLatencyUs;
+    explain.addPass(createLoomExplainSharding(report));
+    std::fflush(stdout);
+    if (failed(explain.run(*module)))
+      return failure("cannot explain the module's collectives");
+    llvm::outs().flush();
+  }
   FailureOr<rt::Plan> plan =
       mlir::loom::lowerToRuntimePlan(*module, functionName);
   if (mlir::failed(plan))
