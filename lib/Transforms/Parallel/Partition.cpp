@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FactorSharding.h"
+#include "VocabParallel.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Transforms/Parallel/Passes.h"
 #include "mlir/IR/SymbolTable.h"
@@ -357,7 +358,33 @@ private:
   }
 
   LogicalResult partitionOp(Operation *op);
-  LogicalResult finish();
+  LogicalResult partitionLookup(GatherOp gather, const AxisList &axes,
+                                OpBuilder &builder);
+  std::optional<LogicalResult> partitionLoss(Operation *op, OpBuilder &builder);
+  LogicalResult partitionScatter(ScatterAddOp scatter, const AxisList &axes,
+                                 OpBuilder &builder);
+
+  /// The first global index of this rank's block of a dimension of size
+  /// `size` split over `axis`, as a tensor<1xi64>.
+  Value blockOffset(OpBuilder &builder, Location loc, StringAttr axis,
+                    int64_t size) {
+    Value index = coordinate(builder, loc, axis);
+    int64_t block = size / mesh.getAxisSize(axis.getValue());
+    auto type = RankedTensorType::get({1}, builder.getI64Type());
+    Value blockSize = builder.create<ConstantOp>(
+        loc, DenseElementsAttr::get(type, ArrayRef<int64_t>{block}));
+    return builder.create<MulOp>(loc, index, blockSize);
+  }
+
+  /// Brings `value` whole (not split, not partial), for the ops that need
+  /// an operand whole.
+  Value whole(OpBuilder &builder, Location loc, Value value) {
+    Local state = stateOf(value);
+    DimAxes none(state.axes.size());
+    if (state.partial == PartialKind::none && state.axes == none)
+      return state.value;
+    return convert(builder, loc, value, state, none, originOf(value));
+  }
 
   ModuleOp module;
   func::FuncOp func;
@@ -368,6 +395,8 @@ private:
   DenseMap<Value, Decision> decisions;
   DenseMap<Operation *, FactorRule> rules;
   std::map<std::pair<void *, std::string>, Value> conversions;
+  /// Ops a rule rebuilt from other ops, erased once the walk is done.
+  SmallVector<Operation *> replaced;
 };
 
 LogicalResult Partitioner::partitionOp(Operation *op) {
@@ -454,6 +483,10 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
           CollectiveBroadcastOp, SendOp, RecvOp>(op))
     return op->emitOpError("is already a collective; loom-partition expects "
                            "the single-device program");
+  if (isa<CrossEntropyOp, CrossEntropyGradOp>(op))
+    if (std::optional<LogicalResult> done = partitionLoss(op, builder))
+      return *done;
+
   const FactorRule &rule = rules.find(op)->second;
   size_t numFactors = rule.getFactors().size();
 
@@ -496,13 +529,17 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   }
 
   // A gather whose table is split along the gathered rows is the
-  // vocabulary-parallel embedding, which needs its own rule.
+  // vocabulary-parallel embedding.
   if (auto gather = dyn_cast<GatherOp>(op)) {
     unsigned rows = rule.getOperands()[0][gather.getAxis()][0];
     if (!factors[rows].empty())
-      return op->emitOpError(
-          "gathers rows of a table split over them (a vocabulary-parallel "
-          "embedding); loom-partition does not partition it yet");
+      return partitionLookup(gather, factors[rows], builder);
+  }
+  // Its adjoint, into a table split along the rows.
+  if (auto scatter = dyn_cast<ScatterAddOp>(op)) {
+    unsigned rows = rule.getResults()[0][0][0];
+    if (!factors[rows].empty())
+      return partitionScatter(scatter, factors[rows], builder);
   }
 
   // Operands.
@@ -589,6 +626,114 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   return success();
 }
 
+LogicalResult Partitioner::partitionLookup(GatherOp gather,
+                                           const AxisList &axes,
+                                           OpBuilder &builder) {
+  Location loc = gather.getLoc();
+  if (axes.size() != 1)
+    return gather.emitOpError("gathers rows of a table split over several "
+                              "axes; the vocabulary-parallel lookup splits "
+                              "over one");
+  Value table = gather.getInput();
+  auto globalTable = cast<RankedTensorType>(globalTypeOf(table));
+  DimAxes tableAxes(globalTable.getRank());
+  tableAxes[gather.getAxis()] = axes;
+  Local state = stateOf(table);
+  Value localTable =
+      state.partial == PartialKind::none && state.axes == tableAxes
+          ? state.value
+          : convert(builder, loc, table, state, tableAxes, originOf(table));
+  Value indices = whole(builder, loc, gather.getIndices());
+  Value offset = blockOffset(builder, loc, axes.front(),
+                             globalTable.getDimSize(gather.getAxis()));
+  Value looked =
+      buildVocabParallelLookup(builder, gather, localTable, indices, offset,
+                               globalTable.getDimSize(gather.getAxis()));
+  Value result = gather.getResult();
+  auto type = cast<RankedTensorType>(result.getType());
+  Local local{looked, DimAxes(type.getRank()), PartialKind::sum, axes};
+  Decision &decision = decisions[result];
+  if (decision.origin.empty())
+    decision.origin =
+        "vocabulary-parallel lookup of a table split by " + originOf(table);
+  result.replaceAllUsesWith(looked);
+  // Uses now go to the new value; keep the old result's state for any
+  // conversion keyed on it, then drop the op.
+  locals[looked] = local;
+  decisions[looked] = decision;
+  replaced.push_back(gather);
+  return success();
+}
+
+LogicalResult Partitioner::partitionScatter(ScatterAddOp scatter,
+                                            const AxisList &axes,
+                                            OpBuilder &builder) {
+  Location loc = scatter.getLoc();
+  if (axes.size() != 1)
+    return scatter.emitOpError("scatters into rows split over several axes; "
+                               "the vocabulary-parallel scatter splits over "
+                               "one");
+  auto global = cast<RankedTensorType>(globalTypeOf(scatter.getResult()));
+  int64_t globalRows = global.getDimSize(0);
+  int64_t rows = globalRows / mesh.getAxisSize(axes.front().getValue());
+  Value updates = whole(builder, loc, scatter.getUpdates());
+  Value indices = whole(builder, loc, scatter.getIndices());
+  Value offset = blockOffset(builder, loc, axes.front(), globalRows);
+  Value result = buildVocabParallelScatterAdd(
+      builder, scatter, updates, indices, offset, rows, globalRows);
+  DimAxes dims(global.getRank());
+  dims[0] = axes;
+  Value old = scatter.getResult();
+  old.replaceAllUsesWith(result);
+  locals[result] = Local{result, dims};
+  decisions[result] = decisions[old];
+  replaced.push_back(scatter);
+  return success();
+}
+
+std::optional<LogicalResult> Partitioner::partitionLoss(Operation *op,
+                                                        OpBuilder &builder) {
+  Value logits = op->getOperand(0);
+  Local state = stateOf(logits);
+  auto globalLogits = cast<RankedTensorType>(globalTypeOf(logits));
+  int64_t last = globalLogits.getRank() - 1;
+  // Only logits split on their classes alone, by one axis.
+  if (state.partial != PartialKind::none || state.axes[last].size() != 1)
+    return std::nullopt;
+  for (int64_t dim = 0; dim < last; ++dim)
+    if (!state.axes[dim].empty())
+      return std::nullopt;
+  Location loc = op->getLoc();
+  StringAttr axis = state.axes[last].front();
+  Value labels = whole(builder, loc, op->getOperand(1));
+  Value offset = blockOffset(builder, loc, axis, globalLogits.getDimSize(last));
+  ArrayAttr groups = groupsOver({axis});
+  DimAxes none(globalLogits.getRank());
+  DictionaryAttr info =
+      describe(logits, state, none,
+               "vocabulary-parallel cross-entropy of logits split by " +
+                   originOf(logits));
+  Value result;
+  Local local;
+  if (auto loss = dyn_cast<CrossEntropyOp>(op)) {
+    result = buildVocabParallelCrossEntropy(builder, loss, state.value, labels,
+                                            offset, groups, info);
+    local = Local{result, DimAxes(loss.getType().getRank())};
+  } else {
+    auto grad = cast<CrossEntropyGradOp>(op);
+    Value scale = whole(builder, loc, grad.getScale());
+    result = buildVocabParallelCrossEntropyGrad(
+        builder, grad, state.value, labels, scale, offset, groups, info);
+    local = Local{result, state.axes};
+  }
+  Value old = op->getResult(0);
+  old.replaceAllUsesWith(result);
+  locals[result] = local;
+  decisions[result] = decisions[old];
+  replaced.push_back(op);
+  return success();
+}
+
 LogicalResult Partitioner::run() {
   recordDecisions();
   // Inputs arrive whole on every rank (splitting the batch is data
@@ -608,8 +753,10 @@ LogicalResult Partitioner::run() {
     if (failed(partitionOp(op)))
       return failure();
   // The pins are now data movement (or nothing).
+  for (Operation *op : replaced)
+    op->erase();
   for (Operation *op : llvm::reverse(ops))
-    if (isa<ShardOp, ReshardOp>(op)) {
+    if (!llvm::is_contained(replaced, op) && isa<ShardOp, ReshardOp>(op)) {
       op->getResult(0).replaceAllUsesWith(locals[op->getResult(0)].value);
       op->erase();
     }

@@ -32,6 +32,22 @@ ParamOp weightRead(Value value, ModuleOp module) {
   return parameter && parameter.getTrainable() ? param : ParamOp();
 }
 
+/// Whether `matmul`'s result reaches a loss as its logits (through a few
+/// elementwise or shape ops): its output features are classes.
+bool feedsLoss(MatmulOp matmul) {
+  SmallVector<std::pair<Value, int>> work = {{matmul.getResult(), 0}};
+  while (!work.empty()) {
+    auto [value, depth] = work.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (isa<CrossEntropyOp>(user))
+        return true;
+      if (depth < 4 && user->getNumResults() == 1)
+        work.push_back({user->getResult(0), depth + 1});
+    }
+  }
+  return false;
+}
+
 /// The ops the function's results depend on: the forward part of a step.
 llvm::DenseSet<Operation *> forwardOps(func::FuncOp func) {
   llvm::DenseSet<Operation *> forward;
@@ -91,38 +107,76 @@ struct TensorParallelPass : impl::LoomTensorParallelBase<TensorParallelPass> {
     llvm::DenseSet<Operation *> forward = forwardOps(func);
     StringAttr axisName = StringAttr::get(module.getContext(), axis);
     SmallVector<std::pair<ParameterOp, ShardingAttr>> chosen;
-    WalkResult walk = func.walk([&](MatmulOp matmul) {
-      if (!forward.contains(matmul))
-        return WalkResult::advance();
-      ParamOp weight = weightRead(matmul.getRhs(), module);
-      if (!weight)
-        return WalkResult::advance();
+    // Annotates `weight`'s dimension `dim` unless propagation split the
+    // weight already; `what` names the dimension in errors.
+    auto annotate = [&](Operation *at, ParamOp weight, unsigned dim,
+                        StringRef what, bool vocabulary) -> LogicalResult {
       StringAttr name = weight.getNameAttr().getAttr();
       const ShardingPropagation::Entry *entry =
           propagation.parameterEntry(name);
       if (entry && entry->isSet())
-        return WalkResult::advance();
-      // Output features: the rows of a transposed right operand.
-      unsigned features = matmul.getTransposeRhs() ? 0 : 1;
-      int64_t extent = weight.getType().getDimSize(features);
-      auto parameter = module.lookupSymbol<ParameterOp>(name);
-      if (extent % size != 0) {
-        matmul.emitOpError("multiplies by @")
-            << name.getValue() << ", whose dimension " << features
-            << " (output features, " << extent << ") " << axis << " = " << size
-            << " does not divide; tensor parallelism needs it to";
-        return WalkResult::interrupt();
-      }
+        return success();
+      int64_t extent = weight.getType().getDimSize(dim);
+      // A vocabulary tp does not divide stays whole (padding it, as
+      // Megatron does, is not done yet); other dimensions must divide.
+      if (extent % size != 0 && vocabulary)
+        return success();
+      if (extent % size != 0)
+        return at->emitOpError("reads @")
+               << name.getValue() << ", whose dimension " << dim << " (" << what
+               << ", " << extent << ") " << axis << " = " << size
+               << " does not divide; tensor parallelism needs it to";
       DimAxes dims(2);
-      dims[features].push_back(axisName);
+      dims[dim].push_back(axisName);
       ShardingAttr sharding = makeSharding(module.getContext(), meshName, dims);
       propagation.seedParameter(name, sharding, /*priority=*/1,
                                 "loom-tensor-parallel");
       propagation.propagate(1);
-      chosen.push_back({parameter, sharding});
-      return WalkResult::advance();
+      chosen.push_back({module.lookupSymbol<ParameterOp>(name), sharding});
+      return success();
+    };
+    WalkResult walk = func.walk([&](Operation *op) {
+      if (!forward.contains(op))
+        return WalkResult::advance();
+      LogicalResult done = success();
+      if (auto matmul = dyn_cast<MatmulOp>(op)) {
+        // A GEMM by a weight: split its output features (the rows of a
+        // transposed right operand).
+        if (ParamOp weight = weightRead(matmul.getRhs(), module))
+          done = annotate(op, weight, matmul.getTransposeRhs() ? 0 : 1,
+                          "output features", feedsLoss(matmul));
+      } else if (auto gather = dyn_cast<GatherOp>(op)) {
+        // An embedding lookup: split the vocabulary.
+        if (ParamOp table = weightRead(gather.getInput(), module);
+            table && gather.getAxis() == 0)
+          done = annotate(op, table, 0, "vocabulary", /*vocabulary=*/true);
+      }
+      return failed(done) ? WalkResult::interrupt() : WalkResult::advance();
     });
     if (walk.wasInterrupted())
+      return failure();
+    // Heads split for the queries must be split alike for the keys and
+    // values: grouped-query attention needs tp to divide its key/value
+    // heads.
+    WalkResult heads = func.walk([&](AttentionOp attention) {
+      auto shards = [&](Value value) {
+        int64_t count = 1;
+        for (const AxisList &axes : propagation.valueEntry(value).axes)
+          count *= axesSize(mesh, axes);
+        return count;
+      };
+      int64_t query = shards(attention.getQ());
+      for (Value kv : {attention.getK(), attention.getV()})
+        if (shards(kv) != query) {
+          attention.emitOpError("has its query heads split ")
+              << query << " ways but its key/value heads " << shards(kv)
+              << " ways: " << axis << " = " << size
+              << " must divide the key/value heads (" << kv.getType() << ")";
+          return WalkResult::interrupt();
+        }
+      return WalkResult::advance();
+    });
+    if (heads.wasInterrupted())
       return failure();
     Builder builder(module.getContext());
     for (auto [parameter, sharding] : chosen) {

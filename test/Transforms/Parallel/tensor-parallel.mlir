@@ -68,7 +68,7 @@ module {
   loom.parameter @w trainable : tensor<6x8xf32>
   func.func @f(%x: tensor<2x8xf32>) -> tensor<2x6xf32> {
     %w = loom.param @w : tensor<6x8xf32>
-    // expected-error @+1 {{'loom.matmul' op multiplies by @w, whose dimension 0 (output features, 6) tp = 4 does not divide; tensor parallelism needs it to}}
+    // expected-error @+1 {{'loom.matmul' op reads @w, whose dimension 0 (output features, 6) tp = 4 does not divide; tensor parallelism needs it to}}
     %a = loom.matmul %x, %w transpose_rhs : (tensor<2x8xf32>, tensor<6x8xf32>) -> tensor<2x6xf32>
     return %a : tensor<2x6xf32>
   }
