@@ -610,6 +610,38 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     locals[result] = state;
   }
 
+  // A mean over a split dimension is each rank's mean of its block: scaled
+  // by the block's share of the count, the ranks' values sum to the mean.
+  bool isMean = isa<ReduceMeanOp>(op);
+  if (auto loss = dyn_cast<CrossEntropyOp>(op))
+    isMean = loss.getReduction() == LossReduction::mean;
+  if (isMean) {
+    int64_t shards = 1;
+    for (unsigned factor = 0; factor < numFactors; ++factor)
+      if (rule.getFactors()[factor].kind == FactorKind::ReductionSum)
+        shards *= axesSize(mesh, factors[factor]);
+    if (shards > 1) {
+      if (auto loss = dyn_cast<CrossEntropyOp>(op);
+          loss && loss.getIgnoreIndex())
+        return op->emitOpError("averages over samples split across ranks while "
+                               "ignoring some: the count is not known locally; "
+                               "loom-partition cannot split it");
+      Value result = op->getResult(0);
+      auto type = cast<RankedTensorType>(result.getType());
+      builder.setInsertionPointAfter(op);
+      Value share = builder.create<ConstantOp>(
+          op->getLoc(),
+          DenseElementsAttr::get(
+              RankedTensorType::get({}, type.getElementType()),
+              builder.getFloatAttr(type.getElementType(), 1.0 / shards)));
+      Value scaled = builder.create<MulOp>(op->getLoc(), result, share);
+      result.replaceAllUsesExcept(scaled, scaled.getDefiningOp());
+      locals[scaled] = locals[result];
+      locals[scaled].value = scaled;
+      decisions[scaled] = decisions[result];
+    }
+  }
+
   // Shape attributes that follow the local shapes.
   // A slice keeps whole the dimensions it may split (its factor rule), so
   // their limits are the local sizes.

@@ -134,11 +134,11 @@ Entry &ShardingPropagation::parameterSlot(StringAttr name) {
 }
 
 const FactorRule &ShardingPropagation::ruleOf(Operation *op) {
-  auto it = rules.find(op);
-  if (it == rules.end())
-    it = rules.try_emplace(op, cast<FactorRuleOpInterface>(op).getFactorRule())
-             .first;
-  return it->second;
+  std::unique_ptr<FactorRule> &rule = rules[op];
+  if (!rule)
+    rule = std::make_unique<FactorRule>(
+        cast<FactorRuleOpInterface>(op).getFactorRule());
+  return *rule;
 }
 
 void ShardingPropagation::enqueue(Operation *op) {

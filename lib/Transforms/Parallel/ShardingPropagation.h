@@ -104,7 +104,8 @@ private:
   DenseMap<StringAttr, Entry *> paramEntries;
   /// The ops that touch a parameter: its reads' users and its stores.
   DenseMap<StringAttr, SmallVector<Operation *>> parameterUsers;
-  DenseMap<Operation *, FactorRule> rules;
+  /// Owned one by one: visit holds a rule while other ops' rules are made.
+  DenseMap<Operation *, std::unique_ptr<FactorRule>> rules;
   /// Ops to visit: those whose factors are all parallel first.
   std::deque<Operation *> passThroughQueue, otherQueue;
   llvm::DenseSet<Operation *> queued;

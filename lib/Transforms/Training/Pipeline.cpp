@@ -98,11 +98,13 @@ void mlir::loom::buildParallelizationPipeline(
   bool annotated = !options.shard.empty() || !options.shardingsFile.empty();
   if (options.tp <= 1 && !annotated)
     return;
+  // The pass copies the entries when it is created; they must live until
+  // then.
+  SmallVector<std::string> shard(options.shard.begin(), options.shard.end());
   LoomAnnotateShardingsOptions annotate;
   annotate.meshSpec =
       "tp=" + std::to_string(std::max(1u, unsigned(options.tp)));
-  annotate.shard =
-      SmallVector<std::string>(options.shard.begin(), options.shard.end());
+  annotate.shard = shard;
   annotate.shardingsFile = options.shardingsFile;
   pm.addPass(createLoomAnnotateShardings(annotate));
   if (options.tp > 1)

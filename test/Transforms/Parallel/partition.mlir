@@ -181,3 +181,23 @@ module attributes {loom.world_size = 2 : i64} {
     return %s : tensor<4x8xf32>
   }
 }
+
+// -----
+
+// A mean over a split dimension: each rank averages its block, scaled by
+// the block's share of the count, so the ranks' partial values sum to the
+// mean (an RMS norm over split features).
+// CHECK-LABEL: func.func @mean
+// CHECK: %[[M:.*]] = loom.reduce_mean %{{.*}} [1] : tensor<4x4xf32> -> tensor<4xf32>
+// CHECK-NEXT: %[[H:.*]] = loom.constant dense<5.000000e-01> : tensor<f32>
+// CHECK-NEXT: %[[S:.*]] = loom.mul %[[M]], %[[H]] : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+// CHECK-NEXT: loom.all_reduce sum %[[S]]
+module {
+  loom.mesh @mesh = <tp = 2>
+  loom.parameter @a trainable : tensor<4x8xf32> sharding <@mesh, [{}, {tp}]>
+  func.func @mean() -> tensor<4xf32> {
+    %a = loom.param @a : tensor<4x8xf32>
+    %m = loom.reduce_mean %a [1] : tensor<4x8xf32> -> tensor<4xf32>
+    return %m : tensor<4xf32>
+  }
+}
