@@ -39,6 +39,8 @@ struct TrainCompileOptions {
   std::vector<std::pair<std::string, int64_t>> paddingIdx;
   /// --tp N: Megatron tensor parallelism over N ranks (1: off).
   int tp = 1;
+  /// --sequence-parallel: with --tp, Megatron's sequence parallelism.
+  bool sequenceParallel = false;
   /// --shard REGEX=SHARDING[:PRIORITY], in order, and --shardings FILE.
   std::vector<std::string> shard;
   std::string shardingsFile;

@@ -143,6 +143,9 @@ training (--train; docs/design/training.md):
   --tp N              tensor parallelism over N ranks (Megatron's layout,
                       derived by sharding propagation; run with --ranks N
                       or mpirun -np N; docs/design/sharding.md)
+  --sequence-parallel with --tp: Megatron's sequence parallelism (the layer
+                      norms' regions split on the sequence; reduce-scatter
+                      and all-gather pairs instead of all-reduces)
   --shard REGEX=SHARDING[:PRIORITY]
                       annotate the parameters whose whole name REGEX
                       matches, e.g. 'h\..*\.mlp\.c_fc\.weight=[{tp},{}]'
@@ -220,6 +223,11 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
   }
   if (flag == "--nesterov") {
     compile.nesterov = true;
+    options.trainingFlag = flag;
+    return true;
+  }
+  if (flag == "--sequence-parallel") {
+    compile.sequenceParallel = true;
     options.trainingFlag = flag;
     return true;
   }

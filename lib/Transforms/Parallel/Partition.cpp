@@ -217,6 +217,32 @@ private:
       op->setAttr(LoomDialect::kReshardingAttrName, info);
     };
     Value value = local.value;
+    // A partial sum over one axis that the target splits a dimension by
+    // (next after what splits it already) is reduced and scattered at
+    // once: a reduce_scatter moves half an all-reduce's bytes and leaves
+    // each rank its block (sequence parallelism).
+    if (local.partial == PartialKind::sum && local.partialAxes.size() == 1) {
+      StringAttr axis = local.partialAxes.front();
+      for (unsigned dim = 0; dim < target.size(); ++dim) {
+        const AxisList &have = local.axes[dim];
+        const AxisList &want = target[dim];
+        if (want.size() != have.size() + 1 || want.back() != axis ||
+            !llvm::equal(have, ArrayRef<StringAttr>(want).drop_back()))
+          continue;
+        auto type = cast<RankedTensorType>(value.getType());
+        SmallVector<int64_t> shape(type.getShape());
+        shape[dim] /= mesh.getAxisSize(axis.getValue());
+        auto scatter = builder.create<ReduceScatterOp>(
+            loc, RankedTensorType::get(shape, type.getElementType()),
+            CollectiveReduction::sum, value, uint64_t(dim), groupsOver({axis}));
+        tag(scatter);
+        value = scatter.getResult();
+        local.axes[dim].push_back(axis);
+        local.partial = PartialKind::none;
+        local.partialAxes.clear();
+        break;
+      }
+    }
     if (local.partial != PartialKind::none) {
       auto reduction = local.partial == PartialKind::sum
                            ? CollectiveReduction::sum

@@ -87,6 +87,38 @@ struct TensorParallelPass : impl::LoomTensorParallelBase<TensorParallelPass> {
         return signalPassFailure();
   }
 
+  /// Pins the input of every forward layer norm split on its sequence
+  /// dimension (the one before the normalized last dimension).
+  LogicalResult pinSequence(ModuleOp module, func::FuncOp func,
+                            FlatSymbolRefAttr meshName, int64_t size,
+                            const llvm::DenseSet<Operation *> &forward) {
+    StringAttr axisName = StringAttr::get(module.getContext(), axis);
+    SmallVector<LayerNormOp> norms;
+    func.walk([&](LayerNormOp norm) {
+      auto type = cast<RankedTensorType>(norm.getInput().getType());
+      if (forward.contains(norm) && type.getRank() >= 3 &&
+          norm.getAxis() == type.getRank() - 1)
+        norms.push_back(norm);
+    });
+    for (LayerNormOp norm : norms) {
+      auto type = cast<RankedTensorType>(norm.getInput().getType());
+      int64_t sequence = type.getRank() - 2;
+      if (type.getDimSize(sequence) % size != 0)
+        return norm.emitOpError("normalizes rows of a sequence of ")
+               << type.getDimSize(sequence) << ", which " << axis << " = "
+               << size << " does not divide; sequence parallelism needs it to";
+      DimAxes dims(type.getRank());
+      dims[sequence].push_back(axisName);
+      OpBuilder builder(norm);
+      auto pin = builder.create<ShardOp>(
+          norm.getLoc(), norm.getInput(),
+          makeSharding(module.getContext(), meshName, dims),
+          builder.getI64IntegerAttr(2));
+      norm.getInputMutable().assign(pin);
+    }
+    return success();
+  }
+
   LogicalResult annotate(ModuleOp module, func::FuncOp func, MeshAttr mesh,
                          FlatSymbolRefAttr meshName, int64_t size) {
     ShardingPropagation propagation(module, func, mesh, meshName);
@@ -177,6 +209,9 @@ struct TensorParallelPass : impl::LoomTensorParallelBase<TensorParallelPass> {
       return WalkResult::advance();
     });
     if (heads.wasInterrupted())
+      return failure();
+    if (sequenceParallel &&
+        failed(pinSequence(module, func, meshName, size, forward)))
       return failure();
     Builder builder(module.getContext());
     for (auto [parameter, sharding] : chosen) {

@@ -107,8 +107,11 @@ void mlir::loom::buildParallelizationPipeline(
   annotate.shard = shard;
   annotate.shardingsFile = options.shardingsFile;
   pm.addPass(createLoomAnnotateShardings(annotate));
-  if (options.tp > 1)
-    pm.addPass(createLoomTensorParallel());
+  if (options.tp > 1) {
+    LoomTensorParallelOptions tactic;
+    tactic.sequenceParallel = options.sequenceParallel;
+    pm.addPass(createLoomTensorParallel(tactic));
+  }
   pm.addPass(createLoomPropagateSharding());
   pm.addPass(createLoomPartition());
 }

@@ -244,6 +244,16 @@ def LoomTensorParallel : Pass<"loom-tensor-parallel", "::mlir::ModuleOp"> {
     so it starts the next pair. A model's LM head, the last such GEMM, is
     split on its vocabulary.
 
+    With `sequence-parallel` (Megatron SP, arXiv 2205.05198), the input of
+    every forward `loom.layer_norm` over the last dimension of a `[..., S,
+    H]` tensor is pinned split on S (`loom.shard`, priority 2, after the
+    GEMMs' annotations): propagation spreads the split through the
+    residual adds, biases and dropouts around it, and partitioning turns
+    each row-split GEMM's all-reduce into a reduce-scatter onto the
+    sequence and gathers the sequence before each column-split GEMM; the
+    layer norms' parameter gradients become partial sums over the
+    sequence, all-reduced before their update.
+
     A split `axis` does not divide is an error naming the parameter, its
     dimension and the axis size. Embedding tables are left whole (the
     vocabulary-parallel embedding is not partitioned yet).
@@ -258,6 +268,10 @@ def LoomTensorParallel : Pass<"loom-tensor-parallel", "::mlir::ModuleOp"> {
   let options = [
     Option<"axis", "axis", "std::string", /*default=*/"\"tp\"",
            "The mesh axis to split over">,
+    Option<"sequenceParallel", "sequence-parallel", "bool",
+           /*default=*/"false",
+           "Megatron's sequence parallelism: the layer norms' regions split "
+           "on the sequence">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

@@ -107,6 +107,10 @@ struct TrainingPipelineOptions
       llvm::cl::desc("Tensor-parallel ranks: the mesh <tp = N> and "
                      "Megatron's tactic (loom-tensor-parallel); 1: off"),
       llvm::cl::init(1)};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("With tp: Megatron's sequence parallelism"),
+      llvm::cl::init(false)};
   ListOption<std::string> shard{
       *this, "shard",
       llvm::cl::desc("Sharding annotations REGEX=SHARDING[:PRIORITY] "
