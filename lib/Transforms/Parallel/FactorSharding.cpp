@@ -83,6 +83,25 @@ DimAxes mlir::loom::tensorDimAxes(ArrayRef<SmallVector<unsigned, 2>> dims,
   return result;
 }
 
+void mlir::loom::dropInexpressible(FactorAxes &axes, const FactorRule &rule,
+                                   MeshAttr mesh) {
+  auto visit = [&](ArrayRef<TensorFactors> tensors) {
+    for (const TensorFactors &tensor : tensors)
+      for (const SmallVector<unsigned, 2> &factors : tensor) {
+        bool whole = true; // every factor so far is split completely
+        for (unsigned factor : factors) {
+          if (!whole)
+            axes[factor].clear();
+          else if (axesSize(mesh, axes[factor]) !=
+                   rule.getFactors()[factor].size)
+            whole = false;
+        }
+      }
+  };
+  visit(rule.getOperands());
+  visit(rule.getResults());
+}
+
 DimAxes mlir::loom::dimAxesOf(ShardingAttr sharding) {
   DimAxes dims;
   MLIRContext *context = sharding.getContext();

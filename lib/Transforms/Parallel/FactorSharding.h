@@ -58,6 +58,11 @@ DimAxes tensorDimAxes(ArrayRef<SmallVector<unsigned, 2>> dims,
                       const FactorAxes &axes, const FactorRule &rule,
                       MeshAttr mesh);
 
+/// Drops the axes of every factor that some operand or result of `rule`
+/// could not express: a factor after one that is not split completely in
+/// the same dimension (the dimension would be cut into strided pieces).
+void dropInexpressible(FactorAxes &axes, const FactorRule &rule, MeshAttr mesh);
+
 /// The dimension axes of a sharding attribute.
 DimAxes dimAxesOf(ShardingAttr sharding);
 

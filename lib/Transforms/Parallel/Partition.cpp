@@ -426,6 +426,10 @@ private:
 };
 
 LogicalResult Partitioner::partitionOp(Operation *op) {
+  // Propagation's decision is read here once; no partitioned op keeps it.
+  auto decided =
+      op->getAttrOfType<ArrayAttr>(LoomDialect::kFactorShardingAttrName);
+  op->removeAttr(LoomDialect::kFactorShardingAttrName);
   OpBuilder builder(op);
   Location loc = op->getLoc();
 
@@ -516,32 +520,45 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   const FactorRule &rule = rules.find(op)->second;
   size_t numFactors = rule.getFactors().size();
 
-  // The factors' axes: the results' wanted shardings for the factors they
-  // have, the operands' for the others (contracted, reduced).
+  // The factors' axes: as propagation decided them at this op, or, for a
+  // module annotated by hand, the results' wanted shardings for the factors
+  // they have and the operands' for the others (contracted, reduced).
   FactorAxes factors(numFactors);
-  SmallVector<bool> decided(numFactors, false);
-  for (auto [index, result] : llvm::enumerate(op->getResults())) {
-    FactorAxes axes = tensorFactorAxes(rule.getResults()[index],
-                                       wantedOf(result), rule, mesh);
-    for (const SmallVector<unsigned, 2> &dim : rule.getResults()[index])
-      for (unsigned factor : dim)
-        if (!decided[factor]) {
-          factors[factor] = axes[factor];
-          decided[factor] = true;
-        }
-  }
-  // Where each operand-decided factor's split comes from.
   SmallVector<std::string> factorOrigins(numFactors);
-  for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
-    FactorAxes axes = tensorFactorAxes(rule.getOperands()[index],
-                                       wantedOf(operand), rule, mesh);
-    for (const SmallVector<unsigned, 2> &dim : rule.getOperands()[index])
-      for (unsigned factor : dim)
-        if (!decided[factor] && !axes[factor].empty()) {
-          factors[factor] = axes[factor];
-          decided[factor] = true;
-          factorOrigins[factor] = originOf(operand);
-        }
+
+  if (decided && decided.size() == numFactors) {
+    for (auto [factor, axes] : llvm::enumerate(decided))
+      for (Attribute axis : cast<ArrayAttr>(axes))
+        factors[factor].push_back(cast<StringAttr>(axis));
+    // Where each split that no result has comes from.
+    for (auto [index, operand] : llvm::enumerate(op->getOperands()))
+      for (const SmallVector<unsigned, 2> &dim : rule.getOperands()[index])
+        for (unsigned factor : dim)
+          if (factorOrigins[factor].empty() && !factors[factor].empty())
+            factorOrigins[factor] = originOf(operand);
+  } else {
+    SmallVector<bool> known(numFactors, false);
+    for (auto [index, result] : llvm::enumerate(op->getResults())) {
+      FactorAxes axes = tensorFactorAxes(rule.getResults()[index],
+                                         wantedOf(result), rule, mesh);
+      for (const SmallVector<unsigned, 2> &dim : rule.getResults()[index])
+        for (unsigned factor : dim)
+          if (!known[factor]) {
+            factors[factor] = axes[factor];
+            known[factor] = true;
+          }
+    }
+    for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
+      FactorAxes axes = tensorFactorAxes(rule.getOperands()[index],
+                                         wantedOf(operand), rule, mesh);
+      for (const SmallVector<unsigned, 2> &dim : rule.getOperands()[index])
+        for (unsigned factor : dim)
+          if (!known[factor] && !axes[factor].empty()) {
+            factors[factor] = axes[factor];
+            known[factor] = true;
+            factorOrigins[factor] = originOf(operand);
+          }
+    }
   }
   llvm::SmallDenseSet<StringAttr> used;
   for (unsigned factor = 0; factor < numFactors; ++factor) {
@@ -553,6 +570,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     axes.erase(clash, axes.end());
     used.insert(axes.begin(), axes.end());
   }
+  dropInexpressible(factors, rule, mesh);
 
   // A gather whose table is split along the gathered rows is the
   // vocabulary-parallel embedding.
@@ -570,6 +588,25 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
 
   // Operands.
   SmallVector<bool> keepsPartial = partialOperands(op);
+  // An op that passes partial sums on computes on whole blocks along their
+  // partial axes: the split over such an axis is left to the consumer that
+  // needs the value whole, which reduces and scatters it once.
+  llvm::SmallDenseSet<StringAttr> passedPartial;
+  for (auto [index, operand] : llvm::enumerate(op->getOperands()))
+    if (keepsPartial[index]) {
+      const Local &state = stateOf(operand);
+      if (state.partial != PartialKind::none)
+        passedPartial.insert(state.partialAxes.begin(),
+                             state.partialAxes.end());
+    }
+  if (!passedPartial.empty()) {
+    for (AxisList &axes : factors) {
+      auto first = llvm::find_if(
+          axes, [&](StringAttr axis) { return passedPartial.contains(axis); });
+      axes.erase(first, axes.end());
+    }
+    dropInexpressible(factors, rule, mesh);
+  }
   PartialKind inheritedPartial = PartialKind::none;
   AxisList inheritedAxes;
   for (auto [index, operand] : llvm::enumerate(op->getOpOperands())) {
@@ -577,7 +614,16 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     Local state = stateOf(global);
     DimAxes target =
         tensorDimAxes(rule.getOperands()[index], factors, rule, mesh);
-    if (keepsPartial[index] && state.partial != PartialKind::none) {
+    // A value cannot be split over an axis it is still a partial sum
+    // over (the ranks' blocks would be summed as if they were the same
+    // block): such an operand is reduced (and scattered) first.
+    bool splitOverPartial = llvm::any_of(target, [&](const AxisList &axes) {
+      return llvm::any_of(axes, [&](StringAttr axis) {
+        return llvm::is_contained(state.partialAxes, axis);
+      });
+    });
+    if (keepsPartial[index] && state.partial != PartialKind::none &&
+        !splitOverPartial) {
       inheritedPartial = state.partial;
       inheritedAxes = state.partialAxes;
       Local dims = state;
@@ -681,6 +727,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   }
   op->removeAttr(LoomDialect::kShardingAttrName);
   op->removeAttr(LoomDialect::kShardingOriginAttrName);
+  op->removeAttr(LoomDialect::kFactorShardingAttrName);
   return success();
 }
 

@@ -249,6 +249,8 @@ ShardingPropagation::Merge ShardingPropagation::merge(const FactorRule &rule,
     axes.erase(clash, axes.end());
     used.insert(axes.begin(), axes.end());
   }
+  // A split some tensor of the op cannot express is no split at all.
+  dropInexpressible(result.axes, rule, mesh);
   // Record who disagrees with the outcome.
   for (unsigned factor = 0; factor < numFactors; ++factor)
     for (const Candidate &candidate : all[factor])
@@ -400,6 +402,26 @@ void ShardingPropagation::insertReshards() {
 void ShardingPropagation::write() {
   MLIRContext *context = module.getContext();
   Builder builder(context);
+  // Each op's decision per factor, which the partitioner carries out.
+  SmallVector<Operation *> ops;
+  func.walk([&](Operation *op) {
+    if (isa<FactorRuleOpInterface>(op) && !isa<ShardOp, ReshardOp>(op))
+      ops.push_back(op);
+  });
+  for (Operation *op : ops) {
+    const FactorRule &rule = ruleOf(op);
+    SmallVector<Slot> slots = slotsOf(op, rule);
+    Merge merged = merge(rule, slots);
+    if (llvm::all_of(merged.axes,
+                     [](const AxisList &axes) { return axes.empty(); }))
+      continue;
+    SmallVector<Attribute> factors;
+    for (const AxisList &axes : merged.axes)
+      factors.push_back(builder.getArrayAttr(
+          SmallVector<Attribute>(axes.begin(), axes.end())));
+    op->setAttr(LoomDialect::kFactorShardingAttrName,
+                builder.getArrayAttr(factors));
+  }
   for (auto &[name, entryPointer] : paramEntries) {
     const Entry &entry = *entryPointer;
     auto parameter = parameters.lookup(name);

@@ -11,10 +11,10 @@
 // CHECK: loom.parameter @b1 trainable : tensor<8xf32> sharding <@mesh, [{tp}]> {loom.sharding_origin = "@w1 annotated [{tp}, {}] (priority 0), via loom.bias_add at 'fc1.bias'"}
 // CHECK: loom.parameter @w2 trainable : tensor<4x8xf32> sharding <@mesh, [{}, {tp}]> {loom.sharding_origin = "@w1 annotated [{tp}, {}] (priority 0), via loom.matmul at 'fc2'"}
 // CHECK: loom.parameter @b2 trainable : tensor<4xf32>{{$}}
-// CHECK: loom.matmul %{{.*}} transpose_rhs {loom.sharding = #loom.sharding<@mesh, [{}, {tp}]>
+// CHECK: loom.matmul %{{.*}} transpose_rhs {{{.*}}loom.sharding = #loom.sharding<@mesh, [{}, {tp}]>
 // CHECK: loom.bias_add {{.*}}loom.sharding = #loom.sharding<@mesh, [{}, {tp}]>
 // CHECK: loom.relu {{.*}}loom.sharding = #loom.sharding<@mesh, [{}, {tp}]>
-// CHECK: %[[Y:.*]] = loom.matmul %{{.*}} transpose_rhs : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+// CHECK: %[[Y:.*]] = loom.matmul %{{.*}} transpose_rhs {loom.factor_sharding = {{\[}}[], [], ["tp"]]} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
 // CHECK-NEXT: loom.bias_add %[[Y]], %{{.*}} : tensor<2x4xf32>, tensor<4xf32>
 module {
   loom.mesh @mesh = <tp = 2>
@@ -147,7 +147,7 @@ module {
 // CHECK: loom.shard %{{.*}} to <@mesh, [{}, {}]>
 // CHECK: loom.exp %{{.*}} : tensor<4x4xf32>
 // CHECK: loom.shard %{{.*}} to <@mesh, [{?}, {}]> priority 1
-// CHECK: loom.neg %{{.*}} {loom.sharding = #loom.sharding<@mesh, [{tp}, {}]>
+// CHECK: loom.neg %{{.*}} {{{.*}}loom.sharding = #loom.sharding<@mesh, [{tp}, {}]>
 module {
   loom.mesh @mesh = <tp = 2>
   loom.parameter @a trainable : tensor<4x4xf32> sharding <@mesh, [{tp}, {}]>

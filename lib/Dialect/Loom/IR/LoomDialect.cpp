@@ -42,6 +42,7 @@ static LogicalResult checkAttrName(Operation *op, NamedAttribute attr) {
                            << LoomDialect::kShardingAttrName << "', '"
                            << LoomDialect::kShardingOriginAttrName << "', '"
                            << LoomDialect::kReshardingAttrName << "', '"
+                           << LoomDialect::kFactorShardingAttrName << "', '"
                            << LoomDialect::kWorldSizeAttrName
                            << "' (modules), '" << LoomDialect::kRanksAttrName
                            << "' (functions)";
@@ -105,6 +106,16 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     return verifyRankAttr(op, attr);
   if (attr.getName() == kShardingOriginAttrName)
     return verifyOriginAttr(op, attr);
+  if (attr.getName() == kFactorShardingAttrName) {
+    auto factors = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!factors || !llvm::all_of(factors, [](Attribute factor) {
+          auto axes = dyn_cast<ArrayAttr>(factor);
+          return axes && llvm::all_of(axes, llvm::IsaPred<StringAttr>);
+        }))
+      return op->emitOpError() << "'" << kFactorShardingAttrName
+                               << "' must be an array of arrays of axis names";
+    return success();
+  }
   if (attr.getName() == kReshardingAttrName) {
     if (!isa<DictionaryAttr>(attr.getValue()))
       return op->emitOpError()

@@ -51,6 +51,12 @@ def Loom_Dialect : Dialect {
     /// `loom-propagate-sharding` for tools that explain its decisions.
     static constexpr ::llvm::StringLiteral kShardingOriginAttrName =
         "loom.sharding_origin";
+    /// Name of the attribute in which `loom-propagate-sharding` records,
+    /// per factor of an op's rule, the mesh axes it decided split it (an
+    /// array of arrays of axis names), so that `loom-partition` carries
+    /// out exactly that decision.
+    static constexpr ::llvm::StringLiteral kFactorShardingAttrName =
+        "loom.factor_sharding";
     /// Name of the dictionary `loom-partition` puts on each collective it
     /// inserts: the global type and sharding of the value it moves
     /// (`type`, `from`, `to`) and where that sharding came from (`origin`),
