@@ -643,7 +643,6 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
 
   // Results: local types, and partial where a split factor is summed away.
   for (auto [index, result] : llvm::enumerate(op->getResults())) {
-    Value global = result;
     auto type = cast<RankedTensorType>(result.getType());
     DimAxes axes = tensorDimAxes(rule.getResults()[index], factors, rule, mesh);
     Local state{result, axes};
@@ -676,7 +675,6 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
       state.partial = inheritedPartial;
       state.partialAxes = inheritedAxes;
     }
-    (void)global;
     result.setType(RankedTensorType::get(
         localShape(type.getShape(), axes, mesh), type.getElementType()));
     locals[result] = state;
