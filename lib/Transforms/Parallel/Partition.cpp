@@ -390,6 +390,17 @@ private:
   LogicalResult partitionScatter(ScatterAddOp scatter, const AxisList &axes,
                                  OpBuilder &builder);
 
+  /// Replaces `op`'s one result by `local.value`, which a rule built from
+  /// other ops, with `local` as its state and the old result's decision;
+  /// `op` is erased once the walk is done.
+  void replaceByRule(Operation *op, const Local &local) {
+    Value old = op->getResult(0);
+    old.replaceAllUsesWith(local.value);
+    locals[local.value] = local;
+    decisions[local.value] = decisions[old];
+    replaced.push_back(op);
+  }
+
   /// The first global index of this rank's block of a dimension of size
   /// `size` split over `axis`, as a tensor<1xi64>.
   Value blockOffset(OpBuilder &builder, Location loc, StringAttr axis,
@@ -759,12 +770,7 @@ LogicalResult Partitioner::partitionLookup(GatherOp gather,
   if (decision.origin.empty())
     decision.origin =
         "vocabulary-parallel lookup of a table split by " + originOf(table);
-  result.replaceAllUsesWith(looked);
-  // Uses now go to the new value; keep the old result's state for any
-  // conversion keyed on it, then drop the op.
-  locals[looked] = local;
-  decisions[looked] = decision;
-  replaced.push_back(gather);
+  replaceByRule(gather, local);
   return success();
 }
 
@@ -786,11 +792,7 @@ LogicalResult Partitioner::partitionScatter(ScatterAddOp scatter,
       builder, scatter, updates, indices, offset, rows, globalRows);
   DimAxes dims(global.getRank());
   dims[0] = axes;
-  Value old = scatter.getResult();
-  old.replaceAllUsesWith(result);
-  locals[result] = Local{result, dims};
-  decisions[result] = decisions[old];
-  replaced.push_back(scatter);
+  replaceByRule(scatter, Local{result, dims});
   return success();
 }
 
@@ -829,11 +831,7 @@ std::optional<LogicalResult> Partitioner::partitionLoss(Operation *op,
         builder, grad, state.value, labels, scale, offset, groups, info);
     local = Local{result, state.axes};
   }
-  Value old = op->getResult(0);
-  old.replaceAllUsesWith(result);
-  locals[result] = local;
-  decisions[result] = decisions[old];
-  replaced.push_back(op);
+  replaceByRule(op, local);
   return success();
 }
 
