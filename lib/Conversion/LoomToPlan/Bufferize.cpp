@@ -88,6 +88,17 @@ public:
       op->dropAllUses();
       op->erase();
     }
+    // Every read of each assigned parameter, collected in one walk rather
+    // than one per assign (a 96-layer GPT's step has thousands of assigns
+    // and tens of thousands of ops). storeAssign adds weights of the names
+    // it stores, each name once, so the lists stay complete.
+    for (const PendingAssign &assign : assigns)
+      weightReads[assign.name.getAttr()];
+    func.walk([&](plan::WeightOp weight) {
+      auto reads = weightReads.find(weight.getNameAttr().getAttr());
+      if (reads != weightReads.end())
+        reads->second.push_back(weight.getBuffer());
+    });
     for (const PendingAssign &assign : assigns)
       storeAssign(assign);
     body.eraseArguments(0, body.getNumArguments());
@@ -232,11 +243,7 @@ private:
     }
     if (!writer)
       return {};
-    SmallVector<Value> reads;
-    func.walk([&](plan::WeightOp weight) {
-      if (weight.getNameAttr() == assign.name)
-        reads.push_back(weight.getBuffer());
-    });
+    SmallVector<Value> reads(weightReads.lookup(assign.name.getAttr()));
     while (!reads.empty()) {
       Value buffer = reads.pop_back_val();
       for (OpOperand &use : buffer.getUses()) {
@@ -263,6 +270,8 @@ private:
   OpBuilder builder;
   IRMapping buffers;
   SmallVector<PendingAssign> assigns;
+  /// The buffers of the plan.weight ops reading each assigned parameter.
+  DenseMap<StringAttr, SmallVector<Value>> weightReads;
 };
 
 struct BufferizePass : impl::LoomBufferizeBase<BufferizePass> {
