@@ -85,46 +85,81 @@ MatmulOp findWeightGradient(ReduceSumOp sum, MatmulOperand &summed) {
   return {};
 }
 
-bool definedBefore(Value value, Operation *op) {
+/// The order of the ops of the function as the pass found them, so that
+/// comparing two of them costs a lookup: each fusion inserts ops, which
+/// makes MLIR renumber the whole block at the next isBeforeInBlock (a
+/// 96-layer GPT's step has ~60k ops and hundreds of fusions). Inserting ops
+/// keeps the order of the others; an op that moves or is erased leaves the
+/// table, and comparisons with ops outside it ask the block.
+class OpOrder {
+public:
+  explicit OpOrder(Operation *root) {
+    root->walk([&](Block *block) {
+      int64_t index = 0;
+      for (Operation &op : *block)
+        positions[&op] = index++;
+    });
+  }
+
+  /// Whether `a` comes before `b`, both in the same block.
+  bool isBefore(Operation *a, Operation *b) const {
+    auto first = positions.find(a), second = positions.find(b);
+    if (first != positions.end() && second != positions.end())
+      return first->second < second->second;
+    return a->isBeforeInBlock(b);
+  }
+
+  /// Called before `op` moves or is erased.
+  void forget(Operation *op) { positions.erase(op); }
+
+private:
+  DenseMap<Operation *, int64_t> positions;
+};
+
+bool definedBefore(Value value, Operation *op, const OpOrder &order) {
   Operation *def = value.getDefiningOp();
-  return !def ||
-         (def->getBlock() == op->getBlock() && def->isBeforeInBlock(op));
+  return !def || (def->getBlock() == op->getBlock() && order.isBefore(def, op));
 }
 
-bool usedAfter(Value value, Operation *op) {
+bool usedAfter(Value value, Operation *op, const OpOrder &order) {
   return llvm::all_of(value.getUsers(), [&](Operation *user) {
-    return user->getBlock() == op->getBlock() && op->isBeforeInBlock(user);
+    return user->getBlock() == op->getBlock() && order.isBefore(op, user);
   });
 }
 
 /// Whether `operand` of the GEMM is defined before `sum`, or is a reshape
 /// of a value that is, which can move up to the sum (autodiff reshapes the
 /// GEMM's operands to matrices right before it).
-bool availableAt(Value operand, ReduceSumOp sum) {
-  if (definedBefore(operand, sum))
+bool availableAt(Value operand, ReduceSumOp sum, const OpOrder &order) {
+  if (definedBefore(operand, sum, order))
     return true;
   auto reshape = operand.getDefiningOp<ReshapeOp>();
-  return reshape && definedBefore(reshape.getInput(), sum);
+  return reshape && definedBefore(reshape.getInput(), sum, order);
 }
 
 /// Where the fused op can stand: at the GEMM when every use of the sum
 /// follows it, else at the sum when the GEMM's operands are available
 /// there (autodiff reshapes the bias gradient right after the sum and the
 /// GEMM's operands right before it); null if neither holds.
-Operation *insertionPoint(MatmulOp matmul, ReduceSumOp sum) {
-  if (sum->isBeforeInBlock(matmul) ? usedAfter(sum.getResult(), matmul) : true)
+Operation *insertionPoint(MatmulOp matmul, ReduceSumOp sum,
+                          const OpOrder &order) {
+  if (order.isBefore(sum, matmul) ? usedAfter(sum.getResult(), matmul, order)
+                                  : true)
     return matmul;
-  if (availableAt(matmul.getLhs(), sum) && availableAt(matmul.getRhs(), sum))
+  if (availableAt(matmul.getLhs(), sum, order) &&
+      availableAt(matmul.getRhs(), sum, order))
     return sum;
   return nullptr;
 }
 
 void fuse(MatmulOp matmul, ReduceSumOp sum, MatmulOperand summed,
-          Operation *anchor) {
+          Operation *anchor, OpOrder &order) {
   if (anchor == sum.getOperation())
     for (Value operand : {matmul.getLhs(), matmul.getRhs()})
-      if (!definedBefore(operand, sum))
+      if (!definedBefore(operand, sum, order)) {
+        order.forget(operand.getDefiningOp());
         operand.getDefiningOp()->moveBefore(sum); // a reshape (availableAt)
+      }
   OpBuilder builder(anchor);
   auto lhs = cast<RankedTensorType>(matmul.getLhs().getType());
   auto rhs = cast<RankedTensorType>(matmul.getRhs().getType());
@@ -147,12 +182,15 @@ void fuse(MatmulOp matmul, ReduceSumOp sum, MatmulOperand summed,
     if (auto reshape = dyn_cast<ReshapeOp>(user);
         reshape && reshape.getType() == bias.getType()) {
       reshape.getResult().replaceAllUsesWith(bias);
+      order.forget(reshape);
       reshape.erase();
     }
   if (bias.getType() != sumType && !sum.getResult().use_empty())
     bias = builder.create<ReshapeOp>(sum.getLoc(), sumType, bias);
   matmul.getResult().replaceAllUsesWith(fused.getResult());
   sum.getResult().replaceAllUsesWith(bias);
+  order.forget(matmul);
+  order.forget(sum);
   matmul.erase();
   sum.erase();
 }
@@ -164,11 +202,12 @@ struct FuseBiasGradPass : impl::LoomFuseBiasGradBase<FuseBiasGradPass> {
       if (isBiasGradient(sum))
         sums.push_back(sum);
     });
+    OpOrder order(getOperation());
     for (ReduceSumOp sum : sums) {
       MatmulOperand summed;
       if (MatmulOp matmul = findWeightGradient(sum, summed))
-        if (Operation *anchor = insertionPoint(matmul, sum))
-          fuse(matmul, sum, summed, anchor);
+        if (Operation *anchor = insertionPoint(matmul, sum, order))
+          fuse(matmul, sum, summed, anchor, order);
     }
   }
 };
