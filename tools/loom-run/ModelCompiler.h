@@ -12,6 +12,7 @@
 #include "loom/Runtime/TensorIO.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,20 @@ struct ModelCompileOptions {
   bool explain = false;
   double linkGbps = 100;
   double linkLatencyUs = 5;
+  /// --no-weights: the ONNX initializers become parameters without values
+  /// (shapes only, as `loom-translate --no-weights`): no weight byte is
+  /// read. A plan holds every weight's bytes, so only compileOnly takes
+  /// it, and it stops at the lowered module.
+  bool withWeights = true;
+};
+
+/// What compileOnly did.
+struct CompileOnlyResult {
+  /// The plan, when the weights were imported (withWeights).
+  std::optional<loomrt::Plan> plan;
+  /// The ranks of the lowered step and its function's name.
+  int64_t ranks = 0;
+  std::string function;
 };
 
 /// True when this loom-run can compile models (it was built with MLIR).
@@ -85,6 +100,14 @@ bool haveModelCompiler();
 /// file and the ONNX node name or line.
 loomrt::StatusOr<loomrt::Plan> compileModel(const std::string &path,
                                             const ModelCompileOptions &options);
+
+/// --compile-only: compiles the model as compileModel does (import, the
+/// training pipeline or forward rewrites, loom-lower-to-plan, then the plan
+/// unless options.withWeights is false), timing every stage and pass, and
+/// prints MLIR's execution time report on stdout. The verifier runs once,
+/// on the lowered module, instead of after every pass.
+loomrt::StatusOr<CompileOnlyResult>
+compileOnly(const std::string &path, const ModelCompileOptions &options);
 
 /// Writes the ONNX model at `modelPath` to `outPath` with the initializers
 /// named in `values` replaced by them (same names, types and shapes; names

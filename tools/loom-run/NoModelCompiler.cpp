@@ -18,6 +18,13 @@ loomrun::compileModel(const std::string &path, const ModelCompileOptions &) {
              "with a full build's `loom-run --emit-plan`");
 }
 
+loomrt::StatusOr<loomrun::CompileOnlyResult>
+loomrun::compileOnly(const std::string &path,
+                     const ModelCompileOptions &options) {
+  loomrt::StatusOr<loomrt::Plan> plan = compileModel(path, options);
+  return plan.status();
+}
+
 loomrt::StatusOr<size_t>
 loomrun::saveTrainedModel(const std::string &, const std::string &outPath,
                           const std::map<std::string, loomrt::HostTensor> &) {

@@ -2,7 +2,7 @@
 //
 //   loom-run MODEL [--input NAME=FILE | FILE]... [--output-dir DIR]
 //            [--emit-plan FILE] [--report] [--dim NAME=SIZE]...
-//            [--iterations N] [--warmup N]
+//            [--iterations N] [--warmup N] [--compile-only [--no-weights]]
 //
 // MODEL is an ONNX model (.onnx, .onnxtext), a loom module (.mlir) or a plan
 // file. Plain C++ on the runtime: in a runtime-only build it runs plans, and
@@ -50,6 +50,17 @@ options:
                       with --train, the training-step plan, then trains)
   --emit-mlir FILE    write the module before lowering to FILE (with --train:
                       what loom-opt --loom-training-pipeline gives)
+  --compile-only      compile MODEL (with --train: the training step, --tp
+                      and all) and exit without running it: prints the time
+                      of each stage and pass (MLIR's execution time report)
+                      on stdout; the verifier checks the lowered module once
+                      instead of after every pass; --emit-plan writes the
+                      plan (docs/design/passes.md)
+  --no-weights        with --compile-only: import the ONNX model's shapes
+                      only, as loom-translate --no-weights does: no weight
+                      byte is read, and compiling stops at the lowered
+                      module, since a plan holds the weights' values (times
+                      the compiler on models too big to hold, e.g. a 175B GPT)
   --report            print planned vs measured peak memory and time per kernel,
                       per node path (layers folded) and the slowest instructions
                       (with --train: of the last step)
@@ -182,6 +193,10 @@ struct Options {
   /// --verify and --verify-rtol.
   bool verify = false;
   double verifyRtol = 1e-4;
+  /// --compile-only: compile, print the time of each pass, and exit.
+  bool compileOnly = false;
+  /// Whether --steps was given.
+  bool stepsGiven = false;
 };
 
 int fail(const std::string &message) {
@@ -280,6 +295,7 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     count(train.batchSize, 1);
   } else if (flag == "--steps") {
     count(train.steps, 0);
+    options.stepsGiven = true;
   } else if (flag == "--shuffle") {
     int64_t seed = 0;
     count(seed, 0);
@@ -402,6 +418,10 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     }
     if (flag == "--report") {
       options.run.report = true;
+    } else if (flag == "--compile-only") {
+      options.compileOnly = true;
+    } else if (flag == "--no-weights") {
+      options.compile.withWeights = false;
     } else if (flag == "--explain") {
       options.compile.explain = true;
     } else if (flag == "--link-gbps" || flag == "--link-latency-us") {
@@ -526,6 +546,37 @@ std::string parseOptions(int argc, char **argv, Options &options) {
   if (options.run.model.empty())
     return "no model given (see --help)";
   const TrainCompileOptions &train = options.compile.train;
+  if (!options.compile.withWeights && !options.compileOnly) {
+    if (train.enabled && options.train.steps > 0)
+      return "--no-weights imports the model's shapes only, so there are "
+             "no weights to train" +
+             (options.stepsGiven
+                  ? " (--steps " + std::to_string(options.train.steps) + ")"
+                  : std::string()) +
+             "; with --compile-only it compiles the step and exits";
+    return "--no-weights imports the model's shapes only, and a plan holds "
+           "the weights' values; it needs --compile-only";
+  }
+  if (options.compileOnly) {
+    if (options.stepsGiven && options.train.steps > 0)
+      return "--compile-only compiles the step and exits without "
+             "training; drop --steps " +
+             std::to_string(options.train.steps);
+    if (!options.compile.withWeights && !options.emitPlan.empty())
+      return "--emit-plan writes a plan, which holds the weights' values; "
+             "--no-weights imports the shapes only (--emit-mlir writes the "
+             "module)";
+    if (!options.run.outputDir.empty() || options.run.report ||
+        options.verify || !options.train.metricsPath.empty() ||
+        !options.train.reportJsonPath.empty() ||
+        !options.train.savePath.empty() ||
+        !options.train.saveWeightsDir.empty() ||
+        !options.train.checkpointDir.empty() ||
+        !options.train.resumeDir.empty())
+      return "--compile-only compiles and exits: --output-dir, --report, "
+             "--verify, --metrics, --report-json, --save, --save-weights, "
+             "--checkpoint and --resume need a run";
+  }
   if (!train.enabled && !options.trainingFlag.empty())
     return options.trainingFlag + " is a training option; add --train";
   if (train.enabled) {
@@ -553,7 +604,8 @@ std::string parseOptions(int argc, char **argv, Options &options) {
              "; --save-weights DIR writes the trained weights as "
              ".npy files";
     if (options.train.steps == 0 && options.emitPlan.empty() &&
-        options.compile.emitMLIR.empty() && !options.compile.explain)
+        options.compile.emitMLIR.empty() && !options.compile.explain &&
+        !options.compileOnly)
       return "--steps 0 trains nothing; it is for writing the training "
              "plan with --emit-plan (or its module with --emit-mlir, or "
              "--explain)";
@@ -762,6 +814,72 @@ int verify(const Options &options, const Dataset &data,
   return 0;
 }
 
+/// --compile-only: compiles MODEL (with --train, the training step for
+/// one microbatch), prints the time of each stage and pass, writes
+/// --emit-plan when there is a plan, and exits. Input files, if given, are
+/// read for their shapes only.
+int compileOnlyRun(Options &options) {
+  StatusOr<std::string> bytes = readFile(options.run.model);
+  if (!bytes)
+    return fail(bytes.status().message());
+  if (looksLikePlan(*bytes))
+    return fail("--compile-only compiles the model; " + options.run.model +
+                " is a plan (pass the .onnx or .mlir model)");
+  *bytes = std::string();
+  int64_t microbatch =
+      options.train.batchSize / options.compile.train.gradAccum;
+  auto shape = [&](std::vector<int64_t> shape) {
+    if (options.compile.train.enabled && !shape.empty())
+      shape[0] = microbatch;
+    return shape;
+  };
+  for (const auto &[name, path] : options.run.namedInputs) {
+    StatusOr<HostTensor> tensor = readTensorFile(substituteRank(path, 0));
+    if (!tensor)
+      return fail(tensor.status().message());
+    options.compile.inputShapes[name] = shape(tensor->shape);
+  }
+  for (const std::string &path : options.run.positionalInputs) {
+    StatusOr<HostTensor> tensor = readTensorFile(substituteRank(path, 0));
+    if (!tensor)
+      return fail(tensor.status().message());
+    options.compile.positionalInputShapes.push_back(shape(tensor->shape));
+  }
+  auto started = std::chrono::steady_clock::now();
+  StatusOr<CompileOnlyResult> compiled =
+      compileOnly(options.run.model, options.compile);
+  if (!compiled) {
+    std::fprintf(stderr, "%s\n", compiled.status().message().c_str());
+    return 1;
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+  if (compiled->plan && !options.emitPlan.empty() &&
+      !emitPlan(*compiled->plan, options.emitPlan))
+    return 1;
+  std::string what = compiled->function.empty() ? std::string("the model")
+                                                : "@" + compiled->function;
+  std::string ranks = std::to_string(compiled->ranks) +
+                      (compiled->ranks == 1 ? " rank" : " ranks");
+  if (compiled->plan) {
+    uint64_t bytes = compiled->plan->data.size();
+    std::printf("compile-only: compiled %s for %s in %.2f s; the plan holds "
+                "%zu weights (%llu bytes)%s\n",
+                what.c_str(), ranks.c_str(), seconds,
+                compiled->plan->weights.size(), (unsigned long long)bytes,
+                options.emitPlan.empty()
+                    ? ""
+                    : (", written to " + options.emitPlan).c_str());
+  } else {
+    std::printf("compile-only: compiled %s for %s in %.2f s, shapes only "
+                "(--no-weights: no weight was read; the plan, which holds "
+                "the weights, was not built)\n",
+                what.c_str(), ranks.c_str(), seconds);
+  }
+  return 0;
+}
+
 /// Reads the data set, compiles the training step for one microbatch of
 /// it, and trains.
 int train(Options &options) {
@@ -828,6 +946,8 @@ int main(int argc, char **argv) {
   std::string error = parseOptions(argc, argv, options);
   if (!error.empty())
     return fail(error);
+  if (options.compileOnly)
+    return compileOnlyRun(options);
   if (options.compile.train.enabled)
     return train(options);
 

@@ -8,6 +8,7 @@
 
 #include "../ModelCompiler.h"
 
+#include "loom/Conversion/Passes.h"
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
 #include "loom/Dialect/Plan/IR/PlanDialect.h"
 #include "loom/Import/ONNX/ImportONNX.h"
@@ -19,9 +20,12 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -135,13 +139,54 @@ auto ::loomrun::saveTrainedModel(
   return replaced;
 }
 
-auto ::loomrun::compileModel(const std::string &path,
-                             const ::loomrun::ModelCompileOptions &options)
-    -> rt::StatusOr<rt::Plan> {
+namespace {
+
+/// MLIR's text execution time report (as `loom-opt --mlir-timing` prints
+/// it, wall times only) on `os`: MLIR 19 prints its own only to stderr.
+class TextTimingOutput : public OutputStrategy {
+public:
+  using OutputStrategy::OutputStrategy;
+
+  void printHeader(const TimeRecord &total) override {
+    os << "===" << std::string(73, '-') << "===\n"
+       << std::string(25, ' ') << "... Execution time report ...\n"
+       << "===" << std::string(73, '-') << "===\n"
+       << llvm::format("  Total Execution Time: %.4f seconds\n\n", total.wall)
+       << "  ----Wall Time----  ----Name----\n";
+  }
+  void printFooter() override { os.flush(); }
+  void printTime(const TimeRecord &time, const TimeRecord &total) override {
+    os << llvm::format("  %8.4f (%5.1f%%)", time.wall,
+                       total.wall > 0 ? 100.0 * time.wall / total.wall : 0.0);
+  }
+  void printListEntry(StringRef name, const TimeRecord &time,
+                      const TimeRecord &total, bool) override {
+    printTime(time, total);
+    os << "  " << name << "\n";
+  }
+  void printTreeEntry(unsigned indent, StringRef name, const TimeRecord &time,
+                      const TimeRecord &total) override {
+    printTime(time, total);
+    os.indent(indent + 2) << name << "\n";
+  }
+  void printTreeEntryEnd(unsigned, bool) override {}
+};
+
+/// The model at `path` compiled as `options` say; the plan unless
+/// options.withWeights is false. With `timing`, every stage and pass is
+/// timed in it and the verifier runs once, on the lowered module, instead
+/// of after every pass (--compile-only).
+rt::StatusOr<::loomrun::CompileOnlyResult>
+compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
+        TimingScope *timing) {
+  TimingScope none;
+  TimingScope &root = timing ? *timing : none;
+  TimingScope reading = root.nest("read the model");
   auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                           /*RequiresNullTerminator=*/false);
   if (!file)
     return rt::Status::error(path + ": " + file.getError().message());
+  reading.stop();
 
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -173,6 +218,8 @@ auto ::loomrun::compileModel(const std::string &path,
 
   StringRef extension = llvm::StringRef(path).rsplit('.').second;
   OwningOpRef<ModuleOp> module;
+  TimingScope importing = root.nest(
+      extension == "mlir" ? "parse the module" : "import the ONNX model");
   if (extension == "mlir") {
     llvm::SourceMgr sourceMgr;
     sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
@@ -188,6 +235,7 @@ auto ::loomrun::compileModel(const std::string &path,
       importOptions.positionalInputShapes.emplace_back(shape.begin(),
                                                        shape.end());
     importOptions.warnTiedInitializers = options.train.enabled;
+    importOptions.withWeights = options.withWeights;
     module = mlir::loom::importONNX((*file)->getBuffer(), path,
                                     extension == "onnxtext", &context,
                                     importOptions);
@@ -196,10 +244,18 @@ auto ::loomrun::compileModel(const std::string &path,
         path + ": unknown model format (expected .onnx, .onnxtext, .mlir "
                "or a plan file)");
   }
+  importing.stop();
   if (!module)
     return failure("cannot read the model");
   std::string functionName = options.functionName;
   PassManager pm(&context);
+  TimingScope pipelineScope;
+  if (timing) {
+    pm.enableVerifier(false);
+    pipelineScope = root.nest(options.train.enabled ? "training pipeline"
+                                                    : "forward rewrites");
+    pm.enableTiming(pipelineScope);
+  }
   if (options.train.enabled) {
     TrainingPipelineOptions pipeline;
     setPipelineOptions(options, pipeline);
@@ -218,11 +274,15 @@ auto ::loomrun::compileModel(const std::string &path,
                        ? "cannot build the training step"
                        : "cannot rewrite the model (--precision " +
                              options.precision + ")");
-  if (!options.emitMLIR.empty() &&
-      failed(writeModule(*module, options.emitMLIR, errors)))
-    return failure("cannot write " + options.emitMLIR);
+  pipelineScope.stop();
+  if (!options.emitMLIR.empty()) {
+    TimingScope writing = root.nest("write --emit-mlir");
+    if (failed(writeModule(*module, options.emitMLIR, errors)))
+      return failure("cannot write " + options.emitMLIR);
+  }
   if (options.explain) {
     // The same pass as loom-opt's, on the module --emit-mlir writes.
+    TimingScope explaining = root.nest("explain");
     PassManager explain(&context);
     LoomExplainShardingOptions report;
     report.linkGbps = options.linkGbps;
@@ -233,9 +293,73 @@ auto ::loomrun::compileModel(const std::string &path,
       return failure("cannot explain the module's collectives");
     llvm::outs().flush();
   }
-  FailureOr<rt::Plan> plan =
-      mlir::loom::lowerToRuntimePlan(*module, functionName);
-  if (mlir::failed(plan))
+  ::loomrun::CompileOnlyResult result;
+  if (!timing) {
+    FailureOr<rt::Plan> plan =
+        mlir::loom::lowerToRuntimePlan(*module, functionName);
+    if (mlir::failed(plan))
+      return failure("lowering failed");
+    result.plan = std::move(*plan);
+    return result;
+  }
+  // lowerToRuntimePlan's steps, each timed, with one verification.
+  if (!functionName.empty() &&
+      !module->lookupSymbol<func::FuncOp>(functionName))
+    return rt::Status::error(path + ": error: no function named '" +
+                             functionName + "'");
+  TimingScope lowering = root.nest("loom-lower-to-plan");
+  PassManager lower(&context);
+  lower.enableVerifier(false);
+  lower.enableTiming(lowering);
+  buildLowerToPlanPipeline(lower);
+  if (failed(lower.run(*module)))
     return failure("lowering failed");
-  return std::move(*plan);
+  lowering.stop();
+  TimingScope verifying = root.nest("verify the lowered module");
+  if (failed(mlir::verify(*module)))
+    return failure("the lowered module is invalid");
+  verifying.stop();
+  result.ranks = LoomDialect::getWorldSize(*module);
+  result.function = functionName;
+  if (!options.withWeights)
+    return result;
+  TimingScope planning = root.nest("build the plan (copies the weights)");
+  FailureOr<rt::Plan> plan =
+      mlir::loom::buildRuntimePlan(*module, functionName);
+  if (mlir::failed(plan))
+    return failure("building the plan failed");
+  result.plan = std::move(*plan);
+  return result;
+}
+
+} // namespace
+
+auto ::loomrun::compileModel(const std::string &path,
+                             const ::loomrun::ModelCompileOptions &options)
+    -> rt::StatusOr<rt::Plan> {
+  if (!options.withWeights)
+    return rt::Status::error(path + ": a plan holds the weights' values, "
+                                    "which --no-weights does not read");
+  rt::StatusOr<CompileOnlyResult> compiled = compile(path, options, nullptr);
+  if (!compiled)
+    return compiled.status();
+  return std::move(*compiled->plan);
+}
+
+auto ::loomrun::compileOnly(const std::string &path,
+                            const ::loomrun::ModelCompileOptions &options)
+    -> rt::StatusOr<CompileOnlyResult> {
+  DefaultTimingManager timing;
+  timing.setEnabled(true);
+  timing.setOutput(std::make_unique<TextTimingOutput>(llvm::outs()));
+  rt::StatusOr<CompileOnlyResult> compiled = [&] {
+    TimingScope root = timing.getRootScope();
+    return compile(path, options, &root);
+  }();
+  std::fflush(stdout);
+  timing.print();
+  // Else its destructor prints an empty report.
+  timing.setEnabled(false);
+  llvm::outs().flush();
+  return compiled;
 }
