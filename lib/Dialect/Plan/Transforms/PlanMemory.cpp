@@ -87,22 +87,27 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
     std::stable_sort(order.begin(), order.end(),
                      [](Buffer *a, Buffer *b) { return a->bytes > b->bytes; });
     int64_t arena = 0, total = 0;
+    // The placed buffers by (offset, end), so that the live-overlapping
+    // ones come in the order the search needs without sorting them for
+    // every buffer (a 96-layer GPT's rank has thousands of buffers).
     std::vector<Buffer *> placed;
+    auto byRange = [](const Buffer *a, const Buffer *b) {
+      return std::make_pair(a->offset, a->offset + a->bytes) <
+             std::make_pair(b->offset, b->offset + b->bytes);
+    };
     for (Buffer *buffer : order) {
-      // Occupied ranges of live-overlapping buffers, by offset.
-      std::vector<std::pair<int64_t, int64_t>> busy;
-      for (Buffer *other : placed)
-        if (other->first <= buffer->last && buffer->first <= other->last)
-          busy.push_back({other->offset, other->offset + other->bytes});
-      llvm::sort(busy);
       int64_t offset = 0;
-      for (auto [begin, stop] : busy) {
-        if (offset + buffer->bytes <= begin)
+      for (Buffer *other : placed) {
+        if (other->first > buffer->last || buffer->first > other->last)
+          continue;
+        if (offset + buffer->bytes <= other->offset)
           break;
-        offset = std::max(offset, stop);
+        offset = std::max(offset, other->offset + other->bytes);
       }
       buffer->offset = offset;
-      placed.push_back(buffer);
+      placed.insert(
+          std::upper_bound(placed.begin(), placed.end(), buffer, byRange),
+          buffer);
       arena = std::max(arena, offset + buffer->bytes);
       total += buffer->bytes;
     }
