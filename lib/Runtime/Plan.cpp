@@ -74,30 +74,53 @@ void loomrt::forEachSliceRun(
     run(0, 0, 1);
     return;
   }
+  // The part of the block inside the tensor: a block may reach past its
+  // end (padding), which no run covers.
+  std::vector<int64_t> inside(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    inside[d] = std::clamp<int64_t>(globalShape[d] - offsets[d], 0, shape[d]);
+    if (inside[d] == 0)
+      return;
+  }
   // Dimensions [split, rank) form one contiguous run: every dimension after
-  // `split` is spanned whole.
+  // `split` is spanned whole by the block and by its part inside.
   size_t split = rank - 1;
-  while (split > 0 && shape[split] == globalShape[split])
+  while (split > 0 && shape[split] == globalShape[split] &&
+         inside[split] == shape[split])
     --split;
-  int64_t count = 1;
-  for (size_t d = split; d < rank; ++d)
+  int64_t count = inside[split];
+  for (size_t d = split + 1; d < rank; ++d)
     count *= shape[d];
-  std::vector<int64_t> strides(rank, 1);
-  for (size_t d = rank - 1; d > 0; --d)
+  std::vector<int64_t> strides(rank, 1), blockStrides(rank, 1);
+  for (size_t d = rank - 1; d > 0; --d) {
     strides[d - 1] = strides[d] * globalShape[d];
-  // An odometer over the block's dimensions before `split`.
+    blockStrides[d - 1] = blockStrides[d] * shape[d];
+  }
+  // An odometer over the inside part's dimensions before `split`.
   std::vector<int64_t> index(split, 0);
-  for (int64_t sliceElement = 0;; sliceElement += count) {
+  while (true) {
     int64_t globalElement = offsets[split] * strides[split];
-    for (size_t d = 0; d < split; ++d)
+    int64_t sliceElement = 0;
+    for (size_t d = 0; d < split; ++d) {
       globalElement += (offsets[d] + index[d]) * strides[d];
+      sliceElement += index[d] * blockStrides[d];
+    }
     run(globalElement, sliceElement, count);
     size_t d = split;
-    while (d > 0 && ++index[d - 1] == shape[d - 1])
+    while (d > 0 && ++index[d - 1] == inside[d - 1])
       index[--d] = 0;
     if (d == 0)
       return;
   }
+}
+
+bool loomrt::sliceOverhangs(const std::vector<int64_t> &globalShape,
+                            const std::vector<int64_t> &offsets,
+                            const std::vector<int64_t> &shape) {
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (offsets[d] + shape[d] > globalShape[d])
+      return true;
+  return false;
 }
 
 void loomrt::extractSlice(const uint8_t *whole, uint8_t *slice,
@@ -105,6 +128,9 @@ void loomrt::extractSlice(const uint8_t *whole, uint8_t *slice,
                           const std::vector<int64_t> &globalShape,
                           const std::vector<int64_t> &offsets,
                           const std::vector<int64_t> &shape) {
+  // Padding past the tensor's end reads as zeros.
+  if (sliceOverhangs(globalShape, offsets, shape))
+    std::memset(slice, 0, size_t(numElements(shape)) * elementBytes);
   forEachSliceRun(globalShape, offsets, shape,
                   [&](int64_t from, int64_t to, int64_t count) {
                     std::memcpy(slice + size_t(to) * elementBytes,
@@ -159,13 +185,13 @@ Status loomrt::checkWeightSlices(const Plan &plan, size_t *culprit) {
                           shapeString(weight.globalShape) +
                           ", which does not have the rank of its shape " +
                           shapeString(weight.shape));
+    // A block may reach past the tensor's end (padding: zeros when loaded,
+    // dropped when gathered), but not begin before it.
     for (size_t d = 0; d < rank; ++d)
-      if (weight.sliceOffsets[d] < 0 || weight.globalShape[d] < 0 ||
-          weight.shape[d] > weight.globalShape[d] ||
-          weight.sliceOffsets[d] > weight.globalShape[d] - weight.shape[d])
+      if (weight.sliceOffsets[d] < 0 || weight.globalShape[d] < 0)
         return fail(id, describe(id) + " of shape " +
                             shapeString(weight.shape) +
-                            " reaches past its tensor in dimension " +
+                            " begins outside its tensor in dimension " +
                             std::to_string(d));
   }
 
@@ -224,8 +250,15 @@ Status loomrt::checkWeightSlices(const Plan &plan, size_t *culprit) {
     }
     // Disjoint and inside: they tile the tensor when their sizes add up.
     uint64_t covered = 0;
-    for (size_t id : ids)
-      covered += uint64_t(numElements(plan.weights[id].shape));
+    for (size_t id : ids) {
+      const Weight &weight = plan.weights[id];
+      uint64_t inside = 1;
+      for (size_t d = 0; d < weight.shape.size(); ++d)
+        inside *= uint64_t(
+            std::clamp<int64_t>(weight.globalShape[d] - weight.sliceOffsets[d],
+                                0, weight.shape[d]));
+      covered += inside;
+    }
     uint64_t total = uint64_t(numElements(first.globalShape));
     if (covered != total) {
       std::string list;

@@ -221,15 +221,23 @@ std::string sliceString(const std::vector<int64_t> &offsets,
 /// `globalElement` of the whole tensor are elements `sliceElement...` of
 /// the block, itself dense and row-major. The runs come in increasing
 /// order; trailing dimensions the block spans whole make them long (a
-/// block of rows is one run). Nothing for an empty block.
+/// block of rows is one run). Nothing for an empty block. A block may reach
+/// past the tensor's end (a padded vocabulary's last rows): only its part
+/// inside the tensor has runs.
 void forEachSliceRun(
     const std::vector<int64_t> &globalShape,
     const std::vector<int64_t> &offsets, const std::vector<int64_t> &shape,
     const std::function<void(int64_t globalElement, int64_t sliceElement,
                              int64_t count)> &run);
 
+/// Whether the block reaches past the end of the tensor (padding).
+bool sliceOverhangs(const std::vector<int64_t> &globalShape,
+                    const std::vector<int64_t> &offsets,
+                    const std::vector<int64_t> &shape);
+
 /// Copies a block (as forEachSliceRun) of elements of `elementBytes` bytes
-/// out of the whole tensor `whole` into the dense `slice`, or back in.
+/// out of the whole tensor `whole` into the dense `slice` (its padding past
+/// the tensor's end zeros), or back in (the padding dropped).
 void extractSlice(const uint8_t *whole, uint8_t *slice, size_t elementBytes,
                   const std::vector<int64_t> &globalShape,
                   const std::vector<int64_t> &offsets,

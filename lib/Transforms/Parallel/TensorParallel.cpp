@@ -32,8 +32,9 @@ ParamOp weightRead(Value value, ModuleOp module) {
   return parameter && parameter.getTrainable() ? param : ParamOp();
 }
 
-/// Whether `matmul`'s result reaches a loss as its logits (through a few
-/// elementwise or shape ops): its output features are classes.
+/// Whether `matmul`'s result reaches a loss as its logits (through casts,
+/// reshapes and bias additions, which keep the classes): its output
+/// features are classes.
 bool feedsLoss(MatmulOp matmul) {
   SmallVector<std::pair<Value, int>> work = {{matmul.getResult(), 0}};
   while (!work.empty()) {
@@ -41,7 +42,7 @@ bool feedsLoss(MatmulOp matmul) {
     for (Operation *user : value.getUsers()) {
       if (isa<CrossEntropyOp>(user))
         return true;
-      if (depth < 4 && user->getNumResults() == 1)
+      if (depth < 4 && isa<CastOp, ReshapeOp, BiasAddOp, AddOp>(user))
         work.push_back({user->getResult(0), depth + 1});
     }
   }
@@ -174,9 +175,15 @@ struct TensorParallelPass : impl::LoomTensorParallelBase<TensorParallelPass> {
       if (auto matmul = dyn_cast<MatmulOp>(op)) {
         // A GEMM by a weight: split its output features (the rows of a
         // transposed right operand).
-        if (ParamOp weight = weightRead(matmul.getRhs(), module))
-          done = annotate(op, weight, matmul.getTransposeRhs() ? 0 : 1,
-                          "output features", feedsLoss(matmul));
+        // A loss head is split on its classes when they are a vocabulary
+        // (more of them than input features); a classifier's narrow head
+        // stays whole, as Megatron's classification heads do.
+        ParamOp weight = weightRead(matmul.getRhs(), module);
+        unsigned features = matmul.getTransposeRhs() ? 0 : 1;
+        bool head = weight && feedsLoss(matmul);
+        if (weight && !(head && weight.getType().getDimSize(features) <=
+                                    weight.getType().getDimSize(1 - features)))
+          done = annotate(op, weight, features, "output features", head);
       } else if (auto gather = dyn_cast<GatherOp>(op)) {
         // An embedding lookup: split the vocabulary.
         if (ParamOp table = weightRead(gather.getInput(), module);
@@ -210,6 +217,54 @@ struct TensorParallelPass : impl::LoomTensorParallelBase<TensorParallelPass> {
     });
     if (heads.wasInterrupted())
       return failure();
+    // The same for attention built from primitive ops. A reshape that cuts
+    // a split dimension into heads and a head size keeps the split only
+    // when the split divides the heads (the dimension's major factor).
+    // Where some heads keep it (the queries) and others cannot (the keys
+    // and values of grouped-query attention with fewer heads than tp), the
+    // layout is no tensor parallelism: an error. Where none can (fewer
+    // heads than tp throughout), attention simply runs whole on each rank.
+    struct Cut {
+      ReshapeOp reshape;
+      unsigned dim;
+      int64_t ways, heads;
+    };
+    SmallVector<Cut> kept, lost;
+    func.walk([&](ReshapeOp reshape) {
+      if (!forward.contains(reshape))
+        return;
+      FactorRule rule =
+          cast<FactorRuleOpInterface>(reshape.getOperation()).getFactorRule();
+      const DimAxes &in = propagation.valueEntry(reshape.getInput()).axes;
+      for (auto [dim, axes] : llvm::enumerate(in)) {
+        int64_t ways = axesSize(mesh, axes);
+        ArrayRef<unsigned> factors = rule.getOperands()[0][dim];
+        auto major = llvm::find_if(factors, [&](unsigned factor) {
+          return rule.getFactors()[factor].size > 1;
+        });
+        if (ways == 1 || major == factors.end() ||
+            llvm::count_if(factors, [&](unsigned factor) {
+              return rule.getFactors()[factor].size > 1;
+            }) < 2)
+          continue;
+        int64_t heads = rule.getFactors()[*major].size;
+        (heads % ways == 0 ? kept : lost)
+            .push_back({reshape, unsigned(dim), ways, heads});
+      }
+    });
+    if (!kept.empty() && !lost.empty()) {
+      Cut cut = lost.front();
+      auto type = cast<RankedTensorType>(cut.reshape.getInput().getType());
+      cut.reshape.emitOpError("cuts dimension ")
+          << cut.dim << " (" << type.getDimSize(cut.dim) << ", split "
+          << cut.ways << " ways by " << axis << ") into " << cut.heads
+          << " heads of " << type.getDimSize(cut.dim) / cut.heads << ", and "
+          << axis << " = " << size << " does not divide " << cut.heads
+          << " while it divides the " << kept.front().heads
+          << " heads cut elsewhere (grouped-query attention): tensor "
+             "parallelism needs it to divide the key/value heads";
+      return failure();
+    }
     if (sequenceParallel &&
         failed(pinSequence(module, func, meshName, size, forward)))
       return failure();

@@ -55,6 +55,14 @@ void mlir::loom::buildTrainingPipeline(OpPassManager &pm,
   loss.function = options.function;
   loss.kind = options.loss;
   pm.addPass(createLoomAttachLoss(loss));
+  // A vocabulary tensor parallelism does not divide is padded in the
+  // parameters themselves, so that every rank holds an equal block (as
+  // Megatron does); the loss ignores the padding.
+  if (options.tp > 1) {
+    LoomPadVocabularyOptions vocabulary;
+    vocabulary.ways = options.tp;
+    pm.addPass(createLoomPadVocabulary(vocabulary));
+  }
   // Aligned rows for the logits' GEMMs (GPT-2's 50257 classes are not a
   // multiple of 8); the loss and gradients stay the same.
   pm.addNestedPass<func::FuncOp>(createLoomPadClasses());

@@ -76,6 +76,70 @@ module {
 
 // -----
 
+// Grouped-query attention built from primitive ops: the query projection's
+// 32 features are 4 heads, which tp 4 splits; the key projection's 16 are 2
+// heads of 8, which a 4-way split would cut in halves. The reshape into
+// heads cannot keep the split; an error names it (gathering the keys on
+// every rank while the queries are split by heads is no tensor
+// parallelism).
+module {
+  loom.mesh @mesh = <tp = 4>
+  loom.parameter @wq trainable : tensor<32x32xf32>
+  loom.parameter @wk trainable : tensor<16x32xf32>
+  func.func @f(%x: tensor<2x4x32xf32>) -> (tensor<2x4x4x8xf32>, tensor<2x2x4x8xf32>) {
+    %wq = loom.param @wq : tensor<32x32xf32>
+    %q = loom.matmul %x, %wq transpose_rhs : (tensor<2x4x32xf32>, tensor<32x32xf32>) -> tensor<2x4x32xf32>
+    %qh = loom.reshape %q : tensor<2x4x32xf32> -> tensor<2x4x4x8xf32>
+    %wk = loom.param @wk : tensor<16x32xf32>
+    %k = loom.matmul %x, %wk transpose_rhs : (tensor<2x4x32xf32>, tensor<16x32xf32>) -> tensor<2x4x16xf32>
+    // expected-error @+1 {{'loom.reshape' op cuts dimension 2 (16, split 4 ways by tp) into 2 heads of 8, and tp = 4 does not divide 2 while it divides the 4 heads cut elsewhere (grouped-query attention): tensor parallelism needs it to divide the key/value heads}}
+    %h = loom.reshape %k : tensor<2x4x16xf32> -> tensor<2x4x2x8xf32>
+    %t = loom.transpose %h [0, 2, 1, 3] : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+    return %qh, %t : tensor<2x4x4x8xf32>, tensor<2x2x4x8xf32>
+  }
+}
+
+// -----
+
+// Fewer heads than tp throughout (2 heads, tp 4): no reshape keeps a head
+// split, so attention runs whole on every rank; no error.
+// CHECK-LABEL: module
+// CHECK: loom.parameter @wq trainable : tensor<16x32xf32> sharding <@mesh, [{tp}, {}]> priority 1
+module {
+  loom.mesh @mesh = <tp = 4>
+  loom.parameter @wq trainable : tensor<16x32xf32>
+  func.func @f(%x: tensor<2x4x32xf32>) -> tensor<2x4x2x8xf32> {
+    %wq = loom.param @wq : tensor<16x32xf32>
+    %q = loom.matmul %x, %wq transpose_rhs : (tensor<2x4x32xf32>, tensor<16x32xf32>) -> tensor<2x4x16xf32>
+    %qh = loom.reshape %q : tensor<2x4x16xf32> -> tensor<2x4x2x8xf32>
+    return %qh : tensor<2x4x2x8xf32>
+  }
+}
+
+// -----
+
+// A classifier's head (10 classes after 16 features) is no vocabulary: it
+// stays whole, while the GEMM before it is split.
+// CHECK-LABEL: module
+// CHECK: loom.parameter @w1 trainable : tensor<16x16xf32> sharding <@mesh, [{tp}, {}]> priority 1
+// CHECK: loom.parameter @head trainable : tensor<10x16xf32>{{$}}
+module {
+  loom.mesh @mesh = <tp = 2>
+  loom.parameter @w1 trainable : tensor<16x16xf32>
+  loom.parameter @head trainable : tensor<10x16xf32>
+  func.func @f(%x: tensor<4x16xf32>, %y: tensor<4xi64>) -> tensor<f32> {
+    %w1 = loom.param @w1 : tensor<16x16xf32>
+    %a = loom.matmul %x, %w1 transpose_rhs : (tensor<4x16xf32>, tensor<16x16xf32>) -> tensor<4x16xf32>
+    %r = loom.relu %a : tensor<4x16xf32>
+    %head = loom.param @head : tensor<10x16xf32>
+    %l = loom.matmul %r, %head transpose_rhs : (tensor<4x16xf32>, tensor<10x16xf32>) -> tensor<4x10xf32>
+    %loss = loom.cross_entropy %l, %y : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
 // The tactic needs the mesh axis it splits over.
 // expected-error @+1 {{'loom.mesh' op has no axis 'tp' to split over}}
 loom.mesh @mesh = <dp = 2>

@@ -979,15 +979,16 @@ TEST(PlanErrorTest, Slices) {
   EXPECT_EQ(error("slice [0,0] of [5,2]", "slice [3,0] of [5,2]"),
             "plan.lp:3: the slices of 'w' (weights 0, 1) cover 8 of the 10 "
             "elements of its [5,2]: slices must tile their tensor exactly");
+  // A block may reach past the end (padding), which is no part of the
+  // tiling: only the parts inside count.
   EXPECT_EQ(error(top, "slice [3,0] of [4,2]"),
-            "plan.lp:4: weight 1 (slice [3,0] of [4,2]) of shape [2,2] reaches "
-            "past its tensor in dimension 0");
+            "plan.lp:3: the slices of 'w' (weights 0, 1) cover 6 of the 8 "
+            "elements of its [4,2]: slices must tile their tensor exactly");
   EXPECT_EQ(error(top, "slice [2,1] of [4,2]"),
-            "plan.lp:4: weight 1 (slice [2,1] of [4,2]) of shape [2,2] reaches "
-            "past its tensor in dimension 1");
-  EXPECT_EQ(error(top, "slice [2,0] of [4,1]"),
-            "plan.lp:4: weight 1 (slice [2,0] of [4,1]) of shape [2,2] reaches "
-            "past its tensor in dimension 1");
+            "plan.lp:3: the slices of 'w' (weights 0, 1) cover 6 of the 8 "
+            "elements of its [4,2]: slices must tile their tensor exactly");
+  EXPECT_EQ(error("slice [0,0] of [3,2]", "slice [2,0] of [3,2]"), "parsed");
+  EXPECT_EQ(error("slice [0,0] of [1,2]", "slice [2,0] of [1,2]"), "parsed");
   EXPECT_EQ(error(top, "slice [2] of [4,2]"),
             "plan.lp:4: weight 1 is a slice [2] of [4,2], which does not have "
             "the rank of its shape [2,2]");
@@ -1084,6 +1085,37 @@ TEST(PlanTest, SliceRunsCopyBlocks) {
                     runs.push_back({from, to, count});
                   });
   EXPECT_TRUE(runs.empty());
+
+  // A block reaching past the end: only its part inside has runs; it is
+  // read with zeros for the rest and written back without them.
+  runs.clear();
+  forEachSliceRun(global, {2, 2}, {2, 4},
+                  [&](int64_t from, int64_t to, int64_t count) {
+                    runs.push_back({from, to, count});
+                  });
+  EXPECT_EQ(runs, (std::vector<std::vector<int64_t>>{{10, 0, 2}}));
+  runs.clear();
+  forEachSliceRun(global, {1, 0}, {4, 4},
+                  [&](int64_t from, int64_t to, int64_t count) {
+                    runs.push_back({from, to, count});
+                  });
+  EXPECT_EQ(runs, (std::vector<std::vector<int64_t>>{{4, 0, 8}}));
+  {
+    std::vector<int32_t> tensor(12);
+    for (int i = 0; i < 12; ++i)
+      tensor[i] = i + 1;
+    std::vector<int32_t> padded(8, -1);
+    extractSlice(reinterpret_cast<const uint8_t *>(tensor.data()),
+                 reinterpret_cast<uint8_t *>(padded.data()), 4, global, {2, 2},
+                 {2, 4});
+    EXPECT_EQ(padded, (std::vector<int32_t>{11, 12, 0, 0, 0, 0, 0, 0}));
+    std::vector<int32_t> back(12, -1);
+    insertSlice(reinterpret_cast<uint8_t *>(back.data()),
+                reinterpret_cast<const uint8_t *>(padded.data()), 4, global,
+                {2, 2}, {2, 4});
+    EXPECT_EQ(back, (std::vector<int32_t>{-1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          -1, 11, 12}));
+  }
 
   // A 3-d tensor 2x3x4 (0..23): the block [1, 1..2, 2..3], out and back in.
   std::vector<int32_t> whole(24);

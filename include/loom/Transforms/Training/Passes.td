@@ -155,6 +155,63 @@ def LoomPadClasses : Pass<"loom-pad-classes", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomPadVocabulary : Pass<"loom-pad-vocabulary", "::mlir::ModuleOp"> {
+  let summary = "Pad vocabulary parameters so that tensor parallelism splits them evenly";
+  let description = [{
+    Megatron's answer to a vocabulary that tensor parallelism does not
+    divide (GPT-2's 50257 entries with tp 8): the embedding table and the
+    LM head get zero rows up to a multiple, each rank holds an equal block,
+    and the loss ignores the padding. This pass pads the parameters
+    themselves, so that the padded rows are what autodiff, the optimizer,
+    sharding propagation and partitioning see:
+
+    - the weight of every GEMM that makes a `loom.cross_entropy`'s logits
+      (found as `loom-pad-classes` finds it) whose `V` classes are not a
+      multiple of `8 * ways` gets `V'` rows (the next multiple: 16-byte
+      bf16 rows on every rank); a `[V]` bias parameter likewise. The GEMM
+      and the ops down to the loss get the width `V'` and the loss
+      `classes V`;
+    - every embedding table (a `loom.gather` on axis 0 of a parameter)
+      whose rows `ways` does not divide gets rows up to a multiple of
+      `ways` (a table that is also a head is padded as the head).
+
+    A padded parameter `P` becomes `P#padded`, a trainable
+    `#loom.slice_of<@P, [0, ...]>` that reaches past `P`'s end: the part
+    beyond it is zeros. `P` keeps the ONNX weights (not trainable), and the
+    plan names the weights after it, so `--save` writes `P` unpadded.
+    Other reads of a padded parameter get a `loom.slice` of the real rows.
+    Nothing the model computes changes: the padded rows are never looked up
+    (labels and indices are below `V`), their logits are excluded from the
+    softmax, so their gradient is 0 and they stay 0 under SGD and AdamW
+    (weight decay included). Run it after `loom-attach-loss` and before
+    `loom-pad-classes` and `loom-autodiff`; `loom-training-pipeline` runs it
+    with `ways` = tp when tp > 1.
+
+    Input (`ways=2`):
+    ```mlir
+    loom.parameter @head trainable : tensor<61x16xf32> = dense<0.5> : tensor<61x16xf32>
+    ...
+    %w = loom.param @head : tensor<61x16xf32>
+    %l = loom.matmul %x, %w transpose_rhs : (tensor<8x16xf32>, tensor<61x16xf32>) -> tensor<8x61xf32>
+    %loss = loom.cross_entropy %l, %labels : (tensor<8x61xf32>, tensor<8xi64>) -> tensor<f32>
+    ```
+    Output:
+    ```mlir
+    loom.parameter @head : tensor<61x16xf32> = dense<0.5> : tensor<61x16xf32>
+    loom.parameter @head#padded trainable : tensor<64x16xf32> = #loom.slice_of<@head, [0, 0]>
+    ...
+    %w = loom.param @head#padded : tensor<64x16xf32>
+    %l = loom.matmul %x, %w transpose_rhs : (tensor<8x16xf32>, tensor<64x16xf32>) -> tensor<8x64xf32>
+    %loss = loom.cross_entropy %l, %labels classes 61 : (tensor<8x64xf32>, tensor<8xi64>) -> tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"ways", "ways", "int64_t", /*default=*/"1",
+           "The number of ranks that split the vocabulary (tp)">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomAutodiff : Pass<"loom-autodiff", "::mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of a loss function";
   let description = [{

@@ -208,7 +208,9 @@ def Loom_SliceOfAttr : Loom_Attr<"SliceOf", "slice_of"> {
     format 4's `slice`), so `--save` writes the source whole.
     `loom-split-fused-projections` makes them: the query, key and value
     blocks of a fused QKV weight become three pieces, which tensor
-    parallelism splits by heads each.
+    parallelism splits by heads each. A block may reach past the end of its
+    source (it must start inside it): the part beyond is zeros, which is how
+    `loom-pad-vocabulary` pads a vocabulary to a multiple of tp.
 
     ```mlir
     loom.parameter @qkv trainable : tensor<96x32xf32> = dense<0.5> : tensor<96x32xf32>
