@@ -17,8 +17,8 @@
 #       embedding's and the LM head's; measured bytes from
 #       `loom-run --report-json` where this build has it, else a TODO line.
 #   (c) Compile time of a 175B-shaped GPT (BIG_LAYERS 96, hidden 12288, 96
-#       heads, vocab 50304 (50257 padded to a multiple of 128, as Megatron
-#       does: tp 8 must divide the LM head's rows), sequence 2048, batch 1)
+#       heads, GPT-2's vocab 50257, which loom-pad-vocabulary pads to
+#       50304 for tp 8 as Megatron does, sequence 2048, batch 1)
 #       with tp BIG_TP=8. The model has no weights: every initializer is
 #       external data in a sparse file (bench.py shapes-only-gpt). Timed:
 #         import    loom-translate --import-onnx
@@ -39,7 +39,7 @@
 #
 # Environment (defaults): VOCAB=8192 BLOCK=128 LAYERS=4 HEADS=4 EMBD=256
 #   BATCH=8 SEQ=128 STEPS=8 TP=2 BIG=1 BIG_LAYERS=96 BIG_EMBD=12288
-#   BIG_HEADS=96 BIG_VOCAB=50304 BIG_SEQ=2048 BIG_TP=8 BIG_TIMEOUT=300
+#   BIG_HEADS=96 BIG_VOCAB=50257 BIG_SEQ=2048 BIG_TP=8 BIG_TIMEOUT=300
 #   BIG_MEM_KIB=(half of MemTotal) BENCH_DIR=(a new mktemp -d dir, kept).
 # Timings mean something only on an otherwise idle machine: run it under
 # `flock /tmp/loom-build.lock` on a shared one so that no build runs meanwhile.
@@ -55,7 +55,7 @@ VOCAB="${VOCAB:-8192}" BLOCK="${BLOCK:-128}" LAYERS="${LAYERS:-4}"
 HEADS="${HEADS:-4}" EMBD="${EMBD:-256}" BATCH="${BATCH:-8}" SEQ="${SEQ:-128}"
 STEPS="${STEPS:-8}" TP="${TP:-2}" BIG="${BIG:-1}"
 BIG_LAYERS="${BIG_LAYERS:-96}" BIG_EMBD="${BIG_EMBD:-12288}"
-BIG_HEADS="${BIG_HEADS:-96}" BIG_VOCAB="${BIG_VOCAB:-50304}"
+BIG_HEADS="${BIG_HEADS:-96}" BIG_VOCAB="${BIG_VOCAB:-50257}"
 BIG_SEQ="${BIG_SEQ:-2048}" BIG_TP="${BIG_TP:-8}" BIG_TIMEOUT="${BIG_TIMEOUT:-300}"
 BIG_MEM_KIB="${BIG_MEM_KIB:-$(awk '/MemTotal/ { print int($2 / 2) }' /proc/meminfo)}"
 dir="${BENCH_DIR:-$(mktemp -d /tmp/loom-tp-bench.XXXXXX)}"

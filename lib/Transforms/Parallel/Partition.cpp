@@ -38,10 +38,10 @@ struct Local {
 
 class Partitioner {
 public:
-  Partitioner(ModuleOp module, func::FuncOp func, MeshAttr mesh,
-              FlatSymbolRefAttr meshName)
-      : module(module), func(func), mesh(mesh), meshName(meshName),
-        context(module.getContext()) {}
+  Partitioner(ModuleOp module, SymbolTable &symbols, func::FuncOp func,
+              MeshAttr mesh, FlatSymbolRefAttr meshName)
+      : module(module), symbols(symbols), func(func), mesh(mesh),
+        meshName(meshName), context(module.getContext()) {}
 
   LogicalResult run();
 
@@ -162,14 +162,15 @@ private:
     auto symbol = StringAttr::get(context, name);
     int64_t size = mesh.getAxisSize(axis.getValue());
     auto global = RankedTensorType::get({size}, builder.getI64Type());
-    if (!module.lookupSymbol(symbol)) {
+    if (!symbols.lookup(symbol)) {
       OpBuilder moduleBuilder(module.getBodyRegion());
       moduleBuilder.setInsertionPointToStart(module.getBody());
       SmallVector<int64_t> iota = llvm::to_vector(llvm::seq<int64_t>(0, size));
-      moduleBuilder.create<ParameterOp>(
+      auto parameter = moduleBuilder.create<ParameterOp>(
           module.getLoc(), symbol, TypeAttr::get(global), UnitAttr(),
           makeSharding(context, meshName, DimAxes{AxisList{axis}}),
           DenseElementsAttr::get(global, ArrayRef<int64_t>(iota)));
+      symbols.insert(parameter);
     }
     return builder.create<ParamOp>(
         loc, RankedTensorType::get({1}, builder.getI64Type()),
@@ -424,6 +425,8 @@ private:
   }
 
   ModuleOp module;
+  /// The module's symbols, looked up once per read and assign.
+  SymbolTable &symbols;
   func::FuncOp func;
   MeshAttr mesh;
   FlatSymbolRefAttr meshName;
@@ -476,8 +479,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   }
 
   if (auto param = dyn_cast<ParamOp>(op)) {
-    auto parameter =
-        module.lookupSymbol<ParameterOp>(param.getNameAttr().getAttr());
+    auto parameter = symbols.lookup<ParameterOp>(param.getNameAttr().getAttr());
     DimAxes axes = DimAxes(param.getType().getRank());
     if (std::optional<ShardingAttr> sharding = parameter.getSharding())
       axes = dimAxesOf(*sharding);
@@ -492,7 +494,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
 
   if (auto assign = dyn_cast<AssignOp>(op)) {
     auto parameter =
-        module.lookupSymbol<ParameterOp>(assign.getNameAttr().getAttr());
+        symbols.lookup<ParameterOp>(assign.getNameAttr().getAttr());
     auto type = cast<RankedTensorType>(assign.getValue().getType());
     DimAxes axes = DimAxes(type.getRank());
     if (std::optional<ShardingAttr> sharding = parameter.getSharding())
@@ -892,10 +894,11 @@ struct PartitionPass : impl::LoomPartitionBase<PartitionPass> {
           << " devices";
       return signalPassFailure();
     }
+    SymbolTable symbols(module);
     for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
       if (func.isExternal())
         continue;
-      Partitioner partitioner(module, func, mesh, meshName);
+      Partitioner partitioner(module, symbols, func, mesh, meshName);
       if (failed(partitioner.run()))
         return signalPassFailure();
     }
