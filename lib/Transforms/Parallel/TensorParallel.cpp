@@ -88,34 +88,85 @@ struct TensorParallelPass : impl::LoomTensorParallelBase<TensorParallelPass> {
         return signalPassFailure();
   }
 
-  /// Pins the input of every forward layer norm split on its sequence
+  /// The value a forward normalization over the last dimension
+  /// normalizes, and the op that reads it, for each normalization: a
+  /// loom.layer_norm, or one built from primitive ops, found at its
+  /// reduce_mean over the last dimension (LLaMA's RMSNorm: of x^2 or x*x;
+  /// a decomposed layer norm: of x itself, for the mean).
+  SmallVector<OpOperand *>
+  normalizedInputs(func::FuncOp func,
+                   const llvm::DenseSet<Operation *> &forward) {
+    SmallVector<OpOperand *> inputs;
+    llvm::DenseSet<Value> seen;
+    auto add = [&](OpOperand &operand) {
+      auto type = cast<RankedTensorType>(operand.get().getType());
+      if (type.getRank() >= 3 && seen.insert(operand.get()).second)
+        inputs.push_back(&operand);
+    };
+    func.walk([&](Operation *op) {
+      if (!forward.contains(op))
+        return;
+      if (auto norm = dyn_cast<LayerNormOp>(op)) {
+        auto type = cast<RankedTensorType>(norm.getInput().getType());
+        if (norm.getAxis() == type.getRank() - 1)
+          add(norm.getInputMutable());
+        return;
+      }
+      auto mean = dyn_cast<ReduceMeanOp>(op);
+      if (!mean)
+        return;
+      auto type = cast<RankedTensorType>(mean.getInput().getType());
+      if (mean.getAxes().size() != 1 ||
+          mean.getAxes().front() != type.getRank() - 1)
+        return;
+      // The square's base, where the mean is of a square.
+      Operation *square = mean.getInput().getDefiningOp();
+      if (auto pow = dyn_cast_or_null<PowOp>(square)) {
+        auto exponent = pow.getRhs().getDefiningOp<ConstantOp>();
+        auto value = exponent ? dyn_cast<DenseElementsAttr>(exponent.getValue())
+                              : DenseElementsAttr();
+        if (value && value.isSplat() &&
+            value.getSplatValue<APFloat>().convertToDouble() == 2.0) {
+          add(pow.getLhsMutable());
+          return;
+        }
+      }
+      if (auto mul = dyn_cast_or_null<MulOp>(square);
+          mul && mul.getLhs() == mul.getRhs()) {
+        add(mul->getOpOperand(0));
+        return;
+      }
+      add(mean.getInputMutable());
+    });
+    return inputs;
+  }
+
+  /// Pins the input of every forward normalization split on its sequence
   /// dimension (the one before the normalized last dimension).
   LogicalResult pinSequence(ModuleOp module, func::FuncOp func,
                             FlatSymbolRefAttr meshName, int64_t size,
                             const llvm::DenseSet<Operation *> &forward) {
     StringAttr axisName = StringAttr::get(module.getContext(), axis);
-    SmallVector<LayerNormOp> norms;
-    func.walk([&](LayerNormOp norm) {
-      auto type = cast<RankedTensorType>(norm.getInput().getType());
-      if (forward.contains(norm) && type.getRank() >= 3 &&
-          norm.getAxis() == type.getRank() - 1)
-        norms.push_back(norm);
-    });
-    for (LayerNormOp norm : norms) {
-      auto type = cast<RankedTensorType>(norm.getInput().getType());
+    for (OpOperand *input : normalizedInputs(func, forward)) {
+      Operation *norm = input->getOwner();
+      auto type = cast<RankedTensorType>(input->get().getType());
       int64_t sequence = type.getRank() - 2;
       if (type.getDimSize(sequence) % size != 0)
-        return norm.emitOpError("normalizes rows of a sequence of ")
+        return norm->emitOpError("normalizes rows of a sequence of ")
                << type.getDimSize(sequence) << ", which " << axis << " = "
                << size << " does not divide; sequence parallelism needs it to";
       DimAxes dims(type.getRank());
       dims[sequence].push_back(axisName);
       OpBuilder builder(norm);
+      Value normalized = input->get();
       auto pin = builder.create<ShardOp>(
-          norm.getLoc(), norm.getInput(),
+          norm->getLoc(), normalized,
           makeSharding(module.getContext(), meshName, dims),
           builder.getI64IntegerAttr(2));
-      norm.getInputMutable().assign(pin);
+      // Every operand of the op that is the value (both of x * x).
+      for (OpOperand &operand : norm->getOpOperands())
+        if (operand.get() == normalized)
+          operand.set(pin);
     }
     return success();
   }

@@ -234,20 +234,27 @@ def LoomTensorParallel : Pass<"loom-tensor-parallel", "::mlir::ModuleOp"> {
     parameter names:
 
     The forward GEMMs with a trainable matrix operand (a `loom.param`,
-    perhaps through casts) are taken in program order (the forward part of
-    the step is what the returned loss depends on). Each one whose weight
+    perhaps through casts) and the forward embedding lookups (a
+    `loom.gather` on axis 0 of one) are taken in program order (the forward
+    part of the step is what the returned loss depends on). Each one whose weight
     is not yet split, given the user's annotations and those made so far,
     gets its weight split over `axis` on its output features (priority 1,
     so a user's priority-0 annotation always wins), and propagation runs on
     from it. The GEMM that consumes its output is thereby found row-split,
     and is not annotated; the one after the next layer norm is not reached,
     so it starts the next pair. A model's LM head, the last such GEMM, is
-    split on its vocabulary.
+    split on its vocabulary, and an embedding table on its rows; a GEMM
+    whose logits feed a loss with no more classes than input features (a
+    classifier's head) stays whole. A vocabulary tp does not divide is
+    padded before autodiff (`loom-pad-vocabulary`).
 
     With `sequence-parallel` (Megatron SP, arXiv 2205.05198), the input of
-    every forward `loom.layer_norm` over the last dimension of a `[..., S,
-    H]` tensor is pinned split on S (`loom.shard`, priority 2, after the
-    GEMMs' annotations): propagation spreads the split through the
+    every forward normalization over the last dimension of a `[..., S, H]`
+    tensor is pinned split on S (`loom.shard`, priority 2, after the GEMMs'
+    annotations): a `loom.layer_norm`, or one built from primitive ops,
+    found at its `loom.reduce_mean` over the last dimension (of `x^2` or
+    `x*x` for an RMSNorm: `x` is pinned; else of its input, the mean of a
+    decomposed layer norm). Propagation spreads the split through the
     residual adds, biases and dropouts around it, and partitioning turns
     each row-split GEMM's all-reduce into a reduce-scatter onto the
     sequence and gathers the sequence before each column-split GEMM; the
@@ -255,8 +262,10 @@ def LoomTensorParallel : Pass<"loom-tensor-parallel", "::mlir::ModuleOp"> {
     sequence, all-reduced before their update.
 
     A split `axis` does not divide is an error naming the parameter, its
-    dimension and the axis size. Embedding tables are left whole (the
-    vocabulary-parallel embedding is not partitioned yet).
+    dimension and the axis size; so is attention whose key/value heads the
+    axis does not divide while it divides the query heads (at
+    `loom.attention`, or at the `loom.reshape` that cuts the keys or values
+    into heads).
 
     Input: the two-layer MLP of `loom-propagate-sharding`'s example, with
     `loom.mesh @mesh = <tp = 2>` and no annotation. Output:
