@@ -254,6 +254,8 @@ private:
       tag(reduce);
       value = reduce.getResult();
     }
+    if (Value moved = moveAxis(builder, loc, value, local.axes, target, tag))
+      return moved;
     // Gather every axis that goes (minor first) before slicing any that
     // comes: an axis may move from one dimension to another, and must not
     // split two at once.
@@ -282,6 +284,91 @@ private:
       for (size_t index = common[dim]; index < target[dim].size(); ++index)
         value = sliceAlong(builder, loc, value, dim, target[dim][index]);
     return value;
+  }
+
+  /// `value` (split by `have`) split by `target` instead, where one axis
+  /// moves from the minor split of one dimension to the minor split of
+  /// another and nothing else changes: one all_to_all, in which each rank
+  /// sends each other the part of its block the other's new block needs
+  /// ((n-1)/n of its block, where gathering and slicing would receive
+  /// (n-1)/n of the gathered tensor). Null for any other change.
+  ///
+  /// The block is cut along the new dimension into n pieces, which go
+  /// first (reshape, transpose); the all_to_all sends piece j to group rank
+  /// j; what arrives from rank i is rank i's block along the old
+  /// dimension, so the leading n is moved before it and merged with it.
+  Value moveAxis(OpBuilder &builder, Location loc, Value value,
+                 const DimAxes &have, const DimAxes &target,
+                 function_ref<void(Operation *)> tag) {
+    int64_t from = -1, to = -1;
+    StringAttr axis;
+    for (unsigned dim = 0; dim < have.size(); ++dim) {
+      if (have[dim] == target[dim])
+        continue;
+      ArrayRef<StringAttr> mine(have[dim]), wanted(target[dim]);
+      if (mine.size() == wanted.size() + 1 && mine.drop_back() == wanted &&
+          from < 0)
+        from = dim, axis = mine.back();
+      else if (wanted.size() == mine.size() + 1 && wanted.drop_back() == mine &&
+               to < 0)
+        to = dim;
+      else
+        return {};
+    }
+    if (from < 0 || to < 0 || target[to].back() != axis)
+      return {};
+    auto type = cast<RankedTensorType>(value.getType());
+    int64_t parts = mesh.getAxisSize(axis.getValue());
+    int64_t rank = type.getRank();
+    if (type.getDimSize(to) % parts != 0)
+      return {};
+    Type element = type.getElementType();
+    // [..., parts, to / parts, ...], then the parts first.
+    SmallVector<int64_t> cut(type.getShape());
+    cut[to] /= parts;
+    cut.insert(cut.begin() + to, parts);
+    Value pieces = builder.create<ReshapeOp>(
+        loc, RankedTensorType::get(cut, element), value);
+    SmallVector<int64_t> first = {to};
+    for (int64_t dim = 0; dim <= rank; ++dim)
+      if (dim != to)
+        first.push_back(dim);
+    SmallVector<int64_t> firstShape;
+    for (int64_t dim : first)
+      firstShape.push_back(cut[dim]);
+    auto piecesType = RankedTensorType::get(firstShape, element);
+    auto transpose = [&](Value input, Type type,
+                         ArrayRef<int64_t> perm) -> Value {
+      if (llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+        return input;
+      return builder
+          .create<TransposeOp>(loc, type, input,
+                               builder.getDenseI64ArrayAttr(perm))
+          .getResult();
+    };
+    Value sent = transpose(pieces, piecesType, first);
+    auto exchange =
+        builder.create<AllToAllOp>(loc, piecesType, sent, groupsOver({axis}));
+    tag(exchange);
+    Value received = exchange.getResult();
+    // Dimension d of the block is dimension d + 1 of what arrived; the
+    // leading one (the sender) goes right before the old dimension.
+    SmallVector<int64_t> back;
+    for (int64_t dim = 0; dim < from; ++dim)
+      back.push_back(dim + 1);
+    back.push_back(0);
+    for (int64_t dim = from; dim < rank; ++dim)
+      back.push_back(dim + 1);
+    SmallVector<int64_t> backShape;
+    for (int64_t dim : back)
+      backShape.push_back(firstShape[dim]);
+    Value ordered =
+        transpose(received, RankedTensorType::get(backShape, element), back);
+    SmallVector<int64_t> local(type.getShape());
+    local[from] *= parts;
+    local[to] /= parts;
+    return builder.create<ReshapeOp>(loc, RankedTensorType::get(local, element),
+                                     ordered);
   }
 
   /// This rank's block of `value` along `dim`, split over `axis`: a gather

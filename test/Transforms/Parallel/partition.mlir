@@ -116,13 +116,19 @@ module {
 
 // -----
 
-// A reshard between dimensions gathers the old split before it slices the
-// new one (an axis never splits two dimensions at once).
+// A reshard that moves an axis from one dimension to another is one
+// all_to_all: the block is cut along the new dimension, the pieces go first
+// and are exchanged, and what arrives from each rank (its block along the
+// old dimension) is put back in order (an axis never splits two dimensions
+// at once).
 // CHECK-LABEL: func.func @move
 // CHECK: %[[B:.*]] = loom.param @b : tensor<4x2xf32>
-// CHECK: %[[G:.*]] = loom.all_gather %[[B]] axis 1 groups {{\[}}[0, 1]] {{.*}}origin = "conflict at loom.add{{.*}} : tensor<4x2xf32> -> tensor<4x4xf32>
-// CHECK: loom.reshape %[[G]] : tensor<4x4xf32> -> tensor<2x2x4xf32>
-// CHECK: loom.add %{{.*}}, %{{.*}} : tensor<2x4xf32>
+// CHECK: %[[P:.*]] = loom.reshape %[[B]] : tensor<4x2xf32> -> tensor<2x2x2xf32>
+// CHECK: %[[X:.*]] = loom.all_to_all %[[P]] groups {{\[}}[0, 1]] {{.*}}origin = "conflict at loom.add{{.*}} : tensor<2x2x2xf32>
+// CHECK: %[[T:.*]] = loom.transpose %[[X]] [1, 0, 2] : tensor<2x2x2xf32> -> tensor<2x2x2xf32>
+// CHECK: %[[R:.*]] = loom.reshape %[[T]] : tensor<2x2x2xf32> -> tensor<2x4xf32>
+// CHECK: loom.add %{{.*}}, %[[R]] : tensor<2x4xf32>
+// CHECK-NOT: loom.all_gather {{.*}} axis 1
 module {
   loom.mesh @mesh = <tp = 2>
   loom.parameter @a trainable : tensor<4x4xf32> sharding <@mesh, [{tp}, {}]>

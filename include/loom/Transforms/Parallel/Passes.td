@@ -117,7 +117,10 @@ def LoomPartition : Pass<"loom-partition", "::mlir::ModuleOp"> {
       (`loom.all_gather`, minor axis first);
     - a dimension split over fewer axes is sliced locally, with no
       communication: a gather of the rank's block at its mesh coordinate
-      (the local shard of a `loom.mesh_coordinate.<axis>` iota parameter).
+      (the local shard of a `loom.mesh_coordinate.<axis>` iota parameter);
+    - an axis that moves from the minor split of one dimension to the minor
+      split of another (nothing else changing) is one `loom.all_to_all`
+      between a reshape and transposes.
     A value stays partial through ops that are linear in it (reshape,
     transpose, neg, slice, reduce_sum; add and sub of two partial sums; mul,
     matmul, or div by a whole value), so no collective comes earlier than a
