@@ -222,6 +222,31 @@ def comm(args):
     return 0
 
 
+def memory(args):
+    """Per-rank memory of several runs' --report-json, side by side: the
+    model states, the planned and measured peaks, and what of the planned
+    peak is not model states (activations kept for the backward, and
+    workspace), which sequence parallelism divides in its regions."""
+    print("  %-14s %4s %11s %11s %11s %12s %12s %14s" % (
+        "run", "rank", "params", "grads", "optimizer", "planned peak",
+        "measured", "peak - states"))
+    for entry in args.report:
+        name, path = entry.split("=", 1)
+        with open(path) as f:
+            report = json.load(f)
+        for row in report.get("ranks", []):
+            states = sum(row.get(k, 0) for k in
+                         ("param_bytes", "grad_bytes", "optimizer_bytes"))
+            planned = row.get("planned_peak_bytes", 0)
+            print("  %-14s %4s %11s %11s %11s %12s %12s %14s" % (
+                name, row.get("rank"), mib(row.get("param_bytes", 0)),
+                mib(row.get("grad_bytes", 0)),
+                mib(row.get("optimizer_bytes", 0)), mib(planned),
+                mib(row.get("measured_peak_bytes", 0)),
+                mib(planned - states)))
+    return 0
+
+
 def sgemm(args):
     import time
     a = np.ones((1024, 256), np.float32)
@@ -256,8 +281,12 @@ def main():
     for name in ("layers", "batch", "seq", "hidden"):
         p.add_argument("--" + name, type=int, required=True)
     p.add_argument("--report-json")
+    p = sub.add_parser("memory")
+    p.add_argument("--report", action="append", required=True,
+                   help="NAME=REPORT.json (loom-run --report-json)")
     args = parser.parse_args()
     return {"shapes-only-gpt": shapes_only_gpt, "steps": steps,
+            "memory": memory,
             "sgemm": sgemm, "comm": comm}[args.command](args)
 
 

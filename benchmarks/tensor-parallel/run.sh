@@ -16,6 +16,11 @@
 #       comm), next to Megatron's 4 all-reduces of b*s*h per layer plus the
 #       embedding's and the LM head's; measured bytes from
 #       `loom-run --report-json` where this build has it, else a TODO line.
+#   (b') Memory per rank of 1 rank, tp TP and tp TP --sequence-parallel (2
+#       steps each, --report-json): parameters, gradients, optimizer state,
+#       planned and measured peak, and the planned peak less the model
+#       states (activations and workspace), which SP shrinks (bench.py
+#       memory).
 #   (c) Compile time of a 175B-shaped GPT (BIG_LAYERS 96, hidden 12288, 96
 #       heads, GPT-2's vocab 50257, which loom-pad-vocabulary pads to
 #       50304 for tp 8 as Megatron does, sequence 2048, batch 1)
@@ -116,6 +121,39 @@ comm_report=()
 "$python" "$bench" comm --plan "$dir/tp.plan" --tp "$TP" --layers "$LAYERS" \
   --batch "$BATCH" --seq "$SEQ" --hidden "$EMBD" "${comm_report[@]}" |
   sed 's/^/   /'
+
+# --- (b') memory: sequence parallelism's activations ----------------------------
+echo
+echo "== (b') memory per rank (planned from the plan's liveness; measured by" \
+  "the runtime), 1 rank, tp $TP, tp $TP with --sequence-parallel, 2 steps"
+if ((report_json)); then
+  # The training flags of (a) without its --steps.
+  memory_train=()
+  for ((i = 0; i < ${#train[@]}; ++i)); do
+    if [[ ${train[i]} == --steps ]]; then ((++i)); continue; fi
+    memory_train+=("${train[i]}")
+  done
+  for run in one tp sp; do
+    flags=()
+    [[ $run != one ]] && flags=(--tp "$TP" --ranks "$TP")
+    [[ $run == sp ]] && flags+=(--sequence-parallel)
+    export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+    "$bin/loom-run" "$dir/gpt.onnx" --train "${memory_train[@]}" \
+      "${flags[@]}" --steps 2 --report-json "$dir/$run.memory.json" \
+      >"$dir/$run.memory.log" 2>&1 || {
+      cat "$dir/$run.memory.log" >&2; echo "error: the $run run failed" >&2
+      exit 2; }
+    unset OMP_NUM_THREADS OPENBLAS_NUM_THREADS
+  done
+  "$python" "$bench" memory --report "1-rank=$dir/one.memory.json" \
+    --report "tp$TP=$dir/tp.memory.json" \
+    --report "tp$TP+sp=$dir/sp.memory.json" | sed 's/^/   /'
+  echo "   (peak - states: activations kept for the backward and workspace;" \
+    "sequence parallelism splits the layer norms', residuals' and" \
+    "dropouts' b*s*h on the sequence)"
+else
+  echo "   TODO: loom-run has no --report-json in this build"
+fi
 
 # --- (c) compile time of a 175B-shaped GPT -----------------------------------
 ((BIG)) || exit 0
