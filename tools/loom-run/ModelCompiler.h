@@ -40,6 +40,8 @@ struct TrainCompileOptions {
   std::vector<std::pair<std::string, int64_t>> paddingIdx;
   /// --tp N: Megatron tensor parallelism over N ranks (1: off).
   int tp = 1;
+  /// --dp N: data parallelism over N ranks, the batch split (1: off).
+  int dp = 1;
   /// --sequence-parallel: with --tp, Megatron's sequence parallelism.
   bool sequenceParallel = false;
   /// --shard REGEX=SHARDING[:PRIORITY], in order, and --shardings FILE.

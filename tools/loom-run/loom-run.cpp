@@ -154,6 +154,10 @@ training (--train; docs/design/training.md):
   --tp N              tensor parallelism over N ranks (Megatron's layout,
                       derived by sharding propagation; run with --ranks N
                       or mpirun -np N; docs/design/sharding.md)
+  --dp N              data parallelism over N ranks: each reads its rows of
+                      the global batch (--batch-size), gradients are summed
+                      over them (default: the ranks (--ranks N or mpirun's)
+                      over --tp; mesh <dp, tp>, tp innermost)
   --sequence-parallel with --tp: Megatron's sequence parallelism (the layer
                       norms' regions split on the sequence; reduce-scatter
                       and all-gather pairs instead of all-reduces)
@@ -197,6 +201,8 @@ struct Options {
   bool compileOnly = false;
   /// Whether --steps was given.
   bool stepsGiven = false;
+  /// Whether --dp was given (else it is the ranks over --tp).
+  bool dpGiven = false;
 };
 
 int fail(const std::string &message) {
@@ -251,19 +257,33 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     options.trainingFlag = flag;
     return true;
   }
-  static const char *const kValued[] = {"--labels",       "--loss",
-                                        "--batch-size",   "--steps",
-                                        "--shuffle",      "--grad-accum",
-                                        "--optimizer",    "--lr",
-                                        "--momentum",     "--dampening",
-                                        "--betas",        "--eps",
-                                        "--weight-decay", "--clip-grad-norm",
-                                        "--freeze",       "--padding-idx",
-                                        "--tp",           "--shard",
-                                        "--shardings",    "--metrics",
-                                        "--save",         "--save-weights",
-                                        "--checkpoint",   "--checkpoint-every",
-                                        "--resume",       "--report-json",
+  static const char *const kValued[] = {"--labels",
+                                        "--loss",
+                                        "--batch-size",
+                                        "--steps",
+                                        "--shuffle",
+                                        "--grad-accum",
+                                        "--optimizer",
+                                        "--lr",
+                                        "--momentum",
+                                        "--dampening",
+                                        "--betas",
+                                        "--eps",
+                                        "--weight-decay",
+                                        "--clip-grad-norm",
+                                        "--freeze",
+                                        "--padding-idx",
+                                        "--tp",
+                                        "--dp",
+                                        "--shard",
+                                        "--shardings",
+                                        "--metrics",
+                                        "--save",
+                                        "--save-weights",
+                                        "--checkpoint",
+                                        "--checkpoint-every",
+                                        "--resume",
+                                        "--report-json",
                                         "--verify-rtol"};
   if (std::find(std::begin(kValued), std::end(kValued), flag) ==
       std::end(kValued))
@@ -345,6 +365,11 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     int64_t tp = 1;
     count(tp, 1);
     compile.tp = int(std::min<int64_t>(tp, 4096));
+  } else if (flag == "--dp") {
+    int64_t dp = 1;
+    count(dp, 1);
+    compile.dp = int(std::min<int64_t>(dp, 4096));
+    options.dpGiven = true;
   } else if (flag == "--shard") {
     compile.shard.push_back(text);
   } else if (flag == "--shardings") {
@@ -580,6 +605,20 @@ std::string parseOptions(int argc, char **argv, Options &options) {
   if (!train.enabled && !options.trainingFlag.empty())
     return options.trainingFlag + " is a training option; add --train";
   if (train.enabled) {
+    // --dp defaults to the ranks that --tp leaves: --ranks N, or mpirun's
+    // world size.
+    int world = launch.threadRanks;
+    if (world == 0 && launchedByMPI())
+      if (const char *size = std::getenv("OMPI_COMM_WORLD_SIZE"))
+        world = std::atoi(size);
+    if (!options.dpGiven && world > train.tp && world % train.tp == 0)
+      options.compile.train.dp = world / train.tp;
+    // (A default dp is checked where it applies: compiling a model, not
+    // running a plan.)
+    if (options.dpGiven && options.train.batchSize % train.dp != 0)
+      return "--batch-size " + std::to_string(options.train.batchSize) +
+             " is the global batch, which --dp " + std::to_string(train.dp) +
+             " must divide (each dp rank reads its own rows)";
     if (options.train.batchSize % train.gradAccum != 0)
       return "--batch-size " + std::to_string(options.train.batchSize) +
              " is not a multiple of --grad-accum " +
@@ -730,6 +769,7 @@ int verify(const Options &options, const Dataset &data,
            const TrainResult &parallel) {
   ModelCompileOptions single = options.compile;
   single.train.tp = 1;
+  single.train.dp = 1;
   single.train.shard.clear();
   single.train.shardingsFile.clear();
   single.emitMLIR.clear();

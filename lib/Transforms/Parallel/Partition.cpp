@@ -155,6 +155,24 @@ private:
     return ArrayAttr::get(context, lists);
   }
 
+  /// Which block of a dimension split over `axes` (major first) device
+  /// `rank` holds.
+  int64_t blockIndex(int64_t rank, ArrayRef<StringAttr> axes) {
+    ArrayRef<int64_t> sizes = mesh.getAxisSizes();
+    SmallVector<int64_t> coords(sizes.size());
+    for (int64_t axis = int64_t(sizes.size()) - 1, rest = rank; axis >= 0;
+         --axis) {
+      coords[axis] = rest % sizes[axis];
+      rest /= sizes[axis];
+    }
+    int64_t block = 0;
+    for (StringAttr name : axes) {
+      unsigned index = *mesh.getAxisIndex(name.getValue());
+      block = block * sizes[index] + coords[index];
+    }
+    return block;
+  }
+
   /// This rank's coordinate along `axis`, as a tensor<1xi64>: the local
   /// shard of an iota parameter split over the axis.
   Value coordinate(OpBuilder &builder, Location loc, StringAttr axis) {
@@ -499,6 +517,24 @@ private:
     Value blockSize = builder.create<ConstantOp>(
         loc, DenseElementsAttr::get(type, ArrayRef<int64_t>{block}));
     return builder.create<MulOp>(loc, index, blockSize);
+  }
+
+  /// `dims` without any of `axes`.
+  static DimAxes withoutAxes(DimAxes dims, ArrayRef<StringAttr> axes) {
+    for (AxisList &split : dims)
+      llvm::erase_if(split, [&](StringAttr axis) {
+        return llvm::is_contained(axes, axis);
+      });
+    return dims;
+  }
+
+  /// Brings `value` to `target` (not partial).
+  Value bring(OpBuilder &builder, Location loc, Value value,
+              const DimAxes &target) {
+    Local state = stateOf(value);
+    if (state.partial == PartialKind::none && state.axes == target)
+      return state.value;
+    return convert(builder, loc, value, state, target, originOf(value));
   }
 
   /// Brings `value` whole (not split, not partial), for the ops that need
@@ -846,15 +882,24 @@ LogicalResult Partitioner::partitionLookup(GatherOp gather,
       state.partial == PartialKind::none && state.axes == tableAxes
           ? state.value
           : convert(builder, loc, table, state, tableAxes, originOf(table));
-  Value indices = whole(builder, loc, gather.getIndices());
+  // The indices keep their other splits (the batch over dp): each rank
+  // looks up its own rows' indices in its block of the table.
+  DimAxes indexAxes = withoutAxes(stateOf(gather.getIndices()).axes, axes);
+  Value indices = bring(builder, loc, gather.getIndices(), indexAxes);
   Value offset = blockOffset(builder, loc, axes.front(),
                              globalTable.getDimSize(gather.getAxis()));
   Value looked =
       buildVocabParallelLookup(builder, gather, localTable, indices, offset,
                                globalTable.getDimSize(gather.getAxis()));
   Value result = gather.getResult();
-  auto type = cast<RankedTensorType>(result.getType());
-  Local local{looked, DimAxes(type.getRank()), PartialKind::sum, axes};
+  DimAxes resultAxes;
+  for (int64_t dim = 0; dim < globalTable.getRank(); ++dim) {
+    if (dim != int64_t(gather.getAxis()))
+      resultAxes.push_back(AxisList());
+    else
+      resultAxes.append(indexAxes.begin(), indexAxes.end());
+  }
+  Local local{looked, resultAxes, PartialKind::sum, axes};
   Decision &decision = decisions[result];
   if (decision.origin.empty())
     decision.origin =
@@ -874,14 +919,26 @@ LogicalResult Partitioner::partitionScatter(ScatterAddOp scatter,
   auto global = cast<RankedTensorType>(globalTypeOf(scatter.getResult()));
   int64_t globalRows = global.getDimSize(0);
   int64_t rows = globalRows / mesh.getAxisSize(axes.front().getValue());
-  Value updates = whole(builder, loc, scatter.getUpdates());
-  Value indices = whole(builder, loc, scatter.getIndices());
+  // Indices and updates keep their other splits (the batch over dp): each
+  // rank scatters its own rows, a partial sum over the axes that split
+  // them.
+  DimAxes indexAxes = withoutAxes(stateOf(scatter.getIndices()).axes, axes);
+  auto updatesType = cast<RankedTensorType>(scatter.getUpdates().getType());
+  DimAxes updateAxes = indexAxes;
+  updateAxes.resize(updatesType.getRank());
+  Value updates = bring(builder, loc, scatter.getUpdates(), updateAxes);
+  Value indices = bring(builder, loc, scatter.getIndices(), indexAxes);
   Value offset = blockOffset(builder, loc, axes.front(), globalRows);
   Value result = buildVocabParallelScatterAdd(
       builder, scatter, updates, indices, offset, rows, globalRows);
   DimAxes dims(global.getRank());
   dims[0] = axes;
-  replaceByRule(scatter, Local{result, dims});
+  Local local{result, dims};
+  for (const AxisList &split : indexAxes)
+    local.partialAxes.append(split.begin(), split.end());
+  if (!local.partialAxes.empty())
+    local.partial = PartialKind::sum;
+  replaceByRule(scatter, local);
   return success();
 }
 
@@ -891,15 +948,17 @@ std::optional<LogicalResult> Partitioner::partitionLoss(Operation *op,
   Local state = stateOf(logits);
   auto globalLogits = cast<RankedTensorType>(globalTypeOf(logits));
   int64_t last = globalLogits.getRank() - 1;
-  // Only logits split on their classes alone, by one axis.
+  // Logits split on their classes by one axis; their samples may be split
+  // too (the batch over dp), by other axes.
   if (state.partial != PartialKind::none || state.axes[last].size() != 1)
     return std::nullopt;
-  for (int64_t dim = 0; dim < last; ++dim)
-    if (!state.axes[dim].empty())
+  StringAttr axis = state.axes[last].front();
+  DimAxes sampleAxes(state.axes.begin(), state.axes.end() - 1);
+  for (const AxisList &split : sampleAxes)
+    if (llvm::is_contained(split, axis))
       return std::nullopt;
   Location loc = op->getLoc();
-  StringAttr axis = state.axes[last].front();
-  Value labels = whole(builder, loc, op->getOperand(1));
+  Value labels = bring(builder, loc, op->getOperand(1), sampleAxes);
   Value offset = blockOffset(builder, loc, axis, globalLogits.getDimSize(last));
   ArrayAttr groups = groupsOver({axis});
   DimAxes none(globalLogits.getRank());
@@ -909,13 +968,46 @@ std::optional<LogicalResult> Partitioner::partitionLoss(Operation *op,
                    originOf(logits));
   Value result;
   Local local;
+  int64_t sampleShards = 1;
+  AxisList sampleSplit;
+  for (const AxisList &split : sampleAxes) {
+    sampleShards *= axesSize(mesh, split);
+    sampleSplit.append(split.begin(), split.end());
+  }
   if (auto loss = dyn_cast<CrossEntropyOp>(op)) {
+    if (sampleShards > 1 && loss.getIgnoreIndex() &&
+        loss.getReduction() == LossReduction::mean)
+      return op->emitOpError("averages over samples split across ranks while "
+                             "ignoring some: the count is not known locally; "
+                             "loom-partition cannot split it");
     result = buildVocabParallelCrossEntropy(builder, loss, state.value, labels,
                                             offset, groups, info);
-    local = Local{result, DimAxes(loss.getType().getRank())};
+    if (loss.getReduction() == LossReduction::none) {
+      local = Local{result, sampleAxes};
+    } else {
+      // Each rank's sum (or mean, scaled by its share of the samples) is
+      // a partial sum over the axes that split the samples.
+      if (loss.getReduction() == LossReduction::mean && sampleShards > 1) {
+        auto type = cast<RankedTensorType>(result.getType());
+        Value share = builder.create<ConstantOp>(
+            loc, DenseElementsAttr::get(
+                     RankedTensorType::get({}, type.getElementType()),
+                     builder.getFloatAttr(type.getElementType(),
+                                          1.0 / sampleShards)));
+        result = builder.create<MulOp>(loc, result, share);
+      }
+      local = Local{result, DimAxes(loss.getType().getRank())};
+      if (sampleShards > 1) {
+        local.partial = PartialKind::sum;
+        local.partialAxes = sampleSplit;
+      }
+    }
   } else {
     auto grad = cast<CrossEntropyGradOp>(op);
-    Value scale = whole(builder, loc, grad.getScale());
+    auto scaleType = cast<RankedTensorType>(grad.getScale().getType());
+    Value scale = scaleType.getRank() == 0
+                      ? whole(builder, loc, grad.getScale())
+                      : bring(builder, loc, grad.getScale(), sampleAxes);
     result = buildVocabParallelCrossEntropyGrad(
         builder, grad, state.value, labels, scale, offset, groups, info);
     local = Local{result, state.axes};
@@ -931,7 +1023,29 @@ LogicalResult Partitioner::run() {
   // slices it locally.
   for (BlockArgument argument : func.getArguments()) {
     auto type = cast<RankedTensorType>(argument.getType());
-    locals[argument] = Local{argument, DimAxes(type.getRank())};
+    DimAxes axes(type.getRank());
+    // An argument pinned split on its batch dimension alone (the data-
+    // parallel tactic's pin, its only use) arrives as this rank's rows: it
+    // gets its local type and the batch row each rank's rows start at.
+    if (argument.hasOneUse())
+      if (auto pin = dyn_cast<ShardOp>(*argument.getUsers().begin())) {
+        DimAxes wanted = dimAxesOf(pin.getSharding());
+        if (pin.getSharding().getPartialKind() == PartialKind::none &&
+            !wanted.empty() && !wanted[0].empty() &&
+            llvm::all_of(llvm::drop_begin(wanted),
+                         [](const AxisList &dim) { return dim.empty(); })) {
+          axes = wanted;
+          SmallVector<int64_t> local =
+              localShape(type.getShape(), wanted, mesh);
+          argument.setType(RankedTensorType::get(local, type.getElementType()));
+          SmallVector<int64_t> offsets;
+          for (int64_t rank = 0; rank < mesh.getNumDevices(); ++rank)
+            offsets.push_back(blockIndex(rank, wanted[0]) * local[0]);
+          func.setArgAttr(argument.getArgNumber(), "loom.batch_offsets",
+                          DenseI64ArrayAttr::get(context, offsets));
+        }
+      }
+    locals[argument] = Local{argument, axes};
     func.removeArgAttr(argument.getArgNumber(), LoomDialect::kShardingAttrName);
     func.removeArgAttr(argument.getArgNumber(),
                        LoomDialect::kShardingOriginAttrName);
@@ -955,7 +1069,7 @@ LogicalResult Partitioner::run() {
                 DenseI64ArrayAttr::get(
                     context, llvm::to_vector(llvm::seq<int64_t>(0, devices))));
   func.setType(FunctionType::get(
-      context, func.getArgumentTypes(),
+      context, func.getBody().front().getArgumentTypes(),
       func.getBody().front().getTerminator()->getOperandTypes()));
   return success();
 }

@@ -104,14 +104,19 @@ void mlir::loom::buildTrainingPipeline(OpPassManager &pm,
 void mlir::loom::buildParallelizationPipeline(
     OpPassManager &pm, const TrainingPipelineOptions &options) {
   bool annotated = !options.shard.empty() || !options.shardingsFile.empty();
-  if (options.tp <= 1 && !annotated)
+  if (options.tp <= 1 && options.dp <= 1 && !annotated)
     return;
   // The pass copies the entries when it is created; they must live until
   // then.
   SmallVector<std::string> shard(options.shard.begin(), options.shard.end());
   LoomAnnotateShardingsOptions annotate;
+  // dp outside tp (Megatron's order): the tp ranks of one dp rank are
+  // adjacent, so they share a node.
   annotate.meshSpec =
       "tp=" + std::to_string(std::max(1u, unsigned(options.tp)));
+  if (options.dp > 1)
+    annotate.meshSpec =
+        "dp=" + std::to_string(unsigned(options.dp)) + "," + annotate.meshSpec;
   annotate.shard = shard;
   annotate.shardingsFile = options.shardingsFile;
   pm.addPass(createLoomAnnotateShardings(annotate));
@@ -120,6 +125,8 @@ void mlir::loom::buildParallelizationPipeline(
     tactic.sequenceParallel = options.sequenceParallel;
     pm.addPass(createLoomTensorParallel(tactic));
   }
+  if (options.dp > 1)
+    pm.addPass(createLoomDataParallel());
   pm.addPass(createLoomPropagateSharding());
   pm.addPass(createLoomPartition());
 }

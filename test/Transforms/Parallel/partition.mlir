@@ -207,3 +207,26 @@ module {
     return %m : tensor<4xf32>
   }
 }
+
+// -----
+
+// Data parallelism on <dp = 2, tp = 2>: an argument pinned split on its
+// batch arrives as the rank's rows (local type, loom.batch_offsets: ranks
+// 0 and 1 are dp rank 0, 2 and 3 dp rank 1); the replicated weight's
+// gradient, a GEMM over the split batch, is a partial sum over dp, reduced
+// over the dp groups {0, 2} and {1, 3} before it is assigned.
+// CHECK-LABEL: func.func @batch
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x4xf32> {loom.batch_offsets = array<i64: 0, 0, 2, 2>})
+// CHECK:         %[[G:.*]] = loom.matmul %[[X]], %[[X]] transpose_lhs : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+// CHECK:         %[[S:.*]] = loom.all_reduce sum %[[G]] groups {{\[}}[0, 2], [1, 3]]
+// CHECK:         loom.assign @w, %[[S]]
+module {
+  loom.mesh @mesh = <dp = 2, tp = 2>
+  loom.parameter @w trainable : tensor<4x4xf32>
+  func.func @batch(%x: tensor<4x4xf32>) {
+    %p = loom.shard %x to <@mesh, [{dp}, {}]> : tensor<4x4xf32>
+    %g = loom.matmul %p, %p transpose_lhs : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    loom.assign @w, %g : tensor<4x4xf32>
+    return
+  }
+}

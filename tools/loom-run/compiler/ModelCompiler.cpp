@@ -92,6 +92,7 @@ void setPipelineOptions(const ::loomrun::ModelCompileOptions &options,
   pipeline.clipGradNorm = train.clipGradNorm;
   pipeline.gradAccum = train.gradAccum;
   pipeline.tp = unsigned(train.tp);
+  pipeline.dp = unsigned(train.dp);
   pipeline.sequenceParallel = train.sequenceParallel;
   for (const std::string &annotation : train.shard)
     pipeline.shard.push_back(annotation);

@@ -288,6 +288,41 @@ def LoomTensorParallel : Pass<"loom-tensor-parallel", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomDataParallel : Pass<"loom-data-parallel", "::mlir::ModuleOp"> {
+  let summary = "Data parallelism: split the batch over a mesh axis";
+  let description = [{
+    The `--dp N` tactic. Every argument of every function is a batch of
+    the step's data (inputs and labels, batch dimension first), and this
+    pass pins dimension 0 of each split over `axis` (a `loom.shard`,
+    priority 0: the data decides it, like a user's annotation). Propagation
+    then splits every activation on the batch, and the parameters, which no
+    annotation splits over `axis`, stay replicated; their gradients, GEMMs
+    and sums over the split batch, become partial sums over `axis`, which
+    `loom-partition` all-reduces before the optimizer reads them, and the
+    mean loss over the batch is each rank's share of it. `loom-partition`
+    gives a pinned argument its local type and `loom.batch_offsets`, so each
+    rank reads only its own rows of the global batch.
+
+    A batch `axis` does not divide is an error naming the argument.
+
+    Input (`loom.mesh @mesh = <dp = 2>`):
+    ```mlir
+    func.func @train_step(%x: tensor<8x4xf32>, %y: tensor<8xi64>) -> tensor<f32>
+    ```
+    Output:
+    ```mlir
+    func.func @train_step(%x: tensor<8x4xf32>, %y: tensor<8xi64>) -> tensor<f32> {
+}] # "      %0 = loom.shard %x to <@mesh, [{dp}, {}]> : tensor<8x4xf32>\n" # [{
+}] # "      %1 = loom.shard %y to <@mesh, [{dp}]> : tensor<8xi64>\n" # [{
+    ```
+  }];
+  let options = [
+    Option<"axis", "axis", "std::string", /*default=*/"\"dp\"",
+           "The mesh axis to split the batch over">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomExplainSharding : Pass<"loom-explain-sharding", "::mlir::ModuleOp"> {
   let summary = "Report every collective of a partitioned step, its cause and cost";
   let description = [{

@@ -107,6 +107,11 @@ struct TrainingPipelineOptions
       llvm::cl::desc("Tensor-parallel ranks: the mesh <tp = N> and "
                      "Megatron's tactic (loom-tensor-parallel); 1: off"),
       llvm::cl::init(1)};
+  Option<unsigned> dp{
+      *this, "dp",
+      llvm::cl::desc("Data-parallel ranks: the batch split over a mesh axis "
+                     "dp, outside tp (loom-data-parallel); 1: off"),
+      llvm::cl::init(1)};
   Option<bool> sequenceParallel{
       *this, "sequence-parallel",
       llvm::cl::desc("With tp: Megatron's sequence parallelism"),

@@ -1,0 +1,124 @@
+//===- DataParallel.cpp - The batch split over a mesh axis ----------------===//
+//
+// Data parallelism as a sharding: each argument (a batch of the step's
+// data) is pinned split on its batch dimension, and propagation and
+// partitioning derive the rest (replicated parameters, gradients summed
+// over the axis, each rank's share of the mean loss).
+//
+//===----------------------------------------------------------------------===//
+
+#include "FactorSharding.h"
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Transforms/Parallel/Passes.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir {
+namespace loom {
+#define GEN_PASS_DEF_LOOMDATAPARALLEL
+#include "loom/Transforms/Parallel/Passes.h.inc"
+
+namespace {
+
+/// With gradient accumulation an argument stacks the microbatches along
+/// its batch dimension, and the step slices microbatch k as rows
+/// [k m, (k + 1) m). Split over `ways` ranks, each rank would hold whole
+/// microbatches of the global batch, not its part of each. Rows of the
+/// batch are interchangeable (the step averages equal microbatches, so any
+/// grouping of the rows into microbatches gives the same loss and
+/// gradients), so microbatch k is taken instead as the k-th block of m /
+/// ways rows of each rank's B / ways: the argument seen as [ways,
+/// microbatches, m / ways, ...], sliced at k on the middle dimension. Each
+/// rank then reads its own contiguous rows, and every microbatch is split
+/// over the ranks.
+void interleaveMicrobatches(BlockArgument argument, int64_t ways) {
+  auto type = cast<RankedTensorType>(argument.getType());
+  int64_t batch = type.getDimSize(0);
+  for (Operation *user : llvm::to_vector(argument.getUsers())) {
+    auto slice = dyn_cast<SliceOp>(user);
+    if (!slice)
+      continue;
+    auto result = cast<RankedTensorType>(slice.getType());
+    int64_t rows = result.getDimSize(0);
+    int64_t start = slice.getStarts()[0];
+    bool rowsOnly = llvm::all_of(slice.getStrides(),
+                                 [](int64_t stride) { return stride == 1; });
+    for (int64_t dim = 1; dim < type.getRank(); ++dim)
+      rowsOnly &= result.getDimSize(dim) == type.getDimSize(dim);
+    if (!rowsOnly || rows == batch || batch % rows != 0 || start % rows != 0 ||
+        rows % ways != 0)
+      continue;
+    int64_t microbatches = batch / rows;
+    OpBuilder builder(slice);
+    Location loc = slice.getLoc();
+    SmallVector<int64_t> blocks = {ways, microbatches, rows / ways};
+    blocks.append(type.getShape().begin() + 1, type.getShape().end());
+    Value viewed = builder.create<ReshapeOp>(
+        loc, RankedTensorType::get(blocks, type.getElementType()), argument);
+    SmallVector<int64_t> starts(blocks.size(), 0), limits(blocks),
+        strides(blocks.size(), 1);
+    starts[1] = start / rows;
+    limits[1] = starts[1] + 1;
+    Value picked =
+        builder.create<SliceOp>(loc, viewed, starts, limits, strides);
+    Value microbatch = builder.create<ReshapeOp>(loc, result, picked);
+    slice.getResult().replaceAllUsesWith(microbatch);
+    slice.erase();
+  }
+}
+
+struct DataParallelPass : impl::LoomDataParallelBase<DataParallelPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<MeshOp> meshes = llvm::to_vector(module.getOps<MeshOp>());
+    if (meshes.size() != 1) {
+      module.emitError("loom-data-parallel needs one loom.mesh (it has ")
+          << meshes.size() << ")";
+      return signalPassFailure();
+    }
+    MeshAttr mesh = meshes.front().getMesh();
+    if (!mesh.getAxisIndex(axis)) {
+      meshes.front().emitOpError("has no axis '")
+          << axis << "' to split the batch over";
+      return signalPassFailure();
+    }
+    auto meshName = FlatSymbolRefAttr::get(meshes.front().getSymNameAttr());
+    int64_t size = mesh.getAxisSize(axis);
+    StringAttr axisName = StringAttr::get(module.getContext(), axis);
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      OpBuilder builder = OpBuilder::atBlockBegin(&func.getBody().front());
+      for (BlockArgument argument : func.getArguments()) {
+        auto type = dyn_cast<RankedTensorType>(argument.getType());
+        if (!type || type.getRank() == 0)
+          continue;
+        if (type.getDimSize(0) % size != 0) {
+          auto name = func.getArgAttrOfType<StringAttr>(argument.getArgNumber(),
+                                                        "onnx.name");
+          func.emitOpError("has a batch of ")
+              << type.getDimSize(0) << " in argument #"
+              << argument.getArgNumber()
+              << (name ? " ('" + name.str() + "')" : std::string())
+              << ", which " << axis << " = " << size
+              << " does not divide; data parallelism splits the global "
+                 "batch evenly";
+          return signalPassFailure();
+        }
+        interleaveMicrobatches(argument, size);
+        DimAxes dims(type.getRank());
+        dims[0].push_back(axisName);
+        auto pin = builder.create<ShardOp>(
+            argument.getLoc(), argument,
+            makeSharding(module.getContext(), meshName, dims),
+            /*priority=*/IntegerAttr());
+        argument.replaceAllUsesExcept(pin, pin);
+      }
+    }
+  }
+};
+
+} // namespace
+} // namespace loom
+} // namespace mlir
