@@ -168,7 +168,7 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
   for (size_t id = 0; id < plan->weights.size(); ++id)
     if (held[id] && owned(plan->weights[id])) {
       offsets[id] = ownBytes;
-      ownBytes += roundUp(plan->weights[id].bytes, 256);
+      ownBytes += roundUp(plan->weights[id].bytes, kOwnedWeightAlignment);
     }
   uint8_t *own = nullptr;
   if (ownBytes) {

@@ -42,6 +42,8 @@ struct TrainCompileOptions {
   int tp = 1;
   /// --dp N: data parallelism over N ranks, the batch split (1: off).
   int dp = 1;
+  /// --zero K: ZeRO stage over dp (0: off).
+  int zero = 0;
   /// --sequence-parallel: with --tp, Megatron's sequence parallelism.
   bool sequenceParallel = false;
   /// --shard REGEX=SHARDING[:PRIORITY], in order, and --shardings FILE.

@@ -158,6 +158,9 @@ training (--train; docs/design/training.md):
                       the global batch (--batch-size), gradients are summed
                       over them (default: the ranks (--ranks N or mpirun's)
                       over --tp; mesh <dp, tp>, tp innermost)
+  --zero K            ZeRO stage over dp: 1 shards the optimizer states (the
+                      update runs on each rank's shard: reduce-scatter of the
+                      gradients, all-gather of the parameters)
   --sequence-parallel with --tp: Megatron's sequence parallelism (the layer
                       norms' regions split on the sequence; reduce-scatter
                       and all-gather pairs instead of all-reduces)
@@ -257,33 +260,20 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     options.trainingFlag = flag;
     return true;
   }
-  static const char *const kValued[] = {"--labels",
-                                        "--loss",
-                                        "--batch-size",
-                                        "--steps",
-                                        "--shuffle",
-                                        "--grad-accum",
-                                        "--optimizer",
-                                        "--lr",
-                                        "--momentum",
-                                        "--dampening",
-                                        "--betas",
-                                        "--eps",
-                                        "--weight-decay",
-                                        "--clip-grad-norm",
-                                        "--freeze",
-                                        "--padding-idx",
-                                        "--tp",
-                                        "--dp",
-                                        "--shard",
-                                        "--shardings",
-                                        "--metrics",
-                                        "--save",
-                                        "--save-weights",
-                                        "--checkpoint",
-                                        "--checkpoint-every",
-                                        "--resume",
-                                        "--report-json",
+  static const char *const kValued[] = {"--labels",       "--loss",
+                                        "--batch-size",   "--steps",
+                                        "--shuffle",      "--grad-accum",
+                                        "--optimizer",    "--lr",
+                                        "--momentum",     "--dampening",
+                                        "--betas",        "--eps",
+                                        "--weight-decay", "--clip-grad-norm",
+                                        "--freeze",       "--padding-idx",
+                                        "--tp",           "--zero",
+                                        "--dp",           "--shard",
+                                        "--shardings",    "--metrics",
+                                        "--save",         "--save-weights",
+                                        "--checkpoint",   "--checkpoint-every",
+                                        "--resume",       "--report-json",
                                         "--verify-rtol"};
   if (std::find(std::begin(kValued), std::end(kValued), flag) ==
       std::end(kValued))
@@ -370,6 +360,14 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     count(dp, 1);
     compile.dp = int(std::min<int64_t>(dp, 4096));
     options.dpGiven = true;
+  } else if (flag == "--zero") {
+    int64_t stage = 0;
+    count(stage, 0);
+    if (error.empty() && stage > 1)
+      error = "--zero " + text +
+              ": only stage 1 (optimizer states sharded over dp) is built "
+              "so far";
+    compile.zero = int(stage);
   } else if (flag == "--shard") {
     compile.shard.push_back(text);
   } else if (flag == "--shardings") {
@@ -613,6 +611,10 @@ std::string parseOptions(int argc, char **argv, Options &options) {
         world = std::atoi(size);
     if (!options.dpGiven && world > train.tp && world % train.tp == 0)
       options.compile.train.dp = world / train.tp;
+    if (train.zero > 0 && train.dp < 2)
+      return "--zero " + std::to_string(train.zero) +
+             " shards over the data-parallel ranks: it needs --dp 2 or more "
+             "(or --ranks over --tp)";
     // (A default dp is checked where it applies: compiling a model, not
     // running a plan.)
     if (options.dpGiven && options.train.batchSize % train.dp != 0)
@@ -770,6 +772,7 @@ int verify(const Options &options, const Dataset &data,
   ModelCompileOptions single = options.compile;
   single.train.tp = 1;
   single.train.dp = 1;
+  single.train.zero = 0;
   single.train.shard.clear();
   single.train.shardingsFile.clear();
   single.emitMLIR.clear();

@@ -230,6 +230,11 @@ void forEachSliceRun(
     const std::function<void(int64_t globalElement, int64_t sliceElement,
                              int64_t count)> &run);
 
+/// The alignment of each weight an executor copies into memory of its own
+/// (state weights, bf16 copies): what a rank's weights take is their bytes
+/// rounded up to it, which the report's planned peak counts too.
+constexpr uint64_t kOwnedWeightAlignment = 256;
+
 /// Whether the block reaches past the end of the tensor (padding).
 bool sliceOverhangs(const std::vector<int64_t> &globalShape,
                     const std::vector<int64_t> &offsets,

@@ -27,7 +27,12 @@ RankUsage loomrt::rankUsage(const Plan &plan, int rank,
     if (!held[id])
       continue;
     const Weight &weight = plan.weights[id];
-    heldBytes += weight.bytes;
+    // What the executor allocates: state weights and copies in memory of
+    // their own, each aligned; read-only weights in place in the plan.
+    bool owned = weight.state || weight.castOf >= 0;
+    heldBytes += owned ? (weight.bytes + kOwnedWeightAlignment - 1) /
+                             kOwnedWeightAlignment * kOwnedWeightAlignment
+                       : weight.bytes;
     if (!weight.state || weight.castOf >= 0)
       continue;
     if (weight.name.rfind("optimizer.", 0) == 0)

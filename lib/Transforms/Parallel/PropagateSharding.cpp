@@ -20,10 +20,122 @@ namespace loom {
 
 namespace {
 
+/// The explicit boundaries around one optimizer update that ZeRO shards:
+/// the parameter and gradient operands and the updated parameter each go
+/// through a `loom.reshard`, made before propagation (so that nothing
+/// reaches the update from the parameter's other reads and stores) and
+/// given their shardings once the rest has propagated.
+struct ZeroUpdate {
+  Operation *update;
+  StringAttr parameter;
+  ReshardOp param, grad, updated;
+  SmallVector<StringAttr> states;
+};
+
+/// Isolates every `loom.adamw_update` and `loom.sgd_update` of `func` with
+/// states behind reshards (their shardings are set later).
+SmallVector<ZeroUpdate> isolateUpdates(func::FuncOp func,
+                                       FlatSymbolRefAttr meshName) {
+  SmallVector<ZeroUpdate> updates;
+  auto readOf = [](Value value) -> StringAttr {
+    auto read = value.getDefiningOp<ParamOp>();
+    return read ? read.getNameAttr().getAttr() : StringAttr();
+  };
+  func.walk([&](Operation *op) {
+    ValueRange states;
+    if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
+      states = adamw.getStates();
+    else if (auto sgd = dyn_cast<SGDUpdateOp>(op))
+      states = sgd.getStates();
+    else
+      return;
+    StringAttr parameter = readOf(op->getOperand(0));
+    if (!parameter || states.empty())
+      return;
+    ZeroUpdate zero{op, parameter, {}, {}, {}, {}};
+    for (Value state : states)
+      if (StringAttr name = readOf(state))
+        zero.states.push_back(name);
+    auto type = cast<RankedTensorType>(op->getOperand(0).getType());
+    ShardingAttr placeholder =
+        makeSharding(op->getContext(), meshName, DimAxes(type.getRank()));
+    OpBuilder builder(op);
+    auto reason = builder.getStringAttr("ZeRO: the update runs on its shard");
+    zero.param = builder.create<ReshardOp>(op->getLoc(), op->getOperand(0),
+                                           placeholder, reason);
+    zero.grad = builder.create<ReshardOp>(op->getLoc(), op->getOperand(1),
+                                          placeholder, reason);
+    op->setOperand(0, zero.param);
+    op->setOperand(1, zero.grad);
+    builder.setInsertionPointAfter(op);
+    zero.updated =
+        builder.create<ReshardOp>(op->getLoc(), op->getResult(0), placeholder,
+                                  builder.getStringAttr("ZeRO: the updated "
+                                                        "shard, gathered"));
+    op->getResult(0).replaceAllUsesExcept(zero.updated, zero.updated);
+    updates.push_back(zero);
+  });
+  return updates;
+}
+
+/// ZeRO's sharding of the optimizer updates over `axis`, once everything
+/// annotated has propagated (so each parameter has its tensor-parallel
+/// split): each update runs on the shard of its parameter refined by
+/// `axis` on the first dimension whose block the axis divides (minor to
+/// the split it has), with its states sharded alike (stage 1). Partitioned,
+/// the gradient (a partial sum over `axis`) is reduced and scattered, the
+/// parameter read sliced locally, and the updated shard gathered into the
+/// parameter, which stays whole over `axis`.
+void shardOptimizerStates(ModuleOp module, MutableArrayRef<ZeroUpdate> updates,
+                          MeshAttr mesh, FlatSymbolRefAttr meshName,
+                          ShardingPropagation &propagation, StringRef axisName,
+                          int64_t stage, int64_t priority) {
+  MLIRContext *context = module.getContext();
+  StringAttr axis = StringAttr::get(context, axisName);
+  int64_t ways = mesh.getAxisSize(axisName);
+  for (ZeroUpdate &zero : updates) {
+    auto type = cast<RankedTensorType>(zero.param.getType());
+    const ShardingPropagation::Entry *entry =
+        propagation.parameterEntry(zero.parameter);
+    DimAxes whole =
+        entry && entry->isSet() ? entry->axes : DimAxes(type.getRank());
+    DimAxes shard = whole;
+    bool split = llvm::any_of(whole, [&](const AxisList &axes) {
+      return llvm::is_contained(axes, axis);
+    });
+    for (int64_t dim = 0; !split && dim < type.getRank(); ++dim)
+      if ((type.getDimSize(dim) / axesSize(mesh, whole[dim])) % ways == 0) {
+        shard[dim].push_back(axis);
+        split = true;
+      }
+    std::string origin =
+        ("ZeRO-" + Twine(stage) + ": the update of @" +
+         zero.parameter.getValue() + " on its shard " + formatDimAxes(shard))
+            .str();
+    ShardingAttr shardSharding = makeSharding(context, meshName, shard);
+    ShardingAttr wholeSharding = makeSharding(context, meshName, whole);
+    for (ReshardOp reshard : {zero.param, zero.grad}) {
+      reshard.setShardingAttr(shardSharding);
+      propagation.seedValue(reshard.getResult(), shardSharding, priority,
+                            origin);
+    }
+    zero.updated.setShardingAttr(wholeSharding);
+    propagation.seedValue(zero.updated.getResult(), wholeSharding, priority,
+                          ("ZeRO-" + Twine(stage) + ": @" +
+                           zero.parameter.getValue() + " stays " +
+                           formatDimAxes(whole))
+                              .str());
+    for (StringAttr state : zero.states)
+      propagation.seedParameter(state, shardSharding, priority, origin);
+  }
+  propagation.propagate(priority);
+}
+
 /// Every annotation of `func` and the module's parameters, planted and
 /// propagated in priority order.
 void propagateAnnotations(ModuleOp module, func::FuncOp func, MeshAttr mesh,
-                          FlatSymbolRefAttr meshName) {
+                          FlatSymbolRefAttr meshName, int64_t zeroStage,
+                          StringRef zeroAxis) {
   struct Seed {
     int64_t priority;
     Value value; // or null for a parameter
@@ -58,6 +170,9 @@ void propagateAnnotations(ModuleOp module, func::FuncOp func, MeshAttr mesh,
              .str()});
   });
 
+  SmallVector<ZeroUpdate> updates;
+  if (zeroStage > 0)
+    updates = isolateUpdates(func, meshName);
   ShardingPropagation propagation(module, func, mesh, meshName);
   std::set<int64_t> priorities;
   for (const Seed &seed : seeds)
@@ -74,6 +189,10 @@ void propagateAnnotations(ModuleOp module, func::FuncOp func, MeshAttr mesh,
     }
     propagation.propagate(priority);
   }
+  if (zeroStage > 0)
+    shardOptimizerStates(module, updates, mesh, meshName, propagation, zeroAxis,
+                         zeroStage,
+                         priorities.empty() ? 0 : *priorities.rbegin() + 1);
   propagation.insertReshards();
   propagation.write();
 }
@@ -120,6 +239,8 @@ FailureOr<std::optional<FlatSymbolRefAttr>> findMesh(ModuleOp module) {
 
 struct PropagateShardingPass
     : impl::LoomPropagateShardingBase<PropagateShardingPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     FailureOr<std::optional<FlatSymbolRefAttr>> meshName = findMesh(module);
@@ -130,10 +251,16 @@ struct PropagateShardingPass
     FailureOr<MeshAttr> mesh = lookupMesh(module, **meshName);
     if (failed(mesh))
       return signalPassFailure();
+    if (zero > 0 && !mesh->getAxisIndex(zeroAxis)) {
+      module.emitError("loom-propagate-sharding: zero=")
+          << static_cast<int64_t>(zero) << " shards over axis '" << zeroAxis
+          << "', which the mesh does not have";
+      return signalPassFailure();
+    }
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
-      propagateAnnotations(module, func, *mesh, **meshName);
+      propagateAnnotations(module, func, *mesh, **meshName, zero, zeroAxis);
     }
   }
 };

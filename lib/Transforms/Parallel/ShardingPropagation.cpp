@@ -312,6 +312,10 @@ bool ShardingPropagation::refine(const Slot &slot, const Merge &merged,
 }
 
 void ShardingPropagation::visit(Operation *op, int64_t priority) {
+  // An explicit reshard is a boundary: its result has the sharding it
+  // states, its operand keeps its own, and the partitioner converts.
+  if (isa<ReshardOp>(op))
+    return;
   const FactorRule &rule = ruleOf(op);
   SmallVector<Slot> slots = slotsOf(op, rule);
   if (llvm::none_of(slots,

@@ -127,7 +127,9 @@ void mlir::loom::buildParallelizationPipeline(
   }
   if (options.dp > 1)
     pm.addPass(createLoomDataParallel());
-  pm.addPass(createLoomPropagateSharding());
+  LoomPropagateShardingOptions propagate;
+  propagate.zero = options.dp > 1 ? int64_t(options.zero) : 0;
+  pm.addPass(createLoomPropagateSharding(propagate));
   pm.addPass(createLoomPartition());
 }
 

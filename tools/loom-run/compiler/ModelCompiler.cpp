@@ -93,6 +93,7 @@ void setPipelineOptions(const ::loomrun::ModelCompileOptions &options,
   pipeline.gradAccum = train.gradAccum;
   pipeline.tp = unsigned(train.tp);
   pipeline.dp = unsigned(train.dp);
+  pipeline.zero = unsigned(train.zero);
   pipeline.sequenceParallel = train.sequenceParallel;
   for (const std::string &annotation : train.shard)
     pipeline.shard.push_back(annotation);

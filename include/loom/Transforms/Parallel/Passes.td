@@ -94,7 +94,22 @@ def LoomPropagateSharding : Pass<"loom-propagate-sharding", "::mlir::ModuleOp"> 
      "        {loom.sharding_origin = \"@w1 annotated [{tp}, {}] (priority 0), via loom.matmul\"}\n" #
      "    %h = loom.matmul %x, %w1 transpose_rhs {loom.sharding = #loom.sharding<@mesh, [{}, {tp}]>, ...}\n" # [{
     ```
+
+    With `zero=1` (ZeRO stage 1 over `zero-axis`), once the annotations
+    have propagated, the states of every `loom.adamw_update` and
+    `loom.sgd_update` are refined by the axis on their first dimension whose
+    block it divides (minor to any tensor-parallel split), and each updated
+    parameter's sharding is closed as it is, at the next priority: the
+    update then runs on each rank's shard, its gradient (a partial sum over
+    the axis) reduced and scattered, the updated shard gathered into the
+    parameter.
   }];
+  let options = [
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "ZeRO stage (0: off; 1: optimizer states sharded)">,
+    Option<"zeroAxis", "zero-axis", "std::string", /*default=*/"\"dp\"",
+           "The mesh axis ZeRO shards over">,
+  ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 

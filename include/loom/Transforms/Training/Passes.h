@@ -112,6 +112,11 @@ struct TrainingPipelineOptions
       llvm::cl::desc("Data-parallel ranks: the batch split over a mesh axis "
                      "dp, outside tp (loom-data-parallel); 1: off"),
       llvm::cl::init(1)};
+  Option<unsigned> zero{
+      *this, "zero",
+      llvm::cl::desc("ZeRO stage over dp (0: off; 1: optimizer states "
+                     "sharded)"),
+      llvm::cl::init(0)};
   Option<bool> sequenceParallel{
       *this, "sequence-parallel",
       llvm::cl::desc("With tp: Megatron's sequence parallelism"),
