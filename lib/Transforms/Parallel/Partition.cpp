@@ -540,11 +540,7 @@ private:
   /// Brings `value` whole (not split, not partial), for the ops that need
   /// an operand whole.
   Value whole(OpBuilder &builder, Location loc, Value value) {
-    Local state = stateOf(value);
-    DimAxes none(state.axes.size());
-    if (state.partial == PartialKind::none && state.axes == none)
-      return state.value;
-    return convert(builder, loc, value, state, none, originOf(value));
+    return bring(builder, loc, value, DimAxes(stateOf(value).axes.size()));
   }
 
   ModuleOp module;
@@ -877,11 +873,7 @@ LogicalResult Partitioner::partitionLookup(GatherOp gather,
   auto globalTable = cast<RankedTensorType>(globalTypeOf(table));
   DimAxes tableAxes(globalTable.getRank());
   tableAxes[gather.getAxis()] = axes;
-  Local state = stateOf(table);
-  Value localTable =
-      state.partial == PartialKind::none && state.axes == tableAxes
-          ? state.value
-          : convert(builder, loc, table, state, tableAxes, originOf(table));
+  Value localTable = bring(builder, loc, table, tableAxes);
   // The indices keep their other splits (the batch over dp): each rank
   // looks up its own rows' indices in its block of the table.
   DimAxes indexAxes = withoutAxes(stateOf(gather.getIndices()).axes, axes);

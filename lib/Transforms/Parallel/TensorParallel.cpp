@@ -108,7 +108,7 @@ struct TensorParallelPass : impl::LoomTensorParallelBase<TensorParallelPass> {
         return;
       if (auto norm = dyn_cast<LayerNormOp>(op)) {
         auto type = cast<RankedTensorType>(norm.getInput().getType());
-        if (norm.getAxis() == type.getRank() - 1)
+        if (int64_t(norm.getAxis()) == type.getRank() - 1)
           add(norm.getInputMutable());
         return;
       }
