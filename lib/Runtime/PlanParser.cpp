@@ -763,12 +763,16 @@ Status Parser::checkGroups(const Plan &plan) const {
   return Status::ok();
 }
 
-/// "rank" INT "arena" INT, inputs, outputs, instructions, "end".
+/// "rank" INT "arena" INT ["gradients" INT], inputs, outputs, instructions,
+/// "end".
 Status Parser::parseRank(Plan &plan) {
-  if (Status status = expectTokens(4, "rank INT arena INT"); !status)
-    return status;
-  if (!tokens[2].is("arena"))
-    return error("expected 'rank INT arena INT'");
+  const char *usage = "rank INT arena INT [gradients INT]";
+  if (tokens.size() != 6)
+    if (Status status = expectTokens(4, usage); !status)
+      return status;
+  if (!tokens[2].is("arena") ||
+      (tokens.size() == 6 && !tokens[4].is("gradients")))
+    return error(std::string("expected '") + usage + "'");
   RankProgram rank;
   int64_t number, arena;
   if (Status status =
@@ -785,6 +789,11 @@ Status Parser::parseRank(Plan &plan) {
     return status;
   rank.rank = static_cast<int>(number);
   rank.arenaBytes = uint64_t(arena);
+  if (tokens.size() == 6)
+    if (Status status = parseInteger(tokens[5], 0, INT64_MAX, "a gradient size",
+                                     rank.gradientBytes);
+        !status)
+      return status;
 
   enum class Section {
     Inputs,

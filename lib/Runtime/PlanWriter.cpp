@@ -188,7 +188,10 @@ void writeBinding(std::string &out, const char *keyword,
 
 void writeRank(std::string &out, const RankProgram &rank) {
   out += "rank " + std::to_string(rank.rank) + " arena " +
-         std::to_string(rank.arenaBytes) + "\n";
+         std::to_string(rank.arenaBytes);
+  if (rank.gradientBytes >= 0)
+    out += " gradients " + std::to_string(rank.gradientBytes);
+  out += "\n";
   for (const Binding &input : rank.inputs)
     writeBinding(out, "input", input);
   for (const Binding &output : rank.outputs)

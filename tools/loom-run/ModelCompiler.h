@@ -44,6 +44,9 @@ struct TrainCompileOptions {
   int dp = 1;
   /// --zero K: ZeRO stage over dp (0: off).
   int zero = 0;
+  /// --zero-shard-group K: ZeRO shards within groups of K dp ranks and
+  /// replicates across the groups (0: one group of all dp ranks).
+  int zeroShardGroup = 0;
   /// --sequence-parallel: with --tp, Megatron's sequence parallelism.
   bool sequenceParallel = false;
   /// --shard REGEX=SHARDING[:PRIORITY], in order, and --shardings FILE.

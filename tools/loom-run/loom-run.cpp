@@ -160,7 +160,15 @@ training (--train; docs/design/training.md):
                       over --tp; mesh <dp, tp>, tp innermost)
   --zero K            ZeRO stage over dp: 1 shards the optimizer states (the
                       update runs on each rank's shard: reduce-scatter of the
-                      gradients, all-gather of the parameters)
+                      gradients after the backward pass, all-gather of the
+                      parameters); 2 also the gradients (each reduced and
+                      scattered as soon as it is produced); 3 also the
+                      parameters (gathered before each op that reads them)
+  --zero-shard-group K
+                      hybrid sharding (FSDP's HSDP): ZeRO shards within
+                      groups of K adjacent dp ranks and the groups replicate
+                      (gradients reduced and scattered in the group, then
+                      all-reduced across groups); K divides dp
   --sequence-parallel with --tp: Megatron's sequence parallelism (the layer
                       norms' regions split on the sequence; reduce-scatter
                       and all-gather pairs instead of all-reduces)
@@ -260,20 +268,35 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     options.trainingFlag = flag;
     return true;
   }
-  static const char *const kValued[] = {"--labels",       "--loss",
-                                        "--batch-size",   "--steps",
-                                        "--shuffle",      "--grad-accum",
-                                        "--optimizer",    "--lr",
-                                        "--momentum",     "--dampening",
-                                        "--betas",        "--eps",
-                                        "--weight-decay", "--clip-grad-norm",
-                                        "--freeze",       "--padding-idx",
-                                        "--tp",           "--zero",
-                                        "--dp",           "--shard",
-                                        "--shardings",    "--metrics",
-                                        "--save",         "--save-weights",
-                                        "--checkpoint",   "--checkpoint-every",
-                                        "--resume",       "--report-json",
+  static const char *const kValued[] = {"--labels",
+                                        "--loss",
+                                        "--batch-size",
+                                        "--steps",
+                                        "--shuffle",
+                                        "--grad-accum",
+                                        "--optimizer",
+                                        "--lr",
+                                        "--momentum",
+                                        "--dampening",
+                                        "--betas",
+                                        "--eps",
+                                        "--weight-decay",
+                                        "--clip-grad-norm",
+                                        "--freeze",
+                                        "--padding-idx",
+                                        "--tp",
+                                        "--zero",
+                                        "--zero-shard-group",
+                                        "--dp",
+                                        "--shard",
+                                        "--shardings",
+                                        "--metrics",
+                                        "--save",
+                                        "--save-weights",
+                                        "--checkpoint",
+                                        "--checkpoint-every",
+                                        "--resume",
+                                        "--report-json",
                                         "--verify-rtol"};
   if (std::find(std::begin(kValued), std::end(kValued), flag) ==
       std::end(kValued))
@@ -363,11 +386,15 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
   } else if (flag == "--zero") {
     int64_t stage = 0;
     count(stage, 0);
-    if (error.empty() && stage > 1)
+    if (error.empty() && stage > 3)
       error = "--zero " + text +
-              ": only stage 1 (optimizer states sharded over dp) is built "
-              "so far";
+              ": ZeRO's stages are 1 (optimizer states), 2 (and gradients) "
+              "and 3 (and parameters)";
     compile.zero = int(stage);
+  } else if (flag == "--zero-shard-group") {
+    int64_t group = 0;
+    count(group, 1);
+    compile.zeroShardGroup = int(std::min<int64_t>(group, 4096));
   } else if (flag == "--shard") {
     compile.shard.push_back(text);
   } else if (flag == "--shardings") {
@@ -615,6 +642,15 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       return "--zero " + std::to_string(train.zero) +
              " shards over the data-parallel ranks: it needs --dp 2 or more "
              "(or --ranks over --tp)";
+    if (train.zeroShardGroup > 0 && train.zero == 0)
+      return "--zero-shard-group " + std::to_string(train.zeroShardGroup) +
+             " groups the ranks ZeRO shards over: it needs --zero 1, 2 or 3";
+    if (train.zeroShardGroup > 0 && train.dp % train.zeroShardGroup != 0)
+      return "--zero-shard-group " + std::to_string(train.zeroShardGroup) +
+             " must divide the " + std::to_string(train.dp) +
+             " data-parallel ranks (dp = " + std::to_string(train.dp) +
+             "): ZeRO shards within groups of that many, replicated across "
+             "the groups";
     // (A default dp is checked where it applies: compiling a model, not
     // running a plan.)
     if (options.dpGiven && options.train.batchSize % train.dp != 0)
@@ -773,6 +809,7 @@ int verify(const Options &options, const Dataset &data,
   single.train.tp = 1;
   single.train.dp = 1;
   single.train.zero = 0;
+  single.train.zeroShardGroup = 0;
   single.train.shard.clear();
   single.train.shardingsFile.clear();
   single.emitMLIR.clear();

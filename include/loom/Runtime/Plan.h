@@ -123,6 +123,11 @@ struct RankProgram {
   /// Bytes of the rank's arena: the planned peak of its activations, inputs
   /// and outputs.
   uint64_t arenaBytes = 0;
+  /// Bytes of the gradients the rank holds once the backward pass has
+  /// produced them (`gradients` on the rank line; their shards under ZeRO
+  /// stages 2 and 3), for reports; -1 when the plan does not say, and then
+  /// they are as large as the trained parameters the rank holds.
+  int64_t gradientBytes = -1;
   std::vector<Binding> inputs;
   std::vector<Binding> outputs;
   std::vector<Instruction> instructions;

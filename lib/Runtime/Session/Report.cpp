@@ -41,6 +41,9 @@ RankUsage loomrt::rankUsage(const Plan &plan, int rank,
       usage.paramBytes += weight.bytes;
   }
   usage.gradBytes = usage.paramBytes;
+  if (size_t(rank) < plan.ranks.size() &&
+      plan.ranks[size_t(rank)].gradientBytes >= 0)
+    usage.gradBytes = uint64_t(plan.ranks[size_t(rank)].gradientBytes);
   uint64_t arena = size_t(rank) < plan.ranks.size()
                        ? plan.ranks[size_t(rank)].arenaBytes
                        : 0;

@@ -91,6 +91,9 @@ public:
     rank.rank = rankNumber;
     currentRank = rankNumber;
     rank.arenaBytes = arena.getInt();
+    if (auto gradients = func->getAttrOfType<IntegerAttr>(
+            LoomDialect::kGradientBytesAttrName))
+      rank.gradientBytes = gradients.getInt();
     for (Operation &op : func.getBody().front()) {
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(&op)

@@ -78,14 +78,22 @@ struct DataParallelPass : impl::LoomDataParallelBase<DataParallelPass> {
       return signalPassFailure();
     }
     MeshAttr mesh = meshes.front().getMesh();
-    if (!mesh.getAxisIndex(axis)) {
-      meshes.front().emitOpError("has no axis '")
-          << axis << "' to split the batch over";
-      return signalPassFailure();
+    // The batch is split over each named axis, major first.
+    SmallVector<StringRef> names;
+    StringRef(axis).split(names, ',');
+    AxisList axes;
+    int64_t size = 1;
+    for (StringRef name : names) {
+      name = name.trim();
+      if (!mesh.getAxisIndex(name)) {
+        meshes.front().emitOpError("has no axis '")
+            << name << "' to split the batch over";
+        return signalPassFailure();
+      }
+      axes.push_back(StringAttr::get(module.getContext(), name));
+      size *= mesh.getAxisSize(name);
     }
     auto meshName = FlatSymbolRefAttr::get(meshes.front().getSymNameAttr());
-    int64_t size = mesh.getAxisSize(axis);
-    StringAttr axisName = StringAttr::get(module.getContext(), axis);
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
@@ -101,14 +109,14 @@ struct DataParallelPass : impl::LoomDataParallelBase<DataParallelPass> {
               << type.getDimSize(0) << " in argument #"
               << argument.getArgNumber()
               << (name ? " ('" + name.str() + "')" : std::string())
-              << ", which " << axis << " = " << size
+              << ", which " << axis << " (" << size << " ranks)"
               << " does not divide; data parallelism splits the global "
                  "batch evenly";
           return signalPassFailure();
         }
         interleaveMicrobatches(argument, size);
         DimAxes dims(type.getRank());
-        dims[0].push_back(axisName);
+        dims[0] = axes;
         auto pin = builder.create<ShardOp>(
             argument.getLoc(), argument,
             makeSharding(module.getContext(), meshName, dims),

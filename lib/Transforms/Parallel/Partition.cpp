@@ -236,12 +236,15 @@ private:
       op->setAttr(LoomDialect::kReshardingAttrName, info);
     };
     Value value = local.value;
-    // A partial sum over one axis that the target splits a dimension by
+    // A partial sum over an axis that the target splits a dimension by
     // (next after what splits it already) is reduced and scattered at
     // once: a reduce_scatter moves half an all-reduce's bytes and leaves
-    // each rank its block (sequence parallelism).
-    if (local.partial == PartialKind::sum && local.partialAxes.size() == 1) {
-      StringAttr axis = local.partialAxes.front();
+    // each rank its block (sequence parallelism, ZeRO). What remains
+    // partial over other axes (hybrid sharding's replicas) is all-reduced
+    // on the block below.
+    for (StringAttr axis : AxisList(local.partialAxes)) {
+      if (local.partial != PartialKind::sum)
+        break;
       for (unsigned dim = 0; dim < target.size(); ++dim) {
         const AxisList &have = local.axes[dim];
         const AxisList &want = target[dim];
@@ -257,8 +260,9 @@ private:
         tag(scatter);
         value = scatter.getResult();
         local.axes[dim].push_back(axis);
-        local.partial = PartialKind::none;
-        local.partialAxes.clear();
+        llvm::erase(local.partialAxes, axis);
+        if (local.partialAxes.empty())
+          local.partial = PartialKind::none;
         break;
       }
     }

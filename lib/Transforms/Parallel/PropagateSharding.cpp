@@ -9,6 +9,7 @@
 
 #include "ShardingPropagation.h"
 #include "loom/Transforms/Parallel/Passes.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <set>
@@ -20,39 +21,110 @@ namespace loom {
 
 namespace {
 
-/// The explicit boundaries around one optimizer update that ZeRO shards:
-/// the parameter and gradient operands and the updated parameter each go
-/// through a `loom.reshard`, made before propagation (so that nothing
-/// reaches the update from the parameter's other reads and stores) and
-/// given their shardings once the rest has propagated.
+/// The explicit boundaries around one optimizer update that ZeRO shards,
+/// made before propagation (so that nothing reaches the update from the
+/// parameter's other reads and stores, or from the backward pass) and given
+/// their shardings once the rest has propagated: the parameter operand, the
+/// gradient where the backward pass delivers it (`gradients`: the whole
+/// gradient at the end of the backward pass for stage 1, each microbatch's
+/// as soon as it is produced for stages 2 and 3), and the updated parameter.
 struct ZeroUpdate {
   Operation *update;
   StringAttr parameter;
-  ReshardOp param, grad, updated;
+  ReshardOp param, updated;
+  SmallVector<ReshardOp> gradients;
   SmallVector<StringAttr> states;
+  /// Set once the annotations have propagated: the parameter's sharding
+  /// (whole over the ZeRO axis) and the shard the update runs on.
+  ShardingAttr whole, shard;
 };
 
-/// Isolates every `loom.adamw_update` and `loom.sgd_update` of `func` with
-/// states behind reshards (their shardings are set later).
-SmallVector<ZeroUpdate> isolateUpdates(func::FuncOp func,
-                                       FlatSymbolRefAttr meshName) {
+bool isScalar(Value value) {
+  return cast<RankedTensorType>(value.getType()).getRank() == 0;
+}
+
+/// The gradient before the step scales it: `grad` (an update's gradient
+/// operand) past the products with a scalar that loom-build-train-step
+/// applies (1/K with --grad-accum, the clipping coefficient) whose other
+/// factor feeds nothing but such products and its own square (the clipping
+/// norm).
+Value unscaledGradient(Value grad) {
+  while (auto mul = grad.getDefiningOp<MulOp>()) {
+    Value factor = mul.getLhs();
+    if (isScalar(factor) || !isScalar(mul.getRhs()))
+      break;
+    bool onlyScaled = llvm::all_of(factor.getUsers(), [&](Operation *user) {
+      auto product = dyn_cast<MulOp>(user);
+      return product && product.getLhs() == factor &&
+             (product.getRhs() == factor || isScalar(product.getRhs()));
+    });
+    if (!onlyScaled)
+      break;
+    grad = factor;
+  }
+  return grad;
+}
+
+/// The uses through which each microbatch's gradient enters the sum that
+/// loom-build-train-step marks (`loom.gradient_accumulation`), or `sum`'s
+/// uses when it is no such sum.
+void microbatchTerms(Value sum, SmallVectorImpl<OpOperand *> &terms) {
+  auto add = sum.getDefiningOp<AddOp>();
+  if (!add || !add->hasAttr(LoomDialect::kGradientAccumulationAttrName)) {
+    for (OpOperand &use : sum.getUses())
+      terms.push_back(&use);
+    return;
+  }
+  for (OpOperand &operand : add->getOpOperands()) {
+    auto inner = operand.get().getDefiningOp<AddOp>();
+    if (inner && inner->hasAttr(LoomDialect::kGradientAccumulationAttrName))
+      microbatchTerms(operand.get(), terms);
+    else
+      terms.push_back(&operand);
+  }
+}
+
+/// A placeholder reshard of `value` (its sharding is set later), right
+/// after `value` is produced.
+ReshardOp reshardAfter(Value value, FlatSymbolRefAttr meshName,
+                       StringRef reason) {
+  OpBuilder builder(value.getContext());
+  if (Operation *def = value.getDefiningOp())
+    builder.setInsertionPointAfter(def);
+  else
+    builder.setInsertionPointToStart(value.getParentBlock());
+  auto type = cast<RankedTensorType>(value.getType());
+  return builder.create<ReshardOp>(
+      value.getLoc(), value,
+      makeSharding(value.getContext(), meshName, DimAxes(type.getRank())),
+      builder.getStringAttr(reason));
+}
+
+/// Isolates every `loom.adamw_update` and `loom.sgd_update` of `func`
+/// behind reshards (their shardings are set later), for ZeRO `stage`.
+SmallVector<ZeroUpdate>
+isolateUpdates(func::FuncOp func, FlatSymbolRefAttr meshName, int64_t stage) {
   SmallVector<ZeroUpdate> updates;
   auto readOf = [](Value value) -> StringAttr {
     auto read = value.getDefiningOp<ParamOp>();
     return read ? read.getNameAttr().getAttr() : StringAttr();
   };
+  SmallVector<Operation *> ops;
   func.walk([&](Operation *op) {
-    ValueRange states;
-    if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
-      states = adamw.getStates();
-    else if (auto sgd = dyn_cast<SGDUpdateOp>(op))
-      states = sgd.getStates();
-    else
-      return;
+    if (isa<AdamWUpdateOp, SGDUpdateOp>(op))
+      ops.push_back(op);
+  });
+  // Gradients shared by several updates are resharded once.
+  llvm::DenseMap<Value, ReshardOp> gradientReshards;
+  SmallVector<ReshardOp> wholeGradients;
+  for (Operation *op : ops) {
+    ValueRange states = isa<AdamWUpdateOp>(op)
+                            ? cast<AdamWUpdateOp>(op).getStates()
+                            : cast<SGDUpdateOp>(op).getStates();
     StringAttr parameter = readOf(op->getOperand(0));
-    if (!parameter || states.empty())
-      return;
-    ZeroUpdate zero{op, parameter, {}, {}, {}, {}};
+    if (!parameter)
+      continue;
+    ZeroUpdate zero{op, parameter, {}, {}, {}, {}, {}, {}};
     for (Value state : states)
       if (StringAttr name = readOf(state))
         zero.states.push_back(name);
@@ -60,13 +132,39 @@ SmallVector<ZeroUpdate> isolateUpdates(func::FuncOp func,
     ShardingAttr placeholder =
         makeSharding(op->getContext(), meshName, DimAxes(type.getRank()));
     OpBuilder builder(op);
-    auto reason = builder.getStringAttr("ZeRO: the update runs on its shard");
-    zero.param = builder.create<ReshardOp>(op->getLoc(), op->getOperand(0),
-                                           placeholder, reason);
-    zero.grad = builder.create<ReshardOp>(op->getLoc(), op->getOperand(1),
-                                          placeholder, reason);
+    zero.param = builder.create<ReshardOp>(
+        op->getLoc(), op->getOperand(0), placeholder,
+        builder.getStringAttr("ZeRO: the update runs on its shard"));
     op->setOperand(0, zero.param);
-    op->setOperand(1, zero.grad);
+
+    Value gradient = unscaledGradient(op->getOperand(1));
+    SmallVector<OpOperand *> terms;
+    if (stage >= 2)
+      microbatchTerms(gradient, terms);
+    auto reshardOnce = [&](Value value) {
+      ReshardOp &reshard = gradientReshards[value];
+      if (!reshard)
+        reshard =
+            reshardAfter(value, meshName,
+                         stage >= 2 ? "ZeRO: the gradient reduced and "
+                                      "scattered as soon as it is produced"
+                                    : "ZeRO: the gradient reduced and "
+                                      "scattered after the backward pass");
+      return reshard;
+    };
+    if (terms.empty()) {
+      ReshardOp reshard = reshardOnce(gradient);
+      gradient.replaceAllUsesExcept(reshard.getResult(), reshard);
+      zero.gradients.push_back(reshard);
+      wholeGradients.push_back(reshard);
+    } else {
+      for (OpOperand *term : terms) {
+        ReshardOp reshard = reshardOnce(term->get());
+        term->set(reshard.getResult());
+        zero.gradients.push_back(reshard);
+      }
+    }
+
     builder.setInsertionPointAfter(op);
     zero.updated =
         builder.create<ReshardOp>(op->getLoc(), op->getResult(0), placeholder,
@@ -74,7 +172,28 @@ SmallVector<ZeroUpdate> isolateUpdates(func::FuncOp func,
                                                         "shard, gathered"));
     op->getResult(0).replaceAllUsesExcept(zero.updated, zero.updated);
     updates.push_back(zero);
-  });
+  }
+
+  // Stage 1 keeps the whole gradients until the backward pass has produced
+  // the last of them (ZeRO-1 reduces at the end of the backward pass), when
+  // that is before any of them is used.
+  if (stage == 1 && !wholeGradients.empty()) {
+    Operation *last = nullptr;
+    for (ReshardOp reshard : wholeGradients)
+      if (Operation *def = reshard.getInput().getDefiningOp())
+        if (!last || last->isBeforeInBlock(def))
+          last = def;
+    bool beforeUses =
+        last && llvm::all_of(wholeGradients, [&](ReshardOp r) {
+          return llvm::all_of(r->getUsers(), [&](Operation *user) {
+            return user->getBlock() == last->getBlock() &&
+                   last->isBeforeInBlock(user);
+          });
+        });
+    if (beforeUses)
+      for (ReshardOp reshard : llvm::reverse(wholeGradients))
+        reshard->moveAfter(last);
+  }
   return updates;
 }
 
@@ -82,17 +201,22 @@ SmallVector<ZeroUpdate> isolateUpdates(func::FuncOp func,
 /// annotated has propagated (so each parameter has its tensor-parallel
 /// split): each update runs on the shard of its parameter refined by
 /// `axis` on the first dimension whose block the axis divides (minor to
-/// the split it has), with its states sharded alike (stage 1). Partitioned,
-/// the gradient (a partial sum over `axis`) is reduced and scattered, the
-/// parameter read sliced locally, and the updated shard gathered into the
-/// parameter, which stays whole over `axis`.
-void shardOptimizerStates(ModuleOp module, MutableArrayRef<ZeroUpdate> updates,
-                          MeshAttr mesh, FlatSymbolRefAttr meshName,
-                          ShardingPropagation &propagation, StringRef axisName,
-                          int64_t stage, int64_t priority) {
+/// the split it has), with its states and gradient sharded alike.
+/// Partitioned, the gradient (a partial sum over `axis`) is reduced and
+/// scattered, the parameter read sliced locally, and the updated shard
+/// gathered into the parameter, which stays whole over `axis` (stage 3
+/// shards it afterwards, shardParameters). Returns the bytes of the
+/// gradients each rank holds: whole up to stage 1, shards from stage 2.
+int64_t shardOptimizerStates(ModuleOp module,
+                             MutableArrayRef<ZeroUpdate> updates, MeshAttr mesh,
+                             FlatSymbolRefAttr meshName,
+                             ShardingPropagation &propagation,
+                             StringRef axisName, int64_t stage,
+                             int64_t priority) {
   MLIRContext *context = module.getContext();
   StringAttr axis = StringAttr::get(context, axisName);
   int64_t ways = mesh.getAxisSize(axisName);
+  int64_t gradientBytes = 0;
   for (ZeroUpdate &zero : updates) {
     auto type = cast<RankedTensorType>(zero.param.getType());
     const ShardingPropagation::Entry *entry =
@@ -112,23 +236,84 @@ void shardOptimizerStates(ModuleOp module, MutableArrayRef<ZeroUpdate> updates,
         ("ZeRO-" + Twine(stage) + ": the update of @" +
          zero.parameter.getValue() + " on its shard " + formatDimAxes(shard))
             .str();
-    ShardingAttr shardSharding = makeSharding(context, meshName, shard);
-    ShardingAttr wholeSharding = makeSharding(context, meshName, whole);
-    for (ReshardOp reshard : {zero.param, zero.grad}) {
-      reshard.setShardingAttr(shardSharding);
-      propagation.seedValue(reshard.getResult(), shardSharding, priority,
-                            origin);
+    zero.shard = makeSharding(context, meshName, shard);
+    zero.whole = makeSharding(context, meshName, whole);
+    zero.param.setShardingAttr(zero.shard);
+    propagation.seedValue(zero.param.getResult(), zero.shard, priority, origin);
+    for (ReshardOp reshard : zero.gradients) {
+      reshard.setShardingAttr(zero.shard);
+      propagation.seedValue(reshard.getResult(), zero.shard, priority, origin);
     }
-    zero.updated.setShardingAttr(wholeSharding);
-    propagation.seedValue(zero.updated.getResult(), wholeSharding, priority,
+    zero.updated.setShardingAttr(zero.whole);
+    propagation.seedValue(zero.updated.getResult(), zero.whole, priority,
                           ("ZeRO-" + Twine(stage) + ": @" +
                            zero.parameter.getValue() + " stays " +
                            formatDimAxes(whole))
                               .str());
     for (StringAttr state : zero.states)
-      propagation.seedParameter(state, shardSharding, priority, origin);
+      propagation.seedParameter(state, zero.shard, priority, origin);
+
+    auto gradientType =
+        cast<RankedTensorType>(zero.update->getOperand(1).getType());
+    int64_t elements = 1;
+    for (int64_t size :
+         localShape(gradientType.getShape(), stage >= 2 ? shard : whole, mesh))
+      elements *= size;
+    gradientBytes +=
+        elements * int64_t(gradientType.getElementTypeBitWidth() / 8);
   }
   propagation.propagate(priority);
+  return gradientBytes;
+}
+
+/// ZeRO stage 3, once propagation has written its outcome: every parameter
+/// whose update runs on a shard lives as that shard, and each op that reads
+/// it gets it gathered just before (a reshard to its whole sharding), so
+/// that the whole parameter lives only from there to that op: once in the
+/// forward pass and again in the backward pass where it is read there.
+void shardParameters(ModuleOp module, func::FuncOp func,
+                     ArrayRef<ZeroUpdate> updates) {
+  SymbolTable symbols(module);
+  llvm::DenseMap<StringAttr, const ZeroUpdate *> byName;
+  for (const ZeroUpdate &zero : updates)
+    byName[zero.parameter] = &zero;
+  SmallVector<ParamOp> reads;
+  func.walk([&](ParamOp read) {
+    if (byName.count(read.getNameAttr().getAttr()))
+      reads.push_back(read);
+  });
+  Builder attrs(module.getContext());
+  for (ParamOp read : reads) {
+    const ZeroUpdate &zero = *byName[read.getNameAttr().getAttr()];
+    auto reason = attrs.getStringAttr("ZeRO-3: @" + zero.parameter.getValue() +
+                                      " gathered for this use");
+    llvm::SetVector<Operation *> users;
+    for (Operation *user : read->getUsers())
+      if (user != zero.param)
+        users.insert(user);
+    read->setAttr(LoomDialect::kShardingAttrName, zero.shard);
+    // A read of its own per op: loom-partition shares the conversions of
+    // one value, which would keep the first gather alive for every use.
+    for (Operation *user : users) {
+      OpBuilder builder(user);
+      Operation *own = builder.clone(*read);
+      auto gather = builder.create<ReshardOp>(user->getLoc(), own->getResult(0),
+                                              zero.whole, reason);
+      user->replaceUsesOfWith(read.getResult(), gather.getResult());
+    }
+    if (read->use_empty())
+      read->erase();
+  }
+  for (const ZeroUpdate &zero : updates) {
+    auto parameter = symbols.lookup<ParameterOp>(zero.parameter);
+    parameter.setShardingAttr(zero.shard);
+    parameter->setAttr(LoomDialect::kShardingOriginAttrName,
+                       attrs.getStringAttr("ZeRO-3: @" +
+                                           zero.parameter.getValue() +
+                                           " lives as its shard"));
+    ReshardOp updated = zero.updated;
+    updated.setShardingAttr(zero.shard);
+  }
 }
 
 /// Every annotation of `func` and the module's parameters, planted and
@@ -172,7 +357,7 @@ void propagateAnnotations(ModuleOp module, func::FuncOp func, MeshAttr mesh,
 
   SmallVector<ZeroUpdate> updates;
   if (zeroStage > 0)
-    updates = isolateUpdates(func, meshName);
+    updates = isolateUpdates(func, meshName, zeroStage);
   ShardingPropagation propagation(module, func, mesh, meshName);
   std::set<int64_t> priorities;
   for (const Seed &seed : seeds)
@@ -189,12 +374,19 @@ void propagateAnnotations(ModuleOp module, func::FuncOp func, MeshAttr mesh,
     }
     propagation.propagate(priority);
   }
+  int64_t gradientBytes = 0;
   if (zeroStage > 0)
-    shardOptimizerStates(module, updates, mesh, meshName, propagation, zeroAxis,
-                         zeroStage,
-                         priorities.empty() ? 0 : *priorities.rbegin() + 1);
+    gradientBytes = shardOptimizerStates(
+        module, updates, mesh, meshName, propagation, zeroAxis, zeroStage,
+        priorities.empty() ? 0 : *priorities.rbegin() + 1);
   propagation.insertReshards();
   propagation.write();
+  if (zeroStage >= 3)
+    shardParameters(module, func, updates);
+  if (zeroStage > 0)
+    func->setAttr(LoomDialect::kGradientBytesAttrName,
+                  IntegerAttr::get(IntegerType::get(module.getContext(), 64),
+                                   gradientBytes));
 }
 
 /// The one mesh every annotation of `module` names, if any.
@@ -251,6 +443,12 @@ struct PropagateShardingPass
     FailureOr<MeshAttr> mesh = lookupMesh(module, **meshName);
     if (failed(mesh))
       return signalPassFailure();
+    if (zero < 0 || zero > 3) {
+      module.emitError("loom-propagate-sharding: zero=")
+          << static_cast<int64_t>(zero)
+          << " is no ZeRO stage (0: off, 1, 2 or 3)";
+      return signalPassFailure();
+    }
     if (zero > 0 && !mesh->getAxisIndex(zeroAxis)) {
       module.emitError("loom-propagate-sharding: zero=")
           << static_cast<int64_t>(zero) << " shards over axis '" << zeroAxis

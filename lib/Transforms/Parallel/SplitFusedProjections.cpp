@@ -54,7 +54,8 @@ struct SplitFusedProjectionsPass
   void rewrite(SplitOp split, ModuleOp module, SymbolTable &symbols,
                const DenseMap<StringAttr, unsigned> &readCounts) {
     auto type = cast<RankedTensorType>(split.getInput().getType());
-    if (split.getAxis() != type.getRank() - 1 || !split.getInput().hasOneUse())
+    if (int64_t(split.getAxis()) != type.getRank() - 1 ||
+        !split.getInput().hasOneUse())
       return;
     Operation *add = split.getInput().getDefiningOp();
     if (!add || !isa<AddOp, BiasAddOp>(add))

@@ -149,12 +149,20 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
     for (unsigned k = 0; k < gradAccum; ++k) {
       SmallVector<Value> results =
           inlineMicrobatch(builder, gradFunction, body->getArguments(), k);
-      auto accumulate = [&](Value &sum, Value value) {
-        sum = sum ? builder.create<AddOp>(loc, sum, value).getResult() : value;
+      auto accumulate = [&](Value &sum, Value value) -> AddOp {
+        if (!sum) {
+          sum = value;
+          return AddOp();
+        }
+        auto add = builder.create<AddOp>(loc, sum, value);
+        sum = add.getResult();
+        return add;
       };
       accumulate(loss, results[lossResult]);
       for (auto [index, gradient] : llvm::enumerate(gradients))
-        accumulate(grads[index], results[gradient.result]);
+        if (AddOp add = accumulate(grads[index], results[gradient.result]))
+          add->setAttr(LoomDialect::kGradientAccumulationAttrName,
+                       builder.getUnitAttr());
     }
     if (gradAccum > 1) {
       loss = scale(builder, loc, loss, 1.0 / gradAccum);

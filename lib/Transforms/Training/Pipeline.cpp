@@ -91,12 +91,12 @@ void mlir::loom::buildTrainingPipeline(OpPassManager &pm,
 
   // Parallelization (lib/Transforms/Parallel, docs/design/passes.md), on
   // the whole step (forward, backward and optimizer), in this order:
-  //   1. the mesh and the annotations: the user's, then the tactics' (--tp;
-  //      --dp, --zero or the planner's choice to come);
-  //   2. sharding propagation, then SPMD partitioning (local shapes and
-  //      collectives);
-  //   3. ZeRO's sharding of the optimizer updates and gradients over dp;
-  //   4. pipeline stage cuts, microbatches and the schedule.
+  //   1. the mesh and the annotations: the user's, then the tactics' (--tp,
+  //      --dp; the planner's choice to come);
+  //   2. sharding propagation, ZeRO's sharding of the optimizer updates,
+  //      gradients and parameters over dp (--zero) as its last priority,
+  //      then SPMD partitioning (local shapes and collectives);
+  //   3. pipeline stage cuts, microbatches and the schedule (to come).
   // loom-lower-to-plan then lowers each rank's program.
   buildParallelizationPipeline(pm, options);
 }
@@ -114,7 +114,16 @@ void mlir::loom::buildParallelizationPipeline(
   // adjacent, so they share a node.
   annotate.meshSpec =
       "tp=" + std::to_string(std::max(1u, unsigned(options.tp)));
-  if (options.dp > 1)
+  // Hybrid sharding splits dp in two: ZeRO shards over the inner dp (the
+  // K adjacent ranks of a group), the groups replicate over `replica`.
+  unsigned group = options.zeroShardGroup;
+  bool hybrid = options.dp > 1 && options.zero > 0 && group > 0 &&
+                group < options.dp && options.dp % group == 0;
+  if (hybrid)
+    annotate.meshSpec = "replica=" + std::to_string(options.dp / group) +
+                        ",dp=" + std::to_string(group) + "," +
+                        annotate.meshSpec;
+  else if (options.dp > 1)
     annotate.meshSpec =
         "dp=" + std::to_string(unsigned(options.dp)) + "," + annotate.meshSpec;
   annotate.shard = shard;
@@ -125,8 +134,11 @@ void mlir::loom::buildParallelizationPipeline(
     tactic.sequenceParallel = options.sequenceParallel;
     pm.addPass(createLoomTensorParallel(tactic));
   }
-  if (options.dp > 1)
-    pm.addPass(createLoomDataParallel());
+  if (options.dp > 1) {
+    LoomDataParallelOptions data;
+    data.axis = hybrid ? "replica,dp" : "dp";
+    pm.addPass(createLoomDataParallel(data));
+  }
   LoomPropagateShardingOptions propagate;
   propagate.zero = options.dp > 1 ? int64_t(options.zero) : 0;
   pm.addPass(createLoomPropagateSharding(propagate));

@@ -143,7 +143,7 @@ func.func @op_attribute_array(%x: tensor<8xf32>) {
 // -----
 
 func.func @unknown_attribute(%x: tensor<8xf32>) {
-  // expected-error @+1 {{'loom.exp' op has unknown loom attribute 'loom.shard'; known: 'loom.sharding', 'loom.sharding_origin', 'loom.resharding', 'loom.factor_sharding', 'loom.world_size' (modules), 'loom.ranks' (functions)}}
+  // expected-error @+1 {{'loom.exp' op has unknown loom attribute 'loom.shard'; known: 'loom.sharding', 'loom.sharding_origin', 'loom.resharding', 'loom.factor_sharding', 'loom.gradient_accumulation', 'loom.gradient_bytes' (functions), 'loom.world_size' (modules), 'loom.ranks' (functions)}}
   %0 = loom.exp %x {loom.shard = 1} : tensor<8xf32>
   return
 }
@@ -204,3 +204,20 @@ loom.parameter @w trainable : tensor<4x4xf32> sharding <@mesh, [{tp}, {?, tp}]>
 loom.mesh @mesh = <tp = 2>
 // expected-error @+1 {{'loom.parameter' op has a sharding priority but no sharding}}
 loom.parameter @w trainable : tensor<4x4xf32> priority 1
+
+// -----
+
+// The gradient-accumulation mark is a unit attribute on a loom.add.
+func.func @accumulation_mark(%a: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'loom.exp' op 'loom.gradient_accumulation' must be a unit attribute on a loom.add}}
+  %0 = loom.exp %a {loom.gradient_accumulation} : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+// The gradient bytes are a non-negative integer on a function.
+// expected-error @+1 {{'func.func' op 'loom.gradient_bytes' must be a non-negative integer on a function}}
+func.func @gradient_bytes(%a: tensor<2xf32>) -> tensor<2xf32> attributes {loom.gradient_bytes = -4 : i64} {
+  return %a : tensor<2xf32>
+}

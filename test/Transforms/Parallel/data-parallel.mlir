@@ -25,7 +25,7 @@ module {
 // A batch dp does not divide: an error naming the argument.
 module {
   loom.mesh @mesh = <dp = 4>
-  // expected-error @+1 {{'func.func' op has a batch of 6 in argument #0 ('x'), which dp = 4 does not divide; data parallelism splits the global batch evenly}}
+  // expected-error @+1 {{'func.func' op has a batch of 6 in argument #0 ('x'), which dp (4 ranks) does not divide; data parallelism splits the global batch evenly}}
   func.func @train_step(%x: tensor<6x4xf32> {onnx.name = "x"}) -> tensor<6x4xf32> {
     return %x : tensor<6x4xf32>
   }

@@ -474,6 +474,26 @@ TEST(PlanErrorTest, Shapes) {
             "large");
 }
 
+TEST(PlanTest, GradientBytesRoundTrip) {
+  // A rank line may say the bytes of the gradients the rank holds (ZeRO
+  // stages 2 and 3 hold shards); without it they are unknown (-1).
+  StatusOr<Plan> plain = parsePlan(handPlan(kWeights + kRank), "plan.lp");
+  ASSERT_TRUE(plain.isOk()) << plain.status().message();
+  EXPECT_EQ(plain->ranks[0].gradientBytes, -1);
+  EXPECT_EQ(writePlan(*plain).find("gradients"), std::string::npos);
+  StatusOr<Plan> given =
+      parsePlan(corrupt("arena 64\n", "arena 64 gradients 40\n"), "plan.lp");
+  ASSERT_TRUE(given.isOk()) << given.status().message();
+  EXPECT_EQ(given->ranks[0].gradientBytes, 40);
+  StatusOr<Plan> again = parsePlan(writePlan(*given), "again.lp");
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  EXPECT_EQ(again->ranks[0].gradientBytes, 40);
+  EXPECT_EQ(parseError(corrupt("arena 64\n", "arena 64 grads 40\n")),
+            "plan.lp:4: expected 'rank INT arena INT [gradients INT]'");
+  EXPECT_EQ(parseError(corrupt("arena 64\n", "arena 64 gradients -1\n")),
+            "plan.lp:4: '-1' is out of range for a gradient size");
+}
+
 TEST(PlanErrorTest, References) {
   EXPECT_EQ(parseError(corrupt("arena 64", "arena 24")),
             "plan.lp:6: arena reference a16:f32[2,2] ends at byte 32, past "
@@ -540,7 +560,7 @@ TEST(PlanErrorTest, Ranks) {
   EXPECT_EQ(parseError(handPlan(kWeights)),
             "plan.lp:4: a plan needs at least one rank");
   EXPECT_EQ(parseError(corrupt("arena 64", "arena")),
-            "plan.lp:4: expected 'rank INT arena INT'");
+            "plan.lp:4: expected 'rank INT arena INT [gradients INT]'");
   EXPECT_EQ(parseError(corrupt("arena 64", "arena -64")),
             "plan.lp:4: '-64' is out of range for an arena size");
   EXPECT_EQ(

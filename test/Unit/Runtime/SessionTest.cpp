@@ -192,6 +192,10 @@ TEST(ReportTest, UsageOfEachRank) {
   // weight and copy in memory of its own, aligned to 256 bytes.
   EXPECT_EQ(zero.plannedPeakBytes, 128u + 4 * kOwnedWeightAlignment);
   EXPECT_EQ(zero.measuredPeakBytes, 4242u);
+  // A plan that says what the gradients take (ZeRO's shards) is believed.
+  plan->ranks[0].gradientBytes = 4;
+  EXPECT_EQ(rankUsage(*plan, 0, report).gradBytes, 4u);
+  plan->ranks[0].gradientBytes = -1;
   RankUsage one = rankUsage(*plan, 1, RunReport());
   EXPECT_EQ(one.paramBytes, 16u);
   EXPECT_EQ(one.optimizerBytes, 0u);

@@ -94,6 +94,7 @@ void setPipelineOptions(const ::loomrun::ModelCompileOptions &options,
   pipeline.tp = unsigned(train.tp);
   pipeline.dp = unsigned(train.dp);
   pipeline.zero = unsigned(train.zero);
+  pipeline.zeroShardGroup = unsigned(train.zeroShardGroup);
   pipeline.sequenceParallel = train.sequenceParallel;
   for (const std::string &annotation : train.shard)
     pipeline.shard.push_back(annotation);

@@ -95,18 +95,26 @@ def LoomPropagateSharding : Pass<"loom-propagate-sharding", "::mlir::ModuleOp"> 
      "    %h = loom.matmul %x, %w1 transpose_rhs {loom.sharding = #loom.sharding<@mesh, [{}, {tp}]>, ...}\n" # [{
     ```
 
-    With `zero=1` (ZeRO stage 1 over `zero-axis`), once the annotations
-    have propagated, the states of every `loom.adamw_update` and
-    `loom.sgd_update` are refined by the axis on their first dimension whose
-    block it divides (minor to any tensor-parallel split), and each updated
-    parameter's sharding is closed as it is, at the next priority: the
-    update then runs on each rank's shard, its gradient (a partial sum over
-    the axis) reduced and scattered, the updated shard gathered into the
-    parameter.
+    With `zero=1` (ZeRO stage 1 over `zero-axis`), every
+    `loom.adamw_update` and `loom.sgd_update` is first isolated behind
+    `loom.reshard` boundaries (its parameter operand, its gradient where the
+    backward pass delivers it, before the step's scaling and clipping, and
+    its result); once the annotations have propagated, the update runs on
+    its parameter's shard refined by the axis on the first dimension whose
+    block it divides (minor to any tensor-parallel split), with its states
+    and gradient sharded alike, and the updated parameter stays whole over
+    the axis. Partitioned: the gradient (a partial sum over the axis) is
+    reduced and scattered after the whole backward pass (stage 1) or as
+    soon as each microbatch's is produced (`zero=2`), clipping works on the
+    shards, and the updated shard is gathered into the parameter. With
+    `zero=3` the parameter itself lives as its shard and is gathered just
+    before each op that reads it. The step function's
+    `loom.gradient_bytes` gives the gradient bytes each rank holds.
   }];
   let options = [
     Option<"zero", "zero", "int64_t", /*default=*/"0",
-           "ZeRO stage (0: off; 1: optimizer states sharded)">,
+           "ZeRO stage (0: off; 1: optimizer states sharded; 2: and "
+           "gradients; 3: and parameters)">,
     Option<"zeroAxis", "zero-axis", "std::string", /*default=*/"\"dp\"",
            "The mesh axis ZeRO shards over">,
   ];
@@ -333,7 +341,8 @@ def LoomDataParallel : Pass<"loom-data-parallel", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"axis", "axis", "std::string", /*default=*/"\"dp\"",
-           "The mesh axis to split the batch over">,
+           "The mesh axis to split the batch over, or several, major "
+           "first, separated by commas (hybrid sharding's replica,dp)">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

@@ -115,7 +115,13 @@ struct TrainingPipelineOptions
   Option<unsigned> zero{
       *this, "zero",
       llvm::cl::desc("ZeRO stage over dp (0: off; 1: optimizer states "
-                     "sharded)"),
+                     "sharded; 2: and gradients; 3: and parameters)"),
+      llvm::cl::init(0)};
+  Option<unsigned> zeroShardGroup{
+      *this, "zero-shard-group",
+      llvm::cl::desc("With zero: shard within groups of K dp ranks and "
+                     "replicate across the groups (hybrid sharding: the "
+                     "mesh <replica = dp/K, dp = K>); 0: one group"),
       llvm::cl::init(0)};
   Option<bool> sequenceParallel{
       *this, "sequence-parallel",

@@ -43,6 +43,9 @@ static LogicalResult checkAttrName(Operation *op, NamedAttribute attr) {
                            << LoomDialect::kShardingOriginAttrName << "', '"
                            << LoomDialect::kReshardingAttrName << "', '"
                            << LoomDialect::kFactorShardingAttrName << "', '"
+                           << LoomDialect::kGradientAccumulationAttrName
+                           << "', '" << LoomDialect::kGradientBytesAttrName
+                           << "' (functions), '"
                            << LoomDialect::kWorldSizeAttrName
                            << "' (modules), '" << LoomDialect::kRanksAttrName
                            << "' (functions)";
@@ -114,6 +117,20 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
         }))
       return op->emitOpError() << "'" << kFactorShardingAttrName
                                << "' must be an array of arrays of axis names";
+    return success();
+  }
+  if (attr.getName() == kGradientAccumulationAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()) || !isa<AddOp>(op))
+      return op->emitOpError() << "'" << kGradientAccumulationAttrName
+                               << "' must be a unit attribute on a loom.add";
+    return success();
+  }
+  if (attr.getName() == kGradientBytesAttrName) {
+    auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!bytes || bytes.getInt() < 0 || !isa<FunctionOpInterface>(op))
+      return op->emitOpError()
+             << "'" << kGradientBytesAttrName
+             << "' must be a non-negative integer on a function";
     return success();
   }
   if (attr.getName() == kReshardingAttrName) {

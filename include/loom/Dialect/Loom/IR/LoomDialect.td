@@ -68,6 +68,19 @@ def Loom_Dialect : Dialect {
     /// `loom-autodiff`.
     static constexpr ::llvm::StringLiteral kGradientOfAttrName =
         "loom.gradient_of";
+    /// Name of the unit attribute on the `loom.add`s with which
+    /// `loom-build-train-step` sums the microbatches' gradients
+    /// (`--grad-accum`), so that ZeRO stage 2 finds each microbatch's
+    /// gradient to reduce and scatter as soon as it is produced.
+    static constexpr ::llvm::StringLiteral kGradientAccumulationAttrName =
+        "loom.gradient_accumulation";
+    /// Name of the function attribute (an integer) that gives the bytes of
+    /// the gradients each rank running the function holds once the backward
+    /// pass has produced them: their shards under ZeRO stage 2 and 3; set
+    /// by `loom-propagate-sharding`, carried into the plan's rank line for
+    /// `--report-json`'s `grad_bytes`.
+    static constexpr ::llvm::StringLiteral kGradientBytesAttrName =
+        "loom.gradient_bytes";
     /// Name of the module attribute that gives the number of ranks its
     /// functions run on (1 when absent).
     static constexpr ::llvm::StringLiteral kWorldSizeAttrName =

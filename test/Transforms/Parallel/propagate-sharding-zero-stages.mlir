@@ -1,0 +1,99 @@
+// RUN: loom-opt "--loom-propagate-sharding=zero=1" --loom-partition --split-input-file --verify-diagnostics %s | FileCheck %s --check-prefix=ONE
+// RUN: loom-opt "--loom-propagate-sharding=zero=2" --loom-partition --split-input-file --verify-diagnostics %s | FileCheck %s --check-prefix=TWO
+// RUN: loom-opt "--loom-propagate-sharding=zero=3" --loom-partition --split-input-file --verify-diagnostics %s | FileCheck %s --check-prefix=THREE
+// RUN: not loom-opt "--loom-propagate-sharding=zero=4" --split-input-file %s 2>&1 | FileCheck %s --check-prefix=STAGE4
+
+// ZeRO has stages 1 to 3.
+// STAGE4: error: loom-propagate-sharding: zero=4 is no ZeRO stage (0: off, 1, 2 or 3)
+
+// Where each ZeRO stage shards, on a step with two microbatches (their
+// gradients summed by the add that loom-build-train-step marks) and a
+// scaling of the sum (1/K, clipping). Stage 1 reduces and scatters the
+// summed gradient once the backward pass is done and scales the shard;
+// stage 2 each microbatch's gradient as soon as it is produced, summing the
+// shards; stage 3 also keeps @w as its shard, gathered before each op that
+// reads it (each microbatch's GEMM and its input gradient's), and stores
+// the updated shard without a gather. Every function says the gradient
+// bytes each rank holds.
+// ONE-LABEL:   func.func @step
+// ONE-SAME:      loom.gradient_bytes = 64
+// ONE:           loom.matmul
+// ONE:           %[[G1:.*]] = loom.matmul {{.*}} -> tensor<4x4xf32>
+// ONE:           %[[G2:.*]] = loom.matmul {{.*}} -> tensor<4x4xf32>
+// ONE:           %[[G:.*]] = loom.add %[[G1]], %[[G2]] {loom.gradient_accumulation} : tensor<4x4xf32>
+// ONE:           %[[S:.*]] = loom.reduce_scatter sum %[[G]] axis 0 {{.*}} : tensor<4x4xf32> -> tensor<2x4xf32>
+// ONE:           loom.mul %[[S]], %{{.*}} : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+// ONE:           loom.all_gather
+// ONE-NOT:       loom.reduce_scatter
+// ONE:           loom.assign @w, %{{.*}} : tensor<4x4xf32>
+
+// TWO-LABEL:   func.func @step
+// TWO-SAME:      loom.gradient_bytes = 32
+// TWO:           %[[G1:.*]] = loom.matmul {{.*}} -> tensor<4x4xf32>
+// TWO-NEXT:      %[[S1:.*]] = loom.reduce_scatter sum %[[G1]] axis 0 {{.*}} : tensor<4x4xf32> -> tensor<2x4xf32>
+// TWO:           %[[G2:.*]] = loom.matmul {{.*}} -> tensor<4x4xf32>
+// TWO-NEXT:      %[[S2:.*]] = loom.reduce_scatter sum %[[G2]] axis 0 {{.*}} : tensor<4x4xf32> -> tensor<2x4xf32>
+// TWO:           loom.add %[[S1]], %[[S2]] {loom.gradient_accumulation} : tensor<2x4xf32>
+// TWO:           loom.all_gather
+// TWO:           loom.assign @w, %{{.*}} : tensor<4x4xf32>
+
+// THREE:       loom.parameter @w trainable : tensor<4x4xf32> sharding <@mesh, [{dp}, {}]>
+// THREE-LABEL: func.func @step
+// THREE-SAME:    loom.gradient_bytes = 32
+// THREE-COUNT-4: loom.all_gather {{.*}} : tensor<2x4xf32> -> tensor<4x4xf32>
+// THREE-NOT:     loom.all_gather
+// THREE:         loom.assign @w, %{{.*}} : tensor<2x4xf32>
+module {
+  loom.mesh @mesh = <dp = 2>
+  loom.parameter @w trainable : tensor<4x4xf32>
+  loom.parameter @m : tensor<4x4xf32>
+  func.func @step(%x1: tensor<4x4xf32>, %x2: tensor<4x4xf32>, %step: tensor<f64>) {
+    %p1 = loom.shard %x1 to <@mesh, [{dp}, {}]> : tensor<4x4xf32>
+    %p2 = loom.shard %x2 to <@mesh, [{dp}, {}]> : tensor<4x4xf32>
+    %w = loom.param @w : tensor<4x4xf32>
+    %y1 = loom.matmul %p1, %w transpose_rhs : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %d1 = loom.matmul %y1, %w : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %g1 = loom.matmul %y1, %p1 transpose_lhs : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %y2 = loom.matmul %p2, %w transpose_rhs : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %d2 = loom.matmul %y2, %w : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %g2 = loom.matmul %y2, %p2 transpose_lhs : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %g = loom.add %g1, %g2 {loom.gradient_accumulation} : tensor<4x4xf32>
+    %half = loom.constant dense<0.5> : tensor<f32>
+    %scaled = loom.mul %g, %half : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+    %m = loom.param @m : tensor<4x4xf32>
+    %new, %state = loom.sgd_update %w, %scaled, %step, %m {lr = 1.0e-1 : f64, momentum = 9.0e-01 : f64} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<f64>, tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+    loom.assign @w, %new : tensor<4x4xf32>
+    loom.assign @m, %state : tensor<4x4xf32>
+    return
+  }
+}
+
+// -----
+
+// Hybrid sharding (<replica = 2, dp = 2>, the batch over both): the
+// gradient, a partial sum over both axes, is reduced and scattered within
+// the shard group (dp) and its shard all-reduced across the groups
+// (replica); the optimizer state is split over dp only.
+// ONE:         loom.mesh @mesh = <replica = 2, dp = 2>
+// ONE:         loom.parameter @m : tensor<4x4xf32> sharding <@mesh, [{dp}, {}]>
+// ONE-LABEL:   func.func @hybrid
+// ONE:           %[[S:.*]] = loom.reduce_scatter sum %{{.*}} axis 0 groups {{\[}}[0, 1], [2, 3]] {{.*}} : tensor<4x4xf32> -> tensor<2x4xf32>
+// ONE-NEXT:      loom.all_reduce sum %[[S]] groups {{\[}}[0, 2], [1, 3]] {{.*}} : tensor<2x4xf32>
+// ONE:           loom.all_gather %{{.*}} axis 0 groups {{\[}}[0, 1], [2, 3]]
+module {
+  loom.mesh @mesh = <replica = 2, dp = 2>
+  loom.parameter @w trainable : tensor<4x4xf32>
+  loom.parameter @m : tensor<4x4xf32>
+  func.func @hybrid(%x: tensor<8x4xf32>, %step: tensor<f64>) {
+    %p = loom.shard %x to <@mesh, [{replica, dp}, {}]> : tensor<8x4xf32>
+    %w = loom.param @w : tensor<4x4xf32>
+    %y = loom.matmul %p, %w transpose_rhs : (tensor<8x4xf32>, tensor<4x4xf32>) -> tensor<8x4xf32>
+    %g = loom.matmul %y, %p transpose_lhs : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+    %m = loom.param @m : tensor<4x4xf32>
+    %new, %state = loom.sgd_update %w, %g, %step, %m {lr = 1.0e-1 : f64, momentum = 9.0e-01 : f64} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<f64>, tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+    loom.assign @w, %new : tensor<4x4xf32>
+    loom.assign @m, %state : tensor<4x4xf32>
+    return
+  }
+}
+
