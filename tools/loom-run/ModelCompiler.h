@@ -88,12 +88,18 @@ struct ModelCompileOptions {
   /// read. A plan holds every weight's bytes, so only compileOnly takes
   /// it, and it stops at the lowered module.
   bool withWeights = true;
+  /// With withWeights false: build the plan of shapes only
+  /// (mlir::loom::buildShapesOnlyPlan) for a report of what each rank
+  /// holds (CompileOnlyResult::shapes).
+  bool planShapes = false;
 };
 
 /// What compileOnly did.
 struct CompileOnlyResult {
   /// The plan, when the weights were imported (withWeights).
   std::optional<loomrt::Plan> plan;
+  /// The plan of shapes only (no weight values), when planShapes asked.
+  std::optional<loomrt::Plan> shapes;
   /// The ranks of the lowered step and its function's name.
   int64_t ranks = 0;
   std::string function;

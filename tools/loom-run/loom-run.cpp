@@ -17,6 +17,7 @@
 #include "RunPlan.h"
 
 #include "loom/Runtime/Executor.h"
+#include "loom/Runtime/Session/Report.h"
 #include "loom/Runtime/Session/Trainer.h"
 #include "loom/Runtime/TensorIO.h"
 
@@ -60,7 +61,9 @@ options:
                       only, as loom-translate --no-weights does: no weight
                       byte is read, and compiling stops at the lowered
                       module, since a plan holds the weights' values (times
-                      the compiler on models too big to hold, e.g. a 175B GPT)
+                      the compiler on models too big to hold, e.g. a 175B GPT;
+                      with --report-json, a plan of shapes only is built to
+                      report what each rank would hold)
   --report            print planned vs measured peak memory and time per kernel,
                       per node path (layers folded) and the slowest instructions
                       (with --train: of the last step)
@@ -181,7 +184,10 @@ training (--train; docs/design/training.md):
   --report-json FILE  after the last step, per rank: param_bytes, grad_bytes,
                       optimizer_bytes (what the rank holds), planned_peak_bytes,
                       measured_peak_bytes and comm_bytes (bytes sent per step
-                      by collective kind, ring-counted; docs/design/training.md)
+                      by collective kind, ring-counted; docs/design/training.md);
+                      with --compile-only, the planned figures (sizes a
+                      model and layout without running: measured peak 0,
+                      comm_bytes counted from the plan) and a table
   --verify            then train the single-device step (the model compiled
                       without --tp/--shard, one rank, the same data, steps and
                       seed) and print the largest relative difference of the
@@ -618,14 +624,14 @@ std::string parseOptions(int argc, char **argv, Options &options) {
              "module)";
     if (!options.run.outputDir.empty() || options.run.report ||
         options.verify || !options.train.metricsPath.empty() ||
-        !options.train.reportJsonPath.empty() ||
         !options.train.savePath.empty() ||
         !options.train.saveWeightsDir.empty() ||
         !options.train.checkpointDir.empty() ||
         !options.train.resumeDir.empty())
       return "--compile-only compiles and exits: --output-dir, --report, "
-             "--verify, --metrics, --report-json, --save, --save-weights, "
-             "--checkpoint and --resume need a run";
+             "--verify, --metrics, --save, --save-weights, --checkpoint and "
+             "--resume need a run (--report-json writes the planned "
+             "figures)";
   }
   if (!train.enabled && !options.trainingFlag.empty())
     return options.trainingFlag + " is a training option; add --train";
@@ -894,6 +900,65 @@ int verify(const Options &options, const Dataset &data,
   return 0;
 }
 
+/// --compile-only --report-json FILE: what each rank of `plan` holds and
+/// plans (the planned peak; the bytes its collectives would send per step,
+/// counted from the plan as a run counts them; nothing measured), written
+/// as a run writes it and printed as a table.
+bool reportPlanned(const Plan &plan, const std::string &path) {
+  std::vector<RankUsage> usages;
+  for (size_t rank = 0; rank < plan.ranks.size(); ++rank) {
+    RunReport planned;
+    for (const auto &[kind, bytes] : plannedCommBytes(plan, int(rank)))
+      planned.commBytesSent[kind] = bytes;
+    usages.push_back(rankUsage(plan, int(rank), planned));
+  }
+  FILE *file = std::fopen(path.c_str(), "w");
+  std::string text = formatReportJson(usages);
+  if (!file || std::fwrite(text.data(), 1, text.size(), file) != text.size() ||
+      std::fclose(file) != 0) {
+    std::fprintf(stderr, "loom-run: cannot write %s: %s\n", path.c_str(),
+                 std::strerror(errno));
+    return false;
+  }
+  // One unit for the table: the largest that keeps the biggest peak >= 1.
+  uint64_t largest = 0;
+  for (const RankUsage &usage : usages)
+    largest = std::max(largest, usage.plannedPeakBytes);
+  int shift = largest >= (1ull << 30) ? 30 : largest >= (1ull << 20) ? 20 : 10;
+  const char *unit = shift == 30 ? "GiB" : shift == 20 ? "MiB" : "KiB";
+  auto gib = [&](uint64_t bytes) {
+    return double(bytes) / double(1ull << shift);
+  };
+  std::printf("planned per rank (%s; --report-json %s):\n"
+              "  %-12s %10s %10s %10s %10s %12s\n",
+              unit, path.c_str(), "ranks", "params", "gradients", "optimizer",
+              "peak", "sent/step");
+  // Ranks with the same figures share a line.
+  for (size_t first = 0; first < usages.size();) {
+    auto row = [&](const RankUsage &usage) {
+      uint64_t sent = 0;
+      for (const auto &[kind, bytes] : usage.commBytes)
+        sent += bytes;
+      return std::vector<uint64_t>{usage.paramBytes, usage.gradBytes,
+                                   usage.optimizerBytes, usage.plannedPeakBytes,
+                                   sent};
+    };
+    size_t last = first;
+    while (last + 1 < usages.size() &&
+           row(usages[last + 1]) == row(usages[first]))
+      ++last;
+    std::vector<uint64_t> figures = row(usages[first]);
+    std::string ranks =
+        last == first ? std::to_string(first)
+                      : std::to_string(first) + "-" + std::to_string(last);
+    std::printf("  %-12s %10.3f %10.3f %10.3f %10.3f %12.3f\n", ranks.c_str(),
+                gib(figures[0]), gib(figures[1]), gib(figures[2]),
+                gib(figures[3]), gib(figures[4]));
+    first = last + 1;
+  }
+  return true;
+}
+
 /// --compile-only: compiles MODEL (with --train, the training step for
 /// one microbatch), prints the time of each stage and pass, writes
 /// --emit-plan when there is a plan, and exits. Input files, if given, are
@@ -926,6 +991,8 @@ int compileOnlyRun(Options &options) {
     options.compile.positionalInputShapes.push_back(shape(tensor->shape));
   }
   auto started = std::chrono::steady_clock::now();
+  const std::string &reportPath = options.train.reportJsonPath;
+  options.compile.planShapes = !reportPath.empty();
   StatusOr<CompileOnlyResult> compiled =
       compileOnly(options.run.model, options.compile);
   if (!compiled) {
@@ -938,6 +1005,13 @@ int compileOnlyRun(Options &options) {
   if (compiled->plan && !options.emitPlan.empty() &&
       !emitPlan(*compiled->plan, options.emitPlan))
     return 1;
+  if (!reportPath.empty()) {
+    const Plan *plan = compiled->plan     ? &*compiled->plan
+                       : compiled->shapes ? &*compiled->shapes
+                                          : nullptr;
+    if (plan && !reportPlanned(*plan, reportPath))
+      return 1;
+  }
   std::string what = compiled->function.empty() ? std::string("the model")
                                                 : "@" + compiled->function;
   std::string ranks = std::to_string(compiled->ranks) +
@@ -953,9 +1027,12 @@ int compileOnlyRun(Options &options) {
                     : (", written to " + options.emitPlan).c_str());
   } else {
     std::printf("compile-only: compiled %s for %s in %.2f s, shapes only "
-                "(--no-weights: no weight was read; the plan, which holds "
-                "the weights, was not built)\n",
-                what.c_str(), ranks.c_str(), seconds);
+                "(--no-weights: no weight was read; %s)\n",
+                what.c_str(), ranks.c_str(), seconds,
+                compiled->shapes ? "the plan was built without the weights' "
+                                   "values, for --report-json"
+                                 : "the plan, which holds the weights, was "
+                                   "not built");
   }
   return 0;
 }

@@ -389,25 +389,44 @@ const std::vector<int64_t> &tensorShape(const std::vector<int64_t> &shape,
   return global.empty() ? shape : global;
 }
 
+/// The elements of the box [offsets, offsets + shape) that lie inside a
+/// tensor of shape `global` (a padded slice may reach past its end).
+int64_t clippedVolume(const std::vector<int64_t> &offsets,
+                      const std::vector<int64_t> &shape,
+                      const std::vector<int64_t> &global) {
+  int64_t volume = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t begin = offsets.empty() ? 0 : offsets[d];
+    int64_t end = std::min(begin + shape[d], global[d]);
+    volume *= std::max<int64_t>(0, end - begin);
+  }
+  return volume;
+}
+
+bool boxesOverlap(const std::vector<int64_t> &aOffsets,
+                  const std::vector<int64_t> &aShape,
+                  const std::vector<int64_t> &bOffsets,
+                  const std::vector<int64_t> &bShape) {
+  for (size_t d = 0; d < aShape.size(); ++d) {
+    int64_t a = aOffsets.empty() ? 0 : aOffsets[d];
+    int64_t b = bOffsets.empty() ? 0 : bOffsets[d];
+    if (a + aShape[d] <= b || b + bShape[d] <= a)
+      return false;
+  }
+  return true;
+}
+
 } // namespace
 
 Status loomrt::checkCheckpointMatches(const CheckpointIndex &index,
                                       const Plan &plan,
                                       const std::string &dir) {
-  if (index.rankFiles.size() != plan.ranks.size())
-    return Status::error("checkpoint " + dir + " was written for " +
-                         std::to_string(index.rankFiles.size()) +
-                         " rank(s), but this plan has " +
-                         std::to_string(plan.ranks.size()));
-  // The checkpoint must hold exactly this plan's state: the same tensors,
-  // cut into the same slices.
+  // The checkpoint must hold exactly this plan's state: the same tensors
+  // (names, dtypes, whole shapes), however they are cut and placed.
   std::vector<size_t> ids = stateWeights(plan);
-  std::map<WeightKey, size_t> byKey;
   std::map<std::string, std::vector<size_t>> byName;
-  for (size_t id : ids) {
-    byKey[{plan.weights[id].name, plan.weights[id].sliceOffsets}] = id;
+  for (size_t id : ids)
     byName[plan.weights[id].name].push_back(id);
-  }
   std::string mismatch;
   for (const CheckpointIndex::Entry &entry : index.weights) {
     auto named = byName.find(entry.name);
@@ -440,39 +459,60 @@ Status loomrt::checkCheckpointMatches(const CheckpointIndex &index,
     return Status::error(
         "checkpoint " + dir +
         " was written for another model or optimizer: " + mismatch);
-  // The same slices of every tensor.
-  using Parts = std::set<std::pair<std::vector<int64_t>, std::vector<int64_t>>>;
-  std::map<std::string, Parts> thereParts, hereParts;
+  // Whatever layout wrote it, its parts of each tensor must cover the
+  // tensor once (what a rank reads from them is then all there).
+  std::map<std::string, std::vector<const CheckpointIndex::Entry *>> parts;
   for (const CheckpointIndex::Entry &entry : index.weights)
-    thereParts[entry.name].insert({entry.sliceOffsets, entry.shape});
-  for (size_t id : ids)
-    hereParts[plan.weights[id].name].insert(
-        {plan.weights[id].sliceOffsets, plan.weights[id].shape});
-  auto text = [](const Parts &parts) {
-    std::string result;
-    for (const auto &[offsets, shape] : parts)
-      result += (result.empty() ? "" : ", ") + partText(shape, offsets);
-    return result;
-  };
-  for (const CheckpointIndex::Entry &entry : index.weights) {
-    const Parts &there = thereParts[entry.name], &here = hereParts[entry.name];
-    if (there != here)
-      return Status::error(
-          "checkpoint " + dir + " slices the state otherwise: '" + entry.name +
-          "' is " + text(there) + " there but " + text(here) + " here");
-  }
-  std::vector<std::vector<int>> holders = stateWeightHolders(plan);
-  for (const CheckpointIndex::Entry &entry : index.weights) {
-    const std::vector<int> &here =
-        holders[byKey[{entry.name, entry.sliceOffsets}]];
-    if (entry.ranks != here)
-      return Status::error(
-          "checkpoint " + dir + " places the state on the ranks otherwise: '" +
-          entry.name + "'" + sliceField(entry.sliceOffsets, entry.globalShape) +
-          " is on rank(s) " + rankListText(entry.ranks) + " there but " +
-          rankListText(here) + " here");
+    parts[entry.name].push_back(&entry);
+  for (const auto &[name, entries] : parts) {
+    const std::vector<int64_t> &global =
+        tensorShape(entries.front()->shape, entries.front()->globalShape);
+    int64_t covered = 0, volume = 1;
+    for (int64_t size : global)
+      volume *= size;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      covered +=
+          clippedVolume(entries[i]->sliceOffsets, entries[i]->shape, global);
+      for (size_t j = 0; j < i; ++j)
+        if (boxesOverlap(entries[i]->sliceOffsets, entries[i]->shape,
+                         entries[j]->sliceOffsets, entries[j]->shape))
+          covered = -1;
+      if (entries[i]->ranks.empty())
+        covered = -1;
+    }
+    if (covered != volume)
+      return Status::error("checkpoint " + dir + " does not hold all of '" +
+                           name + "' exactly once: its parts " +
+                           [&] {
+                             std::string text;
+                             for (const CheckpointIndex::Entry *entry : entries)
+                               text +=
+                                   (text.empty() ? "" : ", ") +
+                                   partText(entry->shape, entry->sliceOffsets);
+                             return text;
+                           }() +
+                           " do not tile " + shapeString(global));
   }
   return Status::ok();
+}
+
+bool loomrt::checkpointNeedsResharding(const CheckpointIndex &index,
+                                       const Plan &plan) {
+  if (index.rankFiles.size() != plan.ranks.size())
+    return true;
+  std::map<WeightKey, size_t> byKey;
+  for (size_t id : stateWeights(plan))
+    byKey[{plan.weights[id].name, plan.weights[id].sliceOffsets}] = id;
+  if (byKey.size() != index.weights.size())
+    return true;
+  std::vector<std::vector<int>> holders = stateWeightHolders(plan);
+  for (const CheckpointIndex::Entry &entry : index.weights) {
+    auto it = byKey.find({entry.name, entry.sliceOffsets});
+    if (it == byKey.end() || plan.weights[it->second].shape != entry.shape ||
+        holders[it->second] != entry.ranks)
+      return true;
+  }
+  return false;
 }
 
 Status loomrt::writeRankCheckpoint(const std::string &path, const Plan &plan,
@@ -514,10 +554,152 @@ Status loomrt::writeRankCheckpoint(const std::string &path, const Plan &plan,
   return Status::ok();
 }
 
+namespace {
+
+/// Copies the elements that the box of `from` (at `fromOffsets`, of shape
+/// `fromShape`) and the box of `to` share, row-major, `size` bytes each.
+void copyOverlap(const uint8_t *from, const std::vector<int64_t> &fromOffsets,
+                 const std::vector<int64_t> &fromShape, uint8_t *to,
+                 const std::vector<int64_t> &toOffsets,
+                 const std::vector<int64_t> &toShape, size_t size) {
+  size_t rank = toShape.size();
+  if (rank == 0) {
+    std::memcpy(to, from, size);
+    return;
+  }
+  std::vector<int64_t> low(rank), high(rank), fromStride(rank, 1),
+      toStride(rank, 1);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t f = fromOffsets.empty() ? 0 : fromOffsets[d];
+    int64_t t = toOffsets.empty() ? 0 : toOffsets[d];
+    low[d] = std::max(f, t);
+    high[d] = std::min(f + fromShape[d], t + toShape[d]);
+    if (low[d] >= high[d])
+      return;
+  }
+  for (size_t d = rank - 1; d > 0; --d) {
+    fromStride[d - 1] = fromStride[d] * fromShape[d];
+    toStride[d - 1] = toStride[d] * toShape[d];
+  }
+  size_t run = size_t(high[rank - 1] - low[rank - 1]) * size;
+  std::vector<int64_t> at(low);
+  while (true) {
+    int64_t fromIndex = 0, toIndex = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      fromIndex +=
+          (at[d] - (fromOffsets.empty() ? 0 : fromOffsets[d])) * fromStride[d];
+      toIndex += (at[d] - (toOffsets.empty() ? 0 : toOffsets[d])) * toStride[d];
+    }
+    std::memcpy(to + toIndex * size, from + fromIndex * size, run);
+    // The next row: the odometer over every dimension but the last.
+    int d = int(rank) - 2;
+    for (; d >= 0; --d) {
+      if (++at[size_t(d)] < high[size_t(d)])
+        break;
+      at[size_t(d)] = low[size_t(d)];
+    }
+    if (d < 0)
+      return;
+  }
+}
+
+/// A rank file of a checkpoint, read and checked: where each of its
+/// weights' bytes start.
+struct OpenedRankFile {
+  std::string bytes;
+  std::map<WeightKey, std::pair<size_t, uint64_t>> at;
+};
+
+/// Loads rank `rank`'s state from a checkpoint written with another layout
+/// (other ranks, slices or placement): each state weight the rank holds is
+/// assembled from the parts of its tensor that overlap it, read from the
+/// files of the ranks that hold them. A padded slice's overhang stays zero;
+/// bf16 copies follow their source. Everything is read and checked before
+/// any weight is set.
+Status loadResharded(const std::string &dir, const CheckpointIndex &index,
+                     const Plan &plan, int rank, Executor &executor) {
+  std::map<int, OpenedRankFile> opened;
+  auto open = [&](int holder) -> StatusOr<OpenedRankFile *> {
+    auto found = opened.find(holder);
+    if (found != opened.end())
+      return &found->second;
+    std::string path = dir + "/" + index.rankFiles[size_t(holder)];
+    StatusOr<std::string> bytes = readFile(path);
+    if (!bytes)
+      return bytes.status();
+    StatusOr<RankFile> file = parseRankFile(*bytes, path);
+    if (!file)
+      return file.status();
+    auto inconsistent = [&](const std::string &what) {
+      return Status::error("checkpoint " + dir + " is inconsistent: " + path +
+                           " " + what);
+    };
+    if (file->rank != holder)
+      return inconsistent("is rank " + std::to_string(file->rank) + "'s, not " +
+                          std::to_string(holder) + "'s");
+    if (file->step != index.step)
+      return inconsistent("is at step " + std::to_string(file->step) +
+                          ", the index at step " + std::to_string(index.step) +
+                          " (was it interrupted while being written?)");
+    OpenedRankFile &result = opened[holder];
+    size_t at = file->dataOffset;
+    for (const RankFile::Entry &entry : file->entries) {
+      result.at[{entry.name, entry.sliceOffsets}] = {at, entry.bytes};
+      at += entry.bytes;
+    }
+    result.bytes = std::move(*bytes);
+    return &result;
+  };
+  std::vector<std::pair<size_t, HostTensor>> values;
+  for (size_t id : rankStateWeights(plan, rank)) {
+    const Weight &weight = plan.weights[id];
+    if (weight.castOf >= 0)
+      continue;
+    HostTensor value;
+    value.dtype = weight.dtype;
+    value.shape = weight.shape;
+    value.data.assign(weight.bytes, 0);
+    size_t size = dtypeSize(weight.dtype);
+    for (const CheckpointIndex::Entry &entry : index.weights) {
+      if (entry.name != weight.name ||
+          !boxesOverlap(entry.sliceOffsets, entry.shape, weight.sliceOffsets,
+                        weight.shape))
+        continue;
+      StatusOr<OpenedRankFile *> file = open(entry.ranks.front());
+      if (!file)
+        return file.status();
+      auto part = (*file)->at.find({entry.name, entry.sliceOffsets});
+      uint64_t bytes = 1;
+      for (int64_t extent : entry.shape)
+        bytes *= uint64_t(extent);
+      bytes *= size;
+      if (part == (*file)->at.end() || part->second.second != bytes)
+        return Status::error("checkpoint " + dir + " is inconsistent: " +
+                             index.rankFiles[size_t(entry.ranks.front())] +
+                             " does not hold '" + entry.name + "'" +
+                             sliceField(entry.sliceOffsets, entry.globalShape) +
+                             " as its index says");
+      copyOverlap(reinterpret_cast<const uint8_t *>((*file)->bytes.data()) +
+                      part->second.first,
+                  entry.sliceOffsets, entry.shape, value.data.data(),
+                  weight.sliceOffsets, weight.shape, size);
+    }
+    values.emplace_back(id, std::move(value));
+  }
+  for (auto &[id, value] : values)
+    if (Status status = executor.setWeight(id, value); !status)
+      return status;
+  return Status::ok();
+}
+
+} // namespace
+
 Status loomrt::loadRankCheckpoint(const std::string &dir,
                                   const CheckpointIndex &index,
                                   const Plan &plan, int rank,
                                   Executor &executor) {
+  if (checkpointNeedsResharding(index, plan))
+    return loadResharded(dir, index, plan, rank, executor);
   if (rank < 0 || size_t(rank) >= index.rankFiles.size())
     return Status::error("checkpoint " + dir + " has no rank " +
                          std::to_string(rank));

@@ -13,6 +13,7 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -80,6 +81,11 @@ struct WeightKeyLess {
 
 class PlanBuilder {
 public:
+  /// `withValues` false: the weights get no bytes (plan.data stays empty):
+  /// a plan of shapes only, which reports what each rank holds but cannot
+  /// run.
+  explicit PlanBuilder(bool withValues) : withValues(withValues) {}
+
   /// Appends the program of world rank `rankNumber`, which runs `func`.
   LogicalResult addRank(func::FuncOp func, int rankNumber) {
     auto arena =
@@ -306,8 +312,10 @@ private:
     }
     info.bytes =
         uint64_t(rt::numElements(info.shape)) * rt::dtypeSize(info.dtype);
-    info.offset = llvm::alignTo(plan.data.size(), 64);
-    plan.data.resize(info.offset + info.bytes);
+    // Without values (a shapes-only plan, for sizing), no data section.
+    info.offset = withValues ? llvm::alignTo(plan.data.size(), 64) : 0;
+    if (withValues)
+      plan.data.resize(info.offset + info.bytes);
     // The value is read relative to the parameter itself (a piece shifts
     // the part into its source).
     Part own = *part;
@@ -319,7 +327,8 @@ private:
             std::vector<int64_t>(parameter.getTensorType().getShape().begin(),
                                  parameter.getTensorType().getShape().end()))
       own.offsets.clear();
-    if (failed(copyValue(parameter, own, plan.data.data() + info.offset)))
+    if (withValues &&
+        failed(copyValue(parameter, own, plan.data.data() + info.offset)))
       return failure();
     uint64_t id = plan.weights.size();
     plan.weights.push_back(std::move(info));
@@ -359,6 +368,8 @@ private:
               std::vector<int64_t>(sliceOf.getOffsets().begin(),
                                    sliceOf.getOffsets().end())};
     }
+    if (Home state = stateHomeOf(parameter); !state.base.empty())
+      return state;
     if (auto castOf = dyn_cast_if_present<CastOfAttr>(value)) {
       auto source = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
           parameter, castOf.getSource());
@@ -374,6 +385,39 @@ private:
               piece.base};
     }
     return home;
+  }
+
+  /// The home of the optimizer state `optimizer.PIECE.STATE` of a piece
+  /// (`#loom.slice_of`) PIECE with the piece's shape: the same place in
+  /// `optimizer.SOURCE.STATE`, so that the state of a fused or padded
+  /// parameter has the same names and shapes whichever layout split it
+  /// (and a checkpoint resumes under another). No base otherwise.
+  Home stateHomeOf(ParameterOp state) {
+    Home none{state.getSymName().str(), state.getTensorType(), {}};
+    StringRef rest = state.getSymName();
+    if (!rest.consume_front("optimizer."))
+      return none;
+    if (parametersByName.empty())
+      for (auto parameter :
+           state->getParentOfType<ModuleOp>().getOps<ParameterOp>())
+        parametersByName[parameter.getSymName()] = parameter;
+    // The longest prefix of REST that names a parameter, then '.'.
+    for (size_t dot = rest.rfind('.'); dot != StringRef::npos && dot > 0;
+         dot = rest.rfind('.', dot - 1)) {
+      auto owner = parametersByName.lookup(rest.take_front(dot));
+      if (!owner)
+        continue;
+      if (owner.getTensorType().getShape() != state.getTensorType().getShape())
+        return none;
+      Home piece = homeOf(owner);
+      if (piece.base.empty())
+        return none;
+      return {"optimizer." + piece.name + rest.drop_front(dot).str(),
+              RankedTensorType::get(piece.global.getShape(),
+                                    state.getTensorType().getElementType()),
+              piece.base};
+    }
+    return none;
   }
 
   /// Writes `part` of `parameter`'s initial value to `out` (dense,
@@ -685,7 +729,10 @@ private:
     return success();
   }
 
+  bool withValues;
   rt::Plan plan;
+  /// The module's parameters by name (filled when first needed).
+  llvm::StringMap<ParameterOp> parametersByName;
   /// The world rank whose program is being added.
   int currentRank = 0;
   /// Weight ids by parameter name and slice offsets (empty: whole).
@@ -746,12 +793,13 @@ FailureOr<SmallVector<func::FuncOp>> functionsByRank(ModuleOp module,
 }
 
 /// The plan of the lowered module: one program per rank.
-FailureOr<rt::Plan> buildPlan(ModuleOp module, StringRef funcName) {
+FailureOr<rt::Plan> buildPlan(ModuleOp module, StringRef funcName,
+                              bool withValues = true) {
   FailureOr<SmallVector<func::FuncOp>> byRank =
       functionsByRank(module, funcName);
   if (failed(byRank))
     return failure();
-  PlanBuilder builder;
+  PlanBuilder builder(withValues);
   for (auto [rank, func] : llvm::enumerate(*byRank))
     if (failed(builder.addRank(func, int(rank))))
       return failure();
@@ -770,6 +818,11 @@ FailureOr<rt::Plan> buildPlan(ModuleOp module, StringRef funcName) {
 FailureOr<rt::Plan> mlir::loom::buildRuntimePlan(ModuleOp module,
                                                  StringRef funcName) {
   return buildPlan(module, funcName);
+}
+
+FailureOr<rt::Plan> mlir::loom::buildShapesOnlyPlan(ModuleOp module,
+                                                    StringRef funcName) {
+  return buildPlan(module, funcName, /*withValues=*/false);
 }
 
 FailureOr<rt::Plan> mlir::loom::lowerToRuntimePlan(ModuleOp module,

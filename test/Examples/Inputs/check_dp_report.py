@@ -3,6 +3,7 @@ accounting (arXiv 1910.02054), in f32 (4 bytes per element):
 
     check_dp_report.py REPORT.json --dp D [--zero 0|1|2|3]
         [--shard-group N] [--baseline BASE.json] [--optimizer-slots K]
+        [--planned-for RUN.json]
 
 Psi is the trained parameters' element count, taken from --baseline (a
 report of the same model without ZeRO) when given, else from the report's
@@ -23,6 +24,11 @@ gathered for every op that reads it), and with replicas 2(G-1)/G of the
 gradient shards in all-reduces; plus an all-reduce of the 4-byte loss,
 nothing else. The planned peak is within 2% of the measured one. Prints one
 line per rank and "all ranks ok", or what differs (exit 1).
+
+With --planned-for RUN.json, REPORT.json is `loom-run --compile-only
+--report-json`'s (nothing ran: its measured peak is 0) and must equal the
+report of the run RUN.json in every other figure: what the compiler plans
+is what the run holds and sends.
 """
 import argparse
 import json
@@ -37,7 +43,12 @@ def main():
     parser.add_argument("--shard-group", type=int, default=0)
     parser.add_argument("--baseline")
     parser.add_argument("--optimizer-slots", type=int, default=2)
+    parser.add_argument("--planned-for")
     args = parser.parse_args()
+    ran = None
+    if args.planned_for:
+        with open(args.planned_for) as f:
+            ran = {row["rank"]: row for row in json.load(f)["ranks"]}
     with open(args.report) as f:
         ranks = json.load(f)["ranks"]
     full = None
@@ -90,7 +101,15 @@ def main():
         if others:
             problems.append("other collectives: %s" % others)
         planned, measured = row["planned_peak_bytes"], row["measured_peak_bytes"]
-        if abs(planned - measured) > 0.02 * measured:
+        if ran is not None:
+            other = ran.get(row["rank"], {})
+            if measured != 0:
+                problems.append("a plan measures nothing, not %d" % measured)
+            for key in row:
+                if key != "measured_peak_bytes" and row[key] != other.get(key):
+                    problems.append("planned %s %s, the run's %s" %
+                                    (key, row[key], other.get(key)))
+        elif abs(planned - measured) > 0.02 * measured:
             problems.append("planned peak %d is not within 2%% of measured %d"
                             % (planned, measured))
         summary = "ok (Psi = %d, %d bytes sent" % (params // 4, expected)

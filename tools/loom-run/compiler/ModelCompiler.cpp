@@ -324,8 +324,17 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
   verifying.stop();
   result.ranks = LoomDialect::getWorldSize(*module);
   result.function = functionName;
-  if (!options.withWeights)
+  if (!options.withWeights) {
+    if (options.planShapes) {
+      TimingScope planning = root.nest("build the plan of shapes only");
+      FailureOr<rt::Plan> shapes =
+          mlir::loom::buildShapesOnlyPlan(*module, functionName);
+      if (mlir::failed(shapes))
+        return failure("building the plan failed");
+      result.shapes = std::move(*shapes);
+    }
     return result;
+  }
   TimingScope planning = root.nest("build the plan (copies the weights)");
   FailureOr<rt::Plan> plan =
       mlir::loom::buildRuntimePlan(*module, functionName);

@@ -93,12 +93,18 @@ StatusOr<CheckpointIndex> parseCheckpointIndex(std::string_view text,
 StatusOr<CheckpointIndex> readCheckpointIndex(const std::string &dir);
 
 /// Checks that the checkpoint in `dir` with `index` holds exactly `plan`'s
-/// state, placed on the ranks as this plan places it: its rank count, then
-/// every state tensor's name, dtype and (global) shape ("written for
-/// another model or optimizer"), then that the plan slices each tensor as
-/// the checkpoint does, then which ranks hold each weight.
+/// state: every state tensor's name, dtype and (global) shape ("written for
+/// another model or optimizer"), and that its parts cover each tensor
+/// exactly once. It may have been written with another layout (rank count,
+/// slices, placement): loading then reshards (checkpointNeedsResharding).
 Status checkCheckpointMatches(const CheckpointIndex &index, const Plan &plan,
                               const std::string &dir);
+
+/// Whether the checkpoint was written with another layout than `plan`'s:
+/// another rank count, or state cut into other slices or placed on other
+/// ranks. loadRankCheckpoint then assembles each rank's weights from the
+/// parts that overlap them, from whichever files hold those.
+bool checkpointNeedsResharding(const CheckpointIndex &index, const Plan &plan);
 
 /// Writes rank `rank`'s file of a checkpoint after `step` steps to `path`
 /// (the caller renames it into place): the state weights the rank holds,
@@ -106,10 +112,12 @@ Status checkCheckpointMatches(const CheckpointIndex &index, const Plan &plan,
 Status writeRankCheckpoint(const std::string &path, const Plan &plan,
                            const Executor &executor, int rank, int64_t step);
 
-/// Loads rank `rank`'s file of the checkpoint in `dir` (checked against
-/// `plan` with checkCheckpointMatches) into `executor`. Checks everything
-/// before setting any weight: the file is a rank file of this rank, at the
-/// index's step, holding exactly the weights the index gives the rank.
+/// Loads rank `rank`'s state from the checkpoint in `dir` (checked against
+/// `plan` with checkCheckpointMatches) into `executor`: rank `rank`'s file
+/// when the layout is the same, else the parts of the files that overlap
+/// the rank's weights (resharding). Checks everything before setting any
+/// weight: each file read is a rank file of its rank, at the index's step,
+/// holding the weights the index gives it.
 Status loadRankCheckpoint(const std::string &dir, const CheckpointIndex &index,
                           const Plan &plan, int rank, Executor &executor);
 

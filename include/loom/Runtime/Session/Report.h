@@ -59,6 +59,11 @@ const std::vector<std::string> &reportedCollectiveKinds();
 /// Rank `rank`'s usage in `plan`, with what its executor measured.
 RankUsage rankUsage(const Plan &plan, int rank, const RunReport &report);
 
+/// The bytes rank `rank`'s program sends per run by collective kind, as
+/// the executor counts them (RunReport::commBytesSent), from the plan
+/// alone: what a run would measure, before (or without) running it.
+std::map<std::string, uint64_t> plannedCommBytes(const Plan &plan, int rank);
+
 /// The JSON document above, for `ranks` in the given order.
 std::string formatReportJson(const std::vector<RankUsage> &ranks);
 

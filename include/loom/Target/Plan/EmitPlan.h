@@ -24,6 +24,14 @@ namespace loom {
 FailureOr<::loomrt::Plan> buildRuntimePlan(ModuleOp module,
                                            StringRef funcName = {});
 
+/// buildRuntimePlan without the weights' values (their parameters may have
+/// none: a model imported shapes-only): every weight has offset 0 and the
+/// data section is empty. Such a plan cannot run (nor be parsed back); it
+/// tells what each rank holds and plans (loomrt::rankUsage), e.g. to size
+/// a model and layout before any weight exists.
+FailureOr<::loomrt::Plan> buildShapesOnlyPlan(ModuleOp module,
+                                              StringRef funcName = {});
+
 /// Runs `loom-lower-to-plan` on `module` (in place), then buildRuntimePlan.
 FailureOr<::loomrt::Plan> lowerToRuntimePlan(ModuleOp module,
                                              StringRef funcName = {});
