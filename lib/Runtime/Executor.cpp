@@ -50,7 +50,15 @@ struct Pending {
   size_t index;
   std::shared_ptr<CommEvent> event;
   std::vector<Span> reads, writes;
+  /// Its entry in the run's trace, or -1.
+  int64_t traced = -1;
 };
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 uint64_t roundUp(uint64_t bytes, uint64_t alignment) {
   return (bytes + alignment - 1) / alignment * alignment;
@@ -470,10 +478,28 @@ Status Executor::runInstructions(std::vector<double> &times,
   // In flight and not yet ordered before later work; ordered on the device
   // but not yet known to have succeeded.
   std::vector<Pending> pending, ordered;
+  // However the run ends, nothing may still be moving the arena's bytes
+  // when it returns (an engine with a progress thread would otherwise
+  // write into buffers freed or reused after a failure): what is in flight
+  // finishes, or fails, first.
+  struct Drain {
+    std::vector<Pending> &pending, &ordered;
+    ~Drain() {
+      for (std::vector<Pending> *ops : {&ordered, &pending})
+        for (Pending &op : *ops)
+          (void)op.event->wait();
+    }
+  } drain{pending, ordered};
+  std::vector<TraceEvent> &trace = report_.trace;
+  trace.clear();
   auto wait = [&](Pending &op) -> Status {
     auto before = Clock::now();
     Status status = op.event->wait();
     waitSeconds += std::chrono::duration<double>(Clock::now() - before).count();
+    if (op.traced >= 0) {
+      int64_t done = op.event->completedAtNs();
+      trace[size_t(op.traced)].endNs = done >= 0 ? done : nowNs();
+    }
     if (!status)
       return status.withContext(describe(instructions[op.index], op.index));
     return Status::ok();
@@ -520,25 +546,35 @@ Status Executor::runInstructions(std::vector<double> &times,
           return fail(status.withContext(describe(instruction, index)));
       backend_->orderCommunication(comm);
       countSent(instruction, comm);
+      int64_t traced = -1;
+      if (tracing_) {
+        traced = int64_t(trace.size());
+        trace.push_back({index, true, nowNs(), 0});
+      }
       pending.push_back(
           {index,
            startCollective(instruction, comm, inputs.data(), outputs.data()),
-           reads, writes});
+           reads, writes, traced});
       if (profile)
         times[index] =
             std::chrono::duration<double>(Clock::now() - before).count();
       continue;
     }
+    int64_t launched = tracing_ ? nowNs() : 0;
     if (Status status =
             backend_->launch(index, instruction, inputs.data(), outputs.data());
         !status)
       return fail(status.withContext(describe(instruction, index)));
+    if (tracing_)
+      trace.push_back({index, false, launched, nowNs()});
   }
   // Outputs are read after the run: everything must have landed.
-  for (std::vector<Pending> *ops : {&ordered, &pending})
+  for (std::vector<Pending> *ops : {&ordered, &pending}) {
     for (Pending &op : *ops)
       if (Status status = wait(op); !status)
         return status;
+    ops->clear();
+  }
   return Status::ok();
 }
 

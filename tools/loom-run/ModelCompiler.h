@@ -47,6 +47,8 @@ struct TrainCompileOptions {
   /// --zero-shard-group K: ZeRO shards within groups of K dp ranks and
   /// replicates across the groups (0: one group of all dp ranks).
   int zeroShardGroup = 0;
+  /// --bucket-mb MB: data parallelism's gradient buckets (0: none).
+  double bucketMB = 25.0;
   /// --sequence-parallel: with --tp, Megatron's sequence parallelism.
   bool sequenceParallel = false;
   /// --shard REGEX=SHARDING[:PRIORITY], in order, and --shardings FILE.

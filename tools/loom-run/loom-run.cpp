@@ -167,6 +167,11 @@ training (--train; docs/design/training.md):
                       parameters); 2 also the gradients (each reduced and
                       scattered as soon as it is produced); 3 also the
                       parameters (gathered before each op that reads them)
+  --bucket-mb MB      with --dp and no --zero: all-reduce the gradients in
+                      buckets of up to MB MiB (default 25, PyTorch DDP's),
+                      each posted as soon as the backward pass has produced
+                      its last gradient, so that it overlaps the rest of the
+                      backward pass; 0: one all-reduce per gradient
   --zero-shard-group K
                       hybrid sharding (FSDP's HSDP): ZeRO shards within
                       groups of K adjacent dp ranks and the groups replicate
@@ -188,6 +193,11 @@ training (--train; docs/design/training.md):
                       with --compile-only, the planned figures (sizes a
                       model and layout without running: measured peak 0,
                       comm_bytes counted from the plan) and a table
+  --trace FILE.json   the last step of every rank as a Chrome/Perfetto trace
+                      (chrome://tracing, ui.perfetto.dev): per rank a compute
+                      track (kernels) and a communication track (collectives,
+                      from posting to completion), named by kernel and ONNX
+                      node
   --verify            then train the single-device step (the model compiled
                       without --tp/--shard, one rank, the same data, steps and
                       seed) and print the largest relative difference of the
@@ -293,6 +303,8 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
                                         "--tp",
                                         "--zero",
                                         "--zero-shard-group",
+                                        "--bucket-mb",
+                                        "--trace",
                                         "--dp",
                                         "--shard",
                                         "--shardings",
@@ -397,6 +409,13 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
               ": ZeRO's stages are 1 (optimizer states), 2 (and gradients) "
               "and 3 (and parameters)";
     compile.zero = int(stage);
+  } else if (flag == "--bucket-mb") {
+    char *end = nullptr;
+    double mb = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end || !(mb >= 0) || mb > 1e6)
+      error = "--bucket-mb expects a size in MiB (0: no buckets), got '" +
+              text + "'";
+    compile.bucketMB = mb;
   } else if (flag == "--zero-shard-group") {
     int64_t group = 0;
     count(group, 1);
@@ -419,6 +438,8 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     train.resumeDir = text;
   } else if (flag == "--report-json") {
     train.reportJsonPath = text;
+  } else if (flag == "--trace") {
+    train.tracePath = text;
   } else if (flag == "--verify-rtol") {
     number(options.verifyRtol, 0);
   }
@@ -624,14 +645,14 @@ std::string parseOptions(int argc, char **argv, Options &options) {
              "module)";
     if (!options.run.outputDir.empty() || options.run.report ||
         options.verify || !options.train.metricsPath.empty() ||
-        !options.train.savePath.empty() ||
+        !options.train.tracePath.empty() || !options.train.savePath.empty() ||
         !options.train.saveWeightsDir.empty() ||
         !options.train.checkpointDir.empty() ||
         !options.train.resumeDir.empty())
       return "--compile-only compiles and exits: --output-dir, --report, "
-             "--verify, --metrics, --save, --save-weights, --checkpoint and "
-             "--resume need a run (--report-json writes the planned "
-             "figures)";
+             "--verify, --metrics, --trace, --save, --save-weights, "
+             "--checkpoint and --resume need a run (--report-json writes "
+             "the planned figures)";
   }
   if (!train.enabled && !options.trainingFlag.empty())
     return options.trainingFlag + " is a training option; add --train";
@@ -837,6 +858,7 @@ int verify(const Options &options, const Dataset &data,
   reference.checkpointDir.clear();
   reference.checkpointEvery = 0;
   reference.reportJsonPath.clear();
+  reference.tracePath.clear();
   reference.profileLastStep = false;
   reference.quiet = true;
   reference.keepState = true;

@@ -44,6 +44,10 @@ public:
   /// status (it then returns at once or after the operation's remaining
   /// time).
   virtual bool waitOnStream(void *stream);
+  /// When the operation completed (steady_clock nanoseconds since its
+  /// epoch), for traces; -1 when not yet or when the engine cannot tell
+  /// (the waiter then knows only when its wait returned).
+  virtual int64_t completedAtNs() const;
 };
 
 /// An event that is complete when created (engines that finish an
@@ -126,6 +130,14 @@ public:
 /// buffers.
 std::vector<std::shared_ptr<Communicator>>
 createThreadCommunicators(int size, const CommOptions &options = {});
+
+/// `inner` (an engine whose collectives complete inside the call, as the
+/// threads engine's) with a progress thread of its own per communicator:
+/// collectives are queued and return at once, run in posting order, and
+/// their events record when they completed (completedAtNs), so that the
+/// executor's compute overlaps them. Sub-groups are wrapped alike;
+/// transfers go straight through. `loom-run --ranks N` uses it.
+std::shared_ptr<Communicator> wrapAsync(std::shared_ptr<Communicator> inner);
 
 /// Whether this runtime was built with MPI.
 bool haveMPI();

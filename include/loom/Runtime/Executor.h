@@ -42,6 +42,19 @@ struct InstructionProfile {
   double seconds = 0;
 };
 
+/// One instruction of a traced run (Executor::setTracing): a kernel from
+/// its launch to its return (on the CPU, where it ran; on a device, its
+/// launch), a collective from its posting to its completion (as the engine
+/// recorded it, else when the executor's wait for it returned).
+/// steady_clock nanoseconds since its epoch, which the processes of one
+/// machine share.
+struct TraceEvent {
+  size_t index = 0;
+  bool collective = false;
+  int64_t startNs = 0;
+  int64_t endNs = 0;
+};
+
 struct RunReport {
   /// The plan's arena size: the compiler's planned peak.
   uint64_t plannedArenaBytes = 0;
@@ -101,6 +114,9 @@ struct RunReport {
   std::vector<KernelProfile> kernels;
   /// Every instruction, in stream order (profiled runs only).
   std::vector<InstructionProfile> instructions;
+  /// The last run's instructions, in posting order, when traced
+  /// (Executor::setTracing); empty otherwise.
+  std::vector<TraceEvent> trace;
 };
 
 class Executor {
@@ -152,6 +168,10 @@ public:
 
   const RunReport &report() const { return report_; }
 
+  /// Records the next runs' instructions with their times into
+  /// report().trace (`loom-run --trace`); off by default.
+  void setTracing(bool on) { tracing_ = on; }
+
   /// Called before instruction `index` runs; an error ends the run there
   /// without telling the other ranks, as if the rank had died (tests use it
   /// to check that the others notice).
@@ -193,6 +213,7 @@ private:
   /// The next run tunes (CUDAOptions::tuneMatmuls), so it launches
   /// kernel by kernel: a capture cannot wait for the device.
   bool tuneFirst_ = false;
+  bool tracing_ = false;
   RunReport report_;
   std::shared_ptr<Communicator> world_;
   /// The communicator of each plan group this rank belongs to (null for the

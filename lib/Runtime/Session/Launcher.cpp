@@ -151,8 +151,13 @@ StatusOr<LaunchResult> loomrt::launchRanks(int ranks,
   }
 
   // Threads: every rank in this process.
+  // Each with a progress thread, so that collectives overlap the compute
+  // (as MPI's and NCCL's do).
   std::vector<std::shared_ptr<Communicator>> comms =
       createThreadCommunicators(ranks, options.comm);
+  if (ranks > 1)
+    for (std::shared_ptr<Communicator> &comm : comms)
+      comm = wrapAsync(comm);
   std::vector<RankContext> contexts(ranks);
   std::vector<Status> statuses(ranks);
   for (int rank = 0; rank < ranks; ++rank) {

@@ -19,6 +19,7 @@
 
 #include "loom/Runtime/Session/Checkpoint.h"
 #include "loom/Runtime/Session/Report.h"
+#include "loom/Runtime/Session/Trace.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -508,6 +509,52 @@ Status writeUsageReport(const RankContext &context, const Session &session,
                              formatReportJson(usages));
 }
 
+/// --trace: every rank's events of the last step come to rank 0 (two
+/// all-gathers over the host communicator: the counts, then the events
+/// padded to the largest count), which writes the trace.
+Status writeRunTrace(const RankContext &context, const Session &session,
+                     const Executor &executor) {
+  const std::vector<TraceEvent> &events = executor.report().trace;
+  int64_t count = int64_t(events.size());
+  std::vector<int64_t> counts(size_t(context.size), count);
+  if (context.size > 1)
+    if (Status status =
+            context.host->allGather(&count, counts.data(), 1, DType::I64)
+                ->wait();
+        !status)
+      return status;
+  int64_t most = *std::max_element(counts.begin(), counts.end());
+  std::vector<int64_t> mine(size_t(most) * 4, 0);
+  for (size_t i = 0; i < events.size(); ++i) {
+    mine[4 * i] = int64_t(events[i].index);
+    mine[4 * i + 1] = events[i].collective;
+    mine[4 * i + 2] = events[i].startNs;
+    mine[4 * i + 3] = events[i].endNs;
+  }
+  std::vector<int64_t> all(mine.size() * size_t(context.size));
+  if (context.size > 1 && most > 0) {
+    if (Status status = context.host
+                            ->allGather(mine.data(), all.data(),
+                                        int64_t(mine.size()), DType::I64)
+                            ->wait();
+        !status)
+      return status;
+  } else {
+    all = mine;
+  }
+  if (context.rank != 0)
+    return Status::ok();
+  std::vector<std::vector<TraceEvent>> ranks(size_t(context.size));
+  for (int rank = 0; rank < context.size; ++rank)
+    for (int64_t i = 0; i < counts[size_t(rank)]; ++i) {
+      const int64_t *packed = all.data() + size_t(rank) * mine.size() + 4 * i;
+      ranks[size_t(rank)].push_back(
+          {size_t(packed[0]), packed[1] != 0, packed[2], packed[3]});
+    }
+  return writeFileAtomically(session.options->tracePath,
+                             formatTrace(*session.plan, ranks));
+}
+
 /// One rank's whole run: its executor, the steps, the checkpoints and the
 /// trained state.
 Status trainRank(RankContext &context, Session &session) {
@@ -563,6 +610,8 @@ Status trainRank(RankContext &context, Session &session) {
           !status)
         return fatal(status);
     bool profile = options.profileLastStep && step + 1 == options.steps;
+    executor.setTracing(!options.tracePath.empty() &&
+                        step + 1 == options.steps);
     if (Status status = executor.run(profile); !status)
       return fatal(Status::error("step " + std::to_string(step) + ": " +
                                  status.message()));
@@ -613,6 +662,9 @@ Status trainRank(RankContext &context, Session &session) {
   }
   if (!options.reportJsonPath.empty())
     if (Status status = writeUsageReport(context, session, executor); !status)
+      return status;
+  if (!options.tracePath.empty())
+    if (Status status = writeRunTrace(context, session, executor); !status)
       return status;
   if (!options.saveWeightsDir.empty())
     if (Status status = saveWeights(context, session, executor); !status)

@@ -101,7 +101,9 @@ ReshardOp reshardAfter(Value value, FlatSymbolRefAttr meshName,
 }
 
 /// Isolates every `loom.adamw_update` and `loom.sgd_update` of `func`
-/// behind reshards (their shardings are set later), for ZeRO `stage`.
+/// behind reshards (their shardings are set later), for ZeRO `stage`; stage
+/// 0 (data parallelism without ZeRO, reducing gradients eagerly) isolates
+/// only the gradients, each after the microbatches' sum.
 SmallVector<ZeroUpdate>
 isolateUpdates(func::FuncOp func, FlatSymbolRefAttr meshName, int64_t stage) {
   SmallVector<ZeroUpdate> updates;
@@ -132,10 +134,12 @@ isolateUpdates(func::FuncOp func, FlatSymbolRefAttr meshName, int64_t stage) {
     ShardingAttr placeholder =
         makeSharding(op->getContext(), meshName, DimAxes(type.getRank()));
     OpBuilder builder(op);
-    zero.param = builder.create<ReshardOp>(
-        op->getLoc(), op->getOperand(0), placeholder,
-        builder.getStringAttr("ZeRO: the update runs on its shard"));
-    op->setOperand(0, zero.param);
+    if (stage > 0) {
+      zero.param = builder.create<ReshardOp>(
+          op->getLoc(), op->getOperand(0), placeholder,
+          builder.getStringAttr("ZeRO: the update runs on its shard"));
+      op->setOperand(0, zero.param);
+    }
 
     Value gradient = unscaledGradient(op->getOperand(1));
     SmallVector<OpOperand *> terms;
@@ -144,12 +148,14 @@ isolateUpdates(func::FuncOp func, FlatSymbolRefAttr meshName, int64_t stage) {
     auto reshardOnce = [&](Value value) {
       ReshardOp &reshard = gradientReshards[value];
       if (!reshard)
-        reshard =
-            reshardAfter(value, meshName,
-                         stage >= 2 ? "ZeRO: the gradient reduced and "
-                                      "scattered as soon as it is produced"
-                                    : "ZeRO: the gradient reduced and "
-                                      "scattered after the backward pass");
+        reshard = reshardAfter(
+            value, meshName,
+            stage == 0   ? "data parallelism: the gradient all-reduced as "
+                           "soon as it is produced"
+            : stage >= 2 ? "ZeRO: the gradient reduced and scattered as soon "
+                           "as it is produced"
+                         : "ZeRO: the gradient reduced and scattered after "
+                           "the backward pass");
       return reshard;
     };
     if (terms.empty()) {
@@ -165,12 +171,13 @@ isolateUpdates(func::FuncOp func, FlatSymbolRefAttr meshName, int64_t stage) {
       }
     }
 
-    builder.setInsertionPointAfter(op);
-    zero.updated =
-        builder.create<ReshardOp>(op->getLoc(), op->getResult(0), placeholder,
-                                  builder.getStringAttr("ZeRO: the updated "
-                                                        "shard, gathered"));
-    op->getResult(0).replaceAllUsesExcept(zero.updated, zero.updated);
+    if (stage > 0) {
+      builder.setInsertionPointAfter(op);
+      zero.updated = builder.create<ReshardOp>(
+          op->getLoc(), op->getResult(0), placeholder,
+          builder.getStringAttr("ZeRO: the updated shard, gathered"));
+      op->getResult(0).replaceAllUsesExcept(zero.updated, zero.updated);
+    }
     updates.push_back(zero);
   }
 
@@ -207,6 +214,8 @@ isolateUpdates(func::FuncOp func, FlatSymbolRefAttr meshName, int64_t stage) {
 /// gathered into the parameter, which stays whole over `axis` (stage 3
 /// shards it afterwards, shardParameters). Returns the bytes of the
 /// gradients each rank holds: whole up to stage 1, shards from stage 2.
+/// Stage 0 (eager data parallelism) gives each gradient its parameter's
+/// sharding where it is produced, so that it is all-reduced there.
 int64_t shardOptimizerStates(ModuleOp module,
                              MutableArrayRef<ZeroUpdate> updates, MeshAttr mesh,
                              FlatSymbolRefAttr meshName,
@@ -218,7 +227,7 @@ int64_t shardOptimizerStates(ModuleOp module,
   int64_t ways = mesh.getAxisSize(axisName);
   int64_t gradientBytes = 0;
   for (ZeroUpdate &zero : updates) {
-    auto type = cast<RankedTensorType>(zero.param.getType());
+    auto type = cast<RankedTensorType>(zero.update->getOperand(0).getType());
     const ShardingPropagation::Entry *entry =
         propagation.parameterEntry(zero.parameter);
     DimAxes whole =
@@ -238,6 +247,16 @@ int64_t shardOptimizerStates(ModuleOp module,
             .str();
     zero.shard = makeSharding(context, meshName, shard);
     zero.whole = makeSharding(context, meshName, whole);
+    if (stage == 0) {
+      for (ReshardOp reshard : zero.gradients) {
+        reshard.setShardingAttr(zero.whole);
+        propagation.seedValue(reshard.getResult(), zero.whole, priority,
+                              "data parallelism: the gradient of @" +
+                                  zero.parameter.getValue().str() +
+                                  " reduced where it is produced");
+      }
+      continue;
+    }
     zero.param.setShardingAttr(zero.shard);
     propagation.seedValue(zero.param.getResult(), zero.shard, priority, origin);
     for (ReshardOp reshard : zero.gradients) {
@@ -320,7 +339,8 @@ void shardParameters(ModuleOp module, func::FuncOp func,
 /// propagated in priority order.
 void propagateAnnotations(ModuleOp module, func::FuncOp func, MeshAttr mesh,
                           FlatSymbolRefAttr meshName, int64_t zeroStage,
-                          StringRef zeroAxis) {
+                          StringRef zeroAxis, bool eagerGradients) {
+  bool isolate = zeroStage > 0 || eagerGradients;
   struct Seed {
     int64_t priority;
     Value value; // or null for a parameter
@@ -356,7 +376,7 @@ void propagateAnnotations(ModuleOp module, func::FuncOp func, MeshAttr mesh,
   });
 
   SmallVector<ZeroUpdate> updates;
-  if (zeroStage > 0)
+  if (isolate)
     updates = isolateUpdates(func, meshName, zeroStage);
   ShardingPropagation propagation(module, func, mesh, meshName);
   std::set<int64_t> priorities;
@@ -375,7 +395,7 @@ void propagateAnnotations(ModuleOp module, func::FuncOp func, MeshAttr mesh,
     propagation.propagate(priority);
   }
   int64_t gradientBytes = 0;
-  if (zeroStage > 0)
+  if (isolate)
     gradientBytes = shardOptimizerStates(
         module, updates, mesh, meshName, propagation, zeroAxis, zeroStage,
         priorities.empty() ? 0 : *priorities.rbegin() + 1);
@@ -458,7 +478,8 @@ struct PropagateShardingPass
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
-      propagateAnnotations(module, func, *mesh, **meshName, zero, zeroAxis);
+      propagateAnnotations(module, func, *mesh, **meshName, zero, zeroAxis,
+                           eagerGradients && mesh->getAxisIndex(zeroAxis));
     }
   }
 };

@@ -141,8 +141,16 @@ void mlir::loom::buildParallelizationPipeline(
   }
   LoomPropagateShardingOptions propagate;
   propagate.zero = options.dp > 1 ? int64_t(options.zero) : 0;
+  // Without ZeRO, data parallelism all-reduces each gradient where it is
+  // produced, in buckets, so that the reductions overlap the backward pass.
+  propagate.eagerGradients = options.dp > 1 && options.zero == 0;
   pm.addPass(createLoomPropagateSharding(propagate));
   pm.addPass(createLoomPartition());
+  if (propagate.eagerGradients && options.bucketMB > 0) {
+    LoomBucketAllReducesOptions buckets;
+    buckets.bucketMB = options.bucketMB;
+    pm.addNestedPass<func::FuncOp>(createLoomBucketAllReduces(buckets));
+  }
 }
 
 void mlir::loom::registerTrainingPipeline() {

@@ -1,6 +1,7 @@
 // RUN: loom-opt "--loom-propagate-sharding=zero=1" --loom-partition --split-input-file --verify-diagnostics %s | FileCheck %s --check-prefix=ONE
 // RUN: loom-opt "--loom-propagate-sharding=zero=2" --loom-partition --split-input-file --verify-diagnostics %s | FileCheck %s --check-prefix=TWO
 // RUN: loom-opt "--loom-propagate-sharding=zero=3" --loom-partition --split-input-file --verify-diagnostics %s | FileCheck %s --check-prefix=THREE
+// RUN: loom-opt "--loom-propagate-sharding=eager-gradients=1" --loom-partition --split-input-file --verify-diagnostics %s | FileCheck %s --check-prefix=EAGER
 // RUN: not loom-opt "--loom-propagate-sharding=zero=4" --split-input-file %s 2>&1 | FileCheck %s --check-prefix=STAGE4
 
 // ZeRO has stages 1 to 3.
@@ -36,6 +37,17 @@
 // TWO:           loom.add %[[S1]], %[[S2]] {loom.gradient_accumulation} : tensor<2x4xf32>
 // TWO:           loom.all_gather
 // TWO:           loom.assign @w, %{{.*}} : tensor<4x4xf32>
+
+// Without ZeRO (eager-gradients, data parallelism's default): the summed
+// gradient is all-reduced right where it is produced, before the step
+// scales it, and no function says gradient bytes (they are whole).
+// EAGER-LABEL: func.func @step
+// EAGER-NOT:     loom.gradient_bytes
+// EAGER:         %[[G:.*]] = loom.add %{{.*}}, %{{.*}} {loom.gradient_accumulation} : tensor<4x4xf32>
+// EAGER-NEXT:    %[[R:.*]] = loom.all_reduce sum %[[G]] groups {{\[}}[0, 1]] {{.*}}origin = "data parallelism: the gradient all-reduced as soon as it is produced"
+// EAGER-NEXT:    loom.constant
+// EAGER-NEXT:    loom.mul %[[R]]
+// EAGER:         loom.sgd_update %{{.*}} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<f64>, tensor<4x4xf32>)
 
 // THREE:       loom.parameter @w trainable : tensor<4x4xf32> sharding <@mesh, [{dp}, {}]>
 // THREE-LABEL: func.func @step

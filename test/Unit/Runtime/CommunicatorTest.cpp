@@ -52,6 +52,56 @@ TEST_P(Collectives, SubGroups) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(1, 2, 3, 4, 8));
 
+// The same operations through wrapAsync (a progress thread per
+// communicator, as loom-run --ranks runs them).
+void onAsyncRanks(int size,
+                  const std::function<void(int, Communicator &)> &body) {
+  std::vector<std::shared_ptr<Communicator>> ranks =
+      createThreadCommunicators(size);
+  for (std::shared_ptr<Communicator> &rank : ranks)
+    rank = wrapAsync(rank);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] { body(r, *ranks[size_t(r)]); });
+  for (std::thread &thread : threads)
+    thread.join();
+}
+
+TEST_P(Collectives, AsyncEveryOperation) {
+  onAsyncRanks(GetParam(), [](int, Communicator &comm) {
+    checkAllReduce(comm);
+    checkAllGatherReduceScatterBroadcastAllToAll(comm);
+    checkSendRecvRing(comm);
+    checkSubGroups(comm);
+  });
+}
+
+TEST(AsyncCommunicator, PostingReturnsBeforeThePeersArrive) {
+  // Rank 1 posts 300 ms late: rank 0's posting returns at once, its wait
+  // returns the sum, and the event says it completed after rank 1 came.
+  using Clock = std::chrono::steady_clock;
+  auto ns = [](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               t.time_since_epoch())
+        .count();
+  };
+  onAsyncRanks(2, [&](int rank, Communicator &comm) {
+    float value = float(rank + 1), sum = 0;
+    if (rank == 1)
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Clock::time_point before = Clock::now();
+    std::shared_ptr<CommEvent> event =
+        comm.allReduce(&value, &sum, 1, DType::F32, ReduceOp::Sum);
+    Clock::time_point posted = Clock::now();
+    ASSERT_TRUE(event->wait().isOk());
+    EXPECT_EQ(sum, 3.0f);
+    if (rank == 0) {
+      EXPECT_LT(posted - before, std::chrono::milliseconds(100));
+      EXPECT_GE(event->completedAtNs() - ns(before), 250'000'000);
+    }
+  });
+}
+
 //===----------------------------------------------------------------------===//
 // Failures: errors, never hangs
 //===----------------------------------------------------------------------===//

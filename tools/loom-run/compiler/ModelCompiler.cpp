@@ -95,6 +95,7 @@ void setPipelineOptions(const ::loomrun::ModelCompileOptions &options,
   pipeline.dp = unsigned(train.dp);
   pipeline.zero = unsigned(train.zero);
   pipeline.zeroShardGroup = unsigned(train.zeroShardGroup);
+  pipeline.bucketMB = train.bucketMB;
   pipeline.sequenceParallel = train.sequenceParallel;
   for (const std::string &annotation : train.shard)
     pipeline.shard.push_back(annotation);

@@ -64,6 +64,9 @@ struct TrainOptions {
   /// --report-json FILE: after the last step, every rank's usage
   /// (Session/Report.h), written by the process that runs rank 0.
   std::string reportJsonPath;
+  /// --trace FILE.json: the last step of every rank as a Chrome/Perfetto
+  /// trace (Session/Trace.h), written by the process that runs rank 0.
+  std::string tracePath;
   /// No progress lines (a second run that only checks the first, as
   /// `loom-run --verify`'s single-device run).
   bool quiet = false;

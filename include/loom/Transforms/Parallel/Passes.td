@@ -39,6 +39,44 @@ def LoomDecomposeCollectives : Pass<"loom-decompose-collectives",
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomBucketAllReduces : Pass<"loom-bucket-all-reduces",
+                                "::mlir::func::FuncOp"> {
+  let summary = "Coalesce all-reduces whose results wait into buckets";
+  let description = [{
+    Data parallelism's gradient buckets (PyTorch DDP's `bucket_cap_mb`), on
+    the partitioned program: consecutive `loom.all_reduce`s with the same
+    groups, reduction and element type whose results nothing reads until
+    after the last of them are merged, up to `bucket-mb` MiB per bucket,
+    into one all-reduce of their operands flattened and concatenated, at
+    the place of the last one, its result split and reshaped back. A
+    bucket is posted as soon as the backward pass has produced its last
+    gradient (with `loom-propagate-sharding`'s `eager-gradients`), so its
+    communication overlaps the rest of the backward pass, while one
+    collective per bucket instead of per tensor saves the per-call latency.
+    An all-reduce whose result is read before the next one (a tensor-
+    parallel activation) stays alone.
+
+    Input:
+    ```mlir
+    %a = loom.all_reduce sum %ga groups [[0, 1]] : tensor<4x4xf32>
+    %b = loom.all_reduce sum %gb groups [[0, 1]] : tensor<4xf32>
+    ```
+    Output:
+    ```mlir
+    %fa = loom.reshape %ga : tensor<4x4xf32> -> tensor<16xf32>
+    %c = loom.concat %fa, %gb axis 0 : (tensor<16xf32>, tensor<4xf32>) -> tensor<20xf32>
+    %r = loom.all_reduce sum %c groups [[0, 1]] : tensor<20xf32>
+    %pa, %b = loom.split %r axis 0 : tensor<20xf32> -> tensor<16xf32>, tensor<4xf32>
+    %a = loom.reshape %pa : tensor<16xf32> -> tensor<4x4xf32>
+    ```
+  }];
+  let options = [
+    Option<"bucketMB", "bucket-mb", "double", /*default=*/"25.0",
+           "The largest bucket, in MiB (0: no buckets)">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomPropagateSharding : Pass<"loom-propagate-sharding", "::mlir::ModuleOp"> {
   let summary = "Give every value a sharding, from the annotations, by factor rules";
   let description = [{
@@ -110,6 +148,14 @@ def LoomPropagateSharding : Pass<"loom-propagate-sharding", "::mlir::ModuleOp"> 
     `zero=3` the parameter itself lives as its shard and is gathered just
     before each op that reads it. The step function's
     `loom.gradient_bytes` gives the gradient bytes each rank holds.
+
+    With `eager-gradients` and `zero=0` (data parallelism without ZeRO,
+    the default of `--dp`), each gradient gets the same boundary right
+    after the backward pass has produced it (after the microbatches' sum),
+    with its parameter's sharding: partitioned, it is all-reduced there,
+    not where the optimizer first reads it, so that the reductions can
+    overlap the rest of the backward pass (`loom-bucket-all-reduces` then
+    groups them into buckets).
   }];
   let options = [
     Option<"zero", "zero", "int64_t", /*default=*/"0",
@@ -117,6 +163,9 @@ def LoomPropagateSharding : Pass<"loom-propagate-sharding", "::mlir::ModuleOp"> 
            "gradients; 3: and parameters)">,
     Option<"zeroAxis", "zero-axis", "std::string", /*default=*/"\"dp\"",
            "The mesh axis ZeRO shards over">,
+    Option<"eagerGradients", "eager-gradients", "bool", /*default=*/"false",
+           "With zero=0: reduce each gradient over zero-axis where it is "
+           "produced (data parallelism's buckets)">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

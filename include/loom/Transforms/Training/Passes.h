@@ -117,6 +117,12 @@ struct TrainingPipelineOptions
       llvm::cl::desc("ZeRO stage over dp (0: off; 1: optimizer states "
                      "sharded; 2: and gradients; 3: and parameters)"),
       llvm::cl::init(0)};
+  Option<double> bucketMB{
+      *this, "bucket-mb",
+      llvm::cl::desc("With dp and no ZeRO: the largest gradient bucket "
+                     "all-reduced at once, in MiB (PyTorch DDP's "
+                     "bucket_cap_mb; 0: one all-reduce per gradient)"),
+      llvm::cl::init(25.0)};
   Option<unsigned> zeroShardGroup{
       *this, "zero-shard-group",
       llvm::cl::desc("With zero: shard within groups of K dp ranks and "

@@ -3,12 +3,15 @@
 // Greedy-by-size placement (as TFLite's and XLA's heap simulators do for
 // static graphs): buffers sorted largest first, each put at the lowest
 // aligned offset free of every already placed buffer whose lifetime overlaps
-// its own. Lifetimes are intervals of op positions in the straight-line body.
+// its own. Lifetimes are intervals of op positions in the straight-line body;
+// a collective's buffers live until its result is first read, so that its
+// communication can overlap the kernels in between.
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Dialect/Plan/Transforms/Passes.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
 
 namespace mlir {
@@ -78,6 +81,44 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
           continue;
         Buffer &buffer = buffers[it->second];
         buffer.last = std::max(buffer.last, untilEnd ? end : position[&op]);
+      }
+    }
+
+    // The runtime posts a collective and waits for it only where a later
+    // instruction touches its buffers; the first to do so is normally the
+    // first reader of its result. Until then, another buffer placed on its
+    // input or output would make the runtime wait at once, and nothing
+    // would overlap the communication (data parallelism's gradient buckets
+    // in flight during the backward pass). So a collective's buffers live
+    // until its result is first read.
+    static const llvm::StringSet<> collectives = {
+        "all_reduce", "all_gather", "reduce_scatter",
+        "all_to_all", "broadcast",  "recv"};
+    // Where each buffer is used (through any view of it), in order.
+    llvm::DenseMap<Value, SmallVector<unsigned>> usesOf;
+    for (Operation &op : body)
+      for (Value operand : op.getOperands()) {
+        SmallVector<unsigned> &uses = usesOf[plan::ViewOp::getRoot(operand)];
+        if (uses.empty() || uses.back() != position[&op])
+          uses.push_back(position[&op]);
+      }
+    for (Operation &op : body) {
+      auto kernel = dyn_cast<plan::KernelOp>(op);
+      if (!kernel || !collectives.contains(kernel.getKernel()))
+        continue;
+      unsigned at = position[&op], firstRead = end;
+      for (Value output : kernel.getOutputs()) {
+        const SmallVector<unsigned> &uses =
+            usesOf[plan::ViewOp::getRoot(output)];
+        auto next = std::upper_bound(uses.begin(), uses.end(), at);
+        if (next != uses.end())
+          firstRead = std::min(firstRead, *next);
+      }
+      for (Value operand : op.getOperands()) {
+        auto it = bufferOf.find(plan::ViewOp::getRoot(operand));
+        if (it != bufferOf.end())
+          buffers[it->second].last =
+              std::max(buffers[it->second].last, firstRead);
       }
     }
 
