@@ -112,7 +112,7 @@ def main():
                  seconds, note))
     print("(formula: f32 AdamW as Loom trains, 4+4+8 Psi bytes, sharded by "
           "stage; ZeRO-mp: the paper's mixed-precision 2+2+12 Psi, which "
-          "Loom's bf16 data-parallel training does not do yet; padding in "
+          "Loom's bf16 keeps f32 gradients and masters instead; padding in "
           "bytes, beyond the 8-byte step count)")
     print("all figures match" if ok else "MISMATCH")
     return 0 if ok else 1

@@ -427,7 +427,23 @@ private:
   /// Whether `op` is of a kind that may take a partial operand.
   static bool isLinearKind(Operation *op) {
     return isa<ReshapeOp, TransposeOp, NegOp, SliceOp, AddOp, SubOp, MulOp,
-               DivOp, MatmulOp>(op);
+               DivOp, MatmulOp>(op) ||
+           isWidening(op);
+  }
+
+  /// A cast to a wider float type (bf16 to f32, ...): a partial sum may
+  /// pass it and be reduced in the wider type, as a bf16 GEMM's weight
+  /// gradient is summed over data-parallel ranks in f32 (mixed precision's
+  /// gradients of f32 master weights, as PyTorch's DDP reduces them).
+  static bool isWidening(Operation *op) {
+    auto widen = dyn_cast<CastOp>(op);
+    if (!widen)
+      return false;
+    auto from = dyn_cast<FloatType>(
+        cast<RankedTensorType>(widen.getInput().getType()).getElementType());
+    auto to = dyn_cast<FloatType>(
+        cast<RankedTensorType>(widen.getType()).getElementType());
+    return from && to && to.getWidth() > from.getWidth();
   }
 
   /// Which operands of `op` may stay partial (the op is linear in them);
@@ -454,7 +470,7 @@ private:
       auto it = locals.find(value);
       return it == locals.end() ? PartialKind::none : it->second.partial;
     };
-    if (isa<ReshapeOp, TransposeOp, NegOp, SliceOp>(op)) {
+    if (isa<ReshapeOp, TransposeOp, NegOp, SliceOp>(op) || isWidening(op)) {
       accepts[0] = partialOf(op->getOperand(0)) == PartialKind::sum;
       return accepts;
     }

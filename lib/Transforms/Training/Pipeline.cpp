@@ -146,6 +146,9 @@ void mlir::loom::buildParallelizationPipeline(
   propagate.eagerGradients = options.dp > 1 && options.zero == 0;
   pm.addPass(createLoomPropagateSharding(propagate));
   pm.addPass(createLoomPartition());
+  // ZeRO-3: each parameter gather posted one gather ahead of its use.
+  if (propagate.zero >= 3)
+    pm.addNestedPass<func::FuncOp>(createLoomPrefetchGathers());
   if (propagate.eagerGradients && options.bucketMB > 0) {
     LoomBucketAllReducesOptions buckets;
     buckets.bucketMB = options.bucketMB;

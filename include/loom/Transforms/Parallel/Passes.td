@@ -77,6 +77,38 @@ def LoomBucketAllReduces : Pass<"loom-bucket-all-reduces",
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomPrefetchGathers : Pass<"loom-prefetch-gathers",
+                               "::mlir::func::FuncOp"> {
+  let summary = "Post ZeRO-3's parameter gathers ahead of their use";
+  let description = [{
+    ZeRO-3 keeps each parameter as its shard and gathers it right before
+    the op that reads it, which leaves the gather nothing to overlap. On
+    the partitioned program, every `loom.all_gather` of a `loom.param` read
+    (a parameter's shards) moves, with the read, to just before the op that
+    reads the gather `distance` places earlier in the block, so that with
+    asynchronous collectives the next layer's weights travel while this
+    layer computes (FSDP's prefetch), at the cost of `distance` more
+    gathered parameters alive at a time. Gathers stay in the same order, so
+    every rank still posts them alike.
+
+    Input:
+    ```mlir
+    %r1 = loom.param @w1 : tensor<2x4xf32>
+    %g1 = loom.all_gather %r1 axis 0 groups [[0, 1]] : tensor<2x4xf32> -> tensor<4x4xf32>
+    %y1 = loom.matmul %x, %g1 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %r2 = loom.param @w2 : tensor<2x4xf32>
+    %g2 = loom.all_gather %r2 axis 0 groups [[0, 1]] : tensor<2x4xf32> -> tensor<4x4xf32>
+    %y2 = loom.matmul %y1, %g2 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    ```
+    Output: `%r2` and `%g2` move before the first matmul.
+  }];
+  let options = [
+    Option<"distance", "distance", "int64_t", /*default=*/"1",
+           "How many parameter gathers ahead to post (0: none)">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomPropagateSharding : Pass<"loom-propagate-sharding", "::mlir::ModuleOp"> {
   let summary = "Give every value a sharding, from the annotations, by factor rules";
   let description = [{
