@@ -53,7 +53,10 @@ def LoomBufferize : Pass<"loom-bufferize", "::mlir::ModuleOp"> {
     `plan.kernel` writing into it (destination-passing style); reshapes
     become `plan.view`s of their input's buffer (no copy); parameters become
     `plan.weight`s and non-splat constants become parameters too, so every
-    value lives either in the arena or in the weights. Arguments and results
+    value lives either in the arena or in the weights. An all-reduce of a
+    value nothing else reads, in an alloc of its own, writes its result in
+    place into that buffer (every engine reduces in place). Arguments and
+    results
     become `plan.input` / `plan.output` ops named after the graph's
     `onnx.name` (else `arg<i>` / `result<i>`), leaving `() -> ()`.
 

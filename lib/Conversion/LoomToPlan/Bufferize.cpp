@@ -158,6 +158,20 @@ private:
     SmallVector<Value> inputs, outputs;
     for (Value operand : op->getOperands())
       inputs.push_back(buffers.lookup(operand));
+    // An all-reduce of a value nothing else reads, in a buffer of its own,
+    // runs in place (every engine supports it): its result needs no second
+    // buffer, which matters while a gradient bucket is in flight (its
+    // buffer lives until the result is first read, loom-plan-memory).
+    if (auto reduce = dyn_cast<AllReduceOp>(op);
+        reduce && reduce.getInput().hasOneUse() &&
+        isa_and_nonnull<plan::AllocOp>(inputs.front().getDefiningOp())) {
+      buffers.map(reduce.getResult(), inputs.front());
+      auto attrs = op->getAttrOfType<DictionaryAttr>("plan.kernel_attrs");
+      builder.create<plan::KernelOp>(
+          loc, kernel, inputs, ValueRange{inputs.front()},
+          attrs ? attrs : builder.getDictionaryAttr({}));
+      return success();
+    }
     for (Value result : op->getResults()) {
       Value buffer = builder.create<plan::AllocOp>(
           loc, bufferType(result.getType()), IntegerAttr());

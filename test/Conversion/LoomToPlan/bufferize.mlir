@@ -145,3 +145,25 @@ module attributes {loom.world_size = 2 : i64} {
 func.func @scalar(%x: tensor<f32> {loom.batch_offsets = array<i64: 0>}) -> tensor<f32> {
   return %x : tensor<f32>
 }
+
+// -----
+
+// An all-reduce of a value nothing else reads, in a buffer of its own, runs
+// in place; one whose input is read again after it gets a buffer of its own.
+// CHECK-LABEL: func.func @all_reduce_in_place() {
+// CHECK:         %[[H:.*]] = plan.alloc : memref<4xf32>
+// CHECK-NEXT:    plan.kernel "exp" ins(%{{.*}} : memref<4xf32>) outs(%[[H]] : memref<4xf32>)
+// CHECK-NEXT:    plan.kernel "all_reduce" ins(%[[H]] : memref<4xf32>) outs(%[[H]] : memref<4xf32>)
+// CHECK-NEXT:    %[[K:.*]] = plan.alloc : memref<4xf32>
+// CHECK-NEXT:    plan.kernel "exp" ins(%[[H]] : memref<4xf32>) outs(%[[K]] : memref<4xf32>)
+// CHECK-NEXT:    %[[R:.*]] = plan.alloc : memref<4xf32>
+// CHECK-NEXT:    plan.kernel "all_reduce" ins(%[[K]] : memref<4xf32>) outs(%[[R]] : memref<4xf32>)
+module attributes {loom.world_size = 2 : i64} {
+func.func @all_reduce_in_place(%x: tensor<4xf32> {onnx.name = "x"}) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %h = loom.exp %x {plan.kernel = "exp"} : tensor<4xf32>
+  %s = loom.all_reduce sum %h groups [[0, 1]] {plan.kernel = "all_reduce", plan.kernel_attrs = {groups = [array<i64: 0, 1>], op = "sum"}} : tensor<4xf32>
+  %k = loom.exp %s {plan.kernel = "exp"} : tensor<4xf32>
+  %r = loom.all_reduce sum %k groups [[0, 1]] {plan.kernel = "all_reduce", plan.kernel_attrs = {groups = [array<i64: 0, 1>], op = "sum"}} : tensor<4xf32>
+  return %s, %r, %k : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+}

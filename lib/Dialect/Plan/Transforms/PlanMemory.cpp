@@ -85,12 +85,16 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
     }
 
     // The runtime posts a collective and waits for it only where a later
-    // instruction touches its buffers; the first to do so is normally the
-    // first reader of its result. Until then, another buffer placed on its
-    // input or output would make the runtime wait at once, and nothing
-    // would overlap the communication (data parallelism's gradient buckets
-    // in flight during the backward pass). So a collective's buffers live
-    // until its result is first read.
+    // instruction touches its buffers. Another buffer placed on them right
+    // after it would make the runtime wait at once, and nothing would
+    // overlap the communication (data parallelism's gradient buckets in
+    // flight during the backward pass). So a collective's buffers live
+    // until its result is first read or the next collective is posted,
+    // whichever comes first: engines run a communicator's collectives in
+    // order, and bounding the window to one collective keeps what is in
+    // flight to about one bucket (ZeRO-2's whole gradients are freed as
+    // the next one is reduced, not at the optimizer). Where a buffer is
+    // reused earlier than the collective completes, the runtime waits.
     static const llvm::StringSet<> collectives = {
         "all_reduce", "all_gather", "reduce_scatter",
         "all_to_all", "broadcast",  "recv"};
@@ -102,11 +106,21 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
         if (uses.empty() || uses.back() != position[&op])
           uses.push_back(position[&op]);
       }
+    SmallVector<unsigned> collectivePositions;
+    for (Operation &op : body)
+      if (auto kernel = dyn_cast<plan::KernelOp>(op);
+          kernel && (collectives.contains(kernel.getKernel()) ||
+                     kernel.getKernel() == "send"))
+        collectivePositions.push_back(position[&op]);
     for (Operation &op : body) {
       auto kernel = dyn_cast<plan::KernelOp>(op);
       if (!kernel || !collectives.contains(kernel.getKernel()))
         continue;
       unsigned at = position[&op], firstRead = end;
+      auto next = std::upper_bound(collectivePositions.begin(),
+                                   collectivePositions.end(), at);
+      if (next != collectivePositions.end())
+        firstRead = *next;
       for (Value output : kernel.getOutputs()) {
         const SmallVector<unsigned> &uses =
             usesOf[plan::ViewOp::getRoot(output)];

@@ -68,3 +68,32 @@ func.func @send_lives_to_end() {
   plan.output "r", %r : memref<16xf32>
   return
 }
+
+// -----
+
+// A collective's buffers live until its result is first read or the next
+// collective is posted: %g (the reduce-scatter's input, dead after it as a
+// value) is not reused by %t, allocated right after, which would make the
+// runtime wait for the communication at once (without the rule %t takes
+// offset 64); %u, after the next collective, may reuse freed bytes.
+// CHECK-LABEL: func.func @in_flight() attributes {plan.arena_size = 256 : i64}
+// CHECK:         plan.alloc offset 64 : memref<16xf32>
+// CHECK:         plan.alloc offset 128 : memref<8xf32>
+// CHECK:         plan.alloc offset 192 : memref<16xf32>
+// CHECK:         plan.alloc offset 0 : memref<16xf32>
+// expected-remark @+1 {{arena 256 bytes for 5 buffers of 320 bytes in all}}
+func.func @in_flight() {
+  %x = plan.input "x" : memref<8xf32>
+  %g = plan.alloc : memref<16xf32>
+  plan.kernel "k" ins(%x : memref<8xf32>) outs(%g : memref<16xf32>)
+  %s = plan.alloc : memref<8xf32>
+  plan.kernel "reduce_scatter" ins(%g : memref<16xf32>) outs(%s : memref<8xf32>) attrs {groups = [array<i64: 0, 1>], op = "sum"}
+  %t = plan.alloc : memref<16xf32>
+  plan.kernel "k" ins(%x : memref<8xf32>) outs(%t : memref<16xf32>)
+  plan.kernel "all_reduce" ins(%t : memref<16xf32>) outs(%t : memref<16xf32>) attrs {groups = [array<i64: 0, 1>], op = "sum"}
+  %u = plan.alloc : memref<16xf32>
+  plan.kernel "k" ins(%t : memref<16xf32>) outs(%u : memref<16xf32>)
+  plan.output "s", %s : memref<8xf32>
+  plan.output "u", %u : memref<16xf32>
+  return
+}

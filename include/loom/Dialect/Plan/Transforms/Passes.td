@@ -18,11 +18,12 @@ def LoomPlanMemory : Pass<"loom-plan-memory", "::mlir::func::FuncOp"> {
     `plan.alloc` to its last use, through the `plan.view`s of it; outputs
     live to the end, and so do the buffers a `send` reads (it completes
     when the receiver takes them). The buffers of any other collective live
-    at least until its result is first read: the runtime waits for a
-    collective only where a later instruction touches its buffers, so that
-    is where its communication may run to while kernels go on (data
-    parallelism's gradient buckets overlapping the backward pass). Buffers
-    are placed greedily, largest first, at the
+    at least until its result is first read or the next collective is
+    posted, whichever is first: the runtime waits for a collective only
+    where a later instruction touches its buffers, so that is how far its
+    communication may run while kernels go on (data parallelism's gradient
+    buckets overlapping the backward pass), and the bound keeps about one
+    collective in flight. Buffers are placed greedily, largest first, at the
     lowest 64-byte aligned offset that no buffer with an overlapping
     lifetime occupies, so buffers that are never live together share bytes.
     Sets each buffer's `offset` and the function's `plan.arena_size`, the
