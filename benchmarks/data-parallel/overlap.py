@@ -5,10 +5,10 @@ pass hides, from `loom-run --trace` and `--metrics`:
     overlap.py --trace T.json --metrics M.jsonl --name NAME [--skip 2]
 
 Prints one line: NAME, the median step time (ms, after --skip steps), the
-number of all-reduces of the traced step, their total time in flight (ms,
-posting to completion, rank 0; MPI: to the executor's wait), and the
-fraction of that time during which rank 0's compute track was busy: the
-communication hidden behind compute.
+number of all-reduces of the traced step, the wall time during which at
+least one of them was in flight on rank 0 (ms; posting to completion, for
+MPI to the executor's wait), and the fraction of that time during which
+rank 0's compute track was busy: the communication hidden behind compute.
 """
 import argparse
 import json
@@ -46,8 +46,9 @@ def main():
             if e["tid"] == 1 and e["name"].startswith("all_reduce")]
     busy = union((e["ts"], e["ts"] + e["dur"]) for e in events
                  if e["tid"] == 0)
-    total = sum(end - start for start, end in comm)
-    hidden = sum(covered(start, end, busy) for start, end in comm)
+    flight = union(comm)
+    total = sum(end - start for start, end in flight)
+    hidden = sum(covered(start, end, busy) for start, end in flight)
     print("   %-22s %9.1f ms/step %4d all-reduces %9.2f ms in flight, "
           "%5.1f%% hidden behind compute" %
           (args.name, step_ms, len(comm), total / 1e3,

@@ -51,7 +51,7 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 for mb in 0 4 25; do
   cmd=("$LOOM_RUN" "$WORK/gpt.onnx" --train --dp 2 --bucket-mb "$mb"
     --input "idx=$WORK/idx.npy" --labels "$WORK/labels.npy"
-    --loss cross_entropy --batch-size 8 --steps 6 --optimizer adamw
+    --loss cross_entropy --batch-size 8 --steps 12 --optimizer adamw
     --lr 1e-3 --freeze '\.attn\.bias$' --metrics "$WORK/b$mb.jsonl"
     --trace "$WORK/b$mb.trace.json" "${launch[@]}")
   if ((${#launch[@]} == 0)); then
