@@ -8,6 +8,8 @@
 
 #include "CollectiveInstructions.h"
 
+#include "loom/Analysis/LinkModel.h"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -403,4 +405,22 @@ std::vector<std::string> loomrt::collectiveNames() {
   for (const CollectiveInfo &info : kCollectives)
     names.push_back(info.name);
   return names;
+}
+
+uint64_t loomrt::collectiveBytesSent(const Instruction &instruction,
+                                     int64_t groupSize) {
+  std::optional<loomcost::CollectiveKind> kind =
+      loomcost::parseKind(instruction.kernel);
+  if (!kind)
+    return 0;
+  using loomcost::CollectiveKind;
+  bool byInput =
+      *kind == CollectiveKind::ReduceScatter || *kind == CollectiveKind::Send;
+  const std::vector<TensorRef> &buffers =
+      byInput ? instruction.inputs : instruction.outputs;
+  if (buffers.empty())
+    return 0;
+  if (*kind == CollectiveKind::Send || *kind == CollectiveKind::Recv)
+    groupSize = 2;
+  return loomcost::ringBytesSent(*kind, buffers.front().bytes(), groupSize);
 }

@@ -580,21 +580,7 @@ Status Executor::runInstructions(std::vector<double> &times,
 
 void Executor::countSent(const Instruction &instruction,
                          const Communicator &comm) {
-  std::optional<loomcost::CollectiveKind> kind =
-      loomcost::parseKind(instruction.kernel);
-  if (!kind)
-    return;
-  // S: the full buffer (LinkModel.h), checked by checkCollective.
-  using loomcost::CollectiveKind;
-  uint64_t full = 0;
-  if (*kind == CollectiveKind::ReduceScatter || *kind == CollectiveKind::Send)
-    full = instruction.inputs.at(0).bytes();
-  else
-    full = instruction.outputs.at(0).bytes();
-  int64_t groupSize =
-      *kind == CollectiveKind::Send || *kind == CollectiveKind::Recv
-          ? 2
-          : comm.size();
-  report_.commBytesSent[instruction.kernel] +=
-      loomcost::ringBytesSent(*kind, full, groupSize);
+  if (loomcost::parseKind(instruction.kernel))
+    report_.commBytesSent[instruction.kernel] +=
+        collectiveBytesSent(instruction, comm.size());
 }

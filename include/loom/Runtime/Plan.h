@@ -186,6 +186,13 @@ StatusOr<Plan> parsePlan(std::string_view bytes, const std::string &sourceName);
 /// all_reduce, all_to_all, broadcast, recv, reduce_scatter, send.
 std::vector<std::string> collectiveNames();
 
+/// The bytes a collective instruction sends, as a ring sends them
+/// (loomcost::ringBytesSent: S is a reduce_scatter's or send's input, the
+/// others' output), in a group of `groupSize` ranks (2 for a transfer); 0
+/// for an instruction that is not a collective. What the executor counts
+/// as it runs (RunReport::commBytesSent) and a report counts from a plan.
+uint64_t collectiveBytesSent(const Instruction &instruction, int64_t groupSize);
+
 /// Checks that the ranks' communication agrees, over the whole plan: every
 /// collective is well-formed, every member of a group issues the same
 /// collectives on it in the same order (kind, element count, dtype,

@@ -603,6 +603,39 @@ void copyOverlap(const uint8_t *from, const std::vector<int64_t> &fromOffsets,
   }
 }
 
+/// Rank `rank`'s file of the checkpoint in `dir`: read, parsed, and checked
+/// to be that rank's at the index's step.
+struct CheckedRankFile {
+  std::string bytes;
+  RankFile file;
+};
+
+StatusOr<CheckedRankFile> readRankFile(const std::string &dir,
+                                       const CheckpointIndex &index, int rank) {
+  if (rank < 0 || size_t(rank) >= index.rankFiles.size())
+    return Status::error("checkpoint " + dir + " has no rank " +
+                         std::to_string(rank));
+  std::string path = dir + "/" + index.rankFiles[size_t(rank)];
+  StatusOr<std::string> bytes = readFile(path);
+  if (!bytes)
+    return bytes.status();
+  StatusOr<RankFile> file = parseRankFile(*bytes, path);
+  if (!file)
+    return file.status();
+  auto inconsistent = [&](const std::string &what) {
+    return Status::error("checkpoint " + dir + " is inconsistent: " + path +
+                         " " + what);
+  };
+  if (file->rank != rank)
+    return inconsistent("is rank " + std::to_string(file->rank) + "'s, not " +
+                        std::to_string(rank) + "'s");
+  if (file->step != index.step)
+    return inconsistent("is at step " + std::to_string(file->step) +
+                        ", the index at step " + std::to_string(index.step) +
+                        " (was it interrupted while being written?)");
+  return CheckedRankFile{std::move(*bytes), std::move(*file)};
+}
+
 /// A rank file of a checkpoint, read and checked: where each of its
 /// weights' bytes start.
 struct OpenedRankFile {
@@ -623,31 +656,17 @@ Status loadResharded(const std::string &dir, const CheckpointIndex &index,
     auto found = opened.find(holder);
     if (found != opened.end())
       return &found->second;
-    std::string path = dir + "/" + index.rankFiles[size_t(holder)];
-    StatusOr<std::string> bytes = readFile(path);
-    if (!bytes)
-      return bytes.status();
-    StatusOr<RankFile> file = parseRankFile(*bytes, path);
-    if (!file)
-      return file.status();
-    auto inconsistent = [&](const std::string &what) {
-      return Status::error("checkpoint " + dir + " is inconsistent: " + path +
-                           " " + what);
-    };
-    if (file->rank != holder)
-      return inconsistent("is rank " + std::to_string(file->rank) + "'s, not " +
-                          std::to_string(holder) + "'s");
-    if (file->step != index.step)
-      return inconsistent("is at step " + std::to_string(file->step) +
-                          ", the index at step " + std::to_string(index.step) +
-                          " (was it interrupted while being written?)");
+    StatusOr<CheckedRankFile> checked = readRankFile(dir, index, holder);
+    if (!checked)
+      return checked.status();
+    const RankFile &file = checked->file;
     OpenedRankFile &result = opened[holder];
-    size_t at = file->dataOffset;
-    for (const RankFile::Entry &entry : file->entries) {
+    size_t at = file.dataOffset;
+    for (const RankFile::Entry &entry : file.entries) {
       result.at[{entry.name, entry.sliceOffsets}] = {at, entry.bytes};
       at += entry.bytes;
     }
-    result.bytes = std::move(*bytes);
+    result.bytes = std::move(checked->bytes);
     return &result;
   };
   std::vector<std::pair<size_t, HostTensor>> values;
@@ -700,27 +719,16 @@ Status loomrt::loadRankCheckpoint(const std::string &dir,
                                   Executor &executor) {
   if (checkpointNeedsResharding(index, plan))
     return loadResharded(dir, index, plan, rank, executor);
-  if (rank < 0 || size_t(rank) >= index.rankFiles.size())
-    return Status::error("checkpoint " + dir + " has no rank " +
-                         std::to_string(rank));
-  std::string path = dir + "/" + index.rankFiles[rank];
-  StatusOr<std::string> bytes = readFile(path);
-  if (!bytes)
-    return bytes.status();
-  StatusOr<RankFile> file = parseRankFile(*bytes, path);
-  if (!file)
-    return file.status();
+  StatusOr<CheckedRankFile> checked = readRankFile(dir, index, rank);
+  if (!checked)
+    return checked.status();
+  const std::string *bytes = &checked->bytes;
+  const RankFile *file = &checked->file;
+  std::string path = dir + "/" + index.rankFiles[size_t(rank)];
   auto inconsistent = [&](const std::string &what) {
     return Status::error("checkpoint " + dir + " is inconsistent: " + path +
                          " " + what);
   };
-  if (file->rank != rank)
-    return inconsistent("is rank " + std::to_string(file->rank) + "'s, not " +
-                        std::to_string(rank) + "'s");
-  if (file->step != index.step)
-    return inconsistent("is at step " + std::to_string(file->step) +
-                        ", the index at step " + std::to_string(index.step) +
-                        " (was it interrupted while being written?)");
   // Exactly the weights the index gives this rank, as the plan has them.
   std::map<WeightKey, size_t> byKey;
   for (size_t id : stateWeights(plan))

@@ -61,20 +61,10 @@ std::map<std::string, uint64_t> loomrt::plannedCommBytes(const Plan &plan,
   std::map<std::string, uint64_t> sent;
   if (rank < 0 || size_t(rank) >= plan.ranks.size())
     return sent;
-  using loomcost::CollectiveKind;
   for (const Instruction &inst : plan.ranks[size_t(rank)].instructions) {
-    std::optional<CollectiveKind> kind = loomcost::parseKind(inst.kernel);
-    if (!kind)
+    if (!loomcost::parseKind(inst.kernel))
       continue;
-    // As Executor::countSent: S is the full buffer, the group the
-    // instruction's (`group=ID`, else the world).
-    bool byInput =
-        *kind == CollectiveKind::ReduceScatter || *kind == CollectiveKind::Send;
-    const std::vector<TensorRef> &buffers =
-        byInput ? inst.inputs : inst.outputs;
-    if (buffers.empty())
-      continue;
-    uint64_t full = buffers.front().bytes();
+    // The group the instruction names (`group=ID`), else the world.
     int64_t groupSize = int64_t(plan.ranks.size());
     auto group = inst.attrs.find("group");
     if (group != inst.attrs.end()) {
@@ -82,9 +72,7 @@ std::map<std::string, uint64_t> loomrt::plannedCommBytes(const Plan &plan,
       if (id >= 0 && size_t(id) < plan.groups.size())
         groupSize = int64_t(plan.groups[size_t(id)].size());
     }
-    if (*kind == CollectiveKind::Send || *kind == CollectiveKind::Recv)
-      groupSize = 2;
-    sent[inst.kernel] += loomcost::ringBytesSent(*kind, full, groupSize);
+    sent[inst.kernel] += collectiveBytesSent(inst, groupSize);
   }
   return sent;
 }

@@ -482,6 +482,22 @@ Status saveModel(const RankContext &context, const Session &session,
   return Status::ok();
 }
 
+/// Every rank's `mine` (the same size on all ranks), in rank order, over
+/// the host communicator (between threads or processes alike).
+Status allGatherInts(const RankContext &context,
+                     const std::vector<int64_t> &mine,
+                     std::vector<int64_t> &all) {
+  if (context.size == 1 || mine.empty()) {
+    all = mine;
+    all.resize(mine.size() * size_t(context.size));
+    return Status::ok();
+  }
+  all.resize(mine.size() * size_t(context.size));
+  return context.host
+      ->allGather(mine.data(), all.data(), int64_t(mine.size()), DType::I64)
+      ->wait();
+}
+
 /// --report-json: every rank's usage comes to rank 0 (an all-gather over
 /// the host communicator, between threads or processes alike), which
 /// writes the file.
@@ -489,17 +505,9 @@ Status writeUsageReport(const RankContext &context, const Session &session,
                         const Executor &executor) {
   std::vector<int64_t> mine =
       packUsage(rankUsage(*session.plan, context.rank, executor.report()));
-  std::vector<int64_t> all(mine.size() * size_t(context.size));
-  if (context.size > 1) {
-    if (Status status = context.host
-                            ->allGather(mine.data(), all.data(),
-                                        int64_t(mine.size()), DType::I64)
-                            ->wait();
-        !status)
-      return status;
-  } else {
-    all = mine;
-  }
+  std::vector<int64_t> all;
+  if (Status status = allGatherInts(context, mine, all); !status)
+    return status;
   if (context.rank != 0)
     return Status::ok();
   std::vector<RankUsage> usages;
@@ -515,14 +523,10 @@ Status writeUsageReport(const RankContext &context, const Session &session,
 Status writeRunTrace(const RankContext &context, const Session &session,
                      const Executor &executor) {
   const std::vector<TraceEvent> &events = executor.report().trace;
-  int64_t count = int64_t(events.size());
-  std::vector<int64_t> counts(size_t(context.size), count);
-  if (context.size > 1)
-    if (Status status =
-            context.host->allGather(&count, counts.data(), 1, DType::I64)
-                ->wait();
-        !status)
-      return status;
+  std::vector<int64_t> counts;
+  if (Status status = allGatherInts(context, {int64_t(events.size())}, counts);
+      !status)
+    return status;
   int64_t most = *std::max_element(counts.begin(), counts.end());
   std::vector<int64_t> mine(size_t(most) * 4, 0);
   for (size_t i = 0; i < events.size(); ++i) {
@@ -531,17 +535,9 @@ Status writeRunTrace(const RankContext &context, const Session &session,
     mine[4 * i + 2] = events[i].startNs;
     mine[4 * i + 3] = events[i].endNs;
   }
-  std::vector<int64_t> all(mine.size() * size_t(context.size));
-  if (context.size > 1 && most > 0) {
-    if (Status status = context.host
-                            ->allGather(mine.data(), all.data(),
-                                        int64_t(mine.size()), DType::I64)
-                            ->wait();
-        !status)
-      return status;
-  } else {
-    all = mine;
-  }
+  std::vector<int64_t> all;
+  if (Status status = allGatherInts(context, mine, all); !status)
+    return status;
   if (context.rank != 0)
     return Status::ok();
   std::vector<std::vector<TraceEvent>> ranks(size_t(context.size));

@@ -91,7 +91,13 @@ struct BucketAllReducesPass
   using Base::Base;
 
   void runOnOperation() override {
-    if (bucketMB <= 0)
+    if (!(bucketMB >= 0)) {
+      getOperation().emitError("loom-bucket-all-reduces: bucket-mb must be "
+                               ">= 0 (0: no buckets), got ")
+          << bucketMB;
+      return signalPassFailure();
+    }
+    if (bucketMB == 0)
       return;
     int64_t limit = int64_t(bucketMB * 1024 * 1024);
     for (Block &block : getOperation().getBody()) {

@@ -33,7 +33,13 @@ struct PrefetchGathersPass
   using Base::Base;
 
   void runOnOperation() override {
-    if (distance <= 0)
+    if (distance < 0) {
+      getOperation().emitError("loom-prefetch-gathers: distance must be >= 0 "
+                               "(0: no prefetch), got ")
+          << static_cast<int64_t>(distance);
+      return signalPassFailure();
+    }
+    if (distance == 0)
       return;
     for (Block &block : getOperation().getBody()) {
       SmallVector<Gather> gathers;
