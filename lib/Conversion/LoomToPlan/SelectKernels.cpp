@@ -206,9 +206,23 @@ public:
                                    integer("tag", op.getTag())});
             })
             .Case([&](DropoutOp dropout) {
-              return make("dropout",
-                          {real("ratio", dropout.getRatio().convertToDouble()),
-                           integer("seed", dropout.getSeed())});
+              // Inputs: X, then the step and the block's offsets when the
+              // op has them (`global_shape` marks the offsets).
+              Selection result =
+                  make("dropout",
+                       {real("ratio", dropout.getRatio().convertToDouble()),
+                        integer("seed", dropout.getSeed())});
+              for (auto [name, value] :
+                   {std::pair<StringRef, int64_t>{"index_base",
+                                                  dropout.getIndexBase()},
+                    {"index_chunk", dropout.getIndexChunk()},
+                    {"index_chunk_stride", dropout.getIndexChunkStride()}})
+                if (value != 0)
+                  result.attrs.push_back(integer(name, value));
+              if (std::optional<ArrayRef<int64_t>> shape =
+                      dropout.getGlobalShape())
+                result.attrs.push_back(list("global_shape", *shape));
+              return result;
             })
             .Default([](Operation *) { return std::nullopt; });
     if (!selection && isa<AllGatherOp, ReduceScatterOp>(op))

@@ -5,6 +5,7 @@
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "mlir/Dialect/Traits.h"
+#include "llvm/Support/xxhash.h"
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -296,11 +297,19 @@ static LogicalResult convertDropout(NodeContext &ctx) {
                            type.clone(b.getI1Type()), true)));
     return success();
   }
-  FailureOr<SmallVector<Value>> results = ctx.createOp(
-      DropoutOp::getOperationName(), ctx.getInput(0),
-      {ctx.namedAttr("ratio", b.getF64FloatAttr(ratio)),
-       ctx.namedAttr("seed", b.getI64IntegerAttr(ctx.getInt("seed", 0)))},
-      {}, 2);
+  // Without a `seed` (exporters write none), each node draws its own
+  // stream, keyed by its first output's name: one shared seed would give
+  // every layer's dropout of the same shape the same mask.
+  int64_t seed = ctx.findAttr("seed")
+                     ? ctx.getInt("seed", 0)
+                     : int64_t(llvm::xxh3_64bits(ctx.getNode().output(0)) >> 1);
+  FailureOr<SmallVector<Value>> results =
+      ctx.createOp(DropoutOp::getOperationName(), ctx.getInput(0),
+                   {ctx.namedAttr("ratio", b.getF64FloatAttr(ratio)),
+                    ctx.namedAttr("seed", b.getI64IntegerAttr(seed)),
+                    ctx.namedAttr(DropoutOp::getOperandSegmentSizeAttr(),
+                                  b.getDenseI32ArrayAttr({1, 0, 0}))},
+                   {}, 2);
   if (failed(results))
     return failure();
   ctx.setOutput(0, (*results)[0]);

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../DropoutMask.h"
 #include "CPUKernels.h"
 
 #include <cstring>
@@ -447,11 +448,35 @@ void movePieces(const std::vector<TensorRef> &pieces, const TensorRef &whole,
 // dropout
 //===----------------------------------------------------------------------===//
 
-Status readDropout(const Instruction &instruction, double &ratio,
-                   int64_t &seed) {
-  if (Status s = expectOperandCounts(instruction, 1, 2); !s)
+/// A dropout's inputs: X, then the step if present, then the block's
+/// offsets if `global_shape` is given.
+struct DropoutConfig {
+  double ratio = 0;
+  int64_t seed = 0;
+  int stepInput = -1, offsetsInput = -1;
+  loomrt::DropoutBlock block;
+};
+
+Status readDropout(const Instruction &instruction, DropoutConfig &config) {
+  if (Status s = expectKnownAttrs(instruction.attrs,
+                                  {"ratio", "seed", "index_base", "index_chunk",
+                                   "index_chunk_stride", "global_shape"});
+      !s)
     return s;
-  if (Status s = expectKnownAttrs(instruction.attrs, {"ratio", "seed"}); !s)
+  std::vector<int64_t> global;
+  if (instruction.attrs.count("global_shape"))
+    if (Status s =
+            getIntListAttr(instruction.attrs, "global_shape", global, true);
+        !s)
+      return s;
+  const size_t extra =
+      instruction.inputs.empty() ? 0 : instruction.inputs.size() - 1;
+  const bool hasOffsets = instruction.attrs.count("global_shape");
+  if (extra < size_t(hasOffsets) || extra > size_t(hasOffsets) + 1)
+    return Status::error(
+        "takes X, an optional step and, with global_shape, the offsets; got " +
+        std::to_string(instruction.inputs.size()) + " inputs");
+  if (Status s = expectOperandCounts(instruction, 1 + extra, 2); !s)
     return s;
   const TensorRef &x = instruction.inputs[0], &y = instruction.outputs[0],
                   &mask = instruction.outputs[1];
@@ -466,38 +491,88 @@ Status readDropout(const Instruction &instruction, double &ratio,
   if (mask.dtype != DType::I1)
     return Status::error(std::string("mask has dtype ") +
                          dtypeName(mask.dtype) + "; expected i1");
-  if (Status s = getDoubleAttr(instruction.attrs, "ratio", ratio, true); !s)
+  if (Status s = getDoubleAttr(instruction.attrs, "ratio", config.ratio, true);
+      !s)
     return s;
-  if (!(ratio >= 0 && ratio < 1))
-    return Status::error("ratio " + std::to_string(ratio) +
+  if (!(config.ratio >= 0 && config.ratio < 1))
+    return Status::error("ratio " + std::to_string(config.ratio) +
                          " is outside [0, 1)");
-  return getIntAttr(instruction.attrs, "seed", seed, true);
-}
-
-/// The stateless splitmix64 hash: one step of the splitmix64 generator from
-/// state `x` (add the golden-ratio increment, then mix).
-inline uint64_t splitmix64(uint64_t x) {
-  uint64_t z = x + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  if (Status s = getIntAttr(instruction.attrs, "seed", config.seed, true); !s)
+    return s;
+  int64_t base = 0;
+  if (Status s = getIntAttr(instruction.attrs, "index_base", base, false); !s)
+    return s;
+  if (base < 0)
+    return Status::error("index_base " + std::to_string(base) + " is negative");
+  int64_t chunk = 0, chunkStride = 0;
+  if (Status s = getIntAttr(instruction.attrs, "index_chunk", chunk, false); !s)
+    return s;
+  if (Status s = getIntAttr(instruction.attrs, "index_chunk_stride",
+                            chunkStride, false);
+      !s)
+    return s;
+  if (chunk < 0 || (chunk > 0 && chunkStride < chunk))
+    return Status::error("index_chunk " + std::to_string(chunk) +
+                         " needs an index_chunk_stride of at least itself");
+  config.block.base = base;
+  if (extra == size_t(hasOffsets) + 1) {
+    config.stepInput = 1;
+    const TensorRef &step = instruction.inputs[1];
+    if (step.dtype != DType::F64 || step.elements() != 1)
+      return Status::error("step must be one f64, not " +
+                           std::string(dtypeName(step.dtype)) + " " +
+                           shapeString(step.shape));
+  }
+  config.block.chunk = chunk;
+  config.block.chunkStride = chunkStride;
+  if (!hasOffsets)
+    return Status::ok();
+  config.offsetsInput = int(instruction.inputs.size()) - 1;
+  const TensorRef &offsets = instruction.inputs[config.offsetsInput];
+  const int rank = int(x.shape.size());
+  if (global.size() != x.shape.size() || rank > loomrt::kDropoutMaxRank)
+    return Status::error("global_shape " + shapeString(global) +
+                         " must have the rank of the input " +
+                         shapeString(x.shape) + " (at most " +
+                         std::to_string(loomrt::kDropoutMaxRank) + ")");
+  for (int d = 0; d < rank; ++d)
+    if (global[d] < x.shape[d])
+      return Status::error("global_shape " + shapeString(global) +
+                           " is smaller than the block " +
+                           shapeString(x.shape));
+  if (offsets.dtype != DType::I64 || offsets.elements() != rank)
+    return Status::error("offsets must be " + std::to_string(rank) +
+                         " i64, not " + std::string(dtypeName(offsets.dtype)) +
+                         " " + shapeString(offsets.shape));
+  config.block =
+      loomrt::makeDropoutBlock(x.shape.data(), global.data(), rank, base);
+  config.block.chunk = chunk;
+  config.block.chunkStride = chunkStride;
+  return Status::ok();
 }
 
 template <typename T>
-void dropoutTyped(const KernelArgs &args, double ratio, int64_t seed) {
+void dropoutTyped(const KernelArgs &args, const DropoutConfig &config) {
   const int64_t n = args.instruction.inputs[0].elements();
   const T *x = static_cast<const T *>(args.inputs[0]);
   T *y = static_cast<T *>(args.outputs[0]);
   uint8_t *mask = static_cast<uint8_t *>(args.outputs[1]);
-  const uint64_t base = uint64_t(seed) * 0x9E3779B97F4A7C15ull;
-  // Kept when u >= ratio with u = bits / 2^24, i.e. bits >= ratio * 2^24.
-  const double threshold = ratio * double(1 << 24);
-  const T scale = T(1 / (1 - ratio));
+  const double step =
+      config.stepInput < 0
+          ? 0.0
+          : *static_cast<const double *>(args.inputs[config.stepInput]);
+  const int64_t *offsets =
+      config.offsetsInput < 0
+          ? nullptr
+          : static_cast<const int64_t *>(args.inputs[config.offsetsInput]);
+  const uint64_t stream = loomrt::dropoutStream(config.seed, step);
+  const double threshold = config.ratio * double(1 << 24);
+  const T scale = T(1 / (1 - config.ratio));
   int threads = threadsFor(n, 1 << 14);
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t k = 0; k < n; ++k) {
-    uint64_t bits = splitmix64(base + uint64_t(k)) >> 40;
-    bool keep = double(bits) >= threshold;
+    bool keep = loomrt::dropoutKeeps(
+        stream, loomrt::dropoutIndex(config.block, offsets, k), threshold);
     mask[k] = keep;
     y[k] = keep ? x[k] * scale : T(0);
   }
@@ -693,16 +768,14 @@ void cpu::run_copy(const KernelArgs &args) {
 }
 
 Status cpu::check_dropout(const Instruction &instruction) {
-  double ratio;
-  int64_t seed;
-  return readDropout(instruction, ratio, seed);
+  DropoutConfig config;
+  return readDropout(instruction, config);
 }
 void cpu::run_dropout(const KernelArgs &args) {
-  double ratio;
-  int64_t seed;
-  (void)readDropout(args.instruction, ratio, seed);
+  DropoutConfig config;
+  (void)readDropout(args.instruction, config);
   if (args.instruction.inputs[0].dtype == DType::F32)
-    dropoutTyped<float>(args, ratio, seed);
+    dropoutTyped<float>(args, config);
   else
-    dropoutTyped<double>(args, ratio, seed);
+    dropoutTyped<double>(args, config);
 }

@@ -29,8 +29,9 @@ namespace {
 /// ways rows of each rank's B / ways: the argument seen as [ways,
 /// microbatches, m / ways, ...], sliced at k on the middle dimension. Each
 /// rank then reads its own contiguous rows, and every microbatch is split
-/// over the ranks.
-void interleaveMicrobatches(BlockArgument argument, int64_t ways) {
+/// over the ranks. Returns the number of microbatches so taken (0: none).
+int64_t interleaveMicrobatches(BlockArgument argument, int64_t ways) {
+  int64_t interleaved = 0;
   auto type = cast<RankedTensorType>(argument.getType());
   int64_t batch = type.getDimSize(0);
   for (Operation *user : llvm::to_vector(argument.getUsers())) {
@@ -63,7 +64,30 @@ void interleaveMicrobatches(BlockArgument argument, int64_t ways) {
     Value microbatch = builder.create<ReshapeOp>(loc, result, picked);
     slice.getResult().replaceAllUsesWith(microbatch);
     slice.erase();
+    interleaved = microbatches;
   }
+  return interleaved;
+}
+
+/// Dropout masks follow the rows (loom.dropout): microbatch k numbered its
+/// elements after the earlier microbatches' (`index_base` = k times its
+/// size), which are now, per rank, chunks of the batch `ways` apart. Each
+/// chunk keeps the numbers its rows have in the batch. (As `index_base`,
+/// this holds for tensors whose leading dimension is the batch's.)
+void renumberDropouts(func::FuncOp func, int64_t ways, int64_t microbatches) {
+  func.walk([&](DropoutOp dropout) {
+    int64_t elements =
+        cast<RankedTensorType>(dropout.getInput().getType()).getNumElements();
+    int64_t base = dropout.getIndexBaseAttr().getInt();
+    if (dropout.getOffsets() || dropout.getIndexChunk() != 0 || elements == 0 ||
+        elements % ways != 0 || base % elements != 0 ||
+        base / elements >= microbatches)
+      return;
+    int64_t chunk = elements / ways;
+    dropout.setIndexChunk(chunk);
+    dropout.setIndexChunkStride(chunk * microbatches);
+    dropout.setIndexBase(base / elements * chunk);
+  });
 }
 
 struct DataParallelPass : impl::LoomDataParallelBase<DataParallelPass> {
@@ -97,7 +121,9 @@ struct DataParallelPass : impl::LoomDataParallelBase<DataParallelPass> {
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
-      OpBuilder builder = OpBuilder::atBlockBegin(&func.getBody().front());
+      OpBuilder builder(func.getContext());
+      int64_t microbatches = 0;
+      Operation *lastPin = nullptr;
       for (BlockArgument argument : func.getArguments()) {
         auto type = dyn_cast<RankedTensorType>(argument.getType());
         if (!type || type.getRank() == 0)
@@ -114,15 +140,25 @@ struct DataParallelPass : impl::LoomDataParallelBase<DataParallelPass> {
                  "batch evenly";
           return signalPassFailure();
         }
-        interleaveMicrobatches(argument, size);
+        microbatches =
+            std::max(microbatches, interleaveMicrobatches(argument, size));
         DimAxes dims(type.getRank());
         dims[0] = axes;
+        // After the pins made so far (interleaving may have erased the
+        // block's first op).
+        if (lastPin)
+          builder.setInsertionPointAfter(lastPin);
+        else
+          builder.setInsertionPointToStart(&func.getBody().front());
         auto pin = builder.create<ShardOp>(
             argument.getLoc(), argument,
             makeSharding(module.getContext(), meshName, dims),
             /*priority=*/IntegerAttr());
         argument.replaceAllUsesExcept(pin, pin);
+        lastPin = pin;
       }
+      if (microbatches > 1)
+        renumberDropouts(func, size, microbatches);
     }
   }
 };

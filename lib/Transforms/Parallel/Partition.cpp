@@ -195,6 +195,68 @@ private:
         FlatSymbolRefAttr::get(symbol));
   }
 
+  /// Where this rank's block of a tensor of `shape` split by `dims` starts,
+  /// one offset per dimension, as a tensor<rank x i64>: the local shard of
+  /// a table parameter with every block's offsets, split over the axes
+  /// that split the tensor (no kernel runs: the plan gives each rank its
+  /// row). Tensors of one shape and split share one table.
+  Value blockOffsets(OpBuilder &builder, Location loc, ArrayRef<int64_t> shape,
+                     const DimAxes &dims) {
+    int64_t rank = shape.size();
+    AxisList allAxes;
+    std::string name = "loom.block_offsets.";
+    llvm::raw_string_ostream os(name);
+    llvm::interleave(shape, os, "x");
+    for (const AxisList &axes : dims) {
+      os << ".";
+      if (axes.empty())
+        os << "-";
+      llvm::interleave(
+          axes, os, [&](StringAttr axis) { os << axis.getValue(); }, "+");
+      allAxes.append(axes.begin(), axes.end());
+    }
+    auto symbol = StringAttr::get(context, name);
+    auto localType = RankedTensorType::get({rank}, builder.getI64Type());
+    if (!symbols.lookup(symbol)) {
+      // Block b (over `allAxes`, major first) holds, per dimension, the
+      // block its own axes' coordinates select.
+      SmallVector<int64_t> axisSizes;
+      int64_t blocks = 1;
+      for (StringAttr axis : allAxes) {
+        axisSizes.push_back(mesh.getAxisSize(axis.getValue()));
+        blocks *= axisSizes.back();
+      }
+      SmallVector<int64_t> local = localShape(shape, dims, mesh);
+      SmallVector<int64_t> table;
+      for (int64_t block = 0; block < blocks; ++block) {
+        SmallVector<int64_t> coords(allAxes.size());
+        for (int64_t i = int64_t(allAxes.size()) - 1, rest = block; i >= 0;
+             --i) {
+          coords[i] = rest % axisSizes[i];
+          rest /= axisSizes[i];
+        }
+        unsigned next = 0;
+        for (auto [dim, axes] : llvm::enumerate(dims)) {
+          int64_t index = 0;
+          for (unsigned i = 0; i < axes.size(); ++i, ++next)
+            index = index * axisSizes[next] + coords[next];
+          table.push_back(index * local[dim]);
+        }
+      }
+      auto global =
+          RankedTensorType::get({blocks * rank}, builder.getI64Type());
+      OpBuilder moduleBuilder(module.getBodyRegion());
+      moduleBuilder.setInsertionPointToStart(module.getBody());
+      auto parameter = moduleBuilder.create<ParameterOp>(
+          module.getLoc(), symbol, TypeAttr::get(global), UnitAttr(),
+          makeSharding(context, meshName, DimAxes{allAxes}),
+          DenseElementsAttr::get(global, ArrayRef<int64_t>(table)));
+      symbols.insert(parameter);
+    }
+    return builder.create<ParamOp>(loc, localType,
+                                   FlatSymbolRefAttr::get(symbol));
+  }
+
   // --- moving data
   // ------------------------------------------------------------
   DictionaryAttr describe(Value global, const Local &from, const DimAxes &to,
@@ -874,6 +936,18 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
       if (!axes.empty())
         limits[dim] = global.getDimSize(dim);
     slice.setLimits(limits);
+  }
+  // A split dropout draws its block of the global tensor's mask.
+  if (auto dropout = dyn_cast<DropoutOp>(op);
+      dropout && !dropout.getOffsets()) {
+    const DimAxes &axes = locals[dropout.getOutput()].axes;
+    if (llvm::any_of(axes, [](const AxisList &dim) { return !dim.empty(); })) {
+      auto global = cast<RankedTensorType>(globalTypeOf(dropout.getOutput()));
+      builder.setInsertionPoint(op);
+      dropout.getOffsetsMutable().assign(
+          blockOffsets(builder, op->getLoc(), global.getShape(), axes));
+      dropout.setGlobalShape(global.getShape());
+    }
   }
   op->removeAttr(LoomDialect::kShardingAttrName);
   op->removeAttr(LoomDialect::kShardingOriginAttrName);

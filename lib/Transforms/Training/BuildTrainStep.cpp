@@ -147,8 +147,8 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
     Value loss;
     SmallVector<Value> grads(gradients.size());
     for (unsigned k = 0; k < gradAccum; ++k) {
-      SmallVector<Value> results =
-          inlineMicrobatch(builder, gradFunction, body->getArguments(), k);
+      SmallVector<Value> results = inlineMicrobatch(
+          builder, gradFunction, body->getArguments(), k, stepNumber);
       auto accumulate = [&](Value &sum, Value value) -> AddOp {
         if (!sum) {
           sum = value;
@@ -181,10 +181,12 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
   }
 
   /// Clones the gradient function's body for microbatch `k`; returns its
-  /// results.
+  /// results. Its dropouts draw the step's masks: keyed by the update
+  /// count, and numbering their elements after the earlier microbatches'.
   SmallVector<Value> inlineMicrobatch(OpBuilder &builder,
                                       func::FuncOp gradFunction,
-                                      ValueRange arguments, unsigned k) {
+                                      ValueRange arguments, unsigned k,
+                                      Value stepNumber) {
     IRMapping mapping;
     for (auto [param, argument] :
          llvm::zip(gradFunction.getArguments(), arguments)) {
@@ -201,8 +203,16 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
       mapping.map(param, value);
     }
     Block &source = gradFunction.getBody().front();
-    for (Operation &op : source.without_terminator())
-      builder.clone(op, mapping);
+    for (Operation &op : source.without_terminator()) {
+      Operation *clone = builder.clone(op, mapping);
+      if (auto dropout = dyn_cast<DropoutOp>(clone)) {
+        if (!dropout.getStep())
+          dropout.getStepMutable().assign(stepNumber);
+        int64_t elements = cast<RankedTensorType>(dropout.getInput().getType())
+                               .getNumElements();
+        dropout.setIndexBase(dropout.getIndexBase() + k * elements);
+      }
+    }
     SmallVector<Value> results;
     for (Value value : source.getTerminator()->getOperands())
       results.push_back(mapping.lookupOrDefault(value));

@@ -98,6 +98,30 @@ func.func @dropout_ratio(%x: tensor<4xf32>) {
 
 // -----
 
+func.func @dropout_block_rank(%x: tensor<4x2xf32>, %at: tensor<1xi64>) {
+  // expected-error @+1 {{'loom.dropout' op needs one offset and one global size per dimension of its 2-d input}}
+  %0:2 = loom.dropout %x ratio 0.5 at %at of [8] : tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_block_larger(%x: tensor<4x2xf32>, %at: tensor<2xi64>) {
+  // expected-error @+1 {{'loom.dropout' op global size 1 of dimension 1 is smaller than the block's 2}}
+  %0:2 = loom.dropout %x ratio 0.5 at %at of [8, 1] : tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_index_base(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.dropout' op index_base -1 must not be negative}}
+  %0:2 = loom.dropout %x ratio 0.5 {index_base = -1} : tensor<4xf32>
+  return
+}
+
+// -----
+
 func.func @maximum_types(%a: tensor<4xf32>, %b: tensor<4xf64>) {
   // expected-error @+1 {{'loom.maximum' op operand element types differ}}
   %0 = loom.maximum %a, %b : (tensor<4xf32>, tensor<4xf64>) -> tensor<4xf32>

@@ -279,6 +279,17 @@ func.func @fusion(%h: tensor<8x32xf32>, %b: tensor<32xf32>) -> tensor<8x32xf32> 
 
 // -----
 
+// A training step's dropout, and a rank's block of a split one.
+func.func @dropout_blocks(%x: tensor<8x128x768xf32>, %step: tensor<f64>, %at: tensor<3xi64>) {
+  // CHECK: loom.dropout %{{.*}} ratio 1.000000e-01 seed 7 step %{{.*}} {index_base = 4096 : i64} : tensor<8x128x768xf32>
+  %0:2 = loom.dropout %x ratio 0.1 seed 7 step %step {index_base = 4096} : tensor<8x128x768xf32>
+  // CHECK: loom.dropout %{{.*}} ratio 1.000000e-01 step %{{.*}} at %{{.*}} of [16, 128, 1536] : tensor<8x128x768xf32>
+  %1:2 = loom.dropout %x ratio 0.1 step %step at %at of [16, 128, 1536] : tensor<8x128x768xf32>
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @training
 // CHECK:         loom.sgd_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, nesterov}
 // CHECK:         loom.adamw_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {lr = 1.000000e-03 : f64}

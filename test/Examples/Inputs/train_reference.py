@@ -23,7 +23,10 @@ F.cross_entropy over the flattened logits; with --grad-accum K the batch is K
 microbatches of B/K rows whose losses are divided by K before backward().
 --clip-grad-norm applies torch.nn.utils.clip_grad_norm_ before each update.
 --precision bf16 trains with Loom's mixed precision (bf16_matmul.py): matrix
-products in bf16, everything else f32.
+products in bf16, everything else f32. --dropout P (GPT only) exports the
+model with dropout P in training mode; PyTorch's masks are not Loom's, so
+there is no PyTorch run then (no OUT_DIR/ref): Loom's layouts are compared
+with Loom's one-rank run instead.
 Writes
   OUT_DIR/ref/losses.json  per-step losses (before that step's update; with K
                            microbatches, the mean of their losses)
@@ -78,6 +81,9 @@ def parse_args():
     parser.add_argument("--precision", choices=["f32", "bf16"], default="f32",
                         help="bf16: matrix products as loom-run --precision "
                              "bf16 computes them (bf16_matmul.py)")
+    parser.add_argument("--dropout", type=float, default=0.0,
+                        help="GPT only: export with this dropout and skip "
+                        "the PyTorch run")
     parser.add_argument("--unfused-attention", action="store_true",
                         help="with --precision bf16: the GPT's attention as "
                              "loom-run --unfused-attention computes it (two "
@@ -95,17 +101,19 @@ def parse_args():
         parser.error("--betas takes two comma-separated numbers")
     if args.batch_size % args.grad_accum:
         parser.error("--batch-size must be a multiple of --grad-accum")
+    if args.dropout and not args.model.startswith("gpt"):
+        parser.error("--dropout is for the GPT")
     return args
 
 
-def build_model(which, vocab=64):
+def build_model(which, vocab=64, dropout=0.0):
     """The model of export_with_gradients.py and its ONNX input name."""
     if which in ("gpt", "gpt-gelu"):
         sys.path.insert(0, os.path.join(ROOT, "gpt"))
         import export_gpt
         gelu = "tanh" if which == "gpt-gelu" else "none"
         return export_gpt.GPT(vocab=vocab, block_size=16, n_layer=2, n_head=2,
-                              n_embd=32, gelu=gelu), "idx"
+                              n_embd=32, dropout=dropout, gelu=gelu), "idx"
     sys.path.insert(0, os.path.join(ROOT, "mlp"))
     import export_mlp
     if which == "mlp-gelu":
@@ -235,7 +243,7 @@ def main():
     ref_dir = os.path.join(args.out_dir, "ref")
     os.makedirs(ref_dir, exist_ok=True)
     torch.manual_seed(0)
-    model, input_name = build_model(args.model, args.vocab)
+    model, input_name = build_model(args.model, args.vocab, args.dropout)
     global LOSS
     LOSS = args.loss
     inputs, labels = make_dataset(args.model, args.samples, args.loss,
@@ -246,6 +254,10 @@ def main():
     check_initializers(model, model_path)
     np.save(os.path.join(args.out_dir, "input.npy"), inputs.numpy())
     np.save(os.path.join(args.out_dir, "labels.npy"), labels.numpy())
+    if args.dropout:
+        os.rmdir(ref_dir)
+        print(loom_flags(args, input_name))
+        return 0
 
     if args.precision == "bf16":  # after the export, which stays f32
         import bf16_matmul

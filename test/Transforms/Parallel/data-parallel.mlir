@@ -36,3 +36,28 @@ module {
 // The tactic needs the mesh axis it splits over.
 // expected-error @+1 {{'loom.mesh' op has no axis 'dp' to split the batch over}}
 loom.mesh @mesh = <tp = 2>
+
+// -----
+
+// Two microbatches of 4 rows over dp 2: each rank reads its 4 contiguous
+// rows, and microbatch k takes the k-th pair of them ([ways, microbatches,
+// rows / ways] sliced at k). A dropout of microbatch k (index_base = k times
+// its 16 elements, as loom-build-train-step numbers it) then numbers its
+// rows where they sit in the batch: chunks of 8 elements (one rank's pair),
+// 16 apart, the second microbatch's starting at 8.
+// CHECK-LABEL: func.func @interleaved
+// CHECK:         loom.reshape %{{.*}} : tensor<8x4xf32> -> tensor<2x2x2x4xf32>
+// CHECK:         loom.slice %{{.*}} [0:2, 0:1, 0:2, 0:4]
+// CHECK:         loom.dropout %{{.*}} ratio 5.000000e-01 {index_chunk = 8 : i64, index_chunk_stride = 16 : i64} : tensor<4x4xf32>
+// CHECK:         loom.slice %{{.*}} [0:2, 1:2, 0:2, 0:4]
+// CHECK:         loom.dropout %{{.*}} ratio 5.000000e-01 {index_base = 8 : i64, index_chunk = 8 : i64, index_chunk_stride = 16 : i64} : tensor<4x4xf32>
+module {
+  loom.mesh @mesh = <dp = 2>
+  func.func @interleaved(%x: tensor<8x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+    %a = loom.slice %x [0:4, 0:4] : tensor<8x4xf32> -> tensor<4x4xf32>
+    %da, %ma = loom.dropout %a ratio 0.5 : tensor<4x4xf32>
+    %b = loom.slice %x [4:8, 0:4] : tensor<8x4xf32> -> tensor<4x4xf32>
+    %db, %mb = loom.dropout %b ratio 0.5 {index_base = 16} : tensor<4x4xf32>
+    return %da, %db : tensor<4x4xf32>, tensor<4x4xf32>
+  }
+}

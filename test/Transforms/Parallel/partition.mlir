@@ -230,3 +230,30 @@ module {
     return
   }
 }
+
+// -----
+
+// A dropout of a tensor split over dp (rows) and tp (columns) draws its
+// block of the whole tensor's mask: the block's offsets come from a table
+// parameter with one row per block, split over both axes, so each rank
+// reads its own row; tensors of one shape and split share the table.
+// CHECK-LABEL: module attributes {loom.world_size = 4 : i64}
+// CHECK: loom.parameter @loom.block_offsets.4x8.dp.tp : tensor<8xi64> sharding <@mesh, [{dp, tp}]> = dense<[0, 0, 0, 4, 2, 0, 2, 4]> : tensor<8xi64>
+// CHECK: func.func @dropouts
+// CHECK: %[[AT:.*]] = loom.param @loom.block_offsets.4x8.dp.tp : tensor<2xi64>
+// CHECK: loom.dropout %{{.*}} ratio 1.000000e-01 seed 3 step %{{.*}} at %[[AT]] of [4, 8] : tensor<2x4xf32>
+// CHECK: %[[AT2:.*]] = loom.param @loom.block_offsets.4x8.dp.tp : tensor<2xi64>
+// CHECK: loom.dropout %{{.*}} ratio 2.000000e-01 seed 5 at %[[AT2]] of [4, 8] {index_base = 32 : i64} : tensor<2x4xf32>
+// A replicated dropout needs no offsets.
+// CHECK: loom.dropout %{{.*}} ratio 3.000000e-01 : tensor<4x8xf32>
+module {
+  loom.mesh @mesh = <dp = 2, tp = 2>
+  func.func @dropouts(%x: tensor<4x8xf32> {loom.sharding = #loom.sharding<@mesh, [{dp}, {tp}]>},
+                      %r: tensor<4x8xf32> {loom.sharding = #loom.sharding<@mesh, [{}, {}]>},
+                      %step: tensor<f64>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+    %y, %m = loom.dropout %x ratio 0.1 seed 3 step %step : tensor<4x8xf32>
+    %z, %n = loom.dropout %y ratio 0.2 seed 5 {index_base = 32} : tensor<4x8xf32>
+    %w, %o = loom.dropout %r ratio 0.3 : tensor<4x8xf32>
+    return %y, %z, %w : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  }
+}

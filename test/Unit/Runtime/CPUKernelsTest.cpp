@@ -2116,24 +2116,31 @@ TEST(CPUKernelsDataMovement, ConcatSplitCopy) {
   expectClose(run1("copy", {&x}, DType::F64, {12}), values(x), 0, 0);
 }
 
+/// plan-format.md's splitmix64, written out again from the spec.
+uint64_t specSplitmix64(uint64_t x) {
+  uint64_t z = x + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 TEST(CPUKernelsDataMovement, Dropout) {
   Tensor x = random(DType::F32, {40, 50});
+  Tensor step = filled(DType::F64, {}, {3});
   const double ratio = 0.3;
   const int64_t seed = 42;
   std::vector<Tensor> outputs{Tensor(DType::F32, {40, 50}),
                               Tensor(DType::I1, {40, 50})};
-  Instruction instruction =
-      makeKernel("dropout", {&x}, outputs, {{"ratio", ratio}, {"seed", seed}});
-  ASSERT_EQ(runKernel(instruction, {&x}, outputs), "");
+  Instruction instruction = makeKernel("dropout", {&x, &step}, outputs,
+                                       {{"ratio", ratio}, {"seed", seed}});
+  ASSERT_EQ(runKernel(instruction, {&x, &step}, outputs), "");
   std::vector<double> expectedY, expectedMask;
   int kept = 0;
+  const uint64_t stream = specSplitmix64(
+      uint64_t(seed) * 0x9E3779B97F4A7C15ull ^ specSplitmix64(3));
   for (int64_t k = 0; k < x.size(); ++k) {
-    uint64_t z = uint64_t(seed) * 0x9E3779B97F4A7C15ull + uint64_t(k) +
-                 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    double u = double(z >> 40) / double(1 << 24);
+    double u =
+        double(specSplitmix64(stream + uint64_t(k)) >> 40) / double(1 << 24);
     bool keep = u >= ratio;
     kept += keep;
     expectedMask.push_back(keep);
@@ -2142,6 +2149,61 @@ TEST(CPUKernelsDataMovement, Dropout) {
   expectClose(outputs[0], expectedY, 1e-6, 1e-7);
   expectClose(outputs[1], expectedMask, 0, 0);
   EXPECT_NEAR(double(kept) / double(x.size()), 0.7, 0.05);
+}
+
+// A block of a split tensor draws exactly its part of the whole tensor's
+// mask, and a later microbatch (index_base) the rows after the first's.
+TEST(CPUKernelsDataMovement, DropoutBlocksDrawTheWholeMask) {
+  const int64_t rows = 6, cols = 10;
+  Tensor x = filled(DType::F64, {rows, cols}, std::vector<double>(60, 1.0));
+  Tensor step = filled(DType::F64, {}, {7});
+  Attributes attrs{{"ratio", 0.5}, {"seed", int64_t(9)}};
+  std::vector<Tensor> whole{Tensor(DType::F64, {rows, cols}),
+                            Tensor(DType::I1, {rows, cols})};
+  ASSERT_EQ(runKernel(makeKernel("dropout", {&x, &step}, whole, attrs),
+                      {&x, &step}, whole),
+            "");
+  // Each of the four [3, 5] blocks, at its offsets.
+  Tensor block = filled(DType::F64, {3, 5}, std::vector<double>(15, 1.0));
+  for (int64_t r0 : {0, 3})
+    for (int64_t c0 : {0, 5}) {
+      Tensor offsets = filled(DType::I64, {2}, {double(r0), double(c0)});
+      Attributes blockAttrs = attrs;
+      blockAttrs["global_shape"] = std::vector<int64_t>{rows, cols};
+      std::vector<Tensor> part{Tensor(DType::F64, {3, 5}),
+                               Tensor(DType::I1, {3, 5})};
+      ASSERT_EQ(runKernel(makeKernel("dropout", {&block, &step, &offsets}, part,
+                                     blockAttrs),
+                          {&block, &step, &offsets}, part),
+                "");
+      for (int64_t i = 0; i < 3; ++i)
+        for (int64_t j = 0; j < 5; ++j)
+          EXPECT_EQ(part[1].get(i * 5 + j),
+                    whole[1].get((r0 + i) * cols + c0 + j))
+              << "block at " << r0 << ", " << c0;
+    }
+  // The second half of the rows as microbatch 1.
+  Tensor half = filled(DType::F64, {3, cols}, std::vector<double>(30, 1.0));
+  Attributes later = attrs;
+  later["index_base"] = int64_t(3 * cols);
+  std::vector<Tensor> second{Tensor(DType::F64, {3, cols}),
+                             Tensor(DType::I1, {3, cols})};
+  ASSERT_EQ(runKernel(makeKernel("dropout", {&half, &step}, second, later),
+                      {&half, &step}, second),
+            "");
+  for (int64_t k = 0; k < 3 * cols; ++k)
+    EXPECT_EQ(second[1].get(k), whole[1].get(3 * cols + k));
+  // Another step draws another mask.
+  Tensor next = filled(DType::F64, {}, {8});
+  std::vector<Tensor> other{Tensor(DType::F64, {rows, cols}),
+                            Tensor(DType::I1, {rows, cols})};
+  ASSERT_EQ(runKernel(makeKernel("dropout", {&x, &next}, other, attrs),
+                      {&x, &next}, other),
+            "");
+  int differ = 0;
+  for (int64_t k = 0; k < rows * cols; ++k)
+    differ += other[1].get(k) != whole[1].get(k);
+  EXPECT_GT(differ, 10);
 }
 
 TEST(CPUKernelsDataMovement, CheckRejects) {
@@ -2225,6 +2287,18 @@ TEST(CPUKernelsDataMovement, CheckRejects) {
                   "mask has dtype f32; expected i1");
   EXPECT_REJECTED(makeKernel("dropout", {&x}, {x, mask}, {{"ratio", 0.1}}),
                   "missing attribute 'seed'");
+  Tensor offsets(DType::I64, {2}), step(DType::F64, {});
+  EXPECT_REJECTED(makeKernel("dropout", {&x, &step, &offsets}, {x, mask},
+                             {{"ratio", 0.1}, {"seed", int64_t(1)}}),
+                  "takes X, an optional step");
+  EXPECT_REJECTED(makeKernel("dropout", {&x, &offsets}, {x, mask},
+                             {{"ratio", 0.1},
+                              {"seed", int64_t(1)},
+                              {"global_shape", std::vector<int64_t>{2, 5}}}),
+                  "is smaller than the block");
+  EXPECT_REJECTED(makeKernel("dropout", {&x, &x}, {x, mask},
+                             {{"ratio", 0.1}, {"seed", int64_t(1)}}),
+                  "step must be one f64");
 }
 
 //===----------------------------------------------------------------------===//

@@ -1781,6 +1781,19 @@ TEST(CUDAKernels, DropoutMatchesTheCPUBitForBit) {
           "dropout", {&x}, {ref(dtype, {33, 71}), ref(DType::I1, {33, 71})},
           {{"ratio", ratio}, {"seed", seed}});
       expectSame(inst, {&x}, 0, 0);
+      // A block of a larger tensor at a training step, a later microbatch.
+      Tensor step(DType::F64, {}), offsets(DType::I64, {2});
+      step.set(0, 12);
+      offsets.set(0, 33);
+      offsets.set(1, 71 * 2);
+      Instruction block =
+          makeInstruction("dropout", {&x, &step, &offsets},
+                          {ref(dtype, {33, 71}), ref(DType::I1, {33, 71})},
+                          {{"ratio", ratio},
+                           {"seed", seed},
+                           {"index_base", int64_t(1000)},
+                           {"global_shape", std::vector<int64_t>{66, 71 * 4}}});
+      expectSame(block, {&x, &step, &offsets}, 0, 0);
     }
 }
 

@@ -225,6 +225,9 @@ def LoomPartition : Pass<"loom-partition", "::mlir::ModuleOp"> {
     - an axis that moves from the minor split of one dimension to the minor
       split of another (nothing else changing) is one `loom.all_to_all`
       between a reshape and transposes.
+    A split `loom.dropout` gets its block's offsets (the local shard of a
+    `loom.block_offsets.*` table parameter, one row per block) and the
+    global shape, so it draws its part of the whole tensor's mask.
     A value stays partial through ops that are linear in it (reshape,
     transpose, neg, slice, reduce_sum; add and sub of two partial sums; mul,
     matmul, or div by a whole value), so no collective comes earlier than a
@@ -406,6 +409,12 @@ def LoomDataParallel : Pass<"loom-data-parallel", "::mlir::ModuleOp"> {
     mean loss over the batch is each rank's share of it. `loom-partition`
     gives a pinned argument its local type and `loom.batch_offsets`, so each
     rank reads only its own rows of the global batch.
+
+    With gradient accumulation (arguments sliced into microbatches of rows)
+    microbatch k becomes the k-th block of each rank's contiguous rows, and
+    the dropouts of each microbatch (`index_base` k times their size) get
+    `index_chunk`/`index_chunk_stride` that number those rows where they
+    sit in the batch, so the masks stay the one-rank run's.
 
     A batch `axis` does not divide is an error naming the argument.
 

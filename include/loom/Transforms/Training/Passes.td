@@ -296,6 +296,9 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
     * `grad-accum` K > 1 splits every argument along dimension 0 into K
       microbatches, runs the gradient function on each, and averages the
       losses and the gradients (for a mean loss, the full batch's gradient).
+    * Every `loom.dropout` of the step takes the update count as its `step`
+      (a new mask every step), and microbatch k's numbers its elements
+      after the earlier microbatches' (`index_base`).
     * `clip-grad-norm` > 0 scales all gradients by
       `min(1, max_norm / (total_norm + 1e-6))`, with `total_norm` the 2-norm
       of all gradients together (`torch.nn.utils.clip_grad_norm_`).

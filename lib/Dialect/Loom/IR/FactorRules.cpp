@@ -195,7 +195,23 @@ FactorRule BroadcastOp::getFactorRule() {
 }
 
 FactorRule DropoutOp::getFactorRule() {
-  return getElementwiseFactorRule(*this);
+  // Elementwise in the input; the step is a scalar and a block's offsets
+  // are read whole by every rank.
+  RankedTensorType type = tensorTypeOf(getInput());
+  FactorRule rule = perDimensionRule(type, {}, FactorKind::Parallel);
+  TensorFactors identity;
+  appendIdentity(identity, 0, type.getRank());
+  rule.addOperand(identity);
+  if (getStep())
+    rule.addOperand({});
+  if (getOffsets()) {
+    unsigned offsets =
+        rule.addFactor(type.getRank(), FactorKind::NeedReplication);
+    rule.addOperand({{offsets}});
+  }
+  rule.addResult(identity);
+  rule.addResult(identity);
+  return rule;
 }
 
 FactorRule MatmulOp::getFactorRule() {

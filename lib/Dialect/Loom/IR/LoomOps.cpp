@@ -92,6 +92,55 @@ static void printLayerNormGradTypes(OpAsmPrinter &printer, Operation *,
   printNormTypes(printer, input, scale, dout, "dout");
 }
 
+/// `step %n`, optional; the step is always an f64 scalar.
+static ParseResult
+parseDropoutStep(OpAsmParser &parser,
+                 std::optional<OpAsmParser::UnresolvedOperand> &step,
+                 Type &stepType) {
+  if (failed(parser.parseOptionalKeyword("step")))
+    return success();
+  step.emplace();
+  stepType = RankedTensorType::get({}, parser.getBuilder().getF64Type());
+  return parser.parseOperand(*step);
+}
+
+static void printDropoutStep(OpAsmPrinter &printer, Operation *, Value step,
+                             Type) {
+  if (step)
+    printer << " step " << step;
+}
+
+/// `at %offsets of [d0, d1, ...]`, optional: the block's offsets (one i64
+/// per dimension) in a tensor of the listed global shape.
+static ParseResult
+parseDropoutBlock(OpAsmParser &parser,
+                  std::optional<OpAsmParser::UnresolvedOperand> &offsets,
+                  Type &offsetsType, DenseI64ArrayAttr &globalShape) {
+  if (failed(parser.parseOptionalKeyword("at")))
+    return success();
+  offsets.emplace();
+  SmallVector<int64_t> shape;
+  if (parser.parseOperand(*offsets) || parser.parseKeyword("of") ||
+      parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Square, [&] {
+        return parser.parseInteger(shape.emplace_back());
+      }))
+    return failure();
+  Builder &builder = parser.getBuilder();
+  offsetsType =
+      RankedTensorType::get({int64_t(shape.size())}, builder.getI64Type());
+  globalShape = builder.getDenseI64ArrayAttr(shape);
+  return success();
+}
+
+static void printDropoutBlock(OpAsmPrinter &printer, Operation *, Value offsets,
+                              Type, DenseI64ArrayAttr globalShape) {
+  if (!offsets)
+    return;
+  printer << " at " << offsets << " of [";
+  llvm::interleaveComma(globalShape.asArrayRef(), printer);
+  printer << "]";
+}
+
 /// `[start:limit, start:limit:stride, ...]`, one entry per dimension.
 static ParseResult parseSliceRanges(OpAsmParser &parser,
                                     DenseI64ArrayAttr &starts,

@@ -585,6 +585,30 @@ LogicalResult DropoutOp::verify() {
   double ratio = getRatio().convertToDouble();
   if (!(ratio >= 0.0 && ratio < 1.0))
     return emitOpError() << "ratio " << ratio << " must be in [0, 1)";
+  if (getIndexBaseAttr().getInt() < 0)
+    return emitOpError() << "index_base " << getIndexBaseAttr().getInt()
+                         << " must not be negative";
+  int64_t chunk = getIndexChunkAttr().getInt(),
+          chunkStride = getIndexChunkStrideAttr().getInt();
+  if (chunk < 0 || (chunk > 0 && chunkStride < chunk))
+    return emitOpError() << "index_chunk " << chunk
+                         << " needs a stride of at least itself (has "
+                         << chunkStride << ")";
+  if (bool(getOffsets()) != bool(getGlobalShapeAttr()))
+    return emitOpError("takes offsets and a global shape together");
+  if (!getOffsets())
+    return success();
+  auto type = cast<RankedTensorType>(getInput().getType());
+  ArrayRef<int64_t> global = *getGlobalShape();
+  if (int64_t(global.size()) != type.getRank() ||
+      cast<RankedTensorType>(getOffsets().getType()).getDimSize(0) !=
+          type.getRank())
+    return emitOpError() << "needs one offset and one global size per "
+                         << "dimension of its " << type.getRank() << "-d input";
+  for (auto [dim, size] : llvm::enumerate(type.getShape()))
+    if (global[dim] < size)
+      return emitOpError() << "global size " << global[dim] << " of dimension "
+                           << dim << " is smaller than the block's " << size;
   return success();
 }
 

@@ -9,12 +9,13 @@
 // Out-of-range indices of gather are recorded in the DeviceError (the first
 // one of the step wins) and read as zeros. scatter_add is ScatterAdd.cu's.
 //
-// dropout uses the CPU's stateless splitmix64 hash of (seed, element), so
-// its masks are bit-identical to the CPU's.
+// dropout draws its mask with the CPU's functions (DropoutMask.h), so its
+// masks are bit-identical to the CPU's.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Device.cuh"
+#include "DropoutMask.h"
 
 #include <cstring>
 
@@ -373,22 +374,18 @@ Status launchGather(const GatherPlan &p, const LaunchContext &context,
 // dropout
 //===----------------------------------------------------------------------===//
 
-/// One step of splitmix64 from state `x` (plan-format.md, `dropout`).
-__device__ inline uint64_t splitmix64(uint64_t x) {
-  uint64_t z = x + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
+/// `step` and `offsets` are device pointers (null when the plan has
+/// none): the step is the training step the executor's plan computed.
 template <typename T>
-__global__ void dropoutKernel(const T *x, T *y, uint8_t *mask, int64_t n,
-                              uint64_t base, double threshold, T scale) {
+__global__ void
+dropoutKernel(const T *x, T *y, uint8_t *mask, int64_t n, int64_t seed,
+              const double *step, const int64_t *offsets,
+              loomrt::DropoutBlock block, double threshold, T scale) {
+  const uint64_t stream = loomrt::dropoutStream(seed, step ? *step : 0.0);
   for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
        k += int64_t(gridDim.x) * blockDim.x) {
-    // Kept when u >= ratio with u = bits / 2^24 (bits < 2^24: exact).
-    const uint64_t bits = splitmix64(base + uint64_t(k)) >> 40;
-    const bool keep = double(bits) >= threshold;
+    const bool keep = loomrt::dropoutKeeps(
+        stream, loomrt::dropoutIndex(block, offsets, k), threshold);
     mask[k] = keep;
     y[k] = keep ? x[k] * scale : T(0);
   }
@@ -529,8 +526,22 @@ KernelOr cuda::createDropout(const LaunchContext &, const Instruction &inst) {
   const double ratio = doubleAttr(inst.attrs, "ratio");
   const int64_t seed = intAttr(inst.attrs, "seed");
   const int64_t n = inst.inputs[0].elements();
-  const uint64_t base = uint64_t(seed) * 0x9E3779B97F4A7C15ull;
   const double threshold = ratio * double(1 << 24);
+  // Inputs: X, the step if present, the offsets if global_shape is given
+  // (the CPU check validated the combination).
+  const bool hasOffsets = inst.attrs.count("global_shape") != 0;
+  const int offsetsInput = hasOffsets ? int(inst.inputs.size()) - 1 : -1;
+  const int stepInput =
+      int(inst.inputs.size()) - 1 - int(hasOffsets) == 1 ? 1 : -1;
+  loomrt::DropoutBlock block;
+  block.base = intAttr(inst.attrs, "index_base");
+  if (hasOffsets) {
+    const std::vector<int64_t> global = intListAttr(inst.attrs, "global_shape");
+    block = loomrt::makeDropoutBlock(inst.inputs[0].shape.data(), global.data(),
+                                     int(global.size()), block.base);
+  }
+  block.chunk = intAttr(inst.attrs, "index_chunk");
+  block.chunkStride = intAttr(inst.attrs, "index_chunk_stride");
   auto make = [&](auto tag) {
     using T = decltype(tag);
     const T scale = T(1 / (1 - ratio));
@@ -541,7 +552,12 @@ KernelOr cuda::createDropout(const LaunchContext &, const Instruction &inst) {
       launchKernel(
           dropoutKernel<T>, gridFor(n), kThreads, 0, context.stream,
           static_cast<const T *>(inputs[0]), static_cast<T *>(outputs[0]),
-          static_cast<uint8_t *>(outputs[1]), n, base, threshold, scale);
+          static_cast<uint8_t *>(outputs[1]), n, seed,
+          stepInput < 0 ? nullptr
+                        : static_cast<const double *>(inputs[stepInput]),
+          offsetsInput < 0 ? nullptr
+                           : static_cast<const int64_t *>(inputs[offsetsInput]),
+          block, threshold, scale);
       return launchStatus("dropout");
     });
   };

@@ -852,26 +852,64 @@ def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [
 }
 
 def Loom_DropoutOp : Loom_Op<"dropout", [
-    Pure, Loom_InferTypes,
+    Pure, Loom_InferTypes, AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<Loom_FactorRuleOpInterface>]> {
   let summary = "Inverted dropout with a reproducible mask";
   let description = [{
     Zeroes each element with probability `ratio` and scales the kept ones by
-    `1 / (1 - ratio)`. The mask is a counter-based random function of
-    `seed`, the training step and the element's global index, so it does not
-    depend on how the tensor is sharded; it is returned for the backward
-    pass.
+    `1 / (1 - ratio)`; the mask is returned for the backward pass. It is a
+    counter-based random function (splitmix64, plan-format.md) of `seed`,
+    the training `step` (0 without one) and each element's index in the
+    logical tensor, so it does not depend on how that tensor is split:
+
+    - `step`, an f64 scalar: the optimizer's update count, which
+      `loom-build-train-step` passes so that every step draws a new mask;
+    - `index_base`: added to every index (microbatch k of a step numbers
+      its elements after those of microbatches 0..k-1, so a batch split
+      into microbatches along its leading dimension draws the masks of
+      the whole batch);
+    - `offsets` and `global_shape`: this rank's block of a tensor split
+      by `loom-partition`, which starts at `offsets` (one per dimension)
+      in a tensor of `global_shape`; the index is the element's row-major
+      index in the global tensor.
+    - `index_chunk` c > 0 with `index_chunk_stride` s: the global index g
+      counts as `(g / c) * s + g % c`, chunks of c elements spread s apart
+      (under data parallelism with gradient accumulation, a microbatch
+      holds a block of rows of each rank's part of the batch:
+      `loom-data-parallel` numbers its rows where they are in the batch).
+
+    The element's index is then `index_base` plus that.
 
     ```mlir
     %y, %mask = loom.dropout %x ratio 1.000000e-01 seed 7 : tensor<8x128x768xf32>
+    %y, %mask = loom.dropout %x ratio 1.000000e-01 seed 7 step %n
+        at %offsets of [16, 128, 768] {index_base = 4096 : i64}
+        : tensor<8x128x768xf32>
     ```
   }];
-  let arguments = (ins Loom_FloatTensor:$input, F64Attr:$ratio,
-                       DefaultValuedAttr<I64Attr, "0">:$seed);
+  let arguments = (ins Loom_FloatTensor:$input,
+                       Optional<0DTensorOf<[F64]>>:$step,
+                       Optional<1DTensorOf<[I64]>>:$offsets,
+                       F64Attr:$ratio,
+                       DefaultValuedAttr<I64Attr, "0">:$seed,
+                       DefaultValuedAttr<I64Attr, "0">:$index_base,
+                       DefaultValuedAttr<I64Attr, "0">:$index_chunk,
+                       DefaultValuedAttr<I64Attr, "0">:$index_chunk_stride,
+                       OptionalAttr<DenseI64ArrayAttr>:$global_shape);
   let results = (outs Loom_FloatTensor:$output, Loom_BoolTensor:$mask);
   let assemblyFormat = [{
-    $input `ratio` $ratio (`seed` $seed^)? attr-dict `:` type($input)
+    $input `ratio` $ratio (`seed` $seed^)? `` custom<DropoutStep>($step,
+    type($step)) `` custom<DropoutBlock>($offsets, type($offsets),
+    $global_shape) attr-dict `:` type($input)
   }];
+  let builders = [
+    OpBuilder<(ins "Value":$input, "double":$ratio, "int64_t":$seed), [{
+      build($_builder, $_state, input, /*step=*/Value(), /*offsets=*/Value(),
+            $_builder.getF64FloatAttr(ratio), $_builder.getI64IntegerAttr(seed),
+            $_builder.getI64IntegerAttr(0), $_builder.getI64IntegerAttr(0),
+            $_builder.getI64IntegerAttr(0), DenseI64ArrayAttr());
+    }]>
+  ];
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
 }
