@@ -290,6 +290,13 @@ int64_t shardOptimizerStates(ModuleOp module,
 /// it gets it gathered just before (a reshard to its whole sharding), so
 /// that the whole parameter lives only from there to that op: once in the
 /// forward pass and again in the backward pass where it is read there.
+/// A cast to a narrower float type (f32 to bf16).
+bool isNarrowing(CastOp narrow) {
+  auto from = dyn_cast<FloatType>(getElementTypeOrSelf(narrow.getInput()));
+  auto to = dyn_cast<FloatType>(getElementTypeOrSelf(narrow.getType()));
+  return from && to && to.getWidth() < from.getWidth();
+}
+
 void shardParameters(ModuleOp module, func::FuncOp func,
                      ArrayRef<ZeroUpdate> updates) {
   SymbolTable symbols(module);
@@ -314,6 +321,30 @@ void shardParameters(ModuleOp module, func::FuncOp func,
     // A read of its own per op: loom-partition shares the conversions of
     // one value, which would keep the first gather alive for every use.
     for (Operation *user : users) {
+      // Mixed precision's bf16 copy of the weight, which the forward GEMM
+      // and the backward's read: each of them casts its own shard and
+      // gathers it in bf16 (half the bytes; loom-cache-parameter-casts
+      // makes the shard's cast a bf16 shard of its own), and the gathered
+      // copy dies at that GEMM instead of living from forward to backward.
+      if (auto narrow = dyn_cast<CastOp>(user); narrow && isNarrowing(narrow)) {
+        for (OpOperand &use : llvm::make_early_inc_range(narrow->getUses())) {
+          OpBuilder builder(use.getOwner());
+          Operation *own = builder.clone(*read);
+          Operation *ownCast = builder.clone(*narrow);
+          ownCast->setOperand(0, own->getResult(0));
+          // It casts the shard: the shard's sharding, and no factor
+          // decision of the whole cast's.
+          ownCast->setAttr(LoomDialect::kShardingAttrName, zero.shard);
+          ownCast->removeAttr(LoomDialect::kFactorShardingAttrName);
+          ownCast->removeAttr(LoomDialect::kShardingOriginAttrName);
+          auto gather = builder.create<ReshardOp>(use.getOwner()->getLoc(),
+                                                  ownCast->getResult(0),
+                                                  zero.whole, reason);
+          use.set(gather.getResult());
+        }
+        narrow->erase();
+        continue;
+      }
       OpBuilder builder(user);
       Operation *own = builder.clone(*read);
       auto gather = builder.create<ReshardOp>(user->getLoc(), own->getResult(0),

@@ -109,3 +109,40 @@ module {
   }
 }
 
+
+// -----
+
+// Mixed precision under stage 3: @w is read through one cast to bf16 that
+// the forward GEMM and the backward's input-gradient GEMM share. Each GEMM
+// casts its own shard and gathers it in bf16 (half the bytes of the f32
+// master), and the gathered copy dies at that GEMM, instead of one gather
+// whose bf16 copy lives from the forward to the backward.
+// THREE-LABEL: func.func @mixed_precision
+// THREE:         %[[C1:.*]] = loom.cast %{{.*}} : tensor<2x4xf32> -> tensor<2x4xbf16>
+// THREE-NEXT:    %[[W1:.*]] = loom.all_gather %[[C1]] axis 0 {{.*}} : tensor<2x4xbf16> -> tensor<4x4xbf16>
+// THREE-NEXT:    loom.matmul %{{.*}}, %[[W1]] transpose_rhs
+// THREE-NEXT:    %[[R2:.*]] = loom.param @w : tensor<2x4xf32>
+// THREE-NEXT:    %[[C2:.*]] = loom.cast %[[R2]] : tensor<2x4xf32> -> tensor<2x4xbf16>
+// THREE-NEXT:    %[[W2:.*]] = loom.all_gather %[[C2]] axis 0 {{.*}} : tensor<2x4xbf16> -> tensor<4x4xbf16>
+// THREE-NEXT:    loom.matmul %{{.*}}, %[[W2]] :
+// THREE-NOT:     loom.all_gather
+// THREE:         loom.assign @w, %{{.*}} : tensor<2x4xf32>
+module {
+  loom.mesh @mesh = <dp = 2>
+  loom.parameter @w trainable : tensor<4x4xf32>
+  loom.parameter @m : tensor<4x4xf32>
+  func.func @mixed_precision(%x: tensor<4x4xbf16>, %step: tensor<f64>) {
+    %p = loom.shard %x to <@mesh, [{dp}, {}]> : tensor<4x4xbf16>
+    %w = loom.param @w : tensor<4x4xf32>
+    %wb = loom.cast %w : tensor<4x4xf32> -> tensor<4x4xbf16>
+    %y = loom.matmul %p, %wb transpose_rhs : (tensor<4x4xbf16>, tensor<4x4xbf16>) -> tensor<4x4xbf16>
+    %d = loom.matmul %y, %wb : (tensor<4x4xbf16>, tensor<4x4xbf16>) -> tensor<4x4xbf16>
+    %gb = loom.matmul %d, %p transpose_lhs : (tensor<4x4xbf16>, tensor<4x4xbf16>) -> tensor<4x4xbf16>
+    %g = loom.cast %gb : tensor<4x4xbf16> -> tensor<4x4xf32>
+    %m = loom.param @m : tensor<4x4xf32>
+    %new, %state = loom.sgd_update %w, %g, %step, %m {lr = 1.0e-1 : f64, momentum = 9.0e-01 : f64} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<f64>, tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+    loom.assign @w, %new : tensor<4x4xf32>
+    loom.assign @m, %state : tensor<4x4xf32>
+    return
+  }
+}

@@ -178,7 +178,9 @@ def LoomPropagateSharding : Pass<"loom-propagate-sharding", "::mlir::ModuleOp"> 
     soon as each microbatch's is produced (`zero=2`), clipping works on the
     shards, and the updated shard is gathered into the parameter. With
     `zero=3` the parameter itself lives as its shard and is gathered just
-    before each op that reads it. The step function's
+    before each op that reads it; an op reading it through a narrowing cast
+    (mixed precision's bf16 copy) casts its own shard and gathers the bf16
+    shard. The step function's
     `loom.gradient_bytes` gives the gradient bytes each rank holds.
 
     With `eager-gradients` and `zero=0` (data parallelism without ZeRO,
