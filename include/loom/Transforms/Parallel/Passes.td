@@ -502,4 +502,81 @@ def LoomExplainSharding : Pass<"loom-explain-sharding", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomBuildSchedule : Pass<"loom-build-schedule", "::mlir::ModuleOp"> {
+  let summary = "Generate and prove a pipeline schedule; keep it in the module";
+  let description = [{
+    A pipeline schedule is data: for every rank the ordered list of what it
+    does (docs/design/pipeline.md). Actions are `F<stage>.<mb>` (forward),
+    `B` (backward; input gradient only when the schedule has `W`), `W`
+    (weight gradient), and the point-to-point moves between neighbouring
+    stages on different ranks: `SF`/`RF` (activation sent by stage s,
+    received by stage s + 1) and `SB`/`RB` (gradient sent by stage s,
+    received by stage s - 1). Stage s runs on rank s % ranks.
+
+    `schedule` picks a generator: `gpipe`, `1f1b` (the default),
+    `interleaved` (Megatron's, with `virtual-stages` V >= 2 stages per
+    rank; microbatches a multiple of the ranks) or `zb-h1` (2401.10241's
+    zero-bubble schedule, backward split into B and W); `schedule-file`
+    reads a user's list instead (`rank R: ACTION ...` per line; sends and
+    receives are added unless it gives them). Before the schedule is
+    stored the pass proves it: every stage's F, B (and W) of every
+    microbatch once on the stage's rank, in that order, after its input
+    arrived; every send meets one receive; and a replay of all ranks with
+    blocking receives completes, whatever the microbatch count. A schedule
+    that fails is an error naming the ranks and actions that wait on each
+    other. The result is the module's `loom.pipeline_schedule`.
+
+    ```mlir
+    // loom-opt --loom-build-schedule="ranks=2 microbatches=2"
+    module attributes {loom.pipeline_schedule = {actions = [
+        "F0.0 SF0.0 F0.1 SF0.1 RB0.0 B0.0 RB0.1 B0.1",
+        "RF1.0 F1.0 B1.0 SB1.0 RF1.1 F1.1 B1.1 SB1.1"],
+      kind = "1f1b", microbatches = 2 : i64, ranks = 2 : i64, stages = 2 : i64}}
+    ```
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "gpipe, 1f1b, interleaved or zb-h1">,
+    Option<"ranks", "ranks", "int64_t", /*default=*/"2",
+           "Pipeline ranks (stages per virtual stage)">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Microbatches per step">,
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
+           "Stages per rank (interleaved)">,
+    Option<"scheduleFile", "schedule-file", "std::string", /*default=*/"",
+           "A user's schedule instead of a generator's">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
+def LoomPrintSchedule : Pass<"loom-print-schedule", "::mlir::ModuleOp"> {
+  let summary = "Print the module's pipeline schedule and its simulation";
+  let description = [{
+    Proves the module's `loom.pipeline_schedule` again (a hand-edited one
+    too) and prints it to stdout as a table, one line per rank, followed by
+    a simulation with the given per-stage costs of a microbatch's forward,
+    backward and weight gradient (B includes W when the schedule does not
+    split them): the step time, the bubble fraction of every rank (the
+    share of the step it does not compute) and, per stage, the most
+    microbatches whose activations it holds at once.
+
+    ```
+    schedule 1f1b: 2 ranks, 2 stages, 2 microbatches
+    rank 0: F0.0 SF0.0 F0.1 SF0.1 RB0.0 B0.0 RB0.1 B0.1
+    rank 1: RF1.0 F1.0 B1.0 SB1.0 RF1.1 F1.1 B1.1 SB1.1
+    simulated (F 1, B 1, W 1 per stage): step 9, bubble 33.3% (rank 0 33.3%, rank 1 33.3%)
+    stage 0: at most 2 microbatches in flight
+    stage 1: at most 1 microbatch in flight
+    ```
+  }];
+  let options = [
+    Option<"forwardCost", "forward-cost", "double", /*default=*/"1.0",
+           "Time of one stage's forward of one microbatch">,
+    Option<"backwardCost", "backward-cost", "double", /*default=*/"1.0",
+           "Time of its backward (input gradient)">,
+    Option<"weightCost", "weight-cost", "double", /*default=*/"1.0",
+           "Time of its weight gradient">,
+  ];
+}
+
 #endif // LOOM_TRANSFORMS_PARALLEL_PASSES_TD

@@ -46,7 +46,8 @@ static LogicalResult checkAttrName(Operation *op, NamedAttribute attr) {
                            << LoomDialect::kGradientAccumulationAttrName
                            << "', '" << LoomDialect::kGradientBytesAttrName
                            << "' (functions), '"
-                           << LoomDialect::kWorldSizeAttrName
+                           << LoomDialect::kWorldSizeAttrName << "', '"
+                           << LoomDialect::kPipelineScheduleAttrName
                            << "' (modules), '" << LoomDialect::kRanksAttrName
                            << "' (functions)";
 }
@@ -131,6 +132,21 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError()
              << "'" << kGradientBytesAttrName
              << "' must be a non-negative integer on a function";
+    return success();
+  }
+  if (attr.getName() == kPipelineScheduleAttrName) {
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    auto isInt = [&](StringRef name) {
+      return dict && dict.getAs<IntegerAttr>(name);
+    };
+    auto actions = dict ? dict.getAs<ArrayAttr>("actions") : ArrayAttr();
+    if (!isa<ModuleOp>(op) || !isInt("ranks") || !isInt("stages") ||
+        !isInt("microbatches") || !actions ||
+        !llvm::all_of(actions, llvm::IsaPred<StringAttr>))
+      return op->emitOpError()
+             << "'" << kPipelineScheduleAttrName
+             << "' must be a dictionary on a module with integer 'ranks', "
+                "'stages' and 'microbatches' and 'actions' (strings)";
     return success();
   }
   if (attr.getName() == kReshardingAttrName) {

@@ -81,6 +81,11 @@ def Loom_Dialect : Dialect {
     /// `--report-json`'s `grad_bytes`.
     static constexpr ::llvm::StringLiteral kGradientBytesAttrName =
         "loom.gradient_bytes";
+    /// Name of the module attribute holding the pipeline schedule that
+    /// `loom-build-schedule` proved (a dictionary: `kind`, `ranks`,
+    /// `stages`, `microbatches`, `actions`, one string per rank).
+    static constexpr ::llvm::StringLiteral kPipelineScheduleAttrName =
+        "loom.pipeline_schedule";
     /// Name of the module attribute that gives the number of ranks its
     /// functions run on (1 when absent).
     static constexpr ::llvm::StringLiteral kWorldSizeAttrName =
