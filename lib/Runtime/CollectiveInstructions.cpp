@@ -106,9 +106,9 @@ Status checkReduction(const Instruction &inst, DType dtype) {
                          std::get<std::string>(it->second) +
                          "' (expected sum, max or avg)");
   if (dtype != DType::F32 && dtype != DType::F64 && dtype != DType::I32 &&
-      dtype != DType::I64)
+      dtype != DType::I64 && dtype != DType::BF16)
     return Status::error(std::string("cannot reduce ") + dtypeName(dtype) +
-                         " (f32, f64, i32 and i64 reduce)");
+                         " (f32, f64, bf16, i32 and i64 reduce)");
   if (op == ReduceOp::Avg && !isFloat(dtype))
     return Status::error("avg needs a float dtype");
   return Status::ok();

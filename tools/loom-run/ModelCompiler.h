@@ -31,6 +31,9 @@ struct TrainCompileOptions {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = -1;
   double clipGradNorm = 0;
   int gradAccum = 1;
+  /// f32, or bf16 (with --precision bf16): gradients kept and reduced in
+  /// bf16 (--grad-precision).
+  std::string gradPrecision = "f32";
   /// Parameters whose name this ECMAScript regex matches (search) stay
   /// frozen; empty freezes none.
   std::string freeze;

@@ -148,6 +148,9 @@ training (--train; docs/design/training.md):
   --eps X             adamw epsilon (default 1e-8)
   --weight-decay X    default: sgd 0, adamw 1e-2
   --clip-grad-norm X  clip the gradients' global 2-norm to X
+  --grad-precision P  f32 (default) or bf16 (with --precision bf16):
+                      gradients kept, accumulated and reduced over dp in
+                      bf16, widened for the f32 update
   --freeze REGEX      do not train parameters whose name matches REGEX
   --padding-idx REGEX=ROW
                       embedding lookups of the parameters REGEX matches
@@ -298,6 +301,7 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
                                         "--eps",
                                         "--weight-decay",
                                         "--clip-grad-norm",
+                                        "--grad-precision",
                                         "--freeze",
                                         "--padding-idx",
                                         "--tp",
@@ -370,6 +374,10 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     number(compile.eps, 0);
   } else if (flag == "--weight-decay") {
     number(compile.weightDecay, 0);
+  } else if (flag == "--grad-precision") {
+    if (text != "f32" && text != "bf16")
+      error = "--grad-precision expects f32 or bf16, got '" + text + "'";
+    compile.gradPrecision = text;
   } else if (flag == "--clip-grad-norm") {
     number(compile.clipGradNorm, 0);
     if (error.empty() && compile.clipGradNorm == 0)
@@ -669,6 +677,10 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       return "--zero " + std::to_string(train.zero) +
              " shards over the data-parallel ranks: it needs --dp 2 or more "
              "(or --ranks over --tp)";
+    if (train.gradPrecision != "f32" && options.compile.precision != "bf16")
+      return "--grad-precision " + train.gradPrecision +
+             " keeps the gradients of bf16 GEMMs in bf16: it needs "
+             "--precision bf16";
     if (train.zeroShardGroup > 0 && train.zero == 0)
       return "--zero-shard-group " + std::to_string(train.zeroShardGroup) +
              " groups the ranks ZeRO shards over: it needs --zero 1, 2 or 3";

@@ -250,14 +250,15 @@ private:
   }
 
   /// Kernels that take bf16 operands (and compute them in f32), and the
-  /// collectives that move bytes without arithmetic (ZeRO-3 gathers the
-  /// bf16 copies of the weights).
+  /// collectives (ZeRO-3 gathers the bf16 copies of the weights; gradients
+  /// kept in bf16 are reduced in bf16).
   static bool takesBF16(StringRef kernel) {
     return llvm::is_contained(
         {"elementwise", "matmul", "transpose", "slice", "concat", "split",
          "gather", "attention", "attention_backward", "cross_entropy",
          "cross_entropy_backward", "layer_norm", "layer_norm_backward",
-         "all_gather", "all_to_all", "broadcast", "send", "recv"},
+         "all_gather", "all_to_all", "broadcast", "send", "recv",
+         "all_reduce", "reduce_scatter"},
         kernel);
   }
 

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../CPU/BFloat16.h"
 #include "loom/Runtime/Communicator.h"
 
 // The C API only: the deprecated C++ bindings would need another library.
@@ -31,8 +32,39 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+/// bf16 has no MPI type: its values travel as 16-bit integers and reduce
+/// with these operations, pair by pair in f32, rounded after each pair.
+template <bool isMax>
+void reduceBF16(void *in, void *inout, int *length, MPI_Datatype *) {
+  auto *a = static_cast<const cpu::BF16 *>(in);
+  auto *b = static_cast<cpu::BF16 *>(inout);
+  for (int i = 0; i < *length; ++i) {
+    float x = cpu::widenBF16(a[i]), y = cpu::widenBF16(b[i]);
+    b[i] = cpu::roundToBF16(isMax ? (x > y ? x : y) : x + y);
+  }
+}
+
+MPI_Op mpiOp(DType dtype, ReduceOp op) {
+  if (dtype != DType::BF16)
+    return op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
+  // Created once, after MPI_Init (the first bf16 reduction comes after it).
+  static MPI_Op sum = [] {
+    MPI_Op created;
+    MPI_Op_create(&reduceBF16<false>, /*commute=*/1, &created);
+    return created;
+  }();
+  static MPI_Op max = [] {
+    MPI_Op created;
+    MPI_Op_create(&reduceBF16<true>, /*commute=*/1, &created);
+    return created;
+  }();
+  return op == ReduceOp::Max ? max : sum;
+}
+
 MPI_Datatype mpiType(DType dtype) {
   switch (dtype) {
+  case DType::BF16:
+    return MPI_UINT16_T;
   case DType::F32:
     return MPI_FLOAT;
   case DType::F64:
@@ -144,8 +176,7 @@ public:
       return completedEvent(status);
     MPI_Request request;
     MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, int(count),
-                   mpiType(dtype), op == ReduceOp::Max ? MPI_MAX : MPI_SUM,
-                   comm, &request);
+                   mpiType(dtype), mpiOp(dtype, op), comm, &request);
     std::function<void()> then;
     if (op == ReduceOp::Avg)
       then = [=] { divide(recv, count, dtype, mySize); };
@@ -177,8 +208,7 @@ public:
       return completedEvent(status);
     MPI_Request request;
     MPI_Ireduce_scatter_block(send, recv, int(count), mpiType(dtype),
-                              op == ReduceOp::Max ? MPI_MAX : MPI_SUM, comm,
-                              &request);
+                              mpiOp(dtype, op), comm, &request);
     std::function<void()> then;
     if (op == ReduceOp::Avg)
       then = [=] { divide(recv, count, dtype, mySize); };
@@ -320,6 +350,11 @@ private:
       case DType::I32:
         static_cast<int32_t *>(data)[i] /= by;
         break;
+      case DType::BF16: {
+        auto *values = static_cast<cpu::BF16 *>(data);
+        values[i] = cpu::roundToBF16(cpu::widenBF16(values[i]) / float(by));
+        break;
+      }
       default:
         static_cast<int64_t *>(data)[i] /= by;
         break;

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../CPU/BFloat16.h"
 #include "loom/Runtime/Communicator.h"
 
 #include <algorithm>
@@ -157,7 +158,35 @@ Status waitFor(World &world, GroupState &group,
 
 bool isReducible(DType dtype) {
   return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::I32 ||
-         dtype == DType::I64;
+         dtype == DType::I64 || dtype == DType::BF16;
+}
+
+/// bf16 (gradients kept in bf16): every rank's values widened and reduced
+/// in f32, rounded to bf16 once, so the result does not depend on the
+/// order the ranks are added in.
+void reduceBF16Range(const std::vector<const void *> &in, void *out,
+                     int64_t begin, int64_t end, ReduceOp op) {
+  using cpu::BF16;
+  constexpr int64_t kBlock = 1024;
+  float acc[kBlock];
+  BF16 *result = static_cast<BF16 *>(out);
+  size_t n = in.size();
+  for (int64_t start = begin; start < end; start += kBlock) {
+    int64_t count = std::min(kBlock, end - start);
+    cpu::widenBF16(static_cast<const BF16 *>(in[0]) + start, acc, count);
+    for (size_t k = 1; k < n; ++k) {
+      const BF16 *values = static_cast<const BF16 *>(in[k]) + start;
+      for (int64_t i = 0; i < count; ++i) {
+        float value = cpu::widenBF16(values[i]);
+        acc[i] = op == ReduceOp::Max ? (value > acc[i] ? value : acc[i])
+                                     : acc[i] + value;
+      }
+    }
+    if (op == ReduceOp::Avg)
+      for (int64_t i = 0; i < count; ++i)
+        acc[i] = acc[i] / float(n);
+    cpu::roundToBF16(acc, result + start, count);
+  }
 }
 
 /// out[i] = op over k of in[k][i] for i in [begin, end).
@@ -202,6 +231,8 @@ void reduce(DType dtype, const std::vector<const void *> &in, void *out,
     return reduceRange<double>(in, out, begin, end, op);
   case DType::I32:
     return reduceRange<int32_t>(in, out, begin, end, op);
+  case DType::BF16:
+    return reduceBF16Range(in, out, begin, end, op);
   default:
     return reduceRange<int64_t>(in, out, begin, end, op);
   }

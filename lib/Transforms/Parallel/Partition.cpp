@@ -501,6 +501,12 @@ private:
     auto widen = dyn_cast<CastOp>(op);
     if (!widen)
       return false;
+    // A gradient rounded to bf16 to be kept and reduced in bf16
+    // (loom-build-train-step's gradient-precision): each rank rounds its
+    // partial sum, as one rank rounds each microbatch's gradient, and the
+    // ranks' bf16 values are summed.
+    if (widen->hasAttr(LoomDialect::kKeptGradientAttrName))
+      return true;
     auto from = dyn_cast<FloatType>(
         cast<RankedTensorType>(widen.getInput().getType()).getElementType());
     auto to = dyn_cast<FloatType>(

@@ -47,9 +47,23 @@ bool isScalar(Value value) {
 /// operand) past the products with a scalar that loom-build-train-step
 /// applies (1/K with --grad-accum, the clipping coefficient) whose other
 /// factor feeds nothing but such products and its own square (the clipping
-/// norm).
+/// norm), and past the widening of a gradient kept in bf16
+/// (gradient-precision=bf16), which is then reduced in bf16.
 Value unscaledGradient(Value grad) {
-  while (auto mul = grad.getDefiningOp<MulOp>()) {
+  while (true) {
+    if (auto widen = grad.getDefiningOp<CastOp>()) {
+      // Only the widening: the rounding below it is where the bf16
+      // gradient is made.
+      if (!widen->hasAttr(LoomDialect::kKeptGradientAttrName) ||
+          getElementTypeOrSelf(widen.getInput()).getIntOrFloatBitWidth() >=
+              getElementTypeOrSelf(widen.getType()).getIntOrFloatBitWidth())
+        break;
+      grad = widen.getInput();
+      continue;
+    }
+    auto mul = grad.getDefiningOp<MulOp>();
+    if (!mul)
+      break;
     Value factor = mul.getLhs();
     if (isScalar(factor) || !isScalar(mul.getRhs()))
       break;
@@ -247,6 +261,15 @@ int64_t shardOptimizerStates(ModuleOp module,
             .str();
     zero.shard = makeSharding(context, meshName, shard);
     zero.whole = makeSharding(context, meshName, whole);
+    // As the gradient is kept: in bf16 when it is widened for the update.
+    auto gradientType = cast<RankedTensorType>(
+        unscaledGradient(zero.update->getOperand(1)).getType());
+    int64_t elements = 1;
+    for (int64_t size :
+         localShape(gradientType.getShape(), stage >= 2 ? shard : whole, mesh))
+      elements *= size;
+    gradientBytes +=
+        elements * int64_t(gradientType.getElementTypeBitWidth() / 8);
     if (stage == 0) {
       for (ReshardOp reshard : zero.gradients) {
         reshard.setShardingAttr(zero.whole);
@@ -272,14 +295,6 @@ int64_t shardOptimizerStates(ModuleOp module,
     for (StringAttr state : zero.states)
       propagation.seedParameter(state, zero.shard, priority, origin);
 
-    auto gradientType =
-        cast<RankedTensorType>(zero.update->getOperand(1).getType());
-    int64_t elements = 1;
-    for (int64_t size :
-         localShape(gradientType.getShape(), stage >= 2 ? shard : whole, mesh))
-      elements *= size;
-    gradientBytes +=
-        elements * int64_t(gradientType.getElementTypeBitWidth() / 8);
   }
   propagation.propagate(priority);
   return gradientBytes;
@@ -434,7 +449,7 @@ void propagateAnnotations(ModuleOp module, func::FuncOp func, MeshAttr mesh,
   propagation.write();
   if (zeroStage >= 3)
     shardParameters(module, func, updates);
-  if (zeroStage > 0)
+  if (isolate)
     func->setAttr(LoomDialect::kGradientBytesAttrName,
                   IntegerAttr::get(IntegerType::get(module.getContext(), 64),
                                    gradientBytes));

@@ -66,6 +66,9 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
       return module.emitError("grad-accum must be at least 1");
     if (clipGradNorm < 0)
       return module.emitError("clip-grad-norm must be >= 0 (0 turns it off)");
+    if (gradientPrecision != "f32" && gradientPrecision != "bf16")
+      return module.emitError("gradient-precision must be f32 or bf16, not '")
+             << gradientPrecision << "'";
     return success();
   }
 
@@ -159,15 +162,31 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
         return add;
       };
       accumulate(loss, results[lossResult]);
-      for (auto [index, gradient] : llvm::enumerate(gradients))
-        if (AddOp add = accumulate(grads[index], results[gradient.result]))
+      for (auto [index, gradient] : llvm::enumerate(gradients)) {
+        Value grad = results[gradient.result];
+        if (gradientPrecision == "bf16")
+          grad = toBF16(builder, loc, grad);
+        if (AddOp add = accumulate(grads[index], grad))
           add->setAttr(LoomDialect::kGradientAccumulationAttrName,
                        builder.getUnitAttr());
+      }
     }
     if (gradAccum > 1) {
       loss = scale(builder, loc, loss, 1.0 / gradAccum);
       for (Value &grad : grads)
         grad = scale(builder, loc, grad, 1.0 / gradAccum);
+    }
+    // bf16 gradients meet the optimizer (and clipping) widened: the
+    // widening is exact, and fusion folds it into the update's kernel.
+    for (auto [grad, gradient] : llvm::zip(grads, gradients)) {
+      auto type = cast<RankedTensorType>(grad.getType());
+      Type master =
+          ParameterOp(gradient.parameter).getTensorType().getElementType();
+      if (type.getElementType() != master) {
+        grad = builder.create<CastOp>(loc, type.clone(master), grad);
+        grad.getDefiningOp()->setAttr(LoomDialect::kKeptGradientAttrName,
+                                      builder.getUnitAttr());
+      }
     }
     if (clipGradNorm > 0)
       clip(builder, loc, grads);
@@ -217,6 +236,21 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
     for (Value value : source.getTerminator()->getOperands())
       results.push_back(mapping.lookupOrDefault(value));
     return results;
+  }
+
+  /// A gradient kept in bf16: a bf16 GEMM's gradient as it is (it was only
+  /// widened), any other f32 gradient rounded once.
+  static Value toBF16(OpBuilder &builder, Location loc, Value grad) {
+    auto type = cast<RankedTensorType>(grad.getType());
+    if (!type.getElementType().isF32())
+      return grad;
+    if (auto widen = grad.getDefiningOp<CastOp>())
+      if (getElementTypeOrSelf(widen.getInput()).isBF16())
+        return widen.getInput();
+    auto narrow =
+        builder.create<CastOp>(loc, type.clone(builder.getBF16Type()), grad);
+    narrow->setAttr(LoomDialect::kKeptGradientAttrName, builder.getUnitAttr());
+    return narrow;
   }
 
   static Value constant(OpBuilder &builder, Location loc, Type type,

@@ -87,6 +87,7 @@ void mlir::loom::buildTrainingPipeline(OpPassManager &pm,
   step.weightDecay = options.weightDecay;
   step.clipGradNorm = options.clipGradNorm;
   step.gradAccum = options.gradAccum;
+  step.gradientPrecision = options.gradPrecision;
   pm.addPass(createLoomBuildTrainStep(step));
 
   // Parallelization (lib/Transforms/Parallel, docs/design/passes.md), on

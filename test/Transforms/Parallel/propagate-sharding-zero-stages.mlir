@@ -40,9 +40,10 @@
 
 // Without ZeRO (eager-gradients, data parallelism's default): the summed
 // gradient is all-reduced right where it is produced, before the step
-// scales it, and no function says gradient bytes (they are whole).
+// scales it; the function says the gradient bytes each rank holds (the
+// whole gradient).
 // EAGER-LABEL: func.func @step
-// EAGER-NOT:     loom.gradient_bytes
+// EAGER-SAME:    loom.gradient_bytes = 64
 // EAGER:         %[[G:.*]] = loom.add %{{.*}}, %{{.*}} {loom.gradient_accumulation} : tensor<4x4xf32>
 // EAGER-NEXT:    %[[R:.*]] = loom.all_reduce sum %[[G]] groups {{\[}}[0, 1]] {{.*}}origin = "data parallelism: the gradient all-reduced as soon as it is produced"
 // EAGER-NEXT:    loom.constant
@@ -143,6 +144,40 @@ module {
     %new, %state = loom.sgd_update %w, %g, %step, %m {lr = 1.0e-1 : f64, momentum = 9.0e-01 : f64} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<f64>, tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
     loom.assign @w, %new : tensor<4x4xf32>
     loom.assign @m, %state : tensor<4x4xf32>
+    return
+  }
+}
+
+// -----
+
+// A gradient kept in bf16 (loom-build-train-step's gradient-precision):
+// each rank rounds its partial sum to bf16 (the partial passes the marked
+// rounding) and the ranks' bf16 values are reduced, before the widening
+// for the update; the function counts 2-byte gradients.
+// TWO-LABEL:   func.func @kept_gradient
+// TWO-SAME:      loom.gradient_bytes = 4
+// TWO:           %[[R:.*]] = loom.cast %{{.*}} {loom.kept_gradient} : tensor<4xf32> -> tensor<4xbf16>
+// TWO-NEXT:      %[[S:.*]] = loom.reduce_scatter sum %[[R]] axis 0 {{.*}} : tensor<4xbf16> -> tensor<2xbf16>
+// TWO-NEXT:      loom.cast %[[S]] {loom.kept_gradient} : tensor<2xbf16> -> tensor<2xf32>
+// EAGER-LABEL: func.func @kept_gradient
+// EAGER-SAME:    loom.gradient_bytes = 8
+// EAGER:         %[[R:.*]] = loom.cast %{{.*}} {loom.kept_gradient} : tensor<4xf32> -> tensor<4xbf16>
+// EAGER-NEXT:    %[[S:.*]] = loom.all_reduce sum %[[R]] {{.*}} : tensor<4xbf16>
+// EAGER-NEXT:    loom.cast %[[S]] {loom.kept_gradient} : tensor<4xbf16> -> tensor<4xf32>
+module {
+  loom.mesh @mesh = <dp = 2>
+  loom.parameter @b trainable : tensor<4xf32>
+  loom.parameter @m : tensor<4xf32>
+  func.func @kept_gradient(%x: tensor<4x4xf32>, %step: tensor<f64>) {
+    %p = loom.shard %x to <@mesh, [{dp}, {}]> : tensor<4x4xf32>
+    %g = loom.reduce_sum %p [0] : tensor<4x4xf32> -> tensor<4xf32>
+    %gb = loom.cast %g {loom.kept_gradient} : tensor<4xf32> -> tensor<4xbf16>
+    %gw = loom.cast %gb {loom.kept_gradient} : tensor<4xbf16> -> tensor<4xf32>
+    %b = loom.param @b : tensor<4xf32>
+    %m = loom.param @m : tensor<4xf32>
+    %new, %state = loom.sgd_update %b, %gw, %step, %m {lr = 1.0e-1 : f64, momentum = 9.0e-01 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<f64>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+    loom.assign @b, %new : tensor<4xf32>
+    loom.assign @m, %state : tensor<4xf32>
     return
   }
 }

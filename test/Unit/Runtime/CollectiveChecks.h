@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <gtest/gtest.h>
 
 namespace loomrt {
@@ -21,7 +22,55 @@ namespace testing {
 /// Rank r's value of element i.
 inline float value(int r, int64_t i) { return float(r * 1000 + i % 97); }
 
-/// Sum, max and avg of f32 with uneven counts; in place in i64.
+/// The bits of a bf16 that holds `v` exactly (small integers).
+inline uint16_t bf16Bits(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  return uint16_t(bits >> 16);
+}
+inline float fromBF16Bits(uint16_t half) {
+  uint32_t bits = uint32_t(half) << 16;
+  float v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
+/// bf16 sums and maxima (gradients kept in bf16), all-reduced and
+/// reduce-scattered, on small integers whose sums bf16 holds exactly.
+inline void checkBF16Reductions(Communicator &comm) {
+  int n = comm.size(), r = comm.rank();
+  const int64_t count = 12;
+  auto mine = [](int rank, int64_t i) { return float(rank + 1 + i % 3); };
+  std::vector<uint16_t> send(size_t(count * n)), recv(size_t(count * n));
+  for (int64_t i = 0; i < count * n; ++i)
+    send[size_t(i)] = bf16Bits(mine(r, i));
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
+    ASSERT_TRUE(
+        comm.allReduce(send.data(), recv.data(), count * n, DType::BF16, op)
+            ->wait()
+            .isOk());
+    for (int64_t i = 0; i < count * n; ++i) {
+      float expected = op == ReduceOp::Max ? mine(n - 1, i) : 0;
+      for (int k = 0; op == ReduceOp::Sum && k < n; ++k)
+        expected += mine(k, i);
+      ASSERT_EQ(fromBF16Bits(recv[size_t(i)]), expected)
+          << reduceOpName(op) << " i " << i;
+    }
+  }
+  std::vector<uint16_t> block(static_cast<size_t>(count));
+  ASSERT_TRUE(comm.reduceScatter(send.data(), block.data(), count, DType::BF16,
+                                 ReduceOp::Sum)
+                  ->wait()
+                  .isOk());
+  for (int64_t i = 0; i < count; ++i) {
+    float expected = 0;
+    for (int k = 0; k < n; ++k)
+      expected += mine(k, r * count + i);
+    ASSERT_EQ(fromBF16Bits(block[size_t(i)]), expected) << "block i " << i;
+  }
+}
+
+/// Sum, max and avg of f32 with uneven counts; in place in i64; bf16.
 inline void checkAllReduce(Communicator &comm) {
   int n = comm.size(), r = comm.rank();
   for (int64_t count : {int64_t(1), int64_t(7), int64_t(1000)}) {
@@ -54,6 +103,7 @@ inline void checkAllReduce(Communicator &comm) {
         ASSERT_EQ(x, int64_t(n) * (n + 1) / 2);
     }
   }
+  checkBF16Reductions(comm);
 }
 
 inline void checkAllGatherReduceScatterBroadcastAllToAll(Communicator &comm) {

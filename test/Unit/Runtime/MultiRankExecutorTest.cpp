@@ -286,7 +286,7 @@ TEST(MultiRankExecutorTest, BadCollectivesAreRejectedWhenLoaded) {
   EXPECT_EQ(check("collective all_reduce a0:i1[4] -> a64:i1[4] group=0 "
                   "op=sum"),
             "instruction 0 (all_reduce, plan line 7): cannot reduce i1 (f32, "
-            "f64, i32 and i64 reduce)");
+            "f64, bf16, i32 and i64 reduce)");
   EXPECT_EQ(check("collective all_reduce a0:i32[4] -> a64:i32[4] group=0 "
                   "op=avg"),
             "instruction 0 (all_reduce, plan line 7): avg needs a float dtype");

@@ -91,6 +91,7 @@ void setPipelineOptions(const ::loomrun::ModelCompileOptions &options,
   pipeline.weightDecay = train.weightDecay;
   pipeline.clipGradNorm = train.clipGradNorm;
   pipeline.gradAccum = train.gradAccum;
+  pipeline.gradPrecision = train.gradPrecision;
   pipeline.tp = unsigned(train.tp);
   pipeline.dp = unsigned(train.dp);
   pipeline.zero = unsigned(train.zero);

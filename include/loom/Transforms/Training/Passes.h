@@ -101,6 +101,11 @@ struct TrainingPipelineOptions
   Option<unsigned> gradAccum{*this, "grad-accum",
                              llvm::cl::desc("Microbatches per step"),
                              llvm::cl::init(1)};
+  Option<std::string> gradPrecision{
+      *this, "grad-precision",
+      llvm::cl::desc("f32, or bf16 (with precision=bf16): gradients kept "
+                     "and reduced in bf16"),
+      llvm::cl::init("f32")};
   // Parallelization (lib/Transforms/Parallel).
   Option<unsigned> tp{
       *this, "tp",

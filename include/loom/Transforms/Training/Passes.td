@@ -296,6 +296,12 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
     * `grad-accum` K > 1 splits every argument along dimension 0 into K
       microbatches, runs the gradient function on each, and averages the
       losses and the gradients (for a mean loss, the full batch's gradient).
+    * `gradient-precision` bf16 rounds each microbatch's f32 gradient to
+      bf16 where it is produced (a bf16 GEMM's gradient is taken as it
+      is), sums the microbatches and scales by 1/K in bf16, and widens it
+      to f32 only for clipping and the update: gradients are stored and
+      reduced over data-parallel ranks in bf16 (Megatron's
+      `--grad-reduce-in-bf16`, ZeRO's fp16 gradients).
     * Every `loom.dropout` of the step takes the update count as its `step`
       (a new mask every step), and microbatch k's numbers its elements
       after the earlier microbatches' (`index_base`).
@@ -360,6 +366,11 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
            "Clip the global gradient 2-norm to this value (0: off)">,
     Option<"gradAccum", "grad-accum", "unsigned", /*default=*/"1",
            "Microbatches per step">,
+    Option<"gradientPrecision", "gradient-precision", "std::string",
+           /*default=*/"\"f32\"",
+           "f32, or bf16: gradients rounded to bf16 where the backward "
+           "produces them, accumulated, reduced and kept in bf16, widened "
+           "for the update">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

@@ -44,6 +44,7 @@ static LogicalResult checkAttrName(Operation *op, NamedAttribute attr) {
                            << LoomDialect::kReshardingAttrName << "', '"
                            << LoomDialect::kFactorShardingAttrName << "', '"
                            << LoomDialect::kGradientAccumulationAttrName
+                           << "', '" << LoomDialect::kKeptGradientAttrName
                            << "', '" << LoomDialect::kGradientBytesAttrName
                            << "' (functions), '"
                            << LoomDialect::kWorldSizeAttrName << "', '"
@@ -124,6 +125,12 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     if (!isa<UnitAttr>(attr.getValue()) || !isa<AddOp>(op))
       return op->emitOpError() << "'" << kGradientAccumulationAttrName
                                << "' must be a unit attribute on a loom.add";
+    return success();
+  }
+  if (attr.getName() == kKeptGradientAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()) || !isa<CastOp>(op))
+      return op->emitOpError() << "'" << kKeptGradientAttrName
+                               << "' must be a unit attribute on a loom.cast";
     return success();
   }
   if (attr.getName() == kGradientBytesAttrName) {

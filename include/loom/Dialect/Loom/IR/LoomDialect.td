@@ -81,6 +81,13 @@ def Loom_Dialect : Dialect {
     /// `--report-json`'s `grad_bytes`.
     static constexpr ::llvm::StringLiteral kGradientBytesAttrName =
         "loom.gradient_bytes";
+    /// Name of the unit attribute that marks the `loom.cast`s of a gradient
+    /// kept in bf16 (loom-build-train-step's `gradient-precision=bf16`):
+    /// the rounding of an f32 gradient to bf16, which a partial sum passes
+    /// (each rank rounds its share), and the widening for the update, before
+    /// which data parallelism reduces the gradient, in bf16.
+    static constexpr ::llvm::StringLiteral kKeptGradientAttrName =
+        "loom.kept_gradient";
     /// Name of the module attribute holding the pipeline schedule that
     /// `loom-build-schedule` proved (a dictionary: `kind`, `ranks`,
     /// `stages`, `microbatches`, `actions`, one string per rank).
