@@ -38,8 +38,10 @@ LOOM_HOST_DEVICE inline uint64_t splitmix64(uint64_t x) {
 /// The stream a dropout draws from at training step `step` (0 outside
 /// training): a new one every step.
 LOOM_HOST_DEVICE inline uint64_t dropoutStream(int64_t seed, double step) {
-  return splitmix64(uint64_t(seed) * 0x9E3779B97F4A7C15ull ^
-                    splitmix64(uint64_t(step)));
+  // A step is a whole count; anything else (a corrupt state) counts as 0
+  // rather than an undefined conversion, alike on both backends.
+  uint64_t count = step >= 0 && step < 9.0e18 ? uint64_t(step) : 0;
+  return splitmix64(uint64_t(seed) * 0x9E3779B97F4A7C15ull ^ splitmix64(count));
 }
 
 /// Whether the element with logical index `index` is kept: the top 24 bits
@@ -66,17 +68,21 @@ struct DropoutBlock {
 
 LOOM_HOST_DEVICE inline uint64_t
 dropoutIndex(const DropoutBlock &block, const int64_t *offsets, int64_t k) {
-  int64_t global = k;
+  // In uint64_t, which wraps where int64_t would overflow (the plan check
+  // keeps a valid plan's indices below 2^63).
+  uint64_t global = uint64_t(k);
   if (block.rank != 0) {
     global = 0;
     for (int d = block.rank - 1; d >= 0; --d) {
-      global += (offsets[d] + k % block.shape[d]) * block.globalStrides[d];
+      global += (uint64_t(offsets[d]) + uint64_t(k % block.shape[d])) *
+                uint64_t(block.globalStrides[d]);
       k /= block.shape[d];
     }
   }
   if (block.chunk > 0)
-    global = global / block.chunk * block.chunkStride + global % block.chunk;
-  return uint64_t(block.base + global);
+    global = global / uint64_t(block.chunk) * uint64_t(block.chunkStride) +
+             global % uint64_t(block.chunk);
+  return uint64_t(block.base) + global;
 }
 
 /// The block of local shape `shape` in a logical tensor of shape `global`

@@ -8,6 +8,7 @@
 
 #include "../DropoutMask.h"
 #include "CPUKernels.h"
+#include <cstdint>
 
 #include <cstring>
 #include <numeric>
@@ -535,11 +536,17 @@ Status readDropout(const Instruction &instruction, DropoutConfig &config) {
                          " must have the rank of the input " +
                          shapeString(x.shape) + " (at most " +
                          std::to_string(loomrt::kDropoutMaxRank) + ")");
-  for (int d = 0; d < rank; ++d)
+  int64_t elements = 1;
+  for (int d = 0; d < rank; ++d) {
     if (global[d] < x.shape[d])
       return Status::error("global_shape " + shapeString(global) +
                            " is smaller than the block " +
                            shapeString(x.shape));
+    if (global[d] > 0 && elements > (INT64_MAX - base) / global[d])
+      return Status::error("global_shape " + shapeString(global) +
+                           " has more elements than an index holds");
+    elements *= global[d];
+  }
   if (offsets.dtype != DType::I64 || offsets.elements() != rank)
     return Status::error("offsets must be " + std::to_string(rank) +
                          " i64, not " + std::string(dtypeName(offsets.dtype)) +

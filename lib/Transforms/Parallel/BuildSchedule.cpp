@@ -30,6 +30,13 @@ struct BuildSchedulePass : impl::LoomBuildScheduleBase<BuildSchedulePass> {
       module.emitError() << "loom-build-schedule: " << message;
       signalPassFailure();
     };
+    // Far beyond any pipeline, and within what the replay's ints hold.
+    if (ranks < 1 || ranks > 4096 || microbatches < 1 ||
+        microbatches > 1 << 20 || virtualStages < 1 || virtualStages > 64)
+      return fail("needs 1 to 4096 ranks, 1 to 2^20 microbatches and 1 to "
+                  "64 virtual stages (has " +
+                  Twine(int64_t(ranks)) + ", " + Twine(int64_t(microbatches)) +
+                  ", " + Twine(int64_t(virtualStages)) + ")");
     std::string error;
     std::optional<PipelineSchedule> result;
     if (!scheduleFile.empty()) {

@@ -944,10 +944,14 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     slice.setLimits(limits);
   }
   // A split dropout draws its block of the global tensor's mask.
-  if (auto dropout = dyn_cast<DropoutOp>(op);
-      dropout && !dropout.getOffsets()) {
+  if (auto dropout = dyn_cast<DropoutOp>(op)) {
     const DimAxes &axes = locals[dropout.getOutput()].axes;
-    if (llvm::any_of(axes, [](const AxisList &dim) { return !dim.empty(); })) {
+    bool split =
+        llvm::any_of(axes, [](const AxisList &dim) { return !dim.empty(); });
+    if (split && dropout.getOffsets())
+      return op->emitOpError("is already a block of a split tensor (it has "
+                             "offsets); loom-partition cannot split it again");
+    if (split) {
       auto global = cast<RankedTensorType>(globalTypeOf(dropout.getOutput()));
       builder.setInsertionPoint(op);
       dropout.getOffsetsMutable().assign(

@@ -294,17 +294,11 @@ int64_t shardOptimizerStates(ModuleOp module,
                               .str());
     for (StringAttr state : zero.states)
       propagation.seedParameter(state, zero.shard, priority, origin);
-
   }
   propagation.propagate(priority);
   return gradientBytes;
 }
 
-/// ZeRO stage 3, once propagation has written its outcome: every parameter
-/// whose update runs on a shard lives as that shard, and each op that reads
-/// it gets it gathered just before (a reshard to its whole sharding), so
-/// that the whole parameter lives only from there to that op: once in the
-/// forward pass and again in the backward pass where it is read there.
 /// A cast to a narrower float type (f32 to bf16).
 bool isNarrowing(CastOp narrow) {
   auto from = dyn_cast<FloatType>(getElementTypeOrSelf(narrow.getInput()));
@@ -312,6 +306,11 @@ bool isNarrowing(CastOp narrow) {
   return from && to && to.getWidth() < from.getWidth();
 }
 
+/// ZeRO stage 3, once propagation has written its outcome: every parameter
+/// whose update runs on a shard lives as that shard, and each op that reads
+/// it gets it gathered just before (a reshard to its whole sharding), so
+/// that the whole parameter lives only from there to that op: once in the
+/// forward pass and again in the backward pass where it is read there.
 void shardParameters(ModuleOp module, func::FuncOp func,
                      ArrayRef<ZeroUpdate> updates) {
   SymbolTable symbols(module);

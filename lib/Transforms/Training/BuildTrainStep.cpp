@@ -171,13 +171,9 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
                        builder.getUnitAttr());
       }
     }
-    if (gradAccum > 1) {
-      loss = scale(builder, loc, loss, 1.0 / gradAccum);
-      for (Value &grad : grads)
-        grad = scale(builder, loc, grad, 1.0 / gradAccum);
-    }
-    // bf16 gradients meet the optimizer (and clipping) widened: the
-    // widening is exact, and fusion folds it into the update's kernel.
+    // bf16 gradients meet the 1/K scaling (in f32, where 1/3 is not
+    // rounded to bf16), clipping and the optimizer widened: the widening is
+    // exact, and fusion folds it into the next kernel.
     for (auto [grad, gradient] : llvm::zip(grads, gradients)) {
       auto type = cast<RankedTensorType>(grad.getType());
       Type master =
@@ -187,6 +183,11 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
         grad.getDefiningOp()->setAttr(LoomDialect::kKeptGradientAttrName,
                                       builder.getUnitAttr());
       }
+    }
+    if (gradAccum > 1) {
+      loss = scale(builder, loc, loss, 1.0 / gradAccum);
+      for (Value &grad : grads)
+        grad = scale(builder, loc, grad, 1.0 / gradAccum);
     }
     if (clipGradNorm > 0)
       clip(builder, loc, grads);

@@ -4,8 +4,8 @@
 // Gradients kept in bf16: a bf16 GEMM's gradient is taken before its
 // widening, any other f32 gradient (the bias's) is rounded once where it
 // is produced; both marked loom.kept_gradient. The microbatches are summed
-// and scaled by 1/2 in bf16, and the sum is widened (marked too) only for
-// the f32 update.
+// in bf16, and the sum is widened (marked too) for the 1/K scaling (in f32,
+// where 1/3 would not be rounded) and the f32 update.
 // CHECK-LABEL: func.func @train_step
 // CHECK:         %[[W0:.*]] = loom.matmul {{.*}} -> tensor<4x3xbf16>
 // CHECK:         %[[B0:.*]] = loom.cast %{{.*}} {loom.kept_gradient} : tensor<3xf32> -> tensor<3xbf16>
@@ -13,10 +13,10 @@
 // CHECK:         %[[WS:.*]] = loom.add %[[W0]], %[[W1]] {loom.gradient_accumulation} : tensor<4x3xbf16>
 // CHECK:         %[[B1:.*]] = loom.cast %{{.*}} {loom.kept_gradient} : tensor<3xf32> -> tensor<3xbf16>
 // CHECK:         %[[BS:.*]] = loom.add %[[B0]], %[[B1]] {loom.gradient_accumulation} : tensor<3xbf16>
-// CHECK:         %[[WH:.*]] = loom.mul %[[WS]], %{{.*}} : (tensor<4x3xbf16>, tensor<bf16>) -> tensor<4x3xbf16>
-// CHECK:         %[[BH:.*]] = loom.mul %[[BS]], %{{.*}} : (tensor<3xbf16>, tensor<bf16>) -> tensor<3xbf16>
-// CHECK:         %[[WG:.*]] = loom.cast %[[WH]] {loom.kept_gradient} : tensor<4x3xbf16> -> tensor<4x3xf32>
-// CHECK:         %[[BG:.*]] = loom.cast %[[BH]] {loom.kept_gradient} : tensor<3xbf16> -> tensor<3xf32>
+// CHECK:         %[[WW:.*]] = loom.cast %[[WS]] {loom.kept_gradient} : tensor<4x3xbf16> -> tensor<4x3xf32>
+// CHECK:         %[[BW:.*]] = loom.cast %[[BS]] {loom.kept_gradient} : tensor<3xbf16> -> tensor<3xf32>
+// CHECK:         %[[WG:.*]] = loom.mul %[[WW]], %{{.*}} : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+// CHECK:         %[[BG:.*]] = loom.mul %[[BW]], %{{.*}} : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
 // CHECK:         loom.sgd_update %{{.*}}, %[[WG]]
 // CHECK:         loom.sgd_update %{{.*}}, %[[BG]]
 // BAD: error: gradient-precision must be f32 or bf16, not 'f16'

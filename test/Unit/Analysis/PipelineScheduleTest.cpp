@@ -75,6 +75,17 @@ TEST(PipelineSchedule, ZeroBubbleH1) {
   make("zb-h1", 4, 2);
 }
 
+TEST(PipelineSchedule, EveryGeneratorProvesForManyShapes) {
+  for (int P = 1; P <= 6; ++P)
+    for (int M = 1; M <= 12; ++M) {
+      for (std::string kind : {"gpipe", "1f1b", "zb-h1"})
+        make(kind, P, M);
+      for (int V : {2, 3})
+        if (M % P == 0)
+          make("interleaved", P, M, V);
+    }
+}
+
 TEST(PipelineSchedule, TextRoundTrips) {
   PipelineSchedule schedule = make("1f1b", 2, 2);
   std::string text = formatPipelineSchedule(schedule);

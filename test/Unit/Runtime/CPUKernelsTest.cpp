@@ -2299,6 +2299,13 @@ TEST(CPUKernelsDataMovement, CheckRejects) {
   EXPECT_REJECTED(makeKernel("dropout", {&x, &x}, {x, mask},
                              {{"ratio", 0.1}, {"seed", int64_t(1)}}),
                   "step must be one f64");
+  EXPECT_REJECTED(
+      makeKernel("dropout", {&x, &offsets}, {x, mask},
+                 {{"ratio", 0.1},
+                  {"seed", int64_t(1)},
+                  {"global_shape",
+                   std::vector<int64_t>{int64_t(1) << 40, int64_t(1) << 40}}}),
+      "has more elements than an index holds");
 }
 
 //===----------------------------------------------------------------------===//

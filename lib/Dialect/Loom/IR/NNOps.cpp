@@ -600,6 +600,10 @@ LogicalResult DropoutOp::verify() {
     return success();
   auto type = cast<RankedTensorType>(getInput().getType());
   ArrayRef<int64_t> global = *getGlobalShape();
+  // The runtime's kernels index blocks of up to 8 dimensions.
+  if (type.getRank() > 8)
+    return emitOpError() << "block of a " << type.getRank()
+                         << "-d tensor: at most 8 dimensions";
   if (int64_t(global.size()) != type.getRank() ||
       cast<RankedTensorType>(getOffsets().getType()).getDimSize(0) !=
           type.getRank())
