@@ -44,8 +44,9 @@ static LogicalResult checkAttrName(Operation *op, NamedAttribute attr) {
                            << LoomDialect::kReshardingAttrName << "', '"
                            << LoomDialect::kFactorShardingAttrName << "', '"
                            << LoomDialect::kGradientAccumulationAttrName
-                           << "', '" << LoomDialect::kKeptGradientAttrName
-                           << "', '" << LoomDialect::kGradientBytesAttrName
+                           << "', '" << LoomDialect::kStageAttrName << "', '"
+                           << LoomDialect::kKeptGradientAttrName << "', '"
+                           << LoomDialect::kGradientBytesAttrName
                            << "' (functions), '"
                            << LoomDialect::kWorldSizeAttrName << "', '"
                            << LoomDialect::kPipelineScheduleAttrName
@@ -125,6 +126,13 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     if (!isa<UnitAttr>(attr.getValue()) || !isa<AddOp>(op))
       return op->emitOpError() << "'" << kGradientAccumulationAttrName
                                << "' must be a unit attribute on a loom.add";
+    return success();
+  }
+  if (attr.getName() == kStageAttrName) {
+    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!stage || stage.getInt() < 0)
+      return op->emitOpError()
+             << "'" << kStageAttrName << "' must be a non-negative integer";
     return success();
   }
   if (attr.getName() == kKeptGradientAttrName) {

@@ -88,6 +88,9 @@ def Loom_Dialect : Dialect {
     /// which data parallelism reduces the gradient, in bf16.
     static constexpr ::llvm::StringLiteral kKeptGradientAttrName =
         "loom.kept_gradient";
+    /// Name of the attribute that gives an op its pipeline stage (an
+    /// integer; loom-cut-stages).
+    static constexpr ::llvm::StringLiteral kStageAttrName = "loom.stage";
     /// Name of the module attribute holding the pipeline schedule that
     /// `loom-build-schedule` proved (a dictionary: `kind`, `ranks`,
     /// `stages`, `microbatches`, `actions`, one string per rank).
