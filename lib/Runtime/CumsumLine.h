@@ -13,11 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#if defined(__CUDACC__)
-#define LOOM_HOST_DEVICE __host__ __device__
-#else
-#define LOOM_HOST_DEVICE
-#endif
+#include "HostDevice.h"
 
 namespace loomrt {
 

@@ -161,64 +161,61 @@ bool isReducible(DType dtype) {
          dtype == DType::I64 || dtype == DType::BF16;
 }
 
-/// bf16 (gradients kept in bf16): every rank's values widened and reduced
-/// in f32, rounded to bf16 once, so the result does not depend on the
-/// order the ranks are added in.
-void reduceBF16Range(const std::vector<const void *> &in, void *out,
-                     int64_t begin, int64_t end, ReduceOp op) {
-  using cpu::BF16;
-  constexpr int64_t kBlock = 1024;
-  float acc[kBlock];
-  BF16 *result = static_cast<BF16 *>(out);
-  size_t n = in.size();
-  for (int64_t start = begin; start < end; start += kBlock) {
-    int64_t count = std::min(kBlock, end - start);
-    cpu::widenBF16(static_cast<const BF16 *>(in[0]) + start, acc, count);
-    for (size_t k = 1; k < n; ++k) {
-      const BF16 *values = static_cast<const BF16 *>(in[k]) + start;
-      for (int64_t i = 0; i < count; ++i) {
-        float value = cpu::widenBF16(values[i]);
-        acc[i] = op == ReduceOp::Max ? (value > acc[i] ? value : acc[i])
-                                     : acc[i] + value;
-      }
-    }
-    if (op == ReduceOp::Avg)
-      for (int64_t i = 0; i < count; ++i)
-        acc[i] = acc[i] / float(n);
-    cpu::roundToBF16(acc, result + start, count);
+/// How a reduction reads and writes elements of type T: as themselves, and
+/// for bf16 (gradients kept in bf16) widened to f32, reduced in f32 and
+/// rounded once, so the result does not depend on the order of the ranks.
+template <typename T> struct Plain {
+  using Acc = T;
+  static void load(const T *in, Acc *out, int64_t count) {
+    std::memcpy(out, in, size_t(count) * sizeof(T));
   }
-}
+  static Acc widen(T value) { return value; }
+  static void store(const Acc *in, T *out, int64_t count) {
+    std::memcpy(out, in, size_t(count) * sizeof(T));
+  }
+};
+struct BF16AsF32 {
+  using Acc = float;
+  static void load(const cpu::BF16 *in, float *out, int64_t count) {
+    cpu::widenBF16(in, out, count);
+  }
+  static float widen(cpu::BF16 value) { return cpu::widenBF16(value); }
+  static void store(const float *in, cpu::BF16 *out, int64_t count) {
+    cpu::roundToBF16(in, out, count);
+  }
+};
 
 /// out[i] = op over k of in[k][i] for i in [begin, end).
-template <typename T>
+template <typename T, typename Elements = Plain<T>>
 void reduceRange(const std::vector<const void *> &in, void *out, int64_t begin,
                  int64_t end, ReduceOp op) {
+  using Acc = typename Elements::Acc;
   // Block by block through a local accumulator: each inner loop is one
   // input against the accumulator, which the compiler vectorizes, and the
   // output (possibly one of the inputs, in place) is written only after
   // every input's block has been read.
   constexpr int64_t kBlock = 1024;
-  T acc[kBlock];
+  Acc acc[kBlock];
   T *result = static_cast<T *>(out);
   size_t n = in.size();
   for (int64_t start = begin; start < end; start += kBlock) {
     int64_t count = std::min(kBlock, end - start);
-    const T *first = static_cast<const T *>(in[0]) + start;
-    for (int64_t i = 0; i < count; ++i)
-      acc[i] = first[i];
+    Elements::load(static_cast<const T *>(in[0]) + start, acc, count);
     for (size_t k = 1; k < n; ++k) {
       const T *values = static_cast<const T *>(in[k]) + start;
       if (op == ReduceOp::Max)
-        for (int64_t i = 0; i < count; ++i)
-          acc[i] = values[i] > acc[i] ? values[i] : acc[i];
+        for (int64_t i = 0; i < count; ++i) {
+          Acc value = Elements::widen(values[i]);
+          acc[i] = value > acc[i] ? value : acc[i];
+        }
       else
         for (int64_t i = 0; i < count; ++i)
-          acc[i] += values[i];
+          acc[i] += Elements::widen(values[i]);
     }
     if (op == ReduceOp::Avg)
       for (int64_t i = 0; i < count; ++i)
-        acc[i] = T(acc[i] / T(n));
-    std::memcpy(result + start, acc, size_t(count) * sizeof(T));
+        acc[i] = Acc(acc[i] / Acc(n));
+    Elements::store(acc, result + start, count);
   }
 }
 
@@ -232,7 +229,7 @@ void reduce(DType dtype, const std::vector<const void *> &in, void *out,
   case DType::I32:
     return reduceRange<int32_t>(in, out, begin, end, op);
   case DType::BF16:
-    return reduceBF16Range(in, out, begin, end, op);
+    return reduceRange<cpu::BF16, BF16AsF32>(in, out, begin, end, op);
   default:
     return reduceRange<int64_t>(in, out, begin, end, op);
   }
