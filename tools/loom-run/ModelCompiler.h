@@ -54,6 +54,15 @@ struct TrainCompileOptions {
   double bucketMB = 25.0;
   /// --sequence-parallel: with --tp, Megatron's sequence parallelism.
   bool sequenceParallel = false;
+  /// --pp P: pipeline parallelism over P ranks (1: off); --microbatches
+  /// (0: unset; then it is the gradient accumulation count), --schedule,
+  /// --virtual-stages, --schedule-file, --stage-cuts.
+  int pp = 1;
+  int microbatches = 0;
+  std::string schedule = "1f1b";
+  int virtualStages = 1;
+  std::string scheduleFile;
+  std::vector<std::string> stageCuts;
   /// --shard REGEX=SHARDING[:PRIORITY], in order, and --shardings FILE.
   std::vector<std::string> shard;
   std::string shardingsFile;

@@ -183,6 +183,19 @@ training (--train; docs/design/training.md):
   --sequence-parallel with --tp: Megatron's sequence parallelism (the layer
                       norms' regions split on the sequence; reduce-scatter
                       and all-gather pairs instead of all-reduces)
+  --pp P              pipeline parallelism over P ranks: the step cut into
+                      P stages where the model is narrowest and the stages'
+                      costs even, one program per rank in the schedule's
+                      order (docs/design/pipeline.md); --ranks P
+  --microbatches M    with --pp: the batch split in M microbatches, whose
+                      gradients accumulate (default: P)
+  --schedule S        with --pp: 1f1b (default), gpipe, interleaved (with
+                      --virtual-stages V) or zb-h1 (zero bubble: the
+                      backward split into input and weight gradients)
+  --virtual-stages V  with --schedule interleaved: stages per rank
+  --schedule-file F   with --pp: a schedule of one's own, a line per rank
+                      (`rank R: F0.0 F0.1 B0.0 ...`), proved before it runs
+  --stage-cuts N,N    with --pp: cut after these ONNX nodes instead
   --shard REGEX=SHARDING[:PRIORITY]
                       annotate the parameters whose whole name REGEX
                       matches, e.g. 'h\..*\.mlp\.c_fc\.weight=[{tp},{}]'
@@ -310,6 +323,12 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
                                         "--bucket-mb",
                                         "--trace",
                                         "--dp",
+                                        "--pp",
+                                        "--microbatches",
+                                        "--schedule",
+                                        "--virtual-stages",
+                                        "--schedule-file",
+                                        "--stage-cuts",
                                         "--shard",
                                         "--shardings",
                                         "--metrics",
@@ -409,6 +428,33 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     count(dp, 1);
     compile.dp = int(std::min<int64_t>(dp, 4096));
     options.dpGiven = true;
+  } else if (flag == "--pp") {
+    int64_t pp = 1;
+    count(pp, 1);
+    compile.pp = int(std::min<int64_t>(pp, 4096));
+  } else if (flag == "--microbatches") {
+    int64_t microbatches = 1;
+    count(microbatches, 1);
+    compile.microbatches = int(std::min<int64_t>(microbatches, 1 << 20));
+  } else if (flag == "--schedule") {
+    if (text != "gpipe" && text != "1f1b" && text != "interleaved" &&
+        text != "zb-h1")
+      error = "--schedule " + text +
+              ": the schedules are gpipe, 1f1b, interleaved and zb-h1 (or "
+              "--schedule-file FILE)";
+    compile.schedule = text;
+  } else if (flag == "--virtual-stages") {
+    int64_t stages = 1;
+    count(stages, 1);
+    compile.virtualStages = int(std::min<int64_t>(stages, 64));
+  } else if (flag == "--schedule-file") {
+    compile.scheduleFile = text;
+  } else if (flag == "--stage-cuts") {
+    for (size_t start = 0; start <= text.size();) {
+      size_t comma = std::min(text.find(',', start), text.size());
+      compile.stageCuts.push_back(text.substr(start, comma - start));
+      start = comma + 1;
+    }
   } else if (flag == "--zero") {
     int64_t stage = 0;
     count(stage, 0);
@@ -465,6 +511,46 @@ void listDevices() {
   }
   for (const std::string &line : describeCUDADevices())
     std::printf("cuda: %s\n", line.c_str());
+}
+
+/// The pipeline flags against each other and the ranks; "" when fine.
+std::string checkPipelineFlags(Options &options, int world) {
+  TrainCompileOptions &train = options.compile.train;
+  bool pipelineFlag = train.microbatches > 0 || train.virtualStages > 1 ||
+                      train.schedule != "1f1b" || !train.scheduleFile.empty() ||
+                      !train.stageCuts.empty();
+  if (train.pp <= 1) {
+    if (pipelineFlag)
+      return "--microbatches, --schedule, --virtual-stages, --schedule-file "
+             "and --stage-cuts shape a pipeline: they need --pp 2 or more";
+    return "";
+  }
+  if (train.tp > 1 || train.dp > 1)
+    return "--pp " + std::to_string(train.pp) +
+           " with --tp or --dp (3D parallelism) is not built yet: a pipeline "
+           "runs one rank per stage";
+  if (world != 0 && world != train.pp)
+    return "--pp " + std::to_string(train.pp) +
+           " runs one rank per stage: " + "it needs " +
+           std::to_string(train.pp) + " ranks, not " + std::to_string(world);
+  if (train.microbatches > 0 && train.gradAccum > 1 &&
+      train.microbatches != train.gradAccum)
+    return "--microbatches " + std::to_string(train.microbatches) +
+           " and --grad-accum " + std::to_string(train.gradAccum) +
+           " both split the batch: give one";
+  if (train.microbatches == 0)
+    train.microbatches = train.gradAccum > 1 ? train.gradAccum : train.pp;
+  train.gradAccum = train.microbatches;
+  if (train.virtualStages > 1 && train.schedule != "interleaved" &&
+      train.scheduleFile.empty())
+    return "--virtual-stages " + std::to_string(train.virtualStages) +
+           " places several stages on each rank: it needs --schedule "
+           "interleaved (or a --schedule-file)";
+  if (options.train.batchSize % train.microbatches != 0)
+    return "--batch-size " + std::to_string(options.train.batchSize) +
+           " is not a multiple of --microbatches " +
+           std::to_string(train.microbatches);
+  return "";
 }
 
 /// Parses argv; an error message on failure, "" on success.
@@ -671,8 +757,12 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     if (world == 0 && launchedByMPI())
       if (const char *size = std::getenv("OMPI_COMM_WORLD_SIZE"))
         world = std::atoi(size);
-    if (!options.dpGiven && world > train.tp && world % train.tp == 0)
-      options.compile.train.dp = world / train.tp;
+    if (!options.dpGiven && world > train.tp * train.pp &&
+        world % (train.tp * train.pp) == 0)
+      options.compile.train.dp = world / (train.tp * train.pp);
+    if (std::string problem = checkPipelineFlags(options, world);
+        !problem.empty())
+      return problem;
     if (train.zero > 0 && train.dp < 2)
       return "--zero " + std::to_string(train.zero) +
              " shards over the data-parallel ranks: it needs --dp 2 or more "
@@ -849,6 +939,11 @@ int verify(const Options &options, const Dataset &data,
   single.train.dp = 1;
   single.train.zero = 0;
   single.train.zeroShardGroup = 0;
+  // One device accumulates the pipeline's microbatches (gradAccum).
+  single.train.pp = 1;
+  single.train.microbatches = 0;
+  single.train.stageCuts.clear();
+  single.train.scheduleFile.clear();
   single.train.shard.clear();
   single.train.shardingsFile.clear();
   single.emitMLIR.clear();

@@ -93,13 +93,30 @@ public:
       auto rule = dyn_cast<GradientOpInterface>(op);
       if (!rule)
         return op->emitOpError("has no gradient rule");
+      Operation *last = ret->getPrevNode();
       if (failed(rule.backpropagate(gradients, context)))
         return failure();
+      markBackward(op, last, ret);
     }
     return finish(ret);
   }
 
 private:
+  /// A pipeline stage's backward pass runs on the forward's rank: the ops
+  /// the rule of a staged op made (after `last`, before `ret`) get its
+  /// stage and are marked backward (loom-split-stages schedules them).
+  void markBackward(Operation *op, Operation *last, Operation *ret) {
+    auto stage = op->getAttrOfType<IntegerAttr>(LoomDialect::kStageAttrName);
+    if (!stage)
+      return;
+    Operation *first = last ? last->getNextNode() : &ret->getBlock()->front();
+    for (Operation *made = first; made != ret; made = made->getNextNode()) {
+      made->setAttr(LoomDialect::kStageAttrName, stage);
+      made->setAttr(LoomDialect::kBackwardAttrName,
+                    UnitAttr::get(op->getContext()));
+    }
+  }
+
   /// Float results of trainable parameters, and of ops reading active values.
   void markActive(Operation *op) {
     if (auto param = dyn_cast<ParamOp>(op)) {

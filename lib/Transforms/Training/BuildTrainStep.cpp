@@ -225,6 +225,10 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
     Block &source = gradFunction.getBody().front();
     for (Operation &op : source.without_terminator()) {
       Operation *clone = builder.clone(op, mapping);
+      // Pipelines schedule each stage's work per microbatch.
+      if (clone->hasAttr(LoomDialect::kStageAttrName))
+        clone->setAttr(LoomDialect::kMicrobatchAttrName,
+                       builder.getI64IntegerAttr(k));
       if (auto dropout = dyn_cast<DropoutOp>(clone)) {
         if (!dropout.getStep())
           dropout.getStepMutable().assign(stepNumber);

@@ -66,6 +66,21 @@ void mlir::loom::buildTrainingPipeline(OpPassManager &pm,
   // Aligned rows for the logits' GEMMs (GPT-2's 50257 classes are not a
   // multiple of 8); the loss and gradients stay the same.
   pm.addNestedPass<func::FuncOp>(createLoomPadClasses());
+  // Pipeline stages are cut on the forward model and its loss, where the
+  // model's order puts the embedding first and the loss last; autodiff
+  // gives each backward op its forward's stage.
+  if (options.pp > 1) {
+    // The pass copies the entries when it is created.
+    SmallVector<std::string> cuts(options.stageCuts.begin(),
+                                  options.stageCuts.end());
+    LoomCutStagesOptions cut;
+    cut.function = lossFunctionName(options.function);
+    cut.stages =
+        int64_t(options.pp) * std::max(1u, unsigned(options.virtualStages));
+    cut.stageCuts = cuts;
+    cut.memoryCapMB = options.stageMemoryCapMB;
+    pm.addPass(createLoomCutStages(cut));
+  }
   LoomAutodiffOptions autodiff;
   autodiff.function = lossFunctionName(options.function);
   pm.addPass(createLoomAutodiff(autodiff));
@@ -97,9 +112,22 @@ void mlir::loom::buildTrainingPipeline(OpPassManager &pm,
   //   2. sharding propagation, ZeRO's sharding of the optimizer updates,
   //      gradients and parameters over dp (--zero) as its last priority,
   //      then SPMD partitioning (local shapes and collectives);
-  //   3. pipeline stage cuts, microbatches and the schedule (to come).
+  //   3. the pipeline schedule and one program per pipeline rank (below;
+  //      the stages were cut before autodiff).
   // loom-lower-to-plan then lowers each rank's program.
   buildParallelizationPipeline(pm, options);
+  // 3. Pipeline parallelism: the schedule, proved, then one program per
+  //    rank in its order.
+  if (options.pp > 1) {
+    LoomBuildScheduleOptions schedule;
+    schedule.schedule = options.schedule;
+    schedule.ranks = options.pp;
+    schedule.microbatches = options.gradAccum;
+    schedule.virtualStages = std::max(1u, unsigned(options.virtualStages));
+    schedule.scheduleFile = options.scheduleFile;
+    pm.addPass(createLoomBuildSchedule(schedule));
+    pm.addPass(createLoomSplitStages());
+  }
 }
 
 void mlir::loom::buildParallelizationPipeline(

@@ -253,3 +253,21 @@ func.func @forward() -> (tensor<f32> {onnx.name = "loss"}) {
   %l = loom.reduce_sum %h [0, 1] : tensor<4x3xbf16> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A pipeline stage's backward runs on its forward's rank: every op a
+// staged op's rule makes gets its stage and is marked loom.backward
+// (loom-split-stages schedules them as B and W actions); the seed of the
+// loss gradient, made before any rule, is neither.
+// CHECK-LABEL: func.func @forward_grad(
+// CHECK:         %[[SEED:.*]] = loom.constant dense<1.000000e+00> : tensor<f32>
+// CHECK:         loom.broadcast {{.*}} {loom.backward, loom.stage = 1 : i64}
+// CHECK:         loom.matmul {{.*}} transpose_lhs {loom.backward, loom.stage = 0 : i64}
+loom.parameter @w trainable : tensor<4x4xf32>
+func.func @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
+  %w = loom.param @w {loom.stage = 0 : i64} : tensor<4x4xf32>
+  %h = loom.matmul %x, %w {loom.stage = 0 : i64} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %l = loom.reduce_sum %h [0, 1] {loom.stage = 1 : i64} : tensor<2x4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -98,6 +98,12 @@ void setPipelineOptions(const ::loomrun::ModelCompileOptions &options,
   pipeline.zeroShardGroup = unsigned(train.zeroShardGroup);
   pipeline.bucketMB = train.bucketMB;
   pipeline.sequenceParallel = train.sequenceParallel;
+  pipeline.pp = unsigned(train.pp);
+  pipeline.schedule = train.schedule;
+  pipeline.virtualStages = unsigned(train.virtualStages);
+  pipeline.scheduleFile = train.scheduleFile;
+  for (const std::string &cut : train.stageCuts)
+    pipeline.stageCuts.push_back(cut);
   for (const std::string &annotation : train.shard)
     pipeline.shard.push_back(annotation);
   pipeline.shardingsFile = train.shardingsFile;
@@ -265,7 +271,8 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
     TrainingPipelineOptions pipeline;
     setPipelineOptions(options, pipeline);
     buildTrainingPipeline(pm, pipeline);
-    functionName = "train_step";
+    // A pipeline runs one function per rank (loom.ranks).
+    functionName = options.train.pp > 1 ? "" : "train_step";
   } else if (options.precision != "f32" || options.fuseAttention) {
     // Canonicalized first, as for training, so that transposes fold into
     // the GEMMs before casts stand between them.

@@ -593,6 +593,53 @@ def LoomBuildSchedule : Pass<"loom-build-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomSplitStages : Pass<"loom-split-stages", "::mlir::ModuleOp"> {
+  let summary = "Split the training step into one program per pipeline rank";
+  let description = [{
+    Lowers the module's pipeline schedule (`loom.pipeline_schedule`, from
+    `loom-build-schedule`) onto the training step `function`, whose forward
+    and backward ops carry their `loom.stage` (loom-cut-stages and
+    loom-autodiff) and `loom.microbatch` (loom-build-train-step). Each rank
+    gets a function of its own (`loom.ranks`, named `<function>_rank<R>`)
+    holding the ops of its stages, in the order of its actions: the
+    forward (F), backward (B) and weight-gradient (W) of each stage and
+    microbatch, its W ops being the backward ops the input gradient does
+    not need. A value that one rank makes and another reads becomes a
+    `loom.send` right after the op that makes it and a `loom.recv` just
+    before the action that first reads it, one tag per value and pair of
+    ranks. Parameter reads, constants and pure work on them and on the
+    arguments are computed on every rank that reads them; a parameter is
+    updated on every stage that reads it (a tied embedding and head: both,
+    from one gradient, so that the copies stay equal); the remaining work
+    (gradient sums, the clipping norm, the loss) runs where its largest
+    operand is, after its rank's actions when an operand comes from
+    another rank. Stores come last. The last stage's rank returns the
+    results; the module's `loom.world_size` becomes the schedule's ranks.
+
+    A stage or microbatch the schedule does not have, a staged op with no
+    microbatch, and a schedule that runs an action before the one making
+    a value it reads are errors.
+
+    ```mlir
+    // Before: stage 0 makes %h, stage 1 reads it.
+    %h = loom.relu %x {loom.stage = 0 : i64, loom.microbatch = 0 : i64} ...
+    %y = loom.exp %h {loom.stage = 1 : i64, loom.microbatch = 0 : i64} ...
+    // After, in @train_step_rank0:
+    %h = loom.relu %x : tensor<4xf32>
+    loom.send %h to [[0, 1]] tag 0 : tensor<4xf32>
+    // and in @train_step_rank1:
+    %h = loom.recv from [[0, 1]] tag 0 : tensor<4xf32>
+    %y = loom.exp %h : tensor<4xf32>
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string",
+           /*default=*/"\"train_step\"", "The training step to split">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def LoomPrintSchedule : Pass<"loom-print-schedule", "::mlir::ModuleOp"> {
   let summary = "Print the module's pipeline schedule and its simulation";
   let description = [{

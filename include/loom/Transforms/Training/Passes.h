@@ -138,6 +138,31 @@ struct TrainingPipelineOptions
       *this, "sequence-parallel",
       llvm::cl::desc("With tp: Megatron's sequence parallelism"),
       llvm::cl::init(false)};
+  Option<unsigned> pp{
+      *this, "pp",
+      llvm::cl::desc("Pipeline ranks: the step cut into pp stages "
+                     "(loom-cut-stages), one program per rank in schedule "
+                     "order (loom-split-stages); 1: off"),
+      llvm::cl::init(1)};
+  Option<std::string> schedule{
+      *this, "schedule",
+      llvm::cl::desc("With pp: gpipe, 1f1b, interleaved or zb-h1"),
+      llvm::cl::init("1f1b")};
+  Option<unsigned> virtualStages{
+      *this, "virtual-stages",
+      llvm::cl::desc("With pp: stages per rank (interleaved)"),
+      llvm::cl::init(1)};
+  Option<std::string> scheduleFile{
+      *this, "schedule-file",
+      llvm::cl::desc("With pp: a user's schedule, one line per rank")};
+  ListOption<std::string> stageCuts{
+      *this, "stage-cuts",
+      llvm::cl::desc("With pp: cut after these ONNX nodes instead of where "
+                     "the cost model says")};
+  Option<double> stageMemoryCapMB{
+      *this, "stage-memory-cap-mb",
+      llvm::cl::desc("With pp: each stage's memory cap in MiB (0: none)"),
+      llvm::cl::init(0.0)};
   ListOption<std::string> shard{
       *this, "shard",
       llvm::cl::desc("Sharding annotations REGEX=SHARDING[:PRIORITY] "

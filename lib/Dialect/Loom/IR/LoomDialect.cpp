@@ -45,6 +45,8 @@ static LogicalResult checkAttrName(Operation *op, NamedAttribute attr) {
                            << LoomDialect::kFactorShardingAttrName << "', '"
                            << LoomDialect::kGradientAccumulationAttrName
                            << "', '" << LoomDialect::kStageAttrName << "', '"
+                           << LoomDialect::kMicrobatchAttrName << "', '"
+                           << LoomDialect::kBackwardAttrName << "', '"
                            << LoomDialect::kKeptGradientAttrName << "', '"
                            << LoomDialect::kGradientBytesAttrName
                            << "' (functions), '"
@@ -128,11 +130,18 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                                << "' must be a unit attribute on a loom.add";
     return success();
   }
-  if (attr.getName() == kStageAttrName) {
-    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!stage || stage.getInt() < 0)
+  if (attr.getName() == kStageAttrName ||
+      attr.getName() == kMicrobatchAttrName) {
+    auto index = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!index || index.getInt() < 0)
+      return op->emitOpError() << "'" << attr.getName().getValue()
+                               << "' must be a non-negative integer";
+    return success();
+  }
+  if (attr.getName() == kBackwardAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
       return op->emitOpError()
-             << "'" << kStageAttrName << "' must be a non-negative integer";
+             << "'" << kBackwardAttrName << "' must be a unit attribute";
     return success();
   }
   if (attr.getName() == kKeptGradientAttrName) {

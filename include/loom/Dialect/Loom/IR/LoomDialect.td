@@ -91,6 +91,14 @@ def Loom_Dialect : Dialect {
     /// Name of the attribute that gives an op its pipeline stage (an
     /// integer; loom-cut-stages).
     static constexpr ::llvm::StringLiteral kStageAttrName = "loom.stage";
+    /// Name of the unit attribute that marks the ops `loom-autodiff` made
+    /// for the backward pass of a staged op (it also copies the stage).
+    static constexpr ::llvm::StringLiteral kBackwardAttrName =
+        "loom.backward";
+    /// Name of the attribute that gives a staged op of the training step
+    /// its microbatch (an integer; loom-build-train-step).
+    static constexpr ::llvm::StringLiteral kMicrobatchAttrName =
+        "loom.microbatch";
     /// Name of the module attribute holding the pipeline schedule that
     /// `loom-build-schedule` proved (a dictionary: `kind`, `ranks`,
     /// `stages`, `microbatches`, `actions`, one string per rank).

@@ -1,0 +1,585 @@
+//===- SplitStages.cpp - One program per pipeline rank, in schedule order -===//
+//
+// The training step arrives as one function whose forward and backward ops
+// carry their pipeline stage (loom-cut-stages, loom-autodiff) and
+// microbatch (loom-build-train-step). This pass makes it one function per
+// pipeline rank (`loom.ranks`): each op goes to the rank of its stage, the
+// values that cross ranks become tagged sends and receives, and each
+// rank's ops run in the order of its actions in the module's schedule
+// (F, B and W of each stage and microbatch). Where everything else goes
+// (docs/design/pipeline.md):
+//   - parameter reads, constants and pure work on them and on the step's
+//     arguments are replicated: every rank that needs them computes them;
+//   - a parameter's update runs on every stage that reads the parameter
+//     (two for a tied embedding and head), each with the same gradient, so
+//     the copies stay equal;
+//   - the rest (gradient sums over microbatches, the clipping norm, loss
+//     sums) runs where its largest operand lives, as soon as its operands
+//     are there; smaller operands (scalars) travel to it.
+// Sends are posted where their value is made, receives just before the
+// action that first reads them; the runtime waits for a receive only where
+// its bytes are read, as the schedule's proof assumes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ScheduleAttr.h"
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Transforms/Parallel/Passes.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <map>
+#include <set>
+
+namespace mlir {
+namespace loom {
+#define GEN_PASS_DEF_LOOMSPLITSTAGES
+#include "loom/Transforms/Parallel/Passes.h.inc"
+
+namespace {
+
+/// A value that one rank makes and another reads.
+struct Transfer {
+  Value value;
+  int source, target;
+  int64_t tag;
+  /// The slot of its first reader on the target.
+  int slot;
+};
+
+class StageSplitter {
+public:
+  StageSplitter(func::FuncOp step, const PipelineSchedule &schedule)
+      : step(step), schedule(schedule), end(0), ranks(schedule.ranks) {}
+
+  LogicalResult run() {
+    Block &body = step.getBody().front();
+    for (Operation &op : body.without_terminator()) {
+      index[&op] = ops.size();
+      ops.push_back(&op);
+    }
+    for (const std::vector<PipelineAction> &list : schedule.actions) {
+      int computes = 0;
+      for (const PipelineAction &action : list)
+        computes += action.isCompute();
+      end = std::max(end, computes);
+    }
+    if (failed(classify()) || failed(placeTail()))
+      return failure();
+    splitWeightGradients();
+    if (failed(assignSlots()))
+      return failure();
+    findTransfers();
+    return build();
+  }
+
+private:
+  struct Staged {
+    int stage, microbatch;
+    bool backward;
+  };
+
+  int rankOf(int stage) const { return schedule.rankOf(stage); }
+
+  bool isReplicated(Value value) const {
+    Operation *def = value.getDefiningOp();
+    return !def || replicated.contains(def);
+  }
+
+  /// Replicated ops, the staged ops' stages, and which stages read each
+  /// parameter.
+  LogicalResult classify() {
+    int lastStage = -1;
+    for (Operation *op : ops) {
+      auto stage = op->getAttrOfType<IntegerAttr>(LoomDialect::kStageAttrName);
+      if (isa<ParamOp, ConstantOp>(op) ||
+          (!stage && isMemoryEffectFree(op) &&
+           llvm::all_of(op->getOperands(),
+                        [&](Value v) { return isReplicated(v); }))) {
+        replicated.insert(op);
+        continue;
+      }
+      if (!stage)
+        continue;
+      auto microbatch =
+          op->getAttrOfType<IntegerAttr>(LoomDialect::kMicrobatchAttrName);
+      if (stage.getInt() >= schedule.stages)
+        return op->emitOpError("is on pipeline stage ")
+               << stage.getInt() << ", but the schedule has " << schedule.stages
+               << " stages";
+      if (!microbatch)
+        return op->emitOpError("has a pipeline stage but no microbatch "
+                               "(loom-build-train-step gives staged ops "
+                               "theirs)");
+      if (microbatch.getInt() >= schedule.microbatches)
+        return op->emitOpError("is in microbatch ")
+               << microbatch.getInt() << ", but the schedule has "
+               << schedule.microbatches;
+      int s = int(stage.getInt());
+      staged[op] = {s, int(microbatch.getInt()),
+                    op->hasAttr(LoomDialect::kBackwardAttrName)};
+      stages[op] = {s};
+      lastStage = std::max(lastStage, s);
+    }
+    if (lastStage + 1 != schedule.stages)
+      return step.emitOpError("has ")
+             << lastStage + 1 << " pipeline stages, but the schedule has "
+             << schedule.stages;
+    // The parameters each replicated value reads, and the stages whose
+    // forward or backward reads them.
+    for (Operation *op : ops) {
+      if (!replicated.contains(op))
+        continue;
+      llvm::SetVector<Attribute> &names = parametersOf[op];
+      if (auto param = dyn_cast<ParamOp>(op))
+        names.insert(param.getNameAttr().getAttr());
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          names.insert(parametersOf[def].begin(), parametersOf[def].end());
+    }
+    for (auto &[op, where] : staged)
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp();
+            def && replicated.contains(def))
+          for (Attribute name : parametersOf[def])
+            readers[name].insert(where.stage);
+    return success();
+  }
+
+  /// The stages of the ops that are neither staged nor replicated.
+  LogicalResult placeTail() {
+    SmallVector<AssignOp> replicatedStores;
+    for (Operation *op : ops) {
+      if (replicated.contains(op) || staged.count(op))
+        continue;
+      if (isa<SGDUpdateOp, AdamWUpdateOp>(op)) {
+        SmallVector<int> where;
+        if (Operation *def = op->getOperand(0).getDefiningOp())
+          if (auto param = dyn_cast<ParamOp>(def)) {
+            std::set<int> &set = readers[param.getNameAttr().getAttr()];
+            where.assign(set.begin(), set.end());
+          }
+        if (where.empty())
+          return op->emitOpError("updates a parameter that no pipeline "
+                                 "stage reads");
+        stages[op] = where;
+        continue;
+      }
+      if (auto assign = dyn_cast<AssignOp>(op)) {
+        if (isReplicated(assign.getValue()))
+          replicatedStores.push_back(assign);
+        else // (A copy: inserting into `stages` may move its entries.)
+          stages[op] = SmallVector<int>(
+              stages.lookup(assign.getValue().getDefiningOp()));
+        continue;
+      }
+      // Where the largest operand is (ties: the later stage).
+      Value largest;
+      int64_t largestSize = -1;
+      for (Value operand : op->getOperands()) {
+        if (isReplicated(operand))
+          continue;
+        auto type = dyn_cast<ShapedType>(operand.getType());
+        int64_t size =
+            type && type.hasStaticShape() ? type.getNumElements() : 1;
+        int stage = stages.lookup(operand.getDefiningOp()).back();
+        if (size > largestSize ||
+            (size == largestSize &&
+             stage > stages.lookup(largest.getDefiningOp()).back())) {
+          largest = operand;
+          largestSize = size;
+        }
+      }
+      if (!largest)
+        return op->emitOpError("has side effects and reads no staged value, "
+                               "so no pipeline stage runs it");
+      int stage = stages.lookup(largest.getDefiningOp()).back();
+      stages[op] = {stage};
+    }
+    // A replicated value's store (the update count) is on every stage that
+    // reads the parameter.
+    for (AssignOp assign : replicatedStores) {
+      std::set<int> where;
+      for (auto &[op, opStages] : stages) {
+        if (op == assign.getOperation())
+          continue;
+        for (Value operand : op->getOperands())
+          if (Operation *def = operand.getDefiningOp();
+              def && replicated.contains(def) &&
+              parametersOf[def].contains(assign.getNameAttr().getAttr()))
+            where.insert(opStages.begin(), opStages.end());
+      }
+      if (where.empty())
+        for (int s = 0; s < schedule.stages; ++s)
+          where.insert(s);
+      stages[assign] = SmallVector<int>(where.begin(), where.end());
+    }
+    return success();
+  }
+
+  /// With W actions, a backward op belongs to B when the input gradient
+  /// (what leaves for another stage) needs it, and to W otherwise.
+  void splitWeightGradients() {
+    if (!schedule.splitsBackward())
+      return;
+    SmallVector<Operation *> work;
+    for (auto &[op, where] : staged) {
+      if (!where.backward)
+        continue;
+      for (Operation *user : op->getUsers()) {
+        auto it = staged.find(user);
+        if (it != staged.end() && it->second.stage != where.stage) {
+          work.push_back(op);
+          break;
+        }
+      }
+    }
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val();
+      if (!inputGradient.insert(op).second)
+        continue;
+      const Staged &where = staged[op];
+      for (Value operand : op->getOperands()) {
+        auto it = staged.find(operand.getDefiningOp());
+        if (it != staged.end() && it->second.backward &&
+            it->second.stage == where.stage &&
+            it->second.microbatch == where.microbatch)
+          work.push_back(it->first);
+      }
+    }
+  }
+
+  /// The position of each op among its rank's work: its action's index
+  /// for staged ops; as early as its operands allow for the rest (`end` if
+  /// one comes from another rank); stores last; replicated ops just before
+  /// their first reader.
+  LogicalResult assignSlots() {
+    std::vector<std::map<std::tuple<int, int, int>, int>> actionSlot(ranks);
+    for (int rank = 0; rank < ranks; ++rank) {
+      int slot = 0;
+      for (const PipelineAction &action : schedule.actions[rank])
+        if (action.isCompute())
+          actionSlot[rank][{int(action.kind), action.stage,
+                            action.microbatch}] = slot++;
+    }
+    for (Operation *op : ops) {
+      if (replicated.contains(op))
+        continue;
+      auto it = staged.find(op);
+      if (it != staged.end()) {
+        const Staged &where = it->second;
+        PipelineActionKind kind =
+            !where.backward ? PipelineActionKind::Forward
+            : schedule.splitsBackward() && !inputGradient.contains(op)
+                ? PipelineActionKind::Weight
+                : PipelineActionKind::Backward;
+        int rank = rankOf(where.stage);
+        auto found =
+            actionSlot[rank].find({int(kind), where.stage, where.microbatch});
+        if (found == actionSlot[rank].end())
+          return op->emitOpError("belongs to action ")
+                 << formatPipelineAction({kind, where.stage, where.microbatch})
+                 << ", which rank " << rank << "'s schedule does not list";
+        slots[{op, rank}] = found->second;
+        continue;
+      }
+      for (int rank : ranksOf(op)) {
+        int slot = 0;
+        if (isa<AssignOp>(op)) {
+          slot = end + 1;
+        } else {
+          for (Value operand : op->getOperands()) {
+            if (isReplicated(operand))
+              continue;
+            auto local = slots.find({operand.getDefiningOp(), rank});
+            slot = std::max(slot, local == slots.end() ? end : local->second);
+          }
+        }
+        slots[{op, rank}] = slot;
+      }
+    }
+    // Replicated ops, readers first.
+    for (Operation *op : llvm::reverse(ops)) {
+      if (!replicated.contains(op))
+        continue;
+      std::map<int, int> first;
+      for (Operation *user : op->getUsers()) {
+        if (isa<func::ReturnOp>(user)) {
+          int rank = rankOf(schedule.stages - 1);
+          first[rank] = first.count(rank) ? std::min(first[rank], end) : end;
+          continue;
+        }
+        for (auto [key, slot] : slotsOf(user))
+          first[key] = first.count(key) ? std::min(first[key], slot) : slot;
+      }
+      for (auto [rank, slot] : first)
+        slots[{op, rank}] = slot;
+    }
+    return success();
+  }
+
+  /// (rank, slot) of every placement of `op`.
+  SmallVector<std::pair<int, int>> slotsOf(Operation *op) const {
+    SmallVector<std::pair<int, int>> result;
+    for (auto it = slots.lower_bound({op, 0});
+         it != slots.end() && it->first.first == op; ++it)
+      result.push_back({it->first.second, it->second});
+    return result;
+  }
+
+  SmallVector<int> ranksOf(Operation *op) const {
+    llvm::SetVector<int> result;
+    for (int stage : stages.lookup(op))
+      result.insert(rankOf(stage));
+    return SmallVector<int>(result.begin(), result.end());
+  }
+
+  /// The values read on a rank that does not make them.
+  void findTransfers() {
+    std::map<std::pair<int, int>, int64_t> nextTag;
+    int lastRank = rankOf(schedule.stages - 1);
+    for (Operation *op : ops) {
+      if (replicated.contains(op))
+        continue;
+      SmallVector<int> sources = ranksOf(op);
+      for (Value value : op->getResults()) {
+        std::map<int, int> targets; // rank -> its first reader's slot
+        for (OpOperand &use : value.getUses()) {
+          Operation *user = use.getOwner();
+          SmallVector<std::pair<int, int>> where;
+          if (isa<func::ReturnOp>(user))
+            where.push_back({lastRank, end});
+          else
+            where = slotsOf(user);
+          for (auto [rank, slot] : where)
+            if (!llvm::is_contained(sources, rank))
+              targets[rank] =
+                  targets.count(rank) ? std::min(targets[rank], slot) : slot;
+        }
+        for (auto [target, slot] : targets) {
+          int source = sources.front();
+          transfers.push_back(
+              {value, source, target, nextTag[{source, target}]++, slot});
+        }
+      }
+    }
+  }
+
+  /// What a rank does, in order: its ops and the receives before the
+  /// action that first reads them (each op's sends follow it).
+  struct Item {
+    int slot, order; // order: 0 for receives, 1 for ops
+    size_t position;
+    Operation *op;
+    const Transfer *receive;
+  };
+
+  std::vector<Item> itemsOf(int rank) {
+    std::vector<Item> items;
+    for (auto [position, op] : llvm::enumerate(ops)) {
+      auto it = slots.find({op, rank});
+      if (it != slots.end())
+        items.push_back({it->second, 1, position, op, nullptr});
+    }
+    for (const Transfer &transfer : transfers)
+      if (transfer.target == rank)
+        items.push_back({transfer.slot, 0,
+                         index[transfer.value.getDefiningOp()], nullptr,
+                         &transfer});
+    std::stable_sort(items.begin(), items.end(),
+                     [](const Item &a, const Item &b) {
+                       return std::tie(a.slot, a.order, a.position) <
+                              std::tie(b.slot, b.order, b.position);
+                     });
+    return items;
+  }
+
+  /// Replays the ranks' programs with receives that block until their send
+  /// is posted (sends never wait): the runtime's semantics, so a program
+  /// that would hang is an error here, naming who waits for whom.
+  LogicalResult checkProgress(const std::vector<std::vector<Item>> &items) {
+    std::multimap<Operation *, const Transfer *> sendsOf;
+    for (const Transfer &transfer : transfers)
+      sendsOf.insert({transfer.value.getDefiningOp(), &transfer});
+    std::set<const Transfer *> posted;
+    std::vector<size_t> next(ranks, 0);
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int rank = 0; rank < ranks; ++rank) {
+        const std::vector<Item> &list = items[rank];
+        for (; next[rank] < list.size(); ++next[rank], progress = true) {
+          const Item &item = list[next[rank]];
+          if (item.receive && !posted.count(item.receive))
+            break;
+          if (item.op) {
+            auto [first, last] = sendsOf.equal_range(item.op);
+            for (auto it = first; it != last; ++it)
+              if (it->second->source == rank)
+                posted.insert(it->second);
+          }
+        }
+      }
+    }
+    int waiting = -1;
+    for (int rank = 0; rank < ranks && waiting < 0; ++rank)
+      if (next[rank] < items[rank].size())
+        waiting = rank;
+    if (waiting < 0)
+      return success();
+    std::string chain;
+    llvm::raw_string_ostream os(chain);
+    std::set<int> seen;
+    for (int rank = waiting; seen.insert(rank).second;) {
+      const Transfer &t = *items[rank][next[rank]].receive;
+      os << (rank == waiting ? "rank " : ", which is made after rank ") << rank
+         << (rank == waiting ? " waits at its" : "'s") << " receive of tag "
+         << t.tag << " from rank " << t.source;
+      rank = t.source;
+      if (next[rank] >= items[rank].size())
+        break;
+    }
+    return step->getParentOfType<ModuleOp>().emitError()
+           << "loom-split-stages: the ranks' programs would wait on each "
+              "other: "
+           << chain;
+  }
+
+  /// One function per rank, its ops in slot order.
+  LogicalResult build() {
+    auto module = step->getParentOfType<ModuleOp>();
+    std::vector<std::vector<Item>> items;
+    for (int rank = 0; rank < ranks; ++rank)
+      items.push_back(itemsOf(rank));
+    OpBuilder builder(step);
+    int lastRank = rankOf(schedule.stages - 1);
+    auto returnOp =
+        cast<func::ReturnOp>(step.getBody().front().getTerminator());
+    for (int rank = 0; rank < ranks; ++rank) {
+      std::multimap<Operation *, const Transfer *> sendsOf;
+      for (const Transfer &transfer : transfers)
+        if (transfer.source == rank)
+          sendsOf.insert({transfer.value.getDefiningOp(), &transfer});
+      bool returns = rank == lastRank;
+      auto type =
+          FunctionType::get(step.getContext(), step.getArgumentTypes(),
+                            returns ? step.getResultTypes() : TypeRange());
+      auto func = builder.create<func::FuncOp>(
+          step.getLoc(), (step.getSymName() + "_rank" + Twine(rank)).str(),
+          type);
+      for (unsigned i = 0; i < step.getNumArguments(); ++i)
+        func.setArgAttrs(i, step.getArgAttrDict(i));
+      if (returns)
+        for (unsigned i = 0; i < step.getNumResults(); ++i)
+          func.setResultAttrs(i, step.getResultAttrDict(i));
+      func->setAttr(LoomDialect::kRanksAttrName,
+                    builder.getDenseI64ArrayAttr({int64_t(rank)}));
+      Block *block = func.addEntryBlock();
+      OpBuilder body = OpBuilder::atBlockEnd(block);
+      IRMapping mapping;
+      mapping.map(step.getArguments(), block->getArguments());
+      auto pair = [&](const Transfer &t) {
+        return builder.getArrayAttr({builder.getDenseI64ArrayAttr(
+            {int64_t(t.source), int64_t(t.target)})});
+      };
+      for (const Item &item : items[rank]) {
+        if (item.receive) {
+          const Transfer &t = *item.receive;
+          Value received =
+              body.create<RecvOp>(t.value.getLoc(), t.value.getType(), pair(t),
+                                  body.getI64IntegerAttr(t.tag));
+          mapping.map(t.value, received);
+          continue;
+        }
+        for (Value operand : item.op->getOperands())
+          if (!mapping.contains(operand))
+            return item.op->emitOpError("runs on rank ")
+                   << rank << " before a value it reads: the schedule "
+                   << "orders its action before the one making it";
+        Operation *clone = body.clone(*item.op, mapping);
+        for (StringRef name :
+             {LoomDialect::kStageAttrName, LoomDialect::kMicrobatchAttrName,
+              LoomDialect::kBackwardAttrName})
+          clone->removeAttr(name);
+        auto [first, last] = sendsOf.equal_range(item.op);
+        for (auto it = first; it != last; ++it) {
+          const Transfer &t = *it->second;
+          body.create<SendOp>(t.value.getLoc(), mapping.lookup(t.value),
+                              pair(t), body.getI64IntegerAttr(t.tag));
+        }
+      }
+      SmallVector<Value> results;
+      if (returns)
+        for (Value value : returnOp.getOperands()) {
+          if (!mapping.contains(value))
+            return returnOp.emitOpError("returns a value rank ")
+                   << rank << " does not have";
+          results.push_back(mapping.lookup(value));
+        }
+      body.create<func::ReturnOp>(returnOp.getLoc(), results);
+      made.push_back(func);
+    }
+    if (failed(checkProgress(items)))
+      return failure();
+    int64_t world = LoomDialect::getWorldSize(module);
+    if (world != 1 && world != ranks)
+      return module.emitError("loom-split-stages: the module runs on ")
+             << world << " ranks, but the schedule on " << ranks;
+    module->setAttr(LoomDialect::kWorldSizeAttrName,
+                    builder.getI64IntegerAttr(ranks));
+    step.erase();
+    made.clear();
+    return success();
+  }
+
+  func::FuncOp step;
+  const PipelineSchedule &schedule;
+  /// The number of compute actions of the busiest rank: the slot of work
+  /// that waits for another rank after all actions.
+  int end;
+  int ranks;
+  std::vector<Operation *> ops;
+  llvm::DenseMap<Operation *, size_t> index;
+  llvm::DenseSet<Operation *> replicated;
+  std::map<Operation *, Staged> staged;
+  llvm::DenseMap<Operation *, SmallVector<int>> stages;
+  llvm::DenseMap<Operation *, llvm::SetVector<Attribute>> parametersOf;
+  llvm::DenseMap<Attribute, std::set<int>> readers;
+  llvm::DenseSet<Operation *> inputGradient;
+  std::map<std::pair<Operation *, int>, int> slots;
+  std::vector<Transfer> transfers;
+  /// The functions made so far: erased if the split fails.
+  SmallVector<func::FuncOp> made;
+
+public:
+  ~StageSplitter() {
+    for (func::FuncOp func : made)
+      func.erase();
+  }
+};
+
+struct SplitStagesPass : impl::LoomSplitStagesBase<SplitStagesPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<PipelineSchedule> schedule =
+        readSchedule(module, "loom-split-stages");
+    if (failed(schedule))
+      return signalPassFailure();
+    auto step = module.lookupSymbol<func::FuncOp>(function);
+    if (!step || step.isExternal() || !step.getBody().hasOneBlock()) {
+      module.emitError() << "loom-split-stages: no function @" << function
+                         << " to split";
+      return signalPassFailure();
+    }
+    if (failed(StageSplitter(step, *schedule).run()))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace loom
+} // namespace mlir
