@@ -63,13 +63,7 @@ struct OpTable {
       Operation *op = ops[i];
       if (isRereadable(op))
         continue;
-      OpCost cost = estimateOpCost(op);
-      double forward =
-          cost.matmulFlops / rates.gemmFlopsPerSecond +
-          (cost.matmulFlops > 0
-               ? 0
-               : (cost.bytesRead + cost.bytesWritten) / rates.bytesPerSecond);
-      seconds[i] = forward * (1 + rates.backwardFactor);
+      seconds[i] = estimateOpSeconds(op, rates) * (1 + rates.backwardFactor);
       for (Value operand : op->getOperands())
         if (auto read = operand.getDefiningOp<ParamOp>())
           if (seenParameters.insert(read.getNameAttr()).second)
@@ -96,6 +90,14 @@ struct OpTable {
 };
 
 } // namespace
+
+double mlir::loom::estimateOpSeconds(Operation *op,
+                                     const StageCostRates &rates) {
+  OpCost cost = estimateOpCost(op);
+  if (cost.matmulFlops > 0)
+    return cost.matmulFlops / rates.gemmFlopsPerSecond;
+  return (cost.bytesRead + cost.bytesWritten) / rates.bytesPerSecond;
+}
 
 std::vector<StageCutPoint>
 mlir::loom::findStageCutPoints(func::FuncOp forward) {

@@ -892,7 +892,8 @@ Status Parser::parseBinding(const RankProgram &rank,
                       binding.batchOffset);
 }
 
-/// "kernel" NAME REF* "->" REF* attr* ("loc" STRING)? "{"?
+/// "kernel" NAME REF* "->" REF* attr* ("loc" STRING)? ("action" STRING)?
+/// "{"?
 Status Parser::parseKernel(const RankProgram &rank, Instruction &inst,
                            bool &hasBlock) {
   size_t count = tokens.size();
@@ -911,8 +912,8 @@ Status Parser::parseKernel(const RankProgram &rank, Instruction &inst,
   auto isAttr = [&](size_t k) {
     return !tokens[k].quoted && tokens[k].text.find('=') != std::string::npos;
   };
-  for (++i;
-       i < count && !tokens[i].is("loc") && !tokens[i].is("{") && !isAttr(i);
+  for (++i; i < count && !tokens[i].is("loc") && !tokens[i].is("action") &&
+            !tokens[i].is("{") && !isAttr(i);
        ++i) {
     TensorRef ref;
     if (Status status = parseRef(tokens[i], rank, ref); !status)
@@ -933,13 +934,21 @@ Status Parser::parseKernel(const RankProgram &rank, Instruction &inst,
       return status;
     i += 2;
   }
+  if (i < count && tokens[i].is("action")) {
+    if (i + 1 == count)
+      return error("missing string after 'action'");
+    if (Status status = parseString(tokens[i + 1], "an action", inst.action);
+        !status)
+      return status;
+    i += 2;
+  }
   hasBlock = i < count && tokens[i].is("{");
   if (hasBlock)
     ++i;
   if (i < count)
     return error("unexpected " + quote(tokens[i].text) +
                  " in a kernel line (expected inputs -> outputs, then "
-                 "attributes, 'loc \"...\"' and '{')");
+                 "attributes, 'loc \"...\"', 'action \"...\"' and '{')");
   return Status::ok();
 }
 

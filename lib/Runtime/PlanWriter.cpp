@@ -167,6 +167,10 @@ void writeInstruction(std::string &out, const Instruction &inst) {
     out += " loc ";
     writeString(out, inst.loc);
   }
+  if (!inst.action.empty()) {
+    out += " action ";
+    writeString(out, inst.action);
+  }
   // A program block always yields; an instruction with neither program nor
   // yields is not elementwise and has no block.
   if (!inst.program.empty() || !inst.yields.empty())

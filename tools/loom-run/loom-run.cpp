@@ -186,7 +186,8 @@ training (--train; docs/design/training.md):
   --pp P              pipeline parallelism over P ranks: the step cut into
                       P stages where the model is narrowest and the stages'
                       costs even, one program per rank in the schedule's
-                      order (docs/design/pipeline.md); --ranks P
+                      order (docs/design/pipeline.md); --ranks P, or P x dp
+                      x tp with --dp/--tp (3D: each stage on dp x tp ranks)
   --microbatches M    with --pp: the batch split in M microbatches, whose
                       gradients accumulate (default: P)
   --schedule S        with --pp: 1f1b (default), gpipe, interleaved (with
@@ -525,14 +526,13 @@ std::string checkPipelineFlags(Options &options, int world) {
              "and --stage-cuts shape a pipeline: they need --pp 2 or more";
     return "";
   }
-  if (train.tp > 1 || train.dp > 1)
-    return "--pp " + std::to_string(train.pp) +
-           " with --tp or --dp (3D parallelism) is not built yet: a pipeline "
-           "runs one rank per stage";
-  if (world != 0 && world != train.pp)
-    return "--pp " + std::to_string(train.pp) +
-           " runs one rank per stage: " + "it needs " +
-           std::to_string(train.pp) + " ranks, not " + std::to_string(world);
+  // Each stage runs on dp x tp ranks (3D: pp outermost, tp innermost).
+  int needed = train.pp * train.dp * train.tp;
+  if (world != 0 && world != needed)
+    return "--pp " + std::to_string(train.pp) + " x --dp " +
+           std::to_string(train.dp) + " x --tp " + std::to_string(train.tp) +
+           " needs " + std::to_string(needed) + " ranks, not " +
+           std::to_string(world);
   if (train.microbatches > 0 && train.gradAccum > 1 &&
       train.microbatches != train.gradAccum)
     return "--microbatches " + std::to_string(train.microbatches) +

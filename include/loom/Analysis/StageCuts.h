@@ -32,6 +32,10 @@ struct StageCostRates {
   double backwardFactor = 2.0;
 };
 
+/// The seconds `op` takes at `rates`: its GEMM FLOPs at the GEMM rate, or
+/// for any other op the bytes it moves (backwardFactor not applied).
+double estimateOpSeconds(Operation *op, const StageCostRates &rates);
+
 /// A place the forward function may be cut: after op `afterOp` (its index
 /// among the function's ops), where `crossingBytes` of activations are
 /// alive on both sides.

@@ -101,6 +101,10 @@ struct Instruction {
   std::vector<int> yields;
   /// Where the instruction came from (the ONNX node name), for reports.
   std::string loc;
+  /// In a pipeline, the schedule action it belongs to (`F1.3`: the forward
+  /// of stage 1 for microbatch 3; B backward, W weight gradients), for
+  /// traces and the measured bubble; empty otherwise.
+  std::string action;
   /// Line in the plan file, for diagnostics (0 when built in memory).
   int line = 0;
 };

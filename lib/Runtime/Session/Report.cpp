@@ -2,6 +2,8 @@
 
 #include "loom/Runtime/Session/Report.h"
 
+#include <cstdio>
+
 #include "loom/Analysis/LinkModel.h"
 
 using namespace loomrt;
@@ -97,23 +99,29 @@ std::string loomrt::formatReportJson(const std::vector<RankUsage> &ranks) {
               std::to_string(it == usage.commBytes.end() ? 0 : it->second);
       first = false;
     }
-    text += "}}";
+    text += "}";
+    if (usage.bubbleFraction >= 0) {
+      char bubble[32];
+      std::snprintf(bubble, sizeof(bubble), "%.6f", usage.bubbleFraction);
+      text += std::string(", \"bubble_fraction\": ") + bubble;
+    }
+    text += "}";
   }
   text += ranks.empty() ? "]}\n" : "\n]}\n";
   return text;
 }
 
 size_t loomrt::packedUsageSize() {
-  return 6 + reportedCollectiveKinds().size();
+  return 7 + reportedCollectiveKinds().size();
 }
 
 std::vector<int64_t> loomrt::packUsage(const RankUsage &usage) {
-  std::vector<int64_t> values = {usage.rank,
-                                 int64_t(usage.paramBytes),
-                                 int64_t(usage.gradBytes),
-                                 int64_t(usage.optimizerBytes),
-                                 int64_t(usage.plannedPeakBytes),
-                                 int64_t(usage.measuredPeakBytes)};
+  std::vector<int64_t> values = {
+      usage.rank, int64_t(usage.paramBytes), int64_t(usage.gradBytes),
+      int64_t(usage.optimizerBytes), int64_t(usage.plannedPeakBytes),
+      int64_t(usage.measuredPeakBytes),
+      // Parts per billion; -1 stays negative.
+      int64_t(usage.bubbleFraction * 1e9)};
   for (const std::string &kind : reportedCollectiveKinds()) {
     auto it = usage.commBytes.find(kind);
     values.push_back(it == usage.commBytes.end() ? 0 : int64_t(it->second));
@@ -129,7 +137,8 @@ RankUsage loomrt::unpackUsage(const int64_t *values) {
   usage.optimizerBytes = uint64_t(values[3]);
   usage.plannedPeakBytes = uint64_t(values[4]);
   usage.measuredPeakBytes = uint64_t(values[5]);
-  size_t at = 6;
+  usage.bubbleFraction = values[6] < 0 ? -1 : double(values[6]) / 1e9;
+  size_t at = 7;
   for (const std::string &kind : reportedCollectiveKinds())
     usage.commBytes[kind] = uint64_t(values[at++]);
   return usage;

@@ -34,7 +34,44 @@ std::string micros(int64_t ns) {
   return text;
 }
 
+/// The instruction of `event` in `program`, if any.
+const Instruction *instructionOf(const std::vector<Instruction> *program,
+                                 const TraceEvent &event) {
+  return program && event.index < program->size() ? &(*program)[event.index]
+                                                  : nullptr;
+}
+
 } // namespace
+
+std::string loomrt::describeAction(const std::string &action) {
+  size_t dot = action.find('.');
+  size_t digit = action.find_first_of("0123456789");
+  if (dot == std::string::npos || digit == std::string::npos || digit > dot)
+    return action;
+  return action.substr(0, digit) + " s" + action.substr(digit, dot - digit) +
+         " mb" + action.substr(dot + 1);
+}
+
+double loomrt::measuredBubble(const Plan &plan, int rank,
+                              const std::vector<TraceEvent> &events) {
+  const std::vector<Instruction> *program =
+      rank >= 0 && size_t(rank) < plan.ranks.size()
+          ? &plan.ranks[size_t(rank)].instructions
+          : nullptr;
+  int64_t first = INT64_MAX, last = INT64_MIN, busy = 0;
+  for (const TraceEvent &event : events) {
+    const Instruction *inst = instructionOf(program, event);
+    if (event.collective || !inst || inst->action.empty())
+      continue;
+    int64_t end = std::max(event.endNs, event.startNs);
+    first = std::min(first, event.startNs);
+    last = std::max(last, end);
+    busy += end - event.startNs;
+  }
+  if (first == INT64_MAX || last <= first)
+    return -1;
+  return std::max(0.0, 1.0 - double(busy) / double(last - first));
+}
 
 std::string
 loomrt::formatTrace(const Plan &plan,
@@ -62,6 +99,35 @@ loomrt::formatTrace(const Plan &plan,
         ", \"tid\": 1, \"args\": {\"name\": \"communication\"}}");
     const std::vector<Instruction> *program =
         rank < plan.ranks.size() ? &plan.ranks[rank].instructions : nullptr;
+    // Pipeline actions: consecutive kernels of one action make a slice.
+    std::string action;
+    int64_t actionStart = 0, actionEnd = 0;
+    bool anyAction = false;
+    auto flushAction = [&] {
+      if (action.empty())
+        return;
+      add("{\"ph\": \"X\", \"name\": " + quoted(describeAction(action)) +
+          ", \"cat\": \"pipeline\", \"pid\": " + pid +
+          ", \"tid\": 2, \"ts\": " + micros(actionStart - origin) +
+          ", \"dur\": " + micros(actionEnd - actionStart) + "}");
+      action.clear();
+    };
+    for (const TraceEvent &event : events[rank]) {
+      const Instruction *inst = instructionOf(program, event);
+      if (event.collective || !inst)
+        continue;
+      if (inst->action != action) {
+        flushAction();
+        action = inst->action;
+        actionStart = event.startNs;
+      }
+      actionEnd = std::max(event.endNs, event.startNs);
+      anyAction |= !action.empty();
+    }
+    flushAction();
+    if (anyAction)
+      add("{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " + pid +
+          ", \"tid\": 2, \"args\": {\"name\": \"pipeline\"}}");
     for (const TraceEvent &event : events[rank]) {
       std::string name = "instruction " + std::to_string(event.index);
       if (program && event.index < program->size()) {

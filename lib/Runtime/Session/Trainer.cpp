@@ -503,8 +503,10 @@ Status allGatherInts(const RankContext &context,
 /// writes the file.
 Status writeUsageReport(const RankContext &context, const Session &session,
                         const Executor &executor) {
-  std::vector<int64_t> mine =
-      packUsage(rankUsage(*session.plan, context.rank, executor.report()));
+  RankUsage usage = rankUsage(*session.plan, context.rank, executor.report());
+  usage.bubbleFraction =
+      measuredBubble(*session.plan, context.rank, executor.report().trace);
+  std::vector<int64_t> mine = packUsage(usage);
   std::vector<int64_t> all;
   if (Status status = allGatherInts(context, mine, all); !status)
     return status;
@@ -606,8 +608,11 @@ Status trainRank(RankContext &context, Session &session) {
           !status)
         return fatal(status);
     bool profile = options.profileLastStep && step + 1 == options.steps;
-    executor.setTracing(!options.tracePath.empty() &&
-                        step + 1 == options.steps);
+    // The last step is traced for --trace and for --report-json's
+    // measured pipeline bubble.
+    executor.setTracing(
+        (!options.tracePath.empty() || !options.reportJsonPath.empty()) &&
+        step + 1 == options.steps);
     if (Status status = executor.run(profile); !status)
       return fatal(Status::error("step " + std::to_string(step) + ": " +
                                  status.message()));

@@ -63,6 +63,24 @@ std::string locationName(Location loc) {
   return "";
 }
 
+/// The pipeline action an op belongs to: loom-split-stages fuses its
+/// location with the action's name (`F1.3`) as metadata.
+std::string actionName(Location loc) {
+  auto fused = dyn_cast<FusedLoc>(loc);
+  if (!fused)
+    return "";
+  if (auto name = dyn_cast_or_null<StringAttr>(fused.getMetadata())) {
+    StringRef text = name.getValue();
+    if (!text.empty() && StringRef("FBW").contains(text.front()) &&
+        text.drop_front().contains('.'))
+      return text.str();
+  }
+  for (Location inner : fused.getLocations())
+    if (std::string action = actionName(inner); !action.empty())
+      return action;
+  return "";
+}
+
 /// Kernels that become `collective` instructions (the runtime's list).
 bool isCollective(StringRef kernel) {
   static const std::vector<std::string> names = rt::collectiveNames();
@@ -95,7 +113,10 @@ public:
                               "(or the -loom-lower-to-plan pipeline) first");
     rt::RankProgram &rank = plan.ranks.emplace_back();
     rank.rank = rankNumber;
-    currentRank = rankNumber;
+    // A function on some ranks (a pipeline stage's) spans its mesh with
+    // them, in their order.
+    SmallVector<int64_t> ranks = LoomDialect::getRanksOf(func);
+    meshPosition = int(llvm::find(ranks, rankNumber) - ranks.begin());
     rank.arenaBytes = arena.getInt();
     if (auto gradients = func->getAttrOfType<IntegerAttr>(
             LoomDialect::kGradientBytesAttrName))
@@ -222,7 +243,9 @@ private:
     std::vector<int64_t> offsets, shape;
   };
 
-  /// What `weight` reads of `parameter` on world rank `rank`: the whole
+  /// What `weight` reads of `parameter` on mesh device `rank` (its
+  /// function's `rank`-th rank; the world rank when the function runs on
+  /// all of them): the whole
   /// parameter when it has its type, or, when the parameter has a sharding
   /// and `weight` its shard type (a partitioned function), the rank's block
   /// of it. Mesh coordinates are the rank's row-major position in the mesh;
@@ -286,7 +309,7 @@ private:
         weight, weight.getNameAttr());
     if (!parameter)
       return weight.emitOpError("refers to no loom.parameter");
-    FailureOr<Part> part = partOf(weight, parameter, currentRank);
+    FailureOr<Part> part = partOf(weight, parameter, meshPosition);
     if (failed(part))
       return failure();
     // A piece of another parameter is named after it, at its place in it.
@@ -575,6 +598,7 @@ private:
         return failure();
     }
     instruction.loc = locationName(kernel.getLoc());
+    instruction.action = actionName(kernel.getLoc());
     for (Value input : kernel.getInputs()) {
       FailureOr<rt::TensorRef> ref = reference(input);
       if (failed(ref))
@@ -734,7 +758,9 @@ private:
   /// The module's parameters by name (filled when first needed).
   llvm::StringMap<ParameterOp> parametersByName;
   /// The world rank whose program is being added.
-  int currentRank = 0;
+  /// The rank being added's position among its function's ranks: its
+  /// device in the function's mesh.
+  int meshPosition = 0;
   /// Weight ids by parameter name and slice offsets (empty: whole).
   std::map<std::pair<Attribute, std::vector<int64_t>>, uint64_t, WeightKeyLess>
       weightIds;

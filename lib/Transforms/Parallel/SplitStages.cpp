@@ -16,13 +16,15 @@
 //   - the rest (gradient sums over microbatches, the clipping norm, loss
 //     sums) runs where its largest operand lives, as soon as its operands
 //     are there; smaller operands (scalars) travel to it.
-// Sends are posted where their value is made, receives just before the
-// action that first reads them; the runtime waits for a receive only where
-// its bytes are read, as the schedule's proof assumes.
+// Sends are posted where their value is made, receives just before the op
+// that first reads them; the runtime waits for a receive only where its
+// bytes are read, and never for a send, as the schedule's proof assumes.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ScheduleAttr.h"
+
+#include "loom/Analysis/StageCuts.h"
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Transforms/Parallel/Passes.h"
@@ -30,6 +32,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Format.h"
 
 #include <map>
 #include <set>
@@ -46,8 +49,9 @@ struct Transfer {
   Value value;
   int source, target;
   int64_t tag;
-  /// The slot of its first reader on the target.
+  /// The slot and the step position of its first reader on the target.
   int slot;
+  size_t position;
 };
 
 class StageSplitter {
@@ -72,8 +76,14 @@ public:
     splitWeightGradients();
     if (failed(assignSlots()))
       return failure();
+    // Predicted from the step, reported once the split succeeded.
+    std::string prediction = predict();
+    Location loc = step.getLoc();
     findTransfers();
-    return build();
+    if (failed(build()))
+      return failure();
+    mlir::emitRemark(loc, prediction);
+    return success();
   }
 
 private:
@@ -83,6 +93,31 @@ private:
   };
 
   int rankOf(int stage) const { return schedule.rankOf(stage); }
+
+  /// The action of an unstaged op whose operands, but replicated ones, all
+  /// come from one stage and microbatch: its backward if one of them does
+  /// (a forward value meeting a gradient), else its forward. Neither
+  /// updates nor stores, which go where their parameter is.
+  std::optional<Staged> commonAction(Operation *op) const {
+    if (isa<SGDUpdateOp, AdamWUpdateOp, AssignOp>(op))
+      return std::nullopt;
+    std::optional<Staged> common;
+    for (Value operand : op->getOperands()) {
+      if (isReplicated(operand))
+        continue;
+      auto it = staged.find(operand.getDefiningOp());
+      if (it == staged.end())
+        return std::nullopt;
+      const Staged &where = it->second;
+      if (common && (common->stage != where.stage ||
+                     common->microbatch != where.microbatch))
+        return std::nullopt;
+      bool backward = where.backward || (common && common->backward);
+      common = where;
+      common->backward = backward;
+    }
+    return common;
+  }
 
   bool isReplicated(Value value) const {
     Operation *def = value.getDefiningOp();
@@ -95,15 +130,27 @@ private:
     int lastStage = -1;
     for (Operation *op : ops) {
       auto stage = op->getAttrOfType<IntegerAttr>(LoomDialect::kStageAttrName);
+      // (A collective on replicated values, such as ZeRO-3's gather of a
+      // parameter, runs on every stage that reads it, within the stage.)
       if (isa<ParamOp, ConstantOp>(op) ||
-          (!stage && isMemoryEffectFree(op) &&
+          (!stage &&
+           (isMemoryEffectFree(op) ||
+            isa<AllReduceOp, AllGatherOp, ReduceScatterOp,
+                CollectiveBroadcastOp, AllToAllOp>(op)) &&
            llvm::all_of(op->getOperands(),
                         [&](Value v) { return isReplicated(v); }))) {
         replicated.insert(op);
         continue;
       }
-      if (!stage)
+      if (!stage) {
+        // What partitioning and the step add inside one action (a tensor-
+        // parallel all-reduce, a gradient's rounding) belongs to it.
+        if (std::optional<Staged> action = commonAction(op)) {
+          staged[op] = *action;
+          stages[op] = {action->stage};
+        }
         continue;
+      }
       auto microbatch =
           op->getAttrOfType<IntegerAttr>(LoomDialect::kMicrobatchAttrName);
       if (stage.getInt() >= schedule.stages)
@@ -156,12 +203,13 @@ private:
       if (replicated.contains(op) || staged.count(op))
         continue;
       if (isa<SGDUpdateOp, AdamWUpdateOp>(op)) {
+        // (ZeRO updates a shard: a slice of the parameter read.)
         SmallVector<int> where;
-        if (Operation *def = op->getOperand(0).getDefiningOp())
-          if (auto param = dyn_cast<ParamOp>(def)) {
-            std::set<int> &set = readers[param.getNameAttr().getAttr()];
-            where.assign(set.begin(), set.end());
-          }
+        if (Operation *def = op->getOperand(0).getDefiningOp();
+            def && replicated.contains(def) && !parametersOf[def].empty()) {
+          std::set<int> &set = readers[parametersOf[def].front()];
+          where.assign(set.begin(), set.end());
+        }
         if (where.empty())
           return op->emitOpError("updates a parameter that no pipeline "
                                  "stage reads");
@@ -284,6 +332,8 @@ private:
                  << formatPipelineAction({kind, where.stage, where.microbatch})
                  << ", which rank " << rank << "'s schedule does not list";
         slots[{op, rank}] = found->second;
+        actionOf[op] =
+            formatPipelineAction({kind, where.stage, where.microbatch});
         continue;
       }
       for (int rank : ranksOf(op)) {
@@ -321,6 +371,80 @@ private:
     return success();
   }
 
+  static double bytesOf(Type type) {
+    auto shaped = dyn_cast<ShapedType>(type);
+    if (!shaped || !shaped.hasStaticShape())
+      return 0;
+    unsigned bits = shaped.getElementType().isIntOrFloat()
+                        ? shaped.getElementType().getIntOrFloatBitWidth()
+                        : 32;
+    return double(shaped.getNumElements()) * ((bits + 7) / 8);
+  }
+
+  static std::string bytesText(double bytes) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    if (bytes >= 1 << 20)
+      os << llvm::format("%.1f MiB", bytes / (1 << 20));
+    else if (bytes >= 1 << 10)
+      os << llvm::format("%.1f KiB", bytes / (1 << 10));
+    else
+      os << int64_t(bytes) << " B";
+    return text;
+  }
+
+  /// The schedule replayed with the cost model's time of each stage's F, B
+  /// and W (the ops of microbatch 0: each does the same work) and the
+  /// activations its forward keeps for its backward, as the remark the pass
+  /// reports (loom-run prints it before any rank starts).
+  std::string predict() {
+    int count = schedule.stages;
+    PipelineStageCosts costs;
+    for (std::vector<double> *list : {&costs.forward, &costs.backward,
+                                      &costs.weight, &costs.activationBytes})
+      list->assign(count, 0);
+    StageCostRates rates;
+    for (auto &[op, where] : staged) {
+      if (where.microbatch != 0)
+        continue;
+      double seconds = estimateOpSeconds(op, rates);
+      if (!where.backward) {
+        costs.forward[where.stage] += seconds;
+        for (Value result : op->getResults())
+          if (llvm::any_of(result.getUsers(), [&](Operation *user) {
+                auto it = staged.find(user);
+                return it != staged.end() && it->second.backward;
+              }))
+            costs.activationBytes[where.stage] += bytesOf(result.getType());
+      } else if (schedule.splitsBackward() && !inputGradient.contains(op)) {
+        costs.weight[where.stage] += seconds;
+      } else {
+        costs.backward[where.stage] += seconds;
+      }
+    }
+    PipelineSimulation simulation = simulateSchedule(schedule, costs);
+    std::string text;
+    llvm::raw_string_ostream remark(text);
+    remark << "pipeline " << schedule.kind << " on " << schedule.ranks
+           << " ranks, " << schedule.microbatches
+           << " microbatches (cost model): step "
+           << llvm::format("%.3g", simulation.stepTime * 1e3) << " ms, bubble "
+           << llvm::format("%.1f", simulation.bubbleFraction * 100)
+           << "%; per stage, forward/backward"
+           << (schedule.splitsBackward() ? "/weight" : "")
+           << " ms and peak activations:";
+    for (int s = 0; s < count; ++s) {
+      remark << (s ? "," : "") << " s" << s << " "
+             << llvm::format("%.3g/%.3g", costs.forward[s] * 1e3,
+                             costs.backward[s] * 1e3);
+      if (schedule.splitsBackward())
+        remark << llvm::format("/%.3g", costs.weight[s] * 1e3);
+      remark << " ms, " << simulation.peakMicrobatches[s] << " x "
+             << bytesText(costs.activationBytes[s]);
+    }
+    return text;
+  }
+
   /// (rank, slot) of every placement of `op`.
   SmallVector<std::pair<int, int>> slotsOf(Operation *op) const {
     SmallVector<std::pair<int, int>> result;
@@ -346,33 +470,43 @@ private:
         continue;
       SmallVector<int> sources = ranksOf(op);
       for (Value value : op->getResults()) {
-        std::map<int, int> targets; // rank -> its first reader's slot
+        // Rank -> (slot, position) of its first reader.
+        std::map<int, std::pair<int, size_t>> targets;
         for (OpOperand &use : value.getUses()) {
           Operation *user = use.getOwner();
           SmallVector<std::pair<int, int>> where;
-          if (isa<func::ReturnOp>(user))
+          size_t position = ops.size();
+          if (isa<func::ReturnOp>(user)) {
             where.push_back({lastRank, end});
-          else
+          } else {
             where = slotsOf(user);
-          for (auto [rank, slot] : where)
-            if (!llvm::is_contained(sources, rank))
-              targets[rank] =
-                  targets.count(rank) ? std::min(targets[rank], slot) : slot;
+            position = index.lookup(user);
+          }
+          for (auto [rank, slot] : where) {
+            if (llvm::is_contained(sources, rank))
+              continue;
+            std::pair<int, size_t> at{slot, position};
+            auto [it, inserted] = targets.insert({rank, at});
+            if (!inserted)
+              it->second = std::min(it->second, at);
+          }
         }
-        for (auto [target, slot] : targets) {
+        for (auto [target, at] : targets) {
           int source = sources.front();
-          transfers.push_back(
-              {value, source, target, nextTag[{source, target}]++, slot});
+          transfers.push_back({value, source, target,
+                               nextTag[{source, target}]++, at.first,
+                               at.second});
         }
       }
     }
   }
 
-  /// What a rank does, in order: its ops and the receives before the
-  /// action that first reads them (each op's sends follow it).
+  /// What a rank does, in order: its ops, each receive just before its
+  /// first reader (each op's sends follow it).
   struct Item {
-    int slot, order; // order: 0 for receives, 1 for ops
+    int slot;
     size_t position;
+    int order; // 0 for receives, 1 for ops
     Operation *op;
     const Transfer *receive;
   };
@@ -382,17 +516,16 @@ private:
     for (auto [position, op] : llvm::enumerate(ops)) {
       auto it = slots.find({op, rank});
       if (it != slots.end())
-        items.push_back({it->second, 1, position, op, nullptr});
+        items.push_back({it->second, position, 1, op, nullptr});
     }
     for (const Transfer &transfer : transfers)
       if (transfer.target == rank)
-        items.push_back({transfer.slot, 0,
-                         index[transfer.value.getDefiningOp()], nullptr,
-                         &transfer});
+        items.push_back(
+            {transfer.slot, transfer.position, 0, nullptr, &transfer});
     std::stable_sort(items.begin(), items.end(),
                      [](const Item &a, const Item &b) {
-                       return std::tie(a.slot, a.order, a.position) <
-                              std::tie(b.slot, b.order, b.position);
+                       return std::tie(a.slot, a.position, a.order) <
+                              std::tie(b.slot, b.position, b.order);
                      });
     return items;
   }
@@ -447,9 +580,36 @@ private:
            << chain;
   }
 
+  /// `attr` (lists of world ranks) with every rank moved by `offset`.
+  static ArrayAttr offsetRanks(ArrayAttr attr, int64_t offset) {
+    SmallVector<Attribute> lists;
+    for (Attribute list : attr) {
+      SmallVector<int64_t> ranks(cast<DenseI64ArrayAttr>(list).asArrayRef());
+      for (int64_t &rank : ranks)
+        rank += offset;
+      lists.push_back(DenseI64ArrayAttr::get(attr.getContext(), ranks));
+    }
+    return ArrayAttr::get(attr.getContext(), lists);
+  }
+
+  static bool isRankLists(Attribute attr) {
+    auto array = dyn_cast_or_null<ArrayAttr>(attr);
+    return array && llvm::all_of(array, llvm::IsaPred<DenseI64ArrayAttr>);
+  }
+
   /// One function per rank, its ops in slot order.
   LogicalResult build() {
     auto module = step->getParentOfType<ModuleOp>();
+    // The step may already be SPMD over G ranks (tp, dp): each pipeline
+    // rank is then a group of G world ranks, r * G + j, running its
+    // stages' SPMD program; device j of one stage talks to device j of
+    // the next.
+    int64_t group = LoomDialect::getWorldSize(module);
+    if (LoomDialect::getRanksOf(step) !=
+        llvm::to_vector(llvm::seq<int64_t>(0, group)))
+      return step.emitOpError("already runs on some ranks only "
+                              "(loom.ranks); loom-split-stages splits a "
+                              "step that runs on all of them");
     std::vector<std::vector<Item>> items;
     for (int rank = 0; rank < ranks; ++rank)
       items.push_back(itemsOf(rank));
@@ -475,14 +635,18 @@ private:
         for (unsigned i = 0; i < step.getNumResults(); ++i)
           func.setResultAttrs(i, step.getResultAttrDict(i));
       func->setAttr(LoomDialect::kRanksAttrName,
-                    builder.getDenseI64ArrayAttr({int64_t(rank)}));
+                    builder.getDenseI64ArrayAttr(llvm::to_vector(
+                        llvm::seq<int64_t>(rank * group, (rank + 1) * group))));
       Block *block = func.addEntryBlock();
       OpBuilder body = OpBuilder::atBlockEnd(block);
       IRMapping mapping;
       mapping.map(step.getArguments(), block->getArguments());
       auto pair = [&](const Transfer &t) {
-        return builder.getArrayAttr({builder.getDenseI64ArrayAttr(
-            {int64_t(t.source), int64_t(t.target)})});
+        SmallVector<Attribute> pairs;
+        for (int64_t j = 0; j < group; ++j)
+          pairs.push_back(builder.getDenseI64ArrayAttr(
+              {t.source * group + j, t.target * group + j}));
+        return builder.getArrayAttr(pairs);
       };
       for (const Item &item : items[rank]) {
         if (item.receive) {
@@ -494,20 +658,43 @@ private:
           continue;
         }
         for (Value operand : item.op->getOperands())
-          if (!mapping.contains(operand))
-            return item.op->emitOpError("runs on rank ")
-                   << rank << " before a value it reads: the schedule "
-                   << "orders its action before the one making it";
+          if (!mapping.contains(operand)) {
+            auto describe = [&](Operation *op) {
+              auto action = actionOf.find(op);
+              return action == actionOf.end()
+                         ? std::string("outside the actions")
+                         : "in " + action->second;
+            };
+            InFlightDiagnostic diag =
+                item.op->emitOpError("runs on rank ")
+                << rank << " (" << describe(item.op)
+                << ") before a value it reads: the schedule orders its "
+                   "action before the one making it";
+            diag.attachNote(operand.getLoc())
+                << "made here (" << describe(operand.getDefiningOp()) << ")";
+            return diag;
+          }
         Operation *clone = body.clone(*item.op, mapping);
         for (StringRef name :
              {LoomDialect::kStageAttrName, LoomDialect::kMicrobatchAttrName,
               LoomDialect::kBackwardAttrName})
           clone->removeAttr(name);
+        // Collectives within the stage name its ranks.
+        if (group > 1 && rank > 0)
+          for (StringRef name : {"groups", "pairs"})
+            if (Attribute lists = clone->getAttr(name); isRankLists(lists))
+              clone->setAttr(name,
+                             offsetRanks(cast<ArrayAttr>(lists), rank * group));
+        // The action rides in the location to the plan (for traces and the
+        // measured bubble); the ONNX node's name stays the first inside.
+        if (auto action = actionOf.find(item.op); action != actionOf.end())
+          clone->setLoc(FusedLoc::get(clone->getContext(), {clone->getLoc()},
+                                      body.getStringAttr(action->second)));
         auto [first, last] = sendsOf.equal_range(item.op);
         for (auto it = first; it != last; ++it) {
           const Transfer &t = *it->second;
-          body.create<SendOp>(t.value.getLoc(), mapping.lookup(t.value),
-                              pair(t), body.getI64IntegerAttr(t.tag));
+          body.create<SendOp>(clone->getLoc(), mapping.lookup(t.value), pair(t),
+                              body.getI64IntegerAttr(t.tag));
         }
       }
       SmallVector<Value> results;
@@ -523,12 +710,8 @@ private:
     }
     if (failed(checkProgress(items)))
       return failure();
-    int64_t world = LoomDialect::getWorldSize(module);
-    if (world != 1 && world != ranks)
-      return module.emitError("loom-split-stages: the module runs on ")
-             << world << " ranks, but the schedule on " << ranks;
     module->setAttr(LoomDialect::kWorldSizeAttrName,
-                    builder.getI64IntegerAttr(ranks));
+                    builder.getI64IntegerAttr(ranks * group));
     step.erase();
     made.clear();
     return success();
@@ -548,6 +731,8 @@ private:
   llvm::DenseMap<Operation *, llvm::SetVector<Attribute>> parametersOf;
   llvm::DenseMap<Attribute, std::set<int>> readers;
   llvm::DenseSet<Operation *> inputGradient;
+  /// Staged ops' actions, as formatPipelineAction writes them.
+  llvm::DenseMap<Operation *, std::string> actionOf;
   std::map<std::pair<Operation *, int>, int> slots;
   std::vector<Transfer> transfers;
   /// The functions made so far: erased if the split fails.

@@ -178,7 +178,8 @@ void mlir::loom::buildParallelizationPipeline(
   // ZeRO-3: each parameter gather posted one gather ahead of its use.
   if (propagate.zero >= 3)
     pm.addNestedPass<func::FuncOp>(createLoomPrefetchGathers());
-  if (propagate.eagerGradients && options.bucketMB > 0) {
+  // (Buckets would merge gradients of different pipeline stages.)
+  if (propagate.eagerGradients && options.bucketMB > 0 && options.pp <= 1) {
     LoomBucketAllReducesOptions buckets;
     buckets.bucketMB = options.bucketMB;
     pm.addNestedPass<func::FuncOp>(createLoomBucketAllReduces(buckets));

@@ -494,6 +494,20 @@ TEST(PlanTest, GradientBytesRoundTrip) {
             "plan.lp:4: '-1' is out of range for a gradient size");
 }
 
+TEST(PlanTest, ActionsRoundTrip) {
+  // A pipelined plan's instructions name their schedule action.
+  StatusOr<Plan> plan =
+      parsePlan(replaced(handPlan(kWeights + kRank), "a16:f32[2,2]\nend",
+                         "a16:f32[2,2] loc \"/h.0/mm\" action \"B1.3\"\nend"),
+                "plan.lp");
+  ASSERT_TRUE(plan.isOk()) << plan.status().message();
+  EXPECT_EQ(plan->ranks[0].instructions[0].loc, "/h.0/mm");
+  EXPECT_EQ(plan->ranks[0].instructions[0].action, "B1.3");
+  StatusOr<Plan> again = parsePlan(writePlan(*plan), "again.lp");
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  EXPECT_EQ(again->ranks[0].instructions[0].action, "B1.3");
+}
+
 TEST(PlanErrorTest, References) {
   EXPECT_EQ(parseError(corrupt("arena 64", "arena 24")),
             "plan.lp:6: arena reference a16:f32[2,2] ends at byte 32, past "
@@ -665,14 +679,22 @@ TEST(PlanErrorTest, Kernels) {
             "plan.lp:7: missing '->' between a kernel's inputs and outputs");
   EXPECT_EQ(parseError(withKernel(kernel + " axis=1 a0:f32[1]")),
             "plan.lp:7: unexpected 'a0:f32[1]' in a kernel line (expected "
-            "inputs -> outputs, then attributes, 'loc \"...\"' and '{')");
+            "inputs -> outputs, then attributes, 'loc \"...\"', 'action "
+            "\"...\"' and '{')");
   EXPECT_EQ(parseError(withKernel(kernel + " loc \"a\" axis=1")),
             "plan.lp:7: unexpected 'axis=1' in a kernel line (expected "
-            "inputs -> outputs, then attributes, 'loc \"...\"' and '{')");
+            "inputs -> outputs, then attributes, 'loc \"...\"', 'action "
+            "\"...\"' and '{')");
   EXPECT_EQ(parseError(withKernel(kernel + " loc")),
             "plan.lp:7: missing string after 'loc'");
   EXPECT_EQ(parseError(withKernel(kernel + " loc here")),
             "plan.lp:7: expected a loc in double quotes, got 'here'");
+  EXPECT_EQ(parseError(withKernel(kernel + " loc \"a\" action")),
+            "plan.lp:7: missing string after 'action'");
+  EXPECT_EQ(parseError(withKernel(kernel + " action \"F0.1\" loc \"a\"")),
+            "plan.lp:7: unexpected 'loc' in a kernel line (expected inputs "
+            "-> outputs, then attributes, 'loc \"...\"', 'action \"...\"' "
+            "and '{')");
   EXPECT_EQ(parseError(withKernel(kernel + " axis=1 axis=2")),
             "plan.lp:7: duplicate attribute 'axis'");
   EXPECT_EQ(parseError(withKernel(kernel + " mode=@x")),

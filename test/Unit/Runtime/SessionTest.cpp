@@ -12,6 +12,7 @@
 #include "loom/Runtime/Session/Checkpoint.h"
 #include "loom/Runtime/Session/Launcher.h"
 #include "loom/Runtime/Session/Report.h"
+#include "loom/Runtime/Session/Trace.h"
 #include "loom/Runtime/Session/Trainer.h"
 #include "loom/Runtime/TensorIO.h"
 
@@ -219,6 +220,46 @@ TEST(ReportTest, UsageOfEachRank) {
       "\"all_gather\": 0, \"reduce_scatter\": 0, \"all_to_all\": 0, "
       "\"broadcast\": 0, \"send\": 0}}\n"
       "]}\n");
+}
+
+TEST(ReportTest, PipelineBubbleIsMeasuredFromActions) {
+  // A pipeline rank: F0.0's kernel, a kernel outside the actions, a wait,
+  // then B0.0's kernel. From the first action kernel's start (0) to the
+  // last's end (50 ns), action kernels ran 20 ns: a bubble of 60%.
+  Plan plan;
+  plan.ranks.resize(1);
+  for (const char *action : {"F0.0", "", "B0.0"}) {
+    Instruction inst;
+    inst.kernel = "matmul";
+    inst.action = action;
+    plan.ranks[0].instructions.push_back(inst);
+  }
+  std::vector<TraceEvent> events = {
+      {0, false, 0, 10}, {1, false, 10, 20}, {2, false, 40, 50}};
+  EXPECT_DOUBLE_EQ(measuredBubble(plan, 0, events), 0.6);
+  // Each action is a slice of the "pipeline" track.
+  std::string trace = formatTrace(plan, {events});
+  EXPECT_NE(trace.find("\"name\": \"F s0 mb0\""), std::string::npos);
+  EXPECT_NE(trace.find("\"name\": \"B s0 mb0\""), std::string::npos);
+  EXPECT_NE(trace.find("\"args\": {\"name\": \"pipeline\"}"),
+            std::string::npos);
+  EXPECT_EQ(describeAction("W12.345"), "W s12 mb345");
+  // Reported (and sent between processes) only where measured.
+  RankUsage usage;
+  usage.bubbleFraction = measuredBubble(plan, 0, events);
+  RankUsage back = unpackUsage(packUsage(usage).data());
+  EXPECT_NEAR(back.bubbleFraction, 0.6, 1e-9);
+  EXPECT_NE(formatReportJson({back}).find("\"bubble_fraction\": 0.600000"),
+            std::string::npos);
+  // Without actions (no pipeline): nothing to measure, nothing reported.
+  for (Instruction &inst : plan.ranks[0].instructions)
+    inst.action.clear();
+  EXPECT_EQ(measuredBubble(plan, 0, events), -1);
+  EXPECT_EQ(formatTrace(plan, {events}).find("pipeline"), std::string::npos);
+  usage.bubbleFraction = -1;
+  back = unpackUsage(packUsage(usage).data());
+  EXPECT_EQ(formatReportJson({back}).find("bubble_fraction"),
+            std::string::npos);
 }
 
 TEST(CheckpointTest, ExecutorsHoldWhatTheirRankHolds) {

@@ -212,6 +212,14 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
       std::fprintf(stderr, "%s: warning: %s\n",
                    describeLocation(diag.getLocation(), path, message).c_str(),
                    message.c_str());
+    // The pipeline passes' remarks (where the stages were cut, the
+    // schedule's predicted step, bubble and memory) are what a user sees
+    // before any rank starts.
+    if (diag.getSeverity() == DiagnosticSeverity::Remark &&
+        StringRef(message).starts_with("pipeline "))
+      std::printf("%s: remark: %s\n",
+                  describeLocation(diag.getLocation(), path, message).c_str(),
+                  message.c_str());
     if (diag.getSeverity() != DiagnosticSeverity::Error)
       return success();
     if (!errors.empty())

@@ -11,8 +11,10 @@
 //               "measured_peak_bytes": ...,
 //               "comm_bytes": {"all_reduce": ..., "all_gather": ...,
 //                              "reduce_scatter": ..., "all_to_all": ...,
-//                              "broadcast": ..., "send": ...}}, ...]}
+//                              "broadcast": ..., "send": ...},
+//               "bubble_fraction": ...}, ...]}
 //
+// (`bubble_fraction` only in pipelines, where it is measured.)
 // What each field counts is documented in docs/design/training.md.
 // Plain C++17 on the runtime: no LLVM/MLIR.
 //
@@ -50,6 +52,9 @@ struct RankUsage {
   /// Bytes sent per step by collective kind (RunReport::commBytesSent of
   /// the last step); every kind that sends is listed, 0 when it did not run.
   std::map<std::string, uint64_t> commBytes;
+  /// In a pipeline, the rank's measured bubble in the last step
+  /// (Trace.h's measuredBubble); -1 (not reported) otherwise.
+  double bubbleFraction = -1;
 };
 
 /// The kinds `comm_bytes` lists, in order: every collective that sends

@@ -9,7 +9,10 @@
 // earliest event of any rank. A collective lasts from its posting to its
 // completion, so its slice overlapping kernels on the compute track is
 // communication hidden behind compute. args: the instruction's index in
-// its rank's program.
+// its rank's program. In a pipeline, a third track, "pipeline", has one
+// slice per schedule action the rank ran, named like `F s1 mb3` (the
+// forward of stage 1 for microbatch 3; B backward, W weight gradients),
+// from its first kernel's start to its last kernel's end.
 //
 // Plain C++17 on the runtime: no LLVM/MLIR.
 //
@@ -29,6 +32,17 @@ namespace loomrt {
 /// The trace of `events[r]`, the traced run of rank r of `plan`.
 std::string formatTrace(const Plan &plan,
                         const std::vector<std::vector<TraceEvent>> &events);
+
+/// A pipeline rank's measured bubble in its traced run `events`: the share
+/// of the time from its first action's first kernel to its last action's
+/// last kernel that no kernel of an action ran (waiting for neighbours,
+/// and the work outside the schedule's actions in between). -1 when the
+/// rank's program has no actions (no pipeline) or nothing was traced.
+double measuredBubble(const Plan &plan, int rank,
+                      const std::vector<TraceEvent> &events);
+
+/// `F1.3` as a trace names it: `F s1 mb3`.
+std::string describeAction(const std::string &action);
 
 } // namespace loomrt
 

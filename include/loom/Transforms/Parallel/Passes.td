@@ -606,7 +606,7 @@ def LoomSplitStages : Pass<"loom-split-stages", "::mlir::ModuleOp"> {
     microbatch, its W ops being the backward ops the input gradient does
     not need. A value that one rank makes and another reads becomes a
     `loom.send` right after the op that makes it and a `loom.recv` just
-    before the action that first reads it, one tag per value and pair of
+    before the op that first reads it, one tag per value and pair of
     ranks. Parameter reads, constants and pure work on them and on the
     arguments are computed on every rank that reads them; a parameter is
     updated on every stage that reads it (a tied embedding and head: both,
@@ -614,11 +614,23 @@ def LoomSplitStages : Pass<"loom-split-stages", "::mlir::ModuleOp"> {
     (gradient sums, the clipping norm, the loss) runs where its largest
     operand is, after its rank's actions when an operand comes from
     another rank. Stores come last. The last stage's rank returns the
-    results; the module's `loom.world_size` becomes the schedule's ranks.
+    results.
+
+    A step already partitioned over G ranks (tp, dp: the module's
+    `loom.world_size`) makes each pipeline rank r a group of G world ranks
+    r * G + j running its stages' SPMD program: collectives move into the
+    group, and device j of one stage sends to device j of the other. The
+    module's `loom.world_size` becomes the schedule's ranks times G. Ops
+    that partitioning added inside one stage and microbatch (a tensor-
+    parallel all-reduce) join that action; collectives on parameters
+    (ZeRO-3's gathers) run on each stage that reads them. Each op's action
+    rides in its location (fused, with the action's name as metadata) to
+    the plan, for traces and the measured bubble.
 
     A stage or microbatch the schedule does not have, a staged op with no
-    microbatch, and a schedule that runs an action before the one making
-    a value it reads are errors.
+    microbatch, a schedule that runs an action before the one making a
+    value it reads, and programs that would wait on each other (the pass
+    replays them with blocking receives) are errors.
 
     ```mlir
     // Before: stage 0 makes %h, stage 1 reads it.
