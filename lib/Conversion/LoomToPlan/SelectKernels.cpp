@@ -198,8 +198,12 @@ public:
               return make("all_to_all", {groups("groups", op.getGroups())});
             })
             .Case([&](SendOp op) {
-              return make("send", {groups("pairs", op.getPairs()),
-                                   integer("tag", op.getTag())});
+              SmallVector<NamedAttribute> attrs{groups("pairs", op.getPairs()),
+                                                integer("tag", op.getTag())};
+              // For -loom-plan-memory, which drops it.
+              if (std::optional<uint64_t> release = op.getReleasedBy())
+                attrs.push_back(integer("released_by", int64_t(*release)));
+              return make("send", attrs);
             })
             .Case([&](RecvOp op) {
               return make("recv", {groups("pairs", op.getPairs()),
@@ -253,13 +257,27 @@ private:
   /// collectives (ZeRO-3 gathers the bf16 copies of the weights; gradients
   /// kept in bf16 are reduced in bf16).
   static bool takesBF16(StringRef kernel) {
-    return llvm::is_contained(
-        {"elementwise", "matmul", "transpose", "slice", "concat", "split",
-         "gather", "attention", "attention_backward", "cross_entropy",
-         "cross_entropy_backward", "layer_norm", "layer_norm_backward",
-         "all_gather", "all_to_all", "broadcast", "send", "recv",
-         "all_reduce", "reduce_scatter"},
-        kernel);
+    return llvm::is_contained({"elementwise",
+                               "matmul",
+                               "transpose",
+                               "slice",
+                               "concat",
+                               "split",
+                               "gather",
+                               "attention",
+                               "attention_backward",
+                               "cross_entropy",
+                               "cross_entropy_backward",
+                               "layer_norm",
+                               "layer_norm_backward",
+                               "all_gather",
+                               "all_to_all",
+                               "broadcast",
+                               "send",
+                               "recv",
+                               "all_reduce",
+                               "reduce_scatter"},
+                              kernel);
   }
 
   /// Kernels that read bf16 operands into an f32 result, and write no bf16.

@@ -597,6 +597,48 @@ private:
     return array && llvm::all_of(array, llvm::IsaPred<DenseI64ArrayAttr>);
   }
 
+  /// For each transfer a -> b, a later transfer b -> a that b sends only
+  /// after it read the first one's data, and a receives after it sent it:
+  /// once a has waited for that one, the first has completed, and its
+  /// buffer may be reused (the send's `released_by`). The earliest such on
+  /// a, so that 1F1B's sent activations live until their gradient comes
+  /// back rather than to the end of the step.
+  std::map<const Transfer *, int64_t>
+  releases(const std::vector<std::vector<Item>> &items) {
+    // Per rank: where each op and each receive is in its list.
+    std::vector<llvm::DenseMap<Operation *, size_t>> opAt(ranks);
+    std::vector<std::map<const Transfer *, size_t>> receiveAt(ranks);
+    for (int rank = 0; rank < ranks; ++rank)
+      for (auto [at, item] : llvm::enumerate(items[rank])) {
+        if (item.op)
+          opAt[rank][item.op] = at;
+        else
+          receiveAt[rank][item.receive] = at;
+      }
+    std::map<std::pair<int, int>, std::vector<const Transfer *>> channels;
+    for (const Transfer &t : transfers)
+      channels[{t.source, t.target}].push_back(&t);
+    std::map<const Transfer *, int64_t> released;
+    for (const Transfer &t : transfers) {
+      int a = t.source, b = t.target;
+      size_t sentAt = opAt[a].lookup(t.value.getDefiningOp());
+      size_t readAt = receiveAt[b][&t];
+      const Transfer *best = nullptr;
+      size_t bestAt = 0;
+      for (const Transfer *u : channels[{b, a}]) {
+        size_t madeAt = opAt[b].lookup(u->value.getDefiningOp());
+        size_t backAt = receiveAt[a][u];
+        if (madeAt > readAt && backAt > sentAt && (!best || backAt < bestAt)) {
+          best = u;
+          bestAt = backAt;
+        }
+      }
+      if (best)
+        released[&t] = best->tag;
+    }
+    return released;
+  }
+
   /// One function per rank, its ops in slot order.
   LogicalResult build() {
     auto module = step->getParentOfType<ModuleOp>();
@@ -613,6 +655,7 @@ private:
     std::vector<std::vector<Item>> items;
     for (int rank = 0; rank < ranks; ++rank)
       items.push_back(itemsOf(rank));
+    std::map<const Transfer *, int64_t> releasedBy = releases(items);
     OpBuilder builder(step);
     int lastRank = rankOf(schedule.stages - 1);
     auto returnOp =
@@ -693,8 +736,12 @@ private:
         auto [first, last] = sendsOf.equal_range(item.op);
         for (auto it = first; it != last; ++it) {
           const Transfer &t = *it->second;
+          auto release = releasedBy.find(&t);
           body.create<SendOp>(clone->getLoc(), mapping.lookup(t.value), pair(t),
-                              body.getI64IntegerAttr(t.tag));
+                              body.getI64IntegerAttr(t.tag),
+                              release == releasedBy.end()
+                                  ? IntegerAttr()
+                                  : body.getI64IntegerAttr(release->second));
         }
       }
       SmallVector<Value> results;

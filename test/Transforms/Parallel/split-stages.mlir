@@ -16,21 +16,24 @@
 // share of @w0's gradient goes to rank 1, which sums the shares as one
 // device does (per microbatch, then over microbatches) and sends the sum
 // back: both ranks update their copy of @w0 alike. Each rank keeps its
-// update count; the last stage's rank returns the loss.
+// update count; the last stage's rank returns the loss. Each send is
+// released by the first receive from its target that the target sends
+// after reading it (a microbatch's activation by its gradient), so that
+// its buffer need not live to the end of the step; the last one has none.
 // CHECK-LABEL: func.func @train_step_rank0(%arg0: tensor<4x8xf32>)
 // CHECK-SAME:    attributes {loom.ranks = array<i64: 0>}
 // CHECK:         %[[X0:.*]] = loom.slice %arg0 [0:2, 0:8]
 // CHECK:         %[[H0:.*]] = loom.add %[[X0]], %{{.*}} : tensor<2x8xf32>
-// CHECK-NEXT:    loom.send %[[H0]] to {{\[\[}}0, 1]] tag 0 : tensor<2x8xf32>
+// CHECK-NEXT:    loom.send %[[H0]] to {{\[\[}}0, 1]] tag 0 released_by 0 : tensor<2x8xf32>
 // CHECK:         %[[X1:.*]] = loom.slice %arg0 [2:4, 0:8]
 // CHECK:         %[[H1:.*]] = loom.add %[[X1]], %{{.*}} : tensor<2x8xf32>
-// CHECK-NEXT:    loom.send %[[H1]] to {{\[\[}}0, 1]] tag 2 : tensor<2x8xf32>
+// CHECK-NEXT:    loom.send %[[H1]] to {{\[\[}}0, 1]] tag 2 released_by 1 : tensor<2x8xf32>
 // CHECK:         %[[G0:.*]] = loom.recv from {{\[\[}}1, 0]] tag 0 : tensor<2x8xf32>
 // CHECK-NEXT:    %[[M0:.*]] = loom.select %{{.*}}, %[[G0]], %{{.*}}
 // CHECK-NEXT:    %[[W0G0:.*]] = loom.matmul %[[X0]], %[[M0]] transpose_lhs
-// CHECK-NEXT:    loom.send %[[W0G0]] to {{\[\[}}0, 1]] tag 1 : tensor<8x8xf32>
+// CHECK-NEXT:    loom.send %[[W0G0]] to {{\[\[}}0, 1]] tag 1 released_by 2 : tensor<8x8xf32>
 // CHECK:         loom.recv from {{\[\[}}1, 0]] tag 1 : tensor<2x8xf32>
-// CHECK:         loom.send %{{.*}} to {{\[\[}}0, 1]] tag 3 : tensor<8x8xf32>
+// CHECK:         loom.send %{{.*}} to {{\[\[}}0, 1]] tag 3 released_by 2 : tensor<8x8xf32>
 // CHECK:         %[[SUM:.*]] = loom.recv from {{\[\[}}1, 0]] tag 2 : tensor<8x8xf32>
 // CHECK-NEXT:    %[[NEW:.*]] = loom.sgd_update %{{.*}}, %[[SUM]]
 // CHECK-NEXT:    loom.assign @w0, %[[NEW]]
@@ -41,9 +44,9 @@
 // CHECK-NEXT:    %[[W1:.*]] = loom.param @w1
 // CHECK-NEXT:    %[[R0:.*]] = loom.recv from {{\[\[}}0, 1]] tag 0 : tensor<2x8xf32>
 // CHECK-NEXT:    loom.matmul %[[R0]], %[[W1]]
-// CHECK:         loom.send %{{.*}} to {{\[\[}}1, 0]] tag 0 : tensor<2x8xf32>
+// CHECK:         loom.send %{{.*}} to {{\[\[}}1, 0]] tag 0 released_by 1 : tensor<2x8xf32>
 // CHECK:         loom.recv from {{\[\[}}0, 1]] tag 2 : tensor<2x8xf32>
-// CHECK:         loom.send %{{.*}} to {{\[\[}}1, 0]] tag 1 : tensor<2x8xf32>
+// CHECK:         loom.send %{{.*}} to {{\[\[}}1, 0]] tag 1 released_by 3 : tensor<2x8xf32>
 // CHECK:         %[[S0:.*]] = loom.recv from {{\[\[}}0, 1]] tag 1 : tensor<8x8xf32>
 // CHECK-NEXT:    %[[M0:.*]] = loom.add %{{.*}}, %[[S0]] : tensor<8x8xf32>
 // CHECK-NEXT:    %[[S1:.*]] = loom.recv from {{\[\[}}0, 1]] tag 3 : tensor<8x8xf32>
@@ -63,9 +66,9 @@
 // once), W the weight gradients, which the last rank defers until both
 // microbatches' B are done (F1.0 B1.0 F1.1 B1.1 W1.0 W1.1).
 // ZB-LABEL: func.func @train_step_rank1
-// ZB:         loom.send %{{.*}} to {{\[\[}}1, 0]] tag 0 : tensor<2x8xf32>
+// ZB:         loom.send %{{.*}} to {{\[\[}}1, 0]] tag 0 {{.*}}: tensor<2x8xf32>
 // ZB-NOT:     transpose_lhs
-// ZB:         loom.send %{{.*}} to {{\[\[}}1, 0]] tag 1 : tensor<2x8xf32>
+// ZB:         loom.send %{{.*}} to {{\[\[}}1, 0]] tag 1 {{.*}}: tensor<2x8xf32>
 // ZB-NEXT:    loom.matmul {{.*}} transpose_lhs
 // ZB-NEXT:    loom.matmul {{.*}} transpose_lhs
 

@@ -37,6 +37,77 @@ int64_t bufferBytes(MemRefType type) {
                        plan::PlanDialect::kAlignment);
 }
 
+/// `pairs` with every [source, target] turned around.
+SmallVector<SmallVector<int64_t, 2>> reversedPairs(ArrayAttr pairs) {
+  SmallVector<SmallVector<int64_t, 2>> result;
+  for (Attribute pair : pairs) {
+    ArrayRef<int64_t> ranks = cast<DenseI64ArrayAttr>(pair).asArrayRef();
+    result.push_back(SmallVector<int64_t, 2>(ranks.rbegin(), ranks.rend()));
+  }
+  return result;
+}
+
+SmallVector<SmallVector<int64_t, 2>> pairsOf(ArrayAttr pairs) {
+  SmallVector<SmallVector<int64_t, 2>> result;
+  for (Attribute pair : pairs)
+    result.push_back(
+        SmallVector<int64_t, 2>(cast<DenseI64ArrayAttr>(pair).asArrayRef()));
+  return result;
+}
+
+/// Where each send that is `released_by` a receive is known to have
+/// completed: the first read of that receive's result (where the runtime
+/// waits for it). The attribute is dropped: the plan has no use for it.
+/// Sends whose receive is missing or never read stay until the end.
+llvm::DenseMap<Operation *, unsigned> releasePoints(Block &body) {
+  llvm::DenseMap<Operation *, unsigned> position;
+  for (auto [index, op] : llvm::enumerate(body))
+    position[&op] = index;
+  llvm::DenseMap<Value, SmallVector<unsigned>> usesOf;
+  for (Operation &op : body)
+    for (Value operand : op.getOperands())
+      usesOf[plan::ViewOp::getRoot(operand)].push_back(position[&op]);
+  llvm::DenseMap<Operation *, unsigned> released;
+  for (Operation &op : body) {
+    auto send = dyn_cast<plan::KernelOp>(op);
+    if (!send || send.getKernel() != "send")
+      continue;
+    DictionaryAttr attrs = send.getKernelAttrs();
+    auto tag = attrs.getAs<IntegerAttr>("released_by");
+    auto pairs = attrs.getAs<ArrayAttr>("pairs");
+    if (!tag)
+      continue;
+    send.setKernelAttrsAttr(DictionaryAttr::get(
+        op.getContext(), llvm::to_vector(llvm::make_filter_range(
+                             attrs.getValue(), [](NamedAttribute attr) {
+                               return attr.getName() != "released_by";
+                             }))));
+    if (!pairs)
+      continue;
+    for (Operation &other :
+         llvm::make_range(std::next(op.getIterator()), body.end())) {
+      auto recv = dyn_cast<plan::KernelOp>(other);
+      if (!recv || recv.getKernel() != "recv")
+        continue;
+      DictionaryAttr recvAttrs = recv.getKernelAttrs();
+      auto recvTag = recvAttrs.getAs<IntegerAttr>("tag");
+      auto recvPairs = recvAttrs.getAs<ArrayAttr>("pairs");
+      if (!recvTag || !recvPairs || recvTag.getInt() != tag.getInt() ||
+          pairsOf(recvPairs) != reversedPairs(pairs))
+        continue;
+      // The first use of what it received after the receive itself.
+      for (Value output : recv.getOutputs())
+        for (unsigned use : usesOf[plan::ViewOp::getRoot(output)])
+          if (use > position[&other]) {
+            released[&op] = use;
+            break;
+          }
+      break;
+    }
+  }
+  return released;
+}
+
 struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
   using LoomPlanMemoryBase::LoomPlanMemoryBase;
 
@@ -70,17 +141,24 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
     // has taken the data, which may be after this rank's later instructions:
     // reusing its bytes would make the runtime wait for the send first, and
     // two ranks sending to each other before receiving would wait forever.
-    // So what a send reads lives to the end of the step.
+    // So what a send reads lives to the end of the step, or, when it is
+    // `released_by` a receive from its target (which the target sends only
+    // after it read this send's data), until that receive's result is
+    // first read: the runtime has waited for it there.
+    llvm::DenseMap<Operation *, unsigned> releasedAt = releasePoints(body);
     for (Operation &op : body) {
       auto kernel = dyn_cast<plan::KernelOp>(op);
-      bool untilEnd =
-          isa<plan::OutputOp>(op) || (kernel && kernel.getKernel() == "send");
+      unsigned last = position[&op];
+      if (isa<plan::OutputOp>(op))
+        last = end;
+      else if (kernel && kernel.getKernel() == "send")
+        last = releasedAt.count(&op) ? releasedAt.lookup(&op) : end;
       for (Value operand : op.getOperands()) {
         auto it = bufferOf.find(plan::ViewOp::getRoot(operand));
         if (it == bufferOf.end())
           continue;
         Buffer &buffer = buffers[it->second];
-        buffer.last = std::max(buffer.last, untilEnd ? end : position[&op]);
+        buffer.last = std::max(buffer.last, last);
       }
     }
 

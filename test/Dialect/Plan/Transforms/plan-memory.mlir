@@ -71,6 +71,45 @@ func.func @send_lives_to_end() {
 
 // -----
 
+// A send `released_by` a receive from its target (which the target sends
+// only after it read the send's data) lives only until that receive's
+// result is first read: %z, allocated after, takes %h's bytes. The
+// attribute is dropped.
+// CHECK-LABEL: func.func @send_released_by_a_receive
+// CHECK:      %[[H:.*]] = plan.alloc offset [[OFFSET:[0-9]+]] : memref<16xf32>
+// CHECK:      plan.kernel "send" ins(%[[H]] : memref<16xf32>) attrs {pairs = [array<i64: 0, 1>], tag = 0 : i64}
+// CHECK:      plan.alloc offset [[OFFSET]] : memref<16xf32>
+// expected-remark @+1 {{arena 256 bytes for 5 buffers of 320 bytes in all}}
+func.func @send_released_by_a_receive() {
+  %x = plan.input "x" : memref<16xf32>
+  %h = plan.alloc : memref<16xf32>
+  plan.kernel "elementwise" ins(%x : memref<16xf32>) outs(%h : memref<16xf32>) {
+  ^bb0(%a: tensor<16xf32>):
+    %e = loom.exp %a : tensor<16xf32>
+    loom.yield %e : tensor<16xf32>
+  }
+  plan.kernel "send" ins(%h : memref<16xf32>) attrs {pairs = [array<i64: 0, 1>], released_by = 0 : i64, tag = 0 : i64}
+  %r = plan.alloc : memref<4xf32>
+  plan.kernel "recv" outs(%r : memref<4xf32>) attrs {pairs = [array<i64: 1, 0>], tag = 0 : i64}
+  %y = plan.alloc : memref<4xf32>
+  plan.kernel "elementwise" ins(%r : memref<4xf32>) outs(%y : memref<4xf32>) {
+  ^bb0(%a: tensor<4xf32>):
+    %e = loom.exp %a : tensor<4xf32>
+    loom.yield %e : tensor<4xf32>
+  }
+  %z = plan.alloc : memref<16xf32>
+  plan.kernel "elementwise" ins(%x : memref<16xf32>) outs(%z : memref<16xf32>) {
+  ^bb0(%a: tensor<16xf32>):
+    %e = loom.exp %a : tensor<16xf32>
+    loom.yield %e : tensor<16xf32>
+  }
+  plan.output "y", %y : memref<4xf32>
+  plan.output "z", %z : memref<16xf32>
+  return
+}
+
+// -----
+
 // A collective's buffers live until its result is first read or the next
 // collective is posted: %g (the reduce-scatter's input, dead after it as a
 // value) is not reused by %t, allocated right after, which would make the

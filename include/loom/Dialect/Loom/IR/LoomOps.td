@@ -1378,15 +1378,23 @@ def Loom_SendOp : Loom_Op<"send", [MemoryEffects<[MemRead, MemWrite]>,
     pair and `tag`. Every rank that runs the op must be the source of one
     pair. Sends and receives with the same pair and tag match in order.
 
+    A send completes once its target has taken the data, so what it reads
+    stays allocated until then. `released_by T` says when that is known:
+    once this rank has waited for its `loom.recv` with tag `T` from the
+    target, which the target sends only after it read this send's data
+    (loom-split-stages proves it). Without it, the input lives to the end
+    of the step.
+
     ```mlir
-    loom.send %activations to [[0, 1], [2, 3]] tag 0 : tensor<8x768xf32>
+    loom.send %activations to [[0, 1], [2, 3]] tag 0 released_by 4
+        : tensor<8x768xf32>
     ```
   }];
   let arguments = (ins Loom_Tensor:$input, Loom_RankListsAttr:$pairs,
-                       I64Attr:$tag);
+                       I64Attr:$tag, OptionalAttr<I64Attr>:$released_by);
   let assemblyFormat = [{
-    $input `to` custom<RankLists>($pairs) `tag` $tag attr-dict `:`
-    type($input)
+    $input `to` custom<RankLists>($pairs) `tag` $tag
+    (`released_by` $released_by^)? attr-dict `:` type($input)
   }];
   let hasVerifier = 1;
 }

@@ -17,7 +17,10 @@ def LoomPlanMemory : Pass<"loom-plan-memory", "::mlir::func::FuncOp"> {
     Static memory planning. A buffer lives from its `plan.input` or
     `plan.alloc` to its last use, through the `plan.view`s of it; outputs
     live to the end, and so do the buffers a `send` reads (it completes
-    when the receiver takes them). The buffers of any other collective live
+    when the receiver takes them), unless the send is `released_by` a
+    receive (tag) from its target that the target sends only after it read
+    them: those live until that receive's result is first read, and the
+    attribute is dropped. The buffers of any other collective live
     at least until its result is first read or the next collective is
     posted, whichever is first: the runtime waits for a collective only
     where a later instruction touches its buffers, so that is how far its
