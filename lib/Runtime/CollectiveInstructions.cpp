@@ -400,6 +400,40 @@ Status loomrt::checkCommunication(const Plan &plan) {
   return Status::ok();
 }
 
+Status loomrt::checkTransferOrder(const Plan &plan) {
+  // Per (source, target): the tags in the order each side posts them.
+  std::map<std::pair<int, int>, std::vector<int64_t>> sent, received;
+  for (const RankProgram &program : plan.ranks)
+    for (const Instruction &inst : program.instructions) {
+      if (inst.kind != Instruction::Kind::Collective ||
+          (inst.kernel != "send" && inst.kernel != "recv"))
+        continue;
+      int peer = int(std::get<int64_t>(inst.attrs.at("peer")));
+      int64_t tag = std::get<int64_t>(inst.attrs.at("tag"));
+      if (inst.kernel == "send")
+        sent[{program.rank, peer}].push_back(tag);
+      else
+        received[{peer, program.rank}].push_back(tag);
+    }
+  auto text = [](const std::vector<int64_t> &tags) {
+    std::string out;
+    for (int64_t tag : tags)
+      out += (out.empty() ? "" : ", ") + std::to_string(tag);
+    return out;
+  };
+  for (auto &[channel, tags] : sent)
+    if (received[channel] != tags)
+      return Status::error(
+          "rank " + std::to_string(channel.first) + " sends to rank " +
+          std::to_string(channel.second) + " tags " + text(tags) +
+          " in that order, but rank " + std::to_string(channel.second) +
+          " receives tags " + text(received[channel]) +
+          ": NCCL pairs the transfers between two ranks by their order (a "
+          "schedule whose ranks run the microbatches in different orders "
+          "cannot run on it)");
+  return Status::ok();
+}
+
 std::vector<std::string> loomrt::collectiveNames() {
   std::vector<std::string> names;
   for (const CollectiveInfo &info : kCollectives)

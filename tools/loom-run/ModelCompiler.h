@@ -63,6 +63,8 @@ struct TrainCompileOptions {
   int virtualStages = 1;
   std::string scheduleFile;
   std::vector<std::string> stageCuts;
+  /// --stage-memory-cap-mb: each stage's memory cap for the cuts (0: none).
+  double stageMemoryCapMB = 0;
   /// --shard REGEX=SHARDING[:PRIORITY], in order, and --shardings FILE.
   std::vector<std::string> shard;
   std::string shardingsFile;

@@ -189,6 +189,7 @@ int loomrun::runPlan(std::shared_ptr<const Plan> plan,
   int ranks = int(plan->ranks.size());
   LaunchOptions launch = options.launch;
   launch.model = options.model;
+  launch.plan = plan.get();
   std::vector<RankResult> results(ranks);
   StatusOr<LaunchResult> launched =
       launchRanks(ranks, launch, [&](RankContext &context) {

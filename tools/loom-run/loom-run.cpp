@@ -197,6 +197,11 @@ training (--train; docs/design/training.md):
   --schedule-file F   with --pp: a schedule of one's own, a line per rank
                       (`rank R: F0.0 F0.1 B0.0 ...`), proved before it runs
   --stage-cuts N,N    with --pp: cut after these ONNX nodes instead
+  --stage-memory-cap-mb MB
+                      with --pp: cut so that each stage's weights,
+                      gradients, AdamW moments and 1F1B's in-flight
+                      activations stay under MB MiB (an error when no cut
+                      does)
   --shard REGEX=SHARDING[:PRIORITY]
                       annotate the parameters whose whole name REGEX
                       matches, e.g. 'h\..*\.mlp\.c_fc\.weight=[{tp},{}]'
@@ -330,6 +335,7 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
                                         "--virtual-stages",
                                         "--schedule-file",
                                         "--stage-cuts",
+                                        "--stage-memory-cap-mb",
                                         "--shard",
                                         "--shardings",
                                         "--metrics",
@@ -450,6 +456,14 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     compile.virtualStages = int(std::min<int64_t>(stages, 64));
   } else if (flag == "--schedule-file") {
     compile.scheduleFile = text;
+  } else if (flag == "--stage-memory-cap-mb") {
+    char *end = nullptr;
+    double mb = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end || !(mb >= 0) || mb > 1e9)
+      error = "--stage-memory-cap-mb expects a size in MiB (0: no cap), "
+              "got '" +
+              text + "'";
+    compile.stageMemoryCapMB = mb;
   } else if (flag == "--stage-cuts") {
     for (size_t start = 0; start <= text.size();) {
       size_t comma = std::min(text.find(',', start), text.size());
@@ -519,11 +533,12 @@ std::string checkPipelineFlags(Options &options, int world) {
   TrainCompileOptions &train = options.compile.train;
   bool pipelineFlag = train.microbatches > 0 || train.virtualStages > 1 ||
                       train.schedule != "1f1b" || !train.scheduleFile.empty() ||
-                      !train.stageCuts.empty();
+                      !train.stageCuts.empty() || train.stageMemoryCapMB > 0;
   if (train.pp <= 1) {
     if (pipelineFlag)
-      return "--microbatches, --schedule, --virtual-stages, --schedule-file "
-             "and --stage-cuts shape a pipeline: they need --pp 2 or more";
+      return "--microbatches, --schedule, --virtual-stages, --schedule-file, "
+             "--stage-cuts and --stage-memory-cap-mb shape a pipeline: they "
+             "need --pp 2 or more";
     return "";
   }
   // Each stage runs on dp x tp ranks (3D: pp outermost, tp innermost).

@@ -206,6 +206,12 @@ uint64_t collectiveBytesSent(const Instruction &instruction, int64_t groupSize);
 /// (or wait on until the timeout) is an error before anything runs.
 Status checkCommunication(const Plan &plan);
 
+/// Checks that between every two ranks the sender's sends and the
+/// receiver's receives come in the same order (by tag): what an engine
+/// that pairs transfers by posting order, not tag, needs (NCCL's). The
+/// launcher checks it before NCCL ranks start.
+Status checkTransferOrder(const Plan &plan);
+
 /// Checks the weights' slices (version 4): each slice lies inside its
 /// tensor, with offsets and a global shape of its own shape's rank; weights
 /// that share a name are slices of one tensor (the same dtype and global

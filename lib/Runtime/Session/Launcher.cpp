@@ -114,6 +114,9 @@ StatusOr<LaunchResult> loomrt::launchRanks(int ranks,
     // GPUs talk through NCCL where there is one (each rank on the GPU of its
     // local rank); otherwise the MPI engine stages through the host.
     bool nccl = options.executor.device == Device::CUDA && haveNCCL();
+    if (nccl && options.plan)
+      if (Status status = checkTransferOrder(*options.plan); !status)
+        return Status::error(model + ": " + status.message());
     StatusOr<std::shared_ptr<Communicator>> world =
         nccl ? createNCCLCommunicator(options.comm)
              : createMPICommunicator(options.comm);

@@ -754,9 +754,12 @@ int loomrt::runTraining(std::shared_ptr<const Plan> plan, const Dataset &data,
       return fail("--save-weights: " + status.message());
 
   session.reports.resize(plan->ranks.size());
-  StatusOr<LaunchResult> launched = launchRanks(
-      int(plan->ranks.size()), options.launch,
-      [&](RankContext &context) { return trainRank(context, session); });
+  LaunchOptions launch = options.launch;
+  launch.plan = plan.get();
+  StatusOr<LaunchResult> launched =
+      launchRanks(int(plan->ranks.size()), launch, [&](RankContext &context) {
+        return trainRank(context, session);
+      });
   if (!launched)
     return fail(launched.status().message());
   bool multi = launched->ranks > 1;

@@ -347,6 +347,23 @@ TEST(MultiRankExecutorTest, WholePlanCommunicationIsChecked) {
   EXPECT_EQ(checkCommunication(*plan(reduce)).message(),
             "1 send(s) but 0 receive(s) from rank 0 to rank 1 with tag 3 "
             "(rank 0 instruction 1): a transfer would wait forever");
+  // Tags pair transfers for threads and MPI; NCCL pairs them by order.
+  std::string swapped = "loom-plan 2\nweights 0\nrank 0 arena 128\n"
+                        "collective send a0:f32[4] -> peer=1 tag=0\n"
+                        "collective send a16:f32[4] -> peer=1 tag=1\n"
+                        "end\nrank 1 arena 128\n"
+                        "collective recv -> a16:f32[4] peer=0 tag=1\n"
+                        "collective recv -> a0:f32[4] peer=0 tag=0\n"
+                        "end\ndata 0\n";
+  EXPECT_TRUE(checkCommunication(*parse(swapped)).isOk());
+  EXPECT_EQ(checkTransferOrder(*parse(swapped)).message(),
+            "rank 0 sends to rank 1 tags 0, 1 in that order, but rank 1 "
+            "receives tags 1, 0: NCCL pairs the transfers between two ranks "
+            "by their order (a schedule whose ranks run the microbatches in "
+            "different orders cannot run on it)");
+  EXPECT_TRUE(checkTransferOrder(*plan(reduce + "collective recv -> "
+                                                "a0:f32[4] peer=0 tag=3\n"))
+                  .isOk());
   EXPECT_EQ(checkCommunication(*plan("")).message(),
             "rank 0 instruction 0: all_reduce(4 x f32, sum) is #0 on group 0, "
             "but rank 1 issues only 0 collective(s) there: it would wait "

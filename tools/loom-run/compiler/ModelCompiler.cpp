@@ -104,6 +104,7 @@ void setPipelineOptions(const ::loomrun::ModelCompileOptions &options,
   pipeline.scheduleFile = train.scheduleFile;
   for (const std::string &cut : train.stageCuts)
     pipeline.stageCuts.push_back(cut);
+  pipeline.stageMemoryCapMB = train.stageMemoryCapMB;
   for (const std::string &annotation : train.shard)
     pipeline.shard.push_back(annotation);
   pipeline.shardingsFile = train.shardingsFile;

@@ -17,6 +17,7 @@
 
 #include "loom/Runtime/Communicator.h"
 #include "loom/Runtime/Device.h"
+#include "loom/Runtime/Plan.h"
 #include "loom/Runtime/Status.h"
 
 #include <functional>
@@ -49,6 +50,9 @@ struct LaunchOptions {
   /// armTestKill).
   int killRank = -1;
   int64_t killAt = 0;
+  /// The plan the ranks run, for the checks of an engine (NCCL's transfer
+  /// order); none when null.
+  const Plan *plan = nullptr;
 };
 
 /// What one rank's body gets.
