@@ -3,6 +3,7 @@
 #include "loom/Analysis/StageCuts.h"
 #include "loom/Analysis/OpCost.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "llvm/Support/Format.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -90,6 +91,18 @@ struct OpTable {
 };
 
 } // namespace
+
+std::string mlir::loom::formatBytes(double bytes) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (bytes >= 1 << 20)
+    os << llvm::format("%.1f MiB", bytes / (1 << 20));
+  else if (bytes >= 1 << 10)
+    os << llvm::format("%.1f KiB", bytes / (1 << 10));
+  else
+    os << int64_t(bytes) << " B";
+  return text;
+}
 
 double mlir::loom::estimateOpSeconds(Operation *op,
                                      const StageCostRates &rates) {

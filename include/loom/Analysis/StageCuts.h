@@ -32,6 +32,10 @@ struct StageCostRates {
   double backwardFactor = 2.0;
 };
 
+/// `bytes` as the pipeline passes' remarks print them: `2.0 KiB`,
+/// `96.0 MiB`, `64 B`.
+std::string formatBytes(double bytes);
+
 /// The seconds `op` takes at `rates`: its GEMM FLOPs at the GEMM rate, or
 /// for any other op the bytes it moves (backwardFactor not applied).
 double estimateOpSeconds(Operation *op, const StageCostRates &rates);

@@ -18,18 +18,6 @@ namespace loom {
 
 namespace {
 
-std::string bytesText(double bytes) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  if (bytes >= 1 << 20)
-    os << llvm::format("%.1f MiB", bytes / (1 << 20));
-  else if (bytes >= 1 << 10)
-    os << llvm::format("%.1f KiB", bytes / (1 << 10));
-  else
-    os << int64_t(bytes) << " B";
-  return text;
-}
-
 struct CutStagesPass : impl::LoomCutStagesBase<CutStagesPass> {
   using Base::Base;
 
@@ -66,8 +54,8 @@ struct CutStagesPass : impl::LoomCutStagesBase<CutStagesPass> {
       ops[cut.afterOp]->emitRemark()
           << "pipeline stage " << stage << " ends here (" << seconds
           << " ms forward and backward per microbatch, "
-          << bytesText(plan->parameterBytes[stage]) << " of parameters); "
-          << bytesText(cut.crossingBytes) << " of activations cross to stage "
+          << formatBytes(plan->parameterBytes[stage]) << " of parameters); "
+          << formatBytes(cut.crossingBytes) << " of activations cross to stage "
           << stage + 1;
     }
   }

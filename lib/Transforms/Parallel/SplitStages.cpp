@@ -381,18 +381,6 @@ private:
     return double(shaped.getNumElements()) * ((bits + 7) / 8);
   }
 
-  static std::string bytesText(double bytes) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    if (bytes >= 1 << 20)
-      os << llvm::format("%.1f MiB", bytes / (1 << 20));
-    else if (bytes >= 1 << 10)
-      os << llvm::format("%.1f KiB", bytes / (1 << 10));
-    else
-      os << int64_t(bytes) << " B";
-    return text;
-  }
-
   /// The schedule replayed with the cost model's time of each stage's F, B
   /// and W (the ops of microbatch 0: each does the same work) and the
   /// activations its forward keeps for its backward, as the remark the pass
@@ -440,7 +428,7 @@ private:
       if (schedule.splitsBackward())
         remark << llvm::format("/%.3g", costs.weight[s] * 1e3);
       remark << " ms, " << simulation.peakMicrobatches[s] << " x "
-             << bytesText(costs.activationBytes[s]);
+             << formatBytes(costs.activationBytes[s]);
     }
     return text;
   }

@@ -37,21 +37,16 @@ int64_t bufferBytes(MemRefType type) {
                        plan::PlanDialect::kAlignment);
 }
 
-/// `pairs` with every [source, target] turned around.
-SmallVector<SmallVector<int64_t, 2>> reversedPairs(ArrayAttr pairs) {
+/// The [source, target] pairs of `pairs`, each turned around if `reversed`.
+SmallVector<SmallVector<int64_t, 2>> pairsOf(ArrayAttr pairs,
+                                             bool reversed = false) {
   SmallVector<SmallVector<int64_t, 2>> result;
   for (Attribute pair : pairs) {
-    ArrayRef<int64_t> ranks = cast<DenseI64ArrayAttr>(pair).asArrayRef();
-    result.push_back(SmallVector<int64_t, 2>(ranks.rbegin(), ranks.rend()));
+    SmallVector<int64_t, 2> ranks(cast<DenseI64ArrayAttr>(pair).asArrayRef());
+    if (reversed)
+      std::reverse(ranks.begin(), ranks.end());
+    result.push_back(ranks);
   }
-  return result;
-}
-
-SmallVector<SmallVector<int64_t, 2>> pairsOf(ArrayAttr pairs) {
-  SmallVector<SmallVector<int64_t, 2>> result;
-  for (Attribute pair : pairs)
-    result.push_back(
-        SmallVector<int64_t, 2>(cast<DenseI64ArrayAttr>(pair).asArrayRef()));
   return result;
 }
 
@@ -93,7 +88,7 @@ llvm::DenseMap<Operation *, unsigned> releasePoints(Block &body) {
       auto recvTag = recvAttrs.getAs<IntegerAttr>("tag");
       auto recvPairs = recvAttrs.getAs<ArrayAttr>("pairs");
       if (!recvTag || !recvPairs || recvTag.getInt() != tag.getInt() ||
-          pairsOf(recvPairs) != reversedPairs(pairs))
+          pairsOf(recvPairs) != pairsOf(pairs, /*reversed=*/true))
         continue;
       // The first use of what it received after the receive itself.
       for (Value output : recv.getOutputs())
