@@ -6,6 +6,7 @@
 #   .gpu-kit/gpt2/        the GPT-2-small benchmark plan (benchmarks/gpt2-cuda)
 #   .gpu-kit/dp/          the 2-rank data-parallel and tensor-parallel
 #                         training checks
+#   .gpu-kit/layouts/     the parallel layouts' plans (gpu-parallel-layouts.sh)
 #   .gpu-kit/googletest/  GoogleTest's source, for the unit tests there
 # Then, on the GPU machine: scripts/gpu-session.sh (see
 # docs/design/cuda-backend.md).
@@ -32,5 +33,10 @@ mkdir -p "$kit/dp"
 "$python" -c "import numpy as np; r = np.random.default_rng(1); \
 np.save('$kit/dp/x.npy', r.normal(size=(12, 8)).astype(np.float32)); \
 np.save('$kit/dp/labels.npy', r.integers(0, 4, size=12))"
+# The parallel layouts of the example GPT (pipelines, ZeRO, tensor
+# parallel, 3D) as plans compiled here, each run there on thread ranks
+# sharing the GPU against the 1-rank plan on the CPU.
+"$root/scripts/gpu-parallel-layouts.sh" make "$kit/layouts" \
+  "$build/bin/loom-run"
 cp -r /usr/src/googletest "$kit/googletest"
 du -sh "$kit"

@@ -7,7 +7,8 @@
 #   2. ctest -L gpu: the CUDA kernels against the CPU kernels, the NCCL
 #      engine (cuda-kernels, nccl-*);
 #   3. the end-to-end cases: plans compiled elsewhere, run with
-#      --device cuda against the CPU backend and PyTorch (gpu_checks.py);
+#      --device cuda against the CPU backend and PyTorch (gpu_checks.py),
+#      and the parallel layouts on thread ranks (gpu-parallel-layouts.sh);
 #   4. the attention kernels against PyTorch's scaled_dot_product_attention
 #      (benchmarks/attention-cuda), and the GPT-2-small bf16 training
 #      benchmark against PyTorch eager.
@@ -96,6 +97,10 @@ sys.exit(0 if ok else 1)" \
     } 2>&1 | tee "$out/dp-$plan.log" | tail -n 4
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
   done
+  # Pipelines (each schedule), ZeRO 1 and 3, tensor parallel and 3D on
+  # thread ranks sharing the GPU, against one CPU rank.
+  "$root/scripts/gpu-parallel-layouts.sh" check "$kit/layouts" \
+    "$build/bin/loom-run" 2>&1 | tee "$out/layouts.log" || status=1
 fi
 if [[ $what == all || $what == bench ]]; then
   PYTHONUNBUFFERED=1 python3 "$root/benchmarks/attention-cuda/bench.py" \
