@@ -210,9 +210,13 @@ Executor::create(std::shared_ptr<const Plan> plan, int rank,
       const Weight &from = plan->weights[source];
       HostTensor value;
       value.dtype = from.dtype;
-      value.shape = from.shape;
-      const uint8_t *data = plan->data.data() + from.offset;
-      value.data.assign(data, data + from.bytes);
+      value.shape = plan->weights[id].shape;
+      if (copiesSourceBlock(*plan, plan->weights[id])) {
+        const uint8_t *data = plan->data.data() + from.offset;
+        value.data.assign(data, data + from.bytes);
+      } else {
+        value.data = sourceBlockOf(*plan, plan->weights[id]);
+      }
       if (Status status = executor->refreshCopy(id, value); !status)
         return status;
     }
@@ -289,8 +293,11 @@ Status Executor::setWeight(size_t id, const HostTensor &tensor) {
           backend_->upload(weights_[id], tensor.data.data(), weight.bytes);
       !status)
     return status;
+  // (A copy of another block is set by whoever sets the source's other
+  // blocks: loading a checkpoint assembles it.)
   for (size_t copy = 0; copy < plan_->weights.size(); ++copy)
-    if (plan_->weights[copy].castOf == int64_t(id) && held_[copy])
+    if (plan_->weights[copy].castOf == int64_t(id) && held_[copy] &&
+        copiesSourceBlock(*plan_, plan_->weights[copy]))
       if (Status status = refreshCopy(copy, tensor); !status)
         return status;
   return Status::ok();

@@ -277,14 +277,94 @@ Status loomrt::checkWeightSlices(const Plan &plan, size_t *culprit) {
     const Weight &copy = plan.weights[id];
     if (copy.castOf < 0 || uint64_t(copy.castOf) >= plan.weights.size())
       continue;
+    // Another block than the source's is fine (the runtime assembles it
+    // from the source tensor's weights), of the same tensor.
     const Weight &source = plan.weights[copy.castOf];
-    if (copy.sliceOffsets != source.sliceOffsets ||
-        copy.globalShape != source.globalShape)
+    const std::vector<int64_t> &copyTensor =
+        copy.isSlice() ? copy.globalShape : copy.shape;
+    const std::vector<int64_t> &sourceTensor =
+        source.isSlice() ? source.globalShape : source.shape;
+    if (copyTensor != sourceTensor)
       return fail(id, describe(id) + " is a cast of " +
                           describe(size_t(copy.castOf)) +
-                          ", but a copy of a slice must be the same slice");
+                          ", but a copy must be a block of its source's "
+                          "tensor");
   }
   return Status::ok();
+}
+
+void loomrt::copyBlockOverlap(const uint8_t *from,
+                              const std::vector<int64_t> &fromOffsets,
+                              const std::vector<int64_t> &fromShape,
+                              uint8_t *to,
+                              const std::vector<int64_t> &toOffsets,
+                              const std::vector<int64_t> &toShape,
+                              size_t size) {
+  size_t rank = toShape.size();
+  if (rank == 0) {
+    std::memcpy(to, from, size);
+    return;
+  }
+  std::vector<int64_t> low(rank), high(rank), fromStride(rank, 1),
+      toStride(rank, 1);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t f = fromOffsets.empty() ? 0 : fromOffsets[d];
+    int64_t t = toOffsets.empty() ? 0 : toOffsets[d];
+    low[d] = std::max(f, t);
+    high[d] = std::min(f + fromShape[d], t + toShape[d]);
+    if (low[d] >= high[d])
+      return;
+  }
+  for (size_t d = rank - 1; d > 0; --d) {
+    fromStride[d - 1] = fromStride[d] * fromShape[d];
+    toStride[d - 1] = toStride[d] * toShape[d];
+  }
+  size_t run = size_t(high[rank - 1] - low[rank - 1]) * size;
+  std::vector<int64_t> at(low);
+  while (true) {
+    int64_t fromIndex = 0, toIndex = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      fromIndex +=
+          (at[d] - (fromOffsets.empty() ? 0 : fromOffsets[d])) * fromStride[d];
+      toIndex += (at[d] - (toOffsets.empty() ? 0 : toOffsets[d])) * toStride[d];
+    }
+    std::memcpy(to + toIndex * size, from + fromIndex * size, run);
+    // The next row: the odometer over every dimension but the last.
+    int d = int(rank) - 2;
+    for (; d >= 0; --d) {
+      if (++at[size_t(d)] < high[size_t(d)])
+        break;
+      at[size_t(d)] = low[size_t(d)];
+    }
+    if (d < 0)
+      return;
+  }
+}
+
+bool loomrt::copiesSourceBlock(const Plan &plan, const Weight &copy) {
+  if (copy.castOf < 0 || uint64_t(copy.castOf) >= plan.weights.size())
+    return false;
+  const Weight &source = plan.weights[size_t(copy.castOf)];
+  return copy.shape == source.shape &&
+         copy.sliceOffsets == source.sliceOffsets &&
+         copy.globalShape == source.globalShape;
+}
+
+std::vector<uint8_t> loomrt::sourceBlockOf(const Plan &plan,
+                                           const Weight &copy) {
+  const Weight &source = plan.weights[size_t(copy.castOf)];
+  size_t size = dtypeSize(source.dtype);
+  uint64_t elements = 1;
+  for (int64_t extent : copy.shape)
+    elements *= uint64_t(extent);
+  std::vector<uint8_t> block(elements * size, 0);
+  for (const Weight &part : plan.weights)
+    if (part.name == source.name && part.castOf < 0 &&
+        part.dtype == source.dtype)
+      copyBlockOverlap(plan.data.data() + part.offset, part.sliceOffsets,
+                       part.shape, block.data(), copy.sliceOffsets, copy.shape,
+                       size);
+  return block;
 }
 
 namespace {
@@ -299,9 +379,10 @@ std::vector<bool> referencedWeights(const Plan &plan,
         ref.offset >= plan.weights.size())
       return;
     uses[ref.offset] = true;
-    int64_t source = plan.weights[ref.offset].castOf;
-    if (source >= 0 && uint64_t(source) < plan.weights.size())
-      uses[size_t(source)] = true;
+    // (A copy of another block is derived from the plan's bytes and
+    // rewritten by the step: its source need not be held.)
+    if (copiesSourceBlock(plan, plan.weights[ref.offset]))
+      uses[size_t(plan.weights[ref.offset].castOf)] = true;
   };
   for (const Instruction &instruction : program.instructions) {
     for (const TensorRef &ref : instruction.inputs)

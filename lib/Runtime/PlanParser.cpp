@@ -583,9 +583,10 @@ Status Parser::checkSlices(const Plan &plan) const {
   return Status::ok();
 }
 
-/// A `cast_of` copy is bf16 of its source's shape, and its source an f32
-/// or f64 weight that is no copy itself; both are state or neither (the
-/// runtime rewrites a copy when its source is set).
+/// A `cast_of` copy is bf16 of its source's shape (or a block of the same
+/// tensor), and its source an f32 or f64 weight that is no copy itself;
+/// both are state or neither (the runtime rewrites a copy when its source
+/// is set).
 Status Parser::checkCopies(const Plan &plan) const {
   for (size_t id = 0; id < plan.weights.size(); ++id) {
     const Weight &copy = plan.weights[id];
@@ -607,7 +608,10 @@ Status Parser::checkCopies(const Plan &plan) const {
                        "), but copies are "
                        "bf16 casts of f32 or f64 weights that are no "
                        "copies themselves");
-    if (copy.shape != source.shape || copy.state != source.state)
+    // (Whether a copy of another block than its source's is a block of
+    // the same tensor is checked with the slices, checkWeightSlices.)
+    if ((copy.shape != source.shape && !copy.isSlice() && !source.isSlice()) ||
+        copy.state != source.state)
       return error(weightLines[id],
                    what + "of another shape or another kind (state or not)");
   }

@@ -152,7 +152,11 @@ struct Weight {
   /// The id of the weight this one is a bf16 copy of (`cast_of`), or -1.
   /// The runtime derives a copy from its source when it loads the plan and
   /// whenever the source is set (Executor::setWeight), so a copy never
-  /// disagrees with its source, whatever wrote the source's bytes.
+  /// disagrees with its source, whatever wrote the source's bytes. A copy
+  /// is usually the same block as its source; it may be another block of
+  /// the same tensor (ZeRO's whole bf16 copy of a sharded f32 master), and
+  /// is then derived from every weight of the source's name that it
+  /// overlaps (copiesSourceBlock).
   int64_t castOf = -1;
   /// A slice (version 4): this weight is the block of a tensor of shape
   /// `globalShape` that starts at `sliceOffsets` and has the shape `shape`,
@@ -176,6 +180,24 @@ struct Plan {
   std::vector<uint8_t> data;
   std::vector<RankProgram> ranks;
 };
+
+/// Whether weight `copy` is a `cast_of` copy of exactly its source's block
+/// (the same slice, or both whole), so that setting the source sets it.
+bool copiesSourceBlock(const Plan &plan, const Weight &copy);
+
+/// Copies the elements that the block of `from` (at `fromOffsets`, of shape
+/// `fromShape`, row-major) and the block of `to` share, `size` bytes each;
+/// empty offsets are a block at the origin.
+void copyBlockOverlap(const uint8_t *from,
+                      const std::vector<int64_t> &fromOffsets,
+                      const std::vector<int64_t> &fromShape, uint8_t *to,
+                      const std::vector<int64_t> &toOffsets,
+                      const std::vector<int64_t> &toShape, size_t size);
+
+/// The block of weight `copy`'s source tensor that `copy` covers, in the
+/// source's dtype, assembled from the plan's initial bytes of every weight
+/// of the source's name (a copy of another block than its source's).
+std::vector<uint8_t> sourceBlockOf(const Plan &plan, const Weight &copy);
 
 /// Serializes `plan` (docs/design/plan-format.md).
 std::string writePlan(const Plan &plan);

@@ -216,6 +216,14 @@ std::vector<size_t> loomrt::stateWeights(const Plan &plan) {
   return ids;
 }
 
+std::vector<size_t> loomrt::checkpointedWeights(const Plan &plan) {
+  std::vector<size_t> ids;
+  for (size_t id : stateWeights(plan))
+    if (plan.weights[id].castOf < 0)
+      ids.push_back(id);
+  return ids;
+}
+
 std::vector<std::vector<int>> loomrt::stateWeightHolders(const Plan &plan) {
   // The executors' own rule: a rank's file holds what its executor holds.
   std::vector<std::vector<int>> holders = weightHolders(plan);
@@ -244,7 +252,7 @@ CheckpointIndex loomrt::makeCheckpointIndex(const Plan &plan, int64_t step) {
   for (size_t rank = 0; rank < plan.ranks.size(); ++rank)
     index.rankFiles.push_back(rankCheckpointFile(int(rank)));
   std::vector<std::vector<int>> holders = stateWeightHolders(plan);
-  for (size_t id : stateWeights(plan)) {
+  for (size_t id : checkpointedWeights(plan)) {
     const Weight &weight = plan.weights[id];
     index.weights.push_back({weight.name, weight.dtype, weight.shape,
                              holders[id], weight.sliceOffsets,
@@ -423,7 +431,7 @@ Status loomrt::checkCheckpointMatches(const CheckpointIndex &index,
                                       const std::string &dir) {
   // The checkpoint must hold exactly this plan's state: the same tensors
   // (names, dtypes, whole shapes), however they are cut and placed.
-  std::vector<size_t> ids = stateWeights(plan);
+  std::vector<size_t> ids = checkpointedWeights(plan);
   std::map<std::string, std::vector<size_t>> byName;
   for (size_t id : ids)
     byName[plan.weights[id].name].push_back(id);
@@ -501,10 +509,15 @@ bool loomrt::checkpointNeedsResharding(const CheckpointIndex &index,
   if (index.rankFiles.size() != plan.ranks.size())
     return true;
   std::map<WeightKey, size_t> byKey;
-  for (size_t id : stateWeights(plan))
+  for (size_t id : checkpointedWeights(plan))
     byKey[{plan.weights[id].name, plan.weights[id].sliceOffsets}] = id;
   if (byKey.size() != index.weights.size())
     return true;
+  // A copy of another block than its source's is assembled from the
+  // source's parts, which only resharding reads.
+  for (const Weight &weight : plan.weights)
+    if (weight.castOf >= 0 && !copiesSourceBlock(plan, weight))
+      return true;
   std::vector<std::vector<int>> holders = stateWeightHolders(plan);
   for (const CheckpointIndex::Entry &entry : index.weights) {
     auto it = byKey.find({entry.name, entry.sliceOffsets});
@@ -518,7 +531,10 @@ bool loomrt::checkpointNeedsResharding(const CheckpointIndex &index,
 Status loomrt::writeRankCheckpoint(const std::string &path, const Plan &plan,
                                    const Executor &executor, int rank,
                                    int64_t step) {
-  std::vector<size_t> ids = rankStateWeights(plan, rank);
+  std::vector<size_t> ids;
+  for (size_t id : rankStateWeights(plan, rank))
+    if (plan.weights[id].castOf < 0)
+      ids.push_back(id);
   std::string header = std::string(kRankCheckpointMagic) + "\nrank " +
                        std::to_string(rank) + "\nstep " + std::to_string(step) +
                        "\n";
@@ -555,53 +571,6 @@ Status loomrt::writeRankCheckpoint(const std::string &path, const Plan &plan,
 }
 
 namespace {
-
-/// Copies the elements that the box of `from` (at `fromOffsets`, of shape
-/// `fromShape`) and the box of `to` share, row-major, `size` bytes each.
-void copyOverlap(const uint8_t *from, const std::vector<int64_t> &fromOffsets,
-                 const std::vector<int64_t> &fromShape, uint8_t *to,
-                 const std::vector<int64_t> &toOffsets,
-                 const std::vector<int64_t> &toShape, size_t size) {
-  size_t rank = toShape.size();
-  if (rank == 0) {
-    std::memcpy(to, from, size);
-    return;
-  }
-  std::vector<int64_t> low(rank), high(rank), fromStride(rank, 1),
-      toStride(rank, 1);
-  for (size_t d = 0; d < rank; ++d) {
-    int64_t f = fromOffsets.empty() ? 0 : fromOffsets[d];
-    int64_t t = toOffsets.empty() ? 0 : toOffsets[d];
-    low[d] = std::max(f, t);
-    high[d] = std::min(f + fromShape[d], t + toShape[d]);
-    if (low[d] >= high[d])
-      return;
-  }
-  for (size_t d = rank - 1; d > 0; --d) {
-    fromStride[d - 1] = fromStride[d] * fromShape[d];
-    toStride[d - 1] = toStride[d] * toShape[d];
-  }
-  size_t run = size_t(high[rank - 1] - low[rank - 1]) * size;
-  std::vector<int64_t> at(low);
-  while (true) {
-    int64_t fromIndex = 0, toIndex = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      fromIndex +=
-          (at[d] - (fromOffsets.empty() ? 0 : fromOffsets[d])) * fromStride[d];
-      toIndex += (at[d] - (toOffsets.empty() ? 0 : toOffsets[d])) * toStride[d];
-    }
-    std::memcpy(to + toIndex * size, from + fromIndex * size, run);
-    // The next row: the odometer over every dimension but the last.
-    int d = int(rank) - 2;
-    for (; d >= 0; --d) {
-      if (++at[size_t(d)] < high[size_t(d)])
-        break;
-      at[size_t(d)] = low[size_t(d)];
-    }
-    if (d < 0)
-      return;
-  }
-}
 
 /// Rank `rank`'s file of the checkpoint in `dir`: read, parsed, and checked
 /// to be that rank's at the index's step.
@@ -672,15 +641,20 @@ Status loadResharded(const std::string &dir, const CheckpointIndex &index,
   std::vector<std::pair<size_t, HostTensor>> values;
   for (size_t id : rankStateWeights(plan, rank)) {
     const Weight &weight = plan.weights[id];
-    if (weight.castOf >= 0)
+    // A copy of its source's block follows its source (setWeight); a copy
+    // of another block (a whole bf16 copy of a sharded master) is the
+    // cast of its block of the source tensor, assembled here.
+    if (weight.castOf >= 0 && copiesSourceBlock(plan, weight))
       continue;
+    const Weight &from =
+        weight.castOf >= 0 ? plan.weights[size_t(weight.castOf)] : weight;
     HostTensor value;
-    value.dtype = weight.dtype;
+    value.dtype = from.dtype;
     value.shape = weight.shape;
-    value.data.assign(weight.bytes, 0);
-    size_t size = dtypeSize(weight.dtype);
+    size_t size = dtypeSize(from.dtype);
+    value.data.assign(weight.bytes / dtypeSize(weight.dtype) * size, 0);
     for (const CheckpointIndex::Entry &entry : index.weights) {
-      if (entry.name != weight.name ||
+      if (entry.name != from.name ||
           !boxesOverlap(entry.sliceOffsets, entry.shape, weight.sliceOffsets,
                         weight.shape))
         continue;
@@ -698,10 +672,18 @@ Status loadResharded(const std::string &dir, const CheckpointIndex &index,
                              " does not hold '" + entry.name + "'" +
                              sliceField(entry.sliceOffsets, entry.globalShape) +
                              " as its index says");
-      copyOverlap(reinterpret_cast<const uint8_t *>((*file)->bytes.data()) +
-                      part->second.first,
-                  entry.sliceOffsets, entry.shape, value.data.data(),
-                  weight.sliceOffsets, weight.shape, size);
+      copyBlockOverlap(
+          reinterpret_cast<const uint8_t *>((*file)->bytes.data()) +
+              part->second.first,
+          entry.sliceOffsets, entry.shape, value.data.data(),
+          weight.sliceOffsets, weight.shape, size);
+    }
+    if (&from != &weight) {
+      StatusOr<HostTensor> narrow = castTensor(value, weight.dtype);
+      if (!narrow)
+        return narrow.status().withContext("deriving weight '" + weight.name +
+                                           "'");
+      value = std::move(*narrow);
     }
     values.emplace_back(id, std::move(value));
   }
@@ -731,7 +713,7 @@ Status loomrt::loadRankCheckpoint(const std::string &dir,
   };
   // Exactly the weights the index gives this rank, as the plan has them.
   std::map<WeightKey, size_t> byKey;
-  for (size_t id : stateWeights(plan))
+  for (size_t id : checkpointedWeights(plan))
     byKey[{plan.weights[id].name, plan.weights[id].sliceOffsets}] = id;
   std::set<WeightKey> expected;
   for (const CheckpointIndex::Entry &entry : index.weights)

@@ -3,6 +3,7 @@
 #include "loom/Runtime/Session/Report.h"
 
 #include <cstdio>
+#include <set>
 
 #include "loom/Analysis/LinkModel.h"
 
@@ -24,7 +25,13 @@ RankUsage loomrt::rankUsage(const Plan &plan, int rank,
   RankUsage usage;
   usage.rank = rank;
   std::vector<bool> held = rankHeldWeights(plan, rank);
-  uint64_t heldBytes = 0;
+  // Mixed precision as ZeRO counts it: the bf16 copies are the parameters
+  // the step computes with, their f32 masters optimizer state.
+  std::set<std::string> masters;
+  for (const Weight &weight : plan.weights)
+    if (weight.castOf >= 0 && uint64_t(weight.castOf) < plan.weights.size())
+      masters.insert(plan.weights[size_t(weight.castOf)].name);
+  uint64_t heldBytes = 0, trainedBytes = 0;
   for (size_t id = 0; id < plan.weights.size(); ++id) {
     if (!held[id])
       continue;
@@ -35,14 +42,23 @@ RankUsage loomrt::rankUsage(const Plan &plan, int rank,
     heldBytes += owned ? (weight.bytes + kOwnedWeightAlignment - 1) /
                              kOwnedWeightAlignment * kOwnedWeightAlignment
                        : weight.bytes;
-    if (!weight.state || weight.castOf >= 0)
+    if (!weight.state)
       continue;
-    if (weight.name.rfind("optimizer.", 0) == 0)
+    if (weight.castOf >= 0) {
+      usage.paramBytes += weight.bytes;
+      continue;
+    }
+    if (weight.name.rfind("optimizer.", 0) == 0) {
+      usage.optimizerBytes += weight.bytes;
+      continue;
+    }
+    trainedBytes += weight.bytes;
+    if (masters.count(weight.name))
       usage.optimizerBytes += weight.bytes;
     else
       usage.paramBytes += weight.bytes;
   }
-  usage.gradBytes = usage.paramBytes;
+  usage.gradBytes = trainedBytes;
   if (size_t(rank) < plan.ranks.size() &&
       plan.ranks[size_t(rank)].gradientBytes >= 0)
     usage.gradBytes = uint64_t(plan.ranks[size_t(rank)].gradientBytes);

@@ -175,8 +175,9 @@ public:
 
   FailureOr<rt::Plan> take(ModuleOp module) {
     // A copy whose source the plan also holds names it (the same slice of
-    // it), so that the runtime keeps the two in step; without it (inference
-    // reads only the copy) the copy is simply the weight.
+    // it, or a block of the same tensor), so that the runtime keeps the two
+    // in step; without it (inference reads only the copy) the copy is
+    // simply the weight.
     for (CopySource &copy : copySources) {
       const rt::Weight &weight = plan.weights[copy.id];
       auto it = weightIds.find({copy.source, weight.sliceOffsets});
@@ -185,6 +186,21 @@ public:
         plan.weights[copy.id].castOf = int64_t(it->second);
         continue;
       }
+      // Another block of the same tensor (ZeRO's whole bf16 copy of a
+      // sharded master): the runtime assembles it from the source's blocks.
+      auto tensorShape = [](const rt::Weight &w) {
+        return w.isSlice() ? w.globalShape : w.shape;
+      };
+      bool found = false;
+      for (const auto &[key, id] : weightIds)
+        if (key.first == copy.source &&
+            tensorShape(plan.weights[id]) == tensorShape(weight)) {
+          plan.weights[copy.id].castOf = int64_t(id);
+          found = true;
+          break;
+        }
+      if (found)
+        continue;
       for (const auto &[key, id] : weightIds)
         if (key.first == copy.source)
           return copy.parameter.emitOpError("is a copy of @")

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../ParameterCopies.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Transforms/Fusion/Passes.h"
 #include "mlir/IR/Builders.h"
@@ -87,21 +88,9 @@ struct CacheParameterCastsPass
   /// reads, stores and casts keep the shard type they have.
   ParameterOp addCopy(ParameterOp parameter, Type element, SymbolTable &symbols,
                       ArrayRef<AssignOp> assigns) {
-    OpBuilder builder(parameter);
-    builder.setInsertionPointAfter(parameter);
-    // A shapes-only parameter gets a shapes-only copy.
-    Attribute value;
-    if (parameter.getInitialValue())
-      value =
-          CastOfAttr::get(builder.getContext(),
-                          FlatSymbolRefAttr::get(parameter.getSymNameAttr()));
-    auto copy = builder.create<ParameterOp>(
-        parameter.getLoc(),
-        builder.getStringAttr(parameter.getSymName() + ".bf16"),
-        TypeAttr::get(parameter.getTensorType().clone(element)),
-        /*trainable=*/UnitAttr(), parameter.getShardingAttr(), value);
-    // Renames the copy if the name is taken.
-    symbols.insert(copy);
+    ParameterOp copy = declareCastCopy(parameter, element,
+                                       parameter.getShardingAttr(), symbols);
+    OpBuilder builder(copy);
     for (AssignOp assign : assigns) {
       builder.setInsertionPointAfter(assign);
       auto type = cast<RankedTensorType>(assign.getValue().getType());

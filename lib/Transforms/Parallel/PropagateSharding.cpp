@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../ParameterCopies.h"
 #include "ShardingPropagation.h"
 #include "loom/Transforms/Parallel/Passes.h"
 #include "llvm/ADT/SetVector.h"
@@ -380,6 +381,119 @@ void shardParameters(ModuleOp module, func::FuncOp func,
   }
 }
 
+/// The casts to bf16 that are the only readers (besides its ZeRO update) of
+/// `zero`'s parameter, all in `func` and on one pipeline stage; empty when
+/// anything reads it otherwise.
+SmallVector<CastOp> onlyNarrowedReads(ModuleOp module, func::FuncOp func,
+                                      const ZeroUpdate &zero) {
+  SmallVector<CastOp> casts;
+  bool other = false;
+  module.walk([&](ParamOp read) {
+    if (other || read.getNameAttr().getAttr() != zero.parameter)
+      return;
+    if (read->getParentOfType<func::FuncOp>() != func) {
+      other = true;
+      return;
+    }
+    for (Operation *user : read->getUsers()) {
+      if (user == zero.param)
+        continue;
+      auto narrow = dyn_cast<CastOp>(user);
+      if (!narrow || !isNarrowing(narrow) ||
+          !getElementTypeOrSelf(narrow.getType()).isBF16()) {
+        other = true;
+        return;
+      }
+      casts.push_back(narrow);
+    }
+  });
+  if (other || casts.empty())
+    return {};
+  // One stage: the copy's store goes where its master's update does.
+  Attribute stage = casts.front()->getAttr(LoomDialect::kStageAttrName);
+  for (CastOp narrow : casts)
+    if (narrow->getAttr(LoomDialect::kStageAttrName) != stage)
+      return {};
+  return casts;
+}
+
+/// ZeRO stages 1 and 2 under mixed precision (ZeRO's and Megatron's
+/// distributed optimizer's layout): a parameter that the step reads only
+/// through casts to bf16 (a GEMM weight) keeps a whole bf16 copy for the
+/// forward and backward passes, `@NAME.bf16` (what loom-cache-parameter-
+/// casts makes on one rank, with the same name), and its f32 master lives
+/// as its shard, read by nothing but its update: the update casts the
+/// updated shard and all-gathers the copy in bf16. The model states per
+/// rank become 2 bytes of copy (and the gradient) per element plus the
+/// master's 4 and the moments' 8 divided by N, and the gather moves half
+/// the bytes. The copy is the cast of the master, as on one rank: every
+/// value is unchanged.
+void shardMasters(ModuleOp module, func::FuncOp func,
+                  ArrayRef<ZeroUpdate> updates, int64_t stage) {
+  SymbolTable symbols(module);
+  Builder attrs(module.getContext());
+  for (const ZeroUpdate &zero : updates) {
+    SmallVector<CastOp> casts = onlyNarrowedReads(module, func, zero);
+    auto parameter = symbols.lookup<ParameterOp>(zero.parameter);
+    if (casts.empty() || !parameter)
+      continue;
+    Type element = getElementTypeOrSelf(casts.front().getType());
+    ParameterOp copy = declareCastCopy(parameter, element, zero.whole, symbols);
+    std::string stageName = ("ZeRO-" + Twine(stage)).str();
+    copy->setAttr(LoomDialect::kShardingOriginAttrName,
+                  attrs.getStringAttr(stageName + ": the bf16 copy of @" +
+                                      zero.parameter.getValue() +
+                                      ", whole for the GEMMs"));
+    for (CastOp narrow : casts) {
+      OpBuilder at(narrow);
+      auto read =
+          at.create<ParamOp>(narrow.getLoc(), narrow.getType(),
+                             FlatSymbolRefAttr::get(copy.getSymNameAttr()));
+      // Its action (stage, microbatch, backward) and its sharding.
+      for (NamedAttribute attr : narrow->getDiscardableAttrs())
+        if (attr.getName() != LoomDialect::kFactorShardingAttrName)
+          read->setAttr(attr.getName(), attr.getValue());
+      read->setAttr(LoomDialect::kShardingAttrName, zero.whole);
+      narrow.replaceAllUsesWith(read.getResult());
+      auto master = narrow.getInput().getDefiningOp<ParamOp>();
+      narrow->erase();
+      if (master->use_empty())
+        master->erase();
+    }
+    // The master: a shard, read by its update only.
+    func.walk([&](ParamOp read) {
+      if (read.getNameAttr().getAttr() == zero.parameter)
+        read->setAttr(LoomDialect::kShardingAttrName, zero.shard);
+    });
+    parameter.setShardingAttr(zero.shard);
+    parameter->setAttr(LoomDialect::kShardingOriginAttrName,
+                       attrs.getStringAttr(stageName + ": the f32 master of @" +
+                                           zero.parameter.getValue() +
+                                           " lives as its shard"));
+    ReshardOp updated = zero.updated;
+    updated.setShardingAttr(zero.shard);
+    SmallVector<AssignOp> stores;
+    for (Operation *user : updated->getUsers())
+      if (auto assign = dyn_cast<AssignOp>(user);
+          assign && assign.getNameAttr().getAttr() == zero.parameter)
+        stores.push_back(assign);
+    for (AssignOp store : stores) {
+      OpBuilder after(store);
+      after.setInsertionPointAfter(store);
+      auto type = cast<RankedTensorType>(updated.getType());
+      auto narrow = after.create<CastOp>(store.getLoc(), type.clone(element),
+                                         updated.getResult());
+      narrow->setAttr(LoomDialect::kShardingAttrName, zero.shard);
+      auto gather = after.create<ReshardOp>(
+          store.getLoc(), narrow.getResult(), zero.whole,
+          attrs.getStringAttr(stageName + ": the updated shard's bf16 copy, "
+                                          "gathered"));
+      after.create<AssignOp>(store.getLoc(), copy.getSymName(),
+                             gather.getResult());
+    }
+  }
+}
+
 /// Every annotation of `func` and the module's parameters, planted and
 /// propagated in priority order.
 void propagateAnnotations(ModuleOp module, func::FuncOp func, MeshAttr mesh,
@@ -448,10 +562,14 @@ void propagateAnnotations(ModuleOp module, func::FuncOp func, MeshAttr mesh,
   propagation.write();
   if (zeroStage >= 3)
     shardParameters(module, func, updates);
+  else if (zeroStage >= 1)
+    shardMasters(module, func, updates, zeroStage);
   if (isolate)
     func->setAttr(LoomDialect::kGradientBytesAttrName,
                   IntegerAttr::get(IntegerType::get(module.getContext(), 64),
                                    gradientBytes));
+  else // (A count of whole gradients, which shards would make wrong.)
+    func->removeAttr(LoomDialect::kGradientBytesAttrName);
 }
 
 /// The one mesh every annotation of `module` names, if any.

@@ -119,6 +119,25 @@ private:
     return common;
   }
 
+  /// The parameters that `op`'s results are stored into, through any ops.
+  static SmallVector<Attribute> storedFrom(Operation *op) {
+    SmallVector<Attribute> names;
+    SmallVector<Operation *> work{op};
+    llvm::SmallPtrSet<Operation *, 8> seen;
+    while (!work.empty()) {
+      Operation *at = work.pop_back_val();
+      for (Operation *user : at->getUsers()) {
+        if (!seen.insert(user).second)
+          continue;
+        if (auto assign = dyn_cast<AssignOp>(user))
+          names.push_back(assign.getNameAttr().getAttr());
+        else
+          work.push_back(user);
+      }
+    }
+    return names;
+  }
+
   bool isReplicated(Value value) const {
     Operation *def = value.getDefiningOp();
     return !def || replicated.contains(def);
@@ -207,7 +226,13 @@ private:
         SmallVector<int> where;
         if (Operation *def = op->getOperand(0).getDefiningOp();
             def && replicated.contains(def) && !parametersOf[def].empty()) {
-          std::set<int> &set = readers[parametersOf[def].front()];
+          std::set<int> set = readers[parametersOf[def].front()];
+          // A master that only its update reads (ZeRO's sharded f32 master
+          // under mixed precision): where the parameters it stores into
+          // (its bf16 copy) are read.
+          if (set.empty())
+            for (Attribute stored : storedFrom(op))
+              set.insert(readers[stored].begin(), readers[stored].end());
           where.assign(set.begin(), set.end());
         }
         if (where.empty())

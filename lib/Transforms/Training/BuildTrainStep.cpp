@@ -174,6 +174,15 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
     // bf16 gradients meet the 1/K scaling (in f32, where 1/3 is not
     // rounded to bf16), clipping and the optimizer widened: the widening is
     // exact, and fusion folds it into the next kernel.
+    // Gradients kept in bf16 are 2 bytes each (reports' grad_bytes; the
+    // parallelization passes recount what they shard).
+    if (gradientPrecision == "bf16") {
+      int64_t bytes = 0;
+      for (Value grad : grads)
+        bytes += cast<RankedTensorType>(grad.getType()).getNumElements() * 2;
+      step->setAttr(LoomDialect::kGradientBytesAttrName,
+                    builder.getI64IntegerAttr(bytes));
+    }
     for (auto [grad, gradient] : llvm::zip(grads, gradients)) {
       auto type = cast<RankedTensorType>(grad.getType());
       Type master =

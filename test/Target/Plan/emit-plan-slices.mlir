@@ -16,7 +16,9 @@
 // RUN: loom-opt --loom-lower-to-plan %t/dptp.mlir | FileCheck %s --check-prefix=LOWERED
 // RUN: not loom-run %t/partial.mlir --emit-plan %t/partial.plan 2>&1 | FileCheck %s --check-prefix=PARTIAL
 // RUN: not loom-run %t/outside.mlir --emit-plan %t/outside.plan 2>&1 | FileCheck %s --check-prefix=OUTSIDE
-// RUN: not loom-run %t/copy.mlir --emit-plan %t/copy.plan 2>&1 | FileCheck %s --check-prefix=COPY
+// RUN: loom-run %t/copy.mlir --ranks 2 --emit-plan %t/copy.plan --output-dir %t/copy-out > /dev/null
+// RUN: grep -a '^weight' %t/copy.plan | FileCheck %s --check-prefix=COPY
+// RUN: %python -c "import numpy as np; d = '%t/copy-out/rank'; print('copies', all((np.load(d + str(r) + '/copy.npy') == np.arange(16.0).reshape(4, 4)[:, 2 * r:2 * r + 2]).all() for r in (0, 1)))" | FileCheck %s --check-prefix=COPY-VALUES
 
 //--- tp.mlir
 // Mesh tp = 2. Rank r holds rows [2r, 2r+2) of @rows, @res and @rows.bf16,
@@ -172,12 +174,18 @@ module attributes {loom.world_size = 3 : i64} {
 }
 
 //--- copy.mlir
-// A bf16 copy split by columns, its source by rows: the runtime could not
-// keep them in step.
-// COPY: error: 'loom.parameter' op is a copy of @w read as [4,2] at [0,0], but its source is read otherwise: a copy and its source need the same sharding
+// A bf16 copy split by columns, its source by rows: a copy may be another
+// block of its source's tensor (as ZeRO's whole copy of a sharded master),
+// and names one weight of that tensor; the runtime assembles each rank's
+// copy from both ranks' rows.
+// COPY:      weight 0 "w" f32 [2,4] offset 0 bytes 32 slice [0,0] of [4,4]
+// COPY-NEXT: weight 1 "w.bf16" bf16 [4,2] offset 64 bytes 16 cast_of 0 slice [0,0] of [4,4]
+// COPY-NEXT: weight 2 "w" f32 [2,4] offset 128 bytes 32 slice [2,0] of [4,4]
+// COPY-NEXT: weight 3 "w.bf16" bf16 [4,2] offset 192 bytes 16 cast_of 0 slice [0,2] of [4,4]
+// COPY-VALUES: copies True
 module attributes {loom.world_size = 2 : i64} {
   loom.mesh @mesh = <tp = 2>
-  loom.parameter @w : tensor<4x4xf32> sharding <@mesh, [{tp}, {}]> = dense<1.0> : tensor<4x4xf32>
+  loom.parameter @w : tensor<4x4xf32> sharding <@mesh, [{tp}, {}]> = dense<[[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0], [8.0, 9.0, 10.0, 11.0], [12.0, 13.0, 14.0, 15.0]]> : tensor<4x4xf32>
   loom.parameter @w.bf16 : tensor<4x4xbf16> sharding <@mesh, [{}, {tp}]> = #loom.cast_of<@w>
   func.func @read() -> (tensor<2x4xf32> {onnx.name = "w"}, tensor<4x2xbf16> {onnx.name = "copy"}) attributes {loom.ranks = array<i64: 0, 1>} {
     %w = loom.param @w : tensor<2x4xf32>

@@ -67,11 +67,11 @@ func.func @update(%new: tensor<4x8xf32>) {
 
 // -----
 
-// The copy takes a free name, keeps the parameter's sharding, and is
-// shapes-only when the parameter is.
+// The copy takes a free name, keeps the parameter's sharding, and names
+// its source also when the parameter is shapes-only.
 // CHECK:       loom.parameter @w.bf16 : tensor<4x8xf32>
 // CHECK:       loom.parameter @w trainable : tensor<4x8xf32> sharding <@mesh, [{}, {tp}]>{{$}}
-// CHECK-NEXT:  loom.parameter @[[COPY:.*]] : tensor<4x8xbf16> sharding <@mesh, [{}, {tp}]>{{$}}
+// CHECK-NEXT:  loom.parameter @[[COPY:.*]] : tensor<4x8xbf16> sharding <@mesh, [{}, {tp}]> = #loom.cast_of<@w>{{$}}
 // CHECK-LABEL: func.func @shapes_only
 // CHECK:         loom.param @[[COPY]] : tensor<4x8xbf16>
 loom.mesh @mesh = <tp = 2>

@@ -83,6 +83,37 @@ module {
 
 // -----
 
+// A master that the step also reads in f32 (here an add; a layer norm's
+// weight, an embedding table) stays whole under stages 1 and 2: a bf16
+// copy could not stand in for it.
+// ONE:         loom.parameter @v trainable : tensor<4xf32>{{$}}
+// ONE-NEXT:    loom.parameter @n : tensor<4xf32> sharding <@mesh, [{dp}]>{{$}}
+// ONE-LABEL:   func.func @read_in_f32
+// ONE-NOT:       @v.bf16
+// ONE:           loom.param @v : tensor<4xf32>
+// ONE:           loom.all_gather %{{.*}} : tensor<2xf32> -> tensor<4xf32>
+// ONE-NEXT:      loom.assign @v, %{{.*}} : tensor<4xf32>
+module {
+  loom.mesh @mesh = <dp = 2>
+  loom.parameter @v trainable : tensor<4xf32>
+  loom.parameter @n : tensor<4xf32>
+  func.func @read_in_f32(%x: tensor<4x4xf32>, %g: tensor<4xf32>, %step: tensor<f64>) -> tensor<4x4xf32> {
+    %p = loom.shard %x to <@mesh, [{dp}, {}]> : tensor<4x4xf32>
+    %v = loom.param @v : tensor<4xf32>
+    %vb = loom.cast %v : tensor<4xf32> -> tensor<4xbf16>
+    %vw = loom.cast %vb : tensor<4xbf16> -> tensor<4xf32>
+    %y = loom.add %p, %v : (tensor<4x4xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+    %z = loom.add %y, %vw : (tensor<4x4xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+    %n = loom.param @n : tensor<4xf32>
+    %new, %state = loom.sgd_update %v, %g, %step, %n {lr = 1.0e-1 : f64, momentum = 9.0e-01 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<f64>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+    loom.assign @v, %new : tensor<4xf32>
+    loom.assign @n, %state : tensor<4xf32>
+    return %z : tensor<4x4xf32>
+  }
+}
+
+// -----
+
 // Hybrid sharding (<replica = 2, dp = 2>, the batch over both): the
 // gradient, a partial sum over both axes, is reduced and scattered within
 // the shard group (dp) and its shard all-reduced across the groups
@@ -128,6 +159,30 @@ module {
 // THREE-NEXT:    loom.matmul %{{.*}}, %[[W2]] :
 // THREE-NOT:     loom.all_gather
 // THREE:         loom.assign @w, %{{.*}} : tensor<2x4xf32>
+//
+// Under stages 1 and 2 (ZeRO's mixed-precision layout): the GEMMs read a
+// whole bf16 copy, @w.bf16 (the cast of the master, as one rank's
+// loom-cache-parameter-casts makes it); the f32 master lives as its shard,
+// which only its update reads; the update casts the updated shard and
+// gathers the copy in bf16.
+// ONE:         loom.parameter @w trainable : tensor<4x4xf32> sharding <@mesh, [{dp}, {}]>{{$}}
+// ONE-NEXT:    loom.parameter @w.bf16 : tensor<4x4xbf16> sharding <@mesh, [{}, {}]> = #loom.cast_of<@w>{{$}}
+// ONE-LABEL:   func.func @mixed_precision
+// ONE:           %[[MASTER:.*]] = loom.param @w : tensor<2x4xf32>
+// ONE-NEXT:      %[[COPY:.*]] = loom.param @w.bf16 : tensor<4x4xbf16>
+// ONE-NEXT:      loom.matmul %{{.*}}, %[[COPY]] transpose_rhs
+// ONE-NEXT:      loom.matmul %{{.*}}, %[[COPY]] :
+// ONE-NOT:       loom.all_gather
+// ONE:           %[[NEW:.*]], %{{.*}} = loom.sgd_update %[[MASTER]]
+// ONE-NEXT:      loom.assign @w, %[[NEW]] : tensor<2x4xf32>
+// ONE-NEXT:      %[[NARROW:.*]] = loom.cast %[[NEW]] : tensor<2x4xf32> -> tensor<2x4xbf16>
+// ONE-NEXT:      %[[GATHERED:.*]] = loom.all_gather %[[NARROW]] axis 0 {{.*}} : tensor<2x4xbf16> -> tensor<4x4xbf16>
+// ONE-NEXT:      loom.assign @w.bf16, %[[GATHERED]] : tensor<4x4xbf16>
+// TWO:         loom.parameter @w.bf16 : tensor<4x4xbf16> sharding <@mesh, [{}, {}]> = #loom.cast_of<@w>{{$}}
+// TWO-LABEL:   func.func @mixed_precision
+// TWO:           loom.param @w : tensor<2x4xf32>
+// TWO:           loom.all_gather %{{.*}} : tensor<2x4xbf16> -> tensor<4x4xbf16>
+// TWO-NEXT:      loom.assign @w.bf16
 module {
   loom.mesh @mesh = <dp = 2>
   loom.parameter @w trainable : tensor<4x4xf32>

@@ -213,6 +213,42 @@ TEST(ExecutorTest, StateWeightsPersistAcrossRunsAndExecutors) {
   EXPECT_FALSE((*second)->setWeight(0, floats({3}, {1, 2, 3})).isOk());
 }
 
+TEST(ExecutorTest, CopiesOfAnotherBlockAreAssembled) {
+  // ZeRO's whole bf16 copy (weight 2) of an f32 master held as two shards
+  // (weights 0 and 1, one per rank): the executor assembles the copy from
+  // every block of the source's tensor in the plan, and setting one shard
+  // (a rank's own) leaves the copy to whoever sets the others.
+  auto plan = std::make_shared<Plan>();
+  for (int64_t half = 0; half < 2; ++half) {
+    Weight shard = stateWeight("w", DType::F32, {2}, uint64_t(half) * 64);
+    shard.sliceOffsets = {half * 2};
+    shard.globalShape = {4};
+    plan->weights.push_back(shard);
+  }
+  Weight copy = stateWeight("w.bf16", DType::BF16, {4}, /*offset=*/128);
+  copy.castOf = 0;
+  plan->weights.push_back(copy);
+  float top[] = {1.0f, 2.0f}, bottom[] = {-3.0f, 0.5f};
+  plan->data.resize(192);
+  std::memcpy(plan->data.data(), top, 8);
+  std::memcpy(plan->data.data() + 64, bottom, 8);
+  plan->ranks.emplace_back().arenaBytes = 64;
+  ASSERT_TRUE(checkWeightSlices(*plan).isOk());
+  EXPECT_FALSE(copiesSourceBlock(*plan, plan->weights[2]));
+
+  auto executor = Executor::create(plan);
+  ASSERT_TRUE(executor.isOk()) << executor.status().message();
+  auto bits = [&] {
+    HostTensor value = (*executor)->weight(2);
+    std::vector<uint16_t> result(4);
+    std::memcpy(result.data(), value.data.data(), 8);
+    return result;
+  };
+  EXPECT_EQ(bits(), (std::vector<uint16_t>{0x3f80, 0x4000, 0xc040, 0x3f00}));
+  ASSERT_TRUE((*executor)->setWeight(0, floats({2}, {7.0f, 7.0f})).isOk());
+  EXPECT_EQ(bits(), (std::vector<uint16_t>{0x3f80, 0x4000, 0xc040, 0x3f00}));
+}
+
 TEST(ExecutorTest, CopiesFollowTheirSources) {
   // Weight 1 is the bf16 copy (`cast_of`) of weight 0, and the plan's bytes
   // for it are stale (zero), as after a tool refilled the source: the

@@ -1069,16 +1069,33 @@ TEST(PlanErrorTest, Slices) {
             "plan.lp:4: weight 1 (slice [2,0] of [4,2]) and weight 0 (slice "
             "[0,0] of [4,2]) of 'w' differ in kind (state or not): the slices "
             "of one tensor are all state or none");
-  // A copy of a slice is the same slice.
+  // A copy is a block of its source's tensor: another slice of it, or all
+  // of it (ZeRO's whole bf16 copy of a sharded master), but not a block of
+  // another shape.
+  EXPECT_TRUE(parsePlan(slicePlan(top, bottom,
+                                  "weight 2 \"w.bf16\" bf16 [2,2] offset 128 "
+                                  "bytes 8 state cast_of 0 slice [2,0] of "
+                                  "[4,2]\n"
+                                  "weight 3 \"w.bf16\" bf16 [2,2] offset 192 "
+                                  "bytes 8 state cast_of 1 slice [0,0] of "
+                                  "[4,2]\n",
+                                  4),
+                        "swapped.lp")
+                  .isOk());
+  StatusOr<Plan> whole = parsePlan(
+      slicePlan(top, bottom,
+                "weight 2 \"w.bf16\" bf16 [4,2] offset 128 bytes 16 state "
+                "cast_of 1\n",
+                3),
+      "whole.lp");
+  ASSERT_TRUE(whole.isOk()) << whole.status().message();
+  EXPECT_FALSE(copiesSourceBlock(*whole, whole->weights[2]));
   EXPECT_EQ(error(top, bottom,
                   "weight 2 \"w.bf16\" bf16 [2,2] offset 128 bytes 8 state "
-                  "cast_of 0 slice [2,0] of [4,2]\n"
-                  "weight 3 \"w.bf16\" bf16 [2,2] offset 192 bytes 8 state "
-                  "cast_of 1 slice [0,0] of [4,2]\n",
-                  4),
-            "plan.lp:5: weight 2 (slice [2,0] of [4,2]) is a cast of weight 0 "
-            "(slice [0,0] of [4,2]), but a copy of a slice must be the same "
-            "slice");
+                  "cast_of 0\n",
+                  3),
+            "plan.lp:5: weight 2 is a cast of weight 0 (slice [0,0] of "
+            "[4,2]), but a copy must be a block of its source's tensor");
   // Syntax, and the version.
   EXPECT_EQ(error(top, "slice [-2,0] of [4,2]"),
             "plan.lp:4: negative offset -2 in slice '[-2,0]'");

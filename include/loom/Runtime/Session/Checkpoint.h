@@ -40,6 +40,11 @@ constexpr const char *kRankCheckpointMagic = "loom-checkpoint-rank 2";
 /// The ids of `plan`'s state weights, in increasing order.
 std::vector<size_t> stateWeights(const Plan &plan);
 
+/// The state weights a checkpoint holds: all but the bf16 copies
+/// (`cast_of`), which are derived from their sources on loading, so that a
+/// checkpoint resumes under a layout that keeps other copies (or none).
+std::vector<size_t> checkpointedWeights(const Plan &plan);
+
 /// For every weight id, the ranks whose checkpoint files hold it, in
 /// increasing order: for a state weight, the ranks whose executors hold it
 /// (weightHolders: the ranks whose program refers to it or to a `cast_of`

@@ -35,15 +35,19 @@ namespace loomrt {
 
 struct RankUsage {
   int rank = 0;
-  /// The trained parameters the rank holds (its slices of sharded ones):
-  /// state weights that are not optimizer state (`optimizer.*`) and not
-  /// bf16 copies (`cast_of`).
+  /// The parameters the step computes with that the rank holds (its
+  /// slices of sharded ones): the trained state weights that are not
+  /// optimizer state (`optimizer.*`) and have no bf16 copy, and the bf16
+  /// copies (`cast_of`) of those that have one (mixed precision, counted as
+  /// ZeRO counts it: the copies are the parameters, the f32 masters
+  /// optimizer state).
   uint64_t paramBytes = 0;
-  /// Their gradients: one per parameter, of its dtype and (local) shape, so
-  /// the same bytes as paramBytes.
+  /// Their gradients: the plan's `gradients` of the rank, else one per
+  /// trained parameter (the masters), of its dtype and (local) shape.
   uint64_t gradBytes = 0;
   /// The optimizer state the rank holds: the state weights named
-  /// `optimizer.*` (moments, momentum buffers, and the step counter).
+  /// `optimizer.*` (moments, momentum buffers, and the step counter) and
+  /// the f32 masters of parameters that have a bf16 copy.
   uint64_t optimizerBytes = 0;
   /// The rank's arena plus the weights it holds (RunReport::heldWeightBytes).
   uint64_t plannedPeakBytes = 0;

@@ -180,8 +180,17 @@ def LoomPropagateSharding : Pass<"loom-propagate-sharding", "::mlir::ModuleOp"> 
     `zero=3` the parameter itself lives as its shard and is gathered just
     before each op that reads it; an op reading it through a narrowing cast
     (mixed precision's bf16 copy) casts its own shard and gathers the bf16
-    shard. The step function's
-    `loom.gradient_bytes` gives the gradient bytes each rank holds.
+    shard. With `zero=1` and `zero=2`, a parameter that the step reads only
+    through casts to bf16 (a GEMM weight under mixed precision) gets a
+    whole bf16 copy `@NAME.bf16` (`#loom.cast_of`, what
+    loom-cache-parameter-casts makes on one rank) that those reads take,
+    while its f32 master lives as its shard, read by its update alone,
+    which casts the updated shard and gathers the copy in bf16 (ZeRO's
+    mixed-precision layout: 2 bytes of whole parameter per element, the
+    master's 4 and the moments' 8 divided by the ranks). The step
+    function's `loom.gradient_bytes` gives the gradient bytes each rank
+    holds (without ZeRO or data parallelism, the pass drops a whole
+    count that sharding would make wrong).
 
     With `eager-gradients` and `zero=0` (data parallelism without ZeRO,
     the default of `--dp`), each gradient gets the same boundary right

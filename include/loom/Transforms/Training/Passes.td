@@ -301,7 +301,8 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
       is), sums the microbatches and scales by 1/K in bf16, and widens it
       to f32 only for clipping and the update: gradients are stored and
       reduced over data-parallel ranks in bf16 (Megatron's
-      `--grad-reduce-in-bf16`, ZeRO's fp16 gradients).
+      `--grad-reduce-in-bf16`, ZeRO's fp16 gradients); the step's
+      `loom.gradient_bytes` counts them at 2 bytes each.
     * Every `loom.dropout` of the step takes the update count as its `step`
       (a new mask every step), and microbatch k's numbers its elements
       after the earlier microbatches' (`index_base`).

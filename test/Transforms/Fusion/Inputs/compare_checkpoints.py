@@ -1,12 +1,17 @@
-"""Compares two one-rank loom-run checkpoints (DIR/rank0.ckpt) bit for bit.
+"""Compares two one-rank loom-run states bit for bit.
 
     compare_checkpoints.py WITH_COPIES WITHOUT_COPIES
+
+Each is a checkpoint (DIR/rank0.ckpt, which holds no bf16 copies: they are
+derived on loading) or a --save-weights folder (one NAME.npy per state
+weight, the bf16 copies among them, saved as the f32 values they hold).
 
 Every state weight of WITHOUT_COPIES must have the same bytes in
 WITH_COPIES. The weights only WITH_COPIES has must be bf16 copies,
 `<name>.bf16`, holding exactly `<name>` rounded to bf16 (to nearest, ties
 to even), as the update kernel that writes them must keep them.
 """
+import os
 import sys
 
 import numpy as np
@@ -16,6 +21,15 @@ DTYPES = {"f32": np.float32, "f64": np.float64, "bf16": np.uint16,
 
 
 def read(directory):
+    if not os.path.exists(directory + "/rank0.ckpt"):
+        weights = {}
+        for file in os.listdir(directory):
+            name, value = file[:-len(".npy")], np.load(directory + "/" + file)
+            if name.endswith(".bf16"):  # exact bf16 values: their top bits
+                value = (value.astype(np.float32).view(np.uint32) >>
+                         16).astype(np.uint16)
+            weights[name] = value
+        return weights
     with open(directory + "/rank0.ckpt", "rb") as f:
         blob = f.read()
     header, _, data = blob.partition(b"\ndata ")
@@ -45,8 +59,8 @@ def main():
     with_copies, without = read(sys.argv[1]), read(sys.argv[2])
     failures = 0
     for name, value in sorted(without.items()):
-        same = name in with_copies and np.array_equal(
-            with_copies[name].view(np.uint8), value.view(np.uint8))
+        same = name in with_copies and (
+            with_copies[name].tobytes() == value.tobytes())
         print("%s: %s" % (name, "identical" if same else "DIFFERENT"))
         failures += not same
     for name in sorted(set(with_copies) - set(without)):
