@@ -101,16 +101,40 @@ public:
   }
 
 private:
+  /// Numbers the ops (spaced 2^32 apart) and the stretches. Afterwards
+  /// only fusible ops are inserted or moved, each right before an op whose
+  /// stretch it takes: `placed` gives it the position halfway to its
+  /// predecessor's, and the block is renumbered only when a gap is used up,
+  /// not after every change (which made the pass quadratic in the block's
+  /// length; MLIR's own order indices have gaps of 5, which the hoists
+  /// before one group's first op use up at once).
   void renumber() {
     position.clear();
     stretch.clear();
     unsigned stretches = 0;
-    for (auto [index, op] : llvm::enumerate(block)) {
-      position[&op] = index;
+    uint64_t index = 0;
+    for (Operation &op : block) {
+      position[&op] = ++index << 32;
       stretch[&op] = stretches;
       if (endsStretch(op))
         ++stretches;
     }
+  }
+
+  /// Gives `op`, just inserted or moved before `next`, its position and
+  /// `next`'s stretch.
+  void placed(Operation *op, Operation *next) {
+    stretch[op] = stretch.lookup(next);
+    Operation *prev = op->getPrevNode();
+    uint64_t low = prev ? position.lookup(prev) : 0;
+    uint64_t high = position.lookup(next);
+    if (high - low < 2)
+      return renumber();
+    position[op] = low + (high - low) / 2;
+  }
+
+  bool before(Operation *a, Operation *b) const {
+    return position.lookup(a) < position.lookup(b);
   }
 
   /// Puts `op` into a group (joining or merging its producers' groups, or a
@@ -155,7 +179,7 @@ private:
   Operation *firstOp(ArrayRef<unsigned> members) {
     Operation *first = groups[members.front()].ops.front();
     for (unsigned member : members)
-      if (position.lookup(groups[member].ops.front()) < position.lookup(first))
+      if (before(groups[member].ops.front(), first))
         first = groups[member].ops.front();
     return first;
   }
@@ -173,8 +197,7 @@ private:
       if (isSplatConstant(value))
         return true;
       Operation *def = value.getDefiningOp();
-      return !def || def->getBlock() != &block ||
-             position.lookup(def) < position.lookup(first) ||
+      return !def || def->getBlock() != &block || before(def, first) ||
              canHoist(def, first, members, hoists, 0);
     };
     if (!llvm::all_of(op->getOperands(), available))
@@ -211,7 +234,7 @@ private:
     for (Value operand : def->getOperands()) {
       Operation *producer = operand.getDefiningOp();
       if (producer && producer->getBlock() == &block &&
-          position.lookup(producer) >= position.lookup(first) &&
+          !before(producer, first) &&
           !canHoist(producer, first, members, hoists, depth + 1))
         return false;
     }
@@ -222,16 +245,16 @@ private:
   void hoist(ArrayRef<Operation *> hoists, Operation *first) {
     if (hoists.empty())
       return;
-    for (Operation *op : hoists)
+    for (Operation *op : hoists) {
       op->moveBefore(first);
-    renumber();
+      placed(op, first);
+    }
   }
 
   /// Gives `op` (just placed in `group`) its own copy of every widening cast
   /// of a value in memory that it reads from another group, so that the
   /// cast's wide result need not be stored for it.
   void recomputeWideningCasts(Operation *op, unsigned group) {
-    bool inserted = false;
     for (OpOperand &use : op->getOpOperands()) {
       auto castOp = use.get().getDefiningOp<CastOp>();
       if (!castOp || castOp->getBlock() != &block)
@@ -247,14 +270,12 @@ private:
         continue;
       OpBuilder builder(op);
       Operation *copy = builder.clone(*castOp);
+      placed(copy, op);
       use.set(copy->getResult(0));
       Group &members = groups[group];
       members.ops.insert(members.ops.end() - 1, copy);
       groupOf[copy] = group;
-      inserted = true;
     }
-    if (inserted)
-      renumber();
   }
 
   /// The ops of group `group` that `value` is computed from (program order)
@@ -287,9 +308,7 @@ private:
       inputBytes += elementBytes(input) * double(numElements(input)) / elements;
     if (!(inputBytes < double(elementBytes(value))))
       return std::nullopt;
-    llvm::sort(cone, [&](Operation *a, Operation *b) {
-      return position.lookup(a) < position.lookup(b);
-    });
+    llvm::sort(cone, [&](Operation *a, Operation *b) { return before(a, b); });
     return cone;
   }
 
@@ -320,13 +339,13 @@ private:
           continue;
         }
         Operation *copy = builder.clone(*original, mapping);
+        placed(copy, op);
         copies.ops.push_back(copy);
         copiesOf[original].push_back(copy);
         groupOf[copy] = groups.size();
       }
       groups.push_back(std::move(copies));
       use.set(mapping.lookupOrDefault(use.get()));
-      renumber();
     }
   }
 
@@ -337,8 +356,7 @@ private:
     if (it == copiesOf.end())
       return nullptr;
     for (Operation *copy : it->second)
-      if (stretch.lookup(copy) == stretch.lookup(op) &&
-          position.lookup(copy) < position.lookup(op))
+      if (stretch.lookup(copy) == stretch.lookup(op) && before(copy, op))
         return copy;
     return nullptr;
   }
@@ -358,9 +376,8 @@ private:
       }
       groups[other].ops.clear();
     }
-    llvm::sort(merged.ops, [&](Operation *a, Operation *b) {
-      return position.lookup(a) < position.lookup(b);
-    });
+    llvm::sort(merged.ops,
+               [&](Operation *a, Operation *b) { return before(a, b); });
     return target;
   }
 
@@ -441,7 +458,8 @@ private:
   }
 
   Block &block;
-  llvm::DenseMap<Operation *, unsigned> position;
+  /// Increasing along the block (renumber, placed).
+  llvm::DenseMap<Operation *, uint64_t> position;
   /// How many ops that end a stretch (endsStretch) precede each op.
   llvm::DenseMap<Operation *, unsigned> stretch;
   /// The copies recomputeFarOperands made of each op.

@@ -384,30 +384,24 @@ void shardParameters(ModuleOp module, func::FuncOp func,
 /// The casts to bf16 that are the only readers (besides its ZeRO update) of
 /// `zero`'s parameter, all in `func` and on one pipeline stage; empty when
 /// anything reads it otherwise.
-SmallVector<CastOp> onlyNarrowedReads(ModuleOp module, func::FuncOp func,
+SmallVector<CastOp> onlyNarrowedReads(ArrayRef<ParamOp> reads,
+                                      func::FuncOp func,
                                       const ZeroUpdate &zero) {
   SmallVector<CastOp> casts;
-  bool other = false;
-  module.walk([&](ParamOp read) {
-    if (other || read.getNameAttr().getAttr() != zero.parameter)
-      return;
-    if (read->getParentOfType<func::FuncOp>() != func) {
-      other = true;
-      return;
-    }
+  for (ParamOp read : reads) {
+    if (read->getParentOfType<func::FuncOp>() != func)
+      return {};
     for (Operation *user : read->getUsers()) {
       if (user == zero.param)
         continue;
       auto narrow = dyn_cast<CastOp>(user);
       if (!narrow || !isNarrowing(narrow) ||
-          !getElementTypeOrSelf(narrow.getType()).isBF16()) {
-        other = true;
-        return;
-      }
+          !getElementTypeOrSelf(narrow.getType()).isBF16())
+        return {};
       casts.push_back(narrow);
     }
-  });
-  if (other || casts.empty())
+  }
+  if (casts.empty())
     return {};
   // One stage: the copy's store goes where its master's update does.
   Attribute stage = casts.front()->getAttr(LoomDialect::kStageAttrName);
@@ -432,8 +426,15 @@ void shardMasters(ModuleOp module, func::FuncOp func,
                   ArrayRef<ZeroUpdate> updates, int64_t stage) {
   SymbolTable symbols(module);
   Builder attrs(module.getContext());
+  // Every read of each parameter, in any function (one walk: the updates
+  // are as many as the parameters).
+  llvm::DenseMap<StringAttr, SmallVector<ParamOp>> reads;
+  module.walk([&](ParamOp read) {
+    reads[read.getNameAttr().getAttr()].push_back(read);
+  });
   for (const ZeroUpdate &zero : updates) {
-    SmallVector<CastOp> casts = onlyNarrowedReads(module, func, zero);
+    SmallVector<CastOp> casts =
+        onlyNarrowedReads(reads.lookup(zero.parameter), func, zero);
     auto parameter = symbols.lookup<ParameterOp>(zero.parameter);
     if (casts.empty() || !parameter)
       continue;
@@ -460,11 +461,10 @@ void shardMasters(ModuleOp module, func::FuncOp func,
       if (master->use_empty())
         master->erase();
     }
-    // The master: a shard, read by its update only.
-    func.walk([&](ParamOp read) {
-      if (read.getNameAttr().getAttr() == zero.parameter)
-        read->setAttr(LoomDialect::kShardingAttrName, zero.shard);
-    });
+    // The master: a shard, read by its update only (the reads the casts
+    // took are gone).
+    if (auto read = zero.param->getOperand(0).getDefiningOp<ParamOp>())
+      read->setAttr(LoomDialect::kShardingAttrName, zero.shard);
     parameter.setShardingAttr(zero.shard);
     parameter->setAttr(LoomDialect::kShardingOriginAttrName,
                        attrs.getStringAttr(stageName + ": the f32 master of @" +
