@@ -42,14 +42,16 @@ def run(args, schedule, extra):
     if out.returncode:
         sys.exit(f"{' '.join(cmd)} failed:\n{out.stdout}\n{out.stderr}")
     predicted = re.search(
-        r"remark: pipeline \S+ on \d+ ranks, \d+ microbatches \(cost model\): "
-        r"step ([0-9.e+-]+) ms, bubble ([0-9.]+)%; .*?: (.*)$",
+        r"remark: pipeline \S+ on \d+ ranks, \d+ microbatches[^(]*"
+        r"\(cost model\): "
+        r"step ([0-9.e+-]+) ms, bubble ([0-9.]+)% \(([0-9.]+)% between "
+        r"[^)]*\); .*?: (.*)$",
         out.stdout, re.M)
     if not predicted:
         sys.exit("no prediction in loom-run's output:\n" + out.stdout)
     inflight = [int(m) for m in
                 re.findall(r"(?:^|\s)s\d+ [0-9.e/+-]+ ms, (\d+) x",
-                           predicted.group(3))]
+                           predicted.group(4))]
     steps = [json.loads(line)["step_ms"] for line in open(metrics)]
     ranks = json.load(open(report))["ranks"]
     return {
@@ -57,7 +59,10 @@ def run(args, schedule, extra):
         "step_ms": statistics.median(steps[1:] or steps),
         "predicted_ms": float(predicted.group(1)),
         "bubble": statistics.mean(r.get("bubble_fraction", 0) for r in ranks),
-        "predicted_bubble": float(predicted.group(2)) / 100,
+        # The simulation's bubble measured as the trace measures it: each
+        # rank from its first action to its last.
+        "predicted_bubble": float(predicted.group(3)) / 100,
+        "step_bubble": float(predicted.group(2)) / 100,
         "inflight": inflight,
         "planned": [r["planned_peak_bytes"] for r in ranks],
         "measured": [r["measured_peak_bytes"] for r in ranks],
@@ -93,6 +98,9 @@ def main():
     worst = max(abs(a - b) / b for r in rows
                 for a, b in zip(r["planned"], r["measured"]) if b)
     print(f"planned vs measured peak: largest difference {worst * 100:.1f}%")
+    gap = max(abs(r["bubble"] - r["predicted_bubble"]) for r in rows)
+    print(f"bubble: measured vs simulated (each rank from its first action "
+          f"to its last, both), largest difference {gap * 100:.1f} points")
 
 
 if __name__ == "__main__":

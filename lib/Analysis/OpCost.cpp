@@ -36,6 +36,24 @@ OpCost mlir::loom::estimateOpCost(Operation *op) {
     cost.bytesWritten += tensorBytes(type);
     touchesTensors |= isa<RankedTensorType>(type);
   }
+  // Indexing, not arithmetic: the gathered (or scattered) axis is a
+  // contracting factor for sharding (a table split by rows gives partial
+  // results to sum), but no product runs over it. A gather reads the rows
+  // it picks, not the table: the bytes of its result and indices. A
+  // scatter_add adds each update once and writes the whole table.
+  if (auto gather = dyn_cast<GatherOp>(op)) {
+    OpCost rows;
+    rows.bytesRead = tensorBytes(gather.getIndices().getType()) +
+                     tensorBytes(gather.getType());
+    rows.bytesWritten = tensorBytes(gather.getType());
+    return rows;
+  }
+  if (auto scatter = dyn_cast<ScatterAddOp>(op)) {
+    auto updates = cast<RankedTensorType>(scatter.getUpdates().getType());
+    if (updates.hasStaticShape())
+      cost.otherFlops = double(updates.getNumElements());
+    return cost;
+  }
   auto ruled = dyn_cast<FactorRuleOpInterface>(op);
   if (!ruled) {
     if (touchesTensors && !op->hasTrait<OpTrait::IsTerminator>())

@@ -8,6 +8,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -561,33 +562,151 @@ PipelineStageCosts PipelineStageCosts::uniform(int stages, double forward,
   return costs;
 }
 
+namespace {
+
+/// All ranks in one clock, for ranks that share `cores` processors: at
+/// every moment the ranks that compute progress at min(1, cores / their
+/// number) of their speed. Each step runs every rank as far as it can
+/// without waiting, then advances the clock to the next completion or
+/// arrival. (The schedule is proved: it completes.)
+struct SharedReplay {
+  const PipelineSchedule &schedule;
+  int cores;
+  double latency;
+  std::vector<size_t> next;
+  std::vector<double> busy, remaining, started, ready;
+  std::vector<bool> computing;
+  std::map<ActionKey, double> posted;
+  std::vector<PipelineSimulation::Event> events;
+  double now = 0;
+
+  SharedReplay(const PipelineSchedule &schedule, int cores, double latency)
+      : schedule(schedule), cores(cores), latency(latency),
+        next(schedule.ranks, 0), busy(schedule.ranks, 0.0),
+        remaining(schedule.ranks, 0.0), started(schedule.ranks, 0.0),
+        ready(schedule.ranks, 0.0), computing(schedule.ranks, false) {}
+
+  template <typename Duration> void run(Duration duration) {
+    while (true) {
+      // Every rank that is not computing goes as far as it can now (again
+      // while one moves: a send may unblock a rank visited before it).
+      double arrival = std::numeric_limits<double>::infinity();
+      bool moved = true;
+      while (moved) {
+        moved = false;
+        arrival = std::numeric_limits<double>::infinity();
+        for (int rank = 0; rank < schedule.ranks; ++rank) {
+          const auto &list = schedule.actions[rank];
+          while (!computing[rank] && next[rank] < list.size()) {
+            const PipelineAction &action = list[next[rank]];
+            double start = std::max(now, ready[rank]);
+            if (start > now) { // waiting for data that is on its way
+              arrival = std::min(arrival, start);
+              break;
+            }
+            if (action.isCompute()) {
+              computing[rank] = true;
+              remaining[rank] = duration(action);
+              started[rank] = now;
+              moved = true;
+              break;
+            }
+            if (action.kind == Kind::SendActivation ||
+                action.kind == Kind::SendGradient) {
+              posted[keyOf(action)] = now + latency;
+            } else {
+              auto sent = posted.find(keyOf(matchingSend(action)));
+              if (sent == posted.end())
+                break;
+              if (sent->second > now) {
+                ready[rank] = sent->second;
+                arrival = std::min(arrival, sent->second);
+                break;
+              }
+            }
+            events.push_back({rank, action, now, now});
+            ++next[rank];
+            moved = true;
+          }
+        }
+      }
+      int active = int(std::count(computing.begin(), computing.end(), true));
+      if (active == 0 && arrival == std::numeric_limits<double>::infinity())
+        return;
+      double rate = active > cores ? double(cores) / active : 1.0;
+      double step = arrival - now;
+      for (int rank = 0; rank < schedule.ranks; ++rank)
+        if (computing[rank])
+          step = std::min(step, remaining[rank] / rate);
+      now += step;
+      for (int rank = 0; rank < schedule.ranks; ++rank) {
+        if (!computing[rank])
+          continue;
+        remaining[rank] -= step * rate;
+        if (remaining[rank] > 1e-12 * std::max(1.0, now))
+          continue;
+        computing[rank] = false;
+        busy[rank] += now - started[rank];
+        events.push_back(
+            {rank, schedule.actions[rank][next[rank]], started[rank], now});
+        ++next[rank];
+      }
+    }
+  }
+};
+
+} // namespace
+
 PipelineSimulation
 mlir::loom::simulateSchedule(const PipelineSchedule &schedule,
                              const PipelineStageCosts &costs) {
   bool split = schedule.splitsBackward();
-  Replay replay(schedule);
-  replay.run(
-      [&](const PipelineAction &action) {
-        int s = action.stage;
-        switch (action.kind) {
-        case Kind::Forward:
-          return costs.forward[s];
-        case Kind::Backward:
-          return costs.backward[s] + (split ? 0.0 : costs.weight[s]);
-        default:
-          return costs.weight[s];
-        }
-      },
-      costs.latency);
+  auto duration = [&](const PipelineAction &action) {
+    int s = action.stage;
+    switch (action.kind) {
+    case Kind::Forward:
+      return costs.forward[s];
+    case Kind::Backward:
+      return costs.backward[s] + (split ? 0.0 : costs.weight[s]);
+    default:
+      return costs.weight[s];
+    }
+  };
   PipelineSimulation result;
-  result.events = std::move(replay.events);
-  result.busy = replay.busy;
-  for (double end : replay.time)
-    result.stepTime = std::max(result.stepTime, end);
+  if (costs.cores > 0 && costs.cores < schedule.ranks) {
+    SharedReplay replay(schedule, costs.cores, costs.latency);
+    replay.run(duration);
+    result.events = std::move(replay.events);
+    result.busy = replay.busy;
+    result.stepTime = replay.now;
+  } else {
+    Replay replay(schedule);
+    replay.run(duration, costs.latency);
+    result.events = std::move(replay.events);
+    result.busy = replay.busy;
+    for (double end : replay.time)
+      result.stepTime = std::max(result.stepTime, end);
+  }
   for (double busy : result.busy) {
     double bubble = result.stepTime > 0 ? 1.0 - busy / result.stepTime : 0.0;
     result.bubble.push_back(bubble);
     result.bubbleFraction += bubble / schedule.ranks;
+  }
+  std::vector<double> first(schedule.ranks, -1), last(schedule.ranks, 0);
+  for (const PipelineSimulation::Event &event : result.events) {
+    if (event.action.kind != Kind::Forward &&
+        event.action.kind != Kind::Backward &&
+        event.action.kind != Kind::Weight)
+      continue;
+    if (first[event.rank] < 0)
+      first[event.rank] = event.start;
+    last[event.rank] = std::max(last[event.rank], event.end);
+  }
+  for (int rank = 0; rank < schedule.ranks; ++rank) {
+    double window = first[rank] < 0 ? 0.0 : last[rank] - first[rank];
+    double bubble = window > 0 ? 1.0 - result.busy[rank] / window : 0.0;
+    result.actionBubble.push_back(bubble);
+    result.actionBubbleFraction += bubble / schedule.ranks;
   }
   // A microbatch's activations live from its forward until its backward
   // (its weight gradient, when split) is done.

@@ -65,6 +65,9 @@ struct TrainCompileOptions {
   std::vector<std::string> stageCuts;
   /// --stage-memory-cap-mb: each stage's memory cap for the cuts (0: none).
   double stageMemoryCapMB = 0;
+  /// With pp: the processors the ranks share (0: one each), for the
+  /// predicted schedule.
+  int sharedCores = 0;
   /// --shard REGEX=SHARDING[:PRIORITY], in order, and --shardings FILE.
   std::vector<std::string> shard;
   std::string shardingsFile;

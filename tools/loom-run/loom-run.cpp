@@ -31,6 +31,7 @@
 #include <memory>
 #include <set>
 #include <sys/stat.h>
+#include <thread>
 
 using namespace loomrun;
 using namespace loomrt;
@@ -778,6 +779,15 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     if (std::string problem = checkPipelineFlags(options, world);
         !problem.empty())
       return problem;
+    // Pipeline ranks that run here on the CPU (threads, or every process
+    // of mpirun's world on this host) share this machine's cores, which
+    // the predicted schedule takes into account.
+    const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    bool here = launch.threadRanks > 1 ||
+                (launchedByMPI() && local && std::atoi(local) == world);
+    if (train.pp > 1 && here && launch.executor.device == Device::CPU)
+      options.compile.train.sharedCores =
+          int(std::max(1u, std::thread::hardware_concurrency()));
     if (train.zero > 0 && train.dp < 2)
       return "--zero " + std::to_string(train.zero) +
              " shards over the data-parallel ranks: it needs --dp 2 or more "

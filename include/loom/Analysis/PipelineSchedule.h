@@ -110,6 +110,12 @@ std::optional<std::string> proveSchedule(const PipelineSchedule &schedule);
 struct PipelineStageCosts {
   std::vector<double> forward, backward, weight, activationBytes;
   double latency = 0;
+  /// The processors the ranks share: 0 when each rank has its own (a GPU
+  /// or a node each). With fewer than the ranks (thread ranks or local MPI
+  /// processes on one machine), ranks that compute at once share them
+  /// equally, as the operating system time-slices them: each runs at
+  /// `cores / computing` of its speed while more than `cores` compute.
+  int cores = 0;
 
   /// Every stage: F = `forward`, B = `backward`, W = `weight`, one byte.
   static PipelineStageCosts uniform(int stages, double forward, double backward,
@@ -127,6 +133,12 @@ struct PipelineSimulation {
   std::vector<double> busy, bubble;
   /// The mean of the ranks' bubbles.
   double bubbleFraction = 0;
+  /// Per rank: 1 - busy / the time from its first compute action's start
+  /// to its last one's end, which is how a trace measures a rank's bubble
+  /// (`--report-json`'s bubble_fraction: a rank's clock starts with its
+  /// own work), and their mean.
+  std::vector<double> actionBubble;
+  double actionBubbleFraction = 0;
   /// Per stage: the most microbatches whose forward has run and whose
   /// backward (W when split) has not, and their activation bytes.
   std::vector<int> peakMicrobatches;
@@ -136,7 +148,9 @@ struct PipelineSimulation {
 
 /// Replays a proved schedule: each rank runs its actions in order, a
 /// compute action as soon as the rank is free, a receive when the matching
-/// send has been posted plus the latency.
+/// send has been posted plus the latency; with `costs.cores`, compute
+/// actions that overlap share the cores (an action's span is then its
+/// wall time, as a trace measures it).
 PipelineSimulation simulateSchedule(const PipelineSchedule &schedule,
                                     const PipelineStageCosts &costs);
 

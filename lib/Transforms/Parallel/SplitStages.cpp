@@ -56,8 +56,10 @@ struct Transfer {
 
 class StageSplitter {
 public:
-  StageSplitter(func::FuncOp step, const PipelineSchedule &schedule)
-      : step(step), schedule(schedule), end(0), ranks(schedule.ranks) {}
+  StageSplitter(func::FuncOp step, const PipelineSchedule &schedule,
+                int sharedCores)
+      : step(step), schedule(schedule), sharedCores(sharedCores), end(0),
+        ranks(schedule.ranks) {}
 
   LogicalResult run() {
     Block &body = step.getBody().front();
@@ -435,15 +437,21 @@ private:
         costs.backward[where.stage] += seconds;
       }
     }
+    costs.cores = sharedCores;
     PipelineSimulation simulation = simulateSchedule(schedule, costs);
     std::string text;
     llvm::raw_string_ostream remark(text);
     remark << "pipeline " << schedule.kind << " on " << schedule.ranks
-           << " ranks, " << schedule.microbatches
-           << " microbatches (cost model): step "
+           << " ranks, " << schedule.microbatches << " microbatches"
+           << (sharedCores > 0 && sharedCores < schedule.ranks
+                   ? " sharing " + std::to_string(sharedCores) + " cores"
+                   : std::string())
+           << " (cost model): step "
            << llvm::format("%.3g", simulation.stepTime * 1e3) << " ms, bubble "
-           << llvm::format("%.1f", simulation.bubbleFraction * 100)
-           << "%; per stage, forward/backward"
+           << llvm::format("%.1f", simulation.bubbleFraction * 100) << "% ("
+           << llvm::format("%.1f", simulation.actionBubbleFraction * 100)
+           << "% between each rank's first and last action, as a trace "
+              "measures it); per stage, forward/backward"
            << (schedule.splitsBackward() ? "/weight" : "")
            << " ms and peak activations:";
     for (int s = 0; s < count; ++s) {
@@ -779,6 +787,8 @@ private:
 
   func::FuncOp step;
   const PipelineSchedule &schedule;
+  /// The processors the ranks share, for the prediction (0: one each).
+  int sharedCores;
   /// The number of compute actions of the busiest rank: the slot of work
   /// that waits for another rank after all actions.
   int end;
@@ -820,7 +830,7 @@ struct SplitStagesPass : impl::LoomSplitStagesBase<SplitStagesPass> {
                          << " to split";
       return signalPassFailure();
     }
-    if (failed(StageSplitter(step, *schedule).run()))
+    if (failed(StageSplitter(step, *schedule, sharedCores).run()))
       return signalPassFailure();
   }
 };

@@ -126,7 +126,9 @@ void mlir::loom::buildTrainingPipeline(OpPassManager &pm,
     schedule.virtualStages = std::max(1u, unsigned(options.virtualStages));
     schedule.scheduleFile = options.scheduleFile;
     pm.addPass(createLoomBuildSchedule(schedule));
-    pm.addPass(createLoomSplitStages());
+    LoomSplitStagesOptions split;
+    split.sharedCores = options.sharedCores;
+    pm.addPass(createLoomSplitStages(split));
   }
 }
 

@@ -2,12 +2,18 @@
 // RUN: loom-opt "--loom-cut-stages=function=forward stages=2 stage-cuts=l0.add" --loom-autodiff=function=forward "--loom-build-train-step=function=forward_grad optimizer=sgd lr=0.1 grad-accum=2 erase-sources=true" "--loom-build-schedule=ranks=2 microbatches=2 schedule=zb-h1" --loom-split-stages %S/Inputs/split-stages-model.mlir 2>/dev/null | FileCheck %s --check-prefix=ZB
 // RUN: loom-opt --split-input-file --verify-diagnostics --loom-split-stages %s
 // RUN: loom-opt "--loom-cut-stages=function=forward stages=2 stage-cuts=l0.add" --loom-autodiff=function=forward "--loom-build-train-step=function=forward_grad optimizer=sgd lr=0.1 grad-accum=2 erase-sources=true" "--loom-build-schedule=ranks=2 microbatches=2" --loom-split-stages %S/Inputs/split-stages-model.mlir -o /dev/null 2>&1 | FileCheck %s --check-prefix=PREDICT
+// RUN: loom-opt "--loom-cut-stages=function=forward stages=2 stage-cuts=l0.add" --loom-autodiff=function=forward "--loom-build-train-step=function=forward_grad optimizer=sgd lr=0.1 grad-accum=2 erase-sources=true" "--loom-build-schedule=ranks=2 microbatches=2" --loom-split-stages=shared-cores=1 %S/Inputs/split-stages-model.mlir -o /dev/null 2>&1 | FileCheck %s --check-prefix=SHARED
 
 // Before launch, the schedule replayed with the cost model's time of each
 // stage's forward and backward: 1F1B's first stage holds the activations
 // of both microbatches at once (each stage's forward keeps two [2, 8] f32
 // results for its backward, 128 bytes), the last stage those of one.
-// PREDICT: remark: pipeline 1f1b on 2 ranks, 2 microbatches (cost model): step {{[0-9.e-]+}} ms, bubble {{[0-9.]+}}%; per stage, forward/backward ms and peak activations: s0 {{[0-9.e-]+}}/{{[0-9.e-]+}} ms, 2 x 128 B, s1 {{[0-9.e-]+}}/{{[0-9.e-]+}} ms, 1 x 128 B
+// PREDICT: remark: pipeline 1f1b on 2 ranks, 2 microbatches (cost model): step {{[0-9.e-]+}} ms, bubble {{[0-9.]+}}% ({{[0-9.]+}}% between each rank's first and last action, as a trace measures it); per stage, forward/backward ms and peak activations: s0 {{[0-9.e-]+}}/{{[0-9.e-]+}} ms, 2 x 128 B, s1 {{[0-9.e-]+}}/{{[0-9.e-]+}} ms, 1 x 128 B
+//
+// Ranks that share one core (shared-cores=1) are replayed on one clock:
+// some rank computes from the first action to the last, so the step is all
+// the work and the ranks' bubble as a trace measures it only their waits.
+// SHARED: remark: pipeline 1f1b on 2 ranks, 2 microbatches sharing 1 cores (cost model): step {{[0-9.e-]+}} ms, bubble {{[0-9.]+}}%
 
 // 1F1B on two ranks, two microbatches. Rank 0 runs the first layer of both
 // microbatches (F0.0 F0.1), each sending its residual stream to rank 1 as

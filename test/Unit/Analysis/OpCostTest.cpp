@@ -70,3 +70,29 @@ TEST_F(OpCostTest, BatchedMatmulAndReductions) {
   EXPECT_EQ(total.otherFlops, 4.0 * 16 * 8);
   EXPECT_EQ(total.flops(), total.matmulFlops + total.otherFlops);
 }
+
+TEST_F(OpCostTest, EmbeddingsIndexAndDoNotMultiply) {
+  // An embedding lookup of 128 rows of a [8192, 256] table, and its
+  // gradient: no GEMM FLOPs (the table's rows are a contracting factor for
+  // sharding only). The lookup reads the rows it picks and the indices;
+  // the gradient adds each update once and writes the table.
+  func::FuncOp func = parse(R"mlir(
+    func.func @f(%table: tensor<8192x256xf32>, %ids: tensor<128xi64>, %g: tensor<128x256xf32>) -> (tensor<128x256xf32>, tensor<8192x256xf32>) {
+      %0 = loom.gather %table[%ids] : (tensor<8192x256xf32>, tensor<128xi64>) -> tensor<128x256xf32>
+      %1 = loom.scatter_add %g[%ids] : (tensor<128x256xf32>, tensor<128xi64>) -> tensor<8192x256xf32>
+      return %0, %1 : tensor<128x256xf32>, tensor<8192x256xf32>
+    })mlir");
+  ASSERT_TRUE(func);
+  Operation *gather = nullptr, *scatter = nullptr;
+  func.walk([&](GatherOp op) { gather = op; });
+  func.walk([&](ScatterAddOp op) { scatter = op; });
+  OpCost lookup = estimateOpCost(gather);
+  EXPECT_EQ(lookup.flops(), 0.0);
+  EXPECT_EQ(lookup.bytesRead, 8.0 * 128 + 4.0 * 128 * 256);
+  EXPECT_EQ(lookup.bytesWritten, 4.0 * 128 * 256);
+  OpCost gradient = estimateOpCost(scatter);
+  EXPECT_EQ(gradient.matmulFlops, 0.0);
+  EXPECT_EQ(gradient.otherFlops, 128.0 * 256);
+  EXPECT_EQ(gradient.bytesRead, 4.0 * 128 * 256 + 8.0 * 128);
+  EXPECT_EQ(gradient.bytesWritten, 4.0 * 8192 * 256);
+}

@@ -40,7 +40,52 @@ TEST(PipelineSchedule, OneFOneBAndGPipeBubble) {
         EXPECT_EQ(sim.peakMicrobatches[s],
                   kind == "gpipe" ? M : std::min(P - s, M))
             << kind << " stage " << s;
+      // As a trace measures it, from the rank's first action to its last:
+      // GPipe's stage s waits 3 (P - 1 - s) between its forwards and its
+      // backwards, so the last stage has no bubble.
+      if (kind == "gpipe")
+        for (int s = 0; s < P; ++s)
+          EXPECT_NEAR(sim.actionBubble[s], double(P - 1 - s) / (P - 1 - s + M),
+                      1e-12)
+              << "stage " << s;
     }
+}
+
+TEST(PipelineSchedule, RanksSharingCores) {
+  // On one core, some rank always computes until the step ends (a rank
+  // only ever waits for one that computes): the step is all the work, and
+  // no schedule has an idle core. On two cores, 4 ranks take at least half
+  // the work; with a core each, the step is the unshared one.
+  for (auto [kind, V] : {std::pair<std::string, int>{"gpipe", 1},
+                         {"1f1b", 1},
+                         {"interleaved", 2},
+                         {"zb-h1", 1}}) {
+    int P = 4, M = 8;
+    PipelineSchedule schedule = make(kind, P, M, V);
+    PipelineStageCosts costs = PipelineStageCosts::uniform(P * V, 1, 1.5, 0.5);
+    double work = M * P * V * 3.0;
+    PipelineSimulation alone = simulateSchedule(schedule, costs);
+    costs.cores = 1;
+    PipelineSimulation one = simulateSchedule(schedule, costs);
+    EXPECT_NEAR(one.stepTime, work, 1e-9) << kind;
+    costs.cores = 2;
+    PipelineSimulation two = simulateSchedule(schedule, costs);
+    EXPECT_GE(two.stepTime, work / 2 - 1e-9) << kind;
+    EXPECT_GE(two.stepTime, alone.stepTime - 1e-9) << kind;
+    EXPECT_LE(two.stepTime, one.stepTime + 1e-9) << kind;
+    costs.cores = P;
+    EXPECT_DOUBLE_EQ(simulateSchedule(schedule, costs).stepTime, alone.stepTime)
+        << kind;
+    // Every action ran once, and a time-sliced action spans longer than its
+    // work.
+    size_t computed = 0;
+    for (const PipelineSimulation::Event &event : two.events)
+      if (event.action.isCompute()) {
+        ++computed;
+        EXPECT_GE(event.end - event.start, 0.5 - 1e-9);
+      }
+    EXPECT_EQ(computed, size_t(M * P * V * (kind == "zb-h1" ? 3 : 2)));
+  }
 }
 
 TEST(PipelineSchedule, InterleavedBubble) {

@@ -105,6 +105,7 @@ void setPipelineOptions(const ::loomrun::ModelCompileOptions &options,
   for (const std::string &cut : train.stageCuts)
     pipeline.stageCuts.push_back(cut);
   pipeline.stageMemoryCapMB = train.stageMemoryCapMB;
+  pipeline.sharedCores = train.sharedCores;
   for (const std::string &annotation : train.shard)
     pipeline.shard.push_back(annotation);
   pipeline.shardingsFile = train.shardingsFile;

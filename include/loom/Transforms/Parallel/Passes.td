@@ -656,6 +656,10 @@ def LoomSplitStages : Pass<"loom-split-stages", "::mlir::ModuleOp"> {
   let options = [
     Option<"function", "function", "std::string",
            /*default=*/"\"train_step\"", "The training step to split">,
+    Option<"sharedCores", "shared-cores", "int", /*default=*/"0",
+           "The processors the pipeline ranks share, for the prediction "
+           "(0: a processor each; loom-run gives this machine's cores when "
+           "its ranks run here on the CPU)">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect",
                            "::mlir::func::FuncDialect"];

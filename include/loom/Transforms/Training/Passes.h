@@ -159,6 +159,11 @@ struct TrainingPipelineOptions
       *this, "stage-cuts",
       llvm::cl::desc("With pp: cut after these ONNX nodes instead of where "
                      "the cost model says")};
+  Option<int> sharedCores{
+      *this, "shared-cores",
+      llvm::cl::desc("With pp: the processors the ranks share, for the "
+                     "predicted schedule (0: one each)"),
+      llvm::cl::init(0)};
   Option<double> stageMemoryCapMB{
       *this, "stage-memory-cap-mb",
       llvm::cl::desc("With pp: each stage's memory cap in MiB (0: none)"),
