@@ -28,6 +28,15 @@ layouts=(
   "tp2 2 --tp 2 --grad-accum 4"
   "dp2-pp2-tp2 8 --dp 2 --pp 2 --tp 2 --microbatches 4"
 )
+# Mixed precision, both on the GPU: ZeRO-1's layout (a whole bf16 copy of
+# each GEMM weight, assembled by the runtime from the f32 master's shards,
+# and gathered in bf16 after each update) against data parallelism without
+# ZeRO, which it equals bit for bit on the CPU. (ZeRO-2 reduces each
+# microbatch's gradient, so with accumulation it sums in another order.)
+bf16_pairs=(
+  "dp2-bf16 2 --dp 2 --grad-accum 4 --precision bf16"
+  "dp2-zero1-bf16 2 --dp 2 --zero 1 --grad-accum 4 --precision bf16"
+)
 data=(--input "idx=$dir/input.npy" --labels "$dir/labels.npy" --batch-size 8)
 if [[ $what == make ]]; then
   set -e
@@ -42,7 +51,7 @@ if [[ $what == make ]]; then
     --weight-decay 0.01 --steps 0)
   "$loom_run" "$dir/model.onnx" --train --grad-accum 4 "${data[@]}" \
     "${hyper[@]}" --emit-plan "$dir/one.plan" >/dev/null
-  for layout in "${layouts[@]}"; do
+  for layout in "${layouts[@]}" "${bf16_pairs[@]}"; do
     read -r name ranks flags <<<"$layout"
     # shellcheck disable=SC2086
     "$loom_run" "$dir/model.onnx" --train --ranks "$ranks" $flags \
@@ -72,5 +81,25 @@ for layout in "${layouts[@]}"; do
   "$python" "$root/test/Examples/Inputs/compare_training_runs.py" \
     "$out/one.jsonl" "$out/one" "$out/$name.jsonl" "$out/$name" \
     --rtol 1e-4 || status=1
+done
+train() { # NAME: the plan trained on the GPU for 10 steps
+  "$loom_run" "$dir/$1.plan" --train "${data[@]}" --steps 10 --ranks 2 \
+    --device cuda --metrics "$out/$1.jsonl" --save-weights "$out/$1" \
+    >"$out/$1.log" 2>&1 || {
+    echo "$1: FAILED on the GPU:"
+    tail -n 5 "$out/$1.log"
+    return 1
+  }
+}
+for pair in "dp2-bf16 dp2-zero1-bf16"; do
+  read -r base zero <<<"$pair"
+  if train "$base" && train "$zero"; then
+    echo -n "$zero against $base, both on the GPU: "
+    "$python" "$root/test/Examples/Inputs/compare_training_runs.py" \
+      "$out/$base.jsonl" "$out/$base" "$out/$zero.jsonl" "$out/$zero" \
+      --exact || status=1
+  else
+    status=1
+  fi
 done
 exit $status
