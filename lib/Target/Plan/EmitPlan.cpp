@@ -208,8 +208,9 @@ public:
                  << (weight.isSlice() ? rt::shapeString(weight.shape) + " at " +
                                             rt::shapeString(weight.sliceOffsets)
                                       : std::string("a whole tensor"))
-                 << ", but its source is read otherwise: a copy and its "
-                    "source need the same sharding";
+                 << ", but its source's weights are blocks of a tensor of "
+                    "another shape: a copy must be a block of its source's "
+                    "tensor";
     }
     // The compiler's slices tile their parameters (or it has a bug).
     if (rt::Status status = rt::checkWeightSlices(plan); !status)
