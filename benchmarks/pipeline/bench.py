@@ -5,7 +5,8 @@ Trains a GPT for a few steps with `loom-run --train --pp P --microbatches M`
 under each schedule (gpipe, 1f1b, interleaved with 2 stages per rank,
 zb-h1) and prints, per schedule, the measured median step time, the mean
 measured bubble over the ranks (--report-json's bubble_fraction, from the
-traced last step) and each rank's planned and measured peak memory, next
+traced last step; the median of --repeats runs) and each rank's planned
+and measured peak memory, next
 to what loom-split-stages predicted before launch (the remark loom-run
 prints: step time and bubble from the cost model's per-stage times, and
 how many microbatches of activations each stage holds at most).
@@ -81,10 +82,24 @@ def main():
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--mpirun", default="")
+    p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
-    rows = [run(args, "gpipe", []), run(args, "1f1b", []),
-            run(args, "interleaved", ["--virtual-stages", "2"]),
-            run(args, "zb-h1", [])]
+    # The measured bubble comes from one traced step; on a shared machine
+    # it moves by several points from run to run, so each schedule runs
+    # --repeats times (interleaved with the others) and the medians count.
+    schedules = [("gpipe", []), ("1f1b", []),
+                 ("interleaved", ["--virtual-stages", "2"]), ("zb-h1", [])]
+    runs = [[] for _ in schedules]
+    for _ in range(args.repeats):
+        for index, (schedule, extra) in enumerate(schedules):
+            runs[index].append(run(args, schedule, extra))
+    rows = []
+    for repeats in runs:
+        row = dict(repeats[0])
+        row["bubbles"] = [r["bubble"] for r in repeats]
+        row["bubble"] = statistics.median(row["bubbles"])
+        row["step_ms"] = statistics.median(r["step_ms"] for r in repeats)
+        rows.append(row)
     mib = 1 << 20
     print(f"{'schedule':<18}{'step ms':>9}{'(model)':>9}{'bubble':>9}"
           f"{'(sim.)':>8}   per rank: planned/measured peak MiB "
@@ -99,8 +114,12 @@ def main():
                 for a, b in zip(r["planned"], r["measured"]) if b)
     print(f"planned vs measured peak: largest difference {worst * 100:.1f}%")
     gap = max(abs(r["bubble"] - r["predicted_bubble"]) for r in rows)
-    print(f"bubble: measured vs simulated (each rank from its first action "
-          f"to its last, both), largest difference {gap * 100:.1f} points")
+    print(f"bubble: measured (median of {args.repeats} runs: " +
+          "; ".join(r["name"] + " " + ", ".join(f"{b * 100:.1f}"
+                                                 for b in r["bubbles"])
+                    for r in rows) +
+          ") vs simulated, each rank from its first action to its last: "
+          f"largest difference {gap * 100:.1f} points")
 
 
 if __name__ == "__main__":
