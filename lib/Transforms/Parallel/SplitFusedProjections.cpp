@@ -71,8 +71,12 @@ struct SplitFusedProjectionsPass
       return;
     ParameterOp weight = soleRead(matmul.getRhs(), matmul, module, readCounts);
     ParameterOp bias = soleRead(rhs, add, module, readCounts);
-    if (!weight || !bias || !weight.getInitialValue() ||
-        !bias.getInitialValue() || weight.getSharding() || bias.getSharding())
+    // Both with values, or both without: a model imported shapes-only
+    // (--no-weights, the planner) must be split as its weighted import is,
+    // or its plan would not be the one that runs.
+    if (!weight || !bias ||
+        bool(weight.getInitialValue()) != bool(bias.getInitialValue()) ||
+        weight.getSharding() || bias.getSharding())
       return;
     unsigned features = matmul.getTransposeRhs() ? 0 : 1;
     RankedTensorType weightType = weight.getTensorType();

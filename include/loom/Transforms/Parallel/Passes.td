@@ -285,8 +285,10 @@ def LoomSplitFusedProjections : Pass<"loom-split-fused-projections",
     parameter, with their place in it, so `--save` writes it whole. The
     fused parameters stay as the pieces' sources, no longer trained.
 
-    Only a weight and bias read once, unannotated, with an initial value,
-    are split; anything else is left as it is.
+    Only a weight and bias read once, unannotated, both with an initial
+    value or both without (a model imported shapes-only, whose plan must be
+    the one its weighted import runs), are split; anything else is left as
+    it is.
 
     Input:
     ```mlir
