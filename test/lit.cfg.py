@@ -24,7 +24,7 @@ config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%loom_src", config.loom_src_root))
 
 tool_dirs = [config.loom_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["loom-opt", "loom-translate", "loom-run"], tool_dirs)
+llvm_config.add_tool_substitutions(["loom-opt", "loom-translate", "loom-run", "loom-plan"], tool_dirs)
 config.substitutions.append(("%loom_bin", config.loom_tools_dir))
 
 # Multi-process runs: `%mpirun -np N ...` where Open MPI is installed (as

@@ -111,6 +111,9 @@ struct ModelCompileOptions {
   /// (mlir::loom::buildShapesOnlyPlan) for a report of what each rank
   /// holds (CompileOnlyResult::shapes).
   bool planShapes = false;
+  /// Print no warning or remark (the planner compiles many layouts of one
+  /// model); errors are returned as always.
+  bool quiet = false;
 };
 
 /// What compileOnly did.
@@ -140,6 +143,13 @@ loomrt::StatusOr<loomrt::Plan> compileModel(const std::string &path,
 /// on the lowered module, instead of after every pass.
 loomrt::StatusOr<CompileOnlyResult>
 compileOnly(const std::string &path, const ModelCompileOptions &options);
+
+/// Compiles the model as compileOnly does, without printing anything, to
+/// the plan of shapes only (mlir::loom::buildShapesOnlyPlan): what each rank
+/// runs and holds, without the weights' values (which are not read). The
+/// planner compiles its candidates with it.
+loomrt::StatusOr<loomrt::Plan>
+compileShapesOnly(const std::string &path, const ModelCompileOptions &options);
 
 /// Writes the ONNX model at `modelPath` to `outPath` with the initializers
 /// named in `values` replaced by them (same names, types and shapes; names

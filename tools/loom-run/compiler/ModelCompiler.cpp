@@ -210,6 +210,8 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
   std::string errors;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
     std::string message = diag.str();
+    if (options.quiet && diag.getSeverity() != DiagnosticSeverity::Error)
+      return success();
     if (diag.getSeverity() == DiagnosticSeverity::Warning)
       std::fprintf(stderr, "%s: warning: %s\n",
                    describeLocation(diag.getLocation(), path, message).c_str(),
@@ -316,6 +318,21 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
     llvm::outs().flush();
   }
   ::loomrun::CompileOnlyResult result;
+  if (!timing && !options.withWeights) {
+    // A plan of shapes only (the planner's candidates).
+    PassManager lower(&context);
+    buildLowerToPlanPipeline(lower);
+    if (failed(lower.run(*module)))
+      return failure("lowering failed");
+    FailureOr<rt::Plan> shapes =
+        mlir::loom::buildShapesOnlyPlan(*module, functionName);
+    if (mlir::failed(shapes))
+      return failure("building the plan failed");
+    result.ranks = LoomDialect::getWorldSize(*module);
+    result.function = functionName;
+    result.shapes = std::move(*shapes);
+    return result;
+  }
   if (!timing) {
     FailureOr<rt::Plan> plan =
         mlir::loom::lowerToRuntimePlan(*module, functionName);
@@ -375,6 +392,18 @@ auto ::loomrun::compileModel(const std::string &path,
   if (!compiled)
     return compiled.status();
   return std::move(*compiled->plan);
+}
+
+auto ::loomrun::compileShapesOnly(const std::string &path,
+                                  const ::loomrun::ModelCompileOptions &options)
+    -> rt::StatusOr<rt::Plan> {
+  ::loomrun::ModelCompileOptions shapesOnly = options;
+  shapesOnly.withWeights = false;
+  shapesOnly.quiet = true;
+  rt::StatusOr<CompileOnlyResult> compiled = compile(path, shapesOnly, nullptr);
+  if (!compiled)
+    return compiled.status();
+  return std::move(*compiled->shapes);
 }
 
 auto ::loomrun::compileOnly(const std::string &path,

@@ -1,0 +1,91 @@
+//===- PlanSimulation.h - Timing a runtime plan on a cluster ----*- C++ -*-===//
+//
+// The planner predicts a layout's step time by replaying the plan the
+// compiler built for it, instruction by instruction, on a described cluster
+// (Cluster.h), with the overlap the executor really has
+// (docs/design/communication.md, "Overlap"):
+//   - a rank runs its kernels one after the other;
+//   - it posts a collective, send or receive and goes on; the transfer
+//     starts when every member of its group has posted it (a send when its
+//     receive is posted too) and the group's previous transfer is done
+//     (one progress engine per communicator), and lasts as the cluster's
+//     link model says;
+//   - before each instruction the rank waits for the transfers in flight
+//     whose bytes the instruction touches (it reads what they write, or
+//     writes what they read or write), and at the end of the step for all.
+// The step time is the slowest rank's. Plain data in, plain data out: the
+// planner, `loom-plan --simulate` and the accuracy benchmark share it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_ANALYSIS_PLANSIMULATION_H
+#define LOOM_ANALYSIS_PLANSIMULATION_H
+
+#include "loom/Analysis/Cluster.h"
+#include "loom/Runtime/Plan.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir {
+namespace loom {
+
+/// What one kernel instruction computes and moves.
+struct InstructionWork {
+  /// FLOPs the kernel executes in GEMM-like loops (matmul, attention).
+  double gemmFlops = 0;
+  /// The same work as Megatron counts it (2104.04473, appendix): an
+  /// attention backward counts twice its forward, as every backward does;
+  /// the executed FLOPs also recompute the forward's scores.
+  double modelFlops = 0;
+  /// The smallest of the GEMM's M, N and K (0 when it has none).
+  double gemmMinDim = 0;
+  /// Bytes of the operands read and the results written.
+  double bytes = 0;
+  /// The GEMM operands' precision: "bf16" or "f32".
+  std::string precision = "f32";
+};
+
+/// The work of a kernel instruction (a collective has none).
+InstructionWork estimateInstructionWork(const loomrt::Instruction &inst);
+
+struct PlanSimulationEvent {
+  int rank;
+  /// The kernel or collective, e.g. `matmul`, `all_reduce`.
+  std::string name;
+  /// The pipeline action (`F1.3`), if any.
+  std::string action;
+  bool communication;
+  double start, end;
+};
+
+struct PlanSimulation {
+  /// The slowest rank's time from the step's start to its last wait.
+  double stepSeconds = 0;
+  struct Rank {
+    double stepSeconds = 0;
+    /// Time in kernels, and blocked waiting for transfers.
+    double computeSeconds = 0;
+    double waitSeconds = 0;
+    /// Megatron-counted FLOPs of the rank's kernels.
+    double modelFlops = 0;
+    /// Seconds spent transferring, by collective kind (kindName).
+    std::map<std::string, double> commSeconds;
+  };
+  std::vector<Rank> ranks;
+  /// With `recordEvents`: every kernel and transfer.
+  std::vector<PlanSimulationEvent> events;
+  /// Set when the replay cannot finish (a transfer no rank meets).
+  std::string error;
+};
+
+/// Replays `plan` on `cluster` (rank r on device r). The plan must have
+/// passed loomrt::checkCommunication.
+PlanSimulation simulatePlan(const loomrt::Plan &plan,
+                            const ClusterSpec &cluster,
+                            bool recordEvents = false);
+
+} // namespace loom
+} // namespace mlir
+
+#endif // LOOM_ANALYSIS_PLANSIMULATION_H

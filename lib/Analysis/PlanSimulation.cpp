@@ -1,0 +1,346 @@
+//===- PlanSimulation.cpp - Timing a runtime plan on a cluster ------------===//
+
+#include "loom/Analysis/PlanSimulation.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+using namespace mlir;
+using namespace mlir::loom;
+using loomcost::CollectiveKind;
+using loomrt::Instruction;
+using loomrt::TensorRef;
+
+namespace {
+
+int64_t intAttr(const Instruction &inst, const char *name, int64_t fallback) {
+  auto it = inst.attrs.find(name);
+  if (it == inst.attrs.end())
+    return fallback;
+  if (const int64_t *value = std::get_if<int64_t>(&it->second))
+    return *value;
+  return fallback;
+}
+
+int64_t dimFromEnd(const TensorRef &ref, size_t fromEnd) {
+  if (ref.shape.size() < fromEnd)
+    return 1;
+  return ref.shape[ref.shape.size() - fromEnd];
+}
+
+const char *precisionOf(loomrt::DType dtype) {
+  return dtype == loomrt::DType::BF16  ? "bf16"
+         : dtype == loomrt::DType::F16 ? "f16"
+         : dtype == loomrt::DType::F64 ? "f64"
+                                       : "f32";
+}
+
+/// The executed and Megatron-counted FLOPs of an attention kernel, forward
+/// or backward: 2 * rows * Sk * (D + Dv) for the forward's two products,
+/// rows = batch * heads * Sq (lse's elements).
+void attentionWork(const Instruction &inst, bool backward,
+                   InstructionWork &work) {
+  bool packed = intAttr(inst, "packed_qkv", 0) != 0;
+  bool seqMajor = intAttr(inst, "seq_major", 0) != 0;
+  if (inst.inputs.empty())
+    return;
+  const TensorRef &q = inst.inputs[0];
+  double rows = 0, sk = 0, d = double(dimFromEnd(q, 1)), dv = d;
+  if (backward) {
+    // q, k, v, dout, lse, out or qkv, dout, lse, out.
+    size_t lse = packed ? 2 : 4;
+    if (inst.inputs.size() <= lse)
+      return;
+    rows = double(inst.inputs[lse].elements());
+    dv = double(dimFromEnd(inst.inputs[packed ? 1 : 3], 1));
+  } else {
+    if (inst.outputs.size() < 2)
+      return;
+    rows = double(inst.outputs[1].elements());
+    dv = double(dimFromEnd(inst.outputs[0], 1));
+  }
+  if (packed)
+    sk = double(dimFromEnd(q, 4));
+  else if (inst.inputs.size() > 1)
+    sk = double(dimFromEnd(inst.inputs[1], seqMajor ? 3 : 2));
+  double forward = 2 * rows * sk * (d + dv);
+  // The backward recomputes q k^T and runs four more products (dv, dp, dq,
+  // dk): 2.5 forwards executed, 2 as Megatron counts it.
+  work.gemmFlops = backward ? 2.5 * forward : forward;
+  work.modelFlops = backward ? 2 * forward : forward;
+  work.gemmMinDim = std::min({d, dv, sk});
+  work.precision = precisionOf(q.dtype);
+}
+
+bool overlaps(const TensorRef &a, const TensorRef &b) {
+  if (a.space != b.space)
+    return false;
+  if (a.space == TensorRef::Space::Weight)
+    return a.offset == b.offset;
+  return a.offset < b.offset + b.bytes() && b.offset < a.offset + a.bytes();
+}
+
+bool anyOverlap(const std::vector<TensorRef> &as,
+                const std::vector<TensorRef> &bs) {
+  for (const TensorRef &a : as)
+    for (const TensorRef &b : bs)
+      if (overlaps(a, b))
+        return true;
+  return false;
+}
+
+struct Transfer {
+  CollectiveKind kind;
+  uint64_t fullBytes = 0;
+  std::vector<int> ranks;
+  /// The progress engine it queues on.
+  std::tuple<int, int, int> channel;
+  std::map<int, double> posts;
+  double end = -1;
+};
+
+struct InFlight {
+  const Instruction *inst;
+  int transfer;
+};
+
+struct RankState {
+  size_t pc = 0;
+  double clock = 0;
+  bool done = false;
+  std::vector<InFlight> inFlight;
+  /// Per group, the collectives posted so far; per (peer, tag, direction)
+  /// the transfers.
+  std::map<int, int> groupSequence;
+  std::map<std::tuple<int, int, int>, int> pairSequence;
+};
+
+class Simulator {
+public:
+  Simulator(const loomrt::Plan &plan, const ClusterSpec &cluster, bool record)
+      : plan(plan), cluster(cluster), record(record) {}
+
+  PlanSimulation run() {
+    size_t n = plan.ranks.size();
+    states.assign(n, RankState());
+    result.ranks.assign(n, PlanSimulation::Rank());
+    kernelSeconds.resize(n);
+    for (size_t r = 0; r < n; ++r)
+      for (const Instruction &inst : plan.ranks[r].instructions) {
+        double seconds = 0;
+        if (inst.kind == Instruction::Kind::Kernel) {
+          InstructionWork work = estimateInstructionWork(inst);
+          seconds = cluster.kernelSeconds(work.gemmFlops, work.gemmMinDim,
+                                          work.precision, work.bytes);
+          result.ranks[r].modelFlops += work.modelFlops;
+        }
+        kernelSeconds[r].push_back(seconds);
+      }
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      bool allDone = true;
+      for (size_t r = 0; r < n; ++r) {
+        if (states[r].done)
+          continue;
+        progress |= advance(int(r));
+        allDone &= states[r].done;
+      }
+      if (allDone)
+        break;
+      if (!progress) {
+        result.error = "the replay stopped: a transfer no rank meets";
+        return result;
+      }
+    }
+    for (size_t r = 0; r < n; ++r) {
+      result.ranks[r].stepSeconds = states[r].clock;
+      result.stepSeconds = std::max(result.stepSeconds, states[r].clock);
+    }
+    return result;
+  }
+
+private:
+  /// Runs rank `r` until it must wait for a transfer whose end is not yet
+  /// known, or to its end; whether it moved.
+  bool advance(int r) {
+    RankState &state = states[r];
+    const std::vector<Instruction> &program = plan.ranks[r].instructions;
+    bool moved = false;
+    while (state.pc < program.size()) {
+      const Instruction &inst = program[state.pc];
+      std::optional<double> ready = waitFor(state, &inst);
+      if (!ready)
+        return moved;
+      wait(r, *ready);
+      if (inst.kind == Instruction::Kind::Kernel) {
+        double seconds = kernelSeconds[r][state.pc];
+        if (record)
+          result.events.push_back({r, inst.kernel, inst.action, false,
+                                   state.clock, state.clock + seconds});
+        state.clock += seconds;
+        result.ranks[r].computeSeconds += seconds;
+      } else {
+        post(r, inst);
+      }
+      ++state.pc;
+      moved = true;
+    }
+    std::optional<double> ready = waitFor(state, nullptr);
+    if (!ready)
+      return moved;
+    wait(r, *ready);
+    state.done = true;
+    return true;
+  }
+
+  /// When the transfers `inst` must wait for end (all of them when null),
+  /// or nullopt while one's end is unknown. Drops the transfers waited for.
+  std::optional<double> waitFor(RankState &state, const Instruction *inst) {
+    double ready = state.clock;
+    for (const InFlight &flight : state.inFlight) {
+      if (inst && !conflicts(*inst, *flight.inst))
+        continue;
+      double end = transfers[flight.transfer].end;
+      if (end < 0)
+        return std::nullopt;
+      ready = std::max(ready, end);
+    }
+    llvm::erase_if(state.inFlight, [&](const InFlight &flight) {
+      double end = transfers[flight.transfer].end;
+      return end >= 0 && end <= ready;
+    });
+    return ready;
+  }
+
+  static bool conflicts(const Instruction &next, const Instruction &posted) {
+    // The transfer reads its inputs and writes its outputs.
+    return anyOverlap(next.inputs, posted.outputs) ||
+           anyOverlap(next.outputs, posted.outputs) ||
+           anyOverlap(next.outputs, posted.inputs);
+  }
+
+  void wait(int r, double until) {
+    RankState &state = states[r];
+    if (until > state.clock) {
+      result.ranks[r].waitSeconds += until - state.clock;
+      state.clock = until;
+    }
+  }
+
+  void post(int r, const Instruction &inst) {
+    RankState &state = states[r];
+    std::optional<CollectiveKind> kind = loomcost::parseKind(inst.kernel);
+    if (!kind)
+      return;
+    std::tuple<int, int, int, int> key;
+    std::vector<int> ranks;
+    std::tuple<int, int, int> channel;
+    uint64_t fullBytes = 0;
+    if (*kind == CollectiveKind::Send || *kind == CollectiveKind::Recv) {
+      int peer = int(intAttr(inst, "peer", r));
+      int tag = int(intAttr(inst, "tag", 0));
+      bool send = *kind == CollectiveKind::Send;
+      int from = send ? r : peer, to = send ? peer : r;
+      int sequence = state.pairSequence[{peer, tag, send}]++;
+      key = {-1 - from, to, tag, sequence};
+      ranks = {from, to};
+      channel = {-1, from, to};
+      const std::vector<TensorRef> &buffer = send ? inst.inputs : inst.outputs;
+      fullBytes = buffer.empty() ? 0 : buffer.front().bytes();
+    } else {
+      int group = int(intAttr(inst, "group", 0));
+      int sequence = state.groupSequence[group]++;
+      key = {group, 0, 0, sequence};
+      if (group >= 0 && size_t(group) < plan.groups.size())
+        ranks = plan.groups[group];
+      channel = {group, 0, 0};
+      bool byInput = *kind == CollectiveKind::ReduceScatter;
+      const std::vector<TensorRef> &buffer =
+          byInput ? inst.inputs : inst.outputs;
+      fullBytes = buffer.empty() ? 0 : buffer.front().bytes();
+    }
+    auto [it, inserted] = transferIndex.try_emplace(key, transfers.size());
+    if (inserted) {
+      Transfer transfer;
+      transfer.kind =
+          *kind == CollectiveKind::Recv ? CollectiveKind::Send : *kind;
+      transfer.fullBytes = fullBytes;
+      transfer.ranks = ranks;
+      transfer.channel = channel;
+      transfers.push_back(std::move(transfer));
+    }
+    Transfer &transfer = transfers[it->second];
+    transfer.posts[r] = state.clock;
+    state.inFlight.push_back({&inst, int(it->second)});
+    if (transfer.posts.size() >= std::max<size_t>(1, transfer.ranks.size()))
+      resolve(transfer);
+  }
+
+  void resolve(Transfer &transfer) {
+    double start = channelFree[transfer.channel];
+    for (const auto &[rank, posted] : transfer.posts)
+      start = std::max(start, posted);
+    double seconds = cluster.collectiveSeconds(
+        transfer.kind, transfer.fullBytes, transfer.ranks);
+    transfer.end = start + seconds;
+    channelFree[transfer.channel] = transfer.end;
+    for (const auto &[rank, posted] : transfer.posts) {
+      result.ranks[rank].commSeconds[loomcost::kindName(transfer.kind)] +=
+          seconds;
+      if (record)
+        result.events.push_back({rank, loomcost::kindName(transfer.kind), "",
+                                 true, start, transfer.end});
+    }
+  }
+
+  const loomrt::Plan &plan;
+  const ClusterSpec &cluster;
+  bool record;
+  PlanSimulation result;
+  std::vector<RankState> states;
+  std::vector<std::vector<double>> kernelSeconds;
+  std::vector<Transfer> transfers;
+  std::map<std::tuple<int, int, int, int>, size_t> transferIndex;
+  std::map<std::tuple<int, int, int>, double> channelFree;
+};
+
+} // namespace
+
+InstructionWork mlir::loom::estimateInstructionWork(const Instruction &inst) {
+  InstructionWork work;
+  for (const TensorRef &ref : inst.inputs)
+    work.bytes += double(ref.bytes());
+  for (const TensorRef &ref : inst.outputs)
+    work.bytes += double(ref.bytes());
+  if (inst.kind != Instruction::Kind::Kernel)
+    return work;
+  if (inst.kernel == "matmul" && inst.inputs.size() >= 2 &&
+      !inst.outputs.empty()) {
+    const TensorRef &a = inst.inputs[0], &b = inst.inputs[1];
+    bool ta = intAttr(inst, "transpose_lhs", 0) != 0;
+    bool tb = intAttr(inst, "transpose_rhs", 0) != 0;
+    double m = double(dimFromEnd(a, ta ? 1 : 2));
+    double k = double(dimFromEnd(a, ta ? 2 : 1));
+    double n = double(dimFromEnd(b, tb ? 2 : 1));
+    double batch = double(inst.outputs[0].elements()) / std::max(1.0, m * n);
+    work.gemmFlops = work.modelFlops = 2 * batch * m * n * k;
+    work.gemmMinDim = std::min({m, n, k});
+    work.precision = precisionOf(a.dtype);
+  } else if (inst.kernel == "attention") {
+    attentionWork(inst, /*backward=*/false, work);
+  } else if (inst.kernel == "attention_backward") {
+    attentionWork(inst, /*backward=*/true, work);
+  }
+  return work;
+}
+
+PlanSimulation mlir::loom::simulatePlan(const loomrt::Plan &plan,
+                                        const ClusterSpec &cluster,
+                                        bool recordEvents) {
+  return Simulator(plan, cluster, recordEvents).run();
+}

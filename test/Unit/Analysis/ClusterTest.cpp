@@ -1,0 +1,139 @@
+// The cluster description: parsing, its errors, which link a group uses, and
+// the times of kernels and collectives worked out by hand.
+
+#include "loom/Analysis/Cluster.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir::loom;
+using loomcost::CollectiveKind;
+
+namespace {
+
+const char *kTwoNodes = R"({
+  "nodes": 2, "devices_per_node": 4,
+  "device": {"memory_gib": 80, "peak_tflops": {"bf16": 300, "f32": 20},
+             "memory_gbytes_per_s": 2000, "gemm_efficiency": 0.5,
+             "gemm_half_dim": 100, "memory_efficiency": 0.5,
+             "kernel_overhead_us": 10},
+  "intra_node": {"gbytes_per_s": 200, "latency_us": 2},
+  "inter_node": {"gbytes_per_s": 20, "latency_us": 10}
+})";
+
+ClusterSpec parseOrDie(const char *json) {
+  std::string error;
+  std::optional<ClusterSpec> spec = parseClusterSpec(json, "test.json", error);
+  EXPECT_TRUE(spec) << error;
+  return spec.value_or(ClusterSpec());
+}
+
+std::string errorOf(const std::string &json) {
+  std::string error;
+  EXPECT_FALSE(parseClusterSpec(json, "bad.json", error));
+  return error;
+}
+
+} // namespace
+
+TEST(ClusterTest, ParsesEveryKey) {
+  ClusterSpec spec = parseOrDie(kTwoNodes);
+  EXPECT_EQ(spec.devices(), 8);
+  EXPECT_EQ(spec.memoryBytes(), 80ull << 30);
+  EXPECT_DOUBLE_EQ(spec.peakFlops("bf16"), 300e12);
+  EXPECT_DOUBLE_EQ(spec.peakFlops("f32"), 20e12);
+  EXPECT_DOUBLE_EQ(spec.device.gemmHalfDim, 100);
+  EXPECT_DOUBLE_EQ(spec.intraNode.gigabytesPerSecond, 200);
+  EXPECT_DOUBLE_EQ(spec.interNode.latencyMicroseconds, 10);
+}
+
+TEST(ClusterTest, OneNodeNeedsNoNetwork) {
+  ClusterSpec spec = parseOrDie(R"({"nodes": 1, "devices_per_node": 2,
+    "device": {"memory_gib": 1, "peak_tflops": {"f32": 1},
+               "memory_gbytes_per_s": 10},
+    "intra_node": {"gbytes_per_s": 5, "latency_us": 1}})");
+  EXPECT_DOUBLE_EQ(spec.interNode.gigabytesPerSecond, 5);
+  // Defaults where the file says nothing.
+  EXPECT_DOUBLE_EQ(spec.device.gemmEfficiency, 0.8);
+  // bf16 falls back to the f32 peak when the device lists none.
+  EXPECT_DOUBLE_EQ(spec.peakFlops("bf16"), 1e12);
+}
+
+TEST(ClusterTest, ErrorsNameTheKey) {
+  EXPECT_NE(errorOf("{").find("bad.json: not valid JSON"), std::string::npos);
+  EXPECT_EQ(errorOf("[]"), "bad.json: a cluster description is a JSON object");
+  std::string base = R"("device": {"memory_gib": 1, "peak_tflops": {"f32": 1},
+    "memory_gbytes_per_s": 10}, "intra_node": {"gbytes_per_s": 5,
+    "latency_us": 1})";
+  EXPECT_EQ(errorOf("{\"devices_per_node\": 2, " + base + "}"),
+            "bad.json: 'nodes' is missing");
+  EXPECT_EQ(errorOf("{\"nodes\": 0, \"devices_per_node\": 2, " + base + "}"),
+            "bad.json: 'nodes' must be a whole number >= 1");
+  EXPECT_EQ(errorOf("{\"nodes\": 2, \"devices_per_node\": 2, " + base + "}"),
+            "bad.json: 'inter_node' is missing");
+  EXPECT_NE(errorOf("{\"nodes\": 1, \"devices_per_node\": 2, \"gpus\": 3, " +
+                    base + "}")
+                .find("bad.json: 'gpus' is not a key of a cluster description"),
+            std::string::npos);
+  EXPECT_EQ(errorOf(R"({"nodes": 1, "devices_per_node": 1,
+    "device": {"memory_gib": -1, "peak_tflops": {"f32": 1},
+               "memory_gbytes_per_s": 10},
+    "intra_node": {"gbytes_per_s": 5, "latency_us": 1}})"),
+            "bad.json: 'device.memory_gib' must be > 0 (it is -1)");
+  EXPECT_EQ(errorOf(R"({"nodes": 1, "devices_per_node": 1,
+    "device": {"memory_gib": 1, "peak_tflops": {},
+               "memory_gbytes_per_s": 10},
+    "intra_node": {"gbytes_per_s": 5, "latency_us": 1}})"),
+            "bad.json: 'device.peak_tflops' lists no precision (f32, bf16)");
+  EXPECT_EQ(errorOf(R"({"nodes": 1, "devices_per_node": 1,
+    "device": {"memory_gib": 1, "peak_tflops": {"f32": "fast"},
+               "memory_gbytes_per_s": 10},
+    "intra_node": {"gbytes_per_s": 5, "latency_us": 1}})"),
+            "bad.json: 'device.peak_tflops.f32' must be a number");
+  EXPECT_EQ(errorOf(R"({"nodes": 1, "devices_per_node": 1,
+    "device": {"memory_gib": 1, "peak_tflops": {"f32": 1},
+               "memory_gbytes_per_s": 10, "gemm_efficiency": 1.5},
+    "intra_node": {"gbytes_per_s": 5, "latency_us": 1}})"),
+            "bad.json: 'device.gemm_efficiency' must be > 0 and <= 1 (it is "
+            "1.5)");
+}
+
+TEST(ClusterTest, GroupsWithinANodeUseItsLink) {
+  ClusterSpec spec = parseOrDie(kTwoNodes);
+  EXPECT_EQ(&spec.linkFor({0, 1, 2, 3}), &spec.intraNode);
+  EXPECT_EQ(&spec.linkFor({4, 5}), &spec.intraNode);
+  EXPECT_EQ(&spec.linkFor({3, 4}), &spec.interNode);
+  EXPECT_EQ(&spec.linkFor({0, 4}), &spec.interNode);
+}
+
+TEST(ClusterTest, CollectiveTimes) {
+  ClusterSpec spec = parseOrDie(kTwoNodes);
+  double mib = double(1 << 20);
+  // An all-gather of 1 MiB over 4 ranks of a node: 3 steps of 2 us and
+  // 3/4 MiB at 200 GB/s.
+  EXPECT_NEAR(
+      spec.collectiveSeconds(CollectiveKind::AllGather, 1 << 20, {0, 1, 2, 3}),
+      3 * 2e-6 + 0.75 * mib / 200e9, 1e-12);
+  // Across the two nodes: the network's latency and bandwidth.
+  EXPECT_NEAR(
+      spec.collectiveSeconds(CollectiveKind::AllGather, 1 << 20, {0, 4}),
+      10e-6 + 0.5 * mib / 20e9, 1e-12);
+  // A small all-reduce over 8 ranks takes the tree: 2 log2(8) = 6 steps
+  // instead of the ring's 14.
+  EXPECT_NEAR(spec.collectiveSeconds(CollectiveKind::AllReduce, 8,
+                                     {0, 1, 2, 3, 4, 5, 6, 7}),
+              6 * 10e-6 + 14.0 / 20e9, 1e-12);
+  // A send moves the whole buffer in one step.
+  EXPECT_NEAR(spec.collectiveSeconds(CollectiveKind::Send, 1 << 20, {0, 1}),
+              2e-6 + mib / 200e9, 1e-12);
+}
+
+TEST(ClusterTest, KernelRoofline) {
+  ClusterSpec spec = parseOrDie(kTwoNodes);
+  // A 100-wide GEMM reaches half of the 0.5 efficiency: 2e12 FLOPs at 75
+  // TFLOP/s (bf16), plus 10 us of launch.
+  EXPECT_NEAR(spec.kernelSeconds(2e12, 100, "bf16", 1e6), 2e12 / 75e12 + 10e-6,
+              1e-12);
+  // Memory-bound: 1 GB at half of 2000 GB/s.
+  EXPECT_NEAR(spec.kernelSeconds(0, 0, "f32", 1e9), 1e9 / 1000e9 + 10e-6,
+              1e-12);
+}

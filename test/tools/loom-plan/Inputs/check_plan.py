@@ -1,0 +1,79 @@
+"""Checks loom-plan's JSON (docs/design/planner.md).
+
+  brute-force EXHAUSTIVE.json PRUNED.json
+      EXHAUSTIVE holds every layout, compiled (--exhaustive): its choice must
+      be the fastest feasible one, every feasible layout must fit the
+      device, every infeasible one must say why; PRUNED (the default
+      search) must choose the same layout.
+  memory PLAN.json REPORT.json
+      The choice's predicted peak per rank against loom-run --report-json's
+      measured peaks of that layout: within 2%.
+  choice PLAN.json KEY=VALUE...
+      The choice has these keys.
+"""
+import json
+import sys
+
+
+def layout(entry):
+    return ",".join(f"{k}={v}" for k, v in sorted(entry.items()))
+
+
+def brute_force(exhaustive_path, pruned_path):
+    every = json.load(open(exhaustive_path))
+    pruned = json.load(open(pruned_path))
+    candidates = [{"choice": every["choice"], "predicted": every["predicted"]}]
+    candidates += every["alternatives"]
+    feasible = [c for c in candidates if c["predicted"]["feasible"]]
+    if not feasible:
+        sys.exit("no feasible layout")
+    best = min(feasible, key=lambda c: c["predicted"]["step_s"])
+    if best["predicted"]["step_s"] != every["predicted"]["step_s"]:
+        sys.exit(f"the choice {layout(every['choice'])} is not the fastest: "
+                 f"{layout(best['choice'])}")
+    for c in candidates:
+        p = c["predicted"]
+        if p["feasible"] and p["shortfall_bytes"] != 0:
+            sys.exit(f"{layout(c['choice'])}: feasible with a shortfall")
+        if not p["feasible"] and not p.get("reason"):
+            sys.exit(f"{layout(c['choice'])}: infeasible without a reason")
+    if pruned["choice"] != every["choice"]:
+        sys.exit(f"the pruned search chose {layout(pruned['choice'])}, the "
+                 f"exhaustive one {layout(every['choice'])}")
+    if pruned["compiled"] >= every["compiled"]:
+        sys.exit("the pruned search compiled as many layouts")
+    print(f"{len(candidates)} layouts, {len(feasible)} feasible; the choice "
+          f"is the fastest; the pruned search compiled {pruned['compiled']} "
+          f"and chose it too")
+
+
+def memory(plan_path, report_path):
+    plan = json.load(open(plan_path))
+    ranks = json.load(open(report_path))["ranks"]
+    predicted = plan["predicted"]["peak_bytes"]
+    if len(predicted) != len(ranks):
+        sys.exit(f"{len(predicted)} predicted ranks, {len(ranks)} measured")
+    for r, (p, m) in enumerate(zip(predicted, ranks)):
+        measured = m["measured_peak_bytes"]
+        if abs(p - measured) > 0.02 * measured:
+            sys.exit(f"rank {r}: predicted {p} bytes, measured {measured}")
+    print(f"{len(ranks)} ranks: predicted peaks within 2% of the measured")
+
+
+def choice(plan_path, pairs):
+    got = json.load(open(plan_path))["choice"]
+    for pair in pairs:
+        key, value = pair.split("=")
+        if str(got[key]).lower() != value.lower():
+            sys.exit(f"choice {key}={got[key]}, expected {value}")
+    print("choice " + " ".join(pairs))
+
+
+if __name__ == "__main__":
+    command = sys.argv[1]
+    if command == "brute-force":
+        brute_force(*sys.argv[2:4])
+    elif command == "memory":
+        memory(*sys.argv[2:4])
+    else:
+        choice(sys.argv[2], sys.argv[3:])

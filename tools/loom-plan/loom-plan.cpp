@@ -1,0 +1,138 @@
+//===- loom-plan.cpp - Choose a parallel layout for a model ---------------===//
+//
+// loom-plan MODEL.onnx --cluster FILE --global-batch B [--dim seq=S]
+//           [--precision bf16] [--evaluate 'tp=2,pp=2'] [--json OUT]
+//
+// Searches the layouts of the model's training step on the described
+// cluster and prints the fastest that fits, its prediction and why the
+// others lost (docs/design/planner.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Planner.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fstream>
+
+using namespace llvm;
+
+static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
+                                      cl::desc("<model.onnx>"));
+static cl::opt<std::string>
+    clusterPath("cluster", cl::Required,
+                cl::desc("The cluster description (JSON; "
+                         "examples/clusters, docs/design/planner.md)"),
+                cl::value_desc("FILE"));
+static cl::opt<int64_t> globalBatch("global-batch", cl::Required,
+                                    cl::desc("Rows of one optimizer step"),
+                                    cl::value_desc("B"));
+static cl::list<std::string>
+    dims("dim", cl::desc("A symbolic dimension of the model's inputs"),
+         cl::value_desc("NAME=SIZE"));
+static cl::opt<std::string>
+    batchDim("batch-dim", cl::init("batch"),
+             cl::desc("The inputs' symbolic batch dimension (default batch)"),
+             cl::value_desc("NAME"));
+static cl::opt<std::string>
+    precision("precision", cl::init("f32"),
+              cl::desc("f32, or bf16 (GEMMs in bf16, as loom-run)"));
+static cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
+                                      cl::desc("The optimizer (as loom-run)"));
+static cl::opt<std::string> loss("loss", cl::init("cross_entropy"),
+                                 cl::desc("The loss (as loom-run)"));
+static cl::opt<std::string>
+    evaluate("evaluate",
+             cl::desc("Predict this (partial) layout, the rest searched: "
+                      "dp, tp, pp, zero, sp, mbs, M, schedule, V"),
+             cl::value_desc("KEY=VALUE,..."));
+static cl::opt<int64_t>
+    devices("devices", cl::init(0),
+            cl::desc("Use this many of the cluster's devices (default all)"));
+static cl::opt<int> topK("top", cl::init(5),
+                         cl::desc("Alternatives to print (default 5)"));
+static cl::opt<bool>
+    exhaustive("exhaustive",
+               cl::desc("Compile every layout, also those the search can "
+                        "tell lose"));
+static cl::opt<std::string>
+    tracePath("trace",
+              cl::desc("Replay the chosen layout's plan on the cluster and "
+                       "write its trace (Chrome/Perfetto JSON, one process "
+                       "per rank)"),
+              cl::value_desc("FILE"));
+static cl::opt<std::string> jsonPath("json",
+                                     cl::desc("Write the result as JSON"),
+                                     cl::value_desc("OUT"));
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "loom-plan: choose the parallel layout of a model's training step for "
+      "a cluster\n");
+  auto fail = [](const std::string &message) {
+    errs() << "loom-plan: error: " << message << "\n";
+    return 1;
+  };
+  loomrun::PlanRequest request;
+  request.modelPath = modelPath;
+  request.clusterPath = clusterPath;
+  request.globalBatch = globalBatch;
+  request.batchDim = batchDim;
+  if (precision != "f32" && precision != "bf16")
+    return fail("--precision takes f32 or bf16, not '" + precision + "'");
+  request.precision = precision;
+  for (const std::string &dim : dims) {
+    size_t equals = dim.find('=');
+    char *end = nullptr;
+    long long size = equals == std::string::npos
+                         ? 0
+                         : std::strtoll(dim.c_str() + equals + 1, &end, 10);
+    if (equals == std::string::npos || equals == 0 || !end || *end || size < 1)
+      return fail("--dim takes NAME=SIZE with a size >= 1, not '" + dim + "'");
+    request.dims[dim.substr(0, equals)] = size;
+  }
+  if (request.dims.count(request.batchDim))
+    return fail("--dim " + request.batchDim +
+                ": the batch is the planner's to split (--global-batch)");
+  request.train.optimizer = optimizer;
+  request.train.loss = loss;
+  request.train.bucketMB = 25;
+  request.devices = devices;
+  request.topK = topK;
+  request.exhaustive = exhaustive;
+  if (!evaluate.empty()) {
+    std::string error;
+    std::optional<loomrun::LayoutConstraint> constraint =
+        loomrun::parseLayoutConstraint(evaluate, error);
+    if (!constraint)
+      return fail(error);
+    request.constraint = *constraint;
+  }
+  loomrt::StatusOr<loomrun::PlanResult> result = loomrun::planLayout(request);
+  if (!result)
+    return fail(result.status().message());
+  outs() << loomrun::formatPlanReport(request, *result);
+  outs().flush();
+  if (!jsonPath.empty()) {
+    std::ofstream out(jsonPath);
+    out << loomrun::formatPlanJson(request, *result);
+    if (!out)
+      return fail("cannot write " + jsonPath);
+  }
+  if (!tracePath.empty() && result->choice()) {
+    loomrt::StatusOr<std::string> trace =
+        loomrun::simulateTrace(request, result->choice()->layout);
+    if (!trace)
+      return fail(trace.status().message());
+    std::ofstream out(tracePath);
+    out << *trace;
+    if (!out)
+      return fail("cannot write " + tracePath);
+    outs() << "trace of the choice's simulated step: " << tracePath << "\n";
+  }
+  return result->choice() ? 0 : 2;
+}

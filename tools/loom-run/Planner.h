@@ -1,0 +1,144 @@
+//===- Planner.h - Choosing a parallel layout -------------------*- C++ -*-===//
+//
+// The automatic planner (docs/design/planner.md) behind `loom-plan` and, to
+// come, `loom-run --parallel auto`: it enumerates layouts (dp, tp, pp, ZeRO
+// stage, sequence parallelism, microbatches, schedule), prunes those that
+// cannot be built, compiles each remaining one with the compiler itself
+// (shapes only: the plan each rank would run, memory planned), replays that
+// plan on the described cluster (mlir::loom::simulatePlan) and keeps the
+// fastest that fits in memory. Plain C++: loom-run includes it without MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_TOOLS_LOOM_RUN_PLANNER_H
+#define LOOM_TOOLS_LOOM_RUN_PLANNER_H
+
+#include "ModelCompiler.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loomrun {
+
+/// One way to run the step on the cluster's devices.
+struct Layout {
+  int dp = 1, tp = 1, pp = 1;
+  int zero = 0;
+  bool sequenceParallel = false;
+  /// Rows of one microbatch on one dp rank, and microbatches per step (the
+  /// pipeline's, or gradient accumulation without one).
+  int64_t microbatchSize = 0;
+  int microbatches = 1;
+  /// With pp > 1: gpipe, 1f1b, interleaved, zb-h1 ("" without a pipeline).
+  std::string schedule;
+  int virtualStages = 1;
+  /// Activation recompute: only `none` is built so far.
+  std::string recompute = "none";
+
+  int devices() const { return dp * tp * pp; }
+  /// `dp=2,tp=2,pp=1,zero=1,sp=0,mbs=4,M=2`, plus the schedule with pp.
+  std::string str() const;
+};
+
+/// A partial layout (`--evaluate 'tp=8,pp=8,dp=24'`): the keys given are
+/// fixed, the rest searched. Keys: dp, tp, pp, zero, sp, mbs, M (or
+/// microbatches), schedule, V (or virtual_stages), recompute.
+struct LayoutConstraint {
+  std::map<std::string, std::string> fixed;
+  bool allows(const Layout &layout) const;
+};
+std::optional<LayoutConstraint> parseLayoutConstraint(const std::string &text,
+                                                      std::string &error);
+
+struct Prediction {
+  /// Compiled, and every rank fits in the device's memory.
+  bool feasible = false;
+  /// Why not: the compiler's error, or which rank runs out of memory by
+  /// how much.
+  std::string reason;
+  /// Bytes over the device's memory on the worst rank (infeasible by
+  /// memory only).
+  uint64_t shortfallBytes = 0;
+  double stepSeconds = 0;
+  double tflopsPerDevice = 0;
+  double mfu = 0;
+  /// Per rank: the planned peak (arena plus held weights), parameters,
+  /// gradients, optimizer state, and bytes sent per step.
+  std::vector<uint64_t> peakBytes, paramBytes, gradBytes, optimizerBytes,
+      commBytes;
+  /// Per rank: predicted compute and waiting seconds.
+  std::vector<double> computeSeconds, waitSeconds;
+  uint64_t maxPeakBytes() const;
+  int worstRank() const;
+};
+
+struct Candidate {
+  Layout layout;
+  Prediction predicted;
+};
+
+struct PlanRequest {
+  std::string modelPath;
+  std::string clusterPath;
+  int64_t globalBatch = 0;
+  /// The symbolic dimension of the inputs that is the batch.
+  std::string batchDim = "batch";
+  /// Other symbolic dimensions (--dim NAME=SIZE).
+  std::map<std::string, int64_t> dims;
+  std::string precision = "f32";
+  /// The training step's options (loss, optimizer...); its parallel fields
+  /// are the planner's to set.
+  TrainCompileOptions train;
+  /// 0: every device of the cluster.
+  int64_t devices = 0;
+  /// Keys fixed by --evaluate.
+  LayoutConstraint constraint;
+  /// Compile every candidate instead of skipping those the search can tell
+  /// lose (higher ZeRO stages once one fits, ...).
+  bool exhaustive = false;
+  int topK = 5;
+};
+
+struct PlanResult {
+  /// Every candidate compiled (or refused), best first: feasible ones by
+  /// step time, then infeasible ones by shortfall.
+  std::vector<Candidate> candidates;
+  /// Layouts skipped before compiling, with why (divisibility).
+  std::vector<std::pair<Layout, std::string>> pruned;
+  int compiled = 0;
+  double searchSeconds = 0;
+  /// The cluster, described in a line.
+  std::string clusterSummary;
+  int64_t devices = 0;
+  double peakFlopsPerDevice = 0;
+  uint64_t deviceMemoryBytes = 0;
+
+  /// The best feasible candidate, if any.
+  const Candidate *choice() const;
+};
+
+/// Searches (docs/design/planner.md). Errors: an unreadable model or
+/// cluster file, a global batch that no layout divides.
+loomrt::StatusOr<PlanResult> planLayout(const PlanRequest &request);
+
+/// The report `loom-plan` prints: the choice, its prediction, and the top
+/// alternatives with why each lost or could not run.
+std::string formatPlanReport(const PlanRequest &request,
+                             const PlanResult &result);
+
+/// The same as JSON (`--json`): `choice`, `predicted`, `alternatives`.
+std::string formatPlanJson(const PlanRequest &request,
+                           const PlanResult &result);
+
+/// Compiles `layout` and replays its plan on the request's cluster with
+/// every kernel and transfer recorded: a Chrome/Perfetto trace (JSON), one
+/// process per rank with a compute and a communication track.
+loomrt::StatusOr<std::string> simulateTrace(const PlanRequest &request,
+                                            const Layout &layout);
+
+} // namespace loomrun
+
+#endif // LOOM_TOOLS_LOOM_RUN_PLANNER_H

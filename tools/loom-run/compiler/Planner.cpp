@@ -1,0 +1,643 @@
+//===- Planner.cpp - Choosing a parallel layout ---------------------------===//
+//
+// Enumerate, prune, compile, replay, rank (docs/design/planner.md). Every
+// figure of a prediction comes from the plan the compiler builds for the
+// layout: memory from its memory planner (loomrt::rankUsage), time from
+// replaying its instruction streams on the cluster (simulatePlan), so the
+// planner cannot drift from what runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Planner.h"
+
+#include "loom/Analysis/Cluster.h"
+#include "loom/Analysis/PlanSimulation.h"
+#include "loom/Runtime/Session/Report.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+
+using namespace loomrun;
+namespace rt = loomrt;
+
+namespace {
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> result;
+  for (int64_t d = 1; d <= n; ++d)
+    if (n % d == 0)
+      result.push_back(d);
+  return result;
+}
+
+std::string gib(double bytes) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (bytes >= double(1ull << 30))
+    os << llvm::format("%.2f GiB", bytes / double(1ull << 30));
+  else
+    os << llvm::format("%.1f MiB", bytes / double(1ull << 20));
+  return text;
+}
+
+std::string milliseconds(double seconds) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (seconds >= 1)
+    os << llvm::format("%.3f s", seconds);
+  else
+    os << llvm::format("%.3f ms", seconds * 1e3);
+  return text;
+}
+
+const char *kConstraintKeys[] = {"dp",  "tp", "pp",       "zero", "sp",
+                                 "mbs", "M",  "schedule", "V",    "recompute"};
+
+std::string canonicalKey(const std::string &key) {
+  if (key == "microbatches")
+    return "M";
+  if (key == "virtual_stages")
+    return "V";
+  if (key == "microbatch_size")
+    return "mbs";
+  if (key == "sequence_parallel")
+    return "sp";
+  return key;
+}
+
+std::string layoutValue(const Layout &layout, const std::string &key) {
+  if (key == "dp")
+    return std::to_string(layout.dp);
+  if (key == "tp")
+    return std::to_string(layout.tp);
+  if (key == "pp")
+    return std::to_string(layout.pp);
+  if (key == "zero")
+    return std::to_string(layout.zero);
+  if (key == "sp")
+    return layout.sequenceParallel ? "1" : "0";
+  if (key == "mbs")
+    return std::to_string(layout.microbatchSize);
+  if (key == "M")
+    return std::to_string(layout.microbatches);
+  if (key == "schedule")
+    return layout.schedule.empty() ? "none" : layout.schedule;
+  if (key == "V")
+    return std::to_string(layout.virtualStages);
+  return layout.recompute;
+}
+
+/// Bytes as the report prints them, with a sign.
+std::string shortfall(uint64_t bytes) { return gib(double(bytes)); }
+
+/// The plan of shapes only that the compiler builds for `layout`.
+rt::StatusOr<rt::Plan> compileLayout(const PlanRequest &request,
+                                     const Layout &layout) {
+  ModelCompileOptions options;
+  options.dims = request.dims;
+  options.dims[request.batchDim] = layout.microbatchSize * int64_t(layout.dp);
+  options.precision = request.precision;
+  options.train = request.train;
+  options.train.enabled = true;
+  options.train.dp = layout.dp;
+  options.train.tp = layout.tp;
+  options.train.pp = layout.pp;
+  options.train.zero = layout.zero;
+  options.train.sequenceParallel = layout.sequenceParallel;
+  options.train.gradAccum = layout.microbatches;
+  options.train.microbatches = layout.pp > 1 ? layout.microbatches : 0;
+  if (layout.pp > 1) {
+    options.train.schedule = layout.schedule;
+    options.train.virtualStages = layout.virtualStages;
+  }
+  return compileShapesOnly(request.modelPath, options);
+}
+
+class Search {
+public:
+  Search(const PlanRequest &request, const mlir::loom::ClusterSpec &cluster,
+         PlanResult &result)
+      : request(request), cluster(cluster), result(result) {}
+
+  void run() {
+    int64_t devices = result.devices;
+    int64_t batch = request.globalBatch;
+    for (int64_t tp : divisors(devices)) {
+      for (int64_t pp : divisors(devices / tp)) {
+        int64_t dp = devices / tp / pp;
+        Layout base;
+        base.dp = int(dp);
+        base.tp = int(tp);
+        base.pp = int(pp);
+        if (tp > cluster.devicesPerNode) {
+          prune(base, "tensor parallelism across nodes (tp " +
+                          std::to_string(tp) + " > " +
+                          std::to_string(cluster.devicesPerNode) +
+                          " devices per node)");
+          continue;
+        }
+        if (batch % dp) {
+          prune(base, "the global batch " + std::to_string(batch) +
+                          " does not split over dp " + std::to_string(dp));
+          continue;
+        }
+        searchMicrobatches(base, batch / dp);
+      }
+    }
+  }
+
+private:
+  void prune(const Layout &layout, const std::string &why) {
+    if (request.constraint.allows(layout) || request.exhaustive)
+      result.pruned.push_back({layout, why});
+  }
+
+  void searchMicrobatches(Layout base, int64_t perReplica) {
+    // Without a pipeline, fewer and larger microbatches run faster (larger
+    // GEMMs, fewer optimizer steps per row): once one fits the rest lose.
+    for (int64_t microbatches : divisors(perReplica)) {
+      Layout layout = base;
+      layout.microbatches = int(microbatches);
+      layout.microbatchSize = perReplica / microbatches;
+      bool anyFits = false;
+      if (layout.pp == 1) {
+        anyFits = searchSharding(layout);
+      } else {
+        for (const char *schedule : {"1f1b", "zb-h1", "interleaved", "gpipe"}) {
+          Layout pipelined = layout;
+          pipelined.schedule = schedule;
+          if (pipelined.schedule == "interleaved") {
+            pipelined.virtualStages = 2;
+            if (microbatches % base.pp) {
+              prune(pipelined, "interleaved needs the microbatches (" +
+                                   std::to_string(microbatches) +
+                                   ") a multiple of pp");
+              continue;
+            }
+          }
+          anyFits |= searchSharding(pipelined);
+        }
+      }
+      if (anyFits && layout.pp == 1 && !request.exhaustive)
+        return;
+    }
+  }
+
+  /// ZeRO stages and sequence parallelism; whether one fits.
+  bool searchSharding(const Layout &layout) {
+    bool fits = false;
+    for (int sp = 0; sp <= (layout.tp > 1 ? 1 : 0); ++sp) {
+      // A higher ZeRO stage saves memory and adds communication: once a
+      // stage fits, the higher ones cannot be faster (the exhaustive search
+      // checks that claim).
+      for (int zero = 0; zero <= (layout.dp > 1 ? 3 : 0); ++zero) {
+        Layout candidate = layout;
+        candidate.sequenceParallel = sp;
+        candidate.zero = zero;
+        if (!request.constraint.allows(candidate))
+          continue;
+        bool ok = evaluate(candidate);
+        fits |= ok;
+        if (ok && !request.exhaustive)
+          break;
+      }
+    }
+    return fits;
+  }
+
+  bool evaluate(const Layout &layout) {
+    Candidate candidate;
+    candidate.layout = layout;
+    Prediction &p = candidate.predicted;
+    ++result.compiled;
+    rt::StatusOr<rt::Plan> plan = compileLayout(request, layout);
+    if (!plan) {
+      p.reason = firstLine(plan.status().message());
+      result.candidates.push_back(std::move(candidate));
+      return false;
+    }
+    mlir::loom::PlanSimulation simulation =
+        mlir::loom::simulatePlan(*plan, cluster);
+    if (!simulation.error.empty()) {
+      p.reason = "cannot be replayed: " + simulation.error;
+      result.candidates.push_back(std::move(candidate));
+      return false;
+    }
+    double flops = 0;
+    rt::RunReport report;
+    uint64_t memory = cluster.memoryBytes();
+    for (size_t r = 0; r < plan->ranks.size(); ++r) {
+      rt::RankUsage usage = rt::rankUsage(*plan, int(r), report);
+      p.peakBytes.push_back(usage.plannedPeakBytes);
+      p.paramBytes.push_back(usage.paramBytes);
+      p.gradBytes.push_back(usage.gradBytes);
+      p.optimizerBytes.push_back(usage.optimizerBytes);
+      uint64_t sent = 0;
+      for (const rt::Instruction &inst : plan->ranks[r].instructions)
+        if (inst.kind == rt::Instruction::Kind::Collective) {
+          int64_t group = 2;
+          if (auto it = inst.attrs.find("group"); it != inst.attrs.end())
+            if (const int64_t *id = std::get_if<int64_t>(&it->second))
+              if (*id >= 0 && size_t(*id) < plan->groups.size())
+                group = int64_t(plan->groups[*id].size());
+          sent += rt::collectiveBytesSent(inst, group);
+        }
+      p.commBytes.push_back(sent);
+      p.computeSeconds.push_back(simulation.ranks[r].computeSeconds);
+      p.waitSeconds.push_back(simulation.ranks[r].waitSeconds);
+      flops += simulation.ranks[r].modelFlops;
+    }
+    p.stepSeconds = simulation.stepSeconds;
+    double perDevice = p.stepSeconds > 0
+                           ? flops / p.stepSeconds / double(layout.devices())
+                           : 0;
+    p.tflopsPerDevice = perDevice / 1e12;
+    p.mfu = perDevice / result.peakFlopsPerDevice;
+    uint64_t worst = p.maxPeakBytes();
+    if (worst > memory) {
+      p.shortfallBytes = worst - memory;
+      p.reason = "rank " + std::to_string(p.worstRank()) + " needs " +
+                 gib(double(worst)) + ", " + shortfall(p.shortfallBytes) +
+                 " more than the device's " + gib(double(memory));
+    } else {
+      p.feasible = true;
+    }
+    bool feasible = p.feasible;
+    result.candidates.push_back(std::move(candidate));
+    return feasible;
+  }
+
+  static std::string firstLine(const std::string &text) {
+    return text.substr(0, text.find('\n'));
+  }
+
+  const PlanRequest &request;
+  const mlir::loom::ClusterSpec &cluster;
+  PlanResult &result;
+};
+
+void writeLayout(llvm::json::OStream &json, const Layout &layout) {
+  json.object([&] {
+    json.attribute("dp", layout.dp);
+    json.attribute("tp", layout.tp);
+    json.attribute("pp", layout.pp);
+    json.attribute("zero", layout.zero);
+    json.attribute("sequence_parallel", layout.sequenceParallel);
+    json.attribute("microbatch_size", layout.microbatchSize);
+    json.attribute("microbatches", layout.microbatches);
+    json.attribute("schedule",
+                   layout.schedule.empty() ? "none" : layout.schedule);
+    json.attribute("virtual_stages", layout.virtualStages);
+    json.attribute("recompute", layout.recompute);
+  });
+}
+
+void writePrediction(llvm::json::OStream &json, const Prediction &p) {
+  json.object([&] {
+    json.attribute("feasible", p.feasible);
+    if (!p.reason.empty())
+      json.attribute("reason", p.reason);
+    if (p.peakBytes.empty())
+      return;
+    json.attribute("step_s", p.stepSeconds);
+    json.attribute("tflops_per_device", p.tflopsPerDevice);
+    json.attribute("mfu", p.mfu);
+    json.attribute("peak_bytes_per_rank", int64_t(p.maxPeakBytes()));
+    json.attribute("shortfall_bytes", int64_t(p.shortfallBytes));
+    auto list = [&](const char *key, const std::vector<uint64_t> &values) {
+      json.attributeArray(key, [&] {
+        for (uint64_t value : values)
+          json.value(int64_t(value));
+      });
+    };
+    list("peak_bytes", p.peakBytes);
+    list("param_bytes", p.paramBytes);
+    list("grad_bytes", p.gradBytes);
+    list("optimizer_bytes", p.optimizerBytes);
+    list("comm_bytes", p.commBytes);
+    json.attributeArray("compute_s", [&] {
+      for (double value : p.computeSeconds)
+        json.value(value);
+    });
+    json.attributeArray("wait_s", [&] {
+      for (double value : p.waitSeconds)
+        json.value(value);
+    });
+  });
+}
+
+} // namespace
+
+std::string Layout::str() const {
+  std::string text = "dp=" + std::to_string(dp) + ",tp=" + std::to_string(tp) +
+                     ",pp=" + std::to_string(pp) +
+                     ",zero=" + std::to_string(zero) +
+                     ",sp=" + (sequenceParallel ? "1" : "0") +
+                     ",mbs=" + std::to_string(microbatchSize) +
+                     ",M=" + std::to_string(microbatches);
+  if (pp > 1) {
+    text += ",schedule=" + schedule;
+    if (virtualStages > 1)
+      text += ",V=" + std::to_string(virtualStages);
+  }
+  return text;
+}
+
+bool LayoutConstraint::allows(const Layout &layout) const {
+  for (const auto &[key, value] : fixed)
+    if (layoutValue(layout, key) != value)
+      return false;
+  return true;
+}
+
+std::optional<LayoutConstraint>
+loomrun::parseLayoutConstraint(const std::string &text, std::string &error) {
+  LayoutConstraint constraint;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    if (item.empty())
+      continue;
+    size_t equals = item.find('=');
+    if (equals == std::string::npos || equals == 0 ||
+        equals + 1 == item.size()) {
+      error = "--evaluate: '" + item + "' is not KEY=VALUE";
+      return std::nullopt;
+    }
+    std::string key = canonicalKey(item.substr(0, equals));
+    std::string value = item.substr(equals + 1);
+    if (std::find(std::begin(kConstraintKeys), std::end(kConstraintKeys),
+                  key) == std::end(kConstraintKeys)) {
+      error = "--evaluate: unknown key '" + key +
+              "' (expected dp, tp, pp, zero, sp, mbs, M, schedule, V, "
+              "recompute)";
+      return std::nullopt;
+    }
+    if (key != "schedule" && key != "recompute") {
+      char *end = nullptr;
+      long long number = std::strtoll(value.c_str(), &end, 10);
+      if (!end || *end || number < 0) {
+        error =
+            "--evaluate: " + key + " takes a whole number, not '" + value + "'";
+        return std::nullopt;
+      }
+    }
+    if (key == "sp" && value == "true")
+      value = "1";
+    constraint.fixed[key] = value;
+  }
+  return constraint;
+}
+
+uint64_t Prediction::maxPeakBytes() const {
+  uint64_t worst = 0;
+  for (uint64_t bytes : peakBytes)
+    worst = std::max(worst, bytes);
+  return worst;
+}
+
+int Prediction::worstRank() const {
+  return int(std::max_element(peakBytes.begin(), peakBytes.end()) -
+             peakBytes.begin());
+}
+
+const Candidate *PlanResult::choice() const {
+  if (!candidates.empty() && candidates.front().predicted.feasible)
+    return &candidates.front();
+  return nullptr;
+}
+
+rt::StatusOr<PlanResult> loomrun::planLayout(const PlanRequest &request) {
+  auto started = std::chrono::steady_clock::now();
+  std::string error;
+  std::optional<mlir::loom::ClusterSpec> cluster =
+      mlir::loom::loadClusterSpec(request.clusterPath, error);
+  if (!cluster)
+    return rt::Status::error(error);
+  if (request.globalBatch < 1)
+    return rt::Status::error("--global-batch must be at least 1");
+  if (auto it = request.constraint.fixed.find("recompute");
+      it != request.constraint.fixed.end() && it->second != "none")
+    return rt::Status::error("--evaluate: recompute=" + it->second +
+                             ": activation recompute is not built yet (only "
+                             "`none`)");
+  PlanResult result;
+  result.devices = request.devices > 0 ? request.devices : cluster->devices();
+  if (result.devices > cluster->devices())
+    return rt::Status::error("--devices " + std::to_string(result.devices) +
+                             " is more than " + request.clusterPath + " has (" +
+                             std::to_string(cluster->devices()) + ")");
+  result.peakFlopsPerDevice = cluster->peakFlops(request.precision);
+  result.deviceMemoryBytes = cluster->memoryBytes();
+  {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << cluster->nodes << " node" << (cluster->nodes == 1 ? "" : "s") << " x "
+       << cluster->devicesPerNode << " devices ("
+       << llvm::format("%g", cluster->device.memoryGiB) << " GiB, "
+       << llvm::format("%g", result.peakFlopsPerDevice / 1e12) << " TFLOP/s "
+       << request.precision << ")";
+    result.clusterSummary = text;
+  }
+  Search(request, *cluster, result).run();
+  std::stable_sort(result.candidates.begin(), result.candidates.end(),
+                   [](const Candidate &a, const Candidate &b) {
+                     const Prediction &x = a.predicted, &y = b.predicted;
+                     if (x.feasible != y.feasible)
+                       return x.feasible;
+                     if (x.feasible)
+                       return x.stepSeconds < y.stepSeconds;
+                     // Refused by memory before refused by the compiler,
+                     // the smallest shortfall first.
+                     bool xm = !x.peakBytes.empty(), ym = !y.peakBytes.empty();
+                     if (xm != ym)
+                       return xm;
+                     return x.shortfallBytes < y.shortfallBytes;
+                   });
+  result.searchSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+  bool anyCompiled = false;
+  for (const Candidate &candidate : result.candidates)
+    anyCompiled |= !candidate.predicted.peakBytes.empty();
+  if (!result.candidates.empty() && !anyCompiled)
+    return rt::Status::error(
+        "no layout of " + std::to_string(result.devices) +
+        " devices compiles: " + result.candidates.front().predicted.reason);
+  if (result.candidates.empty())
+    return rt::Status::error("no layout of " + std::to_string(result.devices) +
+                             " devices to evaluate" +
+                             (result.pruned.empty()
+                                  ? std::string()
+                                  : " (" + result.pruned.front().second + ")"));
+  return result;
+}
+
+std::string loomrun::formatPlanReport(const PlanRequest &request,
+                                      const PlanResult &result) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "loom-plan: " << request.modelPath << " on " << result.devices
+     << " devices of " << result.clusterSummary << ", global batch "
+     << request.globalBatch << ", " << request.precision << "\n";
+  os << "searched " << result.compiled << " layouts in "
+     << llvm::format("%.2f", result.searchSeconds) << " s (each compiled and "
+     << "replayed; " << result.pruned.size() << " pruned before compiling)\n";
+  const Candidate *choice = result.choice();
+  auto describe = [&](const Prediction &p) {
+    std::string line;
+    llvm::raw_string_ostream ls(line);
+    ls << "step " << milliseconds(p.stepSeconds) << ", "
+       << llvm::format("%.2f", p.tflopsPerDevice) << " TFLOP/s per device, MFU "
+       << llvm::format("%.1f%%", 100 * p.mfu) << ", peak "
+       << gib(double(p.maxPeakBytes())) << " per rank";
+    return line;
+  };
+  if (!choice) {
+    os << "\nno layout fits:";
+    const Candidate &best = result.candidates.front();
+    if (!best.predicted.peakBytes.empty())
+      os << " the closest, " << best.layout.str() << ", "
+         << best.predicted.reason << "\n";
+    else
+      os << " " << best.layout.str()
+         << " does not compile: " << best.predicted.reason << "\n";
+    return text;
+  }
+  const Prediction &p = choice->predicted;
+  os << "\nchoice: " << choice->layout.str() << "\n";
+  os << "  predicted: " << describe(p) << "\n";
+  int worst = p.worstRank();
+  os << "  rank " << worst << ": parameters "
+     << gib(double(p.paramBytes[worst])) << ", gradients "
+     << gib(double(p.gradBytes[worst])) << ", optimizer "
+     << gib(double(p.optimizerBytes[worst])) << ", sends "
+     << gib(double(p.commBytes[worst])) << " per step; compute "
+     << milliseconds(p.computeSeconds[worst]) << ", waiting "
+     << milliseconds(p.waitSeconds[worst]) << "\n";
+  if (result.candidates.size() > 1)
+    os << "\nalternatives:\n";
+  int shown = 0;
+  for (const Candidate &other : result.candidates) {
+    if (&other == choice)
+      continue;
+    if (shown++ >= request.topK)
+      break;
+    const Prediction &q = other.predicted;
+    os << "  " << other.layout.str() << ": ";
+    if (q.feasible)
+      os << describe(q) << "; "
+         << llvm::format("%.1f%%", 100 * (q.stepSeconds / p.stepSeconds - 1))
+         << " slower\n";
+    else if (q.peakBytes.empty())
+      os << "does not compile: " << q.reason << "\n";
+    else
+      os << "does not fit: " << q.reason << "\n";
+  }
+  return text;
+}
+
+std::string loomrun::formatPlanJson(const PlanRequest &request,
+                                    const PlanResult &result) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::json::OStream json(os, 1);
+  const Candidate *choice = result.choice();
+  json.object([&] {
+    json.attribute("model", request.modelPath);
+    json.attribute("cluster", request.clusterPath);
+    json.attribute("devices", result.devices);
+    json.attribute("global_batch", request.globalBatch);
+    json.attribute("precision", request.precision);
+    json.attribute("search_s", result.searchSeconds);
+    json.attribute("compiled", result.compiled);
+    if (choice) {
+      json.attributeBegin("choice");
+      writeLayout(json, choice->layout);
+      json.attributeEnd();
+      json.attributeBegin("predicted");
+      writePrediction(json, choice->predicted);
+      json.attributeEnd();
+    } else {
+      json.attribute("choice", nullptr);
+    }
+    json.attributeArray("alternatives", [&] {
+      for (const Candidate &other : result.candidates) {
+        if (&other == choice)
+          continue;
+        json.object([&] {
+          json.attributeBegin("choice");
+          writeLayout(json, other.layout);
+          json.attributeEnd();
+          json.attributeBegin("predicted");
+          writePrediction(json, other.predicted);
+          json.attributeEnd();
+        });
+      }
+    });
+  });
+  os << "\n";
+  return text;
+}
+
+rt::StatusOr<std::string> loomrun::simulateTrace(const PlanRequest &request,
+                                                 const Layout &layout) {
+  std::string error;
+  std::optional<mlir::loom::ClusterSpec> cluster =
+      mlir::loom::loadClusterSpec(request.clusterPath, error);
+  if (!cluster)
+    return rt::Status::error(error);
+  rt::StatusOr<rt::Plan> plan = compileLayout(request, layout);
+  if (!plan)
+    return plan.status();
+  mlir::loom::PlanSimulation simulation =
+      mlir::loom::simulatePlan(*plan, *cluster, /*recordEvents=*/true);
+  if (!simulation.error.empty())
+    return rt::Status::error(simulation.error);
+  // Chrome's trace format (Perfetto opens it): one process per rank, a
+  // track for its kernels and one for its transfers; times in us.
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::json::OStream json(os);
+  json.object([&] {
+    json.attribute("displayTimeUnit", "ms");
+    json.attributeArray("traceEvents", [&] {
+      for (size_t r = 0; r < simulation.ranks.size(); ++r) {
+        auto name = [&](const char *what, int tid, const std::string &value) {
+          json.object([&] {
+            json.attribute("ph", "M");
+            json.attribute("name", what);
+            json.attribute("pid", int64_t(r));
+            json.attribute("tid", tid);
+            json.attributeObject("args",
+                                 [&] { json.attribute("name", value); });
+          });
+        };
+        name("process_name", 0, "rank " + std::to_string(r) + " (simulated)");
+        name("thread_name", 0, "compute");
+        name("thread_name", 1, "communication");
+      }
+      for (const mlir::loom::PlanSimulationEvent &event : simulation.events)
+        json.object([&] {
+          std::string label = event.name;
+          if (!event.action.empty())
+            label = event.action + " " + label;
+          json.attribute("ph", "X");
+          json.attribute("name", label);
+          json.attribute("cat",
+                         event.communication ? "communication" : "compute");
+          json.attribute("pid", event.rank);
+          json.attribute("tid", event.communication ? 1 : 0);
+          json.attribute("ts", event.start * 1e6);
+          json.attribute("dur", (event.end - event.start) * 1e6);
+        });
+    });
+  });
+  os << "\n";
+  return text;
+}
