@@ -10,6 +10,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "GradientRules.h"
+#include "Recompute.h"
+
+#include "loom/Analysis/StageCuts.h"
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Transforms/Training/Passes.h"
@@ -200,13 +203,36 @@ struct AutodiffPass : impl::LoomAutodiffBase<AutodiffPass> {
       func.emitOpError("must have a single block to be differentiated");
       return signalPassFailure();
     }
+    if (recompute != "none" && recompute != "full") {
+      module.emitError("loom-autodiff: recompute=")
+          << recompute
+          << " is not a recompute mode (none, full; selective recompute of "
+             "the attention core is what loom-fuse-attention already does: "
+             "its [.., S, S] scores are never stored)";
+      return signalPassFailure();
+    }
     auto gradient = cast<func::FuncOp>(func->clone());
     gradient.setSymName(gradientFunctionName(function));
     SymbolTable(module).insert(gradient, std::next(func->getIterator()));
+    // The clone's first ops are the forward's, in order; autodiff appends
+    // the backward after them.
+    unsigned forwardOps = func.getBody().front().getOperations().size() - 1;
     OpBuilder builder(&getContext());
     if (failed(Differentiator(gradient, builder).run(lossResult))) {
       gradient.erase();
       return signalPassFailure();
+    }
+    if (recompute == "full") {
+      SmallVector<Operation *> forward;
+      for (Operation &op : gradient.getBody().front()) {
+        if (forward.size() == forwardOps)
+          break;
+        forward.push_back(&op);
+      }
+      SmallVector<unsigned> ends;
+      for (const StageCutPoint &point : findStageCutPoints(func))
+        ends.push_back(point.afterOp);
+      recomputeSegments(gradient, forward, ends);
     }
   }
 };

@@ -83,6 +83,7 @@ void mlir::loom::buildTrainingPipeline(OpPassManager &pm,
   }
   LoomAutodiffOptions autodiff;
   autodiff.function = lossFunctionName(options.function);
+  autodiff.recompute = options.recompute;
   pm.addPass(createLoomAutodiff(autodiff));
   // Bias gradients sum the bf16 gradient the backward GEMMs read, as
   // torch.autocast does, instead of an f32 copy stored for them alone.

@@ -164,6 +164,10 @@ struct TrainingPipelineOptions
       llvm::cl::desc("With pp: the processors the ranks share, for the "
                      "predicted schedule (0: one each)"),
       llvm::cl::init(0)};
+  Option<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("Activation recompute: none or full (loom-autodiff)"),
+      llvm::cl::init("none")};
   Option<double> stageMemoryCapMB{
       *this, "stage-memory-cap-mb",
       llvm::cl::desc("With pp: each stage's memory cap in MiB (0: none)"),

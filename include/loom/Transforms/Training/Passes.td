@@ -241,12 +241,26 @@ def LoomAutodiff : Pass<"loom-autodiff", "::mlir::ModuleOp"> {
     ```mlir
     func.func @forward_grad(%x: tensor<4xf32>) -> (tensor<f32>, tensor<4xf32> {loom.gradient_of = @w, onnx.name = "grad.w"})
     ```
+
+    With `recompute=full` (activation recompute, also called gradient
+    checkpointing) the forward is split into segments where the fewest
+    activations are alive (the pipeline's cut points: for a transformer, the
+    residual stream between sublayers); every segment but the last keeps only
+    its input for the backward pass, and the values its backward ops read are
+    computed again by clones of its ops placed right before the first of
+    them. Memory planning then frees the forward's values as soon as the
+    forward is done with them; the clones compute the same values (bit for
+    bit: dropout's mask is a function of its seed and indices). `none`, the
+    default, keeps what the backward reads.
   }];
   let options = [
     Option<"function", "function", "std::string", /*default=*/"\"forward\"",
            "The function to differentiate">,
     Option<"lossResult", "loss-result", "unsigned", /*default=*/"0",
            "Which result is the scalar loss">,
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
+           "Activation recompute: none, or full (every segment between the "
+           "cut points but the last recomputes its forward in the backward)">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

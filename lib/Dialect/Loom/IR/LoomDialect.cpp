@@ -47,6 +47,7 @@ static LogicalResult checkAttrName(Operation *op, NamedAttribute attr) {
                            << "', '" << LoomDialect::kStageAttrName << "', '"
                            << LoomDialect::kMicrobatchAttrName << "', '"
                            << LoomDialect::kBackwardAttrName << "', '"
+                           << LoomDialect::kRecomputedAttrName << "', '"
                            << LoomDialect::kKeptGradientAttrName << "', '"
                            << LoomDialect::kGradientBytesAttrName
                            << "' (functions), '"
@@ -138,10 +139,11 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                                << "' must be a non-negative integer";
     return success();
   }
-  if (attr.getName() == kBackwardAttrName) {
+  if (attr.getName() == kBackwardAttrName ||
+      attr.getName() == kRecomputedAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
-      return op->emitOpError()
-             << "'" << kBackwardAttrName << "' must be a unit attribute";
+      return op->emitOpError() << "'" << attr.getName().getValue()
+                               << "' must be a unit attribute";
     return success();
   }
   if (attr.getName() == kKeptGradientAttrName) {

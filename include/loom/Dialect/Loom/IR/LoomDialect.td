@@ -95,6 +95,11 @@ def Loom_Dialect : Dialect {
     /// for the backward pass of a staged op (it also copies the stage).
     static constexpr ::llvm::StringLiteral kBackwardAttrName =
         "loom.backward";
+    /// Name of the unit attribute that marks the clones `loom-autodiff
+    /// recompute=full` makes of forward ops, which must stay distinct ops
+    /// (CSE would otherwise fold them back into the forward's).
+    static constexpr ::llvm::StringLiteral kRecomputedAttrName =
+        "loom.recomputed";
     /// Name of the attribute that gives a staged op of the training step
     /// its microbatch (an integer; loom-build-train-step).
     static constexpr ::llvm::StringLiteral kMicrobatchAttrName =
