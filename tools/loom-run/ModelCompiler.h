@@ -52,6 +52,8 @@ struct TrainCompileOptions {
   int zeroShardGroup = 0;
   /// --bucket-mb MB: data parallelism's gradient buckets (0: none).
   double bucketMB = 25.0;
+  /// --recompute: activation recompute, none or full.
+  std::string recompute = "none";
   /// --sequence-parallel: with --tp, Megatron's sequence parallelism.
   bool sequenceParallel = false;
   /// --pp P: pipeline parallelism over P ranks (1: off); --microbatches

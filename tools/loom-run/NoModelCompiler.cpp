@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ModelCompiler.h"
+#include "Planner.h"
 
 bool loomrun::haveModelCompiler() { return false; }
 
@@ -33,4 +34,24 @@ loomrun::saveTrainedModel(const std::string &, const std::string &outPath,
       ": this loom-run was built without the compiler (a runtime-only build, "
       "or loom-run-emulated) "
       "and cannot write ONNX models");
+}
+
+loomrt::StatusOr<loomrun::PlanResult>
+loomrun::planLayout(const PlanRequest &request) {
+  return loomrt::Status::error(
+      request.modelPath + ": --parallel auto plans by compiling the model, "
+                          "which this loom-run (built without the compiler) "
+                          "cannot; plan with a full build's `loom-plan "
+                          "--json FILE` and pass --parallel FILE");
+}
+
+std::string loomrun::formatPlanReport(const PlanRequest &, const PlanResult &) {
+  return "";
+}
+
+loomrt::StatusOr<loomrun::Layout>
+loomrun::readPlannedLayout(const std::string &path) {
+  return loomrt::Status::error(
+      path + ": this loom-run was built without the compiler and cannot "
+             "compile a model for a layout");
 }

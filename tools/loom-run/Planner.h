@@ -35,12 +35,27 @@ struct Layout {
   /// With pp > 1: gpipe, 1f1b, interleaved, zb-h1 ("" without a pipeline).
   std::string schedule;
   int virtualStages = 1;
-  /// Activation recompute: only `none` is built so far.
+  /// Activation recompute: `none` or `full` (loom-autodiff recompute).
   std::string recompute = "none";
 
   int devices() const { return dp * tp * pp; }
   /// `dp=2,tp=2,pp=1,zero=1,sp=0,mbs=4,M=2`, plus the schedule with pp.
-  std::string str() const;
+  std::string str() const {
+    std::string text =
+        "dp=" + std::to_string(dp) + ",tp=" + std::to_string(tp) +
+        ",pp=" + std::to_string(pp) + ",zero=" + std::to_string(zero) +
+        ",sp=" + (sequenceParallel ? "1" : "0") +
+        ",mbs=" + std::to_string(microbatchSize) +
+        ",M=" + std::to_string(microbatches);
+    if (recompute != "none")
+      text += ",recompute=" + recompute;
+    if (pp > 1) {
+      text += ",schedule=" + schedule;
+      if (virtualStages > 1)
+        text += ",V=" + std::to_string(virtualStages);
+    }
+    return text;
+  }
 };
 
 /// A partial layout (`--evaluate 'tp=8,pp=8,dp=24'`): the keys given are
@@ -88,6 +103,9 @@ struct PlanRequest {
   std::string batchDim = "batch";
   /// Other symbolic dimensions (--dim NAME=SIZE).
   std::map<std::string, int64_t> dims;
+  /// Shapes of inputs by name (loom-run's data), whose first dimension is
+  /// the batch: each layout replaces it by its microbatch's rows.
+  std::map<std::string, std::vector<int64_t>> inputShapes;
   std::string precision = "f32";
   /// The training step's options (loss, optimizer...); its parallel fields
   /// are the planner's to set.
@@ -116,8 +134,12 @@ struct PlanResult {
   double peakFlopsPerDevice = 0;
   uint64_t deviceMemoryBytes = 0;
 
-  /// The best feasible candidate, if any.
-  const Candidate *choice() const;
+  /// The best feasible candidate, if any (they are sorted best first).
+  const Candidate *choice() const {
+    if (!candidates.empty() && candidates.front().predicted.feasible)
+      return &candidates.front();
+    return nullptr;
+  }
 };
 
 /// Searches (docs/design/planner.md). Errors: an unreadable model or
@@ -132,6 +154,10 @@ std::string formatPlanReport(const PlanRequest &request,
 /// The same as JSON (`--json`): `choice`, `predicted`, `alternatives`.
 std::string formatPlanJson(const PlanRequest &request,
                            const PlanResult &result);
+
+/// The layout a `loom-plan --json` file chose (its `choice`), for
+/// `loom-run --parallel FILE.json`; errors name the file and the key.
+loomrt::StatusOr<Layout> readPlannedLayout(const std::string &path);
 
 /// Compiles `layout` and replays its plan on the request's cluster with
 /// every kernel and transfer recorded: a Chrome/Perfetto trace (JSON), one

@@ -13,7 +13,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Calibrate.h"
 #include "ModelCompiler.h"
+#include "Planner.h"
 #include "RunPlan.h"
 
 #include "loom/Runtime/Executor.h"
@@ -32,6 +34,7 @@
 #include <set>
 #include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 
 using namespace loomrun;
 using namespace loomrt;
@@ -117,6 +120,17 @@ devices (docs/design/cuda-backend.md):
                       stops the run); {rank} in FILE becomes the rank
                       (needed with several ranks)
   --list-devices      print the devices this build can run on, and exit
+  --parallel auto     with --train: choose the layout (dp, tp, pp, ZeRO,
+                      sequence parallelism, microbatches, schedule) for
+                      --ranks N with the planner (docs/design/planner.md),
+                      print its report, and train with it; the machine is
+                      calibrated first unless --cluster FILE describes it
+  --parallel FILE     train with the layout of a `loom-plan --json` file
+  --calibrate FILE    measure this machine with --ranks N (or mpirun's) ranks
+                      busy at once on --device: GEMM rates by size and
+                      precision, memory bandwidth, a kernel's fixed cost and
+                      the all-reduce link; write them as a cluster file for
+                      loom-plan (docs/design/planner.md), and exit
 
 ranks (plans with several ranks; docs/design/communication.md):
   --ranks N           run the N ranks as threads of this process; under
@@ -181,6 +195,11 @@ training (--train; docs/design/training.md):
                       groups of K adjacent dp ranks and the groups replicate
                       (gradients reduced and scattered in the group, then
                       all-reduced across groups); K divides dp
+  --recompute MODE    activation recompute: none (default), or full: the
+                      forward's values between the cut points (each
+                      sublayer's) are computed again in the backward pass
+                      instead of kept, trading compute for memory; training
+                      is unchanged, bit for bit
   --sequence-parallel with --tp: Megatron's sequence parallelism (the layer
                       norms' regions split on the sequence; reduce-scatter
                       and all-gather pairs instead of all-reduces)
@@ -249,6 +268,13 @@ struct Options {
   double verifyRtol = 1e-4;
   /// --compile-only: compile, print the time of each pass, and exit.
   bool compileOnly = false;
+  /// --calibrate FILE: measure this machine into a cluster file, and exit.
+  std::string calibratePath;
+  /// --parallel auto|FILE.json: the layout the planner chooses (with
+  /// --cluster FILE, or this machine calibrated), or a loom-plan --json
+  /// file's choice.
+  std::string parallel;
+  std::string clusterPath;
   /// Whether --steps was given.
   bool stepsGiven = false;
   /// Whether --dp was given (else it is the ranks over --tp).
@@ -333,6 +359,7 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
                                         "--pp",
                                         "--microbatches",
                                         "--schedule",
+                                        "--recompute",
                                         "--virtual-stages",
                                         "--schedule-file",
                                         "--stage-cuts",
@@ -444,6 +471,13 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     int64_t microbatches = 1;
     count(microbatches, 1);
     compile.microbatches = int(std::min<int64_t>(microbatches, 1 << 20));
+  } else if (flag == "--recompute") {
+    if (text != "none" && text != "full")
+      error = "--recompute " + text +
+              ": none, or full (each segment between the cut points but the "
+              "last recomputes its forward in the backward; the attention "
+              "core's scores are never stored anyway)";
+    compile.recompute = text;
   } else if (flag == "--schedule") {
     if (text != "gpipe" && text != "1f1b" && text != "interleaved" &&
         text != "zb-h1")
@@ -605,6 +639,13 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     }
     if (flag == "--report") {
       options.run.report = true;
+    } else if (flag == "--calibrate" || flag == "--parallel" ||
+               flag == "--cluster") {
+      if (!value(text))
+        return flag + " needs a value";
+      (flag == "--calibrate"  ? options.calibratePath
+       : flag == "--parallel" ? options.parallel
+                              : options.clusterPath) = text;
     } else if (flag == "--compile-only") {
       options.compileOnly = true;
     } else if (flag == "--no-weights") {
@@ -730,8 +771,31 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       options.run.positionalInputs.push_back(arg);
     }
   }
+  if (!options.calibratePath.empty()) {
+    if (!options.run.model.empty() || options.compile.train.enabled ||
+        options.compileOnly)
+      return "--calibrate measures the machine and takes no model, "
+             "--train or --compile-only";
+    return "";
+  }
   if (options.run.model.empty())
     return "no model given (see --help)";
+  if (!options.parallel.empty()) {
+    const TrainCompileOptions &t = options.compile.train;
+    if (!t.enabled)
+      return "--parallel chooses the layout of a training step; add --train";
+    if (t.tp != 1 || options.dpGiven || t.pp != 1 || t.zero != 0 ||
+        t.sequenceParallel || t.microbatches != 0 || t.gradAccum != 1 ||
+        t.recompute != "none")
+      return "--parallel chooses the layout (dp, tp, pp, zero, sequence "
+             "parallelism, microbatches, recompute); drop --dp, --tp, --pp, "
+             "--zero, --sequence-parallel, --microbatches, --grad-accum and "
+             "--recompute";
+    if (!options.run.positionalInputs.empty())
+      return "--parallel needs the inputs by name (--input NAME=FILE)";
+  }
+  if (!options.clusterPath.empty() && options.parallel != "auto")
+    return "--cluster describes the machine for --parallel auto";
   const TrainCompileOptions &train = options.compile.train;
   if (!options.compile.withWeights && !options.compileOnly) {
     if (train.enabled && options.train.steps > 0)
@@ -1193,7 +1257,99 @@ int compileOnlyRun(Options &options) {
 
 /// Reads the data set, compiles the training step for one microbatch of
 /// it, and trains.
+/// --parallel: sets the training step's layout to the planner's choice
+/// (auto: planned for this machine, calibrated unless --cluster names a
+/// description) or to a loom-plan --json file's, and prints it.
+int chooseLayout(Options &options) {
+  LaunchOptions &launch = options.run.launch;
+  int ranks = launch.threadRanks;
+  if (ranks == 0 && launchedByMPI())
+    if (const char *size = std::getenv("OMPI_COMM_WORLD_SIZE"))
+      ranks = std::atoi(size);
+  ranks = std::max(1, ranks);
+  Layout layout;
+  if (options.parallel == "auto") {
+    PlanRequest request;
+    request.modelPath = options.run.model;
+    request.clusterPath = options.clusterPath;
+    if (request.clusterPath.empty()) {
+      if (launchedByMPI())
+        return fail("--parallel auto under mpirun needs --cluster FILE (a "
+                    "`loom-run --calibrate` of the machine)");
+      request.clusterPath =
+          "/tmp/loom-cluster-" + std::to_string(::getpid()) + ".json";
+      std::printf("== calibrating this machine for %d rank%s "
+                  "(loom-run --calibrate)\n",
+                  ranks, ranks == 1 ? "" : "s");
+      if (int status = calibrate(request.clusterPath, ranks, launch))
+        return status;
+    }
+    request.globalBatch = options.train.batchSize;
+    request.dims = options.compile.dims;
+    request.precision = options.compile.precision;
+    request.train = options.compile.train;
+    request.devices = ranks;
+    for (const auto &[name, path] : options.run.namedInputs) {
+      StatusOr<HostTensor> tensor = readTensorFile(path);
+      if (!tensor)
+        return fail(tensor.status().message());
+      request.inputShapes[name] = tensor->shape;
+    }
+    StatusOr<PlanResult> result = planLayout(request);
+    if (options.clusterPath.empty())
+      std::remove(request.clusterPath.c_str());
+    if (!result)
+      return fail(result.status().message());
+    std::printf("== loom-plan (--parallel auto)\n%s\n",
+                formatPlanReport(request, *result).c_str());
+    if (!result->choice())
+      return fail("--parallel auto: no layout of " + std::to_string(ranks) +
+                  " ranks fits");
+    layout = result->choice()->layout;
+  } else {
+    StatusOr<Layout> planned = readPlannedLayout(options.parallel);
+    if (!planned)
+      return fail(planned.status().message());
+    layout = *planned;
+    std::printf("layout from %s: %s\n", options.parallel.c_str(),
+                layout.str().c_str());
+  }
+  if (layout.devices() != ranks)
+    return fail("the layout " + layout.str() + " runs on " +
+                std::to_string(layout.devices()) + " ranks, not " +
+                std::to_string(ranks));
+  if (layout.microbatchSize * layout.dp * layout.microbatches !=
+      options.train.batchSize)
+    return fail("the layout " + layout.str() + " is for a batch of " +
+                std::to_string(layout.microbatchSize * layout.dp *
+                               layout.microbatches) +
+                " rows, not --batch-size " +
+                std::to_string(options.train.batchSize));
+  TrainCompileOptions &train = options.compile.train;
+  train.dp = layout.dp;
+  train.tp = layout.tp;
+  train.pp = layout.pp;
+  train.zero = layout.zero;
+  train.sequenceParallel = layout.sequenceParallel;
+  train.recompute = layout.recompute;
+  train.gradAccum = layout.microbatches;
+  train.microbatches = layout.pp > 1 ? layout.microbatches : 0;
+  if (layout.pp > 1) {
+    train.schedule = layout.schedule;
+    train.virtualStages = layout.virtualStages;
+    // Pipeline ranks on this machine's CPU share its cores (as when the
+    // flags are given).
+    if (launch.threadRanks > 1 && launch.executor.device == Device::CPU)
+      train.sharedCores =
+          int(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  return 0;
+}
+
 int train(Options &options) {
+  if (!options.parallel.empty())
+    if (int status = chooseLayout(options))
+      return status;
   Dataset data;
   int64_t microbatch =
       options.train.batchSize / options.compile.train.gradAccum;
@@ -1257,6 +1413,14 @@ int main(int argc, char **argv) {
   std::string error = parseOptions(argc, argv, options);
   if (!error.empty())
     return fail(error);
+  if (!options.calibratePath.empty()) {
+    int ranks = options.run.launch.threadRanks;
+    if (ranks == 0 && launchedByMPI())
+      if (const char *size = std::getenv("OMPI_COMM_WORLD_SIZE"))
+        ranks = std::atoi(size);
+    return calibrate(options.calibratePath, std::max(1, ranks),
+                     options.run.launch);
+  }
   if (options.compileOnly)
     return compileOnlyRun(options);
   if (options.compile.train.enabled)

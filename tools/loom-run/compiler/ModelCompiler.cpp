@@ -98,6 +98,7 @@ void setPipelineOptions(const ::loomrun::ModelCompileOptions &options,
   pipeline.zeroShardGroup = unsigned(train.zeroShardGroup);
   pipeline.bucketMB = train.bucketMB;
   pipeline.sequenceParallel = train.sequenceParallel;
+  pipeline.recompute = train.recompute;
   pipeline.pp = unsigned(train.pp);
   pipeline.schedule = train.schedule;
   pipeline.virtualStages = unsigned(train.virtualStages);

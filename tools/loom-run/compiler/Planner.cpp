@@ -16,6 +16,7 @@
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -100,7 +101,15 @@ rt::StatusOr<rt::Plan> compileLayout(const PlanRequest &request,
                                      const Layout &layout) {
   ModelCompileOptions options;
   options.dims = request.dims;
-  options.dims[request.batchDim] = layout.microbatchSize * int64_t(layout.dp);
+  int64_t rows = layout.microbatchSize * int64_t(layout.dp);
+  if (request.inputShapes.empty())
+    options.dims[request.batchDim] = rows;
+  for (const auto &[name, shape] : request.inputShapes) {
+    std::vector<int64_t> microbatch = shape;
+    if (!microbatch.empty())
+      microbatch[0] = rows;
+    options.inputShapes[name] = microbatch;
+  }
   options.precision = request.precision;
   options.train = request.train;
   options.train.enabled = true;
@@ -109,6 +118,7 @@ rt::StatusOr<rt::Plan> compileLayout(const PlanRequest &request,
   options.train.pp = layout.pp;
   options.train.zero = layout.zero;
   options.train.sequenceParallel = layout.sequenceParallel;
+  options.train.recompute = layout.recompute;
   options.train.gradAccum = layout.microbatches;
   options.train.microbatches = layout.pp > 1 ? layout.microbatches : 0;
   if (layout.pp > 1) {
@@ -188,23 +198,30 @@ private:
     }
   }
 
-  /// ZeRO stages and sequence parallelism; whether one fits.
+  /// Activation recompute, sequence parallelism and the ZeRO stages;
+  /// whether one fits.
   bool searchSharding(const Layout &layout) {
     bool fits = false;
-    for (int sp = 0; sp <= (layout.tp > 1 ? 1 : 0); ++sp) {
-      // A higher ZeRO stage saves memory and adds communication: once a
-      // stage fits, the higher ones cannot be faster (the exhaustive search
-      // checks that claim).
-      for (int zero = 0; zero <= (layout.dp > 1 ? 3 : 0); ++zero) {
-        Layout candidate = layout;
-        candidate.sequenceParallel = sp;
-        candidate.zero = zero;
-        if (!request.constraint.allows(candidate))
-          continue;
-        bool ok = evaluate(candidate);
-        fits |= ok;
-        if (ok && !request.exhaustive)
-          break;
+    // Recompute trades compute for memory: only when nothing fits without.
+    for (const char *recompute : {"none", "full"}) {
+      if (fits && !request.exhaustive)
+        break;
+      for (int sp = 0; sp <= (layout.tp > 1 ? 1 : 0); ++sp) {
+        // A higher ZeRO stage saves memory and adds communication: once a
+        // stage fits, the higher ones cannot be faster (the exhaustive
+        // search checks that claim).
+        for (int zero = 0; zero <= (layout.dp > 1 ? 3 : 0); ++zero) {
+          Layout candidate = layout;
+          candidate.sequenceParallel = sp;
+          candidate.zero = zero;
+          candidate.recompute = recompute;
+          if (!request.constraint.allows(candidate))
+            continue;
+          bool ok = evaluate(candidate);
+          fits |= ok;
+          if (ok && !request.exhaustive)
+            break;
+        }
       }
     }
     return fits;
@@ -333,21 +350,6 @@ void writePrediction(llvm::json::OStream &json, const Prediction &p) {
 
 } // namespace
 
-std::string Layout::str() const {
-  std::string text = "dp=" + std::to_string(dp) + ",tp=" + std::to_string(tp) +
-                     ",pp=" + std::to_string(pp) +
-                     ",zero=" + std::to_string(zero) +
-                     ",sp=" + (sequenceParallel ? "1" : "0") +
-                     ",mbs=" + std::to_string(microbatchSize) +
-                     ",M=" + std::to_string(microbatches);
-  if (pp > 1) {
-    text += ",schedule=" + schedule;
-    if (virtualStages > 1)
-      text += ",V=" + std::to_string(virtualStages);
-  }
-  return text;
-}
-
 bool LayoutConstraint::allows(const Layout &layout) const {
   for (const auto &[key, value] : fixed)
     if (layoutValue(layout, key) != value)
@@ -406,12 +408,6 @@ int Prediction::worstRank() const {
              peakBytes.begin());
 }
 
-const Candidate *PlanResult::choice() const {
-  if (!candidates.empty() && candidates.front().predicted.feasible)
-    return &candidates.front();
-  return nullptr;
-}
-
 rt::StatusOr<PlanResult> loomrun::planLayout(const PlanRequest &request) {
   auto started = std::chrono::steady_clock::now();
   std::string error;
@@ -422,10 +418,12 @@ rt::StatusOr<PlanResult> loomrun::planLayout(const PlanRequest &request) {
   if (request.globalBatch < 1)
     return rt::Status::error("--global-batch must be at least 1");
   if (auto it = request.constraint.fixed.find("recompute");
-      it != request.constraint.fixed.end() && it->second != "none")
-    return rt::Status::error("--evaluate: recompute=" + it->second +
-                             ": activation recompute is not built yet (only "
-                             "`none`)");
+      it != request.constraint.fixed.end() && it->second != "none" &&
+      it->second != "full")
+    return rt::Status::error(
+        "--evaluate: recompute=" + it->second +
+        ": the modes are none and full (selective recompute of the attention "
+        "core is what Loom's fused attention already does)");
   PlanResult result;
   result.devices = request.devices > 0 ? request.devices : cluster->devices();
   if (result.devices > cluster->devices())
@@ -640,4 +638,60 @@ rt::StatusOr<std::string> loomrun::simulateTrace(const PlanRequest &request,
   });
   os << "\n";
   return text;
+}
+
+rt::StatusOr<Layout> loomrun::readPlannedLayout(const std::string &path) {
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!file)
+    return rt::Status::error(path + ": " + file.getError().message());
+  llvm::Expected<llvm::json::Value> value =
+      llvm::json::parse((*file)->getBuffer());
+  if (!value)
+    return rt::Status::error(
+        path + ": not valid JSON: " + llvm::toString(value.takeError()));
+  const llvm::json::Object *root = value->getAsObject();
+  const llvm::json::Object *choice = root ? root->getObject("choice") : nullptr;
+  if (!choice)
+    return rt::Status::error(
+        path + ": no `choice` (a file `loom-plan --json` writes, with a "
+               "layout that fits)");
+  Layout layout;
+  std::string error;
+  auto integer = [&](const char *key, auto &out, int64_t minimum) {
+    std::optional<int64_t> number = choice->getInteger(key);
+    if (!number || *number < minimum) {
+      if (error.empty())
+        error = path + ": 'choice." + key +
+                "' must be a whole number >= " + std::to_string(minimum);
+      return;
+    }
+    out = std::remove_reference_t<decltype(out)>(*number);
+  };
+  integer("dp", layout.dp, 1);
+  integer("tp", layout.tp, 1);
+  integer("pp", layout.pp, 1);
+  integer("zero", layout.zero, 0);
+  integer("microbatch_size", layout.microbatchSize, 1);
+  integer("microbatches", layout.microbatches, 1);
+  integer("virtual_stages", layout.virtualStages, 1);
+  if (std::optional<bool> sp = choice->getBoolean("sequence_parallel"))
+    layout.sequenceParallel = *sp;
+  else if (error.empty())
+    error = path + ": 'choice.sequence_parallel' must be true or false";
+  if (std::optional<llvm::StringRef> schedule = choice->getString("schedule"))
+    layout.schedule = *schedule == "none" ? "" : schedule->str();
+  else if (error.empty())
+    error = path + ": 'choice.schedule' must be a string";
+  if (std::optional<llvm::StringRef> recompute =
+          choice->getString("recompute")) {
+    layout.recompute = recompute->str();
+    if (*recompute != "none" && *recompute != "full" && error.empty())
+      error = path + ": 'choice.recompute' is " + recompute->str() +
+              " (none or full)";
+  } else if (error.empty()) {
+    error = path + ": 'choice.recompute' must be a string";
+  }
+  if (!error.empty())
+    return rt::Status::error(error);
+  return layout;
 }

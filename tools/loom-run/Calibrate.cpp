@@ -1,0 +1,352 @@
+//===- Calibrate.cpp - loom-run --calibrate -------------------------------===//
+//
+// Each measurement is a one-instruction-kind plan (R copies of a matmul, an
+// elementwise add, or an all-reduce) built in memory, run by every rank at
+// once; its time is the slowest rank's wall time per instruction, the best
+// of three runs. The fits:
+//   - GEMMs: the peak of a precision is its best measured rate; the half
+//     dimension h of `rate(d) = peak d / (d + h)` is the median of
+//     d (peak / rate(d) - 1) over the other sizes;
+//   - memory: bytes moved by a large add per second; the kernel overhead
+//     is the time of an add of one element;
+//   - the link: least squares of `t = a + b * bytes sent` over all-reduce
+//     sizes; latency a / (2 (n - 1)) per step, bandwidth 1 / b.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Calibrate.h"
+
+#include "loom/Analysis/LinkModel.h"
+#include "loom/Runtime/Device.h"
+#include "loom/Runtime/Executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <unistd.h>
+
+using namespace loomrt;
+
+namespace {
+
+TensorRef arena(uint64_t offset, DType dtype, std::vector<int64_t> shape) {
+  TensorRef ref;
+  ref.offset = offset;
+  ref.dtype = dtype;
+  ref.shape = std::move(shape);
+  return ref;
+}
+
+uint64_t align(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/// `repeats` matmuls of [d, d] x [d, d] in `dtype`.
+Plan gemmPlan(int ranks, int64_t d, DType dtype, int repeats) {
+  Plan plan;
+  uint64_t bytes = align(uint64_t(d * d) * dtypeSize(dtype));
+  Instruction inst;
+  inst.kernel = "matmul";
+  inst.inputs = {arena(0, dtype, {d, d}), arena(bytes, dtype, {d, d})};
+  inst.outputs = {arena(2 * bytes, dtype, {d, d})};
+  for (int r = 0; r < ranks; ++r) {
+    RankProgram program;
+    program.rank = r;
+    program.arenaBytes = 3 * bytes;
+    program.instructions.assign(size_t(repeats), inst);
+    plan.ranks.push_back(program);
+  }
+  return plan;
+}
+
+/// `repeats` elementwise adds of `elements` floats.
+Plan addPlan(int ranks, int64_t elements, int repeats) {
+  Plan plan;
+  uint64_t bytes = align(uint64_t(elements) * 4);
+  Instruction inst;
+  inst.kernel = "elementwise";
+  inst.inputs = {arena(0, DType::F32, {elements}),
+                 arena(bytes, DType::F32, {elements})};
+  inst.outputs = {arena(2 * bytes, DType::F32, {elements})};
+  ProgramOp add;
+  add.op = "add";
+  add.operands = {0, 1};
+  inst.program = {add};
+  inst.yields = {2};
+  for (int r = 0; r < ranks; ++r) {
+    RankProgram program;
+    program.rank = r;
+    program.arenaBytes = 3 * bytes;
+    program.instructions.assign(size_t(repeats), inst);
+    plan.ranks.push_back(program);
+  }
+  return plan;
+}
+
+/// `repeats` all-reduces of `elements` floats over every rank.
+Plan allReducePlan(int ranks, int64_t elements, int repeats) {
+  Plan plan;
+  std::vector<int> all;
+  for (int r = 0; r < ranks; ++r)
+    all.push_back(r);
+  plan.groups = {all};
+  Instruction inst;
+  inst.kind = Instruction::Kind::Collective;
+  inst.kernel = "all_reduce";
+  inst.inputs = {arena(0, DType::F32, {elements})};
+  inst.outputs = {arena(align(uint64_t(elements) * 4), DType::F32, {elements})};
+  inst.attrs["group"] = int64_t(0);
+  inst.attrs["op"] = std::string("sum");
+  for (int r = 0; r < ranks; ++r) {
+    RankProgram program;
+    program.rank = r;
+    program.arenaBytes = 2 * align(uint64_t(elements) * 4);
+    program.instructions.assign(size_t(repeats), inst);
+    plan.ranks.push_back(program);
+  }
+  return plan;
+}
+
+class Calibrator {
+public:
+  Calibrator(RankContext &context) : context(context) {}
+
+  /// Seconds per instruction of the plan `make(repeats)` builds, every
+  /// rank running it at once: the slowest rank's, after a warm-up run,
+  /// with repeats grown until a run takes `target` seconds.
+  StatusOr<double> time(const std::function<Plan(int)> &make, int repeats,
+                        double target = 0.1) {
+    for (;;) {
+      auto plan = std::make_shared<const Plan>(make(repeats));
+      StatusOr<std::unique_ptr<Executor>> executor =
+          Executor::create(plan, context.rank, context.world, context.executor);
+      if (!executor)
+        return executor.status();
+      if (Status status = (*executor)->run(); !status)
+        return status;
+      // The best of three runs: a shared machine's transient slowdowns
+      // are not what the kernels cost.
+      double best = 0;
+      for (int attempt = 0; attempt < 3; ++attempt) {
+        if (Status status = barrier(context); !status)
+          return status;
+        auto start = std::chrono::steady_clock::now();
+        if (Status status = (*executor)->run(); !status)
+          return status;
+        double seconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+        double slowest = seconds;
+        if (context.size > 1 && context.host) {
+          if (Status status = context.host
+                                  ->allReduce(&seconds, &slowest, 1, DType::F64,
+                                              ReduceOp::Max)
+                                  ->wait();
+              !status)
+            return status;
+        }
+        best = attempt == 0 ? slowest : std::min(best, slowest);
+        // Every rank sees the same slowest time, so all grow alike.
+        if (slowest < target && repeats < (1 << 16))
+          break;
+      }
+      if (best >= target || repeats >= (1 << 16))
+        return best / repeats;
+      double slowest = best;
+      repeats = int(std::min<double>(
+          1 << 16, repeats * std::max(2.0, 1.5 * target / slowest)));
+    }
+  }
+
+private:
+  RankContext &context;
+};
+
+double median(std::vector<double> values) {
+  if (values.empty())
+    return 0;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+std::string number(double value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.6g", value);
+  return text;
+}
+
+} // namespace
+
+int loomrun::calibrate(const std::string &outPath, int ranks,
+                       const LaunchOptions &launch) {
+  bool gpu = launch.executor.device == Device::CUDA;
+  std::vector<int64_t> sizes =
+      gpu ? std::vector<int64_t>{256, 1024, 2048, 4096, 8192}
+          : std::vector<int64_t>{32, 64, 128, 256, 512, 1024};
+  std::map<std::string, std::map<int64_t, double>> gemm;
+  double bandwidth = 0, overhead = 0, latency = 0, linkBandwidth = 0;
+  std::vector<std::pair<double, double>> reduces; // bytes sent, seconds
+  std::mutex lock;
+  int plannedRanks = ranks;
+  StatusOr<LaunchResult> launched =
+      launchRanks(plannedRanks, launch, [&](RankContext &context) -> Status {
+        Calibrator calibrator(context);
+        int n = context.size;
+        for (DType dtype : {DType::F32, DType::BF16})
+          for (int64_t d : sizes) {
+            StatusOr<double> seconds = calibrator.time(
+                [&](int repeats) { return gemmPlan(n, d, dtype, repeats); }, 1);
+            if (!seconds)
+              return seconds.status();
+            std::lock_guard<std::mutex> guard(lock);
+            gemm[dtypeName(dtype)][d] = 2.0 * double(d * d * d) / *seconds;
+          }
+        int64_t large = gpu ? (int64_t(1) << 26) : (int64_t(1) << 23);
+        StatusOr<double> add = calibrator.time(
+            [&](int repeats) { return addPlan(n, large, repeats); }, 1);
+        if (!add)
+          return add.status();
+        StatusOr<double> tiny = calibrator.time(
+            [&](int repeats) { return addPlan(n, 1, repeats); }, 64, 0.05);
+        if (!tiny)
+          return tiny.status();
+        std::vector<std::pair<double, double>> measured;
+        if (n > 1)
+          for (int64_t elements : {1 << 10, 1 << 14, 1 << 18, 1 << 21}) {
+            StatusOr<double> seconds = calibrator.time(
+                [&](int repeats) {
+                  return allReducePlan(n, elements, repeats);
+                },
+                1);
+            if (!seconds)
+              return seconds.status();
+            measured.push_back({double(loomcost::ringBytesSent(
+                                    loomcost::CollectiveKind::AllReduce,
+                                    uint64_t(elements) * 4, n)),
+                                *seconds});
+          }
+        std::lock_guard<std::mutex> guard(lock);
+        if (context.rank == 0) {
+          bandwidth = 3.0 * double(large) * 4 / *add;
+          overhead = *tiny;
+          reduces = measured;
+        }
+        return Status::ok();
+      });
+  if (!launched)
+    return std::fprintf(stderr, "%s\n", launched.status().message().c_str()), 1;
+  for (const RankOutcome &outcome : launched->outcomes)
+    if (!outcome.status) {
+      std::fprintf(stderr, "rank %d: %s\n", outcome.rank,
+                   outcome.status.message().c_str());
+      return 1;
+    }
+  if (launched->processPerRank && launched->outcomes.front().rank != 0)
+    return 0;
+
+  // Fits.
+  std::map<std::string, double> peak, halfDim;
+  for (const auto &[precision, rates] : gemm) {
+    double best = 0;
+    for (const auto &[d, rate] : rates)
+      best = std::max(best, rate);
+    std::vector<double> halves;
+    for (const auto &[d, rate] : rates)
+      if (rate < best)
+        halves.push_back(double(d) * (best / rate - 1));
+    peak[precision] = best;
+    halfDim[precision] = median(halves);
+  }
+  if (reduces.size() >= 2) {
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, k = double(reduces.size());
+    for (const auto &[x, y] : reduces) {
+      sx += x;
+      sy += y;
+      sxx += x * x;
+      sxy += x * y;
+    }
+    double slope = (k * sxy - sx * sy) / std::max(1e-30, k * sxx - sx * sx);
+    double intercept = (sy - slope * sx) / k;
+    linkBandwidth = slope > 0 ? 1.0 / slope : 1e12;
+    latency = std::max(0.0, intercept) / (2.0 * (ranks - 1));
+  }
+  double memoryBytes =
+      double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  if (gpu) {
+    // The first GPU's memory, from the runtime's description of it.
+    std::vector<std::string> gpus = describeCUDADevices();
+    if (!gpus.empty()) {
+      double gib = 0;
+      if (std::sscanf(gpus.front().c_str(), "%*[^,], %lf GiB", &gib) == 1)
+        memoryBytes = gib * double(1ull << 30) * ranks;
+    }
+  }
+  char host[256] = "this machine";
+  gethostname(host, sizeof(host) - 1);
+  std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
+
+  std::ostringstream json;
+  json << "{\n  \"name\": \"" << host << ", calibrated by loom-run "
+       << "--calibrate on " << date << " (" << (gpu ? "cuda" : "cpu") << ", "
+       << ranks << (ranks == 1 ? " rank" : " ranks") << ")\",\n"
+       << "  \"nodes\": 1,\n  \"devices_per_node\": " << ranks << ",\n"
+       << "  \"device\": {\"memory_gib\": "
+       << number(memoryBytes / ranks / double(1ull << 30))
+       << ", \"peak_tflops\": {\"f32\": " << number(peak["f32"] / 1e12)
+       << ", \"bf16\": " << number(peak["bf16"] / 1e12) << "},\n"
+       << "             \"memory_gbytes_per_s\": " << number(bandwidth / 1e9)
+       << ", \"gemm_efficiency\": 1, \"gemm_half_dim\": "
+       << number(halfDim["f32"]) << ",\n"
+       << "             \"memory_efficiency\": 1, \"kernel_overhead_us\": "
+       << number(overhead * 1e6) << "},\n"
+       << "  \"intra_node\": {\"gbytes_per_s\": "
+       << number(ranks > 1 ? linkBandwidth / 1e9 : 100)
+       << ", \"latency_us\": " << number(latency * 1e6) << "},\n"
+       << "  \"measured\": {\"gemm_tflops\": {";
+  bool first = true;
+  for (const auto &[precision, rates] : gemm) {
+    json << (first ? "" : ", ") << "\"" << precision << "\": {";
+    bool firstSize = true;
+    for (const auto &[d, rate] : rates) {
+      json << (firstSize ? "" : ", ") << "\"" << d
+           << "\": " << number(rate / 1e12);
+      firstSize = false;
+    }
+    json << "}";
+    first = false;
+  }
+  json << "},\n               \"all_reduce_seconds_by_bytes_sent\": {";
+  first = true;
+  for (const auto &[bytes, seconds] : reduces) {
+    json << (first ? "" : ", ") << "\"" << uint64_t(bytes)
+         << "\": " << number(seconds);
+    first = false;
+  }
+  json << "}}\n}\n";
+  std::ofstream out(outPath);
+  out << json.str();
+  if (!out) {
+    std::fprintf(stderr, "cannot write %s\n", outPath.c_str());
+    return 1;
+  }
+  std::printf("calibrated %d %s rank%s into %s:\n", ranks, gpu ? "cuda" : "cpu",
+              ranks == 1 ? "" : "s", outPath.c_str());
+  for (const auto &[precision, rates] : gemm) {
+    std::printf("  %s GEMM TFLOP/s by size, every rank busy:",
+                precision.c_str());
+    for (const auto &[d, rate] : rates)
+      std::printf(" %lld: %.4g", (long long)d, rate / 1e12);
+    std::printf(" (half of the peak at %.0f)\n", halfDim[precision]);
+  }
+  std::printf("  memory %.3g GB/s, kernel overhead %.3g us\n", bandwidth / 1e9,
+              overhead * 1e6);
+  if (ranks > 1)
+    std::printf("  all-reduce link: %.3g GB/s, %.3g us per step\n",
+                linkBandwidth / 1e9, latency * 1e6);
+  return 0;
+}
