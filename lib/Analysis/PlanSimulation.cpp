@@ -140,6 +140,12 @@ public:
         }
         kernelSeconds[r].push_back(seconds);
       }
+    // Ranks without a program run copies of a representative's (a plan
+    // built by buildRepresentativePlan): their transfers are assumed posted
+    // when the representatives' are.
+    for (size_t r = 0; r < n; ++r)
+      if (plan.ranks[r].instructions.empty())
+        states[r].done = true;
     bool progress = true;
     while (progress) {
       progress = false;
@@ -277,7 +283,12 @@ private:
     Transfer &transfer = transfers[it->second];
     transfer.posts[r] = state.clock;
     state.inFlight.push_back({&inst, int(it->second)});
-    if (transfer.posts.size() >= std::max<size_t>(1, transfer.ranks.size()))
+    size_t expected = 0;
+    for (int member : transfer.ranks)
+      if (member >= 0 && size_t(member) < plan.ranks.size() &&
+          !plan.ranks[member].instructions.empty())
+        ++expected;
+    if (transfer.posts.size() >= std::max<size_t>(1, expected))
       resolve(transfer);
   }
 

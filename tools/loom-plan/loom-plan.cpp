@@ -39,6 +39,10 @@ static cl::opt<std::string>
 static cl::opt<std::string>
     precision("precision", cl::init("f32"),
               cl::desc("f32, or bf16 (GEMMs in bf16, as loom-run)"));
+static cl::opt<std::string>
+    gradPrecision("grad-precision", cl::init("f32"),
+                  cl::desc("With --precision bf16: f32, or bf16 gradients "
+                           "(as loom-run)"));
 static cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
                                       cl::desc("The optimizer (as loom-run)"));
 static cl::opt<std::string> loss("loss", cl::init("cross_entropy"),
@@ -85,6 +89,12 @@ int main(int argc, char **argv) {
   if (precision != "f32" && precision != "bf16")
     return fail("--precision takes f32 or bf16, not '" + precision + "'");
   request.precision = precision;
+  if (gradPrecision != "f32" && gradPrecision != "bf16")
+    return fail("--grad-precision takes f32 or bf16, not '" + gradPrecision +
+                "'");
+  if (gradPrecision == "bf16" && precision != "bf16")
+    return fail("--grad-precision bf16 needs --precision bf16");
+  request.train.gradPrecision = gradPrecision;
   for (const std::string &dim : dims) {
     size_t equals = dim.find('=');
     char *end = nullptr;

@@ -113,6 +113,10 @@ struct ModelCompileOptions {
   /// (mlir::loom::buildShapesOnlyPlan) for a report of what each rank
   /// holds (CompileOnlyResult::shapes).
   bool planShapes = false;
+  /// compileShapesOnly: build the programs of the first rank of each
+  /// function only (mlir::loom::buildRepresentativePlan); the other ranks
+  /// run the same programs on their own blocks.
+  bool representativeRanks = false;
   /// Print no warning or remark (the planner compiles many layouts of one
   /// model); errors are returned as always.
   bool quiet = false;

@@ -80,6 +80,10 @@ struct Prediction {
   double stepSeconds = 0;
   double tflopsPerDevice = 0;
   double mfu = 0;
+  /// The ranks the figures below are of: the first of each pipeline stage
+  /// (of the one function without a pipeline); every other rank runs a
+  /// copy of its stage's program on its own blocks.
+  std::vector<int> ranks;
   /// Per rank: the planned peak (arena plus held weights), parameters,
   /// gradients, optimizer state, and bytes sent per step.
   std::vector<uint64_t> peakBytes, paramBytes, gradBytes, optimizerBytes,
@@ -87,6 +91,9 @@ struct Prediction {
   /// Per rank: predicted compute and waiting seconds.
   std::vector<double> computeSeconds, waitSeconds;
   uint64_t maxPeakBytes() const;
+  /// The index (in the lists above) of the rank with the highest peak, and
+  /// that rank.
+  size_t worstIndex() const;
   int worstRank() const;
 };
 

@@ -80,7 +80,10 @@ struct PlanSimulation {
 };
 
 /// Replays `plan` on `cluster` (rank r on device r). The plan must have
-/// passed loomrt::checkCommunication.
+/// passed loomrt::checkCommunication, or hold the programs of
+/// representatives only (buildRepresentativePlan): ranks without a program
+/// are then taken to post their transfers when the representatives post
+/// theirs, as copies of them do.
 PlanSimulation simulatePlan(const loomrt::Plan &plan,
                             const ClusterSpec &cluster,
                             bool recordEvents = false);

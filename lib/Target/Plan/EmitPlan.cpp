@@ -102,7 +102,13 @@ public:
   /// `withValues` false: the weights get no bytes (plan.data stays empty):
   /// a plan of shapes only, which reports what each rank holds but cannot
   /// run.
-  explicit PlanBuilder(bool withValues) : withValues(withValues) {}
+  explicit PlanBuilder(bool withValues, bool someRanksOnly = false)
+      : withValues(withValues), someRanksOnly(someRanksOnly) {}
+
+  /// Appends world rank `rankNumber` without a program.
+  void addEmptyRank(int rankNumber) {
+    plan.ranks.emplace_back().rank = rankNumber;
+  }
 
   /// Appends the program of world rank `rankNumber`, which runs `func`.
   LogicalResult addRank(func::FuncOp func, int rankNumber) {
@@ -212,8 +218,10 @@ public:
                     "another shape: a copy must be a block of its source's "
                     "tensor";
     }
-    // The compiler's slices tile their parameters (or it has a bug).
-    if (rt::Status status = rt::checkWeightSlices(plan); !status)
+    // The compiler's slices tile their parameters (or it has a bug). A plan
+    // of some ranks only holds some slices.
+    if (rt::Status status = rt::checkWeightSlices(plan);
+        !someRanksOnly && !status)
       return module.emitError("the weights' slices are wrong: ")
              << status.message();
     return std::move(plan);
@@ -778,6 +786,8 @@ private:
   /// The rank being added's position among its function's ranks: its
   /// device in the function's mesh.
   int meshPosition = 0;
+  /// Only some ranks' programs are built (buildRepresentativePlan).
+  bool someRanksOnly = false;
   /// Weight ids by parameter name and slice offsets (empty: whole).
   std::map<std::pair<Attribute, std::vector<int64_t>>, uint64_t, WeightKeyLess>
       weightIds;
@@ -837,19 +847,29 @@ FailureOr<SmallVector<func::FuncOp>> functionsByRank(ModuleOp module,
 
 /// The plan of the lowered module: one program per rank.
 FailureOr<rt::Plan> buildPlan(ModuleOp module, StringRef funcName,
-                              bool withValues = true) {
+                              bool withValues = true,
+                              bool representativesOnly = false) {
   FailureOr<SmallVector<func::FuncOp>> byRank =
       functionsByRank(module, funcName);
   if (failed(byRank))
     return failure();
-  PlanBuilder builder(withValues);
-  for (auto [rank, func] : llvm::enumerate(*byRank))
+  PlanBuilder builder(withValues, representativesOnly);
+  for (auto [rank, func] : llvm::enumerate(*byRank)) {
+    // The other ranks of a function run its program on their own blocks.
+    if (representativesOnly &&
+        LoomDialect::getRanksOf(func).front() != int64_t(rank)) {
+      builder.addEmptyRank(int(rank));
+      continue;
+    }
     if (failed(builder.addRank(func, int(rank))))
       return failure();
+  }
   FailureOr<rt::Plan> built = builder.take(module);
   if (failed(built))
     return failure();
   rt::Plan plan = std::move(*built);
+  if (representativesOnly)
+    return plan;
   if (rt::Status status = rt::checkCommunication(plan); !status)
     return module.emitError("the ranks' communication does not match: ")
            << status.message();
@@ -866,6 +886,12 @@ FailureOr<rt::Plan> mlir::loom::buildRuntimePlan(ModuleOp module,
 FailureOr<rt::Plan> mlir::loom::buildShapesOnlyPlan(ModuleOp module,
                                                     StringRef funcName) {
   return buildPlan(module, funcName, /*withValues=*/false);
+}
+
+FailureOr<rt::Plan> mlir::loom::buildRepresentativePlan(ModuleOp module,
+                                                        StringRef funcName) {
+  return buildPlan(module, funcName, /*withValues=*/false,
+                   /*representativesOnly=*/true);
 }
 
 FailureOr<rt::Plan> mlir::loom::lowerToRuntimePlan(ModuleOp module,

@@ -137,9 +137,24 @@ TEST(PlanSimulationTest, AReceiveMeetsItsSend) {
   EXPECT_NEAR(sim.ranks[0].stepSeconds, 3e-3, 1e-12);
 }
 
+TEST(PlanSimulationTest, RanksWithoutAProgramMirrorTheirRepresentative) {
+  // A plan of representatives (buildRepresentativePlan): rank 1 runs a copy
+  // of rank 0's program, so the all-reduce starts when rank 0 posts it, on
+  // the link of the whole group.
+  loomrt::Plan plan = twoRanks();
+  plan.ranks[0].instructions = {kernel(4096, 8192), allReduce(0),
+                                kernel(0, 8192)};
+  PlanSimulation sim = simulatePlan(plan, slowCluster());
+  ASSERT_TRUE(sim.error.empty()) << sim.error;
+  EXPECT_NEAR(sim.stepSeconds, 5e-3, 1e-12);
+  EXPECT_NEAR(sim.ranks[0].waitSeconds, 1e-3, 1e-12);
+  EXPECT_NEAR(sim.ranks[1].stepSeconds, 0, 1e-12);
+}
+
 TEST(PlanSimulationTest, AnUnmatchedTransferIsAnError) {
   loomrt::Plan plan = twoRanks();
   plan.ranks[0].instructions = {allReduce(0), kernel(0, 4096)};
+  plan.ranks[1].instructions = {kernel(0, 4096)};
   PlanSimulation sim = simulatePlan(plan, slowCluster());
   EXPECT_FALSE(sim.error.empty());
 }

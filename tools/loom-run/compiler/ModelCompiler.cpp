@@ -326,7 +326,9 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
     if (failed(lower.run(*module)))
       return failure("lowering failed");
     FailureOr<rt::Plan> shapes =
-        mlir::loom::buildShapesOnlyPlan(*module, functionName);
+        options.representativeRanks
+            ? mlir::loom::buildRepresentativePlan(*module, functionName)
+            : mlir::loom::buildShapesOnlyPlan(*module, functionName);
     if (mlir::failed(shapes))
       return failure("building the plan failed");
     result.ranks = LoomDialect::getWorldSize(*module);

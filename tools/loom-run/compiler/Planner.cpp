@@ -125,6 +125,9 @@ rt::StatusOr<rt::Plan> compileLayout(const PlanRequest &request,
     options.train.schedule = layout.schedule;
     options.train.virtualStages = layout.virtualStages;
   }
+  // One program per pipeline stage (or one without a pipeline): the other
+  // ranks run copies of them, which the replay need not repeat.
+  options.representativeRanks = true;
   return compileShapesOnly(request.modelPath, options);
 }
 
@@ -249,6 +252,10 @@ private:
     rt::RunReport report;
     uint64_t memory = cluster.memoryBytes();
     for (size_t r = 0; r < plan->ranks.size(); ++r) {
+      // Ranks without a program run copies of a representative's.
+      if (plan->ranks[r].instructions.empty())
+        continue;
+      p.ranks.push_back(int(r));
       rt::RankUsage usage = rt::rankUsage(*plan, int(r), report);
       p.peakBytes.push_back(usage.plannedPeakBytes);
       p.paramBytes.push_back(usage.paramBytes);
@@ -270,8 +277,10 @@ private:
       flops += simulation.ranks[r].modelFlops;
     }
     p.stepSeconds = simulation.stepSeconds;
-    double perDevice = p.stepSeconds > 0
-                           ? flops / p.stepSeconds / double(layout.devices())
+    // Each representative stands for as many ranks as the others (a
+    // pipeline stage's dp x tp ranks).
+    double perDevice = p.stepSeconds > 0 && !p.ranks.empty()
+                           ? flops / p.stepSeconds / double(p.ranks.size())
                            : 0;
     p.tflopsPerDevice = perDevice / 1e12;
     p.mfu = perDevice / result.peakFlopsPerDevice;
@@ -332,6 +341,10 @@ void writePrediction(llvm::json::OStream &json, const Prediction &p) {
           json.value(int64_t(value));
       });
     };
+    json.attributeArray("ranks", [&] {
+      for (int rank : p.ranks)
+        json.value(rank);
+    });
     list("peak_bytes", p.peakBytes);
     list("param_bytes", p.paramBytes);
     list("grad_bytes", p.gradBytes);
@@ -403,9 +416,14 @@ uint64_t Prediction::maxPeakBytes() const {
   return worst;
 }
 
+size_t Prediction::worstIndex() const {
+  return std::max_element(peakBytes.begin(), peakBytes.end()) -
+         peakBytes.begin();
+}
+
 int Prediction::worstRank() const {
-  return int(std::max_element(peakBytes.begin(), peakBytes.end()) -
-             peakBytes.begin());
+  size_t index = worstIndex();
+  return index < ranks.size() ? ranks[index] : int(index);
 }
 
 rt::StatusOr<PlanResult> loomrun::planLayout(const PlanRequest &request) {
@@ -510,8 +528,8 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
   const Prediction &p = choice->predicted;
   os << "\nchoice: " << choice->layout.str() << "\n";
   os << "  predicted: " << describe(p) << "\n";
-  int worst = p.worstRank();
-  os << "  rank " << worst << ": parameters "
+  size_t worst = p.worstIndex();
+  os << "  rank " << p.worstRank() << ": parameters "
      << gib(double(p.paramBytes[worst])) << ", gradients "
      << gib(double(p.gradBytes[worst])) << ", optimizer "
      << gib(double(p.optimizerBytes[worst])) << ", sends "

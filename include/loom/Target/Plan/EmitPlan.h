@@ -32,6 +32,16 @@ FailureOr<::loomrt::Plan> buildRuntimePlan(ModuleOp module,
 FailureOr<::loomrt::Plan> buildShapesOnlyPlan(ModuleOp module,
                                               StringRef funcName = {});
 
+/// buildShapesOnlyPlan for the first rank of each function only (a pipeline
+/// stage's, or the one function's): every other rank of a function runs
+/// the same program on its own blocks, so these programs tell what each
+/// rank runs and holds. The other ranks are in the plan without a program;
+/// the plan's groups are all there. Its weight slices do not tile their
+/// tensors, and it is not checked for communication: the planner's
+/// (simulatePlan) for large meshes.
+FailureOr<::loomrt::Plan> buildRepresentativePlan(ModuleOp module,
+                                                  StringRef funcName = {});
+
 /// Runs `loom-lower-to-plan` on `module` (in place), then buildRuntimePlan.
 FailureOr<::loomrt::Plan> lowerToRuntimePlan(ModuleOp module,
                                              StringRef funcName = {});
