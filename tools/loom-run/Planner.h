@@ -168,7 +168,8 @@ loomrt::StatusOr<Layout> readPlannedLayout(const std::string &path);
 
 /// Compiles `layout` and replays its plan on the request's cluster with
 /// every kernel and transfer recorded: a Chrome/Perfetto trace (JSON), one
-/// process per rank with a compute and a communication track.
+/// process per compiled rank with a compute and a communication track and
+/// a counter of its memory (the arena's live bytes, the weights it holds).
 loomrt::StatusOr<std::string> simulateTrace(const PlanRequest &request,
                                             const Layout &layout);
 

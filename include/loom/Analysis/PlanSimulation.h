@@ -57,6 +57,8 @@ struct PlanSimulationEvent {
   std::string action;
   bool communication;
   double start, end;
+  /// The kernel's index in its rank's program (-1 for a transfer).
+  int instruction = -1;
 };
 
 struct PlanSimulation {
@@ -78,6 +80,12 @@ struct PlanSimulation {
   /// Set when the replay cannot finish (a transfer no rank meets).
   std::string error;
 };
+
+/// The arena bytes in use while each instruction of `program` runs: every
+/// tensor from the instruction that writes it (inputs from the start) to
+/// the last that reads it, the arena's slots reused as the memory planner
+/// reused them. Its maximum is at most the planned arena.
+std::vector<uint64_t> liveArenaBytes(const loomrt::RankProgram &program);
 
 /// Replays `plan` on `cluster` (rank r on device r). The plan must have
 /// passed loomrt::checkCommunication, or hold the programs of

@@ -209,3 +209,21 @@ TEST(PlanSimulationTest, GemmAndAttentionWork) {
   attention.attrs["seq_major"] = int64_t(1);
   EXPECT_DOUBLE_EQ(estimateInstructionWork(attention).gemmFlops, forward);
 }
+
+TEST(PlanSimulationTest, LiveArenaBytes) {
+  // in (1000 bytes at 0) -> a at 4096 -> b at 0 (reusing in's slot, dead
+  // after the first kernel) -> c at 8192 reads a and b: a lives 0..2, b
+  // 1..2, c from 2 on.
+  loomrt::RankProgram program;
+  program.inputs.push_back({"in", buffer(0), -1});
+  program.instructions = {kernel(0, 4096), kernel(4096, 0)};
+  Instruction sum = kernel(4096, 8192);
+  sum.inputs.push_back(buffer(0));
+  program.instructions.push_back(sum);
+  program.outputs.push_back({"out", buffer(8192), -1});
+  std::vector<uint64_t> live = liveArenaBytes(program);
+  ASSERT_EQ(live.size(), 3u);
+  EXPECT_EQ(live[0], 2000u); // in and a
+  EXPECT_EQ(live[1], 2000u); // a and b (in was overwritten)
+  EXPECT_EQ(live[2], 3000u); // a, b and c
+}

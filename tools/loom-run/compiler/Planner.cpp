@@ -616,7 +616,8 @@ rt::StatusOr<std::string> loomrun::simulateTrace(const PlanRequest &request,
   if (!simulation.error.empty())
     return rt::Status::error(simulation.error);
   // Chrome's trace format (Perfetto opens it): one process per rank, a
-  // track for its kernels and one for its transfers; times in us.
+  // track for its kernels, one for its transfers and a counter of its
+  // memory; times in us.
   std::string text;
   llvm::raw_string_ostream os(text);
   llvm::json::OStream json(os);
@@ -637,6 +638,34 @@ rt::StatusOr<std::string> loomrun::simulateTrace(const PlanRequest &request,
         name("process_name", 0, "rank " + std::to_string(r) + " (simulated)");
         name("thread_name", 0, "compute");
         name("thread_name", 1, "communication");
+      }
+      // Each rank's memory as its kernels run: the arena's live bytes and
+      // the weights it holds (a counter track per rank).
+      std::vector<std::vector<uint64_t>> live(plan->ranks.size());
+      std::vector<uint64_t> held(plan->ranks.size(), 0);
+      rt::RunReport none;
+      for (size_t r = 0; r < plan->ranks.size(); ++r) {
+        if (plan->ranks[r].instructions.empty())
+          continue;
+        live[r] = mlir::loom::liveArenaBytes(plan->ranks[r]);
+        held[r] = rt::rankUsage(*plan, int(r), none).plannedPeakBytes -
+                  plan->ranks[r].arenaBytes;
+      }
+      for (const mlir::loom::PlanSimulationEvent &event : simulation.events) {
+        if (event.instruction < 0 ||
+            size_t(event.instruction) >= live[event.rank].size())
+          continue;
+        json.object([&] {
+          json.attribute("ph", "C");
+          json.attribute("name", "memory (bytes)");
+          json.attribute("pid", event.rank);
+          json.attribute("ts", event.start * 1e6);
+          json.attributeObject("args", [&] {
+            json.attribute("arena",
+                           int64_t(live[event.rank][event.instruction]));
+            json.attribute("weights", int64_t(held[event.rank]));
+          });
+        });
       }
       for (const mlir::loom::PlanSimulationEvent &event : simulation.events)
         json.object([&] {
