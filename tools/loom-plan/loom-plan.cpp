@@ -61,6 +61,10 @@ static cl::opt<bool>
     exhaustive("exhaustive",
                cl::desc("Compile every layout, also those the search can "
                         "tell lose"));
+static cl::opt<bool>
+    simulate("simulate",
+             cl::desc("Print the choice's replay rank by rank: step, compute "
+                      "and waiting time, peak memory and bytes sent"));
 static cl::opt<std::string>
     tracePath("trace",
               cl::desc("Replay the chosen layout's plan on the cluster and "
@@ -133,6 +137,8 @@ int main(int argc, char **argv) {
     if (!out)
       return fail("cannot write " + jsonPath);
   }
+  if (simulate && result->choice())
+    outs() << "\n" << loomrun::formatSimulation(*result->choice());
   if (!tracePath.empty() && result->choice()) {
     loomrt::StatusOr<std::string> trace =
         loomrun::simulateTrace(request, result->choice()->layout);

@@ -158,6 +158,10 @@ loomrt::StatusOr<PlanResult> planLayout(const PlanRequest &request);
 std::string formatPlanReport(const PlanRequest &request,
                              const PlanResult &result);
 
+/// `loom-plan --simulate`: the candidate's replay rank by rank (each
+/// compiled rank: the first of its pipeline stage).
+std::string formatSimulation(const Candidate &candidate);
+
 /// The same as JSON (`--json`): `choice`, `predicted`, `alternatives`.
 std::string formatPlanJson(const PlanRequest &request,
                            const PlanResult &result);

@@ -558,6 +558,30 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
   return text;
 }
 
+std::string loomrun::formatSimulation(const Candidate &candidate) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  const Prediction &p = candidate.predicted;
+  int perStage = candidate.layout.dp * candidate.layout.tp;
+  os << "replay of " << candidate.layout.str() << " (each rank shown stands "
+     << "for the " << perStage << " rank" << (perStage == 1 ? "" : "s")
+     << " of its pipeline stage; idle: after its last action):\n";
+  os << "    rank      compute      waiting         idle         peak"
+        "        sends\n";
+  for (size_t i = 0; i < p.ranks.size(); ++i) {
+    double idle =
+        std::max(0.0, p.stepSeconds - p.computeSeconds[i] - p.waitSeconds[i]);
+    os << llvm::format("  %6d %12s %12s %12s %12s %12s\n", p.ranks[i],
+                       milliseconds(p.computeSeconds[i]).c_str(),
+                       milliseconds(p.waitSeconds[i]).c_str(),
+                       milliseconds(idle).c_str(),
+                       gib(double(p.peakBytes[i])).c_str(),
+                       gib(double(p.commBytes[i])).c_str());
+  }
+  os << "  step " << milliseconds(p.stepSeconds) << " (the slowest rank)\n";
+  return text;
+}
+
 std::string loomrun::formatPlanJson(const PlanRequest &request,
                                     const PlanResult &result) {
   std::string text;
