@@ -180,6 +180,12 @@ private:
       bool anyFits = false;
       if (layout.pp == 1) {
         anyFits = searchSharding(layout);
+      } else if (microbatches < base.pp && perReplica >= base.pp &&
+                 !request.exhaustive) {
+        // Fewer microbatches than stages leave stages idle through most
+        // of the step; a split into at least pp exists.
+        prune(layout, "fewer microbatches (" + std::to_string(microbatches) +
+                          ") than pipeline stages");
       } else {
         for (const char *schedule : {"1f1b", "zb-h1", "interleaved", "gpipe"}) {
           Layout pipelined = layout;
