@@ -40,8 +40,11 @@ std::string nodeName(Location loc) {
 /// The function's ops in order, and what the cut analysis needs of them.
 struct OpTable {
   std::vector<Operation *> ops;
-  std::vector<double> seconds;     // forward + backward of each op
-  std::vector<double> crossing;    // activation bytes alive after op i
+  std::vector<double> seconds;  // forward + backward of each op
+  std::vector<double> crossing; // activation bytes alive after op i
+  // The same in elements: where the model is narrow, whatever the
+  // precision (a bf16 cast before the head is not a narrower place).
+  std::vector<double> crossingElements;
   std::vector<double> resultBytes; // activations op i keeps
   /// The parameter bytes first read by op i (a parameter belongs to the
   /// stage of its first reader).
@@ -58,7 +61,8 @@ struct OpTable {
     crossing.assign(n, 0);
     resultBytes.assign(n, 0);
     parameterBytes.assign(n, 0);
-    std::vector<double> delta(n + 1, 0);
+    crossingElements.assign(n, 0);
+    std::vector<double> delta(n + 1, 0), deltaElements(n + 1, 0);
     llvm::DenseSet<Attribute> seenParameters;
     for (unsigned i = 0; i < n; ++i) {
       Operation *op = ops[i];
@@ -80,12 +84,21 @@ struct OpTable {
         // Alive after ops i .. last - 1.
         delta[i] += bytes;
         delta[last] -= bytes;
+        double elements =
+            bytes > 0
+                ? double(
+                      cast<RankedTensorType>(result.getType()).getNumElements())
+                : 0;
+        deltaElements[i] += elements;
+        deltaElements[last] -= elements;
       }
     }
-    double alive = 0;
+    double alive = 0, aliveElements = 0;
     for (unsigned i = 0; i < n; ++i) {
       alive += delta[i];
       crossing[i] = alive;
+      aliveElements += deltaElements[i];
+      crossingElements[i] = aliveElements;
     }
   }
 };
@@ -116,17 +129,21 @@ std::vector<StageCutPoint>
 mlir::loom::findStageCutPoints(func::FuncOp forward) {
   OpTable table(forward, StageCostRates());
   unsigned n = table.ops.size();
-  // Where the fewest activation bytes are alive (ignoring the start, before
+  // Where the fewest activations are alive (ignoring the start, before
   // any is made, and the end); a run of such places is one cut point,
   // right after the op that leaves the model that narrow.
+  // Counted in elements: under mixed precision the bf16 cast that feeds
+  // the head is half the bytes of the residual stream between layers, but
+  // no narrower a place to cut.
+  const std::vector<double> &width = table.crossingElements;
   double narrowest = std::numeric_limits<double>::infinity();
   for (unsigned i = 0; i + 1 < n; ++i)
-    if (table.crossing[i] > 0)
-      narrowest = std::min(narrowest, table.crossing[i]);
+    if (width[i] > 0)
+      narrowest = std::min(narrowest, width[i]);
   std::vector<StageCutPoint> points;
   bool inRun = false;
   for (unsigned i = 0; i + 1 < n; ++i) {
-    bool narrow = table.crossing[i] > 0 && table.crossing[i] <= narrowest;
+    bool narrow = width[i] > 0 && width[i] <= narrowest;
     if (narrow && !inRun)
       points.push_back(
           {i, nodeName(table.ops[i]->getLoc()), table.crossing[i]});
