@@ -5,9 +5,11 @@
 // stage's forward and backward time, from the ops' FLOPs and bytes
 // (OpCost.h) with a per-kind rate, should be even, and each stage's memory
 // under a cap. A cut may only fall where the model is narrow: between ops
-// where the fewest activation bytes are alive (for a transformer, the
-// residual stream between layers), since those bytes cross to the next
-// rank for every microbatch, both ways.
+// where the fewest activation elements are alive (for a transformer, the
+// residual stream between layers), since they cross to the next rank for
+// every microbatch, both ways. Elements, not bytes: under mixed precision
+// the bf16 cast feeding the head is no narrower a place than the layers'
+// boundaries.
 //
 //===----------------------------------------------------------------------===//
 
