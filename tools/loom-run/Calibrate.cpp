@@ -44,27 +44,32 @@ TensorRef arena(uint64_t offset, DType dtype, std::vector<int64_t> shape) {
 
 uint64_t align(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 
+/// A plan whose `ranks` ranks each run `inst` `repeats` times in an arena
+/// of `arenaBytes`.
+Plan repeatedPlan(int ranks, const Instruction &inst, uint64_t arenaBytes,
+                  int repeats) {
+  Plan plan;
+  for (int r = 0; r < ranks; ++r) {
+    RankProgram &program = plan.ranks.emplace_back();
+    program.rank = r;
+    program.arenaBytes = arenaBytes;
+    program.instructions.assign(size_t(repeats), inst);
+  }
+  return plan;
+}
+
 /// `repeats` matmuls of [d, d] x [d, d] in `dtype`.
 Plan gemmPlan(int ranks, int64_t d, DType dtype, int repeats) {
-  Plan plan;
   uint64_t bytes = align(uint64_t(d * d) * dtypeSize(dtype));
   Instruction inst;
   inst.kernel = "matmul";
   inst.inputs = {arena(0, dtype, {d, d}), arena(bytes, dtype, {d, d})};
   inst.outputs = {arena(2 * bytes, dtype, {d, d})};
-  for (int r = 0; r < ranks; ++r) {
-    RankProgram program;
-    program.rank = r;
-    program.arenaBytes = 3 * bytes;
-    program.instructions.assign(size_t(repeats), inst);
-    plan.ranks.push_back(program);
-  }
-  return plan;
+  return repeatedPlan(ranks, inst, 3 * bytes, repeats);
 }
 
 /// `repeats` elementwise adds of `elements` floats.
 Plan addPlan(int ranks, int64_t elements, int repeats) {
-  Plan plan;
   uint64_t bytes = align(uint64_t(elements) * 4);
   Instruction inst;
   inst.kernel = "elementwise";
@@ -76,23 +81,14 @@ Plan addPlan(int ranks, int64_t elements, int repeats) {
   add.operands = {0, 1};
   inst.program = {add};
   inst.yields = {2};
-  for (int r = 0; r < ranks; ++r) {
-    RankProgram program;
-    program.rank = r;
-    program.arenaBytes = 3 * bytes;
-    program.instructions.assign(size_t(repeats), inst);
-    plan.ranks.push_back(program);
-  }
-  return plan;
+  return repeatedPlan(ranks, inst, 3 * bytes, repeats);
 }
 
 /// `repeats` all-reduces of `elements` floats over every rank.
 Plan allReducePlan(int ranks, int64_t elements, int repeats) {
-  Plan plan;
   std::vector<int> all;
   for (int r = 0; r < ranks; ++r)
     all.push_back(r);
-  plan.groups = {all};
   Instruction inst;
   inst.kind = Instruction::Kind::Collective;
   inst.kernel = "all_reduce";
@@ -100,13 +96,9 @@ Plan allReducePlan(int ranks, int64_t elements, int repeats) {
   inst.outputs = {arena(align(uint64_t(elements) * 4), DType::F32, {elements})};
   inst.attrs["group"] = int64_t(0);
   inst.attrs["op"] = std::string("sum");
-  for (int r = 0; r < ranks; ++r) {
-    RankProgram program;
-    program.rank = r;
-    program.arenaBytes = 2 * align(uint64_t(elements) * 4);
-    program.instructions.assign(size_t(repeats), inst);
-    plan.ranks.push_back(program);
-  }
+  Plan plan =
+      repeatedPlan(ranks, inst, 2 * align(uint64_t(elements) * 4), repeats);
+  plan.groups = {all};
   return plan;
 }
 

@@ -58,6 +58,24 @@ struct Layout {
   }
 };
 
+/// Sets the training step's parallel options (--dp, --tp, --pp, --zero,
+/// --sequence-parallel, --recompute, the microbatches, the schedule) to
+/// `layout`'s: what the planner compiles and loom-run --parallel trains.
+inline void applyLayout(const Layout &layout, TrainCompileOptions &train) {
+  train.dp = layout.dp;
+  train.tp = layout.tp;
+  train.pp = layout.pp;
+  train.zero = layout.zero;
+  train.sequenceParallel = layout.sequenceParallel;
+  train.recompute = layout.recompute;
+  train.gradAccum = layout.microbatches;
+  train.microbatches = layout.pp > 1 ? layout.microbatches : 0;
+  if (layout.pp > 1) {
+    train.schedule = layout.schedule;
+    train.virtualStages = layout.virtualStages;
+  }
+}
+
 /// A partial layout (`--evaluate 'tp=8,pp=8,dp=24'`): the keys given are
 /// fixed, the rest searched. Keys: dp, tp, pp, zero, sp, mbs, M (or
 /// microbatches), schedule, V (or virtual_stages), recompute.

@@ -564,6 +564,27 @@ void listDevices() {
 }
 
 /// The pipeline flags against each other and the ranks; "" when fine.
+/// The ranks of the run: --ranks N, or mpirun's world size (0: neither).
+int worldRanks(const LaunchOptions &launch) {
+  int world = launch.threadRanks;
+  if (world == 0 && launchedByMPI())
+    if (const char *size = std::getenv("OMPI_COMM_WORLD_SIZE"))
+      world = std::atoi(size);
+  return world;
+}
+
+/// The cores pipeline ranks share, for the predicted schedule: this
+/// machine's when all `world` ranks run here on the CPU (threads, or every
+/// process of mpirun's world on this host), else 0 (one each).
+int sharedCores(const LaunchOptions &launch, int world) {
+  const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  bool here = launch.threadRanks > 1 ||
+              (launchedByMPI() && local && std::atoi(local) == world);
+  if (!here || launch.executor.device != Device::CPU)
+    return 0;
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 std::string checkPipelineFlags(Options &options, int world) {
   TrainCompileOptions &train = options.compile.train;
   bool pipelineFlag = train.microbatches > 0 || train.virtualStages > 1 ||
@@ -833,25 +854,17 @@ std::string parseOptions(int argc, char **argv, Options &options) {
   if (train.enabled) {
     // --dp defaults to the ranks that --tp leaves: --ranks N, or mpirun's
     // world size.
-    int world = launch.threadRanks;
-    if (world == 0 && launchedByMPI())
-      if (const char *size = std::getenv("OMPI_COMM_WORLD_SIZE"))
-        world = std::atoi(size);
+    int world = worldRanks(launch);
     if (!options.dpGiven && world > train.tp * train.pp &&
         world % (train.tp * train.pp) == 0)
       options.compile.train.dp = world / (train.tp * train.pp);
     if (std::string problem = checkPipelineFlags(options, world);
         !problem.empty())
       return problem;
-    // Pipeline ranks that run here on the CPU (threads, or every process
-    // of mpirun's world on this host) share this machine's cores, which
-    // the predicted schedule takes into account.
-    const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    bool here = launch.threadRanks > 1 ||
-                (launchedByMPI() && local && std::atoi(local) == world);
-    if (train.pp > 1 && here && launch.executor.device == Device::CPU)
-      options.compile.train.sharedCores =
-          int(std::max(1u, std::thread::hardware_concurrency()));
+    // Pipeline ranks that share this machine's cores: the predicted
+    // schedule takes it into account.
+    if (train.pp > 1)
+      options.compile.train.sharedCores = sharedCores(launch, world);
     if (train.zero > 0 && train.dp < 2)
       return "--zero " + std::to_string(train.zero) +
              " shards over the data-parallel ranks: it needs --dp 2 or more "
@@ -1262,11 +1275,7 @@ int compileOnlyRun(Options &options) {
 /// description) or to a loom-plan --json file's, and prints it.
 int chooseLayout(Options &options) {
   LaunchOptions &launch = options.run.launch;
-  int ranks = launch.threadRanks;
-  if (ranks == 0 && launchedByMPI())
-    if (const char *size = std::getenv("OMPI_COMM_WORLD_SIZE"))
-      ranks = std::atoi(size);
-  ranks = std::max(1, ranks);
+  int ranks = std::max(1, worldRanks(launch));
   Layout layout;
   if (options.parallel == "auto") {
     PlanRequest request;
@@ -1325,24 +1334,9 @@ int chooseLayout(Options &options) {
                                layout.microbatches) +
                 " rows, not --batch-size " +
                 std::to_string(options.train.batchSize));
-  TrainCompileOptions &train = options.compile.train;
-  train.dp = layout.dp;
-  train.tp = layout.tp;
-  train.pp = layout.pp;
-  train.zero = layout.zero;
-  train.sequenceParallel = layout.sequenceParallel;
-  train.recompute = layout.recompute;
-  train.gradAccum = layout.microbatches;
-  train.microbatches = layout.pp > 1 ? layout.microbatches : 0;
-  if (layout.pp > 1) {
-    train.schedule = layout.schedule;
-    train.virtualStages = layout.virtualStages;
-    // Pipeline ranks on this machine's CPU share its cores (as when the
-    // flags are given).
-    if (launch.threadRanks > 1 && launch.executor.device == Device::CPU)
-      train.sharedCores =
-          int(std::max(1u, std::thread::hardware_concurrency()));
-  }
+  applyLayout(layout, options.compile.train);
+  if (layout.pp > 1)
+    options.compile.train.sharedCores = sharedCores(launch, ranks);
   return 0;
 }
 
@@ -1414,11 +1408,8 @@ int main(int argc, char **argv) {
   if (!error.empty())
     return fail(error);
   if (!options.calibratePath.empty()) {
-    int ranks = options.run.launch.threadRanks;
-    if (ranks == 0 && launchedByMPI())
-      if (const char *size = std::getenv("OMPI_COMM_WORLD_SIZE"))
-        ranks = std::atoi(size);
-    return calibrate(options.calibratePath, std::max(1, ranks),
+    return calibrate(options.calibratePath,
+                     std::max(1, worldRanks(options.run.launch)),
                      options.run.launch);
   }
   if (options.compileOnly)

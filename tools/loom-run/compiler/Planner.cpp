@@ -113,18 +113,7 @@ rt::StatusOr<rt::Plan> compileLayout(const PlanRequest &request,
   options.precision = request.precision;
   options.train = request.train;
   options.train.enabled = true;
-  options.train.dp = layout.dp;
-  options.train.tp = layout.tp;
-  options.train.pp = layout.pp;
-  options.train.zero = layout.zero;
-  options.train.sequenceParallel = layout.sequenceParallel;
-  options.train.recompute = layout.recompute;
-  options.train.gradAccum = layout.microbatches;
-  options.train.microbatches = layout.pp > 1 ? layout.microbatches : 0;
-  if (layout.pp > 1) {
-    options.train.schedule = layout.schedule;
-    options.train.virtualStages = layout.virtualStages;
-  }
+  applyLayout(layout, options.train);
   // One program per pipeline stage (or one without a pipeline): the other
   // ranks run copies of them, which the replay need not repeat.
   options.representativeRanks = true;
@@ -268,15 +257,8 @@ private:
       p.gradBytes.push_back(usage.gradBytes);
       p.optimizerBytes.push_back(usage.optimizerBytes);
       uint64_t sent = 0;
-      for (const rt::Instruction &inst : plan->ranks[r].instructions)
-        if (inst.kind == rt::Instruction::Kind::Collective) {
-          int64_t group = 2;
-          if (auto it = inst.attrs.find("group"); it != inst.attrs.end())
-            if (const int64_t *id = std::get_if<int64_t>(&it->second))
-              if (*id >= 0 && size_t(*id) < plan->groups.size())
-                group = int64_t(plan->groups[*id].size());
-          sent += rt::collectiveBytesSent(inst, group);
-        }
+      for (const auto &[kind, bytes] : rt::plannedCommBytes(*plan, int(r)))
+        sent += bytes;
       p.commBytes.push_back(sent);
       p.computeSeconds.push_back(simulation.ranks[r].computeSeconds);
       p.waitSeconds.push_back(simulation.ranks[r].waitSeconds);
