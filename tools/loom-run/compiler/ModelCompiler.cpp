@@ -319,24 +319,7 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
     llvm::outs().flush();
   }
   ::loomrun::CompileOnlyResult result;
-  if (!timing && !options.withWeights) {
-    // A plan of shapes only (the planner's candidates).
-    PassManager lower(&context);
-    buildLowerToPlanPipeline(lower);
-    if (failed(lower.run(*module)))
-      return failure("lowering failed");
-    FailureOr<rt::Plan> shapes =
-        options.representativeRanks
-            ? mlir::loom::buildRepresentativePlan(*module, functionName)
-            : mlir::loom::buildShapesOnlyPlan(*module, functionName);
-    if (mlir::failed(shapes))
-      return failure("building the plan failed");
-    result.ranks = LoomDialect::getWorldSize(*module);
-    result.function = functionName;
-    result.shapes = std::move(*shapes);
-    return result;
-  }
-  if (!timing) {
+  if (!timing && options.withWeights) {
     FailureOr<rt::Plan> plan =
         mlir::loom::lowerToRuntimePlan(*module, functionName);
     if (mlir::failed(plan))
@@ -344,7 +327,8 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
     result.plan = std::move(*plan);
     return result;
   }
-  // lowerToRuntimePlan's steps, each timed, with one verification.
+  // lowerToRuntimePlan's steps, each timed with --compile-only, with one
+  // verification.
   if (!functionName.empty() &&
       !module->lookupSymbol<func::FuncOp>(functionName))
     return rt::Status::error(path + ": error: no function named '" +
@@ -364,10 +348,13 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
   result.ranks = LoomDialect::getWorldSize(*module);
   result.function = functionName;
   if (!options.withWeights) {
-    if (options.planShapes) {
+    // --compile-only --report-json, and the planner's candidates (untimed).
+    if (options.planShapes || !timing) {
       TimingScope planning = root.nest("build the plan of shapes only");
       FailureOr<rt::Plan> shapes =
-          mlir::loom::buildShapesOnlyPlan(*module, functionName);
+          options.representativeRanks
+              ? mlir::loom::buildRepresentativePlan(*module, functionName)
+              : mlir::loom::buildShapesOnlyPlan(*module, functionName);
       if (mlir::failed(shapes))
         return failure("building the plan failed");
       result.shapes = std::move(*shapes);
