@@ -493,10 +493,14 @@ private:
            isWidening(op);
   }
 
-  /// A cast to a wider float type (bf16 to f32, ...): a partial sum may
-  /// pass it and be reduced in the wider type, as a bf16 GEMM's weight
-  /// gradient is summed over data-parallel ranks in f32 (mixed precision's
-  /// gradients of f32 master weights, as PyTorch's DDP reduces them).
+  /// A cast that a partial sum may pass, to be reduced after it: the
+  /// widening of a parameter's gradient (bf16 to f32), as a bf16 GEMM's
+  /// weight gradient is summed over data-parallel ranks in f32 (mixed
+  /// precision's gradients of f32 master weights, as PyTorch's DDP reduces
+  /// them). Other widenings, of activations and their gradients (a
+  /// row-parallel GEMM's output joining the f32 residual stream), take the
+  /// sum reduced before them, in bf16 as Megatron reduces them: half the
+  /// bytes, and the sum rounded to bf16 as one rank's GEMM rounds it.
   static bool isWidening(Operation *op) {
     auto widen = dyn_cast<CastOp>(op);
     if (!widen)
@@ -507,6 +511,8 @@ private:
     // ranks' bf16 values are summed.
     if (widen->hasAttr(LoomDialect::kKeptGradientAttrName))
       return true;
+    if (!widen->hasAttr(LoomDialect::kParameterGradientAttrName))
+      return false;
     auto from = dyn_cast<FloatType>(
         cast<RankedTensorType>(widen.getInput().getType()).getElementType());
     auto to = dyn_cast<FloatType>(

@@ -12,6 +12,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace mlir {
 namespace loom {
@@ -19,6 +20,36 @@ namespace loom {
 #include "loom/Transforms/Training/Passes.h.inc"
 
 namespace {
+
+/// Marks the widening casts that a parameter's gradient `grad` is made of
+/// (through the sums, reshapes and transposes that assemble it): the
+/// backward of a bf16 GEMM's weight cast. A data-parallel partial sum
+/// passes them and is reduced in f32, as PyTorch's DDP sums f32 `.grad`;
+/// other widenings (activations and their gradients) are reduced before,
+/// in bf16 (loom-partition).
+void markParameterGradientWidenings(Value grad) {
+  SmallVector<Value> worklist{grad};
+  llvm::SmallPtrSet<Operation *, 8> seen;
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val().getDefiningOp();
+    if (!op || !seen.insert(op).second)
+      continue;
+    if (auto widen = dyn_cast<CastOp>(op)) {
+      auto from = dyn_cast<FloatType>(getElementTypeOrSelf(widen.getInput()));
+      auto to = dyn_cast<FloatType>(getElementTypeOrSelf(widen.getType()));
+      if (from && to && to.getWidth() > from.getWidth())
+        widen->setAttr(LoomDialect::kParameterGradientAttrName,
+                       UnitAttr::get(op->getContext()));
+      continue;
+    }
+    if (isa<AddOp, SubOp>(op)) {
+      worklist.append(op->operand_begin(), op->operand_end());
+      continue;
+    }
+    if (isa<ReshapeOp, TransposeOp, NegOp>(op))
+      worklist.push_back(op->getOperand(0));
+  }
+}
 
 /// A gradient result of the gradient function and its parameter.
 struct Gradient {
@@ -164,6 +195,7 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
       accumulate(loss, results[lossResult]);
       for (auto [index, gradient] : llvm::enumerate(gradients)) {
         Value grad = results[gradient.result];
+        markParameterGradientWidenings(grad);
         if (gradientPrecision == "bf16")
           grad = toBF16(builder, loc, grad);
         if (AddOp add = accumulate(grads[index], grad))

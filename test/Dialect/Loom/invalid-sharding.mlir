@@ -143,7 +143,7 @@ func.func @op_attribute_array(%x: tensor<8xf32>) {
 // -----
 
 func.func @unknown_attribute(%x: tensor<8xf32>) {
-  // expected-error @+1 {{'loom.exp' op has unknown loom attribute 'loom.shard'; known: 'loom.sharding', 'loom.sharding_origin', 'loom.resharding', 'loom.factor_sharding', 'loom.gradient_accumulation', 'loom.stage', 'loom.microbatch', 'loom.backward', 'loom.recomputed', 'loom.kept_gradient', 'loom.gradient_bytes' (functions), 'loom.world_size', 'loom.pipeline_schedule' (modules), 'loom.ranks' (functions)}}
+  // expected-error @+1 {{'loom.exp' op has unknown loom attribute 'loom.shard'; known: 'loom.sharding', 'loom.sharding_origin', 'loom.resharding', 'loom.factor_sharding', 'loom.gradient_accumulation', 'loom.stage', 'loom.microbatch', 'loom.backward', 'loom.recomputed', 'loom.kept_gradient', 'loom.parameter_gradient', 'loom.gradient_bytes' (functions), 'loom.world_size', 'loom.pipeline_schedule' (modules), 'loom.ranks' (functions)}}
   %0 = loom.exp %x {loom.shard = 1} : tensor<8xf32>
   return
 }

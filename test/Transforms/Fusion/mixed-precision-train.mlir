@@ -37,15 +37,17 @@ loom.parameter @w2 trainable : tensor<4x16xf32> = dense<0.25> : tensor<4x16xf32>
 
 // Backward: the gradient of the logits is cast to bf16 (the gradient of the
 // cast), the backward GEMMs read the saved bf16 operands, and their results
-// are cast back to f32.
+// are cast back to f32; loom-build-train-step marks the casts that make the
+// weights' gradients (`loom.parameter_gradient`: data parallelism reduces
+// those in f32, any other partial sum before its widening, in bf16).
 // CHECK: %[[DYF:.*]] = loom.cross_entropy_grad %[[LOGITS]], %arg1, %{{.*}} : (tensor<2x3x4xf32>, tensor<2x3xi64>, tensor<f32>) -> tensor<2x3x4xf32>
 // CHECK: %[[DY:.*]] = loom.cast %[[DYF]] : tensor<2x3x4xf32> -> tensor<2x3x4xbf16>
 // CHECK: %[[DH:.*]] = loom.matmul %[[DY]], %[[W2L]] : (tensor<2x3x4xbf16>, tensor<4x16xbf16>) -> tensor<2x3x16xbf16>
 // CHECK: %[[DW2L:.*]] = loom.matmul %{{.*}}, %{{.*}} transpose_lhs : (tensor<6x4xbf16>, tensor<6x16xbf16>) -> tensor<4x16xbf16>
-// CHECK: %[[DW2:.*]] = loom.cast %[[DW2L]] : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK: %[[DW2:.*]] = loom.cast %[[DW2L]] {loom.parameter_gradient} : tensor<4x16xbf16> -> tensor<4x16xf32>
 // CHECK: loom.cast %[[DH]] : tensor<2x3x16xbf16> -> tensor<2x3x16xf32>
 // CHECK: %[[DW1L:.*]] = loom.matmul %{{.*}}, %{{.*}} transpose_lhs : (tensor<6x16xbf16>, tensor<6x8xbf16>) -> tensor<16x8xbf16>
-// CHECK: %[[DW1:.*]] = loom.cast %[[DW1L]] : tensor<16x8xbf16> -> tensor<16x8xf32>
+// CHECK: %[[DW1:.*]] = loom.cast %[[DW1L]] {loom.parameter_gradient} : tensor<16x8xbf16> -> tensor<16x8xf32>
 
 // The optimizer updates f32 weights with f32 gradients.
 // CHECK: loom.sgd_update %{{.*}}, %[[DW1]], %{{.*}} : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<f64>) -> tensor<16x8xf32>

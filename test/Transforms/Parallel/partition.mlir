@@ -257,3 +257,33 @@ module {
     return %y, %z, %w : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
   }
 }
+
+// -----
+
+// Mixed precision: a row-parallel bf16 GEMM's partial output joins the f32
+// residual stream through a widening cast. The sum is reduced before the
+// cast, in bf16 (half the bytes, rounded as one rank's GEMM rounds it), as
+// Megatron reduces activations. A parameter's gradient widened for its f32
+// master (`loom.parameter_gradient`, from loom-build-train-step) is
+// reduced after the widening, in f32, as PyTorch's DDP sums `.grad`.
+// CHECK-LABEL: func.func @mixed_precision_partials
+// CHECK:         %[[Y:.*]] = loom.matmul %{{.*}} -> tensor<2x4xbf16>
+// CHECK-NEXT:    %[[SUM:.*]] = loom.all_reduce sum %[[Y]] {{.*}} : tensor<2x4xbf16>
+// CHECK-NEXT:    loom.cast %[[SUM]] : tensor<2x4xbf16> -> tensor<2x4xf32>
+// CHECK:         %[[G:.*]] = loom.matmul %{{.*}} -> tensor<4x4xbf16>
+// CHECK-NEXT:    %[[GW:.*]] = loom.cast %[[G]] {loom.parameter_gradient} : tensor<4x4xbf16> -> tensor<4x4xf32>
+// CHECK-NEXT:    loom.all_reduce sum %[[GW]] {{.*}} : tensor<4x4xf32>
+module {
+  loom.mesh @mesh = <tp = 2>
+  func.func @mixed_precision_partials(%h: tensor<2x8xbf16>, %w: tensor<4x8xbf16>, %a: tensor<4x4xbf16>, %b: tensor<4x4xbf16>) -> (tensor<2x4xf32>, tensor<4x4xf32>) {
+    %hs = loom.shard %h to <@mesh, [{}, {tp}]> : tensor<2x8xbf16>
+    %ws = loom.shard %w to <@mesh, [{}, {tp}]> : tensor<4x8xbf16>
+    %y = loom.matmul %hs, %ws transpose_rhs : (tensor<2x8xbf16>, tensor<4x8xbf16>) -> tensor<2x4xbf16>
+    %yw = loom.cast %y : tensor<2x4xbf16> -> tensor<2x4xf32>
+    %as = loom.shard %a to <@mesh, [{tp}, {}]> : tensor<4x4xbf16>
+    %bs = loom.shard %b to <@mesh, [{tp}, {}]> : tensor<4x4xbf16>
+    %g = loom.matmul %as, %bs transpose_lhs : (tensor<4x4xbf16>, tensor<4x4xbf16>) -> tensor<4x4xbf16>
+    %gw = loom.cast %g {loom.parameter_gradient} : tensor<4x4xbf16> -> tensor<4x4xf32>
+    return %yw, %gw : tensor<2x4xf32>, tensor<4x4xf32>
+  }
+}

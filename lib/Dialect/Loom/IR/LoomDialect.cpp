@@ -49,6 +49,7 @@ static LogicalResult checkAttrName(Operation *op, NamedAttribute attr) {
                            << LoomDialect::kBackwardAttrName << "', '"
                            << LoomDialect::kRecomputedAttrName << "', '"
                            << LoomDialect::kKeptGradientAttrName << "', '"
+                           << LoomDialect::kParameterGradientAttrName << "', '"
                            << LoomDialect::kGradientBytesAttrName
                            << "' (functions), '"
                            << LoomDialect::kWorldSizeAttrName << "', '"
@@ -146,9 +147,10 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                                << "' must be a unit attribute";
     return success();
   }
-  if (attr.getName() == kKeptGradientAttrName) {
+  if (attr.getName() == kKeptGradientAttrName ||
+      attr.getName() == kParameterGradientAttrName) {
     if (!isa<UnitAttr>(attr.getValue()) || !isa<CastOp>(op))
-      return op->emitOpError() << "'" << kKeptGradientAttrName
+      return op->emitOpError() << "'" << attr.getName().getValue()
                                << "' must be a unit attribute on a loom.cast";
     return success();
   }

@@ -88,6 +88,15 @@ def Loom_Dialect : Dialect {
     /// which data parallelism reduces the gradient, in bf16.
     static constexpr ::llvm::StringLiteral kKeptGradientAttrName =
         "loom.kept_gradient";
+    /// Name of the unit attribute that marks the `loom.cast`s widening a
+    /// parameter's gradient (the backward of a bf16 GEMM's weight cast),
+    /// which loom-build-train-step finds from the gradients it returns: a
+    /// partial sum passes them and is reduced in f32, as PyTorch's DDP sums
+    /// f32 `.grad`. Any other widening (an activation or its gradient) takes
+    /// a partial sum reduced first, in the narrow type, as Megatron reduces
+    /// tensor parallelism's activations in bf16.
+    static constexpr ::llvm::StringLiteral kParameterGradientAttrName =
+        "loom.parameter_gradient";
     /// Name of the attribute that gives an op its pipeline stage (an
     /// integer; loom-cut-stages).
     static constexpr ::llvm::StringLiteral kStageAttrName = "loom.stage";
