@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
 """Compares two loom-run training runs: their losses and trained state.
 
-    compare_training_runs.py METRICS_A WEIGHTS_A METRICS_B WEIGHTS_B [--rtol R | --exact]
+    compare_training_runs.py METRICS_A WEIGHTS_A METRICS_B WEIGHTS_B [--rtol R | --exact] [--exclude REGEX]
 
 METRICS_* are --metrics files (one JSON object per step), WEIGHTS_* are
 --save-weights folders (one .npy file per state weight). Both runs must have
 the same steps and the same state weights. With --rtol each loss must agree
 within R relative, and each weight within R relative to its largest
 magnitude (the runs sum in different orders); with --exact every loss and
-every weight's bytes must be equal. Prints one line saying so, or what
-differs; exits 1 on a difference.
+every weight's bytes must be equal. --exclude leaves out the state weights
+whose whole name (without .npy) REGEX matches (repeatable): a weight whose
+gradient is rounding noise (GPT's attention key bias, training.md) drifts
+apart under AdamW whatever the tolerance. Prints one line saying so, or
+what differs; exits 1 on a difference.
 """
 import argparse
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -37,6 +41,7 @@ def main():
     parser.add_argument("weights_b")
     parser.add_argument("--rtol", type=float, default=1e-6)
     parser.add_argument("--exact", action="store_true")
+    parser.add_argument("--exclude", action="append", default=[])
     args = parser.parse_args()
 
     problems = []
@@ -50,6 +55,11 @@ def main():
             problems.append("step %d: loss %.9g vs %.9g" % (step, a, b))
 
     state_a, state_b = weights(args.weights_a), weights(args.weights_b)
+    for state in (state_a, state_b):
+        for name in list(state):
+            if any(re.fullmatch(pattern, name[:-len(".npy")])
+                   for pattern in args.exclude):
+                del state[name]
     if sorted(state_a) != sorted(state_b):
         problems.append("state weights differ: %s vs %s" %
                         (sorted(state_a), sorted(state_b)))
