@@ -329,6 +329,14 @@ InstructionWork mlir::loom::estimateInstructionWork(const Instruction &inst) {
     work.bytes += double(ref.bytes());
   for (const TensorRef &ref : inst.outputs)
     work.bytes += double(ref.bytes());
+  // A slice reads what it writes, and a lookup the rows it gathers, not
+  // their whole source: a microbatch's slice of the step's batch costs the
+  // same whatever the microbatch count.
+  if (inst.kind == Instruction::Kind::Kernel &&
+      (inst.kernel == "slice" || inst.kernel == "gather") &&
+      !inst.inputs.empty() && !inst.outputs.empty())
+    work.bytes +=
+        double(inst.outputs[0].bytes()) - double(inst.inputs[0].bytes());
   if (inst.kind != Instruction::Kind::Kernel)
     return work;
   if (inst.kernel == "matmul" && inst.inputs.size() >= 2 &&

@@ -61,6 +61,16 @@ static cl::opt<bool>
     exhaustive("exhaustive",
                cl::desc("Compile every layout, also those the search can "
                         "tell lose"));
+static cl::opt<bool> noFold(
+    "no-fold",
+    cl::desc("Compile every layout with all its microbatches unrolled, "
+             "instead of extrapolating many microbatches from two smaller "
+             "counts"));
+static cl::opt<double> timeLimit(
+    "time-limit", cl::init(0),
+    cl::desc("Stop searching after this many seconds and choose among the "
+             "layouts compiled by then (default: no limit)"),
+    cl::value_desc("SECONDS"));
 static cl::opt<bool>
     simulate("simulate",
              cl::desc("Print the choice's replay rank by rank: step, compute "
@@ -118,6 +128,8 @@ int main(int argc, char **argv) {
   request.devices = devices;
   request.topK = topK;
   request.exhaustive = exhaustive;
+  request.foldMicrobatches = !noFold;
+  request.timeLimitSeconds = timeLimit;
   if (!evaluate.empty()) {
     std::string error;
     std::optional<loomrun::LayoutConstraint> constraint =

@@ -19,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace loomrun {
@@ -108,6 +109,9 @@ struct Prediction {
       commBytes;
   /// Per rank: predicted compute and waiting seconds.
   std::vector<double> computeSeconds, waitSeconds;
+  /// The microbatch counts whose replays these figures are extrapolated
+  /// from ({0, 0}: compiled as is).
+  std::pair<int, int> foldedFrom{0, 0};
   uint64_t maxPeakBytes() const;
   /// The index (in the lists above) of the rank with the highest peak, and
   /// that rank.
@@ -142,6 +146,12 @@ struct PlanRequest {
   /// Compile every candidate instead of skipping those the search can tell
   /// lose (higher ZeRO stages once one fits, ...).
   bool exhaustive = false;
+  /// Predict layouts of many microbatches from two smaller counts (the
+  /// replay is affine in the count), instead of compiling them unrolled.
+  bool foldMicrobatches = true;
+  /// Stop searching after this many seconds (0: no limit) and choose among
+  /// the layouts compiled so far.
+  double timeLimitSeconds = 0;
   int topK = 5;
 };
 
@@ -152,6 +162,11 @@ struct PlanResult {
   /// Layouts skipped before compiling, with why (divisibility).
   std::vector<std::pair<Layout, std::string>> pruned;
   int compiled = 0;
+  /// Of those, how many were extrapolated from two smaller microbatch
+  /// counts.
+  int folded = 0;
+  /// The search hit PlanRequest::timeLimitSeconds.
+  bool stoppedEarly = false;
   double searchSeconds = 0;
   /// The cluster, described in a line.
   std::string clusterSummary;

@@ -120,6 +120,100 @@ rt::StatusOr<rt::Plan> compileLayout(const PlanRequest &request,
   return compileShapesOnly(request.modelPath, options);
 }
 
+/// What the replay of one compiled layout gives, per compiled rank.
+struct Replay {
+  std::vector<int> ranks;
+  std::vector<uint64_t> peakBytes, paramBytes, gradBytes, optimizerBytes,
+      commBytes;
+  /// The step's inputs and outputs the rank holds (the batch's rows).
+  std::vector<uint64_t> ioBytes;
+  std::vector<double> computeSeconds, waitSeconds, modelFlops;
+  double stepSeconds = 0;
+};
+
+/// The two microbatch counts a layout with many microbatches is
+/// extrapolated from (nothing: it is compiled as is). The step unrolls its
+/// microbatches, so compiling M of them costs M times one; but once every
+/// pipeline stage runs its steady state, each further microbatch adds the
+/// same instructions, transfers and waits, and the replay's time is
+/// affine in M: from pp + 1 on for 1F1B and ZB-H1 (ZB-H1 fills its
+/// bubble with W from the second microbatch past pp), in groups of pp
+/// from 2 pp on for interleaved, from 2 on for GPipe and gradient
+/// accumulation. The two counts are two apart: data parallelism's
+/// overlap can alternate between two step lengths. Folding saves work only
+/// when the two compile fewer microbatches than M.
+std::optional<std::pair<int, int>> foldPoints(const Layout &layout) {
+  int first = 4, second = 6;
+  if (layout.pp > 1 && layout.schedule == "interleaved") {
+    first = 2 * layout.pp;
+    second = 3 * layout.pp;
+  } else if (layout.pp > 1 && layout.schedule != "gpipe") {
+    first = layout.pp + 1;
+    second = layout.pp + 3;
+  }
+  if (layout.microbatches <= first + second)
+    return std::nullopt;
+  return std::make_pair(first, second);
+}
+
+/// The replay at `m` microbatches on the line through the replays at `m1`
+/// and `m2`. The time, bytes sent and FLOPs are affine in the count; so is
+/// the peak
+/// where all microbatches' activations are alive at once
+/// (`growsWithMicrobatches`: GPipe). Elsewhere the schedule bounds the
+/// microbatches in flight, and the memory planner's first fit packs a
+/// bounded set a little tighter or looser from one count to the next: the
+/// peak is the larger count's, plus the growth of the step's inputs.
+std::optional<Replay> extrapolate(const Replay &a, const Replay &b, int m1,
+                                  int m2, int m, bool growsWithMicrobatches,
+                                  std::string &error) {
+  if (a.ranks != b.ranks) {
+    error = "the replays at " + std::to_string(m1) + " and " +
+            std::to_string(m2) + " microbatches compiled different ranks";
+    return std::nullopt;
+  }
+  double t = double(m - m1) / double(m2 - m1);
+  auto line = [&](double x, double y) {
+    return std::max(0.0, x + (y - x) * t);
+  };
+  auto bytes = [&](const std::vector<uint64_t> &x,
+                   const std::vector<uint64_t> &y) {
+    std::vector<uint64_t> out(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      out[i] = uint64_t(std::llround(line(double(x[i]), double(y[i]))));
+    return out;
+  };
+  auto seconds = [&](const std::vector<double> &x,
+                     const std::vector<double> &y) {
+    std::vector<double> out(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      out[i] = line(x[i], y[i]);
+    return out;
+  };
+  Replay out;
+  out.ranks = a.ranks;
+  out.ioBytes = bytes(a.ioBytes, b.ioBytes);
+  if (growsWithMicrobatches) {
+    out.peakBytes = bytes(a.peakBytes, b.peakBytes);
+  } else {
+    // The peak of the larger count plus the step's inputs and outputs
+    // (each microbatch's rows): past it, activations of no more
+    // microbatches are alive at once.
+    out.peakBytes.resize(b.peakBytes.size());
+    for (size_t i = 0; i < b.peakBytes.size(); ++i)
+      out.peakBytes[i] = b.peakBytes[i] + out.ioBytes[i] - b.ioBytes[i];
+  }
+  out.paramBytes = bytes(a.paramBytes, b.paramBytes);
+  out.gradBytes = bytes(a.gradBytes, b.gradBytes);
+  out.optimizerBytes = bytes(a.optimizerBytes, b.optimizerBytes);
+  out.commBytes = bytes(a.commBytes, b.commBytes);
+  out.computeSeconds = seconds(a.computeSeconds, b.computeSeconds);
+  out.waitSeconds = seconds(a.waitSeconds, b.waitSeconds);
+  out.modelFlops = seconds(a.modelFlops, b.modelFlops);
+  out.stepSeconds = line(a.stepSeconds, b.stepSeconds);
+  return out;
+}
+
 class Search {
 public:
   Search(const PlanRequest &request, const mlir::loom::ClusterSpec &cluster,
@@ -129,6 +223,8 @@ public:
   void run() {
     int64_t devices = result.devices;
     int64_t batch = request.globalBatch;
+    if (!request.exhaustive)
+      measureModelStates();
     for (int64_t tp : divisors(devices)) {
       for (int64_t pp : divisors(devices / tp)) {
         int64_t dp = devices / tp / pp;
@@ -151,9 +247,65 @@ public:
         searchMicrobatches(base, batch / dp);
       }
     }
+    // Nothing fits: the layout whose model states came closest is compiled,
+    // so that the report names its real shortfall.
+    bool anyFits = llvm::any_of(result.candidates, [](const Candidate &c) {
+      return c.predicted.feasible;
+    });
+    if (!anyFits && !overMemory.empty())
+      evaluate(std::min_element(overMemory.begin(), overMemory.end(),
+                                [](const auto &a, const auto &b) {
+                                  return a.first < b.first;
+                                })
+                   ->second);
   }
 
 private:
+  /// Whether the search has used up --time-limit (then it stops, and the
+  /// report says so).
+  bool outOfTime() {
+    if (request.timeLimitSeconds <= 0)
+      return false;
+    double spent = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - started)
+                       .count();
+    if (spent > request.timeLimitSeconds)
+      result.stoppedEarly = true;
+    return result.stoppedEarly;
+  }
+
+  /// The model's parameters, gradients and optimizer state as one rank
+  /// holds them (the bytes the memory planner gives the plan of dp = tp =
+  /// pp = 1 and one microbatch of one row): no layout holds less than its
+  /// share of them, which prunes layouts before they are compiled.
+  void measureModelStates() {
+    Layout one;
+    one.microbatchSize = 1;
+    rt::StatusOr<rt::Plan> plan = compileLayout(request, one);
+    if (!plan || plan->ranks.empty())
+      return; // The search reports the compiler's error on its own.
+    rt::RunReport report;
+    rt::RankUsage usage = rt::rankUsage(*plan, 0, report);
+    states = {usage.paramBytes, usage.gradBytes, usage.optimizerBytes};
+  }
+
+  /// A lower bound of the model-state bytes of `layout`'s fullest rank: the
+  /// average over its ranks. tp and pp split at most every parameter
+  /// (layer norms and biases stay whole under tp; a tied embedding lives on
+  /// two stages); ZeRO shards the optimizer state over dp from stage 1, the
+  /// gradients from 2, the parameters at 3 (stages 1 and 2 keep f32-read
+  /// masters whole). 0 before the states are measured.
+  uint64_t modelStatesFloor(const Layout &layout) const {
+    if (!states)
+      return 0;
+    double split = double(layout.tp) * double(layout.pp);
+    double dp = double(layout.dp);
+    double bytes = double(states->params) / (layout.zero >= 3 ? dp : 1) +
+                   double(states->grads) / (layout.zero >= 2 ? dp : 1) +
+                   double(states->optimizer) / (layout.zero >= 1 ? dp : 1);
+    return uint64_t(bytes / split);
+  }
+
   void prune(const Layout &layout, const std::string &why) {
     if (request.constraint.allows(layout) || request.exhaustive)
       result.pruned.push_back({layout, why});
@@ -215,6 +367,16 @@ private:
           candidate.recompute = recompute;
           if (!request.constraint.allows(candidate))
             continue;
+          if (outOfTime())
+            return fits;
+          if (uint64_t floor = modelStatesFloor(candidate);
+              floor > cluster.memoryBytes()) {
+            overMemory.push_back({floor, candidate});
+            prune(candidate, "its parameters, gradients and optimizer state "
+                             "alone need at least " +
+                                 gib(double(floor)) + " per rank");
+            continue;
+          }
           bool ok = evaluate(candidate);
           fits |= ok;
           if (ok && !request.exhaustive)
@@ -230,41 +392,44 @@ private:
     candidate.layout = layout;
     Prediction &p = candidate.predicted;
     ++result.compiled;
-    rt::StatusOr<rt::Plan> plan = compileLayout(request, layout);
-    if (!plan) {
-      p.reason = firstLine(plan.status().message());
+    std::string error;
+    std::optional<Replay> replay;
+    if (std::optional<std::pair<int, int>> points =
+            request.foldMicrobatches ? foldPoints(layout) : std::nullopt) {
+      // The step is affine in the microbatch count once every stage runs
+      // its steady state: two smaller counts give the line.
+      Layout first = layout, second = layout;
+      first.microbatches = points->first;
+      second.microbatches = points->second;
+      std::optional<Replay> a = replayLayout(first, error);
+      std::optional<Replay> b = a ? replayLayout(second, error) : std::nullopt;
+      if (a && b) {
+        replay = extrapolate(
+            *a, *b, points->first, points->second, layout.microbatches,
+            layout.pp > 1 && layout.schedule == "gpipe", error);
+        p.foldedFrom = *points;
+        ++result.folded;
+      }
+    } else {
+      replay = replayLayout(layout, error);
+    }
+    if (!replay) {
+      p.reason = error;
       result.candidates.push_back(std::move(candidate));
       return false;
     }
-    mlir::loom::PlanSimulation simulation =
-        mlir::loom::simulatePlan(*plan, cluster);
-    if (!simulation.error.empty()) {
-      p.reason = "cannot be replayed: " + simulation.error;
-      result.candidates.push_back(std::move(candidate));
-      return false;
-    }
+    p.ranks = replay->ranks;
+    p.peakBytes = replay->peakBytes;
+    p.paramBytes = replay->paramBytes;
+    p.gradBytes = replay->gradBytes;
+    p.optimizerBytes = replay->optimizerBytes;
+    p.commBytes = replay->commBytes;
+    p.computeSeconds = replay->computeSeconds;
+    p.waitSeconds = replay->waitSeconds;
+    p.stepSeconds = replay->stepSeconds;
     double flops = 0;
-    rt::RunReport report;
-    uint64_t memory = cluster.memoryBytes();
-    for (size_t r = 0; r < plan->ranks.size(); ++r) {
-      // Ranks without a program run copies of a representative's.
-      if (plan->ranks[r].instructions.empty())
-        continue;
-      p.ranks.push_back(int(r));
-      rt::RankUsage usage = rt::rankUsage(*plan, int(r), report);
-      p.peakBytes.push_back(usage.plannedPeakBytes);
-      p.paramBytes.push_back(usage.paramBytes);
-      p.gradBytes.push_back(usage.gradBytes);
-      p.optimizerBytes.push_back(usage.optimizerBytes);
-      uint64_t sent = 0;
-      for (const auto &[kind, bytes] : rt::plannedCommBytes(*plan, int(r)))
-        sent += bytes;
-      p.commBytes.push_back(sent);
-      p.computeSeconds.push_back(simulation.ranks[r].computeSeconds);
-      p.waitSeconds.push_back(simulation.ranks[r].waitSeconds);
-      flops += simulation.ranks[r].modelFlops;
-    }
-    p.stepSeconds = simulation.stepSeconds;
+    for (double rankFlops : replay->modelFlops)
+      flops += rankFlops;
     // Each representative stands for as many ranks as the others (a
     // pipeline stage's dp x tp ranks).
     double perDevice = p.stepSeconds > 0 && !p.ranks.empty()
@@ -272,6 +437,7 @@ private:
                            : 0;
     p.tflopsPerDevice = perDevice / 1e12;
     p.mfu = perDevice / result.peakFlopsPerDevice;
+    uint64_t memory = cluster.memoryBytes();
     uint64_t worst = p.maxPeakBytes();
     if (worst > memory) {
       p.shortfallBytes = worst - memory;
@@ -286,6 +452,50 @@ private:
     return feasible;
   }
 
+  /// Compiles `layout` and replays its plan; the figures of each compiled
+  /// rank, or nothing with `error` set.
+  std::optional<Replay> replayLayout(const Layout &layout, std::string &error) {
+    rt::StatusOr<rt::Plan> plan = compileLayout(request, layout);
+    if (!plan) {
+      error = firstLine(plan.status().message());
+      return std::nullopt;
+    }
+    mlir::loom::PlanSimulation simulation =
+        mlir::loom::simulatePlan(*plan, cluster);
+    if (!simulation.error.empty()) {
+      error = "cannot be replayed: " + simulation.error;
+      return std::nullopt;
+    }
+    Replay replay;
+    rt::RunReport report;
+    for (size_t r = 0; r < plan->ranks.size(); ++r) {
+      // Ranks without a program run copies of a representative's.
+      if (plan->ranks[r].instructions.empty())
+        continue;
+      replay.ranks.push_back(int(r));
+      rt::RankUsage usage = rt::rankUsage(*plan, int(r), report);
+      replay.peakBytes.push_back(usage.plannedPeakBytes);
+      replay.paramBytes.push_back(usage.paramBytes);
+      replay.gradBytes.push_back(usage.gradBytes);
+      replay.optimizerBytes.push_back(usage.optimizerBytes);
+      uint64_t sent = 0;
+      for (const auto &[kind, bytes] : rt::plannedCommBytes(*plan, int(r)))
+        sent += bytes;
+      replay.commBytes.push_back(sent);
+      uint64_t io = 0;
+      for (const rt::Binding &binding : plan->ranks[r].inputs)
+        io += binding.ref.bytes();
+      for (const rt::Binding &binding : plan->ranks[r].outputs)
+        io += binding.ref.bytes();
+      replay.ioBytes.push_back(io);
+      replay.computeSeconds.push_back(simulation.ranks[r].computeSeconds);
+      replay.waitSeconds.push_back(simulation.ranks[r].waitSeconds);
+      replay.modelFlops.push_back(simulation.ranks[r].modelFlops);
+    }
+    replay.stepSeconds = simulation.stepSeconds;
+    return replay;
+  }
+
   static std::string firstLine(const std::string &text) {
     return text.substr(0, text.find('\n'));
   }
@@ -293,6 +503,15 @@ private:
   const PlanRequest &request;
   const mlir::loom::ClusterSpec &cluster;
   PlanResult &result;
+  struct ModelStates {
+    uint64_t params, grads, optimizer;
+  };
+  std::optional<ModelStates> states;
+  std::chrono::steady_clock::time_point started =
+      std::chrono::steady_clock::now();
+  /// Layouts pruned because their model states alone exceed the device's
+  /// memory, with that floor.
+  std::vector<std::pair<uint64_t, Layout>> overMemory;
 };
 
 void writeLayout(llvm::json::OStream &json, const Layout &layout) {
@@ -323,6 +542,11 @@ void writePrediction(llvm::json::OStream &json, const Prediction &p) {
     json.attribute("mfu", p.mfu);
     json.attribute("peak_bytes_per_rank", int64_t(p.maxPeakBytes()));
     json.attribute("shortfall_bytes", int64_t(p.shortfallBytes));
+    if (p.foldedFrom.first)
+      json.attributeArray("extrapolated_from_microbatches", [&] {
+        json.value(p.foldedFrom.first);
+        json.value(p.foldedFrom.second);
+      });
     auto list = [&](const char *key, const std::vector<uint64_t> &values) {
       json.attributeArray(key, [&] {
         for (uint64_t value : values)
@@ -491,7 +715,14 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
      << request.globalBatch << ", " << request.precision << "\n";
   os << "searched " << result.compiled << " layouts in "
      << llvm::format("%.2f", result.searchSeconds) << " s (each compiled and "
-     << "replayed; " << result.pruned.size() << " pruned before compiling)\n";
+     << "replayed";
+  if (result.folded)
+    os << ", " << result.folded
+       << " of them at two smaller microbatch counts and extrapolated";
+  os << "; " << result.pruned.size() << " pruned before compiling)\n";
+  if (result.stoppedEarly)
+    os << "stopped at the time limit (" << request.timeLimitSeconds
+       << " s): the layouts after these were not searched\n";
   const Candidate *choice = result.choice();
   auto describe = [&](const Prediction &p) {
     std::string line;
@@ -584,6 +815,17 @@ std::string loomrun::formatPlanJson(const PlanRequest &request,
     json.attribute("precision", request.precision);
     json.attribute("search_s", result.searchSeconds);
     json.attribute("compiled", result.compiled);
+    json.attribute("extrapolated", result.folded);
+    json.attributeArray("pruned", [&] {
+      for (const auto &[layout, why] : result.pruned)
+        json.object([&] {
+          json.attributeBegin("choice");
+          writeLayout(json, layout);
+          json.attributeEnd();
+          json.attribute("reason", why);
+        });
+    });
+    json.attribute("stopped_at_time_limit", result.stoppedEarly);
     if (choice) {
       json.attributeBegin("choice");
       writeLayout(json, choice->layout);

@@ -11,6 +11,12 @@
       other rank above them.
   choice PLAN.json KEY=VALUE...
       The choice has these keys.
+  folded FOLDED.json FULL.json
+      FOLDED's choice was extrapolated from two smaller microbatch counts,
+      FULL's (--no-fold) compiled with every microbatch: the same layout,
+      step time, FLOP rate and bytes sent and held, and peaks per rank
+      within 2.5% (the memory planner's first fit packs the microbatches
+      in flight a little differently from one count to the next).
 """
 import json
 import sys
@@ -76,10 +82,39 @@ def choice(plan_path, pairs):
     print("choice " + " ".join(pairs))
 
 
+def folded(folded_path, full_path):
+    fold = json.load(open(folded_path))
+    full = json.load(open(full_path))
+    if fold["choice"] != full["choice"]:
+        sys.exit(f"folded {layout(fold['choice'])}, full "
+                 f"{layout(full['choice'])}")
+    a, b = fold["predicted"], full["predicted"]
+    if "extrapolated_from_microbatches" not in a:
+        sys.exit("the folded prediction was not extrapolated")
+    if "extrapolated_from_microbatches" in b:
+        sys.exit("the --no-fold prediction was extrapolated")
+    for key in ("step_s", "tflops_per_device"):
+        if abs(a[key] - b[key]) > 1e-9 * abs(b[key]):
+            sys.exit(f"{key}: folded {a[key]}, full {b[key]}")
+    for key in ("comm_bytes", "param_bytes", "grad_bytes", "optimizer_bytes"):
+        if a[key] != b[key]:
+            sys.exit(f"{key}: folded {a[key]}, full {b[key]}")
+    worst = max(abs(x / y - 1) for x, y in zip(a["peak_bytes"],
+                                               b["peak_bytes"]))
+    if len(a["peak_bytes"]) != len(b["peak_bytes"]) or worst > 0.025:
+        sys.exit(f"peak_bytes: folded {a['peak_bytes']}, full "
+                 f"{b['peak_bytes']}")
+    m1, m2 = a["extrapolated_from_microbatches"]
+    print(f"M={fold['choice']['microbatches']} from M={m1},{m2}: the same "
+          f"step and bytes as compiled in full, peaks within 2.5%")
+
+
 if __name__ == "__main__":
     command = sys.argv[1]
     if command == "brute-force":
         brute_force(*sys.argv[2:4])
+    elif command == "folded":
+        folded(*sys.argv[2:4])
     elif command == "memory":
         memory(*sys.argv[2:4])
     else:
