@@ -217,25 +217,33 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
     int64_t arena = 0, total = 0;
     // The placed buffers by (offset, end), so that the live-overlapping
     // ones come in the order the search needs without sorting them for
-    // every buffer (a 96-layer GPT's rank has thousands of buffers).
-    std::vector<Buffer *> placed;
-    auto byRange = [](const Buffer *a, const Buffer *b) {
-      return std::make_pair(a->offset, a->offset + a->bytes) <
-             std::make_pair(b->offset, b->offset + b->bytes);
+    // every buffer (a 96-layer GPT's rank has thousands of buffers). Kept
+    // as values, not pointers: the search reads every placed buffer's
+    // lifetime for every buffer it places, and chasing a pointer to each
+    // was most of the pass's time.
+    struct Placed {
+      int64_t offset, end;
+      unsigned first, last;
+    };
+    std::vector<Placed> placed;
+    placed.reserve(order.size());
+    auto byRange = [](const Placed &a, const Placed &b) {
+      return std::make_pair(a.offset, a.end) < std::make_pair(b.offset, b.end);
     };
     for (Buffer *buffer : order) {
       int64_t offset = 0;
-      for (Buffer *other : placed) {
-        if (other->first > buffer->last || buffer->first > other->last)
+      for (const Placed &other : placed) {
+        if (other.first > buffer->last || buffer->first > other.last)
           continue;
-        if (offset + buffer->bytes <= other->offset)
+        if (offset + buffer->bytes <= other.offset)
           break;
-        offset = std::max(offset, other->offset + other->bytes);
+        offset = std::max(offset, other.end);
       }
       buffer->offset = offset;
+      Placed entry{offset, offset + buffer->bytes, buffer->first, buffer->last};
       placed.insert(
-          std::upper_bound(placed.begin(), placed.end(), buffer, byRange),
-          buffer);
+          std::upper_bound(placed.begin(), placed.end(), entry, byRange),
+          entry);
       arena = std::max(arena, offset + buffer->bytes);
       total += buffer->bytes;
     }
