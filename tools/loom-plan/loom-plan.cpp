@@ -50,7 +50,8 @@ static cl::opt<std::string> loss("loss", cl::init("cross_entropy"),
 static cl::opt<std::string>
     evaluate("evaluate",
              cl::desc("Predict this (partial) layout, the rest searched: "
-                      "dp, tp, pp, zero, sp, mbs, M, schedule, V"),
+                      "dp, tp, pp, zero, group, sp, mbs, M, schedule, V, "
+                      "recompute"),
              cl::value_desc("KEY=VALUE,..."));
 static cl::opt<int64_t>
     devices("devices", cl::init(0),

@@ -28,6 +28,10 @@ namespace loomrun {
 struct Layout {
   int dp = 1, tp = 1, pp = 1;
   int zero = 0;
+  /// With ZeRO: shard within groups of this many adjacent dp ranks and
+  /// replicate across the groups (hybrid sharding, --zero-shard-group);
+  /// 0 shards over all of dp.
+  int zeroShardGroup = 0;
   bool sequenceParallel = false;
   /// Rows of one microbatch on one dp rank, and microbatches per step (the
   /// pipeline's, or gradient accumulation without one).
@@ -45,6 +49,8 @@ struct Layout {
     std::string text =
         "dp=" + std::to_string(dp) + ",tp=" + std::to_string(tp) +
         ",pp=" + std::to_string(pp) + ",zero=" + std::to_string(zero) +
+        (zeroShardGroup > 0 ? ",group=" + std::to_string(zeroShardGroup)
+                            : std::string()) +
         ",sp=" + (sequenceParallel ? "1" : "0") +
         ",mbs=" + std::to_string(microbatchSize) +
         ",M=" + std::to_string(microbatches);
@@ -67,6 +73,7 @@ inline void applyLayout(const Layout &layout, TrainCompileOptions &train) {
   train.tp = layout.tp;
   train.pp = layout.pp;
   train.zero = layout.zero;
+  train.zeroShardGroup = layout.zero > 0 ? layout.zeroShardGroup : 0;
   train.sequenceParallel = layout.sequenceParallel;
   train.recompute = layout.recompute;
   train.gradAccum = layout.microbatches;
@@ -78,8 +85,9 @@ inline void applyLayout(const Layout &layout, TrainCompileOptions &train) {
 }
 
 /// A partial layout (`--evaluate 'tp=8,pp=8,dp=24'`): the keys given are
-/// fixed, the rest searched. Keys: dp, tp, pp, zero, sp, mbs, M (or
-/// microbatches), schedule, V (or virtual_stages), recompute.
+/// fixed, the rest searched. Keys: dp, tp, pp, zero, group (or
+/// zero_shard_group), sp, mbs, M (or microbatches), schedule, V (or
+/// virtual_stages), recompute.
 struct LayoutConstraint {
   std::map<std::string, std::string> fixed;
   bool allows(const Layout &layout) const;

@@ -56,8 +56,9 @@ std::string milliseconds(double seconds) {
   return text;
 }
 
-const char *kConstraintKeys[] = {"dp",  "tp", "pp",       "zero", "sp",
-                                 "mbs", "M",  "schedule", "V",    "recompute"};
+const char *kConstraintKeys[] = {"dp",       "tp", "pp",       "zero",
+                                 "group",    "sp", "mbs",      "M",
+                                 "schedule", "V",  "recompute"};
 
 std::string canonicalKey(const std::string &key) {
   if (key == "microbatches")
@@ -68,6 +69,8 @@ std::string canonicalKey(const std::string &key) {
     return "mbs";
   if (key == "sequence_parallel")
     return "sp";
+  if (key == "zero_shard_group")
+    return "group";
   return key;
 }
 
@@ -80,6 +83,8 @@ std::string layoutValue(const Layout &layout, const std::string &key) {
     return std::to_string(layout.pp);
   if (key == "zero")
     return std::to_string(layout.zero);
+  if (key == "group")
+    return std::to_string(layout.zeroShardGroup);
   if (key == "sp")
     return layout.sequenceParallel ? "1" : "0";
   if (key == "mbs")
@@ -261,6 +266,19 @@ public:
   }
 
 private:
+  /// The ZeRO shard groups searched at `zero`: all of dp (0), and with
+  /// dp spanning nodes, the dp ranks of one node (hybrid sharding, FSDP's
+  /// HSDP: gathers and reduce-scatters stay on the node's links, the
+  /// groups replicate and all-reduce across nodes).
+  std::vector<int> shardGroups(const Layout &layout, int zero) const {
+    std::vector<int> groups = {0};
+    int64_t perNode = cluster.devicesPerNode / layout.tp;
+    if (zero > 0 && cluster.devicesPerNode % layout.tp == 0 && perNode > 1 &&
+        perNode < layout.dp && layout.dp % perNode == 0)
+      groups.push_back(int(perNode));
+    return groups;
+  }
+
   /// Whether the search has used up --time-limit (then it stops, and the
   /// report says so).
   bool outOfTime() {
@@ -361,25 +379,30 @@ private:
         // stage fits, the higher ones cannot be faster (the exhaustive
         // search checks that claim).
         for (int zero = 0; zero <= (layout.dp > 1 ? 3 : 0); ++zero) {
-          Layout candidate = layout;
-          candidate.sequenceParallel = sp;
-          candidate.zero = zero;
-          candidate.recompute = recompute;
-          if (!request.constraint.allows(candidate))
-            continue;
-          if (outOfTime())
-            return fits;
-          if (uint64_t floor = modelStatesFloor(candidate);
-              floor > cluster.memoryBytes()) {
-            overMemory.push_back({floor, candidate});
-            prune(candidate, "its parameters, gradients and optimizer state "
-                             "alone need at least " +
-                                 gib(double(floor)) + " per rank");
-            continue;
+          bool stageFits = false;
+          for (int group : shardGroups(layout, zero)) {
+            Layout candidate = layout;
+            candidate.sequenceParallel = sp;
+            candidate.zero = zero;
+            candidate.zeroShardGroup = group;
+            candidate.recompute = recompute;
+            if (!request.constraint.allows(candidate))
+              continue;
+            if (outOfTime())
+              return fits;
+            if (uint64_t floor = modelStatesFloor(candidate);
+                floor > cluster.memoryBytes()) {
+              overMemory.push_back({floor, candidate});
+              prune(candidate, "its parameters, gradients and optimizer state "
+                               "alone need at least " +
+                                   gib(double(floor)) + " per rank");
+              continue;
+            }
+            bool ok = evaluate(candidate);
+            fits |= ok;
+            stageFits |= ok;
           }
-          bool ok = evaluate(candidate);
-          fits |= ok;
-          if (ok && !request.exhaustive)
+          if (stageFits && !request.exhaustive)
             break;
         }
       }
@@ -520,6 +543,7 @@ void writeLayout(llvm::json::OStream &json, const Layout &layout) {
     json.attribute("tp", layout.tp);
     json.attribute("pp", layout.pp);
     json.attribute("zero", layout.zero);
+    json.attribute("zero_shard_group", layout.zeroShardGroup);
     json.attribute("sequence_parallel", layout.sequenceParallel);
     json.attribute("microbatch_size", layout.microbatchSize);
     json.attribute("microbatches", layout.microbatches);
@@ -601,8 +625,8 @@ loomrun::parseLayoutConstraint(const std::string &text, std::string &error) {
     if (std::find(std::begin(kConstraintKeys), std::end(kConstraintKeys),
                   key) == std::end(kConstraintKeys)) {
       error = "--evaluate: unknown key '" + key +
-              "' (expected dp, tp, pp, zero, sp, mbs, M, schedule, V, "
-              "recompute)";
+              "' (expected dp, tp, pp, zero, group, sp, mbs, M, schedule, "
+              "V, recompute)";
       return std::nullopt;
     }
     if (key != "schedule" && key != "recompute") {
@@ -975,6 +999,9 @@ rt::StatusOr<Layout> loomrun::readPlannedLayout(const std::string &path) {
   integer("microbatch_size", layout.microbatchSize, 1);
   integer("microbatches", layout.microbatches, 1);
   integer("virtual_stages", layout.virtualStages, 1);
+  // Files written before hybrid sharding was searched have no group.
+  if (choice->get("zero_shard_group"))
+    integer("zero_shard_group", layout.zeroShardGroup, 0);
   if (std::optional<bool> sp = choice->getBoolean("sequence_parallel"))
     layout.sequenceParallel = *sp;
   else if (error.empty())
