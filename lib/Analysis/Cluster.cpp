@@ -61,6 +61,31 @@ double ClusterSpec::kernelSeconds(double gemmFlops, double gemmMinDim,
   return std::max(compute, traffic) + device.kernelOverheadUs * 1e-6;
 }
 
+double ClusterSpec::kernelSeconds(const loomrt::InstructionWork &work,
+                                  StringRef kernel) const {
+  double compute = 0;
+  if (work.gemmFlops > 0) {
+    auto rate = device.kernelTflops.find(kernel.str());
+    compute = rate != device.kernelTflops.end()
+                  ? work.gemmFlops / (rate->second * 1e12)
+                  : kernelSeconds(work.gemmFlops, work.gemmMinDim,
+                                  work.precision, 0) -
+                        device.kernelOverheadUs * 1e-6;
+  }
+  double bandwidth = device.memoryGBps * 1e9 * device.memoryEfficiency;
+  if (auto it = device.kernelGBps.find(kernel.str());
+      it != device.kernelGBps.end())
+    bandwidth = it->second * 1e9;
+  double traffic = work.bytes / bandwidth;
+  double elementwise = 0;
+  for (const auto &[op, elements] : work.elementOps)
+    if (auto it = device.elementwiseNs.find(op);
+        it != device.elementwiseNs.end())
+      elementwise += elements * it->second * 1e-9;
+  return std::max({compute, traffic, elementwise}) +
+         device.kernelOverheadUs * 1e-6;
+}
+
 namespace {
 
 /// `1.5`, `-1`, `0.001`: as the user wrote it, near enough.
@@ -204,7 +229,23 @@ std::optional<ClusterSpec> mlir::loom::parseClusterSpec(StringRef json,
     read.checkKeys(*device, "device",
                    {"memory_gib", "peak_tflops", "memory_gbytes_per_s",
                     "gemm_efficiency", "gemm_half_dim", "memory_efficiency",
-                    "kernel_overhead_us"});
+                    "kernel_overhead_us", "kernel_tflops",
+                    "kernel_gbytes_per_s", "elementwise_ns"});
+    // Figures by kind: any kernel or operation name, each a number.
+    auto byKind = [&](StringRef key, std::map<std::string, double> &out,
+                      bool zeroAllowed) {
+      const llvm::json::Object *table = read.object(*device, key, false);
+      if (!table)
+        return;
+      std::string path = ("device." + key).str();
+      for (const auto &entry : *table)
+        if (auto value = read.number(*table, path, entry.first.str(), true, 0,
+                                     zeroAllowed))
+          out[entry.first.str()] = *value;
+    };
+    byKind("kernel_tflops", d.kernelTflops, false);
+    byKind("kernel_gbytes_per_s", d.kernelGBps, false);
+    byKind("elementwise_ns", d.elementwiseNs, true);
     if (auto memory = read.number(*device, "device", "memory_gib", true, 0))
       d.memoryGiB = *memory;
     if (auto bandwidth =

@@ -19,6 +19,7 @@
 #include "loom/Analysis/LinkModel.h"
 #include "loom/Runtime/Device.h"
 #include "loom/Runtime/Executor.h"
+#include "loom/Runtime/InstructionWork.h"
 
 #include <algorithm>
 #include <chrono>
@@ -102,6 +103,92 @@ Plan allReducePlan(int ranks, int64_t elements, int repeats) {
   return plan;
 }
 
+/// `repeats` attentions (or their backward) of GPT's shape: qkv packed,
+/// sequence-major [batch, seq, 3, heads, dim], causal (the mask a weight:
+/// true above the diagonal), f32.
+Plan attentionPlan(int ranks, bool backward, int repeats) {
+  const int64_t b = 2, s = 128, h = 4, d = 64;
+  Plan plan;
+  Weight mask;
+  mask.name = "causal_mask";
+  mask.dtype = DType::I1;
+  mask.shape = {1, 1, s, s};
+  mask.bytes = uint64_t(s * s);
+  plan.weights.push_back(mask);
+  plan.data.assign(size_t(s * s), 0);
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t j = i + 1; j < s; ++j)
+      plan.data[size_t(i * s + j)] = 1;
+  TensorRef maskRef;
+  maskRef.space = TensorRef::Space::Weight;
+  maskRef.dtype = DType::I1;
+  maskRef.shape = mask.shape;
+  std::vector<int64_t> qkv = {b, s, 3, h, d}, out = {b, s, h, d},
+                       lse = {b, s, h};
+  uint64_t qkvBytes = align(uint64_t(numElements(qkv)) * 4);
+  uint64_t outBytes = align(uint64_t(numElements(out)) * 4);
+  uint64_t lseBytes = align(uint64_t(numElements(lse)) * 4);
+  Instruction inst;
+  inst.attrs["packed_qkv"] = int64_t(1);
+  inst.attrs["seq_major"] = int64_t(1);
+  inst.attrs["scale"] = 1.0 / 8;
+  uint64_t arenaBytes = 0;
+  if (!backward) {
+    inst.kernel = "attention";
+    inst.inputs = {arena(0, DType::F32, qkv), maskRef};
+    inst.outputs = {arena(qkvBytes, DType::F32, out),
+                    arena(qkvBytes + outBytes, DType::F32, lse)};
+    arenaBytes = qkvBytes + outBytes + lseBytes;
+  } else {
+    // qkv, dout, lse, out, mask -> dqkv.
+    inst.kernel = "attention_backward";
+    uint64_t at = qkvBytes;
+    TensorRef dout = arena(at, DType::F32, out);
+    at += outBytes;
+    TensorRef lseRef = arena(at, DType::F32, lse);
+    at += lseBytes;
+    TensorRef outRef = arena(at, DType::F32, out);
+    at += outBytes;
+    inst.inputs = {arena(0, DType::F32, qkv), dout, lseRef, outRef, maskRef};
+    inst.outputs = {arena(at, DType::F32, qkv)};
+    arenaBytes = at + qkvBytes;
+  }
+  Plan repeated = repeatedPlan(ranks, inst, arenaBytes, repeats);
+  repeated.weights = plan.weights;
+  repeated.data = plan.data;
+  return repeated;
+}
+
+/// `repeats` elementwise kernels over `elements` f32 values (few enough to
+/// stay in cache) whose program chains `chain` of `op` (x op x for a
+/// binary one): compute-bound, so the time per element and operation is
+/// what `op` costs.
+Plan elementOpPlan(int ranks, const std::string &op, bool binary,
+                   int64_t elements, int chain, int repeats) {
+  uint64_t bytes = align(uint64_t(elements) * 4);
+  Instruction inst;
+  inst.kernel = "elementwise";
+  inst.inputs = {arena(0, DType::F32, {elements})};
+  inst.outputs = {arena(bytes, DType::F32, {elements})};
+  for (int i = 0; i < chain; ++i) {
+    ProgramOp step;
+    step.op = op;
+    step.operands = binary ? std::vector<int>{i, i} : std::vector<int>{i};
+    inst.program.push_back(step);
+  }
+  inst.yields = {chain};
+  return repeatedPlan(ranks, inst, 2 * bytes, repeats);
+}
+
+/// Operations timed per element, and whether they take two operands.
+const std::pair<const char *, bool> kElementOps[] = {
+    {"add", true},      {"mul", true},         {"div", true},
+    {"max", true},      {"pow", true},         {"neg", false},
+    {"sqrt", false},    {"rsqrt", false},      {"exp", false},
+    {"log", false},     {"erf", false},        {"tanh", false},
+    {"sigmoid", false}, {"reciprocal", false}, {"gelu", false},
+    {"abs", false},     {"relu", false}};
+
 class Calibrator {
 public:
   Calibrator(RankContext &context) : context(context) {}
@@ -181,6 +268,7 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
   std::map<std::string, std::map<int64_t, double>> gemm;
   double bandwidth = 0, overhead = 0, latency = 0, linkBandwidth = 0;
   std::vector<std::pair<double, double>> reduces; // bytes sent, seconds
+  std::map<std::string, double> kernelRates, elementNs;
   std::mutex lock;
   int plannedRanks = ranks;
   StatusOr<LaunchResult> launched =
@@ -205,6 +293,38 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
             [&](int repeats) { return addPlan(n, 1, repeats); }, 64, 0.05);
         if (!tiny)
           return tiny.status();
+        // Kernels by kind: attention's GEMM-like rate (its FLOPs as the
+        // cost model counts them), and each elementwise operation's time
+        // per element.
+        std::map<std::string, double> rates, ns;
+        if (!gpu) {
+          for (bool backward : {false, true}) {
+            StatusOr<double> seconds = calibrator.time(
+                [&](int repeats) {
+                  return attentionPlan(n, backward, repeats);
+                },
+                1);
+            if (!seconds)
+              return seconds.status();
+            Plan one = attentionPlan(1, backward, 1);
+            InstructionWork work =
+                estimateInstructionWork(one.ranks[0].instructions[0]);
+            rates[one.ranks[0].instructions[0].kernel] =
+                work.gemmFlops / *seconds;
+          }
+          const int64_t elements = 1 << 12;
+          const int chain = 16;
+          for (const auto &[op, binary] : kElementOps) {
+            StatusOr<double> seconds = calibrator.time(
+                [&](int repeats) {
+                  return elementOpPlan(n, op, binary, elements, chain, repeats);
+                },
+                16, 0.02);
+            if (!seconds)
+              return seconds.status();
+            ns[op] = *seconds / double(elements * chain) * 1e9;
+          }
+        }
         std::vector<std::pair<double, double>> measured;
         if (n > 1)
           for (int64_t elements : {1 << 10, 1 << 14, 1 << 18, 1 << 21}) {
@@ -225,6 +345,8 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
           bandwidth = 3.0 * double(large) * 4 / *add;
           overhead = *tiny;
           reduces = measured;
+          kernelRates = rates;
+          elementNs = ns;
         }
         return Status::ok();
       });
@@ -295,7 +417,24 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
        << ", \"gemm_efficiency\": 1, \"gemm_half_dim\": "
        << number(halfDim["f32"]) << ",\n"
        << "             \"memory_efficiency\": 1, \"kernel_overhead_us\": "
-       << number(overhead * 1e6) << "},\n"
+       << number(overhead * 1e6);
+  auto table = [&](const char *key, const std::map<std::string, double> &values,
+                   double scale) {
+    if (values.empty())
+      return;
+    json << ",\n             \"" << key << "\": {";
+    bool first = true;
+    for (const auto &[name, value] : values) {
+      json << (first ? "" : ", ") << "\"" << name
+           << "\": " << number(value * scale);
+      first = false;
+    }
+    json << "}";
+  };
+  table("kernel_tflops", kernelRates, 1e-12);
+  // An operation whose cost is below the clock's grain costs nothing.
+  table("elementwise_ns", elementNs, 1);
+  json << "},\n"
        << "  \"intra_node\": {\"gbytes_per_s\": "
        << number(ranks > 1 ? linkBandwidth / 1e9 : 100)
        << ", \"latency_us\": " << number(latency * 1e6) << "},\n"
@@ -337,6 +476,14 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
   }
   std::printf("  memory %.3g GB/s, kernel overhead %.3g us\n", bandwidth / 1e9,
               overhead * 1e6);
+  for (const auto &[kernel, rate] : kernelRates)
+    std::printf("  %s: %.4g TFLOP/s\n", kernel.c_str(), rate / 1e12);
+  if (!elementNs.empty()) {
+    std::printf("  elementwise ns per element:");
+    for (const auto &[op, value] : elementNs)
+      std::printf(" %s %.3g", op.c_str(), value);
+    std::printf("\n");
+  }
   if (ranks > 1)
     std::printf("  all-reduce link: %.3g GB/s, %.3g us per step\n",
                 linkBandwidth / 1e9, latency * 1e6);

@@ -26,7 +26,9 @@
 #include "loom/Analysis/LinkModel.h"
 #include "llvm/ADT/StringRef.h"
 
+#include "loom/Runtime/InstructionWork.h"
 #include <map>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +51,13 @@ struct DeviceSpec {
   double memoryEfficiency = 0.8;
   /// Fixed time of every kernel (its launch), microseconds.
   double kernelOverheadUs = 5;
+  /// Measured by kind (loom-run --calibrate), each replacing the roofline's
+  /// figure for the kernels it names: the GEMM-like FLOP rate of a kernel
+  /// (attention's, far below a GEMM's on a CPU), TFLOP/s; the bandwidth of
+  /// a memory-bound kernel (cross_entropy), GB/s; and what an elementwise
+  /// program's operations cost per element computed (exp, erf, div: the
+  /// optimizer's and GELU's programs are compute-bound on a CPU), ns.
+  std::map<std::string, double> kernelTflops, kernelGBps, elementwiseNs;
 };
 
 struct ClusterSpec {
@@ -76,6 +85,11 @@ struct ClusterSpec {
   /// and `bytes` of memory traffic.
   double kernelSeconds(double gemmFlops, double gemmMinDim,
                        llvm::StringRef precision, double bytes) const;
+  /// The seconds of `kernel` doing `work`: the roofline above, with the
+  /// device's figures by kind where it has them, and an elementwise
+  /// program's operations timed per element.
+  double kernelSeconds(const loomrt::InstructionWork &work,
+                       llvm::StringRef kernel) const;
   /// Peak FLOP/s at `precision` (f32 when the device lists no such key).
   double peakFlops(llvm::StringRef precision) const;
 };

@@ -22,6 +22,7 @@
 #define LOOM_ANALYSIS_PLANSIMULATION_H
 
 #include "loom/Analysis/Cluster.h"
+#include "loom/Runtime/InstructionWork.h"
 #include "loom/Runtime/Plan.h"
 
 #include <string>
@@ -30,24 +31,10 @@
 namespace mlir {
 namespace loom {
 
-/// What one kernel instruction computes and moves.
-struct InstructionWork {
-  /// FLOPs the kernel executes in GEMM-like loops (matmul, attention).
-  double gemmFlops = 0;
-  /// The same work as Megatron counts it (2104.04473, appendix): an
-  /// attention backward counts twice its forward, as every backward does;
-  /// the executed FLOPs also recompute the forward's scores.
-  double modelFlops = 0;
-  /// The smallest of the GEMM's M, N and K (0 when it has none).
-  double gemmMinDim = 0;
-  /// Bytes of the operands read and the results written.
-  double bytes = 0;
-  /// The GEMM operands' precision: "bf16" or "f32".
-  std::string precision = "f32";
-};
-
-/// The work of a kernel instruction (a collective has none).
-InstructionWork estimateInstructionWork(const loomrt::Instruction &inst);
+/// The work the replay times each kernel by (the runtime's count, which
+/// calibration measures kernels against).
+using loomrt::estimateInstructionWork;
+using loomrt::InstructionWork;
 
 struct PlanSimulationEvent {
   int rank;

@@ -137,3 +137,40 @@ TEST(ClusterTest, KernelRoofline) {
   EXPECT_NEAR(spec.kernelSeconds(0, 0, "f32", 1e9), 1e9 / 1000e9 + 10e-6,
               1e-12);
 }
+
+TEST(ClusterTest, KernelsByKind) {
+  ClusterSpec spec = parseOrDie(R"({"nodes": 1, "devices_per_node": 1,
+    "device": {"memory_gib": 1, "peak_tflops": {"f32": 10},
+               "memory_gbytes_per_s": 100, "gemm_efficiency": 1,
+               "gemm_half_dim": 0, "memory_efficiency": 1,
+               "kernel_overhead_us": 0,
+               "kernel_tflops": {"attention": 0.5},
+               "kernel_gbytes_per_s": {"cross_entropy": 10},
+               "elementwise_ns": {"exp": 2, "add": 0}},
+    "intra_node": {"gbytes_per_s": 5, "latency_us": 1}})");
+  loomrt::InstructionWork attention;
+  attention.gemmFlops = 1e12;
+  attention.gemmMinDim = 64;
+  // The kind's measured rate, not the GEMM peak's 0.1 s.
+  EXPECT_NEAR(spec.kernelSeconds(attention, "attention"), 2.0, 1e-12);
+  EXPECT_NEAR(spec.kernelSeconds(attention, "matmul"), 0.1, 1e-12);
+  loomrt::InstructionWork loss;
+  loss.bytes = 1e9;
+  EXPECT_NEAR(spec.kernelSeconds(loss, "cross_entropy"), 0.1, 1e-12);
+  EXPECT_NEAR(spec.kernelSeconds(loss, "layer_norm"), 0.01, 1e-12);
+  // An elementwise program: 1e9 exps at 2 ns outlast its 1e8 bytes.
+  loomrt::InstructionWork program;
+  program.bytes = 1e8;
+  program.elementOps = {{"exp", 1e9}, {"add", 1e9}, {"erf", 1e9}};
+  EXPECT_NEAR(spec.kernelSeconds(program, "elementwise"), 2.0, 1e-12);
+  EXPECT_EQ(errorOf(R"({"nodes": 1, "devices_per_node": 1,
+    "device": {"memory_gib": 1, "peak_tflops": {"f32": 1},
+               "memory_gbytes_per_s": 10, "kernel_tflops": {"attention": 0}},
+    "intra_node": {"gbytes_per_s": 5, "latency_us": 1}})"),
+            "bad.json: 'device.kernel_tflops.attention' must be > 0 (it is 0)");
+  EXPECT_EQ(errorOf(R"({"nodes": 1, "devices_per_node": 1,
+    "device": {"memory_gib": 1, "peak_tflops": {"f32": 1},
+               "memory_gbytes_per_s": 10, "elementwise_ns": {"exp": "slow"}},
+    "intra_node": {"gbytes_per_s": 5, "latency_us": 1}})"),
+            "bad.json: 'device.elementwise_ns.exp' must be a number");
+}

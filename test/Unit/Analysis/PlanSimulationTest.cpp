@@ -208,6 +208,27 @@ TEST(PlanSimulationTest, GemmAndAttentionWork) {
   attention.attrs["packed_qkv"] = int64_t(1);
   attention.attrs["seq_major"] = int64_t(1);
   EXPECT_DOUBLE_EQ(estimateInstructionWork(attention).gemmFlops, forward);
+
+  // An elementwise program runs each operation over its outputs' shape
+  // (inputs broadcast); constants cost nothing. A slice reads what it
+  // writes.
+  Instruction program = kernel(0, 1000);
+  program.inputs.push_back(TensorRef());
+  loomrt::ProgramOp exp, add, one;
+  exp.op = "exp";
+  exp.operands = {0};
+  one.op = "const";
+  add.op = "add";
+  add.operands = {2, 3};
+  program.program = {exp, one, add};
+  work = estimateInstructionWork(program);
+  EXPECT_EQ(work.elementOps.size(), 2u);
+  EXPECT_DOUBLE_EQ(work.elementOps["exp"], 250);
+  EXPECT_DOUBLE_EQ(work.elementOps["add"], 250);
+  Instruction slice = kernel(0, 4096);
+  slice.kernel = "slice";
+  slice.inputs[0].shape = {1000};
+  EXPECT_DOUBLE_EQ(estimateInstructionWork(slice).bytes, 2000);
 }
 
 TEST(PlanSimulationTest, LiveArenaBytes) {
