@@ -159,6 +159,25 @@ Plan attentionPlan(int ranks, bool backward, int repeats) {
   return repeated;
 }
 
+/// `repeats` cross-entropies with their gradient (the training step's
+/// form: logits, labels, scale -> loss, dlogits) of 512 rows of 8192
+/// classes, f32: its exp and log per logit make it several times slower
+/// than its bytes.
+Plan crossEntropyPlan(int ranks, int repeats) {
+  const int64_t rows = 512, classes = 8192;
+  uint64_t logits = align(uint64_t(rows * classes) * 4);
+  uint64_t labels = align(uint64_t(rows) * 8);
+  Instruction inst;
+  inst.kernel = "cross_entropy";
+  inst.attrs["reduction"] = std::string("mean");
+  inst.inputs = {arena(0, DType::F32, {rows, classes}),
+                 arena(logits, DType::I64, {rows}),
+                 arena(logits + labels, DType::F32, {})};
+  inst.outputs = {arena(logits + labels + 256, DType::F32, {}),
+                  arena(logits + labels + 512, DType::F32, {rows, classes})};
+  return repeatedPlan(ranks, inst, 2 * logits + labels + 512, repeats);
+}
+
 /// `repeats` elementwise kernels over `elements` f32 values (few enough to
 /// stay in cache) whose program chains `chain` of `op` (x op x for a
 /// binary one): compute-bound, so the time per element and operation is
@@ -268,7 +287,7 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
   std::map<std::string, std::map<int64_t, double>> gemm;
   double bandwidth = 0, overhead = 0, latency = 0, linkBandwidth = 0;
   std::vector<std::pair<double, double>> reduces; // bytes sent, seconds
-  std::map<std::string, double> kernelRates, elementNs;
+  std::map<std::string, double> kernelRates, elementNs, kernelBandwidths;
   std::mutex lock;
   int plannedRanks = ranks;
   StatusOr<LaunchResult> launched =
@@ -296,7 +315,7 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
         // Kernels by kind: attention's GEMM-like rate (its FLOPs as the
         // cost model counts them), and each elementwise operation's time
         // per element.
-        std::map<std::string, double> rates, ns;
+        std::map<std::string, double> rates, ns, bandwidths;
         if (!gpu) {
           for (bool backward : {false, true}) {
             StatusOr<double> seconds = calibrator.time(
@@ -312,6 +331,14 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
             rates[one.ranks[0].instructions[0].kernel] =
                 work.gemmFlops / *seconds;
           }
+          StatusOr<double> loss = calibrator.time(
+              [&](int repeats) { return crossEntropyPlan(n, repeats); }, 1);
+          if (!loss)
+            return loss.status();
+          Plan one = crossEntropyPlan(1, 1);
+          bandwidths["cross_entropy"] =
+              estimateInstructionWork(one.ranks[0].instructions[0]).bytes /
+              *loss;
           const int64_t elements = 1 << 12;
           const int chain = 16;
           for (const auto &[op, binary] : kElementOps) {
@@ -347,6 +374,7 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
           reduces = measured;
           kernelRates = rates;
           elementNs = ns;
+          kernelBandwidths = bandwidths;
         }
         return Status::ok();
       });
@@ -432,6 +460,7 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
     json << "}";
   };
   table("kernel_tflops", kernelRates, 1e-12);
+  table("kernel_gbytes_per_s", kernelBandwidths, 1e-9);
   // An operation whose cost is below the clock's grain costs nothing.
   table("elementwise_ns", elementNs, 1);
   json << "},\n"
@@ -478,6 +507,8 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
               overhead * 1e6);
   for (const auto &[kernel, rate] : kernelRates)
     std::printf("  %s: %.4g TFLOP/s\n", kernel.c_str(), rate / 1e12);
+  for (const auto &[kernel, rate] : kernelBandwidths)
+    std::printf("  %s: %.4g GB/s\n", kernel.c_str(), rate / 1e9);
   if (!elementNs.empty()) {
     std::printf("  elementwise ns per element:");
     for (const auto &[op, value] : elementNs)
