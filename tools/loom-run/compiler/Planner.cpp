@@ -280,9 +280,9 @@ private:
   }
 
   /// Whether the search has used up --time-limit (then it stops, and the
-  /// report says so).
+  /// report says so); never before one layout is compiled.
   bool outOfTime() {
-    if (request.timeLimitSeconds <= 0)
+    if (request.timeLimitSeconds <= 0 || result.candidates.empty())
       return false;
     double spent = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - started)
@@ -745,7 +745,8 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
        << " of them at two smaller microbatch counts and extrapolated";
   os << "; " << result.pruned.size() << " pruned before compiling)\n";
   if (result.stoppedEarly)
-    os << "stopped at the time limit (" << request.timeLimitSeconds
+    os << "stopped at the time limit ("
+       << llvm::format("%g", request.timeLimitSeconds)
        << " s): the layouts after these were not searched\n";
   const Candidate *choice = result.choice();
   auto describe = [&](const Prediction &p) {
