@@ -13,18 +13,10 @@ using namespace mlir;
 using namespace mlir::loom;
 using loomcost::CollectiveKind;
 using loomrt::Instruction;
+using loomrt::intAttrOr;
 using loomrt::TensorRef;
 
 namespace {
-
-int64_t intAttr(const Instruction &inst, const char *name, int64_t fallback) {
-  auto it = inst.attrs.find(name);
-  if (it == inst.attrs.end())
-    return fallback;
-  if (const int64_t *value = std::get_if<int64_t>(&it->second))
-    return *value;
-  return fallback;
-}
 
 bool overlaps(const TensorRef &a, const TensorRef &b) {
   if (a.space != b.space)
@@ -198,8 +190,8 @@ private:
     std::tuple<int, int, int> channel;
     uint64_t fullBytes = 0;
     if (*kind == CollectiveKind::Send || *kind == CollectiveKind::Recv) {
-      int peer = int(intAttr(inst, "peer", r));
-      int tag = int(intAttr(inst, "tag", 0));
+      int peer = int(intAttrOr(inst.attrs, "peer", r));
+      int tag = int(intAttrOr(inst.attrs, "tag", 0));
       bool send = *kind == CollectiveKind::Send;
       int from = send ? r : peer, to = send ? peer : r;
       int sequence = state.pairSequence[{peer, tag, send}]++;
@@ -209,7 +201,7 @@ private:
       const std::vector<TensorRef> &buffer = send ? inst.inputs : inst.outputs;
       fullBytes = buffer.empty() ? 0 : buffer.front().bytes();
     } else {
-      int group = int(intAttr(inst, "group", 0));
+      int group = int(intAttrOr(inst.attrs, "group", 0));
       int sequence = state.groupSequence[group]++;
       key = {group, 0, 0, sequence};
       if (group >= 0 && size_t(group) < plan.groups.size())

@@ -8,15 +8,6 @@ using namespace loomrt;
 
 namespace {
 
-int64_t intAttr(const Instruction &inst, const char *name, int64_t fallback) {
-  auto it = inst.attrs.find(name);
-  if (it == inst.attrs.end())
-    return fallback;
-  if (const int64_t *value = std::get_if<int64_t>(&it->second))
-    return *value;
-  return fallback;
-}
-
 int64_t dimFromEnd(const TensorRef &ref, size_t fromEnd) {
   if (ref.shape.size() < fromEnd)
     return 1;
@@ -35,8 +26,8 @@ const char *precisionOf(loomrt::DType dtype) {
 /// rows = batch * heads * Sq (lse's elements).
 void attentionWork(const Instruction &inst, bool backward,
                    InstructionWork &work) {
-  bool packed = intAttr(inst, "packed_qkv", 0) != 0;
-  bool seqMajor = intAttr(inst, "seq_major", 0) != 0;
+  bool packed = intAttrOr(inst.attrs, "packed_qkv", 0) != 0;
+  bool seqMajor = intAttrOr(inst.attrs, "seq_major", 0) != 0;
   if (inst.inputs.empty())
     return;
   const TensorRef &q = inst.inputs[0];
@@ -88,8 +79,8 @@ InstructionWork loomrt::estimateInstructionWork(const Instruction &inst) {
   if (inst.kernel == "matmul" && inst.inputs.size() >= 2 &&
       !inst.outputs.empty()) {
     const TensorRef &a = inst.inputs[0], &b = inst.inputs[1];
-    bool ta = intAttr(inst, "transpose_lhs", 0) != 0;
-    bool tb = intAttr(inst, "transpose_rhs", 0) != 0;
+    bool ta = intAttrOr(inst.attrs, "transpose_lhs", 0) != 0;
+    bool tb = intAttrOr(inst.attrs, "transpose_rhs", 0) != 0;
     double m = double(dimFromEnd(a, ta ? 1 : 2));
     double k = double(dimFromEnd(a, ta ? 2 : 1));
     double n = double(dimFromEnd(b, tb ? 2 : 1));

@@ -437,3 +437,13 @@ std::vector<bool> loomrt::rankHeldWeights(const Plan &plan, int rank) {
       held[id] = true;
   return held;
 }
+
+int64_t loomrt::intAttrOr(const Attributes &attrs, const std::string &name,
+                          int64_t fallback) {
+  auto it = attrs.find(name);
+  if (it == attrs.end())
+    return fallback;
+  if (const int64_t *value = std::get_if<int64_t>(&it->second))
+    return *value;
+  return fallback;
+}

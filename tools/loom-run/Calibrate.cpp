@@ -10,7 +10,10 @@
 //   - memory: bytes moved by a large add per second; the kernel overhead
 //     is the time of an add of one element;
 //   - the link: least squares of `t = a + b * bytes sent` over all-reduce
-//     sizes; latency a / (2 (n - 1)) per step, bandwidth 1 / b.
+//     sizes; latency a / (2 (n - 1)) per step, bandwidth 1 / b;
+//   - kernels by kind (CPU): attention's rate and the cross-entropy's
+//     bandwidth over the work loomrt::estimateInstructionWork counts, and
+//     each elementwise operation's time per element.
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,22 +106,40 @@ Plan allReducePlan(int ranks, int64_t elements, int repeats) {
   return plan;
 }
 
-/// `repeats` attentions (or their backward) of GPT's shape: qkv packed,
+/// One kernel instruction calibration times by kind, with the arena and
+/// the weights it needs: what the cost model counts its work from, and the
+/// plan that runs it.
+struct KernelProbe {
+  Instruction inst;
+  uint64_t arenaBytes = 0;
+  std::vector<Weight> weights;
+  std::vector<uint8_t> data;
+
+  /// `ranks` ranks each running the instruction `repeats` times.
+  Plan plan(int ranks, int repeats) const {
+    Plan plan = repeatedPlan(ranks, inst, arenaBytes, repeats);
+    plan.weights = weights;
+    plan.data = data;
+    return plan;
+  }
+};
+
+/// An attention (or its backward) of GPT's shape: qkv packed,
 /// sequence-major [batch, seq, 3, heads, dim], causal (the mask a weight:
 /// true above the diagonal), f32.
-Plan attentionPlan(int ranks, bool backward, int repeats) {
+KernelProbe attentionProbe(bool backward) {
   const int64_t b = 2, s = 128, h = 4, d = 64;
-  Plan plan;
+  KernelProbe probe;
   Weight mask;
   mask.name = "causal_mask";
   mask.dtype = DType::I1;
   mask.shape = {1, 1, s, s};
   mask.bytes = uint64_t(s * s);
-  plan.weights.push_back(mask);
-  plan.data.assign(size_t(s * s), 0);
+  probe.weights = {mask};
+  probe.data.assign(size_t(s * s), 0);
   for (int64_t i = 0; i < s; ++i)
     for (int64_t j = i + 1; j < s; ++j)
-      plan.data[size_t(i * s + j)] = 1;
+      probe.data[size_t(i * s + j)] = 1;
   TensorRef maskRef;
   maskRef.space = TensorRef::Space::Weight;
   maskRef.dtype = DType::I1;
@@ -128,46 +149,42 @@ Plan attentionPlan(int ranks, bool backward, int repeats) {
   uint64_t qkvBytes = align(uint64_t(numElements(qkv)) * 4);
   uint64_t outBytes = align(uint64_t(numElements(out)) * 4);
   uint64_t lseBytes = align(uint64_t(numElements(lse)) * 4);
-  Instruction inst;
+  Instruction &inst = probe.inst;
   inst.attrs["packed_qkv"] = int64_t(1);
   inst.attrs["seq_major"] = int64_t(1);
   inst.attrs["scale"] = 1.0 / 8;
-  uint64_t arenaBytes = 0;
   if (!backward) {
     inst.kernel = "attention";
     inst.inputs = {arena(0, DType::F32, qkv), maskRef};
     inst.outputs = {arena(qkvBytes, DType::F32, out),
                     arena(qkvBytes + outBytes, DType::F32, lse)};
-    arenaBytes = qkvBytes + outBytes + lseBytes;
-  } else {
-    // qkv, dout, lse, out, mask -> dqkv.
-    inst.kernel = "attention_backward";
-    uint64_t at = qkvBytes;
-    TensorRef dout = arena(at, DType::F32, out);
-    at += outBytes;
-    TensorRef lseRef = arena(at, DType::F32, lse);
-    at += lseBytes;
-    TensorRef outRef = arena(at, DType::F32, out);
-    at += outBytes;
-    inst.inputs = {arena(0, DType::F32, qkv), dout, lseRef, outRef, maskRef};
-    inst.outputs = {arena(at, DType::F32, qkv)};
-    arenaBytes = at + qkvBytes;
+    probe.arenaBytes = qkvBytes + outBytes + lseBytes;
+    return probe;
   }
-  Plan repeated = repeatedPlan(ranks, inst, arenaBytes, repeats);
-  repeated.weights = plan.weights;
-  repeated.data = plan.data;
-  return repeated;
+  // qkv, dout, lse, out, mask -> dqkv.
+  inst.kernel = "attention_backward";
+  uint64_t at = qkvBytes;
+  TensorRef dout = arena(at, DType::F32, out);
+  at += outBytes;
+  TensorRef lseRef = arena(at, DType::F32, lse);
+  at += lseBytes;
+  TensorRef outRef = arena(at, DType::F32, out);
+  at += outBytes;
+  inst.inputs = {arena(0, DType::F32, qkv), dout, lseRef, outRef, maskRef};
+  inst.outputs = {arena(at, DType::F32, qkv)};
+  probe.arenaBytes = at + qkvBytes;
+  return probe;
 }
 
-/// `repeats` cross-entropies with their gradient (the training step's
-/// form: logits, labels, scale -> loss, dlogits) of 512 rows of 8192
-/// classes, f32: its exp and log per logit make it several times slower
-/// than its bytes.
-Plan crossEntropyPlan(int ranks, int repeats) {
+/// A cross-entropy with its gradient (the training step's form: logits,
+/// labels, scale -> loss, dlogits) of 512 rows of 8192 classes, f32: its
+/// exp and log per logit make it several times slower than its bytes.
+KernelProbe crossEntropyProbe() {
   const int64_t rows = 512, classes = 8192;
   uint64_t logits = align(uint64_t(rows * classes) * 4);
   uint64_t labels = align(uint64_t(rows) * 8);
-  Instruction inst;
+  KernelProbe probe;
+  Instruction &inst = probe.inst;
   inst.kernel = "cross_entropy";
   inst.attrs["reduction"] = std::string("mean");
   inst.inputs = {arena(0, DType::F32, {rows, classes}),
@@ -175,7 +192,8 @@ Plan crossEntropyPlan(int ranks, int repeats) {
                  arena(logits + labels, DType::F32, {})};
   inst.outputs = {arena(logits + labels + 256, DType::F32, {}),
                   arena(logits + labels + 512, DType::F32, {rows, classes})};
-  return repeatedPlan(ranks, inst, 2 * logits + labels + 512, repeats);
+  probe.arenaBytes = 2 * logits + labels + 512;
+  return probe;
 }
 
 /// `repeats` elementwise kernels over `elements` f32 values (few enough to
@@ -313,32 +331,26 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
         if (!tiny)
           return tiny.status();
         // Kernels by kind: attention's GEMM-like rate (its FLOPs as the
-        // cost model counts them), and each elementwise operation's time
-        // per element.
+        // cost model counts them), the cross-entropy's bandwidth, and each
+        // elementwise operation's time per element.
         std::map<std::string, double> rates, ns, bandwidths;
         if (!gpu) {
           for (bool backward : {false, true}) {
+            KernelProbe probe = attentionProbe(backward);
             StatusOr<double> seconds = calibrator.time(
-                [&](int repeats) {
-                  return attentionPlan(n, backward, repeats);
-                },
-                1);
+                [&](int repeats) { return probe.plan(n, repeats); }, 1);
             if (!seconds)
               return seconds.status();
-            Plan one = attentionPlan(1, backward, 1);
-            InstructionWork work =
-                estimateInstructionWork(one.ranks[0].instructions[0]);
-            rates[one.ranks[0].instructions[0].kernel] =
-                work.gemmFlops / *seconds;
+            rates[probe.inst.kernel] =
+                estimateInstructionWork(probe.inst).gemmFlops / *seconds;
           }
-          StatusOr<double> loss = calibrator.time(
-              [&](int repeats) { return crossEntropyPlan(n, repeats); }, 1);
-          if (!loss)
-            return loss.status();
-          Plan one = crossEntropyPlan(1, 1);
-          bandwidths["cross_entropy"] =
-              estimateInstructionWork(one.ranks[0].instructions[0]).bytes /
-              *loss;
+          KernelProbe loss = crossEntropyProbe();
+          StatusOr<double> seconds = calibrator.time(
+              [&](int repeats) { return loss.plan(n, repeats); }, 1);
+          if (!seconds)
+            return seconds.status();
+          bandwidths[loss.inst.kernel] =
+              estimateInstructionWork(loss.inst).bytes / *seconds;
           const int64_t elements = 1 << 12;
           const int chain = 16;
           for (const auto &[op, binary] : kElementOps) {

@@ -65,6 +65,11 @@ using AttrValue =
     std::variant<int64_t, double, std::vector<int64_t>, std::string>;
 using Attributes = std::map<std::string, AttrValue>;
 
+/// The integer attribute `name`, or `fallback` when it is absent or not an
+/// integer.
+int64_t intAttrOr(const Attributes &attrs, const std::string &name,
+                  int64_t fallback);
+
 /// One operation of an `elementwise` kernel's program. Values are numbered:
 /// 0..n-1 are the kernel's inputs (each broadcast, numpy-style, to the
 /// kernel's iteration shape, which is its outputs' shape), then one value per
