@@ -45,6 +45,7 @@
 
 #include "BFloat16.h"
 #include "CPUKernels.h"
+#include "Scratch.h"
 
 #include <cmath>
 #include <limits>
@@ -698,23 +699,24 @@ template <typename C, typename T> inline C computeValue(T x) {
 /// the buffer's element type (C, or BF16 for a bf16 C = float).
 template <typename C> class Input {
 public:
-  Input(const void *data, const OperandLayout &layout, bool bf16) {
+  Input(const void *data, const OperandLayout &layout, bool bf16,
+        ScratchScope &scratch) {
     if (!bf16 && !layout.s.seqMajor) {
       data_ = static_cast<const C *>(data);
       return;
     }
+    wide_ = scratch.take<C>(size_t(layout.count()));
     if (bf16)
       gather(static_cast<const BF16 *>(data), layout);
     else
       gather(static_cast<const C *>(data), layout);
-    data_ = wide_.data();
+    data_ = wide_;
   }
   const C *get() const { return data_; }
 
 private:
   template <typename T> void gather(const T *in, const OperandLayout &layout) {
     const int64_t count = layout.count();
-    wide_.resize(size_t(count));
     int threads = threadsFor(count, 1 << 15);
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t e = 0; e < count; ++e)
@@ -722,25 +724,26 @@ private:
   }
 
   const C *data_ = nullptr;
-  std::vector<C> wide_;
+  C *wide_ = nullptr;
 };
 
 /// An output in the compute type C and head-major, rounded into a bf16
 /// buffer and/or scattered into the seq-major layout by `finish`.
 template <typename C> class Output {
 public:
-  Output(void *data, const OperandLayout &layout, bool bf16)
+  Output(void *data, const OperandLayout &layout, bool bf16,
+         ScratchScope &scratch)
       : target_(data), layout_(layout), bf16_(bf16) {
     if (!bf16 && !layout.s.seqMajor) {
       data_ = static_cast<C *>(data);
       return;
     }
-    wide_.resize(size_t(layout.count()));
-    data_ = wide_.data();
+    wide_ = scratch.take<C>(size_t(layout.count()));
+    data_ = wide_;
   }
   C *get() { return data_; }
   void finish() {
-    if (wide_.empty())
+    if (!wide_)
       return;
     if (bf16_)
       scatter(static_cast<BF16 *>(target_),
@@ -763,47 +766,49 @@ private:
   OperandLayout layout_;
   bool bf16_;
   C *data_ = nullptr;
-  std::vector<C> wide_;
+  C *wide_ = nullptr;
 };
 
 /// delta[r] = x[r] . y[r] over rows of `cols`: products in C, as the
 /// elementwise multiply of the unfused form, summed in f64 as its f32
 /// reduce_sum does.
 template <typename C>
-std::vector<C> rowDots(const C *x, const C *y, int64_t rows, int64_t cols) {
-  std::vector<C> dots(static_cast<size_t>(rows));
+C *rowDots(const C *x, const C *y, int64_t rows, int64_t cols,
+           ScratchScope &scratch) {
+  C *dots = scratch.take<C>(size_t(rows));
   int threads = threadsFor(rows * cols, 1 << 15);
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     double sum = 0;
     for (int64_t c = 0; c < cols; ++c)
       sum += double(C(x[r * cols + c] * y[r * cols + c]));
-    dots[size_t(r)] = C(sum);
+    dots[r] = C(sum);
   }
   return dots;
 }
 
 template <typename C>
-std::vector<C> transposed(const C *in, int64_t batch, int64_t rows,
-                          int64_t cols) {
-  std::vector<C> out(size_t(batch * rows * cols));
-  transposeBatches(in, out.data(), batch, rows, cols);
+C *transposed(const C *in, int64_t batch, int64_t rows, int64_t cols,
+              ScratchScope &scratch) {
+  C *out = scratch.take<C>(size_t(batch * rows * cols));
+  transposeBatches(in, out, batch, rows, cols);
   return out;
 }
 
 template <typename C>
 void runForward(const AttentionShape &s, const KernelArgs &args) {
+  ScratchScope scratch;
   const bool bf16 = s.dtype == DType::BF16;
   Problem<C> pb(s, s.hasMask ? args.inputs[s.maskInput] : nullptr);
   // A packed qkv is the one input of all three.
   const size_t kInput = s.packed ? 0 : 1, vInput = s.packed ? 0 : 2;
-  Input<C> q(args.inputs[0], qkvLayout(s, 0, s.sq, s.d), bf16);
-  Input<C> k(args.inputs[kInput], qkvLayout(s, 1, s.sk, s.d), bf16);
-  Input<C> v(args.inputs[vInput], qkvLayout(s, 2, s.sk, s.dv), bf16);
-  Output<C> out(args.outputs[0], {s, s.sq, s.dv}, bf16);
-  Output<C> lse(args.outputs[1], {s, s.sq, 1}, false);
-  std::vector<C> kt = transposed(k.get(), s.batch, s.sk, s.d);
-  ForwardOperands<C> x{q.get(), kt.data(), v.get(), out.get(), lse.get()};
+  Input<C> q(args.inputs[0], qkvLayout(s, 0, s.sq, s.d), bf16, scratch);
+  Input<C> k(args.inputs[kInput], qkvLayout(s, 1, s.sk, s.d), bf16, scratch);
+  Input<C> v(args.inputs[vInput], qkvLayout(s, 2, s.sk, s.dv), bf16, scratch);
+  Output<C> out(args.outputs[0], {s, s.sq, s.dv}, bf16, scratch);
+  Output<C> lse(args.outputs[1], {s, s.sq, 1}, false, scratch);
+  C *kt = transposed(k.get(), s.batch, s.sk, s.d, scratch);
+  ForwardOperands<C> x{q.get(), kt, v.get(), out.get(), lse.get()};
   forward(pb, x);
   out.finish();
   lse.finish();
@@ -811,28 +816,29 @@ void runForward(const AttentionShape &s, const KernelArgs &args) {
 
 template <typename C>
 void runBackward(const AttentionShape &s, const KernelArgs &args) {
+  ScratchScope scratch;
   const bool bf16 = s.dtype == DType::BF16;
   Problem<C> pb(s, s.hasMask ? args.inputs[s.maskInput] : nullptr);
   // A packed qkv (dqkv) is the one input (output) of all three.
   const size_t kInput = s.packed ? 0 : 1, vInput = s.packed ? 0 : 2;
-  Input<C> q(args.inputs[0], qkvLayout(s, 0, s.sq, s.d), bf16);
-  Input<C> k(args.inputs[kInput], qkvLayout(s, 1, s.sk, s.d), bf16);
-  Input<C> v(args.inputs[vInput], qkvLayout(s, 2, s.sk, s.dv), bf16);
-  Input<C> dout(args.inputs[s.doutInput], {s, s.sq, s.dv}, bf16);
-  Input<C> lse(args.inputs[s.lseInput], {s, s.sq, 1}, false);
-  Input<C> out(args.inputs[s.outInput], {s, s.sq, s.dv}, bf16);
-  std::vector<C> delta = rowDots(dout.get(), out.get(), s.batch * s.sq, s.dv);
-  Output<C> dq(args.outputs[0], qkvLayout(s, 0, s.sq, s.d), bf16);
-  Output<C> dk(args.outputs[kInput], qkvLayout(s, 1, s.sk, s.d), bf16);
-  Output<C> dv(args.outputs[vInput], qkvLayout(s, 2, s.sk, s.dv), bf16);
-  std::vector<C> qt = transposed(q.get(), s.batch, s.sq, s.d);
-  std::vector<C> kt = transposed(k.get(), s.batch, s.sk, s.d);
-  std::vector<C> doutT = transposed(dout.get(), s.batch, s.sq, s.dv);
-  std::vector<C> vt = transposed(v.get(), s.batch, s.sk, s.dv);
-  BackwardOperands<C> x{q.get(),      k.get(),      v.get(),   dout.get(),
-                        lse.get(),    delta.data(), qt.data(), kt.data(),
-                        doutT.data(), vt.data(),    dq.get(),  dk.get(),
-                        dv.get()};
+  Input<C> q(args.inputs[0], qkvLayout(s, 0, s.sq, s.d), bf16, scratch);
+  Input<C> k(args.inputs[kInput], qkvLayout(s, 1, s.sk, s.d), bf16, scratch);
+  Input<C> v(args.inputs[vInput], qkvLayout(s, 2, s.sk, s.dv), bf16, scratch);
+  Input<C> dout(args.inputs[s.doutInput], {s, s.sq, s.dv}, bf16, scratch);
+  Input<C> lse(args.inputs[s.lseInput], {s, s.sq, 1}, false, scratch);
+  Input<C> out(args.inputs[s.outInput], {s, s.sq, s.dv}, bf16, scratch);
+  C *delta = rowDots(dout.get(), out.get(), s.batch * s.sq, s.dv, scratch);
+  Output<C> dq(args.outputs[0], qkvLayout(s, 0, s.sq, s.d), bf16, scratch);
+  Output<C> dk(args.outputs[kInput], qkvLayout(s, 1, s.sk, s.d), bf16, scratch);
+  Output<C> dv(args.outputs[vInput], qkvLayout(s, 2, s.sk, s.dv), bf16,
+               scratch);
+  C *qt = transposed(q.get(), s.batch, s.sq, s.d, scratch);
+  C *kt = transposed(k.get(), s.batch, s.sk, s.d, scratch);
+  C *doutT = transposed(dout.get(), s.batch, s.sq, s.dv, scratch);
+  C *vt = transposed(v.get(), s.batch, s.sk, s.dv, scratch);
+  BackwardOperands<C> x{q.get(),  k.get(),  v.get(), dout.get(), lse.get(),
+                        delta,    qt,       kt,      doutT,      vt,
+                        dq.get(), dk.get(), dv.get()};
   backwardQueries(pb, x);
   backwardKeys(pb, x);
   dq.finish();

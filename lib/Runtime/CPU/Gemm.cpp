@@ -46,6 +46,7 @@
 
 #include "BFloat16.h"
 #include "CPUKernels.h"
+#include "Scratch.h"
 
 #include <cstring>
 #include <mutex>
@@ -614,16 +615,14 @@ template <typename T> void runTyped(const KernelArgs &args) {
 /// f32 GEMM to run at full speed, few enough to stay in cache.
 constexpr int64_t kBF16Rows = 256;
 
-/// One bf16 GEMM: widens op(A) and op(B) into `scratch` (f32, in their
-/// stored layout), multiplies in f32 and rounds into C.
+/// One bf16 GEMM: widens op(A) and op(B) into `work` (f32, in their stored
+/// layout; room for A, B and C), multiplies in f32 and rounds into C.
 template <typename O>
 void gemmBF16(const MatmulShape &s, const BF16 *a, const BF16 *b,
               const float *bias, const float *addend, O *c, O *pre,
-              const BF16 *geluInput, std::vector<float> &scratch,
-              bool parallel) {
-  const int64_t aSize = s.m * s.k, bSize = s.k * s.n, cSize = s.m * s.n;
-  scratch.resize(size_t(aSize + bSize + cSize));
-  float *wideA = scratch.data(), *wideB = wideA + aSize, *wideC = wideB + bSize;
+              const BF16 *geluInput, float *work, bool parallel) {
+  const int64_t aSize = s.m * s.k, bSize = s.k * s.n;
+  float *wideA = work, *wideB = wideA + aSize, *wideC = wideB + bSize;
   widenBF16(a, wideA, aSize);
   widenBF16(b, wideB, bSize);
   gemm(s.transA, s.transB, s.m, s.n, s.k, wideA, wideB, wideC, parallel);
@@ -655,29 +654,28 @@ void runBF16(const KernelArgs &args, const MatmulShape &s) {
     sumOperand<Wide>(s, args,
                      [&](int64_t j, double v) { sum[j] = roundToBF16(v); });
   }
-  std::vector<float> wideBias;
+  ScratchScope scratch;
   const float *bias = nullptr;
   if constexpr (std::is_same_v<O, float>) {
     bias = s.bias ? static_cast<const float *>(args.inputs[2]) : nullptr;
   } else if (s.bias) {
-    wideBias.resize(size_t(s.n));
-    widenBF16(static_cast<const BF16 *>(args.inputs[2]), wideBias.data(), s.n);
-    bias = wideBias.data();
+    float *wideBias = scratch.take<float>(size_t(s.n));
+    widenBF16(static_cast<const BF16 *>(args.inputs[2]), wideBias, s.n);
+    bias = wideBias;
   }
 
   if (!s.transA && s.batchB == 1 && s.batchA == s.batchC) {
     // A linear layer: B once, then blocks of the [batch * M, K] rows of A.
-    std::vector<float> wideB(size_t(s.k * s.n));
-    widenBF16(b, wideB.data(), s.k * s.n);
+    float *wideB = scratch.take<float>(size_t(s.k * s.n));
+    widenBF16(b, wideB, s.k * s.n);
     const int64_t rows = s.batchC * s.m;
-    std::vector<float> wideA(size_t(std::min(rows, kBF16Rows) * s.k));
-    std::vector<float> wideC(size_t(std::min(rows, kBF16Rows) * s.n));
+    float *wideA = scratch.take<float>(size_t(std::min(rows, kBF16Rows) * s.k));
+    float *wideC = scratch.take<float>(size_t(std::min(rows, kBF16Rows) * s.n));
     for (int64_t row = 0; row < rows; row += kBF16Rows) {
       int64_t count = std::min(kBF16Rows, rows - row);
-      widenBF16(a + row * s.k, wideA.data(), count * s.k);
-      gemm(false, s.transB, count, s.n, s.k, wideA.data(), wideB.data(),
-           wideC.data(), true);
-      epilogueStore(s, wideC.data(), count, bias,
+      widenBF16(a + row * s.k, wideA, count * s.k);
+      gemm(false, s.transB, count, s.n, s.k, wideA, wideB, wideC, true);
+      epilogueStore(s, wideC, count, bias,
                     addend ? addend + row * s.n : nullptr, c + row * s.n,
                     pre ? pre + row * s.n : nullptr,
                     geluInput ? geluInput + row * s.n : nullptr);
@@ -686,21 +684,21 @@ void runBF16(const KernelArgs &args, const MatmulShape &s) {
   }
 
   const int64_t aSize = s.m * s.k, bSize = s.k * s.n, cSize = s.m * s.n;
-  auto one = [&](int64_t batch, std::vector<float> &scratch, bool parallel) {
+  const size_t workSize = size_t(aSize + bSize + cSize);
+  auto one = [&](int64_t batch, float *work, bool parallel) {
     gemmBF16(s, a + (batch % s.batchA) * aSize, b + (batch % s.batchB) * bSize,
              bias, addend ? addend + batch * cSize : nullptr, c + batch * cSize,
              pre ? pre + batch * cSize : nullptr,
-             geluInput ? geluInput + batch * cSize : nullptr, scratch,
-             parallel);
+             geluInput ? geluInput + batch * cSize : nullptr, work, parallel);
   };
   int threads = omp_get_max_threads();
   bool batchParallel = threads > 1 && s.batchC >= threads &&
                        s.m * s.n * s.k <= kParallelBatchMaxMacs &&
                        !omp_in_parallel();
   if (!batchParallel) {
-    std::vector<float> scratch;
+    float *work = scratch.take<float>(workSize);
     for (int64_t batch = 0; batch < s.batchC; ++batch)
-      one(batch, scratch, true);
+      one(batch, work, true);
     return;
   }
 #ifdef LOOM_HAVE_OPENBLAS
@@ -708,10 +706,12 @@ void runBF16(const KernelArgs &args, const MatmulShape &s) {
 #endif
 #pragma omp parallel
   {
-    std::vector<float> scratch;
+    // Each thread's own buffer.
+    ScratchScope threadScratch;
+    float *work = threadScratch.take<float>(workSize);
 #pragma omp for schedule(static)
     for (int64_t batch = 0; batch < s.batchC; ++batch)
-      one(batch, scratch, false);
+      one(batch, work, false);
   }
 }
 
