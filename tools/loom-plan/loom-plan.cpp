@@ -64,9 +64,9 @@ static cl::opt<bool>
                         "tell lose"));
 static cl::opt<bool> noFold(
     "no-fold",
-    cl::desc("Compile every layout with all its microbatches unrolled, "
+    cl::desc("Compile every layout whole, all its microbatches and layers, "
              "instead of extrapolating many microbatches from two smaller "
-             "counts"));
+             "counts and many repeated layers from one and two per stage"));
 static cl::opt<double> timeLimit(
     "time-limit", cl::init(0),
     cl::desc("Stop searching after this many seconds and choose among the "
@@ -130,6 +130,7 @@ int main(int argc, char **argv) {
   request.topK = topK;
   request.exhaustive = exhaustive;
   request.foldMicrobatches = !noFold;
+  request.foldLayers = !noFold;
   request.timeLimitSeconds = timeLimit;
   if (!evaluate.empty()) {
     std::string error;

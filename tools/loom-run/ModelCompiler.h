@@ -120,6 +120,9 @@ struct ModelCompileOptions {
   /// Print no warning or remark (the planner compiles many layouts of one
   /// model); errors are returned as always.
   bool quiet = false;
+  /// The planner's layer folding: compile the model with only the first
+  /// this many of its repeated blocks (loom-fold-repeated-blocks; 0: all).
+  int keepRepeatedBlocks = 0;
 };
 
 /// What compileOnly did.
@@ -156,6 +159,12 @@ compileOnly(const std::string &path, const ModelCompileOptions &options);
 /// planner compiles its candidates with it.
 loomrt::StatusOr<loomrt::Plan>
 compileShapesOnly(const std::string &path, const ModelCompileOptions &options);
+
+/// How many times the model repeats its block (a transformer's layer;
+/// lib/Analysis/RepeatedBlocks.h), after canonicalization; 0 when it
+/// repeats none three times or more. Nothing is compiled.
+loomrt::StatusOr<int> countRepeatedBlocks(const std::string &path,
+                                          const ModelCompileOptions &options);
 
 /// Writes the ONNX model at `modelPath` to `outPath` with the initializers
 /// named in `values` replaced by them (same names, types and shapes; names

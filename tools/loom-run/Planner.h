@@ -120,6 +120,9 @@ struct Prediction {
   /// The microbatch counts whose replays these figures are extrapolated
   /// from ({0, 0}: compiled as is).
   std::pair<int, int> foldedFrom{0, 0};
+  /// The repeated-block counts the figures are extrapolated from ({0, 0}:
+  /// the whole model was compiled).
+  std::pair<int, int> blocksFoldedFrom{0, 0};
   uint64_t maxPeakBytes() const;
   /// The index (in the lists above) of the rank with the highest peak, and
   /// that rank.
@@ -157,6 +160,9 @@ struct PlanRequest {
   /// Predict layouts of many microbatches from two smaller counts (the
   /// replay is affine in the count), instead of compiling them unrolled.
   bool foldMicrobatches = true;
+  /// Predict models of many repeated blocks (layers) from the model folded
+  /// to one and two blocks per pipeline chunk.
+  bool foldLayers = true;
   /// Stop searching after this many seconds (0: no limit) and choose among
   /// the layouts compiled so far.
   double timeLimitSeconds = 0;
@@ -173,6 +179,9 @@ struct PlanResult {
   /// Of those, how many were extrapolated from two smaller microbatch
   /// counts.
   int folded = 0;
+  /// Of those, how many were extrapolated from the model folded to fewer
+  /// repeated blocks.
+  int layerFolded = 0;
   /// The search hit PlanRequest::timeLimitSeconds.
   bool stoppedEarly = false;
   double searchSeconds = 0;

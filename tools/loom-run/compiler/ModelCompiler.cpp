@@ -8,6 +8,7 @@
 
 #include "../ModelCompiler.h"
 
+#include "loom/Analysis/RepeatedBlocks.h"
 #include "loom/Conversion/Passes.h"
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
 #include "loom/Dialect/Plan/IR/PlanDialect.h"
@@ -190,9 +191,12 @@ public:
 /// options.withWeights is false. With `timing`, every stage and pass is
 /// timed in it and the verifier runs once, on the lowered module, instead
 /// of after every pass (--compile-only).
+///
+/// With `repeatedBlocks`, nothing is compiled: the model is imported and
+/// canonicalized, and its repeated blocks counted into it (0: none).
 rt::StatusOr<::loomrun::CompileOnlyResult>
 compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
-        TimingScope *timing) {
+        TimingScope *timing, int *repeatedBlocks = nullptr) {
   TimingScope none;
   TimingScope &root = timing ? *timing : none;
   TimingScope reading = root.nest("read the model");
@@ -272,6 +276,23 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
   if (!module)
     return failure("cannot read the model");
   std::string functionName = options.functionName;
+  std::string forward =
+      options.functionName.empty() ? "forward" : options.functionName;
+  if (repeatedBlocks) {
+    PassManager canonicalize(&context);
+    canonicalize.addPass(createCanonicalizerPass());
+    auto function = module->lookupSymbol<func::FuncOp>(forward);
+    if (failed(canonicalize.run(*module)) || !function)
+      return failure("cannot read the model");
+    // Counted only if the model folds (to one block: then to any more),
+    // which fails where something after the blocks reads an earlier one.
+    std::optional<RepeatedBlocks> blocks = findRepeatedBlocks(function);
+    std::string error;
+    *repeatedBlocks = blocks && succeeded(foldRepeatedBlocks(*blocks, 1, error))
+                          ? int(blocks->count)
+                          : 0;
+    return ::loomrun::CompileOnlyResult();
+  }
   PassManager pm(&context);
   TimingScope pipelineScope;
   if (timing) {
@@ -279,6 +300,15 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
     pipelineScope = root.nest(options.train.enabled ? "training pipeline"
                                                     : "forward rewrites");
     pm.enableTiming(pipelineScope);
+  }
+  if (options.keepRepeatedBlocks > 0) {
+    // The planner's layer folding: canonicalized first, as the training
+    // pipeline would, so that each block's constants are hoisted alike.
+    pm.addPass(createCanonicalizerPass());
+    LoomFoldRepeatedBlocksOptions fold;
+    fold.function = forward;
+    fold.keep = unsigned(options.keepRepeatedBlocks);
+    pm.addPass(createLoomFoldRepeatedBlocks(fold));
   }
   if (options.train.enabled) {
     TrainingPipelineOptions pipeline;
@@ -394,6 +424,20 @@ auto ::loomrun::compileShapesOnly(const std::string &path,
   if (!compiled)
     return compiled.status();
   return std::move(*compiled->shapes);
+}
+
+auto ::loomrun::countRepeatedBlocks(
+    const std::string &path, const ::loomrun::ModelCompileOptions &options)
+    -> rt::StatusOr<int> {
+  ::loomrun::ModelCompileOptions shapesOnly = options;
+  shapesOnly.withWeights = false;
+  shapesOnly.quiet = true;
+  int blocks = 0;
+  rt::StatusOr<CompileOnlyResult> compiled =
+      compile(path, shapesOnly, nullptr, &blocks);
+  if (!compiled)
+    return compiled.status();
+  return blocks;
 }
 
 auto ::loomrun::compileOnly(const std::string &path,

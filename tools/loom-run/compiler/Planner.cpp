@@ -15,6 +15,7 @@
 #include "loom/Runtime/Session/Report.h"
 
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -101,10 +102,12 @@ std::string layoutValue(const Layout &layout, const std::string &key) {
 /// Bytes as the report prints them, with a sign.
 std::string shortfall(uint64_t bytes) { return gib(double(bytes)); }
 
-/// The plan of shapes only that the compiler builds for `layout`.
-rt::StatusOr<rt::Plan> compileLayout(const PlanRequest &request,
-                                     const Layout &layout) {
+/// The compile options of `layout`; `keepBlocks`: the model folded to its
+/// first that many repeated blocks (0: whole).
+ModelCompileOptions layoutOptions(const PlanRequest &request,
+                                  const Layout &layout, int keepBlocks = 0) {
   ModelCompileOptions options;
+  options.keepRepeatedBlocks = keepBlocks;
   options.dims = request.dims;
   int64_t rows = layout.microbatchSize * int64_t(layout.dp);
   if (request.inputShapes.empty())
@@ -122,7 +125,14 @@ rt::StatusOr<rt::Plan> compileLayout(const PlanRequest &request,
   // One program per pipeline stage (or one without a pipeline): the other
   // ranks run copies of them, which the replay need not repeat.
   options.representativeRanks = true;
-  return compileShapesOnly(request.modelPath, options);
+  return options;
+}
+
+/// The plan of shapes only that the compiler builds for `layout`.
+rt::StatusOr<rt::Plan> compileLayout(const PlanRequest &request,
+                                     const Layout &layout, int keepBlocks = 0) {
+  return compileShapesOnly(request.modelPath,
+                           layoutOptions(request, layout, keepBlocks));
 }
 
 /// What the replay of one compiled layout gives, per compiled rank.
@@ -161,23 +171,24 @@ std::optional<std::pair<int, int>> foldPoints(const Layout &layout) {
   return std::make_pair(first, second);
 }
 
-/// The replay at `m` microbatches on the line through the replays at `m1`
-/// and `m2`. The time, bytes sent and FLOPs are affine in the count; so is
-/// the peak
-/// where all microbatches' activations are alive at once
-/// (`growsWithMicrobatches`: GPipe). Elsewhere the schedule bounds the
-/// microbatches in flight, and the memory planner's first fit packs a
-/// bounded set a little tighter or looser from one count to the next: the
-/// peak is the larger count's, plus the growth of the step's inputs.
-std::optional<Replay> extrapolate(const Replay &a, const Replay &b, int m1,
-                                  int m2, int m, bool growsWithMicrobatches,
+/// The replay at `m` microbatches (or blocks) on the line through the
+/// replays at `m1` and `m2`. The time, bytes sent and FLOPs are affine in
+/// the count; so is the peak where all microbatches' activations are alive
+/// at once (`growsWithMicrobatches`: GPipe; and every layout's, per
+/// repeated block). Elsewhere the schedule bounds the microbatches in
+/// flight, and the memory planner's first fit packs a bounded set a little
+/// tighter or looser from one count to the next: the peak is the larger
+/// count's, plus the growth of the step's inputs.
+std::optional<Replay> extrapolate(const Replay &a, const Replay &b, double m1,
+                                  double m2, double m,
+                                  bool growsWithMicrobatches,
                                   std::string &error) {
   if (a.ranks != b.ranks) {
-    error = "the replays at " + std::to_string(m1) + " and " +
-            std::to_string(m2) + " microbatches compiled different ranks";
+    error = "the replays at " + llvm::formatv("{0}", m1).str() + " and " +
+            llvm::formatv("{0}", m2).str() + " compiled different ranks";
     return std::nullopt;
   }
-  double t = double(m - m1) / double(m2 - m1);
+  double t = (m - m1) / (m2 - m1);
   auto line = [&](double x, double y) {
     return std::max(0.0, x + (y - x) * t);
   };
@@ -228,6 +239,13 @@ public:
   void run() {
     int64_t devices = result.devices;
     int64_t batch = request.globalBatch;
+    if (request.foldLayers) {
+      Layout one;
+      one.microbatchSize = 1;
+      rt::StatusOr<int> counted =
+          countRepeatedBlocks(request.modelPath, layoutOptions(request, one));
+      blocks = counted ? *counted : 0;
+    }
     if (!request.exhaustive)
       measureModelStates();
     for (int64_t tp : divisors(devices)) {
@@ -299,12 +317,40 @@ private:
   void measureModelStates() {
     Layout one;
     one.microbatchSize = 1;
-    rt::StatusOr<rt::Plan> plan = compileLayout(request, one);
-    if (!plan || plan->ranks.empty())
-      return; // The search reports the compiler's error on its own.
-    rt::RunReport report;
-    rt::RankUsage usage = rt::rankUsage(*plan, 0, report);
-    states = {usage.paramBytes, usage.gradBytes, usage.optimizerBytes};
+    auto measure = [&](int keep) -> std::optional<ModelStates> {
+      rt::StatusOr<rt::Plan> plan = compileLayout(request, one, keep);
+      if (!plan || plan->ranks.empty())
+        return std::nullopt; // The search reports the compiler's error.
+      rt::RunReport report;
+      rt::RankUsage usage = rt::rankUsage(*plan, 0, report);
+      return ModelStates{usage.paramBytes, usage.gradBytes,
+                         usage.optimizerBytes};
+    };
+    if (!layerFoldPoints(1)) {
+      states = measure(0);
+      return;
+    }
+    // Per repeated block, from one block and two.
+    std::optional<ModelStates> a = measure(1), b = measure(2);
+    if (!a || !b)
+      return;
+    auto line = [&](uint64_t x, uint64_t y) {
+      return uint64_t(std::max<double>(0, double(x) + (double(y) - double(x)) *
+                                                          double(blocks - 1)));
+    };
+    states = {line(a->params, b->params), line(a->grads, b->grads),
+              line(a->optimizer, b->optimizer)};
+  }
+
+  /// The block counts a layout of `chunks` pipeline chunks (pp x virtual
+  /// stages) is extrapolated from: one and two blocks per chunk, when the
+  /// model repeats a block (a layer) at least six times per chunk, so that
+  /// the two compiles cost at most half of the whole one (docs/design/
+  /// planner.md, "Folding layers").
+  std::optional<std::pair<int, int>> layerFoldPoints(int chunks) const {
+    if (!request.foldLayers || blocks < 6 * chunks)
+      return std::nullopt;
+    return std::make_pair(chunks, 2 * chunks);
   }
 
   /// A lower bound of the model-state bytes of `layout`'s fullest rank: the
@@ -417,25 +463,26 @@ private:
     ++result.compiled;
     std::string error;
     std::optional<Replay> replay;
-    if (std::optional<std::pair<int, int>> points =
-            request.foldMicrobatches ? foldPoints(layout) : std::nullopt) {
-      // The step is affine in the microbatch count once every stage runs
-      // its steady state: two smaller counts give the line.
-      Layout first = layout, second = layout;
-      first.microbatches = points->first;
-      second.microbatches = points->second;
-      std::optional<Replay> a = replayLayout(first, error);
-      std::optional<Replay> b = a ? replayLayout(second, error) : std::nullopt;
+    int chunks = layout.pp * std::max(1, layout.virtualStages);
+    if (std::optional<std::pair<int, int>> points = layerFoldPoints(chunks)) {
+      // Each repeated block adds the same compute, memory and traffic to
+      // every chunk: one and two blocks per chunk give the line.
+      std::optional<Replay> a =
+          replayMicrobatches(layout, points->first, p, error);
+      std::optional<Replay> b =
+          a ? replayMicrobatches(layout, points->second, p, error)
+            : std::nullopt;
       if (a && b) {
-        replay = extrapolate(
-            *a, *b, points->first, points->second, layout.microbatches,
-            layout.pp > 1 && layout.schedule == "gpipe", error);
-        p.foldedFrom = *points;
-        ++result.folded;
+        replay = extrapolate(*a, *b, 1, 2, double(blocks) / chunks,
+                             /*growsWithMicrobatches=*/true, error);
+        p.blocksFoldedFrom = *points;
+        ++result.layerFolded;
       }
     } else {
-      replay = replayLayout(layout, error);
+      replay = replayMicrobatches(layout, 0, p, error);
     }
+    if (p.foldedFrom.first)
+      ++result.folded;
     if (!replay) {
       p.reason = error;
       result.candidates.push_back(std::move(candidate));
@@ -475,10 +522,36 @@ private:
     return feasible;
   }
 
+  /// The replay of `layout` (the model folded to `keepBlocks` blocks, 0:
+  /// whole), its many microbatches extrapolated from two smaller counts
+  /// (`p.foldedFrom` says which).
+  std::optional<Replay> replayMicrobatches(const Layout &layout, int keepBlocks,
+                                           Prediction &p, std::string &error) {
+    std::optional<std::pair<int, int>> points =
+        request.foldMicrobatches ? foldPoints(layout) : std::nullopt;
+    if (!points)
+      return replayLayout(layout, keepBlocks, error);
+    // The step is affine in the microbatch count once every stage runs
+    // its steady state: two smaller counts give the line.
+    Layout first = layout, second = layout;
+    first.microbatches = points->first;
+    second.microbatches = points->second;
+    std::optional<Replay> a = replayLayout(first, keepBlocks, error);
+    std::optional<Replay> b =
+        a ? replayLayout(second, keepBlocks, error) : std::nullopt;
+    if (!a || !b)
+      return std::nullopt;
+    p.foldedFrom = *points;
+    return extrapolate(*a, *b, points->first, points->second,
+                       layout.microbatches,
+                       layout.pp > 1 && layout.schedule == "gpipe", error);
+  }
+
   /// Compiles `layout` and replays its plan; the figures of each compiled
   /// rank, or nothing with `error` set.
-  std::optional<Replay> replayLayout(const Layout &layout, std::string &error) {
-    rt::StatusOr<rt::Plan> plan = compileLayout(request, layout);
+  std::optional<Replay> replayLayout(const Layout &layout, int keepBlocks,
+                                     std::string &error) {
+    rt::StatusOr<rt::Plan> plan = compileLayout(request, layout, keepBlocks);
     if (!plan) {
       error = firstLine(plan.status().message());
       return std::nullopt;
@@ -530,6 +603,9 @@ private:
     uint64_t params, grads, optimizer;
   };
   std::optional<ModelStates> states;
+  /// How many times the model repeats its block (0: not at all, or layer
+  /// folding is off).
+  int blocks = 0;
   std::chrono::steady_clock::time_point started =
       std::chrono::steady_clock::now();
   /// Layouts pruned because their model states alone exceed the device's
@@ -570,6 +646,11 @@ void writePrediction(llvm::json::OStream &json, const Prediction &p) {
       json.attributeArray("extrapolated_from_microbatches", [&] {
         json.value(p.foldedFrom.first);
         json.value(p.foldedFrom.second);
+      });
+    if (p.blocksFoldedFrom.first)
+      json.attributeArray("extrapolated_from_blocks", [&] {
+        json.value(p.blocksFoldedFrom.first);
+        json.value(p.blocksFoldedFrom.second);
       });
     auto list = [&](const char *key, const std::vector<uint64_t> &values) {
       json.attributeArray(key, [&] {
@@ -743,6 +824,10 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
   if (result.folded)
     os << ", " << result.folded
        << " of them at two smaller microbatch counts and extrapolated";
+  if (result.layerFolded)
+    os << ", " << result.layerFolded
+       << " with one and two of the model's repeated blocks per pipeline "
+          "chunk and extrapolated";
   os << "; " << result.pruned.size() << " pruned before compiling)\n";
   if (result.stoppedEarly)
     os << "stopped at the time limit ("
@@ -841,6 +926,7 @@ std::string loomrun::formatPlanJson(const PlanRequest &request,
     json.attribute("search_s", result.searchSeconds);
     json.attribute("compiled", result.compiled);
     json.attribute("extrapolated", result.folded);
+    json.attribute("extrapolated_by_blocks", result.layerFolded);
     json.attributeArray("pruned", [&] {
       for (const auto &[layout, why] : result.pruned)
         json.object([&] {

@@ -513,6 +513,47 @@ def LoomExplainSharding : Pass<"loom-explain-sharding", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomFoldRepeatedBlocks : Pass<"loom-fold-repeated-blocks",
+                                  "::mlir::ModuleOp"> {
+  let summary = "Keep only the first few of a model's repeated blocks";
+  let description = [{
+    The planner's layer folding (docs/design/planner.md): a transformer's
+    cost, memory and communication grow by the same amount with each of its
+    repeated layers, so the planner compiles a layout with one and with two
+    layers per pipeline stage and extrapolates, instead of compiling all of
+    them. This pass makes those models: it finds the longest run of at
+    least three repeated blocks in `function` (lib/Analysis/RepeatedBlocks:
+    the same operations, attributes and types, each block reading the one
+    before it where the one before reads its own predecessor, and the same
+    other values; dropout seeds may differ) and deletes all but the first
+    `keep`. What read the last block reads block `keep` - 1 instead; the
+    parameters only the deleted blocks read are deleted. A remark at the
+    function says how many blocks of how many operations there were.
+
+    No repeated block, and `keep` more than the blocks, are errors.
+
+    Input (three blocks `%x -> add(%x, matmul(%x, %w_i))`):
+    ```mlir
+    %m0 = loom.matmul %x, %w0 ...   %a0 = loom.add %x, %m0 ...
+    %m1 = loom.matmul %a0, %w1 ...  %a1 = loom.add %a0, %m1 ...
+    %m2 = loom.matmul %a1, %w2 ...  %a2 = loom.add %a1, %m2 ...
+    return %a2
+    ```
+    Output with `keep=1`:
+    ```mlir
+    %m0 = loom.matmul %x, %w0 ...   %a0 = loom.add %x, %m0 ...
+    return %a0
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "The function whose blocks to fold">,
+    Option<"keep", "keep", "unsigned", /*default=*/"1",
+           "How many of the repeated blocks to keep">,
+  ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomCutStages : Pass<"loom-cut-stages", "::mlir::ModuleOp"> {
   let summary = "Cut a model's forward function into pipeline stages";
   let description = [{

@@ -12,6 +12,7 @@
   choice PLAN.json KEY=VALUE...
       The choice has these keys.
   folded FOLDED.json FULL.json
+  blocks FOLDED.json FULL.json
       FOLDED's choice was extrapolated from two smaller microbatch counts,
       FULL's (--no-fold) compiled with every microbatch: the same layout,
       step time, FLOP rate and bytes sent and held, and peaks per rank
@@ -109,12 +110,49 @@ def folded(folded_path, full_path):
           f"step and bytes as compiled in full, peaks within 2.5%")
 
 
+def blocks(folded_path, full_path):
+    """A prediction from the model folded to one and two repeated blocks per
+    pipeline chunk (and perhaps two microbatch counts) against the whole
+    model compiled as is: the step, FLOP rate and bytes sent and held are
+    affine in the blocks, the peaks within 2%."""
+    fold = json.load(open(folded_path))
+    full = json.load(open(full_path))
+    if fold["choice"] != full["choice"]:
+        sys.exit(f"folded {layout(fold['choice'])}, full "
+                 f"{layout(full['choice'])}")
+    a, b = fold["predicted"], full["predicted"]
+    if "extrapolated_from_blocks" not in a:
+        sys.exit("the prediction was not extrapolated from fewer blocks")
+    if "extrapolated_from_blocks" in b:
+        sys.exit("the --no-fold prediction was extrapolated")
+    # Folded by microbatches as well, the step is within 0.5%: where data
+    # parallelism's traffic overlaps the compute, the wait is not quite
+    # bilinear in blocks and microbatches.
+    both = "extrapolated_from_microbatches" in a
+    for key in ("step_s", "tflops_per_device"):
+        if abs(a[key] - b[key]) > (5e-3 if both else 1e-6) * abs(b[key]):
+            sys.exit(f"{key}: folded {a[key]}, full {b[key]}")
+    for key in ("comm_bytes", "param_bytes", "grad_bytes", "optimizer_bytes"):
+        if any(abs(x - y) > 1e-6 * y for x, y in zip(a[key], b[key])):
+            sys.exit(f"{key}: folded {a[key]}, full {b[key]}")
+    worst = max(abs(x / y - 1) for x, y in zip(a["peak_bytes"],
+                                               b["peak_bytes"]))
+    if len(a["peak_bytes"]) != len(b["peak_bytes"]) or worst > 0.02:
+        sys.exit(f"peak_bytes: folded {a['peak_bytes']}, full "
+                 f"{b['peak_bytes']}")
+    k1, k2 = a["extrapolated_from_blocks"]
+    print(f"from {k1} and {k2} blocks: the same step and bytes as the whole "
+          f"model, peaks within 2%" + (" (and microbatches)" if both else ""))
+
+
 if __name__ == "__main__":
     command = sys.argv[1]
     if command == "brute-force":
         brute_force(*sys.argv[2:4])
     elif command == "folded":
         folded(*sys.argv[2:4])
+    elif command == "blocks":
+        blocks(*sys.argv[2:4])
     elif command == "memory":
         memory(*sys.argv[2:4])
     else:
