@@ -11,7 +11,7 @@
       other rank above them.
   choice PLAN.json KEY=VALUE...
       The choice has these keys.
-  folded FOLDED.json FULL.json
+  folded FOLDED.json FULL.json [STEP_TOLERANCE]
   blocks FOLDED.json FULL.json
       FOLDED's choice was extrapolated from two smaller microbatch counts,
       FULL's (--no-fold) compiled with every microbatch: the same layout,
@@ -83,7 +83,13 @@ def choice(plan_path, pairs):
     print("choice " + " ".join(pairs))
 
 
-def folded(folded_path, full_path):
+def folded(folded_path, full_path, step_tolerance="1e-9"):
+    """STEP_TOLERANCE: the relative error allowed the step (1e-9: the same).
+    Where data parallelism's collectives overlap the last microbatch's
+    backward, the memory planner's reuse of their buffers (which makes the
+    runtime wait) differs from one microbatch count to the next, and the
+    step is affine in the count only within about 1%."""
+    tolerance = float(step_tolerance)
     fold = json.load(open(folded_path))
     full = json.load(open(full_path))
     if fold["choice"] != full["choice"]:
@@ -95,7 +101,7 @@ def folded(folded_path, full_path):
     if "extrapolated_from_microbatches" in b:
         sys.exit("the --no-fold prediction was extrapolated")
     for key in ("step_s", "tflops_per_device"):
-        if abs(a[key] - b[key]) > 1e-9 * abs(b[key]):
+        if abs(a[key] - b[key]) > tolerance * abs(b[key]):
             sys.exit(f"{key}: folded {a[key]}, full {b[key]}")
     for key in ("comm_bytes", "param_bytes", "grad_bytes", "optimizer_bytes"):
         if a[key] != b[key]:
@@ -106,8 +112,10 @@ def folded(folded_path, full_path):
         sys.exit(f"peak_bytes: folded {a['peak_bytes']}, full "
                  f"{b['peak_bytes']}")
     m1, m2 = a["extrapolated_from_microbatches"]
-    print(f"M={fold['choice']['microbatches']} from M={m1},{m2}: the same "
-          f"step and bytes as compiled in full, peaks within 2.5%")
+    same = "the same step" if tolerance <= 1e-9 else \
+        f"the step within {tolerance:.0%}"
+    print(f"M={fold['choice']['microbatches']} from M={m1},{m2}: {same} "
+          f"and bytes as compiled in full, peaks within 2.5%")
 
 
 def blocks(folded_path, full_path):
@@ -125,12 +133,12 @@ def blocks(folded_path, full_path):
         sys.exit("the prediction was not extrapolated from fewer blocks")
     if "extrapolated_from_blocks" in b:
         sys.exit("the --no-fold prediction was extrapolated")
-    # Folded by microbatches as well, the step is within 0.5%: where data
-    # parallelism's traffic overlaps the compute, the wait is not quite
-    # bilinear in blocks and microbatches.
+    # Folded by microbatches as well, the step is within 2%: where data
+    # parallelism's traffic overlaps the compute, the wait is affine in the
+    # microbatches only within about 1% (folded() above).
     both = "extrapolated_from_microbatches" in a
     for key in ("step_s", "tflops_per_device"):
-        if abs(a[key] - b[key]) > (5e-3 if both else 1e-6) * abs(b[key]):
+        if abs(a[key] - b[key]) > (2e-2 if both else 1e-6) * abs(b[key]):
             sys.exit(f"{key}: folded {a[key]}, full {b[key]}")
     for key in ("comm_bytes", "param_bytes", "grad_bytes", "optimizer_bytes"):
         if any(abs(x - y) > 1e-6 * y for x, y in zip(a[key], b[key])):
@@ -150,7 +158,7 @@ if __name__ == "__main__":
     if command == "brute-force":
         brute_force(*sys.argv[2:4])
     elif command == "folded":
-        folded(*sys.argv[2:4])
+        folded(*sys.argv[2:5])
     elif command == "blocks":
         blocks(*sys.argv[2:4])
     elif command == "memory":
