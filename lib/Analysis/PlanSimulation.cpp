@@ -1,6 +1,7 @@
 //===- PlanSimulation.cpp - Timing a runtime plan on a cluster ------------===//
 
 #include "loom/Analysis/PlanSimulation.h"
+#include "loom/Runtime/ArenaTensors.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -272,59 +273,15 @@ PlanSimulation mlir::loom::simulatePlan(const loomrt::Plan &plan,
 
 std::vector<uint64_t>
 mlir::loom::liveArenaBytes(const loomrt::RankProgram &program) {
-  struct Tensor {
-    uint64_t offset, bytes;
-    size_t first, last;
-  };
-  std::vector<Tensor> tensors;
-  // The tensor that last wrote each byte range: by its first byte.
-  std::map<uint64_t, size_t> occupant;
-  auto write = [&](const TensorRef &ref, size_t at) {
-    if (ref.space != TensorRef::Space::Arena || ref.bytes() == 0)
-      return;
-    // Whatever it overwrites is dead from here on.
-    auto it = occupant.lower_bound(ref.offset);
-    if (it != occupant.begin())
-      --it;
-    while (it != occupant.end() && it->first < ref.offset + ref.bytes()) {
-      const Tensor &old = tensors[it->second];
-      if (old.offset + old.bytes > ref.offset)
-        it = occupant.erase(it);
-      else
-        ++it;
-    }
-    occupant[ref.offset] = tensors.size();
-    tensors.push_back({ref.offset, ref.bytes(), at, at});
-  };
-  auto read = [&](const TensorRef &ref, size_t at) {
-    if (ref.space != TensorRef::Space::Arena)
-      return;
-    auto it = occupant.upper_bound(ref.offset);
-    if (it == occupant.begin())
-      return;
-    Tensor &tensor = tensors[std::prev(it)->second];
-    if (tensor.offset + tensor.bytes > ref.offset)
-      tensor.last = std::max(tensor.last, at);
-  };
-  for (const loomrt::Binding &input : program.inputs)
-    write(input.ref, 0);
-  const std::vector<Instruction> &code = program.instructions;
-  for (size_t i = 0; i < code.size(); ++i) {
-    for (const TensorRef &ref : code[i].inputs)
-      read(ref, i);
-    for (const TensorRef &ref : code[i].outputs)
-      write(ref, i);
+  const size_t count = program.instructions.size();
+  std::vector<int64_t> delta(count + 1, 0);
+  for (const loomrt::ArenaTensor &tensor : loomrt::arenaTensors(program)) {
+    delta[tensor.first] += int64_t(tensor.ref.bytes());
+    delta[tensor.last + 1] -= int64_t(tensor.ref.bytes());
   }
-  for (const loomrt::Binding &output : program.outputs)
-    read(output.ref, code.empty() ? 0 : code.size() - 1);
-  std::vector<int64_t> delta(code.size() + 1, 0);
-  for (const Tensor &tensor : tensors) {
-    delta[tensor.first] += int64_t(tensor.bytes);
-    delta[tensor.last + 1] -= int64_t(tensor.bytes);
-  }
-  std::vector<uint64_t> live(code.size(), 0);
+  std::vector<uint64_t> live(count, 0);
   int64_t sum = 0;
-  for (size_t i = 0; i < code.size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     sum += delta[i];
     live[i] = uint64_t(std::max<int64_t>(sum, 0));
   }

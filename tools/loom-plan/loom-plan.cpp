@@ -73,6 +73,11 @@ static cl::opt<double> timeLimit(
              "layouts compiled by then (default: no limit)"),
     cl::value_desc("SECONDS"));
 static cl::opt<bool>
+    memory("memory",
+           cl::desc("Print what the choice's fullest rank holds when its "
+                    "memory is fullest: the largest tensors alive and what "
+                    "writes them (compiles the choice again, every layer)"));
+static cl::opt<bool>
     simulate("simulate",
              cl::desc("Print the choice's replay rank by rank: step, compute "
                       "and waiting time, peak memory and bytes sent"));
@@ -153,6 +158,14 @@ int main(int argc, char **argv) {
   }
   if (simulate && result->choice())
     outs() << "\n" << loomrun::formatSimulation(*result->choice());
+  if (memory && !result->candidates.empty()) {
+    // The choice, or the layout that came closest to fitting.
+    loomrt::StatusOr<std::string> text =
+        loomrun::formatArenaPeak(request, result->candidates.front());
+    if (!text)
+      return fail(text.status().message());
+    outs() << "\n" << *text;
+  }
   if (!tracePath.empty() && result->choice()) {
     loomrt::StatusOr<std::string> trace =
         loomrun::simulateTrace(request, result->choice()->layout);

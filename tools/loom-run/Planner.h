@@ -212,6 +212,12 @@ std::string formatPlanReport(const PlanRequest &request,
 /// compiled rank: the first of its pipeline stage).
 std::string formatSimulation(const Candidate &candidate);
 
+/// `loom-plan --memory`: what the fullest rank of `candidate` holds at its
+/// arena's fullest (loomrt::arenaPeak), the candidate compiled again with
+/// every layer (and the larger microbatch count its peak was taken at).
+loomrt::StatusOr<std::string> formatArenaPeak(const PlanRequest &request,
+                                              const Candidate &candidate);
+
 /// The same as JSON (`--json`): `choice`, `predicted`, `alternatives`.
 std::string formatPlanJson(const PlanRequest &request,
                            const PlanResult &result);

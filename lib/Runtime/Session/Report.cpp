@@ -2,7 +2,9 @@
 
 #include "loom/Runtime/Session/Report.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "loom/Analysis/LinkModel.h"
@@ -72,6 +74,43 @@ RankUsage loomrt::rankUsage(const Plan &plan, int rank,
     usage.commBytes[kind] = it == report.commBytesSent.end() ? 0 : it->second;
   }
   return usage;
+}
+
+ArenaPeak loomrt::arenaPeak(const Plan &plan, int rank, size_t largest) {
+  ArenaPeak peak;
+  if (rank < 0 || size_t(rank) >= plan.ranks.size())
+    return peak;
+  const RankProgram &program = plan.ranks[size_t(rank)];
+  const size_t count = program.instructions.size();
+  std::vector<ArenaTensor> tensors = arenaTensors(program);
+  std::vector<int64_t> bytes(count + 1, 0), alive(count + 1, 0);
+  for (const ArenaTensor &tensor : tensors) {
+    bytes[tensor.first] += int64_t(tensor.ref.bytes());
+    bytes[tensor.last + 1] -= int64_t(tensor.ref.bytes());
+    ++alive[tensor.first];
+    --alive[tensor.last + 1];
+  }
+  int64_t sum = 0, tensorsAlive = 0;
+  for (size_t i = 0; i < count; ++i) {
+    sum += bytes[i];
+    tensorsAlive += alive[i];
+    if (sum > int64_t(peak.liveBytes)) {
+      peak.liveBytes = uint64_t(sum);
+      peak.instruction = i;
+      peak.liveTensors = size_t(tensorsAlive);
+    }
+  }
+  std::vector<const ArenaTensor *> live;
+  for (const ArenaTensor &tensor : tensors)
+    if (tensor.first <= peak.instruction && peak.instruction <= tensor.last)
+      live.push_back(&tensor);
+  std::stable_sort(live.begin(), live.end(),
+                   [](const ArenaTensor *a, const ArenaTensor *b) {
+                     return a->ref.bytes() > b->ref.bytes();
+                   });
+  for (size_t k = 0; k < live.size() && k < largest; ++k)
+    peak.largest.push_back(*live[k]);
+  return peak;
 }
 
 std::map<std::string, uint64_t> loomrt::plannedCommBytes(const Plan &plan,

@@ -223,6 +223,46 @@ TEST(ReportTest, UsageOfEachRank) {
       "]}\n");
 }
 
+TEST(ReportTest, ArenaPeakNamesTheLiveTensors) {
+  // A step input x (64 bytes at 0), then y = f(x) at 64, z = g(y) at 0
+  // (x dead), w = h(y, z) at 128, z += w in place, and the output z: y, z
+  // and w are alive at instruction 2, 64 + 64 + 128 bytes (and at 3, the
+  // old z, the new and w: the first such instruction is the peak).
+  Plan plan;
+  plan.ranks.resize(1);
+  RankProgram &program = plan.ranks[0];
+  auto arena = [](uint64_t offset, int64_t elements) {
+    TensorRef ref;
+    ref.offset = offset;
+    ref.shape = {elements};
+    return ref;
+  };
+  program.inputs.push_back({"x", arena(0, 16)});
+  auto kernel = [&](std::vector<TensorRef> in, std::vector<TensorRef> out) {
+    Instruction instruction;
+    instruction.kernel = "elementwise";
+    instruction.inputs = std::move(in);
+    instruction.outputs = std::move(out);
+    program.instructions.push_back(instruction);
+  };
+  kernel({arena(0, 16)}, {arena(64, 16)});                 // y
+  kernel({arena(64, 16)}, {arena(0, 16)});                 // z, x's bytes
+  kernel({arena(64, 16), arena(0, 16)}, {arena(128, 32)}); // w
+  kernel({arena(0, 16), arena(128, 32)}, {arena(0, 16)});  // z += w
+  program.outputs.push_back({"z", arena(0, 16)});
+  ArenaPeak peak = arenaPeak(plan, 0, 2);
+  EXPECT_EQ(peak.instruction, 2u);
+  EXPECT_EQ(peak.liveBytes, 64u + 64u + 128u);
+  EXPECT_EQ(peak.liveTensors, 3u);
+  ASSERT_EQ(peak.largest.size(), 2u);
+  EXPECT_EQ(peak.largest[0].ref.bytes(), 128u);
+  EXPECT_EQ(peak.largest[0].writer, 2);
+  // x (the step input) died where z overwrote it: the two 64-byte tensors
+  // alive at 2 are y and z.
+  EXPECT_EQ(peak.largest[1].ref.bytes(), 64u);
+  EXPECT_TRUE(peak.largest[1].writer == 0 || peak.largest[1].writer == 1);
+}
+
 TEST(ReportTest, PipelineBubbleIsMeasuredFromActions) {
   // A pipeline rank: F0.0's kernel, a kernel outside the actions, a wait,
   // then B0.0's kernel. From the first action kernel's start (0) to the

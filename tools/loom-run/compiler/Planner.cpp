@@ -911,6 +911,73 @@ std::string loomrun::formatSimulation(const Candidate &candidate) {
   return text;
 }
 
+rt::StatusOr<std::string> loomrun::formatArenaPeak(const PlanRequest &request,
+                                                   const Candidate &candidate) {
+  // Compiled again as the prediction's peak was: at the larger of the
+  // microbatch counts it was extrapolated from (the peak of a bounded
+  // schedule; GPipe's grows with the count), every layer.
+  Layout layout = candidate.layout;
+  if (candidate.predicted.foldedFrom.second)
+    layout.microbatches = candidate.predicted.foldedFrom.second;
+  rt::StatusOr<rt::Plan> plan = compileLayout(request, layout);
+  if (!plan)
+    return plan.status();
+  rt::RunReport report;
+  int worst = -1;
+  uint64_t worstPeak = 0;
+  for (size_t r = 0; r < plan->ranks.size(); ++r) {
+    if (plan->ranks[r].instructions.empty())
+      continue;
+    uint64_t peak = rt::rankUsage(*plan, int(r), report).plannedPeakBytes;
+    if (worst < 0 || peak > worstPeak) {
+      worst = int(r);
+      worstPeak = peak;
+    }
+  }
+  if (worst < 0)
+    return std::string();
+  const rt::RankProgram &program = plan->ranks[size_t(worst)];
+  rt::ArenaPeak peak = rt::arenaPeak(*plan, worst, 10);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  auto describe = [&](size_t index) {
+    const rt::Instruction &at = program.instructions[index];
+    os << at.kernel;
+    if (!at.loc.empty())
+      os << " at '" << at.loc << "'";
+    if (!at.action.empty())
+      os << " (" << at.action << ")";
+  };
+  os << "memory of " << layout.str() << ", rank " << worst
+     << " (the fullest; peak " << gib(double(worstPeak)) << ": arena "
+     << gib(double(program.arenaBytes)) << ", the rest weights it holds)\n";
+  if (program.instructions.empty())
+    return text;
+  os << "  at its fullest, instruction " << peak.instruction << " of "
+     << program.instructions.size() << ", ";
+  describe(peak.instruction);
+  os << ": " << gib(double(peak.liveBytes)) << " alive in " << peak.liveTensors
+     << " tensors; the largest:\n";
+  for (const rt::ArenaTensor &tensor : peak.largest) {
+    uint64_t bytes = tensor.ref.bytes();
+    std::string size =
+        bytes >= (1u << 20)
+            ? gib(double(bytes))
+            : llvm::formatv("{0:F1} KiB", double(bytes) / 1024.0).str();
+    os << llvm::format("  %12s  ", size.c_str())
+       << rt::dtypeName(tensor.ref.dtype) << rt::shapeString(tensor.ref.shape)
+       << "  ";
+    if (tensor.writer < 0) {
+      os << "a step input";
+    } else {
+      os << "from ";
+      describe(size_t(tensor.writer));
+    }
+    os << "\n";
+  }
+  return text;
+}
+
 std::string loomrun::formatPlanJson(const PlanRequest &request,
                                     const PlanResult &result) {
   std::string text;

@@ -23,6 +23,7 @@
 #ifndef LOOM_RUNTIME_SESSION_REPORT_H
 #define LOOM_RUNTIME_SESSION_REPORT_H
 
+#include "loom/Runtime/ArenaTensors.h"
 #include "loom/Runtime/Executor.h"
 #include "loom/Runtime/Plan.h"
 
@@ -72,6 +73,19 @@ RankUsage rankUsage(const Plan &plan, int rank, const RunReport &report);
 /// the executor counts them (RunReport::commBytesSent), from the plan
 /// alone: what a run would measure, before (or without) running it.
 std::map<std::string, uint64_t> plannedCommBytes(const Plan &plan, int rank);
+
+/// What a rank's arena holds when the most of it is alive (the tensors
+/// above): the first instruction at which they add up to the most bytes,
+/// that sum, and the largest of them. The arena itself may be larger where
+/// its placement leaves gaps. For users asking why a rank needs what it
+/// needs (`loom-plan --memory`).
+struct ArenaPeak {
+  size_t instruction = 0;
+  uint64_t liveBytes = 0;
+  size_t liveTensors = 0;
+  std::vector<ArenaTensor> largest;
+};
+ArenaPeak arenaPeak(const Plan &plan, int rank, size_t largest = 8);
 
 /// The JSON document above, for `ranks` in the given order.
 std::string formatReportJson(const std::vector<RankUsage> &ranks);
