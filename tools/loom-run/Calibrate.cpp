@@ -196,6 +196,38 @@ KernelProbe crossEntropyProbe() {
   return probe;
 }
 
+/// A layer norm (or its backward) over the last dimension of 1024 rows of
+/// 768, f32 (a GPT's width): two passes over each row, with its statistics
+/// (the backward's in f64), so its rate is not a copy's.
+KernelProbe layerNormProbe(bool backward) {
+  const int64_t rows = 1024, width = 768;
+  uint64_t x = align(uint64_t(rows * width) * 4), vector = align(width * 4);
+  KernelProbe probe;
+  Instruction &inst = probe.inst;
+  inst.attrs["axis"] = int64_t(1);
+  inst.attrs["epsilon"] = 1e-5;
+  TensorRef input = arena(0, DType::F32, {rows, width});
+  TensorRef scale = arena(x, DType::F32, {width});
+  if (!backward) {
+    // X, scale, bias -> Y.
+    inst.kernel = "layer_norm";
+    inst.inputs = {input, scale, arena(x + vector, DType::F32, {width})};
+    inst.outputs = {arena(x + 2 * vector, DType::F32, {rows, width})};
+    probe.arenaBytes = 2 * x + 2 * vector;
+    return probe;
+  }
+  // X, scale, dY -> dX, dscale, dbias.
+  inst.kernel = "layer_norm_backward";
+  uint64_t at = x + vector;
+  inst.inputs = {input, scale, arena(at, DType::F32, {rows, width})};
+  at += x;
+  inst.outputs = {arena(at, DType::F32, {rows, width}),
+                  arena(at + x, DType::F32, {width}),
+                  arena(at + x + vector, DType::F32, {width})};
+  probe.arenaBytes = at + x + 2 * vector;
+  return probe;
+}
+
 /// `repeats` elementwise kernels over `elements` f32 values (few enough to
 /// stay in cache) whose program chains `chain` of `op` (x op x for a
 /// binary one): compute-bound, so the time per element and operation is
@@ -331,8 +363,8 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
         if (!tiny)
           return tiny.status();
         // Kernels by kind: attention's GEMM-like rate (its FLOPs as the
-        // cost model counts them), the cross-entropy's bandwidth, and each
-        // elementwise operation's time per element.
+        // cost model counts them), the cross-entropy's and layer norms'
+        // bandwidths, and each elementwise operation's time per element.
         std::map<std::string, double> rates, ns, bandwidths;
         if (!gpu) {
           for (bool backward : {false, true}) {
@@ -344,13 +376,16 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
             rates[probe.inst.kernel] =
                 estimateInstructionWork(probe.inst).gemmFlops / *seconds;
           }
-          KernelProbe loss = crossEntropyProbe();
-          StatusOr<double> seconds = calibrator.time(
-              [&](int repeats) { return loss.plan(n, repeats); }, 1);
-          if (!seconds)
-            return seconds.status();
-          bandwidths[loss.inst.kernel] =
-              estimateInstructionWork(loss.inst).bytes / *seconds;
+          for (const KernelProbe &probe :
+               {crossEntropyProbe(), layerNormProbe(false),
+                layerNormProbe(true)}) {
+            StatusOr<double> seconds = calibrator.time(
+                [&](int repeats) { return probe.plan(n, repeats); }, 1);
+            if (!seconds)
+              return seconds.status();
+            bandwidths[probe.inst.kernel] =
+                estimateInstructionWork(probe.inst).bytes / *seconds;
+          }
           const int64_t elements = 1 << 12;
           const int chain = 16;
           for (const auto &[op, binary] : kElementOps) {
