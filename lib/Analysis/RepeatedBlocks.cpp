@@ -89,7 +89,10 @@ bool wiredAlike(const RepeatedBlocks &blocks,
     Operation *reference = blocks.op(last, o);
     for (size_t j = 0; j < last; ++j) {
       Operation *op = blocks.op(j, o);
-      if (op->getNumOperands() != reference->getNumOperands())
+      // (The hashes matched; this rules out a collision.)
+      if (op->getName() != reference->getName() ||
+          op->getResultTypes() != reference->getResultTypes() ||
+          op->getNumOperands() != reference->getNumOperands())
         return false;
       for (auto [value, expected] :
            llvm::zip(op->getOperands(), reference->getOperands())) {
@@ -214,14 +217,17 @@ LogicalResult mlir::loom::foldRepeatedBlocks(const RepeatedBlocks &blocks,
   }
   for (size_t i = end; i-- > begin;)
     blocks.ops[i]->erase();
-  // The parameters only the deleted blocks read.
+  // The parameters and constants only the deleted blocks read.
   auto function = blocks.ops.front()->getParentOfType<func::FuncOp>();
   auto module = function->getParentOfType<ModuleOp>();
-  SmallVector<ParamOp> reads;
-  function.walk([&](ParamOp read) { reads.push_back(read); });
-  for (ParamOp read : reads)
+  SmallVector<Operation *> reads;
+  function.walk([&](Operation *op) {
+    if (isa<ParamOp>(op) || op->hasTrait<OpTrait::ConstantLike>())
+      reads.push_back(op);
+  });
+  for (Operation *read : reads)
     if (read->use_empty())
-      read.erase();
+      read->erase();
   SmallVector<ParameterOp> parameters(module.getOps<ParameterOp>());
   for (ParameterOp parameter : parameters)
     if (SymbolTable::symbolKnownUseEmpty(parameter, module))

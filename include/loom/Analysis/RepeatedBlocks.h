@@ -39,9 +39,9 @@ struct RepeatedBlocks {
 std::optional<RepeatedBlocks> findRepeatedBlocks(func::FuncOp function);
 
 /// Deletes blocks `keep` … count − 1 of `blocks`: what read the last
-/// block's values reads block keep − 1's instead. The parameters only they
-/// read are erased with their reads. Fails, with `error` set, when `keep`
-/// is 0 or more than the count, or when something after the run reads a
+/// block's values reads block keep − 1's instead. The parameters and
+/// constants only they read are erased too. Fails, with `error` set, when
+/// `keep` is 0 or more than the count, or when something after the run reads a
 /// block that would not exist.
 LogicalResult foldRepeatedBlocks(const RepeatedBlocks &blocks, size_t keep,
                                  std::string &error);

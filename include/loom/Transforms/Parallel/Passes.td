@@ -525,10 +525,12 @@ def LoomFoldRepeatedBlocks : Pass<"loom-fold-repeated-blocks",
     least three repeated blocks in `function` (lib/Analysis/RepeatedBlocks:
     the same operations, attributes and types, each block reading the one
     before it where the one before reads its own predecessor, and the same
-    other values; dropout seeds may differ) and deletes all but the first
+    other values; constants' values and dropout seeds may differ: they do
+    not change the costs) and deletes all but the first
     `keep`. What read the last block reads block `keep` - 1 instead; the
-    parameters only the deleted blocks read are deleted. A remark at the
-    function says how many blocks of how many operations there were.
+    parameters and constants only the deleted blocks read are deleted. A
+    remark at the first block's first operation says how many blocks of
+    how many operations there were.
 
     No repeated block, and `keep` more than the blocks, are errors.
 
