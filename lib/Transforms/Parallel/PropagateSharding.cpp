@@ -272,12 +272,24 @@ int64_t shardOptimizerStates(ModuleOp module,
     gradientBytes +=
         elements * int64_t(gradientType.getElementTypeBitWidth() / 8);
     if (stage == 0) {
+      std::string reason = "data parallelism: the gradient of @" +
+                           zero.parameter.getValue().str() +
+                           " reduced where it is produced";
+      bool splitParameter = llvm::any_of(
+          whole, [](const AxisList &axes) { return !axes.empty(); });
       for (ReshardOp reshard : zero.gradients) {
         reshard.setShardingAttr(zero.whole);
         propagation.seedValue(reshard.getResult(), zero.whole, priority,
-                              "data parallelism: the gradient of @" +
-                                  zero.parameter.getValue().str() +
-                                  " reduced where it is produced");
+                              reason);
+        // The gradient is made split as its parameter is (tensor
+        // parallelism's split) wherever nothing else says how: a
+        // vocabulary-parallel embedding's scatter_add, whose rows no
+        // operand splits, was made whole on every tp rank (3 x 3.9 GiB on
+        // the first stage of Megatron's 530B row) and sliced after the
+        // all-reduce.
+        if (splitParameter)
+          propagation.seedValue(reshard.getInput(), zero.whole, priority,
+                                reason);
       }
       continue;
     }
