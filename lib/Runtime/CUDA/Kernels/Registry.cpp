@@ -83,12 +83,7 @@ std::vector<std::string> cuda::cudaKernelNames() {
 
 int64_t cuda::intAttr(const Attributes &attrs, const std::string &name,
                       int64_t fallback) {
-  auto it = attrs.find(name);
-  if (it == attrs.end())
-    return fallback;
-  if (const int64_t *value = std::get_if<int64_t>(&it->second))
-    return *value;
-  return fallback;
+  return loomrt::intAttrOr(attrs, name, fallback);
 }
 
 double cuda::doubleAttr(const Attributes &attrs, const std::string &name,
