@@ -295,8 +295,12 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
   }
   PassManager pm(&context);
   TimingScope pipelineScope;
-  if (timing) {
+  // Shapes-only compiles (--compile-only, the planner's candidates) verify
+  // once, on the lowered module, instead of after every pass: the planner
+  // compiles tens of layouts, and the verifier was a third of each.
+  if (timing || !options.withWeights)
     pm.enableVerifier(false);
+  if (timing) {
     pipelineScope = root.nest(options.train.enabled ? "training pipeline"
                                                     : "forward rewrites");
     pm.enableTiming(pipelineScope);
