@@ -84,8 +84,34 @@ ShardingPropagation::ShardingPropagation(ModuleOp module, func::FuncOp func,
 void ShardingPropagation::plant(Entry &entry, ShardingAttr sharding,
                                 int64_t priority, StringRef origin) {
   if (entry.isSet()) {
-    // An earlier (better) round decided already; the annotation loses.
-    entry.origin += ("; overrides " + origin).str();
+    // An earlier (better) round decided already; the annotation only fills
+    // the dimensions that round left open and unsplit (sequence
+    // parallelism's pins split the sequence of values data parallelism
+    // split by the batch), and closes those it names closed.
+    DimAxes axes = dimAxesOf(sharding);
+    llvm::SmallDenseSet<StringAttr> used;
+    for (const AxisList &dimAxes : entry.axes)
+      used.insert(dimAxes.begin(), dimAxes.end());
+    bool filled = false;
+    for (unsigned dim = 0; dim < axes.size() && dim < entry.axes.size();
+         ++dim) {
+      if (entry.closed[dim] || !entry.axes[dim].empty() || axes[dim].empty() ||
+          llvm::any_of(axes[dim],
+                       [&](StringAttr axis) { return used.contains(axis); }))
+        continue;
+      entry.axes[dim] = axes[dim];
+      entry.closed[dim] = !sharding.isDimOpen(dim);
+      used.insert(axes[dim].begin(), axes[dim].end());
+      filled = true;
+    }
+    // The entry now holds a decision of this round: it must not outrank
+    // the rounds between (tensor parallelism's weights at priority 1 beat
+    // sequence parallelism's pins at 2 where both want tp). Its earlier
+    // dimensions keep their splits, which the neighbours that gave them
+    // still hold at their own priority.
+    if (filled)
+      entry.priority = std::max(entry.priority, priority);
+    entry.origin += ((filled ? "; then " : "; overrides ") + origin).str();
     return;
   }
   entry.axes = dimAxesOf(sharding);
@@ -296,6 +322,12 @@ bool ShardingPropagation::refine(const Slot &slot, const Merge &merged,
       firstChanged = dim;
     changed = true;
   }
+  // A split added in a later round is that round's decision: at the next
+  // op it must not outrank an earlier round's claim on the same axis (a
+  // sequence split at priority 2 on a value data parallelism set at 0
+  // would take tp from the weights tensor parallelism split at 1).
+  if (changed)
+    entry.priority = std::max(entry.priority, priority);
   if (firstChanged && entry.origin.empty()) {
     // From the tensor that decided this dimension's first split factor.
     int source = -1;
@@ -426,6 +458,34 @@ void ShardingPropagation::write() {
     op->setAttr(LoomDialect::kFactorShardingAttrName,
                 builder.getArrayAttr(factors));
   }
+  // A pin's open dimensions are what propagation made of them: the
+  // partitioner converts to the pin's sharding, which would otherwise
+  // gather them (a sequence-parallel pin would gather dp's batch).
+  func.walk([&](ShardOp shard) {
+    ShardingAttr sharding = shard.getSharding();
+    DimAxes dims = dimAxesOf(sharding);
+    auto it = values.find(shard.getResult());
+    if (it == values.end() || !it->second->isSet())
+      return;
+    const Entry &entry = *it->second;
+    llvm::SmallDenseSet<StringAttr> used;
+    for (const AxisList &axes : dims)
+      used.insert(axes.begin(), axes.end());
+    bool changed = false;
+    for (unsigned dim = 0; dim < dims.size() && dim < entry.axes.size();
+         ++dim) {
+      if (!sharding.isDimOpen(dim) || !dims[dim].empty() ||
+          entry.axes[dim].empty() ||
+          llvm::any_of(entry.axes[dim],
+                       [&](StringAttr axis) { return used.contains(axis); }))
+        continue;
+      dims[dim] = entry.axes[dim];
+      used.insert(dims[dim].begin(), dims[dim].end());
+      changed = true;
+    }
+    if (changed)
+      shard.setShardingAttr(makeSharding(context, meshName, dims));
+  });
   for (auto &[name, entryPointer] : paramEntries) {
     const Entry &entry = *entryPointer;
     auto parameter = parameters.lookup(name);

@@ -157,11 +157,16 @@ struct TensorParallelPass : impl::LoomTensorParallelBase<TensorParallelPass> {
                << size << " does not divide; sequence parallelism needs it to";
       DimAxes dims(type.getRank());
       dims[sequence].push_back(axisName);
+      // Only the sequence is pinned: the other dimensions stay open, or
+      // the pin would gather the batch that data parallelism splits (every
+      // layer norm's input all-gathered over dp and split again).
+      SmallVector<bool> open(type.getRank(), true);
+      open[sequence] = false;
       OpBuilder builder(norm);
       Value normalized = input->get();
       auto pin = builder.create<ShardOp>(
           norm->getLoc(), normalized,
-          makeSharding(module.getContext(), meshName, dims),
+          makeSharding(module.getContext(), meshName, dims, open),
           builder.getI64IntegerAttr(2));
       // Every operand of the op that is the value (both of x * x).
       for (OpOperand &operand : norm->getOpOperands())

@@ -142,11 +142,12 @@ module {
 // -----
 
 // A closed annotation pins a value replicated: the split does not cross
-// the pin, and an open dimension ({?}) may gain one.
+// the pin, and an open dimension ({?}) may gain one (the pin is written
+// with what propagation made of it, which the partitioner converts to).
 // CHECK-LABEL: module
 // CHECK: loom.shard %{{.*}} to <@mesh, [{}, {}]>
 // CHECK: loom.exp %{{.*}} : tensor<4x4xf32>
-// CHECK: loom.shard %{{.*}} to <@mesh, [{?}, {}]> priority 1
+// CHECK: loom.shard %{{.*}} to <@mesh, [{tp}, {}]> priority 1
 // CHECK: loom.neg %{{.*}} {{{.*}}loom.sharding = #loom.sharding<@mesh, [{tp}, {}]>
 module {
   loom.mesh @mesh = <tp = 2>
@@ -158,6 +159,36 @@ module {
     %open = loom.shard %a to <@mesh, [{?}, {}]> priority 1 : tensor<4x4xf32>
     %n = loom.neg %open : tensor<4x4xf32>
     return %e, %n : tensor<4x4xf32>, tensor<4x4xf32>
+  }
+}
+
+// -----
+
+// A later round fills what an earlier one left open and unsplit: the
+// priority-2 pin splits the sequence of the value dp split at priority 0
+// (sequence parallelism under data parallelism). What it adds is a
+// priority-2 decision: at the GEMM, the weight's tp (priority 1) wins the
+// axis and the sequence is gathered, where a priority-0 claim would have
+// taken tp from the weight.
+// CHECK-LABEL: module
+// CHECK: %[[P:.*]] = loom.shard %{{.*}} to <@mesh, [{dp}, {tp}, {}]> priority 2
+// CHECK: loom.layer_norm %[[P]]{{.*}}loom.sharding = #loom.sharding<@mesh, [{dp}, {tp}, {}]>
+// CHECK: loom.matmul {{.*}}loom.sharding = #loom.sharding<@mesh, [{dp}, {}, {tp}]>
+module {
+  loom.mesh @mesh = <dp = 2, tp = 2>
+  loom.parameter @g trainable : tensor<8xf32>
+  loom.parameter @b trainable : tensor<8xf32>
+  loom.parameter @w trainable : tensor<8x8xf32> sharding <@mesh, [{}, {tp}]> priority 1
+  func.func @f(%x: tensor<4x4x8xf32>) -> tensor<4x4x8xf32> {
+    %s = loom.shard %x to <@mesh, [{dp}, {}, {}]> : tensor<4x4x8xf32>
+    %g = loom.param @g : tensor<8xf32>
+    %b = loom.param @b : tensor<8xf32>
+    %w = loom.param @w : tensor<8x8xf32>
+    %e = loom.exp %s : tensor<4x4x8xf32>
+    %p = loom.shard %e to <@mesh, [{?}, {tp}, {?}]> priority 2 : tensor<4x4x8xf32>
+    %n = loom.layer_norm %p, %g, %b axis 2 epsilon 1.0e-5 : tensor<4x4x8xf32>, tensor<8xf32>
+    %y = loom.matmul %n, %w : (tensor<4x4x8xf32>, tensor<8x8xf32>) -> tensor<4x4x8xf32>
+    return %y : tensor<4x4x8xf32>
   }
 }
 

@@ -1,18 +1,19 @@
 // RUN: loom-opt "--loom-tensor-parallel=sequence-parallel=true" --split-input-file --verify-diagnostics %s | FileCheck %s
 
 // Sequence parallelism pins the input of every forward normalization over
-// the last dimension split on the sequence, at priority 2: a loom.layer_norm,
+// the last dimension split on the sequence, at priority 2, its other
+// dimensions open (data parallelism keeps the batch split): a loom.layer_norm,
 // an RMSNorm from primitive ops (the base of the square whose mean it
 // takes), and a decomposed layer norm (the input of its mean). A mean over
 // another dimension and a softmax's sum are no normalization.
 // CHECK-LABEL: func.func @f
-// CHECK:      %[[X:.*]] = loom.shard %arg0 to <@mesh, [{}, {tp}, {}]> priority 2
+// CHECK:      %[[X:.*]] = loom.shard %arg0 to <@mesh, [{?}, {tp}, {?}]> priority 2
 // CHECK:      loom.layer_norm %[[X]]
-// CHECK:      %[[R:.*]] = loom.shard %arg1 to <@mesh, [{}, {tp}, {}]> priority 2
+// CHECK:      %[[R:.*]] = loom.shard %arg1 to <@mesh, [{?}, {tp}, {?}]> priority 2
 // CHECK:      loom.pow %[[R]], %{{.*}}
-// CHECK:      %[[Q:.*]] = loom.shard %arg2 to <@mesh, [{}, {tp}, {}]> priority 2
+// CHECK:      %[[Q:.*]] = loom.shard %arg2 to <@mesh, [{?}, {tp}, {?}]> priority 2
 // CHECK:      loom.mul %[[Q]], %[[Q]] :
-// CHECK:      %[[M:.*]] = loom.shard %arg3 to <@mesh, [{}, {tp}, {}]> priority 2
+// CHECK:      %[[M:.*]] = loom.shard %arg3 to <@mesh, [{?}, {tp}, {?}]> priority 2
 // CHECK:      loom.reduce_mean %[[M]] [2] keepdims
 // CHECK-NOT:  loom.shard
 // CHECK:      return
