@@ -109,8 +109,10 @@ def main():
         model = model_path(work, name)
         dp = gpus // tp // pp
         schedule = ",schedule=1f1b" if pp > 1 else ""
+        # Megatron's layout as 2104.04473 ran it: no ZeRO (its distributed
+        # optimizer came later) and no sequence parallelism (2205.05198).
         modes = [("evaluate", f"tp={tp},pp={pp},dp={dp}{schedule},mbs=1,"
-                  "recompute=full", 0)]
+                  "recompute=full,zero=0,sp=0", 0)]
         if not args.no_search:
             modes.append(("search", "mbs=1,recompute=full", args.limit))
         for mode, evaluate, limit in modes:

@@ -3,10 +3,12 @@
 // The automatic planner (docs/design/planner.md) behind `loom-plan` and, to
 // come, `loom-run --parallel auto`: it enumerates layouts (dp, tp, pp, ZeRO
 // stage, sequence parallelism, microbatches, schedule), prunes those that
-// cannot be built, compiles each remaining one with the compiler itself
-// (shapes only: the plan each rank would run, memory planned), replays that
-// plan on the described cluster (mlir::loom::simulatePlan) and keeps the
-// fastest that fits in memory. Plain C++: loom-run includes it without MLIR.
+// cannot be built, estimates the rest from a few small compiles
+// (LayoutScreen), compiles the promising ones best first with the compiler
+// itself (shapes only: the plan each rank would run, memory planned),
+// replays each plan on the described cluster (mlir::loom::simulatePlan)
+// and keeps the fastest that fits in memory. Plain C++: loom-run includes
+// it without MLIR.
 //
 //===----------------------------------------------------------------------===//
 
@@ -123,6 +125,10 @@ struct Prediction {
   /// The repeated-block counts the figures are extrapolated from ({0, 0}:
   /// the whole model was compiled).
   std::pair<int, int> blocksFoldedFrom{0, 0};
+  /// The screen's estimate that ordered this layout's compile (0: it was
+  /// compiled without screening).
+  double estimatedStepSeconds = 0;
+  uint64_t estimatedPeakBytes = 0;
   uint64_t maxPeakBytes() const;
   /// The index (in the lists above) of the rank with the highest peak, and
   /// that rank.
@@ -182,6 +188,10 @@ struct PlanResult {
   /// Of those, how many were extrapolated from the model folded to fewer
   /// repeated blocks.
   int layerFolded = 0;
+  /// Layouts the screen estimated, the probes it compiled for that, and the
+  /// estimated layouts it did not compile (slower or larger than the
+  /// compiled ones by more than its margin).
+  int screened = 0, probes = 0, screenedOut = 0;
   /// The search hit PlanRequest::timeLimitSeconds.
   bool stoppedEarly = false;
   double searchSeconds = 0;

@@ -1,14 +1,16 @@
 //===- Planner.cpp - Choosing a parallel layout ---------------------------===//
 //
-// Enumerate, prune, compile, replay, rank (docs/design/planner.md). Every
-// figure of a prediction comes from the plan the compiler builds for the
-// layout: memory from its memory planner (loomrt::rankUsage), time from
+// Enumerate, prune, screen, compile, replay, rank (docs/design/planner.md).
+// Every figure of a prediction comes from the plan the compiler builds for
+// the layout: memory from its memory planner (loomrt::rankUsage), time from
 // replaying its instruction streams on the cluster (simulatePlan), so the
-// planner cannot drift from what runs.
+// planner cannot drift from what runs; the screen (LayoutScreen) only
+// decides which layouts are compiled, and in what order.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../Planner.h"
+#include "LayoutScreen.h"
 
 #include "loom/Analysis/Cluster.h"
 #include "loom/Analysis/PlanSimulation.h"
@@ -22,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <sstream>
 
 using namespace loomrun;
@@ -230,6 +233,21 @@ std::optional<Replay> extrapolate(const Replay &a, const Replay &b, double m1,
   return out;
 }
 
+/// At most this many layouts are compiled without screening them first.
+constexpr size_t kCompileWithoutScreen = 4;
+/// How much slower than the fastest compiled step a layout may be
+/// estimated and still be compiled, before compiles have measured the
+/// screen's error (docs/design/planner.md, "Screening").
+constexpr double kScreenTimeMargin = 0.15;
+/// The bounds of the margin once compiles have measured the screen's
+/// error.
+constexpr double kScreenMinMargin = 0.03, kScreenMaxMargin = 0.25;
+/// How far over the device's memory an estimate may be and still count
+/// as fitting.
+constexpr double kScreenMemoryMargin = 0.1;
+/// How many of the layouts the screen skipped the pruned list names.
+constexpr size_t kNamedScreenedOut = 20;
+
 class Search {
 public:
   Search(const PlanRequest &request, const mlir::loom::ClusterSpec &cluster,
@@ -267,8 +285,22 @@ public:
                           " does not split over dp " + std::to_string(dp));
           continue;
         }
-        searchMicrobatches(base, batch / dp);
+        enumerateMicrobatches(base, batch / dp);
       }
+    }
+    // A handful of layouts (--evaluate fixing most keys) are compiled as
+    // they are; more are screened first.
+    if (request.exhaustive || pending.size() <= kCompileWithoutScreen) {
+      for (const Layout &layout : pending) {
+        if (outOfTime())
+          break;
+        if (std::optional<std::string> why = dominated(layout))
+          prune(layout, *why);
+        else
+          evaluate(layout);
+      }
+    } else {
+      screenAndEvaluate();
     }
     // Nothing fits: the layout whose model states came closest is compiled,
     // so that the report names its real shortfall.
@@ -375,16 +407,13 @@ private:
       result.pruned.push_back({layout, why});
   }
 
-  void searchMicrobatches(Layout base, int64_t perReplica) {
-    // Without a pipeline, fewer and larger microbatches run faster (larger
-    // GEMMs, fewer optimizer steps per row): once one fits the rest lose.
+  void enumerateMicrobatches(Layout base, int64_t perReplica) {
     for (int64_t microbatches : divisors(perReplica)) {
       Layout layout = base;
       layout.microbatches = int(microbatches);
       layout.microbatchSize = perReplica / microbatches;
-      bool anyFits = false;
       if (layout.pp == 1) {
-        anyFits = searchSharding(layout);
+        enumerateSharding(layout);
       } else if (microbatches < base.pp && perReplica >= base.pp &&
                  !request.exhaustive) {
         // Fewer microbatches than stages leave stages idle through most
@@ -404,28 +433,19 @@ private:
               continue;
             }
           }
-          anyFits |= searchSharding(pipelined);
+          enumerateSharding(pipelined);
         }
       }
-      if (anyFits && layout.pp == 1 && !request.exhaustive)
-        return;
     }
   }
 
-  /// Activation recompute, sequence parallelism and the ZeRO stages;
-  /// whether one fits.
-  bool searchSharding(const Layout &layout) {
-    bool fits = false;
-    // Recompute trades compute for memory: only when nothing fits without.
+  /// Activation recompute, sequence parallelism, the ZeRO stages and their
+  /// shard groups: each layout the constraint allows and whose model states
+  /// can fit joins `pending`.
+  void enumerateSharding(const Layout &layout) {
     for (const char *recompute : {"none", "full"}) {
-      if (fits && !request.exhaustive)
-        break;
       for (int sp = 0; sp <= (layout.tp > 1 ? 1 : 0); ++sp) {
-        // A higher ZeRO stage saves memory and adds communication: once a
-        // stage fits, the higher ones cannot be faster (the exhaustive
-        // search checks that claim).
         for (int zero = 0; zero <= (layout.dp > 1 ? 3 : 0); ++zero) {
-          bool stageFits = false;
           for (int group : shardGroups(layout, zero)) {
             Layout candidate = layout;
             candidate.sequenceParallel = sp;
@@ -434,8 +454,6 @@ private:
             candidate.recompute = recompute;
             if (!request.constraint.allows(candidate))
               continue;
-            if (outOfTime())
-              return fits;
             if (uint64_t floor = modelStatesFloor(candidate);
                 floor > cluster.memoryBytes()) {
               overMemory.push_back({floor, candidate});
@@ -444,22 +462,224 @@ private:
                                    gib(double(floor)) + " per rank");
               continue;
             }
-            bool ok = evaluate(candidate);
-            fits |= ok;
-            stageFits |= ok;
+            pending.push_back(candidate);
           }
-          if (stageFits && !request.exhaustive)
-            break;
         }
       }
     }
-    return fits;
   }
+
+  /// Why `layout` cannot beat a layout already compiled and feasible, if it
+  /// cannot (never with --exhaustive, which checks these claims): the same
+  /// layout recomputing activations where one without recompute fits;
+  /// without a pipeline, more and smaller microbatches where fewer fit
+  /// (smaller GEMMs, as many rows). (A higher ZeRO stage can win: ZeRO-1
+  /// shards the optimizer's work over dp for the same traffic.)
+  std::optional<std::string> dominated(const Layout &layout) const {
+    if (request.exhaustive)
+      return std::nullopt;
+    for (const Candidate &c : result.candidates) {
+      const Layout &o = c.layout;
+      if (!c.predicted.feasible || o.dp != layout.dp || o.tp != layout.tp ||
+          o.pp != layout.pp)
+        continue;
+      bool sameSchedule = o.schedule == layout.schedule &&
+                          o.virtualStages == layout.virtualStages;
+      if (layout.recompute != "none" && o.recompute == "none" && sameSchedule &&
+          o.microbatches == layout.microbatches)
+        return "recomputes activations where " + o.str() + " fits without";
+      if (layout.pp == 1 && o.microbatches < layout.microbatches)
+        return "more microbatches where " + o.str() + " fits";
+    }
+    return std::nullopt;
+  }
+
+  /// Estimates every pending layout from the probes (LayoutScreen), then
+  /// compiles them best first until the next estimate is slower than the
+  /// fastest compiled step by more than the screen's margin: the layouts
+  /// after it would have to beat their estimates by more than the
+  /// estimates err (docs/design/planner.md, "Screening").
+  void screenAndEvaluate() {
+    LayoutScreen screen(
+        cluster, blocks,
+        [this](const Layout &layout, int keep,
+               std::string &error) -> std::optional<ProbeFigures> {
+          std::optional<Replay> replay = replayLayout(layout, keep, error);
+          if (!replay || replay->ranks.empty())
+            return std::nullopt;
+          return ProbeFigures{replay->stepSeconds, replay->peakBytes[0],
+                              replay->paramBytes[0], replay->gradBytes[0],
+                              replay->optimizerBytes[0]};
+        });
+    std::vector<Screened> order;
+    // A probe the compiler refuses refuses every layout of its tp,
+    // sequence parallelism and recompute: the first such layout is compiled
+    // for the compiler's own message, the others are pruned with it.
+    std::map<std::string, bool> refusedOnce;
+    for (const Layout &layout : pending) {
+      std::string error;
+      std::optional<LayoutEstimate> estimate = screen.estimate(layout, error);
+      if (!estimate) {
+        if (!refusedOnce[error]) {
+          refusedOnce[error] = true;
+          evaluate(layout);
+        } else {
+          prune(layout, "its probe does not compile: " + error);
+        }
+        continue;
+      }
+      order.push_back({layout, *estimate});
+    }
+    result.screened = int(order.size());
+    result.probes = screen.probesCompiled();
+    // Best first by the calibrated estimate: those that fit, fastest
+    // first; then the others, closest to fitting first.
+    auto before = [&](const Screened &a, const Screened &b) {
+      LayoutEstimate x = calibrated(a), y = calibrated(b);
+      bool xf = fits(x), yf = fits(y);
+      if (xf != yf)
+        return xf;
+      if (!xf)
+        return x.peakBytes < y.peakBytes;
+      return x.stepSeconds < y.stepSeconds;
+    };
+    std::optional<double> best;
+    while (!order.empty()) {
+      auto next = std::min_element(order.begin(), order.end(), before);
+      LayoutEstimate estimate = calibrated(*next);
+      if (best &&
+          (!fits(estimate) || estimate.stepSeconds > *best * (1 + margin())))
+        break;
+      if (outOfTime())
+        break;
+      Screened entry = *next;
+      order.erase(next);
+      if (std::optional<std::string> why = dominated(entry.layout)) {
+        prune(entry.layout, *why);
+        continue;
+      }
+      estimates[entry.layout.str()] = estimate;
+      bool feasible = evaluate(entry.layout);
+      const Prediction &p = result.candidates.back().predicted;
+      if (!p.peakBytes.empty()) {
+        if (p.stepSeconds > 0 && estimate.stepSeconds > 0) {
+          double error = p.stepSeconds / estimate.stepSeconds - 1;
+          squaredErrors += error * error;
+          ++errors;
+        }
+        learn(entry, p);
+      }
+      if (feasible)
+        best = best ? std::min(*best, p.stepSeconds) : p.stepSeconds;
+    }
+    // What was not compiled, best estimate first: the closest few are
+    // named in the report's pruned list, the rest counted.
+    std::stable_sort(order.begin(), order.end(), before);
+    for (size_t i = 0; i < order.size(); ++i) {
+      LayoutEstimate estimate = calibrated(order[i]);
+      ++result.screenedOut;
+      if (i >= kNamedScreenedOut)
+        continue;
+      std::string why =
+          !fits(estimate)
+              ? "estimated to need " + gib(double(estimate.peakBytes)) +
+                    " per rank (not compiled)"
+          : best
+              ? "estimated step " + milliseconds(estimate.stepSeconds) + ", " +
+                    llvm::formatv("{0:F0}%",
+                                  100 * (estimate.stepSeconds / *best - 1))
+                        .str() +
+                    " slower than the fastest compiled (not compiled)"
+              : "not compiled before the time limit";
+      result.pruned.push_back({order[i].layout, why});
+    }
+  }
+
+  /// How much slower than the fastest compiled step a layout may be
+  /// estimated and still be compiled: twice the calibrated estimates'
+  /// RMS error so far (they were off by that much before each compile),
+  /// within bounds; kScreenTimeMargin until three compiles tell.
+  double margin() const {
+    if (errors < 3)
+      return kScreenTimeMargin;
+    return std::clamp(2 * std::sqrt(squaredErrors / errors), kScreenMinMargin,
+                      kScreenMaxMargin);
+  }
+  double squaredErrors = 0;
+  int errors = 0;
+
+  /// The screen's estimate of a layout and the layout.
+  struct Screened {
+    Layout layout;
+    LayoutEstimate estimate;
+  };
+
+  /// Layouts alike in what the probes cannot see (the pipeline schedule's
+  /// buffers, ZeRO's collectives) share a correction.
+  static std::string family(const Layout &layout) {
+    return (layout.pp > 1 ? layout.schedule : std::string("none")) + "/" +
+           std::to_string(layout.zero);
+  }
+
+  /// The geometric mean of the compiled-to-estimated ratios of step time
+  /// and peak in `family`, or over every family, or 1 before any compile.
+  std::pair<double, double> correction(const std::string &key) const {
+    auto mean = [](const Ratios &r) {
+      return std::make_pair(std::exp(r.logStep / r.count),
+                            std::exp(r.logPeak / r.count));
+    };
+    if (auto it = ratios.find(key); it != ratios.end())
+      return mean(it->second);
+    if (allRatios.count)
+      return mean(allRatios);
+    return {1, 1};
+  }
+
+  /// The screen's estimate corrected by what the compiled layouts of its
+  /// family (or all of them) showed: the screen is calibrated against the
+  /// compiler's plans as the search goes.
+  LayoutEstimate calibrated(const Screened &entry) const {
+    auto [step, peak] = correction(family(entry.layout));
+    LayoutEstimate out = entry.estimate;
+    out.stepSeconds *= step;
+    out.peakBytes = uint64_t(double(out.peakBytes) * peak);
+    return out;
+  }
+
+  bool fits(const LayoutEstimate &estimate) const {
+    return double(estimate.peakBytes) <=
+           double(cluster.memoryBytes()) * (1 + kScreenMemoryMargin);
+  }
+
+  void learn(const Screened &entry, const Prediction &p) {
+    if (entry.estimate.stepSeconds <= 0 || entry.estimate.peakBytes == 0 ||
+        p.stepSeconds <= 0)
+      return;
+    double logStep = std::log(p.stepSeconds / entry.estimate.stepSeconds);
+    double logPeak =
+        std::log(double(p.maxPeakBytes()) / double(entry.estimate.peakBytes));
+    for (Ratios *r : {&ratios[family(entry.layout)], &allRatios}) {
+      r->logStep += logStep;
+      r->logPeak += logPeak;
+      ++r->count;
+    }
+  }
+
+  struct Ratios {
+    double logStep = 0, logPeak = 0;
+    int count = 0;
+  };
+  std::map<std::string, Ratios> ratios;
+  Ratios allRatios;
 
   bool evaluate(const Layout &layout) {
     Candidate candidate;
     candidate.layout = layout;
     Prediction &p = candidate.predicted;
+    if (auto it = estimates.find(layout.str()); it != estimates.end()) {
+      p.estimatedStepSeconds = it->second.stepSeconds;
+      p.estimatedPeakBytes = it->second.peakBytes;
+    }
     ++result.compiled;
     std::string error;
     std::optional<Replay> replay;
@@ -608,6 +828,10 @@ private:
   int blocks = 0;
   std::chrono::steady_clock::time_point started =
       std::chrono::steady_clock::now();
+  /// The layouts the search compiles or screens, in enumeration order.
+  std::vector<Layout> pending;
+  /// The screen's estimates of the layouts compiled, by Layout::str().
+  std::map<std::string, LayoutEstimate> estimates;
   /// Layouts pruned because their model states alone exceed the device's
   /// memory, with that floor.
   std::vector<std::pair<uint64_t, Layout>> overMemory;
@@ -642,6 +866,10 @@ void writePrediction(llvm::json::OStream &json, const Prediction &p) {
     json.attribute("mfu", p.mfu);
     json.attribute("peak_bytes_per_rank", int64_t(p.maxPeakBytes()));
     json.attribute("shortfall_bytes", int64_t(p.shortfallBytes));
+    if (p.estimatedStepSeconds > 0) {
+      json.attribute("estimated_step_s", p.estimatedStepSeconds);
+      json.attribute("estimated_peak_bytes", int64_t(p.estimatedPeakBytes));
+    }
     if (p.foldedFrom.first)
       json.attributeArray("extrapolated_from_microbatches", [&] {
         json.value(p.foldedFrom.first);
@@ -833,6 +1061,14 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
     os << "stopped at the time limit ("
        << llvm::format("%g", request.timeLimitSeconds)
        << " s): the layouts after these were not searched\n";
+  if (result.screened)
+    os << "screened " << result.screened << " layouts from " << result.probes
+       << " probe compiles; " << result.screenedOut << " of them not compiled ("
+       << (result.stoppedEarly
+               ? "the time limit"
+               : "estimated slower or larger than the compiled ones by more "
+                 "than the screen's margin")
+       << ")\n";
   const Candidate *choice = result.choice();
   auto describe = [&](const Prediction &p) {
     std::string line;
@@ -994,6 +1230,9 @@ std::string loomrun::formatPlanJson(const PlanRequest &request,
     json.attribute("compiled", result.compiled);
     json.attribute("extrapolated", result.folded);
     json.attribute("extrapolated_by_blocks", result.layerFolded);
+    json.attribute("screened", result.screened);
+    json.attribute("probes", result.probes);
+    json.attribute("screened_out", result.screenedOut);
     json.attributeArray("pruned", [&] {
       for (const auto &[layout, why] : result.pruned)
         json.object([&] {

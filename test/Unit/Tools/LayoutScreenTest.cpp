@@ -1,0 +1,181 @@
+// The planner's screen: layouts composed from probes whose figures are made
+// up here, worked out by hand (docs/design/planner.md, "Screening").
+
+#include "LayoutScreen.h"
+
+#include "loom/Analysis/Cluster.h"
+
+#include <gtest/gtest.h>
+
+using namespace loomrun;
+
+namespace {
+
+// One node of four devices: every group below stays on its links.
+const char *kNode = R"({
+  "nodes": 1, "devices_per_node": 4,
+  "device": {"memory_gib": 80, "peak_tflops": {"f32": 20},
+             "memory_gbytes_per_s": 2000},
+  "intra_node": {"gbytes_per_s": 100, "latency_us": 0}
+})";
+
+mlir::loom::ClusterSpec cluster() {
+  std::string error;
+  std::optional<mlir::loom::ClusterSpec> spec =
+      mlir::loom::parseClusterSpec(kNode, "node.json", error);
+  EXPECT_TRUE(spec) << error;
+  return spec.value_or(mlir::loom::ClusterSpec());
+}
+
+// A model of `kBlocks` blocks whose step, per tp rank, takes
+// fixed(k) + M * rows * microbatch(k) seconds with k blocks kept: 1 + 0.1 k
+// fixed, 2 + 0.5 k per microbatch row. Its states are 10 + k MB of
+// parameters, 20 + 2 k of gradients, 40 + 4 k of optimizer state; a
+// microbatch row's activations 3 + k MB; the gradient sums 5 + k MB.
+constexpr int kBlocks = 10;
+constexpr double MB = 1e6;
+
+struct FakeProbes {
+  int calls = 0;
+  std::optional<ProbeFigures> operator()(const Layout &layout, int keep,
+                                         std::string &error) {
+    ++calls;
+    if (layout.tp == 3) {
+      error = "tp 3 does not divide the heads";
+      return std::nullopt;
+    }
+    EXPECT_EQ(layout.dp, 1);
+    EXPECT_EQ(layout.pp, 1);
+    double k = keep, rows = double(layout.microbatchSize);
+    double M = layout.microbatches;
+    ProbeFigures f;
+    f.stepSeconds = (1 + 0.1 * k) + M * rows * (2 + 0.5 * k);
+    f.paramBytes = uint64_t((10 + k) * MB);
+    f.gradBytes = uint64_t((20 + 2 * k) * MB);
+    f.optimizerBytes = uint64_t((40 + 4 * k) * MB);
+    double states = (70 + 7 * k) * MB;
+    f.peakBytes =
+        uint64_t(states + rows * (3 + k) * MB + (M > 1 ? (5 + k) * MB : 0));
+    return f;
+  }
+};
+
+Layout layout(int dp, int tp, int pp, int microbatches, int rows = 1) {
+  Layout l;
+  l.dp = dp;
+  l.tp = tp;
+  l.pp = pp;
+  l.microbatches = microbatches;
+  l.microbatchSize = rows;
+  if (pp > 1)
+    l.schedule = "1f1b";
+  return l;
+}
+
+} // namespace
+
+TEST(LayoutScreenTest, OneRankIsTheProbesLine) {
+  mlir::loom::ClusterSpec spec = cluster();
+  FakeProbes probes;
+  LayoutScreen screen(spec, kBlocks, std::ref(probes));
+  std::string error;
+  std::optional<LayoutEstimate> e = screen.estimate(layout(1, 1, 1, 4), error);
+  ASSERT_TRUE(e) << error;
+  // fixed(10) + 4 microbatches of one row: 2 + 4 * 7.
+  EXPECT_NEAR(e->stepSeconds, 2 + 4 * 7, 1e-9);
+  // States at 10 blocks (140 MB), the sums (15), one row's activations (13).
+  EXPECT_NEAR(double(e->peakBytes), (140 + 15 + 13) * MB, 1);
+  // One and two blocks at one and two microbatches: four probes.
+  EXPECT_EQ(probes.calls, 4);
+  EXPECT_EQ(screen.probesCompiled(), 4);
+}
+
+TEST(LayoutScreenTest, RowsAreProbedAndCached) {
+  mlir::loom::ClusterSpec spec = cluster();
+  FakeProbes probes;
+  LayoutScreen screen(spec, kBlocks, std::ref(probes));
+  std::string error;
+  std::optional<LayoutEstimate> e =
+      screen.estimate(layout(1, 1, 1, 2, /*rows=*/3), error);
+  ASSERT_TRUE(e) << error;
+  EXPECT_NEAR(e->stepSeconds, 2 + 2 * 3 * 7, 1e-9);
+  EXPECT_NEAR(double(e->peakBytes), (140 + 15 + 3 * 13) * MB, 1);
+  // Two more probes for three rows; none again for the same key.
+  EXPECT_EQ(probes.calls, 6);
+  ASSERT_TRUE(screen.estimate(layout(1, 1, 1, 6, 3), error));
+  EXPECT_EQ(probes.calls, 6);
+}
+
+TEST(LayoutScreenTest, PipelineStagesAndSchedule) {
+  mlir::loom::ClusterSpec spec = cluster();
+  FakeProbes probes;
+  LayoutScreen screen(spec, kBlocks, std::ref(probes));
+  std::string error;
+  // Two stages of five blocks, 1F1B, 8 microbatches: a microbatch through
+  // the slowest stage is half the model's 7 s plus half a block (0.25 s),
+  // for M + P - 1 = 9 slots; the fixed part is a stage's: base 1 plus five
+  // blocks of 0.1.
+  std::optional<LayoutEstimate> e = screen.estimate(layout(1, 1, 2, 8), error);
+  ASSERT_TRUE(e) << error;
+  EXPECT_NEAR(e->stepSeconds, 9 * 3.75 + 1.5, 1e-9);
+  // A stage holds its base and five blocks of states (105 MB), of sums
+  // (10), and min(P, M) = 2 microbatches of activations (2 x 8).
+  EXPECT_NEAR(double(e->peakBytes), (105 + 10 + 2 * 8) * MB, 1);
+
+  Layout gpipe = layout(1, 1, 2, 8);
+  gpipe.schedule = "gpipe";
+  e = screen.estimate(gpipe, error);
+  ASSERT_TRUE(e) << error;
+  EXPECT_NEAR(double(e->peakBytes), (105 + 10 + 8 * 8) * MB, 1);
+
+  Layout zb = layout(1, 1, 2, 8);
+  zb.schedule = "zb-h1";
+  e = screen.estimate(zb, error);
+  ASSERT_TRUE(e) << error;
+  // ZB-H1's bubble is a third of 1F1B's: (P - 1) / 3 slots.
+  EXPECT_NEAR(e->stepSeconds, (8 + 1.0 / 3) * 3.75 + 1.5, 1e-9);
+}
+
+TEST(LayoutScreenTest, DataParallelismAndZero) {
+  mlir::loom::ClusterSpec spec = cluster();
+  FakeProbes probes;
+  LayoutScreen screen(spec, kBlocks, std::ref(probes));
+  std::string error;
+  // dp 4 without ZeRO: the all-reduce of 40 MB of gradients, 2 (n-1)/n of
+  // them at 100 GB/s = 0.6 ms, hides behind the last backward.
+  std::optional<LayoutEstimate> plain =
+      screen.estimate(layout(4, 1, 1, 1), error);
+  ASSERT_TRUE(plain) << error;
+  EXPECT_NEAR(plain->stepSeconds, 2 + 7, 1e-9);
+  EXPECT_NEAR(double(plain->peakBytes), (140 + 13) * MB, 1);
+  // ZeRO-1 shards the optimizer's work and state over the four ranks, and
+  // gathers the 20 MB of updated parameters after it ((n-1)/n at 100
+  // GB/s: 0.15 ms).
+  Layout zero1 = layout(4, 1, 1, 1);
+  zero1.zero = 1;
+  std::optional<LayoutEstimate> e = screen.estimate(zero1, error);
+  ASSERT_TRUE(e) << error;
+  EXPECT_NEAR(e->stepSeconds, 2.0 / 4 + 7 + 0.75 * 20e6 / 100e9, 1e-9);
+  EXPECT_NEAR(double(e->peakBytes), (20 + 40 + 80.0 / 4 + 13) * MB, 1);
+  // ZeRO-3 shards the parameters and gradients too.
+  Layout zero3 = zero1;
+  zero3.zero = 3;
+  e = screen.estimate(zero3, error);
+  ASSERT_TRUE(e) << error;
+  EXPECT_NEAR(double(e->peakBytes), (140.0 / 4 + 13) * MB, 1);
+}
+
+TEST(LayoutScreenTest, AProbeTheCompilerRefusesIsTheLayoutsError) {
+  mlir::loom::ClusterSpec spec = cluster();
+  FakeProbes probes;
+  LayoutScreen screen(spec, kBlocks, std::ref(probes));
+  std::string error;
+  EXPECT_FALSE(screen.estimate(layout(1, 3, 1, 1), error));
+  EXPECT_EQ(error, "tp 3 does not divide the heads");
+  // Refused once: the next layout of tp 3 is refused without a probe.
+  int calls = probes.calls;
+  error.clear();
+  EXPECT_FALSE(screen.estimate(layout(2, 3, 1, 4), error));
+  EXPECT_EQ(error, "tp 3 does not divide the heads");
+  EXPECT_EQ(probes.calls, calls);
+}

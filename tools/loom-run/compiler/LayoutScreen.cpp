@@ -1,0 +1,200 @@
+//===- LayoutScreen.cpp - Estimating layouts from a few probes ------------===//
+//
+// A probe is the layout's tensor parallelism alone (dp = pp = 1) on the
+// model folded to one and two repeated blocks, at one and two microbatches:
+// the compiler and the replay give, per tp rank, the time of a microbatch
+// and of the step's fixed part (the optimizer), per block and for the rest
+// (embedding, head, loss), and the model states and activations likewise.
+// The layout's data and pipeline parallelism are then composed on top:
+// the schedule's bubble by its closed form (docs/design/pipeline.md), the
+// gradients' collectives by the cluster's alpha-beta model with the overlap
+// the runtime gives them, the ZeRO stage's shards and the microbatches the
+// schedule keeps alive. The estimate only orders the search; every figure
+// loom-plan reports comes from the compiled layout.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LayoutScreen.h"
+
+#include "loom/Analysis/Cluster.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+using namespace loomrun;
+using loomcost::CollectiveKind;
+
+std::optional<ProbeFigures> LayoutScreen::figures(const Layout &layout,
+                                                  int keep, int microbatches,
+                                                  int64_t rows,
+                                                  std::string &error) {
+  ProbeKey key{layout.tp,        layout.sequenceParallel,
+               layout.recompute, keep,
+               microbatches,     rows};
+  if (auto it = probes.find(key); it != probes.end()) {
+    if (!it->second)
+      error = errors[key];
+    return it->second;
+  }
+  Layout alone;
+  alone.tp = layout.tp;
+  alone.sequenceParallel = layout.sequenceParallel;
+  alone.recompute = layout.recompute;
+  alone.microbatches = microbatches;
+  alone.microbatchSize = rows;
+  ++compiled;
+  std::string why;
+  std::optional<ProbeFigures> result = probe(alone, keep, why);
+  probes[key] = result;
+  if (!result) {
+    errors[key] = why;
+    error = why;
+  }
+  return result;
+}
+
+namespace {
+
+/// A figure of the model with k repeated blocks: base + k * perBlock.
+struct PerBlock {
+  double base = 0, perBlock = 0;
+  double at(double k) const { return std::max(0.0, base + k * perBlock); }
+};
+
+/// The line through the figures at one and two blocks (`blocks` > 0), or
+/// the whole model's figure as the base (`blocks` == 0).
+PerBlock fit(double one, double two, int blocks) {
+  if (blocks == 0)
+    return {one, 0};
+  return {2 * one - two, two - one};
+}
+
+/// The ranks of a group of `size` members `stride` tp groups apart, in
+/// Loom's mesh order (tp innermost, then dp): what decides whether the
+/// group crosses nodes.
+std::vector<int> groupRanks(int size, int stride, int tp) {
+  std::vector<int> ranks;
+  for (int i = 0; i < size; ++i)
+    ranks.push_back(i * stride * tp);
+  return ranks;
+}
+
+} // namespace
+
+std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
+                                                     std::string &error) {
+  const int keeps[2] = {blocks > 0 ? 1 : 0, blocks > 0 ? 2 : 0};
+  const int64_t rows = layout.microbatchSize;
+  // Per block count: the step at one and two microbatches of one row
+  // (the fixed part and a microbatch's time), and one microbatch of the
+  // layout's rows (its time and activations).
+  double fixed[2], microbatch[2], activations[2], params[2], grads[2],
+      optimizer[2], accumulators[2];
+  for (int i = 0; i < 2; ++i) {
+    std::optional<ProbeFigures> one = figures(layout, keeps[i], 1, 1, error);
+    std::optional<ProbeFigures> two =
+        one ? figures(layout, keeps[i], 2, 1, error) : std::nullopt;
+    std::optional<ProbeFigures> rowsProbe =
+        two ? (rows == 1 ? one : figures(layout, keeps[i], 1, rows, error))
+            : std::nullopt;
+    if (!rowsProbe)
+      return std::nullopt;
+    double perMicrobatch = std::max(0.0, two->stepSeconds - one->stepSeconds);
+    fixed[i] = std::max(0.0, one->stepSeconds - perMicrobatch);
+    microbatch[i] = std::max(0.0, rowsProbe->stepSeconds - fixed[i]);
+    params[i] = double(rowsProbe->paramBytes);
+    grads[i] = double(rowsProbe->gradBytes);
+    optimizer[i] = double(rowsProbe->optimizerBytes);
+    activations[i] = std::max(0.0, double(rowsProbe->peakBytes) - params[i] -
+                                       grads[i] - optimizer[i]);
+    // The sums a second microbatch's gradients accumulate into.
+    accumulators[i] =
+        std::max(0.0, double(two->peakBytes) - double(one->peakBytes));
+  }
+  const int pp = layout.pp, dp = layout.dp;
+  const double K = blocks;
+  // The fullest stage: an even share of the blocks, rounded up to whole
+  // blocks (the cut points), plus everything outside them (the embedding
+  // on the first stage, the head on the last: a tied one on both).
+  auto stage = [&](const double(&figure)[2]) {
+    PerBlock line = fit(figure[0], figure[1], blocks);
+    if (pp == 1)
+      return line.at(K);
+    double perStage = blocks > 0 ? std::ceil(K / pp) : 0;
+    return blocks > 0 ? line.base + perStage * line.perBlock : line.base / pp;
+  };
+  // Time: a microbatch through the slowest stage (half a block of
+  // imbalance on average where blocks are cut whole), times the schedule's
+  // length in microbatches.
+  PerBlock perMicrobatch = fit(microbatch[0], microbatch[1], blocks);
+  double t = perMicrobatch.at(K);
+  if (pp > 1)
+    t = t / pp + 0.5 * perMicrobatch.perBlock;
+  const double M = layout.microbatches, P = pp,
+               V = std::max(1, layout.virtualStages);
+  double compute = M * t;
+  double inFlight = 1;
+  if (pp > 1) {
+    const std::string &kind = layout.schedule;
+    if (kind == "interleaved") {
+      compute = (M + (P - 1) / V) * t;
+      inFlight = std::min(M * V, 2 * (P - 1) + (V - 1) * P + 1) / V;
+    } else if (kind == "zb-h1" && M >= P) {
+      // F = B = W: the bubble is (P - 1)(F + B - W), a third of 1F1B's.
+      compute = M * t + (P - 1) * t / 3;
+      inFlight = std::min(M, P);
+    } else {
+      compute = (M + P - 1) * t;
+      inFlight = kind == "gpipe" ? M : std::min(M, P);
+    }
+  }
+  // ZeRO shards over dp, or over a hybrid group of it.
+  const int shard =
+      layout.zero > 0 ? (layout.zeroShardGroup > 0 ? layout.zeroShardGroup : dp)
+                      : 1;
+  double fixedTime = stage(fixed) / (layout.zero >= 1 ? shard : 1);
+  double stageParams = stage(params), stageGrads = stage(grads),
+         stageOptimizer = stage(optimizer);
+  double exposed = 0;
+  if (dp > 1) {
+    auto seconds = [&](CollectiveKind kind, double bytes, int size,
+                       int stride) {
+      return cluster.collectiveSeconds(kind, uint64_t(bytes),
+                                       groupRanks(size, stride, layout.tp));
+    };
+    double reduce, gather = 0;
+    if (layout.zero == 0) {
+      reduce = seconds(CollectiveKind::AllReduce, stageGrads, dp, 1);
+    } else {
+      reduce = seconds(CollectiveKind::ReduceScatter, stageGrads, shard, 1);
+      if (shard < dp)
+        reduce += seconds(CollectiveKind::AllReduce, stageGrads / shard,
+                          dp / shard, shard);
+      gather = seconds(CollectiveKind::AllGather, stageParams, shard, 1);
+    }
+    // The gradients reduce as the last microbatch's backward makes them
+    // (two thirds of its time); ZeRO-1 and -2 gather the updated
+    // parameters after the optimizer; ZeRO-3 gathers each microbatch's
+    // parameters for its forward and backward, ahead of the compute.
+    // ZeRO-2 and -3 reduce-scatter every microbatch's gradients (their
+    // sums are sharded), each during that microbatch's backward.
+    if (layout.zero >= 2)
+      exposed = std::max(0.0, M * reduce - 0.5 * compute) + reduce / 2;
+    else
+      exposed = std::max(0.0, reduce - 2 * t / 3);
+    if (layout.zero == 3)
+      exposed += std::max(0.0, 2 * M * gather - 0.5 * compute);
+    else
+      exposed += gather;
+  }
+  LayoutEstimate out;
+  out.stepSeconds = compute + fixedTime + exposed;
+  double states = stageParams / (layout.zero >= 3 ? shard : 1) +
+                  stageGrads / (layout.zero >= 2 ? shard : 1) +
+                  stageOptimizer / (layout.zero >= 1 ? shard : 1);
+  if (layout.microbatches > 1)
+    states += stage(accumulators) / (layout.zero >= 2 ? shard : 1);
+  out.peakBytes = uint64_t(states + inFlight * stage(activations));
+  return out;
+}

@@ -1,0 +1,81 @@
+//===- LayoutScreen.h - Estimating layouts from a few probes ----*- C++ -*-===//
+//
+// The planner's screen (docs/design/planner.md, "Screening"): every layout
+// of the search is estimated from a handful of small compiles (probes), so
+// that only the promising ones are compiled whole, best first. The estimate
+// orders the search and never stands for a prediction: what loom-plan
+// reports comes from the compiled plan.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_TOOLS_LOOM_RUN_LAYOUTSCREEN_H
+#define LOOM_TOOLS_LOOM_RUN_LAYOUTSCREEN_H
+
+#include "../Planner.h"
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+
+namespace mlir {
+namespace loom {
+struct ClusterSpec;
+} // namespace loom
+} // namespace mlir
+
+namespace loomrun {
+
+/// What a probe's replay gives for its first rank.
+struct ProbeFigures {
+  double stepSeconds = 0;
+  uint64_t peakBytes = 0, paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
+};
+
+struct LayoutEstimate {
+  double stepSeconds = 0;
+  /// The fullest rank's parameters, gradients, optimizer state and the
+  /// activations its schedule keeps alive.
+  uint64_t peakBytes = 0;
+};
+
+class LayoutScreen {
+public:
+  /// Compiles and replays `layout` (no dp, no pp) with the model folded to
+  /// `keepBlocks` repeated blocks (0: whole); nothing, with `error`, if the
+  /// compiler refuses it.
+  using ProbeFn = std::function<std::optional<ProbeFigures>(
+      const Layout &layout, int keepBlocks, std::string &error)>;
+
+  /// `blocks`: how many times the model repeats its block (0: it does not,
+  /// and each probe compiles the whole model).
+  LayoutScreen(const mlir::loom::ClusterSpec &cluster, int blocks,
+               ProbeFn probe)
+      : cluster(cluster), blocks(blocks), probe(std::move(probe)) {}
+
+  /// The estimate of `layout`, or nothing with `error` (a probe that does
+  /// not compile: the same tp, sequence parallelism or recompute would not).
+  std::optional<LayoutEstimate> estimate(const Layout &layout,
+                                         std::string &error);
+
+  int probesCompiled() const { return compiled; }
+
+private:
+  /// tp, sequence parallel, recompute, blocks kept, microbatches, rows.
+  using ProbeKey = std::tuple<int, bool, std::string, int, int, int64_t>;
+  std::optional<ProbeFigures> figures(const Layout &layout, int keep,
+                                      int microbatches, int64_t rows,
+                                      std::string &error);
+
+  const mlir::loom::ClusterSpec &cluster;
+  int blocks;
+  ProbeFn probe;
+  std::map<ProbeKey, std::optional<ProbeFigures>> probes;
+  std::map<ProbeKey, std::string> errors;
+  int compiled = 0;
+};
+
+} // namespace loomrun
+
+#endif // LOOM_TOOLS_LOOM_RUN_LAYOUTSCREEN_H
