@@ -34,9 +34,9 @@ double ClusterSpec::collectiveSeconds(CollectiveKind kind, uint64_t fullBytes,
   // A tree (NCCL's double binary tree) reduces up and broadcasts down:
   // 2 log2(n) latency steps, about the ring's bytes per rank.
   double steps = 2 * std::ceil(std::log2(double(n)));
-  double tree = link.latencyMicroseconds * 1e-6 * steps +
+  double tree = link.latency(kind) * 1e-6 * steps +
                 double(loomcost::ringBytesSent(kind, fullBytes, n)) /
-                    (link.gigabytesPerSecond * 1e9);
+                    (link.bandwidth(kind) * 1e9);
   return std::min(ring, tree);
 }
 
@@ -185,11 +185,39 @@ public:
     const llvm::json::Object *object = this->object(parent, key, required);
     if (!object)
       return;
-    checkKeys(*object, key, {"gbytes_per_s", "latency_us"});
+    checkKeys(*object, key, {"gbytes_per_s", "latency_us", "by_kind"});
     if (auto bandwidth = number(*object, key, "gbytes_per_s", true, 0))
       link.gigabytesPerSecond = *bandwidth;
     if (auto latency = number(*object, key, "latency_us", true, 0, true))
       link.latencyMicroseconds = *latency;
+    const llvm::json::Object *kinds = this->object(*object, "by_kind", false);
+    if (!kinds)
+      return;
+    std::string path = (key + ".by_kind").str();
+    for (const auto &[name, value] : *kinds) {
+      std::string entry = path + "." + name.str();
+      std::optional<loomcost::CollectiveKind> kind =
+          loomcost::parseKind(name.str());
+      if (!kind) {
+        std::string known;
+        for (loomcost::CollectiveKind k : loomcost::kCollectiveKinds)
+          known +=
+              (known.empty() ? "" : ", ") + std::string(loomcost::kindName(k));
+        fail(entry, "is not a collective (" + known + ")");
+        return;
+      }
+      const llvm::json::Object *own = value.getAsObject();
+      if (!own) {
+        fail(entry, "must be an object");
+        return;
+      }
+      checkKeys(*own, entry, {"gbytes_per_s", "latency_us"});
+      auto bandwidth = number(*own, entry, "gbytes_per_s", true, 0);
+      auto latency = number(*own, entry, "latency_us", true, 0, true);
+      if (!bandwidth || !latency)
+        return;
+      link.byKind[size_t(*kind)] = {*bandwidth, *latency};
+    }
   }
 
 private:

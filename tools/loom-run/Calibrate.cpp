@@ -10,7 +10,9 @@
 //   - memory: bytes moved by a large add per second; the kernel overhead
 //     is the time of an add of one element;
 //   - the link: least squares of `t = a + b * bytes sent` over all-reduce
-//     sizes; latency a / (2 (n - 1)) per step, bandwidth 1 / b;
+//     sizes; latency a / (2 (n - 1)) per step, bandwidth 1 / b; the same
+//     for all-gathers and reduce-scatters (a / (n - 1) per step), each
+//     kind's own link (`by_kind`);
 //   - kernels by kind (CPU): attention's rate and the cross-entropy's
 //     bandwidth over the work loomrt::estimateInstructionWork counts, and
 //     each elementwise operation's time per element.
@@ -88,22 +90,54 @@ Plan addPlan(int ranks, int64_t elements, int repeats) {
   return repeatedPlan(ranks, inst, 3 * bytes, repeats);
 }
 
-/// `repeats` all-reduces of `elements` floats over every rank.
-Plan allReducePlan(int ranks, int64_t elements, int repeats) {
+/// `repeats` collectives of `kind` (all_reduce, all_gather or
+/// reduce_scatter) over every rank, of `elements` floats in all (a
+/// multiple of the ranks): the all-reduce's input and output, the
+/// all-gather's output, the reduce-scatter's input.
+Plan collectivePlan(loomcost::CollectiveKind kind, int ranks, int64_t elements,
+                    int repeats) {
   std::vector<int> all;
   for (int r = 0; r < ranks; ++r)
     all.push_back(r);
+  int64_t in =
+      kind == loomcost::CollectiveKind::AllGather ? elements / ranks : elements;
+  int64_t out = kind == loomcost::CollectiveKind::ReduceScatter
+                    ? elements / ranks
+                    : elements;
   Instruction inst;
   inst.kind = Instruction::Kind::Collective;
-  inst.kernel = "all_reduce";
-  inst.inputs = {arena(0, DType::F32, {elements})};
-  inst.outputs = {arena(align(uint64_t(elements) * 4), DType::F32, {elements})};
+  inst.kernel = loomcost::kindName(kind);
+  inst.inputs = {arena(0, DType::F32, {in})};
+  inst.outputs = {arena(align(uint64_t(in) * 4), DType::F32, {out})};
   inst.attrs["group"] = int64_t(0);
-  inst.attrs["op"] = std::string("sum");
-  Plan plan =
-      repeatedPlan(ranks, inst, 2 * align(uint64_t(elements) * 4), repeats);
+  if (kind != loomcost::CollectiveKind::AllGather)
+    inst.attrs["op"] = std::string("sum");
+  Plan plan = repeatedPlan(
+      ranks, inst, align(uint64_t(in) * 4) + align(uint64_t(out) * 4), repeats);
   plan.groups = {all};
   return plan;
+}
+
+/// The link a kind's measurements (bytes each rank sends, seconds) fit by
+/// least squares of `t = a + b * bytes`: bandwidth 1 / b, latency a per
+/// ring step.
+loomcost::LinkModel::KindLink
+fitLink(const std::vector<std::pair<double, double>> &points,
+        loomcost::CollectiveKind kind, int ranks) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0, k = double(points.size());
+  for (const auto &[x, y] : points) {
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  double slope = (k * sxy - sx * sy) / std::max(1e-30, k * sxx - sx * sx);
+  double intercept = (sy - slope * sx) / k;
+  loomcost::LinkModel::KindLink link;
+  link.gigabytesPerSecond = (slope > 0 ? 1.0 / slope : 1e12) / 1e9;
+  link.latencyMicroseconds =
+      std::max(0.0, intercept) / double(loomcost::ringSteps(kind, ranks)) * 1e6;
+  return link;
 }
 
 /// One kernel instruction calibration times by kind, with the arena and
@@ -336,7 +370,9 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
           : std::vector<int64_t>{32, 64, 128, 256, 512, 1024};
   std::map<std::string, std::map<int64_t, double>> gemm;
   double bandwidth = 0, overhead = 0, latency = 0, linkBandwidth = 0;
-  std::vector<std::pair<double, double>> reduces; // bytes sent, seconds
+  // By kind: bytes each rank sent, seconds.
+  std::map<loomcost::CollectiveKind, std::vector<std::pair<double, double>>>
+      collectives;
   std::map<std::string, double> kernelRates, elementNs, kernelBandwidths;
   std::mutex lock;
   int plannedRanks = ranks;
@@ -399,26 +435,34 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
             ns[op] = *seconds / double(elements * chain) * 1e9;
           }
         }
-        std::vector<std::pair<double, double>> measured;
+        // Each kind the compiler emits on its own, by size: the bytes each
+        // rank sends and the seconds.
+        std::map<loomcost::CollectiveKind,
+                 std::vector<std::pair<double, double>>>
+            measured;
         if (n > 1)
-          for (int64_t elements : {1 << 10, 1 << 14, 1 << 18, 1 << 21}) {
-            StatusOr<double> seconds = calibrator.time(
-                [&](int repeats) {
-                  return allReducePlan(n, elements, repeats);
-                },
-                1);
-            if (!seconds)
-              return seconds.status();
-            measured.push_back({double(loomcost::ringBytesSent(
-                                    loomcost::CollectiveKind::AllReduce,
-                                    uint64_t(elements) * 4, n)),
-                                *seconds});
-          }
+          for (loomcost::CollectiveKind kind :
+               {loomcost::CollectiveKind::AllReduce,
+                loomcost::CollectiveKind::AllGather,
+                loomcost::CollectiveKind::ReduceScatter})
+            for (int64_t size : {1 << 10, 1 << 14, 1 << 18, 1 << 21}) {
+              int64_t elements = size / n * n;
+              StatusOr<double> seconds = calibrator.time(
+                  [&](int repeats) {
+                    return collectivePlan(kind, n, elements, repeats);
+                  },
+                  1);
+              if (!seconds)
+                return seconds.status();
+              measured[kind].push_back({double(loomcost::ringBytesSent(
+                                            kind, uint64_t(elements) * 4, n)),
+                                        *seconds});
+            }
         std::lock_guard<std::mutex> guard(lock);
         if (context.rank == 0) {
           bandwidth = 3.0 * double(large) * 4 / *add;
           overhead = *tiny;
-          reduces = measured;
+          collectives = measured;
           kernelRates = rates;
           elementNs = ns;
           kernelBandwidths = bandwidths;
@@ -449,18 +493,14 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
     peak[precision] = best;
     halfDim[precision] = median(halves);
   }
-  if (reduces.size() >= 2) {
-    double sx = 0, sy = 0, sxx = 0, sxy = 0, k = double(reduces.size());
-    for (const auto &[x, y] : reduces) {
-      sx += x;
-      sy += y;
-      sxx += x * x;
-      sxy += x * y;
-    }
-    double slope = (k * sxy - sx * sy) / std::max(1e-30, k * sxx - sx * sx);
-    double intercept = (sy - slope * sx) / k;
-    linkBandwidth = slope > 0 ? 1.0 / slope : 1e12;
-    latency = std::max(0.0, intercept) / (2.0 * (ranks - 1));
+  std::map<loomcost::CollectiveKind, loomcost::LinkModel::KindLink> links;
+  for (const auto &[kind, points] : collectives)
+    if (points.size() >= 2)
+      links[kind] = fitLink(points, kind, ranks);
+  if (auto it = links.find(loomcost::CollectiveKind::AllReduce);
+      it != links.end()) {
+    linkBandwidth = it->second.gigabytesPerSecond * 1e9;
+    latency = it->second.latencyMicroseconds * 1e-6;
   }
   double memoryBytes =
       double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
@@ -513,7 +553,19 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
   json << "},\n"
        << "  \"intra_node\": {\"gbytes_per_s\": "
        << number(ranks > 1 ? linkBandwidth / 1e9 : 100)
-       << ", \"latency_us\": " << number(latency * 1e6) << "},\n"
+       << ", \"latency_us\": " << number(latency * 1e6);
+  // The other kinds' own links (the all-reduce's is the link's).
+  bool firstKind = true;
+  for (const auto &[kind, link] : links) {
+    if (kind == loomcost::CollectiveKind::AllReduce)
+      continue;
+    json << (firstKind ? ",\n                 \"by_kind\": {" : ", ") << "\""
+         << loomcost::kindName(kind)
+         << "\": {\"gbytes_per_s\": " << number(link.gigabytesPerSecond)
+         << ", \"latency_us\": " << number(link.latencyMicroseconds) << "}";
+    firstKind = false;
+  }
+  json << (firstKind ? "" : "}") << "},\n"
        << "  \"measured\": {\"gemm_tflops\": {";
   bool first = true;
   for (const auto &[precision, rates] : gemm) {
@@ -527,14 +579,19 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
     json << "}";
     first = false;
   }
-  json << "},\n               \"all_reduce_seconds_by_bytes_sent\": {";
-  first = true;
-  for (const auto &[bytes, seconds] : reduces) {
-    json << (first ? "" : ", ") << "\"" << uint64_t(bytes)
-         << "\": " << number(seconds);
-    first = false;
+  json << "}";
+  for (const auto &[kind, points] : collectives) {
+    json << ",\n               \"" << loomcost::kindName(kind)
+         << "_seconds_by_bytes_sent\": {";
+    first = true;
+    for (const auto &[bytes, seconds] : points) {
+      json << (first ? "" : ", ") << "\"" << uint64_t(bytes)
+           << "\": " << number(seconds);
+      first = false;
+    }
+    json << "}";
   }
-  json << "}}\n}\n";
+  json << "}\n}\n";
   std::ofstream out(outPath);
   out << json.str();
   if (!out) {
@@ -562,8 +619,9 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
       std::printf(" %s %.3g", op.c_str(), value);
     std::printf("\n");
   }
-  if (ranks > 1)
-    std::printf("  all-reduce link: %.3g GB/s, %.3g us per step\n",
-                linkBandwidth / 1e9, latency * 1e6);
+  for (const auto &[kind, link] : links)
+    std::printf("  %s link: %.3g GB/s, %.3g us per step\n",
+                loomcost::kindName(kind), link.gigabytesPerSecond,
+                link.latencyMicroseconds);
   return 0;
 }

@@ -38,7 +38,9 @@
 #ifndef LOOM_ANALYSIS_LINKMODEL_H
 #define LOOM_ANALYSIS_LINKMODEL_H
 
+#include <array>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string_view>
 
@@ -135,6 +137,24 @@ struct LinkModel {
   double gigabytesPerSecond = 100;
   /// Microseconds per latency step.
   double latencyMicroseconds = 5;
+  /// A collective kind's own bandwidth and latency, where measured
+  /// (loom-run --calibrate: an engine's all-gather need not move bytes as
+  /// fast as its all-reduce); a bandwidth of 0 takes the link's.
+  struct KindLink {
+    double gigabytesPerSecond = 0, latencyMicroseconds = 0;
+  };
+  std::array<KindLink, std::size(kCollectiveKinds)> byKind{};
+
+  double bandwidth(CollectiveKind kind) const {
+    const KindLink &own = byKind[size_t(kind)];
+    return own.gigabytesPerSecond > 0 ? own.gigabytesPerSecond
+                                      : gigabytesPerSecond;
+  }
+  double latency(CollectiveKind kind) const {
+    const KindLink &own = byKind[size_t(kind)];
+    return own.gigabytesPerSecond > 0 ? own.latencyMicroseconds
+                                      : latencyMicroseconds;
+  }
 
   /// latency * steps + bytes on the link / bandwidth, in seconds (see the
   /// top of this file; a receive waits for its sender's S bytes).
@@ -145,9 +165,9 @@ struct LinkModel {
     uint64_t onLink = kind == CollectiveKind::Recv
                           ? fullBytes
                           : ringBytesSent(kind, fullBytes, groupSize);
-    double latency =
-        latencyMicroseconds * 1e-6 * double(ringSteps(kind, groupSize));
-    return latency + double(onLink) / (gigabytesPerSecond * 1e9);
+    double steps = double(ringSteps(kind, groupSize));
+    return latency(kind) * 1e-6 * steps +
+           double(onLink) / (bandwidth(kind) * 1e9);
   }
 };
 
