@@ -58,8 +58,9 @@ class StageSplitter {
 public:
   StageSplitter(func::FuncOp step, const PipelineSchedule &schedule,
                 int sharedCores)
-      : step(step), schedule(schedule), sharedCores(sharedCores), end(0),
-        ranks(schedule.ranks) {}
+      : step(step), schedule(schedule),
+        splitsBackward(schedule.splitsBackward()), sharedCores(sharedCores),
+        end(0), ranks(schedule.ranks) {}
 
   LogicalResult run() {
     Block &body = step.getBody().front();
@@ -298,7 +299,7 @@ private:
   /// With W actions, a backward op belongs to B when the input gradient
   /// (what leaves for another stage) needs it, and to W otherwise.
   void splitWeightGradients() {
-    if (!schedule.splitsBackward())
+    if (!splitsBackward)
       return;
     SmallVector<Operation *> work;
     for (auto &[op, where] : staged) {
@@ -348,7 +349,7 @@ private:
         const Staged &where = it->second;
         PipelineActionKind kind =
             !where.backward ? PipelineActionKind::Forward
-            : schedule.splitsBackward() && !inputGradient.contains(op)
+            : splitsBackward && !inputGradient.contains(op)
                 ? PipelineActionKind::Weight
                 : PipelineActionKind::Backward;
         int rank = rankOf(where.stage);
@@ -431,7 +432,7 @@ private:
                 return it != staged.end() && it->second.backward;
               }))
             costs.activationBytes[where.stage] += bytesOf(result.getType());
-      } else if (schedule.splitsBackward() && !inputGradient.contains(op)) {
+      } else if (splitsBackward && !inputGradient.contains(op)) {
         costs.weight[where.stage] += seconds;
       } else {
         costs.backward[where.stage] += seconds;
@@ -452,13 +453,12 @@ private:
            << llvm::format("%.1f", simulation.actionBubbleFraction * 100)
            << "% between each rank's first and last action, as a trace "
               "measures it); per stage, forward/backward"
-           << (schedule.splitsBackward() ? "/weight" : "")
-           << " ms and peak activations:";
+           << (splitsBackward ? "/weight" : "") << " ms and peak activations:";
     for (int s = 0; s < count; ++s) {
       remark << (s ? "," : "") << " s" << s << " "
              << llvm::format("%.3g/%.3g", costs.forward[s] * 1e3,
                              costs.backward[s] * 1e3);
-      if (schedule.splitsBackward())
+      if (splitsBackward)
         remark << llvm::format("/%.3g", costs.weight[s] * 1e3);
       remark << " ms, " << simulation.peakMicrobatches[s] << " x "
              << formatBytes(costs.activationBytes[s]);
@@ -787,6 +787,9 @@ private:
 
   func::FuncOp step;
   const PipelineSchedule &schedule;
+  /// Whether the schedule has W actions (asked per op; a scan of every
+  /// action each time was a second of a 96-layer, 64-microbatch split).
+  bool splitsBackward;
   /// The processors the ranks share, for the prediction (0: one each).
   int sharedCores;
   /// The number of compute actions of the busiest rank: the slot of work
