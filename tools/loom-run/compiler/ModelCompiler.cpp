@@ -32,6 +32,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdio>
+#include <deque>
+#include <map>
+#include <memory>
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -187,6 +190,68 @@ public:
   void printTreeEntryEnd(unsigned, bool) override {}
 };
 
+/// Shapes-only compiles (the planner's: tens to hundreds of one model)
+/// share one context and the model's imports by options: importing the
+/// ONNX file again (its protobuf, shape inference and the IR) was three
+/// quarters of a probe's compile, and a copy of the imported module costs
+/// little. The context lives as long as the process.
+struct SharedImports {
+  std::unique_ptr<MLIRContext> context;
+  std::map<std::string, OwningOpRef<ModuleOp>> modules;
+  /// The keys of `modules`, oldest first: a few are kept (the planner's
+  /// probes ask for two row counts, a layout's folded compiles four times
+  /// for one), not one per data-parallel size a search visits.
+  std::deque<std::string> order;
+  static constexpr size_t kKept = 8;
+
+  void keep(const std::string &key, ModuleOp module) {
+    if (modules.count(key))
+      return;
+    if (order.size() == kKept) {
+      modules.erase(order.front());
+      order.pop_front();
+    }
+    modules[key] = OwningOpRef<ModuleOp>(module.clone());
+    order.push_back(key);
+  }
+
+  static SharedImports &get() {
+    static SharedImports imports;
+    return imports;
+  }
+
+  /// What decides an import of `path`: its symbolic dimensions and input
+  /// shapes.
+  static std::string key(const std::string &path,
+                         const ::loomrun::ModelCompileOptions &options) {
+    std::string text = path;
+    for (const auto &[name, size] : options.dims)
+      text += "|" + name + "=" + std::to_string(size);
+    auto shape = [&](const std::vector<int64_t> &dims) {
+      for (int64_t dim : dims)
+        text += "," + std::to_string(dim);
+    };
+    for (const auto &[name, dims] : options.inputShapes) {
+      text += "|" + name + ":";
+      shape(dims);
+    }
+    for (const std::vector<int64_t> &dims : options.positionalInputShapes) {
+      text += "|#:";
+      shape(dims);
+    }
+    return text + (options.train.enabled ? "|train" : "");
+  }
+
+private:
+  SharedImports() {
+    DialectRegistry registry;
+    registerAllDialects(registry);
+    context = std::make_unique<MLIRContext>(registry);
+    context->loadAllAvailableDialects();
+    context->printOpOnDiagnostic(false);
+  }
+};
+
 /// The model at `path` compiled as `options` say; the plan unless
 /// options.withWeights is false. With `timing`, every stage and pass is
 /// timed in it and the verifier runs once, on the lowered module, instead
@@ -206,12 +271,18 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
     return rt::Status::error(path + ": " + file.getError().message());
   reading.stop();
 
-  DialectRegistry registry;
-  registerAllDialects(registry);
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  // Users read these errors; the op dump is for pass developers (loom-opt).
-  context.printOpOnDiagnostic(false);
+  const bool shared = !options.withWeights;
+  std::unique_ptr<MLIRContext> ownContext;
+  if (!shared) {
+    DialectRegistry registry;
+    registerAllDialects(registry);
+    ownContext = std::make_unique<MLIRContext>(registry);
+    ownContext->loadAllAvailableDialects();
+    // Users read these errors; the op dump is for pass developers
+    // (loom-opt).
+    ownContext->printOpOnDiagnostic(false);
+  }
+  MLIRContext &context = shared ? *SharedImports::get().context : *ownContext;
   std::string errors;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
     std::string message = diag.str();
@@ -248,7 +319,14 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
   OwningOpRef<ModuleOp> module;
   TimingScope importing = root.nest(
       extension == "mlir" ? "parse the module" : "import the ONNX model");
-  if (extension == "mlir") {
+  std::string importKey = shared ? SharedImports::key(path, options) : "";
+  if (shared)
+    if (auto it = SharedImports::get().modules.find(importKey);
+        it != SharedImports::get().modules.end())
+      module = OwningOpRef<ModuleOp>(it->second->clone());
+  if (module) {
+    // Imported before, in this process.
+  } else if (extension == "mlir") {
     llvm::SourceMgr sourceMgr;
     sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
     module = parseSourceFile<ModuleOp>(sourceMgr, &context);
@@ -275,6 +353,8 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
   importing.stop();
   if (!module)
     return failure("cannot read the model");
+  if (shared)
+    SharedImports::get().keep(importKey, *module);
   std::string functionName = options.functionName;
   std::string forward =
       options.functionName.empty() ? "forward" : options.functionName;
