@@ -105,6 +105,13 @@ public:
   explicit PlanBuilder(bool withValues, bool someRanksOnly = false)
       : withValues(withValues), someRanksOnly(someRanksOnly) {}
 
+private:
+  /// The module's symbol tables, built once: a parameter is looked up for
+  /// every weight read of every rank, and a scan of the module's thousand
+  /// parameters each time was a fifth of a 16-stage plan's build.
+  SymbolTableCollection symbols;
+
+public:
   /// Appends world rank `rankNumber` without a program.
   void addEmptyRank(int rankNumber) {
     plan.ranks.emplace_back().rank = rankNumber;
@@ -286,7 +293,7 @@ private:
     if (local == global.getShape())
       return part;
     std::optional<ShardingAttr> sharding = parameter.getSharding();
-    auto mesh = sharding ? SymbolTable::lookupNearestSymbolFrom<MeshOp>(
+    auto mesh = sharding ? symbols.lookupNearestSymbolFrom<MeshOp>(
                                parameter, sharding->getMesh())
                          : MeshOp();
     if (!mesh)
@@ -330,7 +337,7 @@ private:
   /// The id of the weight read by `weight` on the rank being added, adding
   /// it on first use: one per parameter, or per distinct slice of one.
   FailureOr<uint64_t> weightId(plan::WeightOp weight) {
-    auto parameter = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+    auto parameter = symbols.lookupNearestSymbolFrom<ParameterOp>(
         weight, weight.getNameAttr());
     if (!parameter)
       return weight.emitOpError("refers to no loom.parameter");
@@ -383,7 +390,7 @@ private:
     weightIds[{name, part->offsets}] = id;
     if (auto castOf = dyn_cast_if_present<CastOfAttr>(
             parameter.getInitialValue().value_or(nullptr))) {
-      auto source = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+      auto source = symbols.lookupNearestSymbolFrom<ParameterOp>(
           parameter, castOf.getSource());
       Attribute sourceName =
           source ? Attribute(StringAttr::get(parameter.getContext(),
@@ -408,7 +415,7 @@ private:
     Home home{parameter.getSymName().str(), parameter.getTensorType(), {}};
     Attribute value = parameter.getInitialValue().value_or(nullptr);
     if (auto sliceOf = dyn_cast_if_present<SliceOfAttr>(value)) {
-      auto source = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+      auto source = symbols.lookupNearestSymbolFrom<ParameterOp>(
           parameter, sliceOf.getSource());
       if (!source)
         return home;
@@ -419,7 +426,7 @@ private:
     if (Home state = stateHomeOf(parameter); !state.base.empty())
       return state;
     if (auto castOf = dyn_cast_if_present<CastOfAttr>(value)) {
-      auto source = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+      auto source = symbols.lookupNearestSymbolFrom<ParameterOp>(
           parameter, castOf.getSource());
       if (!source || !isa_and_present<SliceOfAttr>(
                          source.getInitialValue().value_or(nullptr)))
@@ -481,7 +488,7 @@ private:
       return copyCastValue(parameter, castOf, part, out);
     if (auto sliceOf = dyn_cast<SliceOfAttr>(*value)) {
       // The same part of the source, shifted to the piece's place in it.
-      auto source = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+      auto source = symbols.lookupNearestSymbolFrom<ParameterOp>(
           parameter, sliceOf.getSource());
       if (!source)
         return parameter.emitOpError("is a slice of ")
@@ -585,7 +592,7 @@ private:
   /// what a cast kernel computes from the source.
   LogicalResult copyCastValue(ParameterOp parameter, CastOfAttr castOf,
                               const Part &part, uint8_t *out) {
-    auto source = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+    auto source = symbols.lookupNearestSymbolFrom<ParameterOp>(
         parameter, castOf.getSource());
     // (The verifier checks the source; a module that skipped it must still
     // not recurse here.)
