@@ -105,13 +105,6 @@ public:
   explicit PlanBuilder(bool withValues, bool someRanksOnly = false)
       : withValues(withValues), someRanksOnly(someRanksOnly) {}
 
-private:
-  /// The module's symbol tables, built once: a parameter is looked up for
-  /// every weight read of every rank, and a scan of the module's thousand
-  /// parameters each time was a fifth of a 16-stage plan's build.
-  SymbolTableCollection symbols;
-
-public:
   /// Appends world rank `rankNumber` without a program.
   void addEmptyRank(int rankNumber) {
     plan.ranks.emplace_back().rank = rankNumber;
@@ -452,14 +445,11 @@ private:
     StringRef rest = state.getSymName();
     if (!rest.consume_front("optimizer."))
       return none;
-    if (parametersByName.empty())
-      for (auto parameter :
-           state->getParentOfType<ModuleOp>().getOps<ParameterOp>())
-        parametersByName[parameter.getSymName()] = parameter;
     // The longest prefix of REST that names a parameter, then '.'.
     for (size_t dot = rest.rfind('.'); dot != StringRef::npos && dot > 0;
          dot = rest.rfind('.', dot - 1)) {
-      auto owner = parametersByName.lookup(rest.take_front(dot));
+      auto owner = symbols.lookupNearestSymbolFrom<ParameterOp>(
+          state, StringAttr::get(state.getContext(), rest.take_front(dot)));
       if (!owner)
         continue;
       if (owner.getTensorType().getShape() != state.getTensorType().getShape())
@@ -787,8 +777,10 @@ private:
 
   bool withValues;
   rt::Plan plan;
-  /// The module's parameters by name (filled when first needed).
-  llvm::StringMap<ParameterOp> parametersByName;
+  /// The module's symbol tables, built once: parameters are looked up for
+  /// every weight read of every rank, and a scan of the module's thousand
+  /// parameters each time was a fifth of a 16-stage plan's build.
+  SymbolTableCollection symbols;
   /// The world rank whose program is being added.
   /// The rank being added's position among its function's ranks: its
   /// device in the function's mesh.
