@@ -72,13 +72,18 @@ Layout layout(int dp, int tp, int pp, int microbatches, int rows = 1) {
   return l;
 }
 
-} // namespace
-
-TEST(LayoutScreenTest, OneRankIsTheProbesLine) {
+/// A screen over the fake probes, counting them.
+class LayoutScreenTest : public ::testing::Test {
+protected:
   mlir::loom::ClusterSpec spec = cluster();
   FakeProbes probes;
-  LayoutScreen screen(spec, kBlocks, std::ref(probes));
+  LayoutScreen screen{spec, kBlocks, std::ref(probes)};
   std::string error;
+};
+
+} // namespace
+
+TEST_F(LayoutScreenTest, OneRankIsTheProbesLine) {
   std::optional<LayoutEstimate> e = screen.estimate(layout(1, 1, 1, 4), error);
   ASSERT_TRUE(e) << error;
   // fixed(10) + 4 microbatches of one row: 2 + 4 * 7.
@@ -90,11 +95,7 @@ TEST(LayoutScreenTest, OneRankIsTheProbesLine) {
   EXPECT_EQ(screen.probesCompiled(), 4);
 }
 
-TEST(LayoutScreenTest, RowsAreProbedAndCached) {
-  mlir::loom::ClusterSpec spec = cluster();
-  FakeProbes probes;
-  LayoutScreen screen(spec, kBlocks, std::ref(probes));
-  std::string error;
+TEST_F(LayoutScreenTest, RowsAreProbedAndCached) {
   std::optional<LayoutEstimate> e =
       screen.estimate(layout(1, 1, 1, 2, /*rows=*/3), error);
   ASSERT_TRUE(e) << error;
@@ -106,11 +107,7 @@ TEST(LayoutScreenTest, RowsAreProbedAndCached) {
   EXPECT_EQ(probes.calls, 6);
 }
 
-TEST(LayoutScreenTest, PipelineStagesAndSchedule) {
-  mlir::loom::ClusterSpec spec = cluster();
-  FakeProbes probes;
-  LayoutScreen screen(spec, kBlocks, std::ref(probes));
-  std::string error;
+TEST_F(LayoutScreenTest, PipelineStagesAndSchedule) {
   // Two stages of five blocks, 1F1B, 8 microbatches: a microbatch through
   // the slowest stage is half the model's 7 s plus half a block (0.25 s),
   // for M + P - 1 = 9 slots; the fixed part is a stage's: base 1 plus five
@@ -136,11 +133,7 @@ TEST(LayoutScreenTest, PipelineStagesAndSchedule) {
   EXPECT_NEAR(e->stepSeconds, (8 + 1.0 / 3) * 3.75 + 1.5, 1e-9);
 }
 
-TEST(LayoutScreenTest, DataParallelismAndZero) {
-  mlir::loom::ClusterSpec spec = cluster();
-  FakeProbes probes;
-  LayoutScreen screen(spec, kBlocks, std::ref(probes));
-  std::string error;
+TEST_F(LayoutScreenTest, DataParallelismAndZero) {
   // dp 4 without ZeRO: the all-reduce of 40 MB of gradients, 2 (n-1)/n of
   // them at 100 GB/s = 0.6 ms, hides behind the last backward.
   std::optional<LayoutEstimate> plain =
@@ -165,11 +158,7 @@ TEST(LayoutScreenTest, DataParallelismAndZero) {
   EXPECT_NEAR(double(e->peakBytes), (140.0 / 4 + 13) * MB, 1);
 }
 
-TEST(LayoutScreenTest, AProbeTheCompilerRefusesIsTheLayoutsError) {
-  mlir::loom::ClusterSpec spec = cluster();
-  FakeProbes probes;
-  LayoutScreen screen(spec, kBlocks, std::ref(probes));
-  std::string error;
+TEST_F(LayoutScreenTest, AProbeTheCompilerRefusesIsTheLayoutsError) {
   EXPECT_FALSE(screen.estimate(layout(1, 3, 1, 1), error));
   EXPECT_EQ(error, "tp 3 does not divide the heads");
   // Refused once: the next layout of tp 3 is refused without a probe.

@@ -61,12 +61,17 @@ public:
 
   int probesCompiled() const { return compiled; }
 
-private:
-  /// tp, sequence parallel, recompute, blocks kept, microbatches, rows.
-  using ProbeKey = std::tuple<int, bool, std::string, int, int, int64_t>;
+  /// The figures of `layout`'s tp, sequence parallelism and recompute
+  /// alone (dp = pp = 1) on `keep` blocks, `microbatches` of `rows` rows:
+  /// compiled once, then remembered (the planner's floor of model states
+  /// reads the same probes).
   std::optional<ProbeFigures> figures(const Layout &layout, int keep,
                                       int microbatches, int64_t rows,
                                       std::string &error);
+
+private:
+  /// tp, sequence parallel, recompute, blocks kept, microbatches, rows.
+  using ProbeKey = std::tuple<int, bool, std::string, int, int, int64_t>;
 
   const mlir::loom::ClusterSpec &cluster;
   int blocks;

@@ -264,6 +264,17 @@ public:
           countRepeatedBlocks(request.modelPath, layoutOptions(request, one));
       blocks = counted ? *counted : 0;
     }
+    screen.emplace(
+        cluster, blocks,
+        [this](const Layout &layout, int keep,
+               std::string &error) -> std::optional<ProbeFigures> {
+          std::optional<Replay> replay = replayLayout(layout, keep, error);
+          if (!replay || replay->ranks.empty())
+            return std::nullopt;
+          return ProbeFigures{replay->stepSeconds, replay->peakBytes[0],
+                              replay->paramBytes[0], replay->gradBytes[0],
+                              replay->optimizerBytes[0]};
+        });
     if (!request.exhaustive)
       measureModelStates();
     for (int64_t tp : divisors(devices)) {
@@ -349,14 +360,15 @@ private:
   void measureModelStates() {
     Layout one;
     one.microbatchSize = 1;
+    // The screen's probe of tp 1 (the same compile; the screen reuses it).
     auto measure = [&](int keep) -> std::optional<ModelStates> {
-      rt::StatusOr<rt::Plan> plan = compileLayout(request, one, keep);
-      if (!plan || plan->ranks.empty())
+      std::string error;
+      std::optional<ProbeFigures> probe =
+          screen->figures(one, keep, 1, 1, error);
+      if (!probe)
         return std::nullopt; // The search reports the compiler's error.
-      rt::RunReport report;
-      rt::RankUsage usage = rt::rankUsage(*plan, 0, report);
-      return ModelStates{usage.paramBytes, usage.gradBytes,
-                         usage.optimizerBytes};
+      return ModelStates{probe->paramBytes, probe->gradBytes,
+                         probe->optimizerBytes};
     };
     if (!layerFoldPoints(1)) {
       states = measure(0);
@@ -500,17 +512,7 @@ private:
   /// after it would have to beat their estimates by more than the
   /// estimates err (docs/design/planner.md, "Screening").
   void screenAndEvaluate() {
-    LayoutScreen screen(
-        cluster, blocks,
-        [this](const Layout &layout, int keep,
-               std::string &error) -> std::optional<ProbeFigures> {
-          std::optional<Replay> replay = replayLayout(layout, keep, error);
-          if (!replay || replay->ranks.empty())
-            return std::nullopt;
-          return ProbeFigures{replay->stepSeconds, replay->peakBytes[0],
-                              replay->paramBytes[0], replay->gradBytes[0],
-                              replay->optimizerBytes[0]};
-        });
+    LayoutScreen &screen = *this->screen;
     std::vector<Screened> order;
     // A probe the compiler refuses refuses every layout of its tp,
     // sequence parallelism and recompute: the first such layout is compiled
@@ -828,6 +830,8 @@ private:
   int blocks = 0;
   std::chrono::steady_clock::time_point started =
       std::chrono::steady_clock::now();
+  /// Estimates layouts from probes (created once the blocks are counted).
+  std::optional<LayoutScreen> screen;
   /// The layouts the search compiles or screens, in enumeration order.
   std::vector<Layout> pending;
   /// The screen's estimates of the layouts compiled, by Layout::str().
