@@ -82,7 +82,11 @@ double ClusterSpec::kernelSeconds(const loomrt::InstructionWork &work,
     if (auto it = device.elementwiseNs.find(op);
         it != device.elementwiseNs.end())
       elementwise += elements * it->second * 1e-9;
-  return std::max({compute, traffic, elementwise}) +
+  double latency = 0;
+  if (auto it = device.kernelLatencyUs.find(kernel.str());
+      it != device.kernelLatencyUs.end())
+    latency = it->second * 1e-6;
+  return std::max({compute, traffic, elementwise}) + latency +
          device.kernelOverheadUs * 1e-6;
 }
 
@@ -258,7 +262,8 @@ std::optional<ClusterSpec> mlir::loom::parseClusterSpec(StringRef json,
                    {"memory_gib", "peak_tflops", "memory_gbytes_per_s",
                     "gemm_efficiency", "gemm_half_dim", "memory_efficiency",
                     "kernel_overhead_us", "kernel_tflops",
-                    "kernel_gbytes_per_s", "elementwise_ns"});
+                    "kernel_gbytes_per_s", "kernel_latency_us",
+                    "elementwise_ns"});
     // Figures by kind: any kernel or operation name, each a number.
     auto byKind = [&](StringRef key, std::map<std::string, double> &out,
                       bool zeroAllowed) {
@@ -274,6 +279,7 @@ std::optional<ClusterSpec> mlir::loom::parseClusterSpec(StringRef json,
     byKind("kernel_tflops", d.kernelTflops, false);
     byKind("kernel_gbytes_per_s", d.kernelGBps, false);
     byKind("elementwise_ns", d.elementwiseNs, true);
+    byKind("kernel_latency_us", d.kernelLatencyUs, true);
     if (auto memory = read.number(*device, "device", "memory_gib", true, 0))
       d.memoryGiB = *memory;
     if (auto bandwidth =

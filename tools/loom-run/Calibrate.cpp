@@ -16,10 +16,15 @@
 //   - kernels by kind (CPU): attention's rate and the cross-entropy's
 //     bandwidth over the work loomrt::estimateInstructionWork counts, and
 //     each elementwise operation's time per element.
+// On a GPU the GEMMs (squares and rectangles) and the kinds (each at
+// several sizes) are fitted by least squares to the cost model's own form,
+// the launch overhead included (CalibrationFits.h): a GEMM's peak and half
+// dimension, a kind's rate and its latency on top of the launch.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Calibrate.h"
+#include "CalibrationFits.h"
 
 #include "loom/Analysis/LinkModel.h"
 #include "loom/Runtime/Device.h"
@@ -28,6 +33,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -64,14 +70,17 @@ Plan repeatedPlan(int ranks, const Instruction &inst, uint64_t arenaBytes,
   return plan;
 }
 
-/// `repeats` matmuls of [d, d] x [d, d] in `dtype`.
-Plan gemmPlan(int ranks, int64_t d, DType dtype, int repeats) {
-  uint64_t bytes = align(uint64_t(d * d) * dtypeSize(dtype));
+/// `repeats` matmuls of [m, k] x [k, n] in `dtype`.
+Plan gemmPlan(int ranks, int64_t m, int64_t k, int64_t n, DType dtype,
+              int repeats) {
+  uint64_t a = align(uint64_t(m * k) * dtypeSize(dtype));
+  uint64_t b = align(uint64_t(k * n) * dtypeSize(dtype));
+  uint64_t c = align(uint64_t(m * n) * dtypeSize(dtype));
   Instruction inst;
   inst.kernel = "matmul";
-  inst.inputs = {arena(0, dtype, {d, d}), arena(bytes, dtype, {d, d})};
-  inst.outputs = {arena(2 * bytes, dtype, {d, d})};
-  return repeatedPlan(ranks, inst, 3 * bytes, repeats);
+  inst.inputs = {arena(0, dtype, {m, k}), arena(a, dtype, {k, n})};
+  inst.outputs = {arena(a + b, dtype, {m, n})};
+  return repeatedPlan(ranks, inst, a + b + c, repeats);
 }
 
 /// `repeats` elementwise adds of `elements` floats.
@@ -158,11 +167,31 @@ struct KernelProbe {
   }
 };
 
+/// The shapes kernels are calibrated by kind at: a CPU's are the example
+/// GPT's, a GPU's GPT-2-small's (at a CPU's sizes a GPU kernel measures its
+/// launch, not its rate), with the attention in the precision a GPU trains
+/// in.
+struct ProbeShapes {
+  int64_t batch, seq, heads, headDim;
+  DType attention;
+  int64_t entropyRows, classes;
+  int64_t normRows, width;
+
+  static ProbeShapes forDevice(bool gpu) {
+    if (gpu)
+      return {8, 1024, 12, 64, DType::BF16, 8192, 8192, 8192, 768};
+    return {2, 128, 4, 64, DType::F32, 512, 8192, 1024, 768};
+  }
+};
+
 /// An attention (or its backward) of GPT's shape: qkv packed,
 /// sequence-major [batch, seq, 3, heads, dim], causal (the mask a weight:
-/// true above the diagonal), f32.
-KernelProbe attentionProbe(bool backward) {
-  const int64_t b = 2, s = 128, h = 4, d = 64;
+/// true above the diagonal), in `shapes.attention` (its log-sum-exp f32).
+KernelProbe attentionProbe(bool backward, const ProbeShapes &shapes) {
+  const int64_t b = shapes.batch, s = shapes.seq, h = shapes.heads,
+                d = shapes.headDim;
+  const DType dtype = shapes.attention;
+  const uint64_t size = dtypeSize(dtype);
   KernelProbe probe;
   Weight mask;
   mask.name = "causal_mask";
@@ -180,17 +209,17 @@ KernelProbe attentionProbe(bool backward) {
   maskRef.shape = mask.shape;
   std::vector<int64_t> qkv = {b, s, 3, h, d}, out = {b, s, h, d},
                        lse = {b, s, h};
-  uint64_t qkvBytes = align(uint64_t(numElements(qkv)) * 4);
-  uint64_t outBytes = align(uint64_t(numElements(out)) * 4);
+  uint64_t qkvBytes = align(uint64_t(numElements(qkv)) * size);
+  uint64_t outBytes = align(uint64_t(numElements(out)) * size);
   uint64_t lseBytes = align(uint64_t(numElements(lse)) * 4);
   Instruction &inst = probe.inst;
   inst.attrs["packed_qkv"] = int64_t(1);
   inst.attrs["seq_major"] = int64_t(1);
-  inst.attrs["scale"] = 1.0 / 8;
+  inst.attrs["scale"] = 1.0 / std::sqrt(double(d));
   if (!backward) {
     inst.kernel = "attention";
-    inst.inputs = {arena(0, DType::F32, qkv), maskRef};
-    inst.outputs = {arena(qkvBytes, DType::F32, out),
+    inst.inputs = {arena(0, dtype, qkv), maskRef};
+    inst.outputs = {arena(qkvBytes, dtype, out),
                     arena(qkvBytes + outBytes, DType::F32, lse)};
     probe.arenaBytes = qkvBytes + outBytes + lseBytes;
     return probe;
@@ -198,43 +227,55 @@ KernelProbe attentionProbe(bool backward) {
   // qkv, dout, lse, out, mask -> dqkv.
   inst.kernel = "attention_backward";
   uint64_t at = qkvBytes;
-  TensorRef dout = arena(at, DType::F32, out);
+  TensorRef dout = arena(at, dtype, out);
   at += outBytes;
   TensorRef lseRef = arena(at, DType::F32, lse);
   at += lseBytes;
-  TensorRef outRef = arena(at, DType::F32, out);
+  TensorRef outRef = arena(at, dtype, out);
   at += outBytes;
-  inst.inputs = {arena(0, DType::F32, qkv), dout, lseRef, outRef, maskRef};
-  inst.outputs = {arena(at, DType::F32, qkv)};
+  inst.inputs = {arena(0, dtype, qkv), dout, lseRef, outRef, maskRef};
+  inst.outputs = {arena(at, dtype, qkv)};
   probe.arenaBytes = at + qkvBytes;
   return probe;
 }
 
 /// A cross-entropy with its gradient (the training step's form: logits,
-/// labels, scale -> loss, dlogits) of 512 rows of 8192 classes, f32: its
-/// exp and log per logit make it several times slower than its bytes.
-KernelProbe crossEntropyProbe() {
-  const int64_t rows = 512, classes = 8192;
+/// labels, scale -> loss, dlogits), f32: its exp and log per logit make it
+/// several times slower than its bytes on a CPU.
+KernelProbe crossEntropyProbe(const ProbeShapes &shapes) {
+  const int64_t rows = shapes.entropyRows, classes = shapes.classes;
   uint64_t logits = align(uint64_t(rows * classes) * 4);
-  uint64_t labels = align(uint64_t(rows) * 8);
   KernelProbe probe;
+  // The labels are a weight of zeros (class 0 for every row): an arena's
+  // bytes are whatever the device's memory held, and a label out of range
+  // is an error.
+  Weight labels;
+  labels.name = "labels";
+  labels.dtype = DType::I64;
+  labels.shape = {rows};
+  labels.bytes = uint64_t(rows) * 8;
+  probe.weights = {labels};
+  probe.data.assign(size_t(labels.bytes), 0);
+  TensorRef labelsRef;
+  labelsRef.space = TensorRef::Space::Weight;
+  labelsRef.dtype = DType::I64;
+  labelsRef.shape = labels.shape;
   Instruction &inst = probe.inst;
   inst.kernel = "cross_entropy";
   inst.attrs["reduction"] = std::string("mean");
-  inst.inputs = {arena(0, DType::F32, {rows, classes}),
-                 arena(logits, DType::I64, {rows}),
-                 arena(logits + labels, DType::F32, {})};
-  inst.outputs = {arena(logits + labels + 256, DType::F32, {}),
-                  arena(logits + labels + 512, DType::F32, {rows, classes})};
-  probe.arenaBytes = 2 * logits + labels + 512;
+  inst.inputs = {arena(0, DType::F32, {rows, classes}), labelsRef,
+                 arena(logits, DType::F32, {})};
+  inst.outputs = {arena(logits + 256, DType::F32, {}),
+                  arena(logits + 512, DType::F32, {rows, classes})};
+  probe.arenaBytes = 2 * logits + 512;
   return probe;
 }
 
-/// A layer norm (or its backward) over the last dimension of 1024 rows of
-/// 768, f32 (a GPT's width): two passes over each row, with its statistics
-/// (the backward's in f64), so its rate is not a copy's.
-KernelProbe layerNormProbe(bool backward) {
-  const int64_t rows = 1024, width = 768;
+/// A layer norm (or its backward) over the last dimension, f32 (a GPT's
+/// width): two passes over each row, with its statistics (the backward's in
+/// f64), so its rate is not a copy's.
+KernelProbe layerNormProbe(bool backward, const ProbeShapes &shapes) {
+  const int64_t rows = shapes.normRows, width = shapes.width;
   uint64_t x = align(uint64_t(rows * width) * 4), vector = align(width * 4);
   KernelProbe probe;
   Instruction &inst = probe.inst;
@@ -368,12 +409,16 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
   std::vector<int64_t> sizes =
       gpu ? std::vector<int64_t>{256, 1024, 2048, 4096, 8192}
           : std::vector<int64_t>{32, 64, 128, 256, 512, 1024};
+  // Rates by precision and size (the record), and every GEMM's time by
+  // precision (the fit).
   std::map<std::string, std::map<int64_t, double>> gemm;
+  std::map<std::string, std::vector<TimedGemm>> gemmTimes;
   double bandwidth = 0, overhead = 0, latency = 0, linkBandwidth = 0;
   // By kind: bytes each rank sent, seconds.
   std::map<loomcost::CollectiveKind, std::vector<std::pair<double, double>>>
       collectives;
-  std::map<std::string, double> kernelRates, elementNs, kernelBandwidths;
+  std::map<std::string, std::vector<TimedWork>> flopTimes, byteTimes;
+  std::map<std::string, double> elementNs, shapeRates, shapeBandwidths;
   std::mutex lock;
   int plannedRanks = ranks;
   StatusOr<LaunchResult> launched =
@@ -383,11 +428,16 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
         for (DType dtype : {DType::F32, DType::BF16})
           for (int64_t d : sizes) {
             StatusOr<double> seconds = calibrator.time(
-                [&](int repeats) { return gemmPlan(n, d, dtype, repeats); }, 1);
+                [&](int repeats) {
+                  return gemmPlan(n, d, d, d, dtype, repeats);
+                },
+                1);
             if (!seconds)
               return seconds.status();
             std::lock_guard<std::mutex> guard(lock);
             gemm[dtypeName(dtype)][d] = 2.0 * double(d * d * d) / *seconds;
+            if (context.rank == 0)
+              gemmTimes[dtypeName(dtype)].push_back({d, d, d, *seconds});
           }
         int64_t large = gpu ? (int64_t(1) << 26) : (int64_t(1) << 23);
         StatusOr<double> add = calibrator.time(
@@ -401,27 +451,81 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
         // Kernels by kind: attention's GEMM-like rate (its FLOPs as the
         // cost model counts them), the cross-entropy's and layer norms'
         // bandwidths, and each elementwise operation's time per element.
-        std::map<std::string, double> rates, ns, bandwidths;
-        if (!gpu) {
+        // On a GPU each kind is timed at several sizes, for the latency of
+        // a kernel with few thread blocks (an attention over one sequence
+        // is 3x slower per FLOP than over eight on an H200), and the
+        // elementwise operations, bound by the memory's bandwidth there,
+        // are not timed one by one.
+        std::map<std::string, std::vector<TimedWork>> flopKinds, byteKinds;
+        std::map<std::string, double> ns, byShape, byShapeBytes;
+        ProbeShapes shapes = ProbeShapes::forDevice(gpu);
+        std::vector<int64_t> batches = {shapes.batch}, rows = {1};
+        if (gpu) {
+          batches = {1, 2, 4, shapes.batch};
+          rows = {8, 1};
+        }
+        auto timeProbe = [&](const KernelProbe &probe,
+                             const std::string &size) -> Status {
+          StatusOr<double> seconds = calibrator.time(
+              [&](int repeats) { return probe.plan(n, repeats); }, 1);
+          if (!seconds)
+            return seconds.status();
+          InstructionWork work = estimateInstructionWork(probe.inst);
+          bool flops = work.gemmFlops > 0;
+          (flops ? flopKinds : byteKinds)[probe.inst.kernel].push_back(
+              {flops ? work.gemmFlops : work.bytes, *seconds});
+          if (gpu)
+            (flops ? byShape : byShapeBytes)[probe.inst.kernel + " " + size] =
+                (flops ? work.gemmFlops : work.bytes) / *seconds;
+          return Status::ok();
+        };
+        for (int64_t batch : batches)
           for (bool backward : {false, true}) {
-            KernelProbe probe = attentionProbe(backward);
-            StatusOr<double> seconds = calibrator.time(
-                [&](int repeats) { return probe.plan(n, repeats); }, 1);
-            if (!seconds)
-              return seconds.status();
-            rates[probe.inst.kernel] =
-                estimateInstructionWork(probe.inst).gemmFlops / *seconds;
+            ProbeShapes sized = shapes;
+            sized.batch = batch;
+            if (Status status = timeProbe(attentionProbe(backward, sized),
+                                          "batch " + std::to_string(batch));
+                !status)
+              return status;
           }
+        for (int64_t divisor : rows) {
+          ProbeShapes sized = shapes;
+          sized.entropyRows /= divisor;
+          sized.normRows /= divisor;
           for (const KernelProbe &probe :
-               {crossEntropyProbe(), layerNormProbe(false),
-                layerNormProbe(true)}) {
-            StatusOr<double> seconds = calibrator.time(
-                [&](int repeats) { return probe.plan(n, repeats); }, 1);
-            if (!seconds)
-              return seconds.status();
-            bandwidths[probe.inst.kernel] =
-                estimateInstructionWork(probe.inst).bytes / *seconds;
-          }
+               {crossEntropyProbe(sized), layerNormProbe(false, sized),
+                layerNormProbe(true, sized)})
+            if (Status status = timeProbe(
+                    probe, "rows " + std::to_string(probe.inst.kernel ==
+                                                            "cross_entropy"
+                                                        ? sized.entropyRows
+                                                        : sized.normRows));
+                !status)
+              return status;
+        }
+        // On a GPU, rectangular bf16 GEMMs beside the square ones: its
+        // rate depends on more than the smallest dimension.
+        if (gpu)
+          for (int64_t m : {512, 2048, 8192})
+            for (auto [k, nn] : {std::pair<int64_t, int64_t>{1024, 1024},
+                                 {4096, 4096},
+                                 {768, 3072},
+                                 {3072, 768}}) {
+              StatusOr<double> seconds = calibrator.time(
+                  [&](int repeats) {
+                    return gemmPlan(n, m, k, nn, DType::BF16, repeats);
+                  },
+                  1);
+              if (!seconds)
+                return seconds.status();
+              byShape["matmul bf16 " + std::to_string(m) + "x" +
+                      std::to_string(k) + "x" + std::to_string(nn)] =
+                  2.0 * double(m * k * nn) / *seconds;
+              std::lock_guard<std::mutex> guard(lock);
+              if (context.rank == 0)
+                gemmTimes["bf16"].push_back({m, k, nn, *seconds});
+            }
+        if (!gpu) {
           const int64_t elements = 1 << 12;
           const int chain = 16;
           for (const auto &[op, binary] : kElementOps) {
@@ -463,9 +567,11 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
           bandwidth = 3.0 * double(large) * 4 / *add;
           overhead = *tiny;
           collectives = measured;
-          kernelRates = rates;
+          flopTimes = flopKinds;
+          byteTimes = byteKinds;
           elementNs = ns;
-          kernelBandwidths = bandwidths;
+          shapeRates = byShape;
+          shapeBandwidths = byShapeBytes;
         }
         return Status::ok();
       });
@@ -480,9 +586,21 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
   if (launched->processPerRank && launched->outcomes.front().rank != 0)
     return 0;
 
-  // Fits.
+  // Fits. On a GPU, least squares of the cost model's own form
+  // (CalibrationFits.h) over every GEMM, square and rectangular, the launch
+  // overhead included: kernels launched back to back overlap their
+  // launches, and the largest size's few percent of noise must not become
+  // a half dimension. On a CPU, the best rate is the peak and the half
+  // dimension the median over the other sizes: small GEMMs run in cache
+  // there, faster than large ones, which the model's form cannot follow.
   std::map<std::string, double> peak, halfDim;
   for (const auto &[precision, rates] : gemm) {
+    if (gpu) {
+      GemmFit fit = fitGemm(gemmTimes[precision], overhead);
+      peak[precision] = fit.peak;
+      halfDim[precision] = fit.halfDim;
+      continue;
+    }
     double best = 0;
     for (const auto &[d, rate] : rates)
       best = std::max(best, rate);
@@ -493,6 +611,33 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
     peak[precision] = best;
     halfDim[precision] = median(halves);
   }
+  // The file has one half dimension: that of the precision the device is
+  // clearly fastest in, which is the one it trains in (bf16 on a GPU's
+  // tensor cores; f32 on a CPU, whose bf16 GEMMs run in f32 at the same
+  // rate give or take the noise).
+  std::string fastest = "f32";
+  for (const auto &[precision, rate] : peak)
+    if (rate > 1.5 * peak[fastest])
+      fastest = precision;
+  // Kinds: a CPU's one size gives the rate (its launch is next to
+  // nothing); a GPU's sizes the rate and the latency on top of the launch.
+  std::map<std::string, double> kernelRates, kernelBandwidths, kernelLatencies;
+  auto fitKinds =
+      [&](const std::map<std::string, std::vector<TimedWork>> &times,
+          std::map<std::string, double> &rates) {
+        for (const auto &[kernel, points] : times) {
+          if (!gpu) {
+            rates[kernel] = points.front().work / points.front().seconds;
+            continue;
+          }
+          AffineFit fit = fitAffine(points, overhead);
+          rates[kernel] = fit.rate;
+          if (fit.latency > 0)
+            kernelLatencies[kernel] = fit.latency;
+        }
+      };
+  fitKinds(flopTimes, kernelRates);
+  fitKinds(byteTimes, kernelBandwidths);
   std::map<loomcost::CollectiveKind, loomcost::LinkModel::KindLink> links;
   for (const auto &[kind, points] : collectives)
     if (points.size() >= 2)
@@ -530,7 +675,7 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
        << ", \"bf16\": " << number(peak["bf16"] / 1e12) << "},\n"
        << "             \"memory_gbytes_per_s\": " << number(bandwidth / 1e9)
        << ", \"gemm_efficiency\": 1, \"gemm_half_dim\": "
-       << number(halfDim["f32"]) << ",\n"
+       << number(halfDim[fastest]) << ",\n"
        << "             \"memory_efficiency\": 1, \"kernel_overhead_us\": "
        << number(overhead * 1e6);
   auto table = [&](const char *key, const std::map<std::string, double> &values,
@@ -548,6 +693,7 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
   };
   table("kernel_tflops", kernelRates, 1e-12);
   table("kernel_gbytes_per_s", kernelBandwidths, 1e-9);
+  table("kernel_latency_us", kernelLatencies, 1e6);
   // An operation whose cost is below the clock's grain costs nothing.
   table("elementwise_ns", elementNs, 1);
   json << "},\n"
@@ -580,6 +726,21 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
     first = false;
   }
   json << "}";
+  auto record = [&](const char *key,
+                    const std::map<std::string, double> &values, double scale) {
+    if (values.empty())
+      return;
+    json << ",\n               \"" << key << "\": {";
+    bool firstValue = true;
+    for (const auto &[name, value] : values) {
+      json << (firstValue ? "" : ", ") << "\"" << name
+           << "\": " << number(value * scale);
+      firstValue = false;
+    }
+    json << "}";
+  };
+  record("tflops_by_shape", shapeRates, 1e-12);
+  record("gbytes_per_s_by_shape", shapeBandwidths, 1e-9);
   for (const auto &[kind, points] : collectives) {
     json << ",\n               \"" << loomcost::kindName(kind)
          << "_seconds_by_bytes_sent\": {";
@@ -613,6 +774,13 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
     std::printf("  %s: %.4g TFLOP/s\n", kernel.c_str(), rate / 1e12);
   for (const auto &[kernel, rate] : kernelBandwidths)
     std::printf("  %s: %.4g GB/s\n", kernel.c_str(), rate / 1e9);
+  for (const auto &[kernel, seconds] : kernelLatencies)
+    std::printf("  %s: %.3g us on top of the launch\n", kernel.c_str(),
+                seconds * 1e6);
+  for (const auto &[name, rate] : shapeRates)
+    std::printf("  measured %s: %.4g TFLOP/s\n", name.c_str(), rate / 1e12);
+  for (const auto &[name, rate] : shapeBandwidths)
+    std::printf("  measured %s: %.4g GB/s\n", name.c_str(), rate / 1e9);
   if (!elementNs.empty()) {
     std::printf("  elementwise ns per element:");
     for (const auto &[op, value] : elementNs)

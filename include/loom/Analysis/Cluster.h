@@ -58,6 +58,11 @@ struct DeviceSpec {
   /// program's operations cost per element computed (exp, erf, div: the
   /// optimizer's and GELU's programs are compute-bound on a CPU), ns.
   std::map<std::string, double> kernelTflops, kernelGBps, elementwiseNs;
+  /// By kind, a fixed time of every kernel of that kind on top of the
+  /// launch overhead, microseconds: on a GPU, a kernel with few thread
+  /// blocks (an attention over one sequence) leaves multiprocessors idle,
+  /// so its time is this latency plus its work at the kind's rate.
+  std::map<std::string, double> kernelLatencyUs;
 };
 
 struct ClusterSpec {

@@ -181,13 +181,14 @@ TEST(ClusterTest, KernelsByKind) {
                "kernel_overhead_us": 0,
                "kernel_tflops": {"attention": 0.5},
                "kernel_gbytes_per_s": {"cross_entropy": 10},
+               "kernel_latency_us": {"attention": 100},
                "elementwise_ns": {"exp": 2, "add": 0}},
     "intra_node": {"gbytes_per_s": 5, "latency_us": 1}})");
   loomrt::InstructionWork attention;
   attention.gemmFlops = 1e12;
   attention.gemmMinDim = 64;
-  // The kind's measured rate, not the GEMM peak's 0.1 s.
-  EXPECT_NEAR(spec.kernelSeconds(attention, "attention"), 2.0, 1e-12);
+  // The kind's measured rate, not the GEMM peak's 0.1 s, and its latency.
+  EXPECT_NEAR(spec.kernelSeconds(attention, "attention"), 2.0 + 1e-4, 1e-12);
   EXPECT_NEAR(spec.kernelSeconds(attention, "matmul"), 0.1, 1e-12);
   loomrt::InstructionWork loss;
   loss.bytes = 1e9;

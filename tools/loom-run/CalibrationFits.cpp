@@ -1,0 +1,95 @@
+//===- CalibrationFits.cpp - Fits of loom-run --calibrate's timings -------===//
+
+#include "CalibrationFits.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+using namespace loomrun;
+
+namespace {
+
+/// The x > 0 minimizing sum ((overhead + c_i x) / t_i - 1)^2: the time is
+/// linear in x once the overhead is set.
+double leastSquaresScale(const std::vector<double> &costs,
+                         const std::vector<double> &seconds, double overhead) {
+  double numerator = 0, denominator = 0;
+  for (size_t i = 0; i < costs.size(); ++i) {
+    double b = costs[i] / seconds[i];
+    numerator += b * (1 - overhead / seconds[i]);
+    denominator += b * b;
+  }
+  // Every measured time under the overhead: the work costs next to nothing.
+  return std::max(numerator / std::max(denominator, 1e-300), 1e-300);
+}
+
+} // namespace
+
+AffineFit loomrun::fitAffine(const std::vector<TimedWork> &points,
+                             double overhead) {
+  AffineFit fit;
+  if (points.empty())
+    return fit;
+  std::vector<double> work, seconds;
+  for (const TimedWork &point : points) {
+    work.push_back(point.work);
+    seconds.push_back(point.seconds);
+  }
+  // Least squares in (latency, 1 / rate): rows (1 / t, w / t), targets
+  // 1 - overhead / t.
+  double aa = 0, ab = 0, bb = 0, ay = 0, by = 0;
+  for (size_t i = 0; i < work.size(); ++i) {
+    double a = 1 / seconds[i], b = work[i] / seconds[i],
+           y = 1 - overhead / seconds[i];
+    aa += a * a;
+    ab += a * b;
+    bb += b * b;
+    ay += a * y;
+    by += b * y;
+  }
+  double determinant = aa * bb - ab * ab;
+  if (points.size() >= 2 && determinant > 1e-12 * aa * bb) {
+    double latency = (ay * bb - ab * by) / determinant;
+    double inverseRate = (aa * by - ab * ay) / determinant;
+    if (latency >= 0 && inverseRate > 0) {
+      fit.latency = latency;
+      fit.rate = 1 / inverseRate;
+      return fit;
+    }
+  }
+  // One size, or a negative latency (no fixed cost to see): the rate alone.
+  fit.rate = 1 / leastSquaresScale(work, seconds, overhead);
+  return fit;
+}
+
+GemmFit loomrun::fitGemm(const std::vector<TimedGemm> &points,
+                         double overhead) {
+  GemmFit best;
+  double bestError = std::numeric_limits<double>::infinity();
+  std::vector<double> seconds;
+  for (const TimedGemm &point : points)
+    seconds.push_back(point.seconds);
+  // Half dimensions 0, then 1 to 16384 in steps of 2^(1/8).
+  for (int step = -1; step <= 14 * 8; ++step) {
+    double halfDim = step < 0 ? 0 : std::pow(2.0, step / 8.0);
+    std::vector<double> costs;
+    for (const TimedGemm &point : points) {
+      double d = double(std::min({point.m, point.k, point.n}));
+      costs.push_back(2.0 * double(point.m) * double(point.k) *
+                      double(point.n) * (1 + halfDim / d));
+    }
+    double inversePeak = leastSquaresScale(costs, seconds, overhead);
+    double error = 0;
+    for (size_t i = 0; i < costs.size(); ++i) {
+      double relative = (overhead + costs[i] * inversePeak) / seconds[i] - 1;
+      error += relative * relative;
+    }
+    if (error < bestError) {
+      bestError = error;
+      best.peak = 1 / inversePeak;
+      best.halfDim = halfDim;
+    }
+  }
+  return best;
+}
