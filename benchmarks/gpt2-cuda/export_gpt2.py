@@ -3,7 +3,7 @@
 
     /usr/bin/python3 export_gpt2.py OUT.onnx [--batch 8] [--layers 12]
         [--heads 12] [--embd 768] [--seq 1024] [--vocab 50257]
-        [--gelu tanh|none]
+        [--gelu tanh|none] [--dynamic-batch]
 
 The model is examples/gpt/export_gpt.GPT (GPT-2's architecture: learned
 positions, pre-LayerNorm blocks, GPT-2's tanh GELU (--gelu none: the exact
@@ -12,7 +12,8 @@ training-mode export with a static [batch, seq] input, as
 examples/gpt/export_for_training.py does. Every *parameter* is zeroed so
 that the plan compiled from it compresses to almost nothing and can travel
 to a GPU machine; fill_weights.py gives it GPT-2's initialization there. The
-causal-mask buffers keep their values.
+causal-mask buffers keep their values. --dynamic-batch makes the batch
+dimension symbolic, as loom-plan needs (benchmarks/planner/gpu_accuracy.py).
 """
 import argparse
 import os
@@ -36,6 +37,9 @@ def main():
     parser.add_argument("--embd", type=int, default=768)
     parser.add_argument("--vocab", type=int, default=50257)
     parser.add_argument("--gelu", choices=["tanh", "none"], default="tanh")
+    parser.add_argument("--dynamic-batch", action="store_true",
+                        help="a symbolic batch dimension (what loom-plan "
+                        "needs to plan the model)")
     args = parser.parse_args()
     model = GPT(vocab=args.vocab, block_size=args.seq, n_layer=args.layers,
                 n_head=args.heads, n_embd=args.embd, gelu=args.gelu)
@@ -48,7 +52,9 @@ def main():
                       opset_version=17, input_names=["idx"],
                       output_names=["logits"],
                       training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False)
+                      do_constant_folding=False,
+                      dynamic_axes={"idx": {0: "batch"}}
+                      if args.dynamic_batch else None)
     count = sum(p.numel() for p in model.parameters())
     print("exported %s: %d parameters, batch %d, seq %d" %
           (args.out, count, args.batch, args.seq))
