@@ -21,6 +21,9 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
+#include <tuple>
+
 namespace mlir {
 namespace loom {
 #define GEN_PASS_DEF_LOOMPARTITION
@@ -279,7 +282,7 @@ private:
     // first is made before the first such consumer, which dominates the
     // others in the block.
     std::pair<void *, std::string> key = {
-        global.getAsOpaquePointer(),
+        equivalentOf(global).getAsOpaquePointer(),
         formatDimAxes(target) +
             (local.partial == PartialKind::none ? "" : " whole")};
     auto cached = conversions.find(key);
@@ -289,6 +292,35 @@ private:
         convertUncached(builder, loc, global, local, target, origin);
     conversions[key] = converted;
     return converted;
+  }
+
+  /// The first value seen that holds the same data as `global`: a cast or
+  /// a reshape of an equivalent value to the same type. Mixed precision
+  /// casts an activation once per GEMM that reads it (as torch.autocast
+  /// does, so that the backward pass sums their gradients in f32), and each
+  /// GEMM's gradient flattens its own copy; moved to the same sharding they
+  /// are the same bytes, so one conversion serves them all: under sequence
+  /// parallelism one gather of a layer norm's output for the q, k and v
+  /// projections, as Megatron's fused QKV GEMM has, not three. A recomputed
+  /// value is a new value, so the backward never shares the forward's
+  /// gathered copy (which would keep it alive).
+  Value equivalentOf(Value global) {
+    auto known = equivalents.find(global);
+    if (known != equivalents.end())
+      return known->second;
+    Value root = global;
+    Operation *op = global.getDefiningOp();
+    if (op && isa<CastOp, ReshapeOp>(op)) {
+      Value input = equivalentOf(op->getOperand(0));
+      root = firstEquivalent
+                 .try_emplace({op->getName().getAsOpaquePointer(),
+                               global.getType().getAsOpaquePointer(),
+                               input.getAsOpaquePointer()},
+                              global)
+                 .first->second;
+    }
+    equivalents[global] = root;
+    return root;
   }
 
   Value convertUncached(OpBuilder &builder, Location loc, Value global,
@@ -597,7 +629,10 @@ private:
     Value old = op->getResult(0);
     old.replaceAllUsesWith(local.value);
     locals[local.value] = local;
-    decisions[local.value] = decisions[old];
+    // A copy first: inserting the new key may grow the map and move the
+    // old entry that a reference would point into.
+    Decision decision = decisions.lookup(old);
+    decisions[local.value] = std::move(decision);
     replaced.push_back(op);
   }
 
@@ -648,6 +683,11 @@ private:
   DenseMap<Value, Decision> decisions;
   DenseMap<Operation *, FactorRule> rules;
   std::map<std::pair<void *, std::string>, Value> conversions;
+  /// equivalentOf's: each value's first equivalent, and the first value of
+  /// each (op, type, equivalent input).
+  llvm::DenseMap<Value, Value> equivalents;
+  std::map<std::tuple<const void *, const void *, const void *>, Value>
+      firstEquivalent;
   /// Ops a rule rebuilt from other ops, erased once the walk is done.
   SmallVector<Operation *> replaced;
 };
@@ -932,9 +972,12 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
               builder.getFloatAttr(type.getElementType(), 1.0 / shards)));
       Value scaled = builder.create<MulOp>(op->getLoc(), result, share);
       result.replaceAllUsesExcept(scaled, scaled.getDefiningOp());
-      locals[scaled] = locals[result];
-      locals[scaled].value = scaled;
-      decisions[scaled] = decisions[result];
+      // Copies first: inserting a key may grow the map under a reference.
+      Local local = locals.lookup(result);
+      local.value = scaled;
+      locals[scaled] = std::move(local);
+      Decision decision = decisions.lookup(result);
+      decisions[scaled] = std::move(decision);
     }
   }
 

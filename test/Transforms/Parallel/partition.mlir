@@ -287,3 +287,41 @@ module {
     return %yw, %gw : tensor<2x4xf32>, tensor<4x4xf32>
   }
 }
+
+// -----
+
+// Mixed precision casts a sequence-split activation once per GEMM that
+// reads it (as torch.autocast does); the casts hold the same bytes, so one
+// all_gather serves the q and k projections (Megatron's fused QKV GEMM has
+// one), and the gradients' flattenings of the two copies are gathered once.
+// CHECK-LABEL: func.func @equivalent_casts
+// CHECK: %[[CQ:.*]] = loom.cast %arg0 : tensor<2x8xf32> -> tensor<2x8xbf16>
+// CHECK: loom.cast %arg0 : tensor<2x8xf32> -> tensor<2x8xbf16>
+// CHECK: %[[G:.*]] = loom.all_gather %[[CQ]] axis 0 {{.*}} : tensor<2x8xbf16> -> tensor<4x8xbf16>
+// CHECK: loom.matmul %[[G]]
+// CHECK: loom.matmul %[[G]]
+// CHECK: %[[F:.*]] = loom.reshape %[[CQ]] : tensor<2x8xbf16> -> tensor<2x1x8xbf16>
+// CHECK: %[[GF:.*]] = loom.all_gather %[[F]] axis 0 {{.*}} : tensor<2x1x8xbf16> -> tensor<4x1x8xbf16>
+// CHECK-NOT: loom.all_gather
+// CHECK: return %{{.*}}, %{{.*}}, %[[GF]], %[[GF]]
+module {
+  loom.mesh @mesh = <tp = 2>
+  loom.parameter @q trainable : tensor<8x4xbf16>
+  loom.parameter @k trainable : tensor<8x4xbf16>
+  func.func @equivalent_casts(%x: tensor<4x8xf32>) -> (tensor<4x4xbf16>, tensor<4x4xbf16>, tensor<4x1x8xbf16>, tensor<4x1x8xbf16>) {
+    %s = loom.shard %x to <@mesh, [{tp}, {}]> : tensor<4x8xf32>
+    %wq = loom.param @q : tensor<8x4xbf16>
+    %wk = loom.param @k : tensor<8x4xbf16>
+    %cq = loom.cast %s : tensor<4x8xf32> -> tensor<4x8xbf16>
+    %ck = loom.cast %s : tensor<4x8xf32> -> tensor<4x8xbf16>
+    %aq = loom.shard %cq to <@mesh, [{}, {}]> : tensor<4x8xbf16>
+    %ak = loom.shard %ck to <@mesh, [{}, {}]> : tensor<4x8xbf16>
+    %q = loom.matmul %aq, %wq : (tensor<4x8xbf16>, tensor<8x4xbf16>) -> tensor<4x4xbf16>
+    %k = loom.matmul %ak, %wk : (tensor<4x8xbf16>, tensor<8x4xbf16>) -> tensor<4x4xbf16>
+    %fq = loom.reshape %cq : tensor<4x8xbf16> -> tensor<4x1x8xbf16>
+    %fk = loom.reshape %ck : tensor<4x8xbf16> -> tensor<4x1x8xbf16>
+    %gq = loom.shard %fq to <@mesh, [{}, {}, {}]> : tensor<4x1x8xbf16>
+    %gk = loom.shard %fk to <@mesh, [{}, {}, {}]> : tensor<4x1x8xbf16>
+    return %q, %k, %gq, %gk : tensor<4x4xbf16>, tensor<4x4xbf16>, tensor<4x1x8xbf16>, tensor<4x1x8xbf16>
+  }
+}
