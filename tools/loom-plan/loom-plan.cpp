@@ -19,80 +19,96 @@
 
 using namespace llvm;
 
+/// The options `--help` lists: the tool's own, not the LLVM libraries'.
+static cl::OptionCategory planCategory("loom-plan options");
+
 static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
-                                      cl::desc("<model.onnx>"));
+                                      cl::desc("<model.onnx>"),
+                                      cl::cat(planCategory));
 static cl::opt<std::string>
     clusterPath("cluster", cl::Required,
                 cl::desc("The cluster description (JSON; "
                          "examples/clusters, docs/design/planner.md)"),
-                cl::value_desc("FILE"));
+                cl::value_desc("FILE"), cl::cat(planCategory));
 static cl::opt<int64_t> globalBatch("global-batch", cl::Required,
                                     cl::desc("Rows of one optimizer step"),
-                                    cl::value_desc("B"));
+                                    cl::value_desc("B"), cl::cat(planCategory));
 static cl::list<std::string>
     dims("dim", cl::desc("A symbolic dimension of the model's inputs"),
-         cl::value_desc("NAME=SIZE"));
+         cl::value_desc("NAME=SIZE"), cl::cat(planCategory));
 static cl::opt<std::string>
     batchDim("batch-dim", cl::init("batch"),
              cl::desc("The inputs' symbolic batch dimension (default batch)"),
-             cl::value_desc("NAME"));
+             cl::value_desc("NAME"), cl::cat(planCategory));
 static cl::opt<std::string>
     precision("precision", cl::init("f32"),
-              cl::desc("f32, or bf16 (GEMMs in bf16, as loom-run)"));
+              cl::desc("f32, or bf16 (GEMMs in bf16, as loom-run)"),
+              cl::cat(planCategory));
 static cl::opt<std::string>
     gradPrecision("grad-precision", cl::init("f32"),
                   cl::desc("With --precision bf16: f32, or bf16 gradients "
-                           "(as loom-run)"));
+                           "(as loom-run)"),
+                  cl::cat(planCategory));
 static cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
-                                      cl::desc("The optimizer (as loom-run)"));
+                                      cl::desc("The optimizer (as loom-run)"),
+                                      cl::cat(planCategory));
 static cl::opt<std::string> loss("loss", cl::init("cross_entropy"),
-                                 cl::desc("The loss (as loom-run)"));
+                                 cl::desc("The loss (as loom-run)"),
+                                 cl::cat(planCategory));
 static cl::opt<std::string>
     evaluate("evaluate",
              cl::desc("Predict this (partial) layout, the rest searched: "
                       "dp, tp, pp, zero, group, sp, mbs, M, schedule, V, "
                       "recompute"),
-             cl::value_desc("KEY=VALUE,..."));
+             cl::value_desc("KEY=VALUE,..."), cl::cat(planCategory));
 static cl::opt<int64_t>
     devices("devices", cl::init(0),
-            cl::desc("Use this many of the cluster's devices (default all)"));
+            cl::desc("Use this many of the cluster's devices (default all)"),
+            cl::cat(planCategory));
 static cl::opt<int> topK("top", cl::init(5),
-                         cl::desc("Alternatives to print (default 5)"));
+                         cl::desc("Alternatives to print (default 5)"),
+                         cl::cat(planCategory));
 static cl::opt<bool>
     exhaustive("exhaustive",
                cl::desc("Compile every layout, also those the search can "
-                        "tell lose"));
+                        "tell lose"),
+               cl::cat(planCategory));
 static cl::opt<bool> noFold(
     "no-fold",
     cl::desc("Compile every layout whole, all its microbatches and layers, "
              "instead of extrapolating many microbatches from two smaller "
-             "counts and many repeated layers from one and two per stage"));
+             "counts and many repeated layers from one and two per stage"),
+    cl::cat(planCategory));
 static cl::opt<double> timeLimit(
     "time-limit", cl::init(0),
     cl::desc("Stop searching after this many seconds and choose among the "
              "layouts compiled by then (default: no limit)"),
-    cl::value_desc("SECONDS"));
+    cl::value_desc("SECONDS"), cl::cat(planCategory));
 static cl::opt<bool>
     memory("memory",
            cl::desc("Print what the choice's fullest rank holds when its "
                     "memory is fullest: the largest tensors alive and what "
-                    "writes them (compiles the choice again, every layer)"));
+                    "writes them (compiles the choice again, every layer)"),
+           cl::cat(planCategory));
 static cl::opt<bool>
     simulate("simulate",
              cl::desc("Print the choice's replay rank by rank: step, compute "
-                      "and waiting time, peak memory and bytes sent"));
+                      "and waiting time, peak memory and bytes sent"),
+             cl::cat(planCategory));
 static cl::opt<std::string>
     tracePath("trace",
               cl::desc("Replay the chosen layout's plan on the cluster and "
                        "write its trace (Chrome/Perfetto JSON, one process "
                        "per rank)"),
-              cl::value_desc("FILE"));
+              cl::value_desc("FILE"), cl::cat(planCategory));
 static cl::opt<std::string> jsonPath("json",
                                      cl::desc("Write the result as JSON"),
-                                     cl::value_desc("OUT"));
+                                     cl::value_desc("OUT"),
+                                     cl::cat(planCategory));
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(planCategory);
   cl::ParseCommandLineOptions(
       argc, argv,
       "loom-plan: choose the parallel layout of a model's training step for "
