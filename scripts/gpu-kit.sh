@@ -7,6 +7,8 @@
 #   .gpu-kit/dp/          the 2-rank data-parallel and tensor-parallel
 #                         training checks
 #   .gpu-kit/layouts/     the parallel layouts' plans (gpu-parallel-layouts.sh)
+#   .gpu-kit/pipeline/    the pipeline benchmark's plans and predictions
+#                         (benchmarks/pipeline/bench.py --emit)
 #   .gpu-kit/googletest/  GoogleTest's source, for the unit tests there
 # Then, on the GPU machine: scripts/gpu-session.sh (see
 # docs/design/cuda-backend.md).
@@ -38,5 +40,17 @@ np.save('$kit/dp/labels.npy', r.integers(0, 4, size=12))"
 # sharing the GPU against the 1-rank plan on the CPU.
 "$root/scripts/gpu-parallel-layouts.sh" make "$kit/layouts" \
   "$build/bin/loom-run"
+# The pipeline benchmark's plans (benchmarks/pipeline/bench.py --emit):
+# its 4 ranks have a core each on the GPU machine's CPUs, where this
+# machine's 2 cores time-slice them.
+mkdir -p "$kit/pipeline"
+"$python" "$root/benchmarks/cpu-training/bench.py" prepare \
+  --dir "$kit/pipeline" --model gpt --vocab 8192 --block-size 128 \
+  --layers 4 --heads 4 --embd 256 --seed 0 --batch 8 --seq 128 >/dev/null
+"$python" "$root/benchmarks/pipeline/bench.py" --loom-run "$build/bin/loom-run" \
+  --model "$kit/pipeline/gpt.onnx" --idx "$kit/pipeline/idx.npy" \
+  --labels "$kit/pipeline/labels.npy" --work "$kit/pipeline" \
+  --emit "$kit/pipeline"
+rm -f "$kit/pipeline/gpt.onnx"
 cp -r /usr/src/googletest "$kit/googletest"
 du -sh "$kit"

@@ -11,9 +11,12 @@
 #      and the parallel layouts on thread ranks (gpu-parallel-layouts.sh);
 #   4. the attention kernels against PyTorch's scaled_dot_product_attention
 #      (benchmarks/attention-cuda), and the GPT-2-small bf16 training
-#      benchmark against PyTorch eager.
+#      benchmark against PyTorch eager;
+#   5. the pipeline schedules' bubbles on the machine's CPUs (4 ranks with a
+#      core each), against the simulation (benchmarks/pipeline/bench.py;
+#      with `bench`, or alone with `pipeline`).
 # Logs go to $OUT (the device tool's output folder) when it is set.
-#   scripts/gpu-session.sh [tests|bench|all]   (default all)
+#   scripts/gpu-session.sh [tests|bench|pipeline|all]   (default all)
 # With the device tool's 10-minute calls, run `tests` and `bench` as two
 # calls: build-gpu/ stays while the machine is warm, so the second builds
 # nothing.
@@ -101,6 +104,16 @@ sys.exit(0 if ok else 1)" \
   # thread ranks sharing the GPU, against one CPU rank.
   "$root/scripts/gpu-parallel-layouts.sh" check "$kit/layouts" \
     "$build/bin/loom-run" 2>&1 | tee "$out/layouts.log" || status=1
+fi
+if [[ $what == all || $what == bench || $what == pipeline ]] &&
+  [[ -d $kit/pipeline ]]; then
+  # The pipeline schedules' measured bubble against the simulated one, on
+  # this machine's CPUs: 4 ranks with a core each (docs/design/pipeline.md).
+  OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PYTHONUNBUFFERED=1 python3 \
+    "$root/benchmarks/pipeline/bench.py" --loom-run "$build/bin/loom-run" \
+    --idx "$kit/pipeline/idx.npy" --labels "$kit/pipeline/labels.npy" \
+    --work /tmp/pipeline-bench --plans "$kit/pipeline" 2>&1 |
+    tee "$out/pipeline.log" | tail -n 8 || status=1
 fi
 if [[ $what == all || $what == bench ]]; then
   PYTHONUNBUFFERED=1 python3 "$root/benchmarks/attention-cuda/bench.py" \
