@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <map>
@@ -178,9 +179,19 @@ struct ProbeShapes {
   int64_t normRows, width;
 
   static ProbeShapes forDevice(bool gpu) {
+    if (gpu && tiny())
+      return {8, 32, 2, 32, DType::BF16, 256, 256, 256, 64};
     if (gpu)
       return {8, 1024, 12, 64, DType::BF16, 8192, 8192, 8192, 768};
     return {2, 128, 4, 64, DType::F32, 512, 8192, 1024, 768};
+  }
+
+  /// LOOM_CALIBRATE_TINY=1: a GPU's calibration at shapes small enough for
+  /// the host CUDA emulator, so that the test suite runs the GPU path (its
+  /// probes, fits and file) without a GPU. The figures mean nothing.
+  static bool tiny() {
+    const char *value = std::getenv("LOOM_CALIBRATE_TINY");
+    return value && std::string(value) == "1";
   }
 };
 
@@ -342,6 +353,8 @@ public:
   /// with repeats grown until a run takes `target` seconds.
   StatusOr<double> time(const std::function<Plan(int)> &make, int repeats,
                         double target = 0.1) {
+    if (ProbeShapes::tiny())
+      target = std::min(target, 0.005);
     for (;;) {
       auto plan = std::make_shared<const Plan>(make(repeats));
       StatusOr<std::unique_ptr<Executor>> executor =
@@ -407,8 +420,9 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
                        const LaunchOptions &launch) {
   bool gpu = launch.executor.device == Device::CUDA;
   std::vector<int64_t> sizes =
-      gpu ? std::vector<int64_t>{256, 1024, 2048, 4096, 8192}
-          : std::vector<int64_t>{32, 64, 128, 256, 512, 1024};
+      gpu && ProbeShapes::tiny() ? std::vector<int64_t>{16, 32, 64}
+      : gpu ? std::vector<int64_t>{256, 1024, 2048, 4096, 8192}
+            : std::vector<int64_t>{32, 64, 128, 256, 512, 1024};
   // Rates by precision and size (the record), and every GEMM's time by
   // precision (the fit).
   std::map<std::string, std::map<int64_t, double>> gemm;
@@ -439,7 +453,9 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
             if (context.rank == 0)
               gemmTimes[dtypeName(dtype)].push_back({d, d, d, *seconds});
           }
-        int64_t large = gpu ? (int64_t(1) << 26) : (int64_t(1) << 23);
+        int64_t large =
+            gpu ? (ProbeShapes::tiny() ? int64_t(1) << 12 : int64_t(1) << 26)
+                : (int64_t(1) << 23);
         StatusOr<double> add = calibrator.time(
             [&](int repeats) { return addPlan(n, large, repeats); }, 1);
         if (!add)
@@ -505,12 +521,16 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
         }
         // On a GPU, rectangular bf16 GEMMs beside the square ones: its
         // rate depends on more than the smallest dimension.
+        std::vector<int64_t> gemmRows = {512, 2048, 8192};
+        std::vector<std::pair<int64_t, int64_t>> gemmWidths = {
+            {1024, 1024}, {4096, 4096}, {768, 3072}, {3072, 768}};
+        if (ProbeShapes::tiny()) {
+          gemmRows = {16, 64};
+          gemmWidths = {{32, 32}, {16, 64}};
+        }
         if (gpu)
-          for (int64_t m : {512, 2048, 8192})
-            for (auto [k, nn] : {std::pair<int64_t, int64_t>{1024, 1024},
-                                 {4096, 4096},
-                                 {768, 3072},
-                                 {3072, 768}}) {
+          for (int64_t m : gemmRows)
+            for (auto [k, nn] : gemmWidths) {
               StatusOr<double> seconds = calibrator.time(
                   [&](int repeats) {
                     return gemmPlan(n, m, k, nn, DType::BF16, repeats);

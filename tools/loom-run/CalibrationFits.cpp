@@ -5,23 +5,37 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 using namespace loomrun;
 
 namespace {
 
-/// The x > 0 minimizing sum ((overhead + c_i x) / t_i - 1)^2: the time is
-/// linear in x once the overhead is set.
-double leastSquaresScale(const std::vector<double> &costs,
-                         const std::vector<double> &seconds, double overhead) {
+/// The x minimizing sum ((overhead + c_i x) / t_i - 1)^2: the time is
+/// linear in x once the overhead is set. None where the best x is not
+/// positive (the measured times are the overhead's, or under it).
+std::optional<double> leastSquaresScale(const std::vector<double> &costs,
+                                        const std::vector<double> &seconds,
+                                        double overhead) {
   double numerator = 0, denominator = 0;
   for (size_t i = 0; i < costs.size(); ++i) {
     double b = costs[i] / seconds[i];
     numerator += b * (1 - overhead / seconds[i]);
     denominator += b * b;
   }
-  // Every measured time under the overhead: the work costs next to nothing.
-  return std::max(numerator / std::max(denominator, 1e-300), 1e-300);
+  if (!(numerator > 0) || !(denominator > 0))
+    return std::nullopt;
+  return numerator / denominator;
+}
+
+/// The best measured rate, the launch not taken out: what a fit falls back
+/// to when the launch is all it can see.
+double bestRate(const std::vector<double> &costs,
+                const std::vector<double> &seconds) {
+  double best = 0;
+  for (size_t i = 0; i < costs.size(); ++i)
+    best = std::max(best, costs[i] / seconds[i]);
+  return best;
 }
 
 } // namespace
@@ -59,7 +73,9 @@ AffineFit loomrun::fitAffine(const std::vector<TimedWork> &points,
     }
   }
   // One size, or a negative latency (no fixed cost to see): the rate alone.
-  fit.rate = 1 / leastSquaresScale(work, seconds, overhead);
+  std::optional<double> inverseRate =
+      leastSquaresScale(work, seconds, overhead);
+  fit.rate = inverseRate ? 1 / *inverseRate : bestRate(work, seconds);
   return fit;
 }
 
@@ -79,17 +95,27 @@ GemmFit loomrun::fitGemm(const std::vector<TimedGemm> &points,
       costs.push_back(2.0 * double(point.m) * double(point.k) *
                       double(point.n) * (1 + halfDim / d));
     }
-    double inversePeak = leastSquaresScale(costs, seconds, overhead);
+    std::optional<double> inversePeak =
+        leastSquaresScale(costs, seconds, overhead);
+    if (!inversePeak)
+      continue;
     double error = 0;
     for (size_t i = 0; i < costs.size(); ++i) {
-      double relative = (overhead + costs[i] * inversePeak) / seconds[i] - 1;
+      double relative = (overhead + costs[i] * *inversePeak) / seconds[i] - 1;
       error += relative * relative;
     }
     if (error < bestError) {
       bestError = error;
-      best.peak = 1 / inversePeak;
+      best.peak = 1 / *inversePeak;
       best.halfDim = halfDim;
     }
+  }
+  if (best.peak == 0) {
+    std::vector<double> flops;
+    for (const TimedGemm &point : points)
+      flops.push_back(2.0 * double(point.m) * double(point.k) *
+                      double(point.n));
+    best.peak = bestRate(flops, seconds);
   }
   return best;
 }

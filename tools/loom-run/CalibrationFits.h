@@ -34,7 +34,8 @@ struct AffineFit {
 };
 
 /// Fits `overhead + latency + work / rate` to `points` (one point: no
-/// latency).
+/// latency). Where the times are the overhead's alone, the rate is the best
+/// measured one, the overhead not taken out.
 AffineFit fitAffine(const std::vector<TimedWork> &points, double overhead);
 
 /// A GEMM of [m, k] x [k, n] and its measured seconds.
@@ -52,7 +53,8 @@ struct GemmFit {
 
 /// Fits the GEMM model to `points`: for each half dimension of a grid from
 /// 0 to 16384, the peak by least squares; the half dimension whose fit errs
-/// least.
+/// least. Where the times are the overhead's alone, the best measured rate
+/// and no half dimension.
 GemmFit fitGemm(const std::vector<TimedGemm> &points, double overhead);
 
 } // namespace loomrun

@@ -73,4 +73,17 @@ TEST(CalibrationFitsTest, GemmWithoutSizeEffectHasNoHalfDimension) {
   EXPECT_NEAR(fit.peak / peak, 1, 1e-9);
 }
 
+TEST(CalibrationFitsTest, TimesOfTheLaunchAloneGiveTheBestMeasuredRate) {
+  // An emulator (or a tiny size): every GEMM takes the launch's time or
+  // less, so no positive peak fits; the best measured rate stands in, not
+  // an infinite one.
+  std::vector<TimedGemm> points = {{16, 16, 16, 150e-6}, {32, 32, 32, 160e-6}};
+  GemmFit fit = fitGemm(points, 164e-6);
+  EXPECT_NEAR(fit.peak, 2.0 * 32 * 32 * 32 / 160e-6, 1);
+  EXPECT_EQ(fit.halfDim, 0);
+  AffineFit kind = fitAffine({{1e6, 150e-6}}, 164e-6);
+  EXPECT_NEAR(kind.rate, 1e6 / 150e-6, 1);
+  EXPECT_EQ(kind.latency, 0);
+}
+
 } // namespace
