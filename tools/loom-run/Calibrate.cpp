@@ -512,10 +512,8 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
                {crossEntropyProbe(sized), layerNormProbe(false, sized),
                 layerNormProbe(true, sized)})
             if (Status status = timeProbe(
-                    probe, "rows " + std::to_string(probe.inst.kernel ==
-                                                            "cross_entropy"
-                                                        ? sized.entropyRows
-                                                        : sized.normRows));
+                    probe, "rows " + std::to_string(
+                                         probe.inst.inputs.front().shape[0]));
                 !status)
               return status;
         }
@@ -698,11 +696,13 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
        << number(halfDim[fastest]) << ",\n"
        << "             \"memory_efficiency\": 1, \"kernel_overhead_us\": "
        << number(overhead * 1e6);
-  auto table = [&](const char *key, const std::map<std::string, double> &values,
-                   double scale) {
+  // `"key": {"name": value * scale, ...}` on a line of its own, indented
+  // under the object it belongs to.
+  auto table = [&](const char *indent, const char *key,
+                   const std::map<std::string, double> &values, double scale) {
     if (values.empty())
       return;
-    json << ",\n             \"" << key << "\": {";
+    json << ",\n" << indent << "\"" << key << "\": {";
     bool first = true;
     for (const auto &[name, value] : values) {
       json << (first ? "" : ", ") << "\"" << name
@@ -711,11 +711,12 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
     }
     json << "}";
   };
-  table("kernel_tflops", kernelRates, 1e-12);
-  table("kernel_gbytes_per_s", kernelBandwidths, 1e-9);
-  table("kernel_latency_us", kernelLatencies, 1e6);
+  const char *device = "             ", *measured = "               ";
+  table(device, "kernel_tflops", kernelRates, 1e-12);
+  table(device, "kernel_gbytes_per_s", kernelBandwidths, 1e-9);
+  table(device, "kernel_latency_us", kernelLatencies, 1e6);
   // An operation whose cost is below the clock's grain costs nothing.
-  table("elementwise_ns", elementNs, 1);
+  table(device, "elementwise_ns", elementNs, 1);
   json << "},\n"
        << "  \"intra_node\": {\"gbytes_per_s\": "
        << number(ranks > 1 ? linkBandwidth / 1e9 : 100)
@@ -746,21 +747,8 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
     first = false;
   }
   json << "}";
-  auto record = [&](const char *key,
-                    const std::map<std::string, double> &values, double scale) {
-    if (values.empty())
-      return;
-    json << ",\n               \"" << key << "\": {";
-    bool firstValue = true;
-    for (const auto &[name, value] : values) {
-      json << (firstValue ? "" : ", ") << "\"" << name
-           << "\": " << number(value * scale);
-      firstValue = false;
-    }
-    json << "}";
-  };
-  record("tflops_by_shape", shapeRates, 1e-12);
-  record("gbytes_per_s_by_shape", shapeBandwidths, 1e-9);
+  table(measured, "tflops_by_shape", shapeRates, 1e-12);
+  table(measured, "gbytes_per_s_by_shape", shapeBandwidths, 1e-9);
   for (const auto &[kind, points] : collectives) {
     json << ",\n               \"" << loomcost::kindName(kind)
          << "_seconds_by_bytes_sent\": {";
