@@ -218,6 +218,23 @@ private:
     return success();
   }
 
+  /// The stages of `op`'s operands but replicated ones, when they are the
+  /// same several stages for all of them.
+  std::optional<SmallVector<int>> sharedStages(Operation *op) const {
+    std::optional<SmallVector<int>> common;
+    for (Value operand : op->getOperands()) {
+      if (isReplicated(operand))
+        continue;
+      SmallVector<int> where = stages.lookup(operand.getDefiningOp());
+      if (common && *common != where)
+        return std::nullopt;
+      common = std::move(where);
+    }
+    if (!common || common->size() < 2)
+      return std::nullopt;
+    return common;
+  }
+
   /// The stages of the ops that are neither staged nor replicated.
   LogicalResult placeTail() {
     SmallVector<AssignOp> replicatedStores;
@@ -250,6 +267,13 @@ private:
         else // (A copy: inserting into `stages` may move its entries.)
           stages[op] = SmallVector<int>(
               stages.lookup(assign.getValue().getDefiningOp()));
+        continue;
+      }
+      // What follows a parameter's update on several stages (a tied
+      // parameter's: ZeRO's gather of the updated shard, a bf16 copy) runs
+      // on each of them, so that every stage's copy is stored.
+      if (std::optional<SmallVector<int>> shared = sharedStages(op)) {
+        stages[op] = std::move(*shared);
         continue;
       }
       // Where the largest operand is (ties: the later stage).

@@ -3,6 +3,22 @@
 // RUN: loom-opt --split-input-file --verify-diagnostics --loom-split-stages %s
 // RUN: loom-opt "--loom-cut-stages=function=forward stages=2 stage-cuts=l0.add" --loom-autodiff=function=forward "--loom-build-train-step=function=forward_grad optimizer=sgd lr=0.1 grad-accum=2 erase-sources=true" "--loom-build-schedule=ranks=2 microbatches=2" --loom-split-stages %S/Inputs/split-stages-model.mlir -o /dev/null 2>&1 | FileCheck %s --check-prefix=PREDICT
 // RUN: loom-opt "--loom-cut-stages=function=forward stages=2 stage-cuts=l0.add" --loom-autodiff=function=forward "--loom-build-train-step=function=forward_grad optimizer=sgd lr=0.1 grad-accum=2 erase-sources=true" "--loom-build-schedule=ranks=2 microbatches=2" --loom-split-stages=shared-cores=1 %S/Inputs/split-stages-model.mlir -o /dev/null 2>&1 | FileCheck %s --check-prefix=SHARED
+// RUN: loom-opt "--loom-cut-stages=function=forward stages=2 stage-cuts=l0.add" --loom-autodiff=function=forward "--loom-build-train-step=function=forward_grad optimizer=sgd lr=0.1 grad-accum=2 erase-sources=true" --loom-annotate-shardings=mesh=dp=2 --loom-data-parallel=axis=dp --loom-propagate-sharding=zero=1 --loom-partition "--loom-build-schedule=ranks=2 microbatches=2" --loom-split-stages %S/Inputs/split-stages-model.mlir 2>/dev/null | FileCheck %s --check-prefix=TIED
+
+// The tied @w0 under ZeRO-1 over dp 2: both stages update their shard of
+// it with the same reduced gradient, and both gather the updated shards
+// and store the whole @w0. (The gather used to go only where the larger
+// operand's last stage was, so the first stage kept its old @w0 and the
+// zoo's BERT, whose decoder reuses its word embeddings, drifted from one
+// device.)
+// TIED-LABEL: func.func @train_step_rank0(
+// TIED-SAME:    attributes {loom.ranks = array<i64: 0, 1>}
+// TIED:         %[[NEW0:.*]] = loom.sgd_update
+// TIED-NEXT:    %[[WHOLE0:.*]] = loom.all_gather %[[NEW0]] axis 0 groups {{\[\[}}0, 1]]
+// TIED-NEXT:    loom.assign @w0, %[[WHOLE0]] : tensor<8x8xf32>
+// TIED-LABEL: func.func @train_step_rank1(
+// TIED-SAME:    attributes {loom.ranks = array<i64: 2, 3>}
+// TIED:         loom.assign @w0, %{{.*}} : tensor<8x8xf32>
 
 // Before launch, the schedule replayed with the cost model's time of each
 // stage's forward and backward: 1F1B's first stage holds the activations
