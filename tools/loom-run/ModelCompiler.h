@@ -52,7 +52,7 @@ struct TrainCompileOptions {
   int zeroShardGroup = 0;
   /// --bucket-mb MB: data parallelism's gradient buckets (0: none).
   double bucketMB = 25.0;
-  /// --recompute: activation recompute, none or full.
+  /// --recompute: activation recompute, none, selective or full.
   std::string recompute = "none";
   /// --sequence-parallel: with --tp, Megatron's sequence parallelism.
   bool sequenceParallel = false;

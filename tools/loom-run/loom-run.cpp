@@ -195,11 +195,13 @@ training (--train; docs/design/training.md):
                       groups of K adjacent dp ranks and the groups replicate
                       (gradients reduced and scattered in the group, then
                       all-reduced across groups); K divides dp
-  --recompute MODE    activation recompute: none (default), or full: the
-                      forward's values between the cut points (each
-                      sublayer's) are computed again in the backward pass
-                      instead of kept, trading compute for memory; training
-                      is unchanged, bit for bit
+  --recompute MODE    activation recompute: none (default); selective: an
+                      attention that is not fused computes its scores and
+                      probabilities again in the backward pass (a fused one
+                      never stores them); or full: the forward's values
+                      between the cut points (each sublayer's) are computed
+                      again in the backward pass instead of kept, trading
+                      compute for memory; training is unchanged, bit for bit
   --sequence-parallel with --tp: Megatron's sequence parallelism (the layer
                       norms' regions split on the sequence; reduce-scatter
                       and all-gather pairs instead of all-reduces)
@@ -472,11 +474,12 @@ bool parseTrainingFlag(const std::string &flag, ValueFn &value,
     count(microbatches, 1);
     compile.microbatches = int(std::min<int64_t>(microbatches, 1 << 20));
   } else if (flag == "--recompute") {
-    if (text != "none" && text != "full")
+    if (text != "none" && text != "selective" && text != "full")
       error = "--recompute " + text +
-              ": none, or full (each segment between the cut points but the "
-              "last recomputes its forward in the backward; the attention "
-              "core's scores are never stored anyway)";
+              ": none; selective (the attention cores that are not fused "
+              "recompute their scores and probabilities in the backward); "
+              "or full (each segment between the cut points but the last "
+              "recomputes its forward in the backward)";
     compile.recompute = text;
   } else if (flag == "--schedule") {
     if (text != "gpipe" && text != "1f1b" && text != "interleaved" &&

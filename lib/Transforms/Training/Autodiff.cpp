@@ -203,12 +203,13 @@ struct AutodiffPass : impl::LoomAutodiffBase<AutodiffPass> {
       func.emitOpError("must have a single block to be differentiated");
       return signalPassFailure();
     }
-    if (recompute != "none" && recompute != "full") {
+    if (recompute != "none" && recompute != "full" &&
+        recompute != "selective") {
       module.emitError("loom-autodiff: recompute=")
           << recompute
-          << " is not a recompute mode (none, full; selective recompute of "
-             "the attention core is what loom-fuse-attention already does: "
-             "its [.., S, S] scores are never stored)";
+          << " is not a recompute mode (none, selective: the attention "
+             "cores that are not fused, full: every segment between the cut "
+             "points but the last)";
       return signalPassFailure();
     }
     auto gradient = cast<func::FuncOp>(func->clone());
@@ -222,12 +223,18 @@ struct AutodiffPass : impl::LoomAutodiffBase<AutodiffPass> {
       gradient.erase();
       return signalPassFailure();
     }
-    if (recompute == "full") {
+    if (recompute != "none") {
       SmallVector<Operation *> forward;
       for (Operation &op : gradient.getBody().front()) {
         if (forward.size() == forwardOps)
           break;
         forward.push_back(&op);
+      }
+      // (A fused attention never stores its scores: its backward recomputes
+      // them from q, k and the log-sum-exp.)
+      if (recompute == "selective") {
+        recomputeAttentionCores(gradient, forward);
+        return;
       }
       SmallVector<unsigned> ends;
       for (const StageCutPoint &point : findStageCutPoints(func))

@@ -30,6 +30,16 @@ namespace loom {
 unsigned recomputeSegments(func::FuncOp gradient, ArrayRef<Operation *> forward,
                            ArrayRef<unsigned> segmentEnds);
 
+/// `loom-autodiff recompute=selective` (Megatron's selective recompute):
+/// in `gradient`, whose first ops are `forward`, recomputes each attention
+/// core that is not fused: the ops from the scores' matmul (q kᵀ) through
+/// their scale, mask, softmax and dropout to the probabilities, but not
+/// their product with v, so that the backward keeps q, k and v instead of
+/// the [.., S, S] scores and probabilities. A softmax between two matmuls
+/// is such a core. Returns how many ops were cloned.
+unsigned recomputeAttentionCores(func::FuncOp gradient,
+                                 ArrayRef<Operation *> forward);
+
 } // namespace loom
 } // namespace mlir
 

@@ -4,12 +4,16 @@ recompute and checks that each trains bit for bit like itself without it
 and plans less memory on every rank.
 
     recompute_layouts.py LOOM_RUN EXPORT_DIR HALF_EXPORT_DIR WORK_DIR
+        [--recompute MODE] [--flag FLAG ...]
 
 EXPORT_DIR is train_reference.py's (model.onnx, input.npy, labels.npy)
 exported for the batch of 4, HALF_EXPORT_DIR for microbatches of 2 rows
-(--grad-accum 2). Prints one line per layout; exits 1 on a
+(--grad-accum 2). MODE is the recompute mode compared with none (full by
+default); each --flag is added to every run (--unfused-attention, for
+selective recompute). Prints one line per layout; exits 1 on a
 difference or a peak that did not shrink.
 """
+import argparse
 import json
 import os
 import subprocess
@@ -58,13 +62,23 @@ def train(loom_run, export, work, tag, flags):
 
 
 def main():
-    loom_run, whole, half, work = sys.argv[1:5]
+    parser = argparse.ArgumentParser()
+    parser.add_argument("loom_run")
+    parser.add_argument("whole")
+    parser.add_argument("half")
+    parser.add_argument("work")
+    parser.add_argument("--recompute", default="full")
+    parser.add_argument("--flag", action="append", default=[])
+    args = parser.parse_args()
+    loom_run, whole, half, work = args.loom_run, args.whole, args.half, \
+        args.work
     ok = True
     for index, (name, microbatched, flags) in enumerate(LAYOUTS):
         export = half if microbatched else whole
+        flags = flags + args.flag
         kept = train(loom_run, export, work, f"{index}-none", flags)
-        redone = train(loom_run, export, work, f"{index}-full",
-                       flags + ["--recompute", "full"])
+        redone = train(loom_run, export, work, f"{index}-{args.recompute}",
+                       flags + ["--recompute", args.recompute])
         problems = []
         if kept[0] != redone[0]:
             problems.append(f"losses differ: {kept[0]} vs {redone[0]}")

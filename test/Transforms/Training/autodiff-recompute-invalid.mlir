@@ -1,8 +1,7 @@
-// RUN: loom-opt --loom-autodiff='recompute=selective' --verify-diagnostics %s
+// RUN: loom-opt --loom-autodiff='recompute=some' --verify-diagnostics %s
 
-// Selective recompute (the attention core) is what loom-fuse-attention
-// already gives: a mode the pass does not know is an error.
-// expected-error @+1 {{loom-autodiff: recompute=selective is not a recompute mode (none, full; selective recompute of the attention core is what loom-fuse-attention already does: its [.., S, S] scores are never stored)}}
+// A mode the pass does not know is an error.
+// expected-error @+1 {{loom-autodiff: recompute=some is not a recompute mode (none, selective: the attention cores that are not fused, full: every segment between the cut points but the last)}}
 module {
   loom.parameter @w trainable : tensor<4xf32> = dense<0.1> : tensor<4xf32>
   func.func @forward(%x: tensor<4xf32>) -> tensor<f32> {

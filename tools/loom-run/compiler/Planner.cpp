@@ -455,7 +455,15 @@ private:
   /// shard groups: each layout the constraint allows and whose model states
   /// can fit joins `pending`.
   void enumerateSharding(const Layout &layout) {
-    for (const char *recompute : {"none", "full"}) {
+    // Selective recompute only when asked for: it recomputes the attention
+    // cores Loom did not fuse, and the attention it recognizes is fused, so
+    // for most models it plans what none does.
+    auto fixed = request.constraint.fixed.find("recompute");
+    bool selective =
+        fixed != request.constraint.fixed.end() && fixed->second == "selective";
+    for (const char *recompute : {"none", "selective", "full"}) {
+      if (llvm::StringRef(recompute) == "selective" && !selective)
+        continue;
       for (int sp = 0; sp <= (layout.tp > 1 ? 1 : 0); ++sp) {
         for (int zero = 0; zero <= (layout.dp > 1 ? 3 : 0); ++zero) {
           for (int group : shardGroups(layout, zero)) {
@@ -986,11 +994,9 @@ rt::StatusOr<PlanResult> loomrun::planLayout(const PlanRequest &request) {
     return rt::Status::error("--global-batch must be at least 1");
   if (auto it = request.constraint.fixed.find("recompute");
       it != request.constraint.fixed.end() && it->second != "none" &&
-      it->second != "full")
-    return rt::Status::error(
-        "--evaluate: recompute=" + it->second +
-        ": the modes are none and full (selective recompute of the attention "
-        "core is what Loom's fused attention already does)");
+      it->second != "selective" && it->second != "full")
+    return rt::Status::error("--evaluate: recompute=" + it->second +
+                             ": the modes are none, selective and full");
   PlanResult result;
   result.devices = request.devices > 0 ? request.devices : cluster->devices();
   if (result.devices > cluster->devices())
@@ -1410,9 +1416,10 @@ rt::StatusOr<Layout> loomrun::readPlannedLayout(const std::string &path) {
   if (std::optional<llvm::StringRef> recompute =
           choice->getString("recompute")) {
     layout.recompute = recompute->str();
-    if (*recompute != "none" && *recompute != "full" && error.empty())
+    if (*recompute != "none" && *recompute != "selective" &&
+        *recompute != "full" && error.empty())
       error = path + ": 'choice.recompute' is " + recompute->str() +
-              " (none or full)";
+              " (none, selective or full)";
   } else if (error.empty()) {
     error = path + ": 'choice.recompute' must be a string";
   }

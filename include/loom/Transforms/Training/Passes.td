@@ -252,6 +252,14 @@ def LoomAutodiff : Pass<"loom-autodiff", "::mlir::ModuleOp"> {
     forward is done with them; the clones compute the same values (bit for
     bit: dropout's mask is a function of its seed and indices). `none`, the
     default, keeps what the backward reads.
+
+    With `recompute=selective` (Megatron's selective recompute) only the
+    attention cores are recomputed: for each softmax between two matmuls,
+    the ops from the scores' matmul (q kᵀ) through their scale, mask,
+    softmax and dropout, but not the probabilities' product with v. The
+    backward then keeps q, k and v, not the [.., S, S] scores and
+    probabilities. A fused `loom.attention` never stores those anyway, so
+    there selective is the same as none.
   }];
   let options = [
     Option<"function", "function", "std::string", /*default=*/"\"forward\"",
@@ -259,8 +267,9 @@ def LoomAutodiff : Pass<"loom-autodiff", "::mlir::ModuleOp"> {
     Option<"lossResult", "loss-result", "unsigned", /*default=*/"0",
            "Which result is the scalar loss">,
     Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
-           "Activation recompute: none, or full (every segment between the "
-           "cut points but the last recomputes its forward in the backward)">,
+           "Activation recompute: none; selective (the attention cores that "
+           "are not fused); or full (every segment between the cut points "
+           "but the last recomputes its forward in the backward)">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
