@@ -149,6 +149,10 @@ struct PlanRequest {
   std::string batchDim = "batch";
   /// Other symbolic dimensions (--dim NAME=SIZE).
   std::map<std::string, int64_t> dims;
+  /// The rows of each microbatch (over all dp ranks) when the model's
+  /// inputs declare a fixed batch (an export without dynamic axes); 0 when
+  /// the batch is symbolic. planLayout reads it off the model.
+  int64_t fixedBatch = 0;
   /// Shapes of inputs by name (loom-run's data), whose first dimension is
   /// the batch: each layout replaces it by its microbatch's rows.
   std::map<std::string, std::vector<int64_t>> inputShapes;

@@ -55,6 +55,7 @@ RankUsage loomrt::rankUsage(const Plan &plan, int rank,
       continue;
     }
     trainedBytes += weight.bytes;
+    ++usage.trainedCount;
     if (masters.count(weight.name))
       usage.optimizerBytes += weight.bytes;
     else

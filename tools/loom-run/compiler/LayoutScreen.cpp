@@ -90,24 +90,35 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
   // (the fixed part and a microbatch's time), and one microbatch of the
   // layout's rows (its time and activations).
   double fixed[2], microbatch[2], activations[2], params[2], grads[2],
-      optimizer[2], accumulators[2];
+      optimizer[2], accumulators[2], tensors[2];
+  // A model exported at a fixed batch compiles only microbatches of that
+  // many rows (over all dp ranks): its probes run them, and a rank's share
+  // of a microbatch's time and activations is taken as proportional to its
+  // rows.
+  const int64_t unit = probeRows();
+  const int64_t probed = fixedRows > 0 ? fixedRows : rows;
+  const double share = fixedRows > 0 ? double(rows) / double(fixedRows) : 1;
   for (int i = 0; i < 2; ++i) {
-    std::optional<ProbeFigures> one = figures(layout, keeps[i], 1, 1, error);
+    std::optional<ProbeFigures> one =
+        figures(layout, keeps[i], 1, unit, error);
     std::optional<ProbeFigures> two =
-        one ? figures(layout, keeps[i], 2, 1, error) : std::nullopt;
+        one ? figures(layout, keeps[i], 2, unit, error) : std::nullopt;
     std::optional<ProbeFigures> rowsProbe =
-        two ? (rows == 1 ? one : figures(layout, keeps[i], 1, rows, error))
+        two ? (probed == unit ? one
+                              : figures(layout, keeps[i], 1, probed, error))
             : std::nullopt;
     if (!rowsProbe)
       return std::nullopt;
     double perMicrobatch = std::max(0.0, two->stepSeconds - one->stepSeconds);
     fixed[i] = std::max(0.0, one->stepSeconds - perMicrobatch);
-    microbatch[i] = std::max(0.0, rowsProbe->stepSeconds - fixed[i]);
+    microbatch[i] = share * std::max(0.0, rowsProbe->stepSeconds - fixed[i]);
     params[i] = double(rowsProbe->paramBytes);
     grads[i] = double(rowsProbe->gradBytes);
     optimizer[i] = double(rowsProbe->optimizerBytes);
-    activations[i] = std::max(0.0, double(rowsProbe->peakBytes) - params[i] -
-                                       grads[i] - optimizer[i]);
+    tensors[i] = double(rowsProbe->trainedCount);
+    activations[i] =
+        share * std::max(0.0, double(rowsProbe->peakBytes) - params[i] -
+                                  grads[i] - optimizer[i]);
     // The sums a second microbatch's gradients accumulate into.
     accumulators[i] =
         std::max(0.0, double(two->peakBytes) - double(one->peakBytes));
@@ -140,9 +151,10 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
     if (kind == "interleaved") {
       compute = (M + (P - 1) / V) * t;
       inFlight = std::min(M * V, 2 * (P - 1) + (V - 1) * P + 1) / V;
-    } else if (kind == "zb-h1" && M >= P) {
-      // F = B = W: the bubble is (P - 1)(F + B - W), a third of 1F1B's.
-      compute = M * t + (P - 1) * t / 3;
+    } else if (kind == "zb-h1") {
+      // F = B = W: the bubble is (P - 1)(F + B - W), a third of 1F1B's;
+      // with fewer microbatches than stages, fewer W fill it.
+      compute = (M + P - 1) * t - std::min(1.0, M / P) * (P - 1) * 2 * t / 3;
       inFlight = std::min(M, P);
     } else {
       compute = (M + P - 1) * t;
@@ -158,14 +170,26 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
          stageOptimizer = stage(optimizer);
   double exposed = 0;
   if (dp > 1) {
+    // Each trained tensor is reduced (and gathered) by a collective of its
+    // own, but for data parallelism's gradient buckets (without a
+    // pipeline): on a small model the collectives' latency, not their
+    // bytes, is the cost.
+    const double stageTensors = std::max(1.0, stage(tensors));
+    double collectives = stageTensors;
     auto seconds = [&](CollectiveKind kind, double bytes, int size,
                        int stride) {
-      return cluster.collectiveSeconds(kind, uint64_t(bytes),
-                                       groupRanks(size, stride, layout.tp));
+      double n = std::max(1.0, collectives);
+      return n * cluster.collectiveSeconds(
+                     kind, uint64_t(bytes / n),
+                     groupRanks(size, stride, layout.tp));
     };
     double reduce, gather = 0;
     if (layout.zero == 0) {
+      if (pp == 1 && bucketBytes > 0)
+        collectives =
+            std::min(stageTensors, std::ceil(stageGrads / bucketBytes));
       reduce = seconds(CollectiveKind::AllReduce, stageGrads, dp, 1);
+      collectives = stageTensors;
     } else {
       reduce = seconds(CollectiveKind::ReduceScatter, stageGrads, shard, 1);
       if (shard < dp)
@@ -179,13 +203,15 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
     // parameters for its forward and backward, ahead of the compute.
     // ZeRO-2 and -3 reduce-scatter every microbatch's gradients (their
     // sums are sharded), each during that microbatch's backward.
-    if (layout.zero >= 2)
-      exposed = std::max(0.0, M * reduce - 0.5 * compute) + reduce / 2;
-    else
+    // ZeRO-3's gathers and the reduce-scatters share the rank's links, so
+    // together they hide in that half of the compute.
+    if (layout.zero >= 2) {
+      double perStep = M * reduce + (layout.zero == 3 ? 2 * M * gather : 0);
+      exposed = std::max(0.0, perStep - 0.5 * compute) + reduce / 2;
+    } else {
       exposed = std::max(0.0, reduce - 2 * t / 3);
-    if (layout.zero == 3)
-      exposed += std::max(0.0, 2 * M * gather - 0.5 * compute);
-    else
+    }
+    if (layout.zero < 3)
       exposed += gather;
   }
   LayoutEstimate out;

@@ -31,6 +31,9 @@ namespace loomrun {
 struct ProbeFigures {
   double stepSeconds = 0;
   uint64_t peakBytes = 0, paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
+  /// Trained parameters (tensors): each is reduced (and under ZeRO
+  /// gathered) by a collective of its own.
+  uint64_t trainedCount = 0;
 };
 
 struct LayoutEstimate {
@@ -50,9 +53,20 @@ public:
 
   /// `blocks`: how many times the model repeats its block (0: it does not,
   /// and each probe compiles the whole model).
+  /// `fixedRows`: the rows of every microbatch of a model exported at a
+  /// fixed batch (0: any rows), which the probes then use, scaling a
+  /// microbatch's time and activations to the layout's rows per rank.
   LayoutScreen(const mlir::loom::ClusterSpec &cluster, int blocks,
-               ProbeFn probe)
-      : cluster(cluster), blocks(blocks), probe(std::move(probe)) {}
+               ProbeFn probe, int64_t fixedRows = 0)
+      : cluster(cluster), blocks(blocks), fixedRows(fixedRows),
+        probe(std::move(probe)) {}
+
+  /// Data parallelism's gradient buckets without a pipeline (loom-run's
+  /// --bucket-mb; 0: one all-reduce per gradient).
+  void setBucketBytes(double bytes) { bucketBytes = bytes; }
+
+  /// The rows of the probes of one row's worth of work.
+  int64_t probeRows() const { return fixedRows > 0 ? fixedRows : 1; }
 
   /// The estimate of `layout`, or nothing with `error` (a probe that does
   /// not compile: the same tp, sequence parallelism or recompute would not).
@@ -75,6 +89,8 @@ private:
 
   const mlir::loom::ClusterSpec &cluster;
   int blocks;
+  int64_t fixedRows = 0;
+  double bucketBytes = 25.0 * 1024 * 1024;
   ProbeFn probe;
   std::map<ProbeKey, std::optional<ProbeFigures>> probes;
   std::map<ProbeKey, std::string> errors;

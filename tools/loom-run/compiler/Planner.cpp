@@ -14,6 +14,7 @@
 
 #include "loom/Analysis/Cluster.h"
 #include "loom/Analysis/PlanSimulation.h"
+#include "loom/Import/ONNX/ImportONNX.h"
 #include "loom/Runtime/Session/Report.h"
 
 #include "llvm/Support/Format.h"
@@ -113,7 +114,9 @@ ModelCompileOptions layoutOptions(const PlanRequest &request,
   options.keepRepeatedBlocks = keepBlocks;
   options.dims = request.dims;
   int64_t rows = layout.microbatchSize * int64_t(layout.dp);
-  if (request.inputShapes.empty())
+  // (A model of a fixed batch declares its rows; the search gives every
+  // microbatch that many.)
+  if (request.inputShapes.empty() && request.fixedBatch == 0)
     options.dims[request.batchDim] = rows;
   for (const auto &[name, shape] : request.inputShapes) {
     std::vector<int64_t> microbatch = shape;
@@ -142,7 +145,7 @@ rt::StatusOr<rt::Plan> compileLayout(const PlanRequest &request,
 struct Replay {
   std::vector<int> ranks;
   std::vector<uint64_t> peakBytes, paramBytes, gradBytes, optimizerBytes,
-      commBytes;
+      commBytes, trainedCount;
   /// The step's inputs and outputs the rank holds (the batch's rows).
   std::vector<uint64_t> ioBytes;
   std::vector<double> computeSeconds, waitSeconds, modelFlops;
@@ -225,6 +228,7 @@ std::optional<Replay> extrapolate(const Replay &a, const Replay &b, double m1,
   out.paramBytes = bytes(a.paramBytes, b.paramBytes);
   out.gradBytes = bytes(a.gradBytes, b.gradBytes);
   out.optimizerBytes = bytes(a.optimizerBytes, b.optimizerBytes);
+  out.trainedCount = bytes(a.trainedCount, b.trainedCount);
   out.commBytes = bytes(a.commBytes, b.commBytes);
   out.computeSeconds = seconds(a.computeSeconds, b.computeSeconds);
   out.waitSeconds = seconds(a.waitSeconds, b.waitSeconds);
@@ -259,7 +263,7 @@ public:
     int64_t batch = request.globalBatch;
     if (request.foldLayers) {
       Layout one;
-      one.microbatchSize = 1;
+      one.microbatchSize = request.fixedBatch > 0 ? request.fixedBatch : 1;
       rt::StatusOr<int> counted =
           countRepeatedBlocks(request.modelPath, layoutOptions(request, one));
       blocks = counted ? *counted : 0;
@@ -273,8 +277,11 @@ public:
             return std::nullopt;
           return ProbeFigures{replay->stepSeconds, replay->peakBytes[0],
                               replay->paramBytes[0], replay->gradBytes[0],
-                              replay->optimizerBytes[0]};
-        });
+                              replay->optimizerBytes[0],
+                              replay->trainedCount[0]};
+        },
+        request.fixedBatch);
+    screen->setBucketBytes(request.train.bucketMB * 1024 * 1024);
     if (!request.exhaustive)
       measureModelStates();
     for (int64_t tp : divisors(devices)) {
@@ -359,12 +366,12 @@ private:
   /// share of them, which prunes layouts before they are compiled.
   void measureModelStates() {
     Layout one;
-    one.microbatchSize = 1;
+    one.microbatchSize = screen->probeRows();
     // The screen's probe of tp 1 (the same compile; the screen reuses it).
     auto measure = [&](int keep) -> std::optional<ModelStates> {
       std::string error;
       std::optional<ProbeFigures> probe =
-          screen->figures(one, keep, 1, 1, error);
+          screen->figures(one, keep, 1, one.microbatchSize, error);
       if (!probe)
         return std::nullopt; // The search reports the compiler's error.
       return ModelStates{probe->paramBytes, probe->gradBytes,
@@ -420,13 +427,27 @@ private:
   }
 
   void enumerateMicrobatches(Layout base, int64_t perReplica) {
-    for (int64_t microbatches : divisors(perReplica)) {
+    // A model of a fixed batch: microbatches of its rows over dp, as many
+    // as the global batch holds.
+    std::vector<int64_t> counts = divisors(perReplica);
+    if (int64_t fixed = request.fixedBatch) {
+      if (fixed % base.dp) {
+        prune(base, "the model's inputs are exported at a fixed batch of " +
+                        std::to_string(fixed) + " rows, which dp " +
+                        std::to_string(base.dp) + " does not split");
+        return;
+      }
+      counts = {perReplica / (fixed / base.dp)};
+    }
+    bool splitsIntoPP = llvm::any_of(
+        counts, [&](int64_t count) { return count >= base.pp; });
+    for (int64_t microbatches : counts) {
       Layout layout = base;
       layout.microbatches = int(microbatches);
       layout.microbatchSize = perReplica / microbatches;
       if (layout.pp == 1) {
         enumerateSharding(layout);
-      } else if (microbatches < base.pp && perReplica >= base.pp &&
+      } else if (microbatches < base.pp && splitsIntoPP &&
                  !request.exhaustive) {
         // Fewer microbatches than stages leave stages idle through most
         // of the step; a split into at least pp exists.
@@ -554,12 +575,26 @@ private:
       return x.stepSeconds < y.stepSeconds;
     };
     std::optional<double> best;
+    // Whether `entry` is still worth compiling: it fits and is estimated
+    // within the margin of the fastest compiled step. The estimates of a
+    // family nothing was compiled from yet carry only the other families'
+    // correction, and families err differently (a pipeline's transfers,
+    // ZeRO's collectives): they get kScreenTimeMargin.
+    auto promising = [&](const Screened &entry) {
+      LayoutEstimate estimate = calibrated(entry);
+      if (!best)
+        return true;
+      double allowed = ratios.count(family(entry.layout))
+                           ? margin()
+                           : kScreenTimeMargin;
+      return fits(estimate) && estimate.stepSeconds <= *best * (1 + allowed);
+    };
     while (!order.empty()) {
-      auto next = std::min_element(order.begin(), order.end(), before);
-      LayoutEstimate estimate = calibrated(*next);
-      if (best &&
-          (!fits(estimate) || estimate.stepSeconds > *best * (1 + margin())))
+      std::sort(order.begin(), order.end(), before);
+      auto next = llvm::find_if(order, promising);
+      if (next == order.end())
         break;
+      LayoutEstimate estimate = calibrated(*next);
       if (outOfTime())
         break;
       Screened entry = *next;
@@ -572,7 +607,10 @@ private:
       bool feasible = evaluate(entry.layout);
       const Prediction &p = result.candidates.back().predicted;
       if (!p.peakBytes.empty()) {
-        if (p.stepSeconds > 0 && estimate.stepSeconds > 0) {
+        // (The margin of calibrated families is learnt from the errors of
+        // estimates made with their family's correction.)
+        if (p.stepSeconds > 0 && estimate.stepSeconds > 0 &&
+            ratios.count(family(entry.layout))) {
           double error = p.stepSeconds / estimate.stepSeconds - 1;
           squaredErrors += error * error;
           ++errors;
@@ -605,10 +643,10 @@ private:
     }
   }
 
-  /// How much slower than the fastest compiled step a layout may be
-  /// estimated and still be compiled: twice the calibrated estimates'
-  /// RMS error so far (they were off by that much before each compile),
-  /// within bounds; kScreenTimeMargin until three compiles tell.
+  /// How much slower than the fastest compiled step a layout of a
+  /// calibrated family may be estimated and still be compiled: twice the
+  /// RMS error of such estimates so far (they were off by that much before
+  /// each compile), within bounds; kScreenTimeMargin until three tell.
   double margin() const {
     if (errors < 3)
       return kScreenTimeMargin;
@@ -640,8 +678,13 @@ private:
     };
     if (auto it = ratios.find(key); it != ratios.end())
       return mean(it->second);
+    // A family nothing was compiled from takes the others' time
+    // correction, but not their memory's: what the probes miss in memory
+    // (a schedule's buffers, ZeRO's shards) differs most between
+    // families, and a peak wrongly corrected up would rule the family out
+    // before any of it is compiled.
     if (allRatios.count)
-      return mean(allRatios);
+      return {mean(allRatios).first, 1};
     return {1, 1};
   }
 
@@ -804,6 +847,7 @@ private:
       replay.paramBytes.push_back(usage.paramBytes);
       replay.gradBytes.push_back(usage.gradBytes);
       replay.optimizerBytes.push_back(usage.optimizerBytes);
+      replay.trainedCount.push_back(usage.trainedCount);
       uint64_t sent = 0;
       for (const auto &[kind, bytes] : rt::plannedCommBytes(*plan, int(r)))
         sent += bytes;
@@ -1015,7 +1059,18 @@ rt::StatusOr<PlanResult> loomrun::planLayout(const PlanRequest &request) {
        << request.precision << ")";
     result.clusterSummary = text;
   }
-  Search(request, *cluster, result).run();
+  // A model exported at a fixed batch takes microbatches of that many rows.
+  PlanRequest fixed = request;
+  if (auto bytes = llvm::MemoryBuffer::getFile(request.modelPath))
+    fixed.fixedBatch = mlir::loom::fixedLeadingDimension((*bytes)->getBuffer(),
+                                                         request.batchDim);
+  if (fixed.fixedBatch > 0 && request.globalBatch % fixed.fixedBatch)
+    return rt::Status::error(
+        request.modelPath + ": its inputs are exported at a fixed batch of " +
+        std::to_string(fixed.fixedBatch) +
+        " rows, so every microbatch has that many: --global-batch " +
+        std::to_string(request.globalBatch) + " is not a multiple of it");
+  Search(fixed, *cluster, result).run();
   std::stable_sort(result.candidates.begin(), result.candidates.end(),
                    [](const Candidate &a, const Candidate &b) {
                      const Prediction &x = a.predicted, &y = b.predicted;

@@ -72,6 +72,14 @@ replaceInitializers(llvm::StringRef modelBytes,
                     const llvm::StringMap<llvm::StringRef> &values,
                     std::string &error, size_t *replacedCount = nullptr);
 
+/// The rows a model was exported at: the fixed leading dimension that all
+/// its graph inputs (initializers aside) declare, when none of them names
+/// `dimName` as a symbolic dimension. 0 when an input's batch is symbolic
+/// or unknown, the inputs disagree, or `modelBytes` is not a binary
+/// ModelProto.
+int64_t fixedLeadingDimension(llvm::StringRef modelBytes,
+                              llvm::StringRef dimName);
+
 } // namespace loom
 } // namespace mlir
 

@@ -46,6 +46,9 @@ struct RankUsage {
   /// Their gradients: the plan's `gradients` of the rank, else one per
   /// trained parameter (the masters), of its dtype and (local) shape.
   uint64_t gradBytes = 0;
+  /// How many trained parameters (tensors) the rank holds: data
+  /// parallelism reduces (and ZeRO gathers) each on its own.
+  uint64_t trainedCount = 0;
   /// The optimizer state the rank holds: the state weights named
   /// `optimizer.*` (moments, momentum buffers, and the step counter) and
   /// the f32 masters of parameters that have a bf16 copy.
