@@ -99,8 +99,7 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
   const int64_t probed = fixedRows > 0 ? fixedRows : rows;
   const double share = fixedRows > 0 ? double(rows) / double(fixedRows) : 1;
   for (int i = 0; i < 2; ++i) {
-    std::optional<ProbeFigures> one =
-        figures(layout, keeps[i], 1, unit, error);
+    std::optional<ProbeFigures> one = figures(layout, keeps[i], 1, unit, error);
     std::optional<ProbeFigures> two =
         one ? figures(layout, keeps[i], 2, unit, error) : std::nullopt;
     std::optional<ProbeFigures> rowsProbe =
@@ -179,9 +178,8 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
     auto seconds = [&](CollectiveKind kind, double bytes, int size,
                        int stride) {
       double n = std::max(1.0, collectives);
-      return n * cluster.collectiveSeconds(
-                     kind, uint64_t(bytes / n),
-                     groupRanks(size, stride, layout.tp));
+      return n * cluster.collectiveSeconds(kind, uint64_t(bytes / n),
+                                           groupRanks(size, stride, layout.tp));
     };
     double reduce, gather = 0;
     if (layout.zero == 0) {

@@ -275,10 +275,10 @@ public:
           std::optional<Replay> replay = replayLayout(layout, keep, error);
           if (!replay || replay->ranks.empty())
             return std::nullopt;
-          return ProbeFigures{replay->stepSeconds, replay->peakBytes[0],
-                              replay->paramBytes[0], replay->gradBytes[0],
-                              replay->optimizerBytes[0],
-                              replay->trainedCount[0]};
+          return ProbeFigures{
+              replay->stepSeconds,       replay->peakBytes[0],
+              replay->paramBytes[0],     replay->gradBytes[0],
+              replay->optimizerBytes[0], replay->trainedCount[0]};
         },
         request.fixedBatch);
     screen->setBucketBytes(request.train.bucketMB * 1024 * 1024);
@@ -439,8 +439,8 @@ private:
       }
       counts = {perReplica / (fixed / base.dp)};
     }
-    bool splitsIntoPP = llvm::any_of(
-        counts, [&](int64_t count) { return count >= base.pp; });
+    bool splitsIntoPP =
+        llvm::any_of(counts, [&](int64_t count) { return count >= base.pp; });
     for (int64_t microbatches : counts) {
       Layout layout = base;
       layout.microbatches = int(microbatches);
@@ -584,9 +584,8 @@ private:
       LayoutEstimate estimate = calibrated(entry);
       if (!best)
         return true;
-      double allowed = ratios.count(family(entry.layout))
-                           ? margin()
-                           : kScreenTimeMargin;
+      double allowed =
+          ratios.count(family(entry.layout)) ? margin() : kScreenTimeMargin;
       return fits(estimate) && estimate.stepSeconds <= *best * (1 + allowed);
     };
     while (!order.empty()) {
