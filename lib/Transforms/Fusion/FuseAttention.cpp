@@ -19,6 +19,7 @@
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <cmath>
 #include <optional>
 
 namespace mlir {
@@ -47,7 +48,34 @@ struct Match {
   Value mask;
   bool negateMask = false;
   double maskValue = 0.0;
+  /// An additive mask: a constant of zeros and one fill far below any
+  /// score (HF's causal mask of finfo.min), true where it holds the fill.
+  DenseElementsAttr additiveMask;
+  /// A clamp of the scores from below (HF LLaMA's `max(scores,
+  /// finfo.min)`): the identity on finite scores, it clamps the fill.
+  std::optional<double> clamp;
 };
+
+/// The fill of an additive mask: `attr`'s one nonzero value, when every
+/// element is 0 or that value and it is so far below any score that
+/// adding it gives the fill itself (-inf, or at most -1e30: a score below
+/// 1e21 is less than half its ulp).
+std::optional<double> additiveFill(DenseElementsAttr attr) {
+  if (!attr || attr.isSplat() || !isa<FloatType>(attr.getElementType()))
+    return std::nullopt;
+  std::optional<double> fill;
+  for (APFloat element : attr.getValues<APFloat>()) {
+    if (element.isZero())
+      continue;
+    double value = element.convertToDouble();
+    if (fill && *fill != value)
+      return std::nullopt;
+    fill = value;
+  }
+  if (!fill || !(*fill <= -1e30))
+    return std::nullopt;
+  return fill;
+}
 
 /// Walks from the softmax's input up to the scores' matmul: at most one
 /// scale, at most one select and at most one widening cast (the latter
@@ -63,7 +91,49 @@ LogicalResult matchScores(SoftmaxOp softmax, Match &match) {
       match.scores = matmul;
       return success();
     }
+    bool first = match.chain.empty();
     match.chain.push_back(def);
+    // Right below the softmax, a clamp from below at the lowest finite
+    // value (or -inf): nothing a finite score is changed by.
+    if (auto maximum = dyn_cast<MaximumOp>(def); maximum && first) {
+      Value lhs = maximum.getLhs(), rhs = maximum.getRhs();
+      std::optional<double> c = splatValue(rhs);
+      Value scores = lhs;
+      if (!c) {
+        c = splatValue(lhs);
+        scores = rhs;
+      }
+      auto element = cast<FloatType>(
+          cast<RankedTensorType>(maximum.getType()).getElementType());
+      double lowest =
+          APFloat::getLargest(element.getFloatSemantics(), /*Negative=*/true)
+              .convertToDouble();
+      if (!c || scores.getType() != maximum.getType() ||
+          !(*c == lowest || std::isinf(*c) && *c < 0))
+        return failure();
+      match.clamp = *c;
+      value = scores;
+      continue;
+    }
+    // An additive mask of zeros and a huge negative fill: where it holds
+    // the fill, the sum is the fill, as a select would make it.
+    if (auto add = dyn_cast<AddOp>(def);
+        add && !match.mask && !match.additiveMask) {
+      DenseElementsAttr attr;
+      Value scores = add.getLhs();
+      if (!matchPattern(add.getRhs(), m_Constant(&attr))) {
+        scores = add.getRhs();
+        if (!matchPattern(add.getLhs(), m_Constant(&attr)))
+          return failure();
+      }
+      std::optional<double> fill = additiveFill(attr);
+      if (!fill || scores.getType() != add.getType())
+        return failure();
+      match.additiveMask = attr;
+      match.maskValue = scaled ? *fill * match.scale : *fill;
+      value = scores;
+      continue;
+    }
     if (auto cast = dyn_cast<CastOp>(def)) {
       auto producer = cast.getInput().getDefiningOp<MatmulOp>();
       if (!producer)
@@ -86,7 +156,8 @@ LogicalResult matchScores(SoftmaxOp softmax, Match &match) {
       value = scores;
       continue;
     }
-    if (auto select = dyn_cast<SelectOp>(def); select && !match.mask) {
+    if (auto select = dyn_cast<SelectOp>(def);
+        select && !match.mask && !match.additiveMask) {
       std::optional<double> onTrue = splatValue(select.getOnTrue());
       std::optional<double> onFalse = splatValue(select.getOnFalse());
       Value scores;
@@ -125,6 +196,8 @@ FailureOr<Match> matchAttention(SoftmaxOp softmax) {
   match.softmax = softmax;
   if (failed(matchScores(softmax, match)))
     return failure();
+  if (match.clamp && (match.mask || match.additiveMask))
+    match.maskValue = std::max(match.maskValue, *match.clamp);
 
   // Down: an optional narrowing cast, then the product with v.
   Value probs = softmax.getResult();
@@ -157,8 +230,10 @@ FailureOr<Match> matchAttention(SoftmaxOp softmax) {
       q.getShape().drop_back(2) != k.getShape().drop_back(2) ||
       q.getShape().drop_back(2) != v.getShape().drop_back(2))
     return failure();
-  if (match.mask) {
-    auto maskType = cast<RankedTensorType>(match.mask.getType());
+  if (match.mask || match.additiveMask) {
+    auto maskType = match.mask
+                        ? cast<RankedTensorType>(match.mask.getType())
+                        : cast<RankedTensorType>(match.additiveMask.getType());
     if (maskType.getRank() > rank)
       return failure();
   }
@@ -282,6 +357,17 @@ void rewrite(Match &match) {
     k = transposeTrailing(builder, loc, k);
   if (match.output.getTransposeRhs())
     v = transposeTrailing(builder, loc, v);
+  if (match.additiveMask) {
+    // The additive mask as loom.attention takes masks: true where the
+    // fill is.
+    SmallVector<bool> masked;
+    for (APFloat element : match.additiveMask.getValues<APFloat>())
+      masked.push_back(!element.isZero());
+    auto type = cast<RankedTensorType>(match.additiveMask.getType())
+                    .clone(builder.getI1Type());
+    match.mask = builder.create<ConstantOp>(
+        loc, DenseElementsAttr::get(type, ArrayRef<bool>(masked)));
+  }
   Value mask;
   if (match.mask)
     mask = normalizeMask(builder, loc, match, match.scores.getType());

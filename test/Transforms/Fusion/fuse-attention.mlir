@@ -197,3 +197,55 @@ func.func @heads_shared_chain(%q: tensor<2x16x4x8xf32>, %kv: tensor<2x16x4x8xf32
   %ot = loom.transpose %o [0, 2, 1, 3] : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
   return %ot : tensor<2x16x4x8xf32>
 }
+
+// -----
+
+// Hugging Face LLaMA's form: an additive causal mask, a constant of zeros
+// and finfo.min, then the scores clamped at finfo.min. Where the mask holds
+// the fill the sum is the fill (a score is far below half its ulp) and the
+// clamp changes no finite score, so this is a select with that fill: one
+// loom.attention, its mask true where the constant held finfo.min.
+// CHECK-LABEL: func.func @hf_additive_mask
+// CHECK:         %[[MASK:.*]] = loom.constant dense<{{\[\[}}[false, true, true], [false, false, true], [false, false, false]]]> : tensor<1x3x3xi1>
+// CHECK:         loom.attention %{{.*}}, %{{.*}}, %{{.*}} mask %[[MASK]] scale 5.000000e-01 mask_value -3.40282{{[0-9]*}}E+38
+// CHECK-NOT:     loom.softmax
+// CHECK-NOT:     loom.maximum
+func.func @hf_additive_mask(%q: tensor<2x3x8xf32>, %k: tensor<2x3x8xf32>, %v: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %c = loom.constant dense<2.0> : tensor<f32>
+  %causal = loom.constant dense<[[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]> : tensor<1x3x3xf32>
+  %lowest = loom.constant dense<-3.40282347E+38> : tensor<f32>
+  %s = loom.matmul %q, %k transpose_rhs : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x3xf32>
+  %t = loom.div %s, %c : (tensor<2x3x3xf32>, tensor<f32>) -> tensor<2x3x3xf32>
+  %u = loom.add %t, %causal : (tensor<2x3x3xf32>, tensor<1x3x3xf32>) -> tensor<2x3x3xf32>
+  %w = loom.maximum %u, %lowest : (tensor<2x3x3xf32>, tensor<f32>) -> tensor<2x3x3xf32>
+  %p = loom.softmax %w axis 2 : tensor<2x3x3xf32>
+  %o = loom.matmul %p, %v : (tensor<2x3x3xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %o : tensor<2x3x8xf32>
+}
+
+// -----
+
+// Left alone: an additive mask of small values is a bias, not a mask (the
+// sum is not the fill), and a clamp above the lowest value changes scores.
+// CHECK-LABEL: func.func @additive_bias
+// CHECK-NOT:     loom.attention
+// CHECK:         loom.softmax
+// CHECK-LABEL: func.func @clamped_scores
+// CHECK-NOT:     loom.attention
+// CHECK:         loom.softmax
+func.func @additive_bias(%q: tensor<2x3x8xf32>, %k: tensor<2x3x8xf32>, %v: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %bias = loom.constant dense<[[[0.0, -1.0e+04, -1.0e+04], [0.0, 0.0, -1.0e+04], [0.0, 0.0, 0.0]]]> : tensor<1x3x3xf32>
+  %s = loom.matmul %q, %k transpose_rhs : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x3xf32>
+  %u = loom.add %s, %bias : (tensor<2x3x3xf32>, tensor<1x3x3xf32>) -> tensor<2x3x3xf32>
+  %p = loom.softmax %u axis 2 : tensor<2x3x3xf32>
+  %o = loom.matmul %p, %v : (tensor<2x3x3xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %o : tensor<2x3x8xf32>
+}
+func.func @clamped_scores(%q: tensor<2x3x8xf32>, %k: tensor<2x3x8xf32>, %v: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %floor = loom.constant dense<-5.0> : tensor<f32>
+  %s = loom.matmul %q, %k transpose_rhs : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x3xf32>
+  %w = loom.maximum %s, %floor : (tensor<2x3x3xf32>, tensor<f32>) -> tensor<2x3x3xf32>
+  %p = loom.softmax %w axis 2 : tensor<2x3x3xf32>
+  %o = loom.matmul %p, %v : (tensor<2x3x3xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %o : tensor<2x3x8xf32>
+}
