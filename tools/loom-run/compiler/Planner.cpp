@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cmath>
 #include <sstream>
+#include <tuple>
 
 using namespace loomrun;
 namespace rt = loomrt;
@@ -1026,6 +1027,19 @@ int Prediction::worstRank() const {
   return index < ranks.size() ? ranks[index] : int(index);
 }
 
+namespace {
+/// What a layout adds to plain data parallelism, least first: recompute,
+/// ZeRO, sequence parallelism, microbatches, pipeline and tensor
+/// parallelism.
+std::tuple<int, int, int, int, int, int> simplicity(const Layout &layout) {
+  int recompute = layout.recompute == "none"        ? 0
+                  : layout.recompute == "selective" ? 1
+                                                    : 2;
+  return {recompute,           layout.zero, int(layout.sequenceParallel),
+          layout.microbatches, layout.pp,   layout.tp};
+}
+} // namespace
+
 rt::StatusOr<PlanResult> loomrun::planLayout(const PlanRequest &request) {
   auto started = std::chrono::steady_clock::now();
   std::string error;
@@ -1075,8 +1089,12 @@ rt::StatusOr<PlanResult> loomrun::planLayout(const PlanRequest &request) {
                      const Prediction &x = a.predicted, &y = b.predicted;
                      if (x.feasible != y.feasible)
                        return x.feasible;
-                     if (x.feasible)
+                     if (x.feasible && x.stepSeconds != y.stepSeconds)
                        return x.stepSeconds < y.stepSeconds;
+                     // Equally fast: the simpler layout (a recompute or
+                     // ZeRO stage that gains nothing is not chosen).
+                     if (x.feasible)
+                       return simplicity(a.layout) < simplicity(b.layout);
                      // Refused by memory before refused by the compiler,
                      // the smallest shortfall first.
                      bool xm = !x.peakBytes.empty(), ym = !y.peakBytes.empty();
