@@ -60,7 +60,7 @@ struct Match {
 /// element is 0 or that value and it is so far below any score that
 /// adding it gives the fill itself (-inf, or at most -1e30: a score below
 /// 1e21 is less than half its ulp).
-std::optional<double> additiveFill(DenseElementsAttr attr) {
+std::optional<double> scanAdditiveFill(DenseElementsAttr attr) {
   if (!attr || attr.isSplat() || !isa<FloatType>(attr.getElementType()))
     return std::nullopt;
   std::optional<double> fill;
@@ -77,10 +77,39 @@ std::optional<double> additiveFill(DenseElementsAttr attr) {
   return fill;
 }
 
+/// Every layer adds the same causal mask (S x S elements): each constant is
+/// read once, and its i1 form made once.
+struct AdditiveMasks {
+  llvm::DenseMap<Attribute, std::optional<double>> fills;
+  llvm::DenseMap<Attribute, DenseElementsAttr> masks;
+
+  std::optional<double> fill(DenseElementsAttr attr) {
+    auto [it, inserted] = fills.try_emplace(attr);
+    if (inserted)
+      it->second = scanAdditiveFill(attr);
+    return it->second;
+  }
+
+  /// True where `attr` holds its fill.
+  DenseElementsAttr mask(DenseElementsAttr attr) {
+    DenseElementsAttr &mask = masks[attr];
+    if (!mask) {
+      SmallVector<bool> masked;
+      for (APFloat element : attr.getValues<APFloat>())
+        masked.push_back(!element.isZero());
+      auto type = cast<RankedTensorType>(attr.getType())
+                      .clone(IntegerType::get(attr.getContext(), 1));
+      mask = DenseElementsAttr::get(type, ArrayRef<bool>(masked));
+    }
+    return mask;
+  }
+};
+
 /// Walks from the softmax's input up to the scores' matmul: at most one
 /// scale, at most one select and at most one widening cast (the latter
 /// only directly below the matmul).
-LogicalResult matchScores(SoftmaxOp softmax, Match &match) {
+LogicalResult matchScores(SoftmaxOp softmax, Match &match,
+                          AdditiveMasks &additive) {
   Value value = softmax.getInput();
   bool scaled = false;
   while (true) {
@@ -126,7 +155,7 @@ LogicalResult matchScores(SoftmaxOp softmax, Match &match) {
         if (!matchPattern(add.getLhs(), m_Constant(&attr)))
           return failure();
       }
-      std::optional<double> fill = additiveFill(attr);
+      std::optional<double> fill = additive.fill(attr);
       if (!fill || scores.getType() != add.getType())
         return failure();
       match.additiveMask = attr;
@@ -186,7 +215,7 @@ LogicalResult matchScores(SoftmaxOp softmax, Match &match) {
 }
 
 /// Matches the attention around `softmax`.
-FailureOr<Match> matchAttention(SoftmaxOp softmax) {
+FailureOr<Match> matchAttention(SoftmaxOp softmax, AdditiveMasks &additive) {
   auto type = cast<RankedTensorType>(softmax.getType());
   int64_t rank = type.getRank();
   int64_t axis = softmax.getAxis();
@@ -194,7 +223,7 @@ FailureOr<Match> matchAttention(SoftmaxOp softmax) {
     return failure();
   Match match;
   match.softmax = softmax;
-  if (failed(matchScores(softmax, match)))
+  if (failed(matchScores(softmax, match, additive)))
     return failure();
   if (match.clamp && (match.mask || match.additiveMask))
     match.maskValue = std::max(match.maskValue, *match.clamp);
@@ -345,7 +374,7 @@ void eraseDeadTransposes(ArrayRef<Value> operands) {
   }
 }
 
-void rewrite(Match &match) {
+void rewrite(Match &match, AdditiveMasks &additive) {
   OpBuilder builder(match.output);
   Location loc = builder.getFusedLoc(
       {match.scores.getLoc(), match.softmax.getLoc(), match.output.getLoc()});
@@ -360,13 +389,8 @@ void rewrite(Match &match) {
   if (match.additiveMask) {
     // The additive mask as loom.attention takes masks: true where the
     // fill is.
-    SmallVector<bool> masked;
-    for (APFloat element : match.additiveMask.getValues<APFloat>())
-      masked.push_back(!element.isZero());
-    auto type = cast<RankedTensorType>(match.additiveMask.getType())
-                    .clone(builder.getI1Type());
-    match.mask = builder.create<ConstantOp>(
-        loc, DenseElementsAttr::get(type, ArrayRef<bool>(masked)));
+    match.mask =
+        builder.create<ConstantOp>(loc, additive.mask(match.additiveMask));
   }
   Value mask;
   if (match.mask)
@@ -411,12 +435,14 @@ void rewrite(Match &match) {
 struct FuseAttentionPass : impl::LoomFuseAttentionBase<FuseAttentionPass> {
   void runOnOperation() override {
     SmallVector<Match> matches;
+    AdditiveMasks additive;
     getOperation().walk([&](SoftmaxOp softmax) {
-      if (FailureOr<Match> match = matchAttention(softmax); succeeded(match))
+      if (FailureOr<Match> match = matchAttention(softmax, additive);
+          succeeded(match))
         matches.push_back(*match);
     });
     for (Match &match : matches)
-      rewrite(match);
+      rewrite(match, additive);
   }
 };
 

@@ -169,10 +169,11 @@ unsigned mlir::loom::recomputeAttentionCores(func::FuncOp gradient,
       walk(matmul, /*up=*/false, unused, downstream);
     for (Operation *product : products)
       walk(product, /*up=*/true, unused, upstream);
+    // (cloneBeforeBackward orders them as the forward does.)
     llvm::SetVector<Operation *> core;
-    for (Operation *candidate : forward)
-      if (downstream.contains(candidate) && upstream.contains(candidate) &&
-          !products.contains(candidate) && isPureForward(candidate))
+    for (Operation *candidate : downstream)
+      if (upstream.contains(candidate) && !products.contains(candidate) &&
+          isPureForward(candidate))
         core.insert(candidate);
     if (!core.contains(softmax))
       continue;

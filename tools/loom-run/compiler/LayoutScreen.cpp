@@ -174,26 +174,30 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
     // pipeline): on a small model the collectives' latency, not their
     // bytes, is the cost.
     const double stageTensors = std::max(1.0, stage(tensors));
-    double collectives = stageTensors;
-    auto seconds = [&](CollectiveKind kind, double bytes, int size,
-                       int stride) {
-      double n = std::max(1.0, collectives);
-      return n * cluster.collectiveSeconds(kind, uint64_t(bytes / n),
-                                           groupRanks(size, stride, layout.tp));
+    // `count` collectives of `bytes` in all among `size` ranks `stride` tp
+    // groups apart.
+    auto seconds = [&](CollectiveKind kind, double bytes, int size, int stride,
+                       double count) {
+      count = std::max(1.0, count);
+      return count *
+             cluster.collectiveSeconds(kind, uint64_t(bytes / count),
+                                       groupRanks(size, stride, layout.tp));
     };
     double reduce, gather = 0;
     if (layout.zero == 0) {
-      if (pp == 1 && bucketBytes > 0)
-        collectives =
-            std::min(stageTensors, std::ceil(stageGrads / bucketBytes));
-      reduce = seconds(CollectiveKind::AllReduce, stageGrads, dp, 1);
-      collectives = stageTensors;
+      double buckets =
+          pp == 1 && bucketBytes > 0
+              ? std::min(stageTensors, std::ceil(stageGrads / bucketBytes))
+              : stageTensors;
+      reduce = seconds(CollectiveKind::AllReduce, stageGrads, dp, 1, buckets);
     } else {
-      reduce = seconds(CollectiveKind::ReduceScatter, stageGrads, shard, 1);
+      reduce = seconds(CollectiveKind::ReduceScatter, stageGrads, shard, 1,
+                       stageTensors);
       if (shard < dp)
         reduce += seconds(CollectiveKind::AllReduce, stageGrads / shard,
-                          dp / shard, shard);
-      gather = seconds(CollectiveKind::AllGather, stageParams, shard, 1);
+                          dp / shard, shard, stageTensors);
+      gather = seconds(CollectiveKind::AllGather, stageParams, shard, 1,
+                       stageTensors);
     }
     // The gradients reduce as the last microbatch's backward makes them
     // (two thirds of its time); ZeRO-1 and -2 gather the updated

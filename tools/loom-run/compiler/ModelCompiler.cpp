@@ -342,27 +342,28 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
                                                        shape.end());
     importOptions.warnTiedInitializers = options.train.enabled;
     importOptions.withWeights = options.withWeights;
-    // A model exported at a fixed batch trains in microbatches of exactly
-    // those rows: say so rather than that one input's shape differs.
-    if (int64_t fixed = options.train.enabled && extension == "onnx"
-                            ? mlir::loom::fixedLeadingDimension(
-                                  (*file)->getBuffer(), "batch")
-                            : 0)
-      for (const auto &[name, shape] : options.inputShapes)
-        if (!shape.empty() && shape[0] != fixed)
-          return rt::Status::error(
-              path + ": its inputs are exported at a fixed batch of " +
-              std::to_string(fixed) +
-              " rows, so every microbatch (over all data-parallel ranks) "
-              "has that many, but '" +
-              name + "' would have " + std::to_string(shape[0]) +
-              " (--batch-size over the microbatches): pass --batch-size " +
-              std::to_string(fixed) +
-              " times the microbatches, or export the model with a "
-              "dynamic batch axis");
     module = mlir::loom::importONNX((*file)->getBuffer(), path,
                                     extension == "onnxtext", &context,
                                     importOptions);
+    // A model exported at a fixed batch trains in microbatches of exactly
+    // those rows: when the import refuses a microbatch's shape, say so
+    // rather than that one input's shape differs. (Only then: reading the
+    // inputs parses the whole model again.)
+    if (!module && options.train.enabled && extension == "onnx")
+      if (int64_t fixed =
+              mlir::loom::fixedLeadingDimension((*file)->getBuffer(), "batch"))
+        for (const auto &[name, shape] : options.inputShapes)
+          if (!shape.empty() && shape[0] != fixed)
+            return rt::Status::error(
+                path + ": its inputs are exported at a fixed batch of " +
+                std::to_string(fixed) +
+                " rows, so every microbatch (over all data-parallel ranks) "
+                "has that many, but '" +
+                name + "' would have " + std::to_string(shape[0]) +
+                " (--batch-size over the microbatches): pass --batch-size " +
+                std::to_string(fixed) +
+                " times the microbatches, or export the model with a "
+                "dynamic batch axis");
   } else {
     return rt::Status::error(
         path + ": unknown model format (expected .onnx, .onnxtext, .mlir "
