@@ -383,7 +383,7 @@ private:
           return op->emitOpError("belongs to action ")
                  << formatPipelineAction({kind, where.stage, where.microbatch})
                  << ", which rank " << rank << "'s schedule does not list";
-        slots[{op, rank}] = found->second;
+        setSlot(op, rank, found->second);
         actionOf[op] =
             formatPipelineAction({kind, where.stage, where.microbatch});
         continue;
@@ -396,11 +396,11 @@ private:
           for (Value operand : op->getOperands()) {
             if (isReplicated(operand))
               continue;
-            auto local = slots.find({operand.getDefiningOp(), rank});
-            slot = std::max(slot, local == slots.end() ? end : local->second);
+            std::optional<int> local = slotOf(operand.getDefiningOp(), rank);
+            slot = std::max(slot, local ? *local : end);
           }
         }
-        slots[{op, rank}] = slot;
+        setSlot(op, rank, slot);
       }
     }
     // Replicated ops, readers first.
@@ -418,7 +418,7 @@ private:
           first[key] = first.count(key) ? std::min(first[key], slot) : slot;
       }
       for (auto [rank, slot] : first)
-        slots[{op, rank}] = slot;
+        setSlot(op, rank, slot);
     }
     return success();
   }
@@ -490,13 +490,28 @@ private:
     return text;
   }
 
-  /// (rank, slot) of every placement of `op`.
-  SmallVector<std::pair<int, int>> slotsOf(Operation *op) const {
-    SmallVector<std::pair<int, int>> result;
-    for (auto it = slots.lower_bound({op, 0});
-         it != slots.end() && it->first.first == op; ++it)
-      result.push_back({it->first.second, it->second});
-    return result;
+  /// (rank, slot) of every placement of `op`, by rank.
+  ArrayRef<std::pair<int, int>> slotsOf(Operation *op) const {
+    auto it = slots.find(op);
+    if (it == slots.end())
+      return {};
+    return it->second;
+  }
+
+  std::optional<int> slotOf(Operation *op, int rank) const {
+    for (auto [where, slot] : slotsOf(op))
+      if (where == rank)
+        return slot;
+    return std::nullopt;
+  }
+
+  void setSlot(Operation *op, int rank, int slot) {
+    SmallVector<std::pair<int, int>, 1> &list = slots[op];
+    auto it = llvm::lower_bound(list, std::make_pair(rank, INT_MIN));
+    if (it != list.end() && it->first == rank)
+      it->second = slot;
+    else
+      list.insert(it, {rank, slot});
   }
 
   SmallVector<int> ranksOf(Operation *op) const {
@@ -524,7 +539,7 @@ private:
           if (isa<func::ReturnOp>(user)) {
             where.push_back({lastRank, end});
           } else {
-            where = slotsOf(user);
+            where.assign(slotsOf(user).begin(), slotsOf(user).end());
             position = index.lookup(user);
           }
           for (auto [rank, slot] : where) {
@@ -559,9 +574,8 @@ private:
   std::vector<Item> itemsOf(int rank) {
     std::vector<Item> items;
     for (auto [position, op] : llvm::enumerate(ops)) {
-      auto it = slots.find({op, rank});
-      if (it != slots.end())
-        items.push_back({it->second, position, 1, op, nullptr});
+      if (std::optional<int> slot = slotOf(op, rank))
+        items.push_back({*slot, position, 1, op, nullptr});
     }
     for (const Transfer &transfer : transfers)
       if (transfer.target == rank)
@@ -823,14 +837,16 @@ private:
   std::vector<Operation *> ops;
   llvm::DenseMap<Operation *, size_t> index;
   llvm::DenseSet<Operation *> replicated;
-  std::map<Operation *, Staged> staged;
+  llvm::DenseMap<Operation *, Staged> staged;
   llvm::DenseMap<Operation *, SmallVector<int>> stages;
   llvm::DenseMap<Operation *, llvm::SetVector<Attribute>> parametersOf;
   llvm::DenseMap<Attribute, std::set<int>> readers;
   llvm::DenseSet<Operation *> inputGradient;
   /// Staged ops' actions, as formatPipelineAction writes them.
   llvm::DenseMap<Operation *, std::string> actionOf;
-  std::map<std::pair<Operation *, int>, int> slots;
+  /// Each placed op's (rank, slot) pairs, by rank. (Per op rather than a
+  /// map keyed by (op, rank): a 64-microbatch step has half a million.)
+  llvm::DenseMap<Operation *, SmallVector<std::pair<int, int>, 1>> slots;
   std::vector<Transfer> transfers;
   /// The functions made so far: erased if the split fails.
   SmallVector<func::FuncOp> made;
@@ -855,6 +871,12 @@ struct SplitStagesPass : impl::LoomSplitStagesBase<SplitStagesPass> {
     if (!step || step.isExternal() || !step.getBody().hasOneBlock()) {
       module.emitError() << "loom-split-stages: no function @" << function
                          << " to split";
+      return signalPassFailure();
+    }
+    if (step->hasAttr(LoomDialect::kPendingMicrobatchesAttrName)) {
+      step.emitOpError("has microbatches still to make (")
+          << LoomDialect::kPendingMicrobatchesAttrName
+          << "): run loom-unroll-microbatches before loom-split-stages";
       return signalPassFailure();
     }
     if (failed(StageSplitter(step, *schedule, sharedCores).run()))

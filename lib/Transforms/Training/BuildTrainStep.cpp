@@ -97,6 +97,10 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
       return module.emitError("grad-accum must be at least 1");
     if (clipGradNorm < 0)
       return module.emitError("clip-grad-norm must be >= 0 (0 turns it off)");
+    if (microbatchCopies == 1 || microbatchCopies == 2)
+      return module.emitError("microbatch-copies must be 0 (all) or at least "
+                              "3, so that loom-unroll-microbatches can check "
+                              "that the microbatches differ as it assumes");
     if (gradientPrecision != "f32" && gradientPrecision != "bf16")
       return module.emitError("gradient-precision must be f32 or bf16, not '")
              << gradientPrecision << "'";
@@ -184,7 +188,16 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
     gradFunction.walk([&](Operation *op) {
       pipelined |= op->hasAttr(LoomDialect::kStageAttrName);
     });
-    for (unsigned k = 0; k < gradAccum; ++k) {
+    // A pipeline's step may leave its later microbatches to
+    // loom-unroll-microbatches: propagation and partitioning cost the
+    // microbatches they see, and all microbatches are alike.
+    unsigned built = gradAccum;
+    if (pipelined && microbatchCopies >= 3 && gradAccum > microbatchCopies) {
+      built = microbatchCopies;
+      step->setAttr(LoomDialect::kPendingMicrobatchesAttrName,
+                    builder.getI64IntegerAttr(gradAccum));
+    }
+    for (unsigned k = 0; k < built; ++k) {
       SmallVector<Value> results = inlineMicrobatch(
           builder, gradFunction, body->getArguments(), k, stepNumber);
       auto accumulate = [&](Value &sum, Value value) -> AddOp {

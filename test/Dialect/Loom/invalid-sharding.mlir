@@ -143,7 +143,7 @@ func.func @op_attribute_array(%x: tensor<8xf32>) {
 // -----
 
 func.func @unknown_attribute(%x: tensor<8xf32>) {
-  // expected-error @+1 {{'loom.exp' op has unknown loom attribute 'loom.shard'; known: 'loom.sharding', 'loom.sharding_origin', 'loom.resharding', 'loom.factor_sharding', 'loom.gradient_accumulation', 'loom.stage', 'loom.microbatch', 'loom.backward', 'loom.recomputed', 'loom.kept_gradient', 'loom.parameter_gradient', 'loom.gradient_bytes' (functions), 'loom.world_size', 'loom.pipeline_schedule' (modules), 'loom.ranks' (functions)}}
+  // expected-error @+1 {{'loom.exp' op has unknown loom attribute 'loom.shard'; known: 'loom.sharding', 'loom.sharding_origin', 'loom.resharding', 'loom.factor_sharding', 'loom.gradient_accumulation', 'loom.stage', 'loom.microbatch', 'loom.backward', 'loom.recomputed', 'loom.kept_gradient', 'loom.parameter_gradient', 'loom.gradient_bytes', 'loom.microbatches' (functions), 'loom.world_size', 'loom.pipeline_schedule' (modules), 'loom.ranks' (functions)}}
   %0 = loom.exp %x {loom.shard = 1} : tensor<8xf32>
   return
 }
@@ -219,5 +219,14 @@ func.func @accumulation_mark(%a: tensor<2xf32>) -> tensor<2xf32> {
 // The gradient bytes are a non-negative integer on a function.
 // expected-error @+1 {{'func.func' op 'loom.gradient_bytes' must be a non-negative integer on a function}}
 func.func @gradient_bytes(%a: tensor<2xf32>) -> tensor<2xf32> attributes {loom.gradient_bytes = -4 : i64} {
+  return %a : tensor<2xf32>
+}
+
+// -----
+
+// A step's microbatch count left to loom-unroll-microbatches is a positive
+// integer on a function.
+// expected-error @+1 {{'func.func' op 'loom.microbatches' must be a positive integer on a function}}
+func.func @pending_microbatches(%a: tensor<2xf32>) -> tensor<2xf32> attributes {loom.microbatches = 0 : i64} {
   return %a : tensor<2xf32>
 }

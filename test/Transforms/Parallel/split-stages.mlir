@@ -186,3 +186,14 @@ module attributes {loom.world_size = 2 : i64, loom.pipeline_schedule = {actions 
     return %b : tensor<4xf32>
   }
 }
+
+// -----
+
+// The step is split only once loom-unroll-microbatches has made the
+// microbatches loom-build-train-step left (microbatch-copies).
+module attributes {loom.pipeline_schedule = {actions = ["F0.0 B0.0"], kind = "1f1b", microbatches = 1 : i64, ranks = 1 : i64, stages = 1 : i64}} {
+  // expected-error @+1 {{has microbatches still to make (loom.microbatches): run loom-unroll-microbatches before loom-split-stages}}
+  func.func @train_step(%x: tensor<2xf32>) -> tensor<2xf32> attributes {loom.microbatches = 4 : i64} {
+    return %x : tensor<2xf32>
+  }
+}

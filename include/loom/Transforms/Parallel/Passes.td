@@ -647,6 +647,58 @@ def LoomBuildSchedule : Pass<"loom-build-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
+def LoomUnrollMicrobatches : Pass<"loom-unroll-microbatches",
+                                   "::mlir::ModuleOp"> {
+  let summary = "Make a pipelined step's microbatches that were left unbuilt";
+  let description = [{
+    `loom-build-train-step microbatch-copies=N` builds a pipelined step
+    with its first N of K microbatches (`loom.microbatches = K` on the
+    function), so that sharding propagation and partitioning work on N
+    copies of the forward and backward instead of K: at K = 64 they were
+    most of the compile time (docs/design/pipeline.md). This pass, after
+    partitioning, makes microbatches N to K - 1 from the last one built,
+    as if all had been built and partitioned:
+
+    * an op is in microbatch k when it carries `loom.microbatch = k`, or
+      reads values of microbatch k and of no other microbatch (what
+      partitioning added: a tensor-parallel all-reduce, ZeRO-2's
+      reduce-scatter), or computes, without side effects, a value only
+      microbatch k reads (its slice of the arguments, its parameter reads);
+    * microbatches 0 to N - 1 must be alike: the same ops in the same order
+      on the same types, reading the same shared values and each other's
+      values at the same places, with equal attributes except integers
+      that lie on a line over k (the microbatch, the argument slices'
+      bounds, the dropouts' `index_base`), which the clones continue;
+    * what reads a microbatch's values outside it must be a sum over the
+      microbatches (`%s1 = add %v0, %v1`, `%s2 = add %s1, %v2`, ...): each
+      gets one term per new microbatch, and what read the last sum reads
+      the new last sum.
+
+    The clones go after the last built microbatch and its sums. A step
+    whose built microbatches differ otherwise, fewer than three built, or
+    a value of a microbatch read elsewhere than by a sum are errors. A
+    function without `loom.microbatches` is left as it is.
+
+    Input (K = 4, N = 3, the microbatch attribute abbreviated `mb`):
+    ```mlir
+    %x0 = loom.slice %x [0] [2] [1] ...   %y0 = loom.exp %x0 {mb = 0} ...
+    %x1 = loom.slice %x [2] [4] [1] ...   %y1 = loom.exp %x1 {mb = 1} ...
+    %s1 = loom.add %y0, %y1 ...
+    %x2 = loom.slice %x [4] [6] [1] ...   %y2 = loom.exp %x2 {mb = 2} ...
+    %s2 = loom.add %s1, %y2 ...
+    return %s2
+    ```
+    Output:
+    ```mlir
+    ... (as before, then)
+    %x3 = loom.slice %x [6] [8] [1] ...   %y3 = loom.exp %x3 {mb = 3} ...
+    %s3 = loom.add %s2, %y3 ...
+    return %s3
+    ```
+  }];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomSplitStages : Pass<"loom-split-stages", "::mlir::ModuleOp"> {
   let summary = "Split the training step into one program per pipeline rank";
   let description = [{

@@ -172,6 +172,12 @@ struct TrainingPipelineOptions
       *this, "stage-memory-cap-mb",
       llvm::cl::desc("With pp: each stage's memory cap in MiB (0: none)"),
       llvm::cl::init(0.0)};
+  Option<unsigned> microbatchCopies{
+      *this, "microbatch-copies",
+      llvm::cl::desc("With pp: the microbatches propagation and partitioning "
+                     "see; loom-unroll-microbatches makes the others (0: "
+                     "all)"),
+      llvm::cl::init(3)};
   ListOption<std::string> shard{
       *this, "shard",
       llvm::cl::desc("Sharding annotations REGEX=SHARDING[:PRIORITY] "
@@ -191,8 +197,8 @@ void buildTrainingPipeline(OpPassManager &pm,
 
 /// Adds the parallelization of a training step, from the options' `tp`,
 /// `shard` and `shardings`: the mesh and annotations, the tensor-parallel
-/// tactic, sharding propagation and SPMD partitioning. Nothing without
-/// them.
+/// tactic, sharding propagation and SPMD partitioning; with `pp`, the
+/// microbatches loom-build-train-step left (loom-unroll-microbatches).
 void buildParallelizationPipeline(OpPassManager &pm,
                                   const TrainingPipelineOptions &options);
 

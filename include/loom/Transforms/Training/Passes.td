@@ -326,6 +326,12 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
       reduced over data-parallel ranks in bf16 (Megatron's
       `--grad-reduce-in-bf16`, ZeRO's fp16 gradients); the step's
       `loom.gradient_bytes` counts them at 2 bytes each.
+    * `microbatch-copies` N >= 3 on a pipelined step (its ops carry
+      `loom.stage`) with K > N builds only microbatches 0 to N - 1 and
+      marks the step `loom.microbatches = K`: sharding propagation and
+      partitioning then work on N microbatches instead of K, and
+      `loom-unroll-microbatches` makes the others from the last one. The
+      module it ends with is the one N = 0 (all K) gives.
     * Every `loom.dropout` of the step takes the update count as its `step`
       (a new mask every step), and microbatch k's numbers its elements
       after the earlier microbatches' (`index_base`).
@@ -395,6 +401,11 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
            "f32, or bf16: gradients rounded to bf16 where the backward "
            "produces them, accumulated, reduced and kept in bf16, widened "
            "for the update">,
+    Option<"microbatchCopies", "microbatch-copies", "unsigned",
+           /*default=*/"0",
+           "On a pipelined step: build at most this many microbatches (at "
+           "least 3) and leave the rest to loom-unroll-microbatches (0: "
+           "build all)">,
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

@@ -50,7 +50,8 @@ static LogicalResult checkAttrName(Operation *op, NamedAttribute attr) {
                            << LoomDialect::kRecomputedAttrName << "', '"
                            << LoomDialect::kKeptGradientAttrName << "', '"
                            << LoomDialect::kParameterGradientAttrName << "', '"
-                           << LoomDialect::kGradientBytesAttrName
+                           << LoomDialect::kGradientBytesAttrName << "', '"
+                           << LoomDialect::kPendingMicrobatchesAttrName
                            << "' (functions), '"
                            << LoomDialect::kWorldSizeAttrName << "', '"
                            << LoomDialect::kPipelineScheduleAttrName
@@ -160,6 +161,13 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError()
              << "'" << kGradientBytesAttrName
              << "' must be a non-negative integer on a function";
+    return success();
+  }
+  if (attr.getName() == kPendingMicrobatchesAttrName) {
+    auto count = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!count || count.getInt() < 1 || !isa<FunctionOpInterface>(op))
+      return op->emitOpError() << "'" << kPendingMicrobatchesAttrName
+                               << "' must be a positive integer on a function";
     return success();
   }
   if (attr.getName() == kPipelineScheduleAttrName) {

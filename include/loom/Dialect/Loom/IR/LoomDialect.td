@@ -113,6 +113,12 @@ def Loom_Dialect : Dialect {
     /// its microbatch (an integer; loom-build-train-step).
     static constexpr ::llvm::StringLiteral kMicrobatchAttrName =
         "loom.microbatch";
+    /// Name of the function attribute (an integer) on a pipelined training
+    /// step of which loom-build-train-step built only the first microbatches
+    /// (`microbatch-copies`): the step's microbatch count, which
+    /// loom-unroll-microbatches completes once the step is partitioned.
+    static constexpr ::llvm::StringLiteral kPendingMicrobatchesAttrName =
+        "loom.microbatches";
     /// Name of the module attribute holding the pipeline schedule that
     /// `loom-build-schedule` proved (a dictionary: `kind`, `ranks`,
     /// `stages`, `microbatches`, `actions`, one string per rank).
