@@ -103,6 +103,68 @@ llvm::DenseMap<Operation *, unsigned> releasePoints(Block &body) {
   return released;
 }
 
+/// The buffers placed so far, ordered by (offset, end), one array per
+/// field.
+class PlacedBuffers {
+public:
+  void reserve(size_t count) {
+    offsets.reserve(count);
+    ends.reserve(count);
+    firsts.reserve(count);
+    lasts.reserve(count);
+  }
+
+  /// The lowest offset at which `bytes` fit beside every placed buffer
+  /// alive at some position of [first, last].
+  int64_t firstFit(int64_t bytes, unsigned first, unsigned last) const {
+    constexpr size_t kBlock = 32;
+    int64_t offset = 0;
+    size_t count = offsets.size();
+    int32_t from = int32_t(first), to = int32_t(last);
+    auto overlaps = [&](size_t i) {
+      return (firsts[i] <= to) & (lasts[i] >= from);
+    };
+    for (size_t start = 0; start < count; start += kBlock) {
+      size_t stop = std::min(count, start + kBlock);
+      int any = 0;
+      for (size_t i = start; i < stop; ++i)
+        any |= overlaps(i);
+      if (!any)
+        continue;
+      for (size_t i = start; i < stop; ++i) {
+        if (!overlaps(i))
+          continue;
+        if (offset + bytes <= offsets[i])
+          return offset;
+        offset = std::max(offset, ends[i]);
+      }
+    }
+    return offset;
+  }
+
+  void insert(int64_t offset, int64_t end, unsigned first, unsigned last) {
+    // After the placed buffers of the same (offset, end).
+    auto key = std::make_pair(offset, end);
+    size_t at = 0, high = offsets.size();
+    while (at < high) {
+      size_t middle = (at + high) / 2;
+      if (key < std::make_pair(offsets[middle], ends[middle]))
+        high = middle;
+      else
+        at = middle + 1;
+    }
+    offsets.insert(offsets.begin() + at, offset);
+    ends.insert(ends.begin() + at, end);
+    firsts.insert(firsts.begin() + at, int32_t(first));
+    lasts.insert(lasts.begin() + at, int32_t(last));
+  }
+
+private:
+  std::vector<int64_t> offsets, ends;
+  /// (Signed: the compiler vectorizes signed comparisons more simply.)
+  std::vector<int32_t> firsts, lasts;
+};
+
 struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
   using LoomPlanMemoryBase::LoomPlanMemoryBase;
 
@@ -218,32 +280,21 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
     // The placed buffers by (offset, end), so that the live-overlapping
     // ones come in the order the search needs without sorting them for
     // every buffer (a 96-layer GPT's rank has thousands of buffers). Kept
-    // as values, not pointers: the search reads every placed buffer's
-    // lifetime for every buffer it places, and chasing a pointer to each
-    // was most of the pass's time.
-    struct Placed {
-      int64_t offset, end;
-      unsigned first, last;
-    };
-    std::vector<Placed> placed;
+    // as arrays of values, not pointers: the search reads every placed
+    // buffer's lifetime for every buffer it places. It tests 32 lifetimes
+    // at a time without a branch (the compiler vectorizes it) and looks
+    // closer only where one overlaps: in a pipeline's step, where a
+    // rank has tens of thousands of buffers, most placed buffers below the
+    // answer live at other times (3.5 of the 11 s of a 175B-shaped GPT's
+    // compile at 64 microbatches went to testing them one by one).
+    PlacedBuffers placed;
     placed.reserve(order.size());
-    auto byRange = [](const Placed &a, const Placed &b) {
-      return std::make_pair(a.offset, a.end) < std::make_pair(b.offset, b.end);
-    };
     for (Buffer *buffer : order) {
-      int64_t offset = 0;
-      for (const Placed &other : placed) {
-        if (other.first > buffer->last || buffer->first > other.last)
-          continue;
-        if (offset + buffer->bytes <= other.offset)
-          break;
-        offset = std::max(offset, other.end);
-      }
+      int64_t offset =
+          placed.firstFit(buffer->bytes, buffer->first, buffer->last);
       buffer->offset = offset;
-      Placed entry{offset, offset + buffer->bytes, buffer->first, buffer->last};
-      placed.insert(
-          std::upper_bound(placed.begin(), placed.end(), entry, byRange),
-          entry);
+      placed.insert(offset, offset + buffer->bytes, buffer->first,
+                    buffer->last);
       arena = std::max(arena, offset + buffer->bytes);
       total += buffer->bytes;
     }
