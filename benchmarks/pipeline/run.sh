@@ -43,8 +43,10 @@ fi
 #     heads, vocabulary 50304, sequence 2048; benchmarks/tensor-parallel
 #     bench.py shapes-only-gpt) at pp 8 x tp 8, microbatches of one
 #     sequence: each pass's time, for M = 8 and M = 64 (MICROBATCHES
-#     overrides the list). The target is under 5 s at M = 64; the
-#     step unrolls its microbatches, so the time grows with M
+#     overrides the list). The target is under 5 s at M = 64.
+#     Propagation and partitioning see three microbatches whatever M
+#     (loom-unroll-microbatches makes the rest), but each rank's program
+#     holds all of them, so the later passes grow with M
 #     (docs/design/pipeline.md, "Not done yet").
 echo
 echo "== (b) compile time, 175B-shaped GPT, pp 8 x tp 8"
