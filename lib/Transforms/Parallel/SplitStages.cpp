@@ -47,6 +47,9 @@ namespace {
 /// A value that one rank makes and another reads.
 struct Transfer {
   Value value;
+  /// Where the value is made (its op moves to its rank's function, with
+  /// its action in the location, before some receives are made).
+  Location loc;
   int source, target;
   int64_t tag;
   /// The slot and the step position of its first reader on the target.
@@ -384,8 +387,15 @@ private:
                  << formatPipelineAction({kind, where.stage, where.microbatch})
                  << ", which rank " << rank << "'s schedule does not list";
         setSlot(op, rank, found->second);
-        actionOf[op] =
-            formatPipelineAction({kind, where.stage, where.microbatch});
+        // (One name per action: a 64-microbatch step has half a million
+        // staged ops.)
+        StringAttr &name =
+            actionNames[{int(kind), where.stage, where.microbatch}];
+        if (!name)
+          name = StringAttr::get(
+              op->getContext(),
+              formatPipelineAction({kind, where.stage, where.microbatch}));
+        actionOf[op] = name;
         continue;
       }
       for (int rank : ranksOf(op)) {
@@ -553,7 +563,7 @@ private:
         }
         for (auto [target, at] : targets) {
           int source = sources.front();
-          transfers.push_back({value, source, target,
+          transfers.push_back({value, value.getLoc(), source, target,
                                nextTag[{source, target}]++, at.first,
                                at.second});
         }
@@ -639,6 +649,12 @@ private:
            << chain;
   }
 
+  static bool isActionMark(StringAttr name) {
+    return name == LoomDialect::kStageAttrName ||
+           name == LoomDialect::kMicrobatchAttrName ||
+           name == LoomDialect::kBackwardAttrName;
+  }
+
   /// `attr` (lists of world ranks) with every rank moved by `offset`.
   static ArrayAttr offsetRanks(ArrayAttr attr, int64_t offset) {
     SmallVector<Attribute> lists;
@@ -714,7 +730,17 @@ private:
     std::vector<std::vector<Item>> items;
     for (int rank = 0; rank < ranks; ++rank)
       items.push_back(itemsOf(rank));
+    if (failed(checkProgress(items)))
+      return failure();
     std::map<const Transfer *, int64_t> releasedBy = releases(items);
+    // Each op is cloned into the functions of all but the last rank that
+    // runs it, and moved into that one's (most run on one rank only):
+    // cloning every op and erasing the step was a third of the pass.
+    llvm::DenseMap<Operation *, int> lastRankOf;
+    for (int rank = 0; rank < ranks; ++rank)
+      for (const Item &item : items[rank])
+        if (item.op)
+          lastRankOf[item.op] = rank;
     OpBuilder builder(step);
     int lastRank = rankOf(schedule.stages - 1);
     auto returnOp =
@@ -731,6 +757,7 @@ private:
       auto func = builder.create<func::FuncOp>(
           step.getLoc(), (step.getSymName() + "_rank" + Twine(rank)).str(),
           type);
+      made.push_back(func);
       for (unsigned i = 0; i < step.getNumArguments(); ++i)
         func.setArgAttrs(i, step.getArgAttrDict(i));
       if (returns)
@@ -753,9 +780,8 @@ private:
       for (const Item &item : items[rank]) {
         if (item.receive) {
           const Transfer &t = *item.receive;
-          Value received =
-              body.create<RecvOp>(t.value.getLoc(), t.value.getType(), pair(t),
-                                  body.getI64IntegerAttr(t.tag));
+          Value received = body.create<RecvOp>(
+              t.loc, t.value.getType(), pair(t), body.getI64IntegerAttr(t.tag));
           mapping.map(t.value, received);
           continue;
         }
@@ -765,7 +791,7 @@ private:
               auto action = actionOf.find(op);
               return action == actionOf.end()
                          ? std::string("outside the actions")
-                         : "in " + action->second;
+                         : "in " + action->second.str();
             };
             InFlightDiagnostic diag =
                 item.op->emitOpError("runs on rank ")
@@ -776,11 +802,28 @@ private:
                 << "made here (" << describe(operand.getDefiningOp()) << ")";
             return diag;
           }
-        Operation *clone = body.clone(*item.op, mapping);
-        for (StringRef name :
-             {LoomDialect::kStageAttrName, LoomDialect::kMicrobatchAttrName,
-              LoomDialect::kBackwardAttrName})
-          clone->removeAttr(name);
+        Operation *clone = item.op;
+        if (lastRankOf.lookup(item.op) == rank) {
+          clone->moveBefore(block, block->end());
+          for (OpOperand &operand : clone->getOpOperands())
+            operand.set(mapping.lookup(operand.get()));
+          for (Value result : clone->getResults())
+            mapping.map(result, result);
+        } else {
+          clone = body.clone(*item.op, mapping);
+        }
+        // The stage, microbatch and backward marks are the action's now;
+        // dropped in one go (each removal rebuilds the op's dictionary).
+        DictionaryAttr marks = clone->getDiscardableAttrDictionary();
+        if (llvm::any_of(marks, [](NamedAttribute attr) {
+              return isActionMark(attr.getName());
+            })) {
+          NamedAttrList kept;
+          for (NamedAttribute attr : marks)
+            if (!isActionMark(attr.getName()))
+              kept.push_back(attr);
+          clone->setDiscardableAttrs(kept.getDictionary(clone->getContext()));
+        }
         // Collectives within the stage name its ranks.
         if (group > 1 && rank > 0)
           for (StringRef name : {"groups", "pairs"})
@@ -791,7 +834,7 @@ private:
         // measured bubble); the ONNX node's name stays the first inside.
         if (auto action = actionOf.find(item.op); action != actionOf.end())
           clone->setLoc(FusedLoc::get(clone->getContext(), {clone->getLoc()},
-                                      body.getStringAttr(action->second)));
+                                      action->second));
         auto [first, last] = sendsOf.equal_range(item.op);
         for (auto it = first; it != last; ++it) {
           const Transfer &t = *it->second;
@@ -812,10 +855,7 @@ private:
           results.push_back(mapping.lookup(value));
         }
       body.create<func::ReturnOp>(returnOp.getLoc(), results);
-      made.push_back(func);
     }
-    if (failed(checkProgress(items)))
-      return failure();
     module->setAttr(LoomDialect::kWorldSizeAttrName,
                     builder.getI64IntegerAttr(ranks * group));
     step.erase();
@@ -843,7 +883,8 @@ private:
   llvm::DenseMap<Attribute, std::set<int>> readers;
   llvm::DenseSet<Operation *> inputGradient;
   /// Staged ops' actions, as formatPipelineAction writes them.
-  llvm::DenseMap<Operation *, std::string> actionOf;
+  llvm::DenseMap<Operation *, StringAttr> actionOf;
+  std::map<std::tuple<int, int, int>, StringAttr> actionNames;
   /// Each placed op's (rank, slot) pairs, by rank. (Per op rather than a
   /// map keyed by (op, rank): a 64-microbatch step has half a million.)
   llvm::DenseMap<Operation *, SmallVector<std::pair<int, int>, 1>> slots;
@@ -853,6 +894,10 @@ private:
 
 public:
   ~StageSplitter() {
+    if (made.empty())
+      return;
+    // The step's ops not yet moved may still read ops moved into them.
+    step.getBody().dropAllReferences();
     for (func::FuncOp func : made)
       func.erase();
   }

@@ -332,16 +332,14 @@ private:
       region.push_back({op, isSum ? int(sumIndex[op]) : -1});
       // The new microbatches go before this region: what it reads from
       // outside it must be made before.
-      for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
+      for (Value operand : op->getOperands()) {
         Operation *def = operand.getDefiningOp();
-        if (!def || kind[def] == last || (isSum && index == 0) ||
-            position[def] < first)
+        if (!def || kind[def] == last || position[def] < first)
           continue;
         InFlightDiagnostic diag =
-            op->emitOpError("of microbatch ")
-            << last << " reads a value made after the microbatch began; "
-            << "loom-unroll-microbatches cannot put the other microbatches "
-               "before it";
+            op->emitOpError("reads a value made after microbatch ")
+            << last << " began; loom-unroll-microbatches cannot put the "
+            << "other microbatches before the microbatch";
         diag.attachNote(def->getLoc()) << "the value";
         return diag;
       }

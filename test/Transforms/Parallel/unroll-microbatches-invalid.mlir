@@ -81,3 +81,21 @@ func.func @wrong_terms(%x: tensor<8xf32>) -> tensor<2xf32> attributes {loom.micr
   %s2 = loom.add %s1, %y2 : tensor<2xf32>
   return %s2 : tensor<2xf32>
 }
+
+// -----
+
+// Microbatch 1's sum comes after microbatch 2 began: the new microbatches,
+// which go before microbatch 2, could not add to it.
+func.func @late_sum(%x: tensor<8xf32>) -> tensor<2xf32> attributes {loom.microbatches = 4 : i64} {
+  %x0 = loom.slice %x [0:2] : tensor<8xf32> -> tensor<2xf32>
+  %y0 = loom.exp %x0 {loom.microbatch = 0 : i64, loom.stage = 0 : i64} : tensor<2xf32>
+  %x1 = loom.slice %x [2:4] : tensor<8xf32> -> tensor<2xf32>
+  %y1 = loom.exp %x1 {loom.microbatch = 1 : i64, loom.stage = 0 : i64} : tensor<2xf32>
+  %x2 = loom.slice %x [4:6] : tensor<8xf32> -> tensor<2xf32>
+  // expected-note @+1 {{the value}}
+  %s1 = loom.add %y0, %y1 : tensor<2xf32>
+  %y2 = loom.exp %x2 {loom.microbatch = 2 : i64, loom.stage = 0 : i64} : tensor<2xf32>
+  // expected-error @+1 {{'loom.add' op reads a value made after microbatch 2 began}}
+  %s2 = loom.add %s1, %y2 : tensor<2xf32>
+  return %s2 : tensor<2xf32>
+}
