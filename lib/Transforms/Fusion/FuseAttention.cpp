@@ -138,7 +138,7 @@ LogicalResult matchScores(SoftmaxOp softmax, Match &match,
           APFloat::getLargest(element.getFloatSemantics(), /*Negative=*/true)
               .convertToDouble();
       if (!c || scores.getType() != maximum.getType() ||
-          !(*c == lowest || std::isinf(*c) && *c < 0))
+          !(*c == lowest || (std::isinf(*c) && *c < 0)))
         return failure();
       match.clamp = *c;
       value = scores;
