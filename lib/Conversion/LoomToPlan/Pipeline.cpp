@@ -14,8 +14,11 @@ using namespace mlir;
 void mlir::loom::buildLowerToPlanPipeline(OpPassManager &pm) {
   pm.nest<func::FuncOp>().addPass(createLoomExpandOptimizers());
   buildCollectiveLoweringPipeline(pm);
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
+  // Per function, so that a pipeline's rank programs are simplified in
+  // parallel (a 64-microbatch step's eight programs: 1.9 s on one thread).
+  OpPassManager &simplify = pm.nest<func::FuncOp>();
+  simplify.addPass(createCanonicalizerPass());
+  simplify.addPass(createCSEPass());
   OpPassManager &funcs = buildKernelFusionPipeline(pm);
   funcs.addPass(createLoomSelectKernels());
   pm.addPass(createLoomBufferize());
