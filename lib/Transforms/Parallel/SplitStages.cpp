@@ -67,6 +67,14 @@ public:
 
   LogicalResult run() {
     Block &body = step.getBody().front();
+    // (Sized once: a 64-microbatch step has half a million ops.)
+    size_t count = body.getOperations().size();
+    ops.reserve(count);
+    index.reserve(count);
+    staged.reserve(count);
+    stages.reserve(count);
+    slots.reserve(count);
+    actionOf.reserve(count);
     for (Operation &op : body.without_terminator()) {
       index[&op] = ops.size();
       ops.push_back(&op);
@@ -202,23 +210,37 @@ private:
              << schedule.stages;
     // The parameters each replicated value reads, and the stages whose
     // forward or backward reads them.
+    // (Kept only where there are some: most replicated ops are
+    // constants.)
     for (Operation *op : ops) {
       if (!replicated.contains(op))
         continue;
-      llvm::SetVector<Attribute> &names = parametersOf[op];
+      llvm::SetVector<Attribute> names;
       if (auto param = dyn_cast<ParamOp>(op))
         names.insert(param.getNameAttr().getAttr());
       for (Value operand : op->getOperands())
-        if (Operation *def = operand.getDefiningOp())
-          names.insert(parametersOf[def].begin(), parametersOf[def].end());
+        if (Operation *def = operand.getDefiningOp()) {
+          ArrayRef<Attribute> read = parametersRead(def);
+          names.insert(read.begin(), read.end());
+        }
+      if (!names.empty())
+        parametersOf[op] = std::move(names);
     }
     for (auto &[op, where] : staged)
       for (Value operand : op->getOperands())
         if (Operation *def = operand.getDefiningOp();
             def && replicated.contains(def))
-          for (Attribute name : parametersOf[def])
+          for (Attribute name : parametersRead(def))
             readers[name].insert(where.stage);
     return success();
+  }
+
+  /// The parameters a replicated op's value is computed from.
+  ArrayRef<Attribute> parametersRead(Operation *op) const {
+    auto it = parametersOf.find(op);
+    if (it == parametersOf.end())
+      return {};
+    return it->second.getArrayRef();
   }
 
   /// The stages of `op`'s operands but replicated ones, when they are the
@@ -248,8 +270,8 @@ private:
         // (ZeRO updates a shard: a slice of the parameter read.)
         SmallVector<int> where;
         if (Operation *def = op->getOperand(0).getDefiningOp();
-            def && replicated.contains(def) && !parametersOf[def].empty()) {
-          std::set<int> set = readers[parametersOf[def].front()];
+            def && replicated.contains(def) && !parametersRead(def).empty()) {
+          std::set<int> set = readers[parametersRead(def).front()];
           // A master that only its update reads (ZeRO's sharded f32 master
           // under mixed precision): where the parameters it stores into
           // (its bf16 copy) are read.
@@ -312,7 +334,8 @@ private:
         for (Value operand : op->getOperands())
           if (Operation *def = operand.getDefiningOp();
               def && replicated.contains(def) &&
-              parametersOf[def].contains(assign.getNameAttr().getAttr()))
+              llvm::is_contained(parametersRead(def),
+                                 assign.getNameAttr().getAttr()))
             where.insert(opStages.begin(), opStages.end());
       }
       if (where.empty())
@@ -814,16 +837,20 @@ private:
         }
         // The stage, microbatch and backward marks are the action's now;
         // dropped in one go (each removal rebuilds the op's dictionary).
+        // (Ops share their few dictionaries: each is filtered once.)
         DictionaryAttr marks = clone->getDiscardableAttrDictionary();
-        if (llvm::any_of(marks, [](NamedAttribute attr) {
-              return isActionMark(attr.getName());
-            })) {
+        auto [unmarked, isNew] = unmarkedOf.try_emplace(marks);
+        if (isNew) {
           NamedAttrList kept;
           for (NamedAttribute attr : marks)
             if (!isActionMark(attr.getName()))
               kept.push_back(attr);
-          clone->setDiscardableAttrs(kept.getDictionary(clone->getContext()));
+          unmarked->second = kept.getAttrs().size() == marks.size()
+                                 ? marks
+                                 : kept.getDictionary(clone->getContext());
         }
+        if (unmarked->second != marks)
+          clone->setDiscardableAttrs(unmarked->second);
         // Collectives within the stage name its ranks.
         if (group > 1 && rank > 0)
           for (StringRef name : {"groups", "pairs"})
@@ -884,6 +911,8 @@ private:
   llvm::DenseSet<Operation *> inputGradient;
   /// Staged ops' actions, as formatPipelineAction writes them.
   llvm::DenseMap<Operation *, StringAttr> actionOf;
+  /// Ops' discardable attributes without the action marks.
+  llvm::DenseMap<DictionaryAttr, DictionaryAttr> unmarkedOf;
   std::map<std::tuple<int, int, int>, StringAttr> actionNames;
   /// Each placed op's (rank, slot) pairs, by rank. (Per op rather than a
   /// map keyed by (op, rank): a 64-microbatch step has half a million.)
