@@ -678,6 +678,49 @@ private:
            name == LoomDialect::kBackwardAttrName;
   }
 
+  /// Each rank's program has every value where it reads it (made before
+  /// on the rank, received, or an argument) and the last stage's rank the
+  /// results: checked before anything is built, so that a failure leaves
+  /// the step as it was.
+  LogicalResult checkValues(const std::vector<std::vector<Item>> &items) {
+    auto returnOp =
+        cast<func::ReturnOp>(step.getBody().front().getTerminator());
+    for (int rank = 0; rank < ranks; ++rank) {
+      llvm::DenseSet<Value> there(step.getArguments().begin(),
+                                  step.getArguments().end());
+      for (const Item &item : items[rank]) {
+        if (item.receive) {
+          there.insert(item.receive->value);
+          continue;
+        }
+        for (Value operand : item.op->getOperands()) {
+          if (there.contains(operand))
+            continue;
+          auto describe = [&](Operation *op) {
+            auto action = actionOf.find(op);
+            return action == actionOf.end() ? std::string("outside the actions")
+                                            : "in " + action->second.str();
+          };
+          InFlightDiagnostic diag =
+              item.op->emitOpError("runs on rank ")
+              << rank << " (" << describe(item.op)
+              << ") before a value it reads: the schedule orders its "
+                 "action before the one making it";
+          diag.attachNote(operand.getLoc())
+              << "made here (" << describe(operand.getDefiningOp()) << ")";
+          return diag;
+        }
+        there.insert(item.op->result_begin(), item.op->result_end());
+      }
+      if (rank == rankOf(schedule.stages - 1))
+        for (Value value : returnOp.getOperands())
+          if (!there.contains(value))
+            return returnOp.emitOpError("returns a value rank ")
+                   << rank << " does not have";
+    }
+    return success();
+  }
+
   /// `attr` (lists of world ranks) with every rank moved by `offset`.
   static ArrayAttr offsetRanks(ArrayAttr attr, int64_t offset) {
     SmallVector<Attribute> lists;
@@ -753,7 +796,7 @@ private:
     std::vector<std::vector<Item>> items;
     for (int rank = 0; rank < ranks; ++rank)
       items.push_back(itemsOf(rank));
-    if (failed(checkProgress(items)))
+    if (failed(checkProgress(items)) || failed(checkValues(items)))
       return failure();
     std::map<const Transfer *, int64_t> releasedBy = releases(items);
     // Each op is cloned into the functions of all but the last rank that
@@ -780,7 +823,6 @@ private:
       auto func = builder.create<func::FuncOp>(
           step.getLoc(), (step.getSymName() + "_rank" + Twine(rank)).str(),
           type);
-      made.push_back(func);
       for (unsigned i = 0; i < step.getNumArguments(); ++i)
         func.setArgAttrs(i, step.getArgAttrDict(i));
       if (returns)
@@ -808,25 +850,10 @@ private:
           mapping.map(t.value, received);
           continue;
         }
-        for (Value operand : item.op->getOperands())
-          if (!mapping.contains(operand)) {
-            auto describe = [&](Operation *op) {
-              auto action = actionOf.find(op);
-              return action == actionOf.end()
-                         ? std::string("outside the actions")
-                         : "in " + action->second.str();
-            };
-            InFlightDiagnostic diag =
-                item.op->emitOpError("runs on rank ")
-                << rank << " (" << describe(item.op)
-                << ") before a value it reads: the schedule orders its "
-                   "action before the one making it";
-            diag.attachNote(operand.getLoc())
-                << "made here (" << describe(operand.getDefiningOp()) << ")";
-            return diag;
-          }
+        // (checkValues made sure every operand is there.)
         Operation *clone = item.op;
-        if (lastRankOf.lookup(item.op) == rank) {
+        if (lastRankOf.lookup(item.op) == rank &&
+            item.op->getNumRegions() == 0) {
           clone->moveBefore(block, block->end());
           for (OpOperand &operand : clone->getOpOperands())
             operand.set(mapping.lookup(operand.get()));
@@ -875,18 +902,13 @@ private:
       }
       SmallVector<Value> results;
       if (returns)
-        for (Value value : returnOp.getOperands()) {
-          if (!mapping.contains(value))
-            return returnOp.emitOpError("returns a value rank ")
-                   << rank << " does not have";
+        for (Value value : returnOp.getOperands())
           results.push_back(mapping.lookup(value));
-        }
       body.create<func::ReturnOp>(returnOp.getLoc(), results);
     }
     module->setAttr(LoomDialect::kWorldSizeAttrName,
                     builder.getI64IntegerAttr(ranks * group));
     step.erase();
-    made.clear();
     return success();
   }
 
@@ -918,18 +940,6 @@ private:
   /// map keyed by (op, rank): a 64-microbatch step has half a million.)
   llvm::DenseMap<Operation *, SmallVector<std::pair<int, int>, 1>> slots;
   std::vector<Transfer> transfers;
-  /// The functions made so far: erased if the split fails.
-  SmallVector<func::FuncOp> made;
-
-public:
-  ~StageSplitter() {
-    if (made.empty())
-      return;
-    // The step's ops not yet moved may still read ops moved into them.
-    step.getBody().dropAllReferences();
-    for (func::FuncOp func : made)
-      func.erase();
-  }
 };
 
 struct SplitStagesPass : impl::LoomSplitStagesBase<SplitStagesPass> {

@@ -176,6 +176,14 @@ private:
     return entries.getDictionary(dict.getContext());
   }
 
+  /// An op's attributes, those it leaves at their defaults included (a
+  /// printed step drops microbatch 0's `index_base = 0`).
+  static DictionaryAttr attributesOf(Operation *op) {
+    NamedAttrList list(op->getAttrDictionary());
+    op->getName().populateDefaultAttrs(list);
+    return list.getDictionary(op->getContext());
+  }
+
   /// The built microbatches are alike, and their differing integer
   /// attributes lie on lines over the microbatch.
   LogicalResult compareGroups() {
@@ -192,7 +200,15 @@ private:
     stepped.resize(count);
     for (size_t i = 0; i < count; ++i) {
       Operation *op = groups[last][i];
-      DictionaryAttr attrs = op->getAttrDictionary();
+      // (A region's ops would need comparing and renaming too; no pass
+      // before this one makes any.)
+      if (op->getNumRegions() > 0)
+        return op->emitOpError("has regions; loom-unroll-microbatches makes "
+                               "microbatches of ops without regions only");
+      SmallVector<DictionaryAttr> dicts;
+      for (int k = 0; k <= last; ++k)
+        dicts.push_back(attributesOf(groups[k][i]));
+      DictionaryAttr attrs = dicts[last];
       for (int k = 0; k < last; ++k) {
         Operation *other = groups[k][i];
         if (other->getName() != op->getName())
@@ -212,14 +228,14 @@ private:
             return differ(k, i,
                           "operand #" + Twine(index) + " is another value");
         }
-        if (other->getAttrDictionary().size() != attrs.size())
+        if (dicts[k].size() != attrs.size())
           return differ(k, i, "other attributes");
       }
       for (NamedAttribute attr : attrs) {
         SmallVector<Attribute> values;
         for (int k = 0; k <= last; ++k)
-          values.push_back(withoutOrigin(groups[k][i]->getAttr(attr.getName()),
-                                         attr.getName()));
+          values.push_back(
+              withoutOrigin(dicts[k].get(attr.getName()), attr.getName()));
         if (llvm::all_equal(values))
           continue;
         SteppedAttr line{
@@ -317,6 +333,14 @@ private:
     for (Operation *op : ops)
       if (kind[op] < 0 && failed(checkReader(op)))
         return failure();
+    // Every gradient sum over microbatches gets the new terms.
+    for (Operation *op : ops)
+      if (op->hasAttr(LoomDialect::kGradientAccumulationAttrName) &&
+          !sumOps.contains(op))
+        return op->emitOpError("sums gradients over microbatches, but not "
+                               "as a sum loom-unroll-microbatches extends "
+                               "(its last term is no value of microbatch ")
+               << last << ")";
     if (failed(checkReader(step.getBody().front().getTerminator())))
       return failure();
     // The last microbatch's ops and sums, in order (after partitioning,

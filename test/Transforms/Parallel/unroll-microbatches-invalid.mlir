@@ -99,3 +99,21 @@ func.func @late_sum(%x: tensor<8xf32>) -> tensor<2xf32> attributes {loom.microba
   %s2 = loom.add %s1, %y2 : tensor<2xf32>
   return %s2 : tensor<2xf32>
 }
+
+// -----
+
+// A gradient sum over microbatches that is no chain over their values
+// would miss the new microbatches' terms.
+func.func @stray_sum(%x: tensor<8xf32>, %a: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>) attributes {loom.microbatches = 4 : i64} {
+  %x0 = loom.slice %x [0:2] : tensor<8xf32> -> tensor<2xf32>
+  %y0 = loom.exp %x0 {loom.microbatch = 0 : i64, loom.stage = 0 : i64} : tensor<2xf32>
+  %x1 = loom.slice %x [2:4] : tensor<8xf32> -> tensor<2xf32>
+  %y1 = loom.exp %x1 {loom.microbatch = 1 : i64, loom.stage = 0 : i64} : tensor<2xf32>
+  %s1 = loom.add %y0, %y1 : tensor<2xf32>
+  %x2 = loom.slice %x [4:6] : tensor<8xf32> -> tensor<2xf32>
+  %y2 = loom.exp %x2 {loom.microbatch = 2 : i64, loom.stage = 0 : i64} : tensor<2xf32>
+  %s2 = loom.add %s1, %y2 : tensor<2xf32>
+  // expected-error @+1 {{'loom.add' op sums gradients over microbatches, but not as a sum loom-unroll-microbatches extends}}
+  %t = loom.add %a, %a {loom.gradient_accumulation} : tensor<2xf32>
+  return %s2, %t : tensor<2xf32>, tensor<2xf32>
+}

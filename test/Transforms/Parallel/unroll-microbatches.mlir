@@ -14,9 +14,10 @@
 // Each of the 5 microbatches reduces and scatters its own gradient shares.
 // ZERO-COUNT-10: loom.reduce_scatter sum
 
-// Microbatch 3 is made from microbatch 2 (its slice of the arguments, its
-// dropout's elements numbered after microbatch 2's) between microbatch 2's
-// ops and their sums, which become microbatch 3's: each sum gets the new
+// Microbatch 2 is made again before the original, whose ops and sums
+// become microbatch 3's (its slice of the arguments and its dropout's
+// elements numbered after microbatch 2's; microbatch 0's index_base is
+// left at its default, as a printed step has it): each sum gets the new
 // term, and the return reads the last sum.
 // CHECK-LABEL: func.func @step
 // CHECK-NOT:     loom.microbatches
@@ -29,7 +30,7 @@
 // CHECK-NEXT:    return %[[S3]]
 func.func @step(%x: tensor<8xf32>, %step: tensor<f64>) -> tensor<2xf32> attributes {loom.microbatches = 4 : i64} {
   %x0 = loom.slice %x [0:2] : tensor<8xf32> -> tensor<2xf32>
-  %y0, %m0 = loom.dropout %x0 ratio 0.5 seed 7 step %step {index_base = 0 : i64, loom.microbatch = 0 : i64, loom.stage = 0 : i64} : tensor<2xf32>
+  %y0, %m0 = loom.dropout %x0 ratio 0.5 seed 7 step %step {loom.microbatch = 0 : i64, loom.stage = 0 : i64} : tensor<2xf32>
   %x1 = loom.slice %x [2:4] : tensor<8xf32> -> tensor<2xf32>
   %y1, %m1 = loom.dropout %x1 ratio 0.5 seed 7 step %step {index_base = 2 : i64, loom.microbatch = 1 : i64, loom.stage = 0 : i64} : tensor<2xf32>
   %s1 = loom.add %y0, %y1 : tensor<2xf32>

@@ -662,8 +662,9 @@ def LoomUnrollMicrobatches : Pass<"loom-unroll-microbatches",
     * an op is in microbatch k when it carries `loom.microbatch = k`, or
       reads values of microbatch k and of no other microbatch (what
       partitioning added: a tensor-parallel all-reduce, ZeRO-2's
-      reduce-scatter), or computes, without side effects, a value only
-      microbatch k reads (its slice of the arguments, its parameter reads);
+      reduce-scatter), or makes values that only microbatch k reads (its
+      slice of the arguments and what partitioning made of it, its
+      parameter reads);
     * microbatches 0 to N - 1 must be alike: the same ops in the same order
       on the same types, reading the same shared values and each other's
       values at the same places, with equal attributes except integers
@@ -674,10 +675,12 @@ def LoomUnrollMicrobatches : Pass<"loom-unroll-microbatches",
       gets one term per new microbatch, and what read the last sum reads
       the new last sum.
 
-    The clones go after the last built microbatch and its sums. A step
-    whose built microbatches differ otherwise, fewer than three built, or
-    a value of a microbatch read elsewhere than by a sum are errors. A
-    function without `loom.microbatches` is left as it is.
+    The new microbatches go before the last built one, whose ops and sums
+    become microbatch K - 1's: the order building all K gives. A step
+    whose built microbatches differ otherwise, fewer than three built, ops
+    with regions, a value of a microbatch read elsewhere than by a sum, and
+    a gradient sum that is no such chain are errors. A function without
+    `loom.microbatches` is left as it is.
 
     Input (K = 4, N = 3, the microbatch attribute abbreviated `mb`):
     ```mlir
@@ -688,9 +691,12 @@ def LoomUnrollMicrobatches : Pass<"loom-unroll-microbatches",
     %s2 = loom.add %s1, %y2 ...
     return %s2
     ```
-    Output:
+    Output (microbatch 2 made again before the original, which becomes
+    microbatch 3):
     ```mlir
-    ... (as before, then)
+    ... (microbatches 0 and 1 and %s1 as before, then)
+    %x2 = loom.slice %x [4] [6] [1] ...   %y2 = loom.exp %x2 {mb = 2} ...
+    %s2 = loom.add %s1, %y2 ...
     %x3 = loom.slice %x [6] [8] [1] ...   %y3 = loom.exp %x3 {mb = 3} ...
     %s3 = loom.add %s2, %y3 ...
     return %s3
