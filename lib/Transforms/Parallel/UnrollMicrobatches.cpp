@@ -244,10 +244,16 @@ private:
         for (Attribute value : values) {
           std::optional<SmallVector<int64_t>> ints =
               value ? integers(value) : std::nullopt;
-          if (!ints || (!numbers.empty() && ints->size() != numbers[0].size()))
-            return differ(0, i,
+          if (!ints ||
+              (!numbers.empty() && ints->size() != numbers[0].size())) {
+            // (Name a microbatch whose value is not the last one's.)
+            int k = 0;
+            while (k < last && values[k] == values[last])
+              ++k;
+            return differ(k, i,
                           "attribute '" + attr.getName().getValue() +
                               "' differs, and not as an integer");
+          }
           numbers.push_back(std::move(*ints));
         }
         for (size_t e = 0; e < numbers[0].size(); ++e) {

@@ -117,3 +117,21 @@ func.func @stray_sum(%x: tensor<8xf32>, %a: tensor<2xf32>) -> (tensor<2xf32>, te
   %t = loom.add %a, %a {loom.gradient_accumulation} : tensor<2xf32>
   return %s2, %t : tensor<2xf32>, tensor<2xf32>
 }
+
+// -----
+
+// Microbatch 1's exp is not microbatch 2's: an attribute that is no
+// integer differs, and the error names the microbatch that differs.
+func.func @other_attribute(%x: tensor<8xf32>) -> tensor<2xf32> attributes {loom.microbatches = 4 : i64} {
+  %x0 = loom.slice %x [0:2] : tensor<8xf32> -> tensor<2xf32>
+  %y0 = loom.exp %x0 {loom.microbatch = 0 : i64, loom.stage = 0 : i64, tag = "a"} : tensor<2xf32>
+  %x1 = loom.slice %x [2:4] : tensor<8xf32> -> tensor<2xf32>
+  // expected-note @+1 {{the counterpart}}
+  %y1 = loom.exp %x1 {loom.microbatch = 1 : i64, loom.stage = 0 : i64, tag = "b"} : tensor<2xf32>
+  %s1 = loom.add %y0, %y1 : tensor<2xf32>
+  %x2 = loom.slice %x [4:6] : tensor<8xf32> -> tensor<2xf32>
+  // expected-error @+1 {{'loom.exp' op of microbatch 2 is unlike its counterpart in microbatch 1 (op #1 of each): attribute 'tag' differs, and not as an integer}}
+  %y2 = loom.exp %x2 {loom.microbatch = 2 : i64, loom.stage = 0 : i64, tag = "a"} : tensor<2xf32>
+  %s2 = loom.add %s1, %y2 : tensor<2xf32>
+  return %s2 : tensor<2xf32>
+}
