@@ -54,14 +54,20 @@ SmallVector<SmallVector<int64_t, 2>> pairsOf(ArrayAttr pairs,
 /// completed: the first read of that receive's result (where the runtime
 /// waits for it). The attribute is dropped: the plan has no use for it.
 /// Sends whose receive is missing or never read stay until the end.
-llvm::DenseMap<Operation *, unsigned> releasePoints(Block &body) {
-  llvm::DenseMap<Operation *, unsigned> position;
-  for (auto [index, op] : llvm::enumerate(body))
-    position[&op] = index;
-  llvm::DenseMap<Value, SmallVector<unsigned>> usesOf;
+/// `position`: each op's index in `body`; `usesOf`: where each buffer is
+/// used (through any view of it), in order.
+llvm::DenseMap<Operation *, unsigned>
+releasePoints(Block &body,
+              const llvm::DenseMap<Operation *, unsigned> &position,
+              const llvm::DenseMap<Value, SmallVector<unsigned>> &usesOf) {
+  // The receives by tag, in order (a step at many microbatches has
+  // thousands of sends, each looking for its receive).
+  llvm::DenseMap<int64_t, SmallVector<plan::KernelOp>> receives;
   for (Operation &op : body)
-    for (Value operand : op.getOperands())
-      usesOf[plan::ViewOp::getRoot(operand)].push_back(position[&op]);
+    if (auto recv = dyn_cast<plan::KernelOp>(op);
+        recv && recv.getKernel() == "recv")
+      if (auto tag = recv.getKernelAttrs().getAs<IntegerAttr>("tag"))
+        receives[tag.getInt()].push_back(recv);
   llvm::DenseMap<Operation *, unsigned> released;
   for (Operation &op : body) {
     auto send = dyn_cast<plan::KernelOp>(op);
@@ -79,90 +85,195 @@ llvm::DenseMap<Operation *, unsigned> releasePoints(Block &body) {
                              }))));
     if (!pairs)
       continue;
-    for (Operation &other :
-         llvm::make_range(std::next(op.getIterator()), body.end())) {
-      auto recv = dyn_cast<plan::KernelOp>(other);
-      if (!recv || recv.getKernel() != "recv")
-        continue;
-      DictionaryAttr recvAttrs = recv.getKernelAttrs();
-      auto recvTag = recvAttrs.getAs<IntegerAttr>("tag");
-      auto recvPairs = recvAttrs.getAs<ArrayAttr>("pairs");
-      if (!recvTag || !recvPairs || recvTag.getInt() != tag.getInt() ||
-          pairsOf(recvPairs) != pairsOf(pairs, /*reversed=*/true))
+    unsigned at = position.lookup(&op);
+    auto candidates = receives.find(tag.getInt());
+    if (candidates == receives.end())
+      continue;
+    auto after = llvm::partition_point(candidates->second, [&](Operation *r) {
+      return position.lookup(r) <= at;
+    });
+    SmallVector<SmallVector<int64_t, 2>> reversed =
+        pairsOf(pairs, /*reversed=*/true);
+    for (plan::KernelOp recv :
+         llvm::make_range(after, candidates->second.end())) {
+      auto recvPairs = recv.getKernelAttrs().getAs<ArrayAttr>("pairs");
+      if (!recvPairs || pairsOf(recvPairs) != reversed)
         continue;
       // The first use of what it received after the receive itself.
-      for (Value output : recv.getOutputs())
-        for (unsigned use : usesOf[plan::ViewOp::getRoot(output)])
-          if (use > position[&other]) {
-            released[&op] = use;
-            break;
-          }
+      unsigned received = position.lookup(recv);
+      for (Value output : recv.getOutputs()) {
+        auto uses = usesOf.find(plan::ViewOp::getRoot(output));
+        if (uses == usesOf.end())
+          continue;
+        auto next = std::upper_bound(uses->second.begin(), uses->second.end(),
+                                     received);
+        if (next != uses->second.end())
+          released[&op] = *next;
+      }
       break;
     }
   }
   return released;
 }
 
-/// The buffers placed so far, ordered by (offset, end), one array per
-/// field.
-class PlacedBuffers {
+/// Placed buffers ordered by (offset, end), in chunks of at most
+/// kChunk, one array per field: an insertion moves the rest of one chunk,
+/// not of every placed buffer.
+class SortedPlacements {
 public:
-  void reserve(size_t count) {
-    offsets.reserve(count);
-    ends.reserve(count);
-    firsts.reserve(count);
-    lasts.reserve(count);
-  }
-
-  /// The lowest offset at which `bytes` fit beside every placed buffer
+  /// The lowest offset at which `bytes` fit beside every buffer here
   /// alive at some position of [first, last].
   int64_t firstFit(int64_t bytes, unsigned first, unsigned last) const {
-    constexpr size_t kBlock = 32;
     int64_t offset = 0;
-    size_t count = offsets.size();
-    int32_t from = int32_t(first), to = int32_t(last);
-    auto overlaps = [&](size_t i) {
-      return (firsts[i] <= to) & (lasts[i] >= from);
-    };
-    for (size_t start = 0; start < count; start += kBlock) {
-      size_t stop = std::min(count, start + kBlock);
-      int any = 0;
-      for (size_t i = start; i < stop; ++i)
-        any |= overlaps(i);
-      if (!any)
-        continue;
-      for (size_t i = start; i < stop; ++i) {
-        if (!overlaps(i))
-          continue;
-        if (offset + bytes <= offsets[i])
-          return offset;
-        offset = std::max(offset, ends[i]);
-      }
-    }
+    for (const Chunk &chunk : chunks)
+      if (chunk.firstFit(bytes, int32_t(first), int32_t(last), offset))
+        break;
     return offset;
   }
 
   void insert(int64_t offset, int64_t end, unsigned first, unsigned last) {
-    // After the placed buffers of the same (offset, end).
     auto key = std::make_pair(offset, end);
-    size_t at = 0, high = offsets.size();
-    while (at < high) {
-      size_t middle = (at + high) / 2;
-      if (key < std::make_pair(offsets[middle], ends[middle]))
-        high = middle;
-      else
-        at = middle + 1;
+    // The first chunk whose last buffer comes after the new one (after the
+    // buffers of the same (offset, end)), or the last chunk.
+    auto chunk = std::upper_bound(
+        chunks.begin(), chunks.end(), key,
+        [](const auto &key, const Chunk &chunk) { return key < chunk.back(); });
+    if (chunk == chunks.end()) {
+      if (chunks.empty() || chunks.back().size() == kChunk)
+        chunks.emplace_back();
+      chunk = std::prev(chunks.end());
     }
-    offsets.insert(offsets.begin() + at, offset);
-    ends.insert(ends.begin() + at, end);
-    firsts.insert(firsts.begin() + at, int32_t(first));
-    lasts.insert(lasts.begin() + at, int32_t(last));
+    if (chunk->size() == kChunk) {
+      Chunk upper = chunk->splitUpperHalf();
+      bool above = !(key < chunk->back());
+      chunk = chunks.insert(std::next(chunk), std::move(upper));
+      if (!above)
+        --chunk;
+    }
+    chunk->insert(offset, end, first, last);
   }
 
 private:
-  std::vector<int64_t> offsets, ends;
-  /// (Signed: the compiler vectorizes signed comparisons more simply.)
-  std::vector<int32_t> firsts, lasts;
+  static constexpr size_t kChunk = 512;
+
+  struct Chunk {
+    std::vector<int64_t> offsets, ends;
+    /// (Signed: the compiler vectorizes signed comparisons more simply.)
+    std::vector<int32_t> firsts, lasts;
+
+    size_t size() const { return offsets.size(); }
+    std::pair<int64_t, int64_t> back() const {
+      return {offsets.back(), ends.back()};
+    }
+
+    /// Walks this chunk's buffers alive in [from, to] from `offset` on:
+    /// true with `offset` the answer where `bytes` fit below one of them.
+    bool firstFit(int64_t bytes, int32_t from, int32_t to,
+                  int64_t &offset) const {
+      constexpr size_t kBlock = 32;
+      size_t count = offsets.size();
+      auto overlaps = [&](size_t i) {
+        return (firsts[i] <= to) & (lasts[i] >= from);
+      };
+      // 32 lifetimes are tested at a time without a branch (the compiler
+      // vectorizes it); only a block where one overlaps is walked.
+      for (size_t start = 0; start < count; start += kBlock) {
+        size_t stop = std::min(count, start + kBlock);
+        int any = 0;
+        for (size_t i = start; i < stop; ++i)
+          any |= overlaps(i);
+        if (!any)
+          continue;
+        for (size_t i = start; i < stop; ++i) {
+          if (!overlaps(i))
+            continue;
+          if (offset + bytes <= offsets[i])
+            return true;
+          offset = std::max(offset, ends[i]);
+        }
+      }
+      return false;
+    }
+
+    void insert(int64_t offset, int64_t end, unsigned first, unsigned last) {
+      auto key = std::make_pair(offset, end);
+      size_t at = 0, high = offsets.size();
+      while (at < high) {
+        size_t middle = (at + high) / 2;
+        if (key < std::make_pair(offsets[middle], ends[middle]))
+          high = middle;
+        else
+          at = middle + 1;
+      }
+      offsets.insert(offsets.begin() + at, offset);
+      ends.insert(ends.begin() + at, end);
+      firsts.insert(firsts.begin() + at, int32_t(first));
+      lasts.insert(lasts.begin() + at, int32_t(last));
+    }
+
+    Chunk splitUpperHalf() {
+      Chunk upper;
+      size_t half = size() / 2;
+      auto move = [&](auto &from, auto &to) {
+        to.assign(from.begin() + half, from.end());
+        from.resize(half);
+      };
+      move(offsets, upper.offsets);
+      move(ends, upper.ends);
+      move(firsts, upper.firsts);
+      move(lasts, upper.lasts);
+      return upper;
+    }
+  };
+  std::vector<Chunk> chunks;
+};
+
+/// The buffers placed so far, for the first fit: the lowest offset free
+/// of every placed buffer alive at some position of a lifetime. The
+/// positions are cut into windows, level by level (1024 positions a
+/// window by default, then 4 times as many, up to one window over the whole
+/// body),
+/// and each window keeps the placed buffers alive in it sorted by (offset,
+/// end). A search walks the window of the lowest level that holds its
+/// whole lifetime: every placed buffer overlapping the lifetime is there,
+/// in the order a walk over all of them would meet it, so the offset is
+/// the same; but it meets mostly buffers alive at about the same time. (A
+/// pipeline rank's step at 64 microbatches has tens of thousands of
+/// buffers, most alive for one action: walking every placed buffer for
+/// each was 2.9 of the 10 s of a 175B-shaped GPT's compile. Narrower
+/// windows make buffers that live long go into more of them.)
+class PlacedBuffers {
+public:
+  PlacedBuffers(unsigned positions, unsigned firstWidth) {
+    for (uint64_t width = std::max(1u, firstWidth);; width *= kGrowth) {
+      levels.push_back({width, std::vector<SortedPlacements>(
+                                   size_t(positions / width + 1))});
+      if (width > positions)
+        break;
+    }
+  }
+
+  int64_t firstFit(int64_t bytes, unsigned first, unsigned last) const {
+    for (const Level &level : levels)
+      if (first / level.width == last / level.width)
+        return level.windows[first / level.width].firstFit(bytes, first, last);
+    llvm_unreachable("the last level has one window over every position");
+  }
+
+  void insert(int64_t offset, int64_t end, unsigned first, unsigned last) {
+    for (Level &level : levels)
+      for (unsigned window = first / level.width; window <= last / level.width;
+           ++window)
+        level.windows[window].insert(offset, end, first, last);
+  }
+
+private:
+  static constexpr unsigned kGrowth = 4;
+  struct Level {
+    uint64_t width;
+    std::vector<SortedPlacements> windows;
+  };
+  SmallVector<Level> levels;
 };
 
 struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
@@ -202,7 +313,16 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
     // `released_by` a receive from its target (which the target sends only
     // after it read this send's data), until that receive's result is
     // first read: the runtime has waited for it there.
-    llvm::DenseMap<Operation *, unsigned> releasedAt = releasePoints(body);
+    // Where each buffer is used (through any view of it), in order.
+    llvm::DenseMap<Value, SmallVector<unsigned>> usesOf;
+    for (Operation &op : body)
+      for (Value operand : op.getOperands()) {
+        SmallVector<unsigned> &uses = usesOf[plan::ViewOp::getRoot(operand)];
+        if (uses.empty() || uses.back() != position[&op])
+          uses.push_back(position[&op]);
+      }
+    llvm::DenseMap<Operation *, unsigned> releasedAt =
+        releasePoints(body, position, usesOf);
     for (Operation &op : body) {
       auto kernel = dyn_cast<plan::KernelOp>(op);
       unsigned last = position[&op];
@@ -233,14 +353,6 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
     static const llvm::StringSet<> collectives = {
         "all_reduce", "all_gather", "reduce_scatter",
         "all_to_all", "broadcast",  "recv"};
-    // Where each buffer is used (through any view of it), in order.
-    llvm::DenseMap<Value, SmallVector<unsigned>> usesOf;
-    for (Operation &op : body)
-      for (Value operand : op.getOperands()) {
-        SmallVector<unsigned> &uses = usesOf[plan::ViewOp::getRoot(operand)];
-        if (uses.empty() || uses.back() != position[&op])
-          uses.push_back(position[&op]);
-      }
     SmallVector<unsigned> collectivePositions;
     for (Operation &op : body)
       if (auto kernel = dyn_cast<plan::KernelOp>(op);
@@ -277,18 +389,14 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
     std::stable_sort(order.begin(), order.end(),
                      [](Buffer *a, Buffer *b) { return a->bytes > b->bytes; });
     int64_t arena = 0, total = 0;
-    // The placed buffers by (offset, end), so that the live-overlapping
-    // ones come in the order the search needs without sorting them for
-    // every buffer (a 96-layer GPT's rank has thousands of buffers). Kept
-    // as arrays of values, not pointers: the search reads every placed
-    // buffer's lifetime for every buffer it places. It tests 32 lifetimes
-    // at a time without a branch (the compiler vectorizes it) and looks
-    // closer only where one overlaps: in a pipeline's step, where a
-    // rank has tens of thousands of buffers, most placed buffers below the
-    // answer live at other times (3.5 of the 11 s of a 175B-shaped GPT's
-    // compile at 64 microbatches went to testing them one by one).
-    PlacedBuffers placed;
-    placed.reserve(order.size());
+    // The placed buffers by (offset, end) in windows of positions, so
+    // that the live-overlapping ones come in the order the search needs
+    // without sorting them for every buffer, and mostly only they
+    // (PlacedBuffers). Kept as arrays of values, not pointers: the search
+    // reads the lifetimes of the placed buffers of a window, 32 at a time
+    // without a branch (the compiler vectorizes it), and looks closer only
+    // where one overlaps.
+    PlacedBuffers placed(end + 1, windowPositions);
     for (Buffer *buffer : order) {
       int64_t offset =
           placed.firstFit(buffer->bytes, buffer->first, buffer->last);

@@ -32,6 +32,11 @@ def LoomPlanMemory : Pass<"loom-plan-memory", "::mlir::func::FuncOp"> {
     Sets each buffer's `offset` and the function's `plan.arena_size`, the
     planned peak, known before anything runs.
 
+    The search for the lowest free offset looks only at buffers placed in
+    windows of positions around the lifetime (`window-positions` wide,
+    then four times as wide, up to the whole body); the placement is the
+    same whatever their width, which tests vary.
+
     Input:
     ```mlir
     %0 = plan.input "x" : memref<16xf32>
@@ -47,6 +52,10 @@ def LoomPlanMemory : Pass<"loom-plan-memory", "::mlir::func::FuncOp"> {
   let options = [
     Option<"printSummary", "print-summary", "bool", /*default=*/"false",
            "Emit a remark with the arena size and the sum of all buffers">,
+    Option<"windowPositions", "window-positions", "unsigned",
+           /*default=*/"1024",
+           "Positions in the narrowest window of the search's index (its "
+           "speed only; at least 1)">,
   ];
 }
 
