@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <vector>
 
 using namespace loomrun;
@@ -37,21 +38,92 @@ std::optional<ProbeFigures> LayoutScreen::figures(const Layout &layout,
       error = errors[key];
     return it->second;
   }
-  Layout alone;
-  alone.tp = layout.tp;
-  alone.sequenceParallel = layout.sequenceParallel;
-  alone.recompute = layout.recompute;
-  alone.microbatches = microbatches;
-  alone.microbatchSize = rows;
+  auto [alone, kept] = probeLayout(key);
   ++compiled;
   std::string why;
-  std::optional<ProbeFigures> result = probe(alone, keep, why);
+  std::optional<ProbeFigures> result = probe(alone, kept, why);
   probes[key] = result;
   if (!result) {
     errors[key] = why;
     error = why;
   }
   return result;
+}
+
+std::pair<Layout, int> LayoutScreen::probeLayout(const ProbeKey &key) {
+  Layout alone;
+  alone.tp = std::get<0>(key);
+  alone.sequenceParallel = std::get<1>(key);
+  alone.recompute = std::get<2>(key);
+  alone.microbatches = std::get<4>(key);
+  alone.microbatchSize = std::get<5>(key);
+  return {alone, std::get<3>(key)};
+}
+
+std::vector<LayoutScreen::ProbeKey>
+LayoutScreen::probeSequence(const Layout &layout) const {
+  // As estimate() asks for them.
+  const int keeps[2] = {blocks > 0 ? 1 : 0, blocks > 0 ? 2 : 0};
+  const int64_t unit = probeRows();
+  const int64_t probed = fixedRows > 0 ? fixedRows : layout.microbatchSize;
+  std::vector<ProbeKey> keys;
+  for (int keep : keeps) {
+    auto key = [&](int microbatches, int64_t rows) {
+      return ProbeKey{layout.tp,        layout.sequenceParallel,
+                      layout.recompute, keep,
+                      microbatches,     rows};
+    };
+    keys.push_back(key(1, unit));
+    keys.push_back(key(2, unit));
+    if (probed != unit)
+      keys.push_back(key(1, probed));
+  }
+  return keys;
+}
+
+void LayoutScreen::prefetch(const std::vector<Layout> &layouts) {
+  std::vector<std::vector<ProbeKey>> sequences;
+  for (const Layout &layout : layouts)
+    sequences.push_back(probeSequence(layout));
+  for (size_t round = 0;; ++round) {
+    std::vector<ProbeKey> keys;
+    std::set<ProbeKey> asked;
+    bool more = false;
+    for (const std::vector<ProbeKey> &sequence : sequences) {
+      if (round >= sequence.size())
+        continue;
+      more = true;
+      bool ready = std::all_of(sequence.begin(), sequence.begin() + round,
+                               [&](const ProbeKey &k) {
+                                 auto it = probes.find(k);
+                                 return it != probes.end() && it->second;
+                               });
+      const ProbeKey &key = sequence[round];
+      if (ready && !probes.count(key) && asked.insert(key).second)
+        keys.push_back(key);
+    }
+    if (!more)
+      break;
+    std::vector<std::optional<ProbeFigures>> results(keys.size());
+    std::vector<std::string> whys(keys.size());
+    std::vector<std::function<void()>> tasks;
+    for (size_t i = 0; i < keys.size(); ++i)
+      tasks.push_back([&, i] {
+        auto [alone, kept] = probeLayout(keys[i]);
+        results[i] = probe(alone, kept, whys[i]);
+      });
+    if (runner)
+      runner(tasks);
+    else
+      for (std::function<void()> &task : tasks)
+        task();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      ++compiled;
+      probes[keys[i]] = results[i];
+      if (!results[i])
+        errors[keys[i]] = whys[i];
+    }
+  }
 }
 
 namespace {

@@ -61,6 +61,20 @@ public:
       : cluster(cluster), blocks(blocks), fixedRows(fixedRows),
         probe(std::move(probe)) {}
 
+  /// Runs independent tasks, possibly at once (the planner's compile
+  /// pool); they must all be done when it returns.
+  using RunFn = std::function<void(std::vector<std::function<void()>> &)>;
+  /// How prefetch() runs its probes (by default one after the other).
+  void setRunner(RunFn run) { runner = std::move(run); }
+
+  /// Compiles the probes that estimate() asks for on each of `layouts`
+  /// (the same ones, the same count), those that do not wait on each
+  /// other's outcome at once: in rounds, the k-th probe of each layout in
+  /// round k, where its earlier probes compiled (estimate() stops at a
+  /// probe the compiler refuses). `probe` must then be safe to call from
+  /// several threads.
+  void prefetch(const std::vector<Layout> &layouts);
+
   /// Data parallelism's gradient buckets without a pipeline (loom-run's
   /// --bucket-mb; 0: one all-reduce per gradient).
   void setBucketBytes(double bytes) { bucketBytes = bytes; }
@@ -87,11 +101,17 @@ private:
   /// tp, sequence parallel, recompute, blocks kept, microbatches, rows.
   using ProbeKey = std::tuple<int, bool, std::string, int, int, int64_t>;
 
+  /// The probes estimate() asks for on `layout`, in its order.
+  std::vector<ProbeKey> probeSequence(const Layout &layout) const;
+  /// The layout a probe compiles (dp = pp = 1) and its blocks kept.
+  static std::pair<Layout, int> probeLayout(const ProbeKey &key);
+
   const mlir::loom::ClusterSpec &cluster;
   int blocks;
   int64_t fixedRows = 0;
   double bucketBytes = 25.0 * 1024 * 1024;
   ProbeFn probe;
+  RunFn runner;
   std::map<ProbeKey, std::optional<ProbeFigures>> probes;
   std::map<ProbeKey, std::string> errors;
   int compiled = 0;

@@ -191,10 +191,11 @@ public:
 };
 
 /// Shapes-only compiles (the planner's: tens to hundreds of one model)
-/// share one context and the model's imports by options: importing the
+/// share one context per thread and the model's imports by options:
+/// importing the
 /// ONNX file again (its protobuf, shape inference and the IR) was three
 /// quarters of a probe's compile, and a copy of the imported module costs
-/// little. The context lives as long as the process.
+/// little. The context lives as long as its thread.
 struct SharedImports {
   std::unique_ptr<MLIRContext> context;
   std::map<std::string, OwningOpRef<ModuleOp>> modules;
@@ -215,8 +216,11 @@ struct SharedImports {
     order.push_back(key);
   }
 
+  /// The calling thread's: the planner compiles on several threads at
+  /// once, each in a context of its own (a context's diagnostic handlers
+  /// are one stack, which compiles at once would mix up).
   static SharedImports &get() {
-    static SharedImports imports;
+    thread_local SharedImports imports;
     return imports;
   }
 

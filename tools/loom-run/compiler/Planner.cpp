@@ -21,11 +21,13 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <sstream>
 #include <tuple>
 
@@ -140,6 +142,24 @@ rt::StatusOr<rt::Plan> compileLayout(const PlanRequest &request,
                                      const Layout &layout, int keepBlocks = 0) {
   return compileShapesOnly(request.modelPath,
                            layoutOptions(request, layout, keepBlocks));
+}
+
+/// The planner's compiles run on a pool of one thread per core. Each
+/// thread compiles in an MLIR context of its own (ModelCompiler keeps its
+/// imports per thread), so compiles that do not depend on each other (a
+/// layout's folded counts, the screen's probes) run at once; the
+/// decisions between them stay in order.
+llvm::ThreadPoolInterface &compilePool() {
+  static llvm::StdThreadPool pool(llvm::hardware_concurrency());
+  return pool;
+}
+
+/// Runs `tasks` on the compile pool and waits for all of them.
+void runAtOnce(std::vector<std::function<void()>> &tasks) {
+  llvm::ThreadPoolTaskGroup group(compilePool());
+  for (std::function<void()> &task : tasks)
+    group.async(task);
+  group.wait();
 }
 
 /// What the replay of one compiled layout gives, per compiled rank.
@@ -283,6 +303,7 @@ public:
         },
         request.fixedBatch);
     screen->setBucketBytes(request.train.bucketMB * 1024 * 1024);
+    screen->setRunner(runAtOnce);
     if (!request.exhaustive)
       measureModelStates();
     for (int64_t tp : divisors(devices)) {
@@ -548,6 +569,7 @@ private:
     // sequence parallelism and recompute: the first such layout is compiled
     // for the compiler's own message, the others are pruned with it.
     std::map<std::string, bool> refusedOnce;
+    screen.prefetch(pending);
     for (const Layout &layout : pending) {
       std::string error;
       std::optional<LayoutEstimate> estimate = screen.estimate(layout, error);
@@ -737,22 +759,63 @@ private:
     std::string error;
     std::optional<Replay> replay;
     int chunks = layout.pp * std::max(1, layout.virtualStages);
-    if (std::optional<std::pair<int, int>> points = layerFoldPoints(chunks)) {
-      // Each repeated block adds the same compute, memory and traffic to
-      // every chunk: one and two blocks per chunk give the line.
-      std::optional<Replay> a =
-          replayMicrobatches(layout, points->first, p, error);
-      std::optional<Replay> b =
-          a ? replayMicrobatches(layout, points->second, p, error)
-            : std::nullopt;
-      if (a && b) {
-        replay = extrapolate(*a, *b, 1, 2, double(blocks) / chunks,
-                             /*growsWithMicrobatches=*/true, error);
-        p.blocksFoldedFrom = *points;
-        ++result.layerFolded;
+    // Each repeated block adds the same compute, memory and traffic to
+    // every chunk: one and two blocks per chunk give the line. Each
+    // microbatch past the steady state adds the same too: two smaller
+    // counts give that line. The (up to four) compiles are independent and
+    // run at once; their figures combine as if one after the other (the
+    // first refusal is the layout's error).
+    std::optional<std::pair<int, int>> blockPoints = layerFoldPoints(chunks);
+    std::optional<std::pair<int, int>> countPoints =
+        request.foldMicrobatches ? foldPoints(layout) : std::nullopt;
+    std::vector<int> keeps = {0};
+    if (blockPoints)
+      keeps = {blockPoints->first, blockPoints->second};
+    std::vector<int> counts = {layout.microbatches};
+    if (countPoints)
+      counts = {countPoints->first, countPoints->second};
+    std::vector<std::pair<Layout, int>> jobs;
+    for (int keep : keeps)
+      for (int count : counts) {
+        Layout compiled = layout;
+        compiled.microbatches = count;
+        jobs.push_back({compiled, keep});
       }
-    } else {
-      replay = replayMicrobatches(layout, 0, p, error);
+    std::vector<std::string> errors;
+    std::vector<std::optional<Replay>> replays = replayAll(jobs, errors);
+    std::vector<Replay> perKeep;
+    for (size_t k = 0; k < keeps.size(); ++k) {
+      std::optional<Replay> line;
+      for (size_t c = 0; c < counts.size(); ++c)
+        if (!replays[k * counts.size() + c]) {
+          error = errors[k * counts.size() + c];
+          break;
+        }
+      if (error.empty()) {
+        const size_t at = k * counts.size();
+        line = countPoints
+                   ? extrapolate(
+                         *replays[at], *replays[at + 1], countPoints->first,
+                         countPoints->second, layout.microbatches,
+                         layout.pp > 1 && layout.schedule == "gpipe", error)
+                   : replays[at];
+        if (countPoints)
+          p.foldedFrom = *countPoints;
+      }
+      if (!line)
+        break;
+      perKeep.push_back(*line);
+    }
+    if (perKeep.size() == keeps.size()) {
+      if (blockPoints) {
+        replay =
+            extrapolate(perKeep[0], perKeep[1], 1, 2, double(blocks) / chunks,
+                        /*growsWithMicrobatches=*/true, error);
+        p.blocksFoldedFrom = *blockPoints;
+        ++result.layerFolded;
+      } else {
+        replay = perKeep[0];
+      }
     }
     if (p.foldedFrom.first)
       ++result.folded;
@@ -795,35 +858,27 @@ private:
     return feasible;
   }
 
-  /// The replay of `layout` (the model folded to `keepBlocks` blocks, 0:
-  /// whole), its many microbatches extrapolated from two smaller counts
-  /// (`p.foldedFrom` says which).
-  std::optional<Replay> replayMicrobatches(const Layout &layout, int keepBlocks,
-                                           Prediction &p, std::string &error) {
-    std::optional<std::pair<int, int>> points =
-        request.foldMicrobatches ? foldPoints(layout) : std::nullopt;
-    if (!points)
-      return replayLayout(layout, keepBlocks, error);
-    // The step is affine in the microbatch count once every stage runs
-    // its steady state: two smaller counts give the line.
-    Layout first = layout, second = layout;
-    first.microbatches = points->first;
-    second.microbatches = points->second;
-    std::optional<Replay> a = replayLayout(first, keepBlocks, error);
-    std::optional<Replay> b =
-        a ? replayLayout(second, keepBlocks, error) : std::nullopt;
-    if (!a || !b)
-      return std::nullopt;
-    p.foldedFrom = *points;
-    return extrapolate(*a, *b, points->first, points->second,
-                       layout.microbatches,
-                       layout.pp > 1 && layout.schedule == "gpipe", error);
+  /// The replays of `jobs` (a layout, and the repeated blocks its model is
+  /// folded to, 0: whole), compiled at once on the compile pool; nothing
+  /// with the compiler's error in `errors` where one is refused.
+  std::vector<std::optional<Replay>>
+  replayAll(const std::vector<std::pair<Layout, int>> &jobs,
+            std::vector<std::string> &errors) const {
+    std::vector<std::optional<Replay>> replays(jobs.size());
+    errors.assign(jobs.size(), "");
+    std::vector<std::function<void()>> tasks;
+    for (size_t i = 0; i < jobs.size(); ++i)
+      tasks.push_back([&, i] {
+        replays[i] = replayLayout(jobs[i].first, jobs[i].second, errors[i]);
+      });
+    runAtOnce(tasks);
+    return replays;
   }
 
   /// Compiles `layout` and replays its plan; the figures of each compiled
   /// rank, or nothing with `error` set.
   std::optional<Replay> replayLayout(const Layout &layout, int keepBlocks,
-                                     std::string &error) {
+                                     std::string &error) const {
     rt::StatusOr<rt::Plan> plan = compileLayout(request, layout, keepBlocks);
     if (!plan) {
       error = firstLine(plan.status().message());
