@@ -105,6 +105,9 @@ private:
     int stage, microbatch;
     bool backward;
   };
+  /// The stages an op runs on. (Most run on one: two inline, not twelve,
+  /// for half a million ops.)
+  using Stages = SmallVector<int, 2>;
 
   int rankOf(int stage) const { return schedule.rankOf(stage); }
 
@@ -245,12 +248,12 @@ private:
 
   /// The stages of `op`'s operands but replicated ones, when they are the
   /// same several stages for all of them.
-  std::optional<SmallVector<int>> sharedStages(Operation *op) const {
-    std::optional<SmallVector<int>> common;
+  std::optional<Stages> sharedStages(Operation *op) const {
+    std::optional<Stages> common;
     for (Value operand : op->getOperands()) {
       if (isReplicated(operand))
         continue;
-      SmallVector<int> where = stages.lookup(operand.getDefiningOp());
+      Stages where = stages.lookup(operand.getDefiningOp());
       if (common && *common != where)
         return std::nullopt;
       common = std::move(where);
@@ -268,7 +271,7 @@ private:
         continue;
       if (isa<SGDUpdateOp, AdamWUpdateOp>(op)) {
         // (ZeRO updates a shard: a slice of the parameter read.)
-        SmallVector<int> where;
+        Stages where;
         if (Operation *def = op->getOperand(0).getDefiningOp();
             def && replicated.contains(def) && !parametersRead(def).empty()) {
           std::set<int> set = readers[parametersRead(def).front()];
@@ -290,14 +293,13 @@ private:
         if (isReplicated(assign.getValue()))
           replicatedStores.push_back(assign);
         else // (A copy: inserting into `stages` may move its entries.)
-          stages[op] = SmallVector<int>(
-              stages.lookup(assign.getValue().getDefiningOp()));
+          stages[op] = Stages(stages.lookup(assign.getValue().getDefiningOp()));
         continue;
       }
       // What follows a parameter's update on several stages (a tied
       // parameter's: ZeRO's gather of the updated shard, a bf16 copy) runs
       // on each of them, so that every stage's copy is stored.
-      if (std::optional<SmallVector<int>> shared = sharedStages(op)) {
+      if (std::optional<Stages> shared = sharedStages(op)) {
         stages[op] = std::move(*shared);
         continue;
       }
@@ -341,7 +343,7 @@ private:
       if (where.empty())
         for (int s = 0; s < schedule.stages; ++s)
           where.insert(s);
-      stages[assign] = SmallVector<int>(where.begin(), where.end());
+      stages[assign] = Stages(where.begin(), where.end());
     }
     return success();
   }
@@ -547,11 +549,16 @@ private:
       list.insert(it, {rank, slot});
   }
 
-  SmallVector<int> ranksOf(Operation *op) const {
-    llvm::SetVector<int> result;
-    for (int stage : stages.lookup(op))
-      result.insert(rankOf(stage));
-    return SmallVector<int>(result.begin(), result.end());
+  /// The ranks of `op`'s stages, each once, in the stages' order.
+  SmallVector<int, 2> ranksOf(Operation *op) const {
+    SmallVector<int, 2> result;
+    auto it = stages.find(op);
+    if (it == stages.end())
+      return result;
+    for (int stage : it->second)
+      if (!llvm::is_contained(result, rankOf(stage)))
+        result.push_back(rankOf(stage));
+    return result;
   }
 
   /// The values read on a rank that does not make them.
@@ -561,29 +568,35 @@ private:
     for (Operation *op : ops) {
       if (replicated.contains(op))
         continue;
-      SmallVector<int> sources = ranksOf(op);
+      SmallVector<int, 2> sources = ranksOf(op);
       for (Value value : op->getResults()) {
-        // Rank -> (slot, position) of its first reader.
-        std::map<int, std::pair<int, size_t>> targets;
+        // Rank -> (slot, position) of its first reader. (Most values are
+        // read on their own rank only: no container per value.)
+        SmallVector<std::pair<int, std::pair<int, size_t>>, 2> targets;
+        auto reach = [&](int rank, int slot, size_t position) {
+          if (llvm::is_contained(sources, rank))
+            return;
+          std::pair<int, size_t> at{slot, position};
+          for (auto &[target, first] : targets)
+            if (target == rank) {
+              first = std::min(first, at);
+              return;
+            }
+          targets.push_back({rank, at});
+        };
         for (OpOperand &use : value.getUses()) {
           Operation *user = use.getOwner();
-          SmallVector<std::pair<int, int>> where;
-          size_t position = ops.size();
           if (isa<func::ReturnOp>(user)) {
-            where.push_back({lastRank, end});
-          } else {
-            where.assign(slotsOf(user).begin(), slotsOf(user).end());
-            position = index.lookup(user);
+            reach(lastRank, end, ops.size());
+            continue;
           }
-          for (auto [rank, slot] : where) {
-            if (llvm::is_contained(sources, rank))
-              continue;
-            std::pair<int, size_t> at{slot, position};
-            auto [it, inserted] = targets.insert({rank, at});
-            if (!inserted)
-              it->second = std::min(it->second, at);
-          }
+          size_t position = index.lookup(user);
+          for (auto [rank, slot] : slotsOf(user))
+            reach(rank, slot, position);
         }
+        llvm::sort(targets, [](const auto &a, const auto &b) {
+          return a.first < b.first;
+        });
         for (auto [target, at] : targets) {
           int source = sources.front();
           transfers.push_back({value, value.getLoc(), source, target,
@@ -604,21 +617,21 @@ private:
     const Transfer *receive;
   };
 
-  std::vector<Item> itemsOf(int rank) {
-    std::vector<Item> items;
-    for (auto [position, op] : llvm::enumerate(ops)) {
-      if (std::optional<int> slot = slotOf(op, rank))
-        items.push_back({*slot, position, 1, op, nullptr});
-    }
+  /// Every rank's items, in one walk over the ops.
+  std::vector<std::vector<Item>> itemsOfRanks() {
+    std::vector<std::vector<Item>> items(ranks);
+    for (auto [position, op] : llvm::enumerate(ops))
+      for (auto [rank, slot] : slotsOf(op))
+        items[rank].push_back({slot, position, 1, op, nullptr});
     for (const Transfer &transfer : transfers)
-      if (transfer.target == rank)
-        items.push_back(
-            {transfer.slot, transfer.position, 0, nullptr, &transfer});
-    std::stable_sort(items.begin(), items.end(),
-                     [](const Item &a, const Item &b) {
-                       return std::tie(a.slot, a.position, a.order) <
-                              std::tie(b.slot, b.position, b.order);
-                     });
+      items[transfer.target].push_back(
+          {transfer.slot, transfer.position, 0, nullptr, &transfer});
+    for (std::vector<Item> &list : items)
+      std::stable_sort(list.begin(), list.end(),
+                       [](const Item &a, const Item &b) {
+                         return std::tie(a.slot, a.position, a.order) <
+                                std::tie(b.slot, b.position, b.order);
+                       });
     return items;
   }
 
@@ -793,9 +806,7 @@ private:
       return step.emitOpError("already runs on some ranks only "
                               "(loom.ranks); loom-split-stages splits a "
                               "step that runs on all of them");
-    std::vector<std::vector<Item>> items;
-    for (int rank = 0; rank < ranks; ++rank)
-      items.push_back(itemsOf(rank));
+    std::vector<std::vector<Item>> items = itemsOfRanks();
     if (failed(checkProgress(items)) || failed(checkValues(items)))
       return failure();
     std::map<const Transfer *, int64_t> releasedBy = releases(items);
@@ -927,7 +938,7 @@ private:
   llvm::DenseMap<Operation *, size_t> index;
   llvm::DenseSet<Operation *> replicated;
   llvm::DenseMap<Operation *, Staged> staged;
-  llvm::DenseMap<Operation *, SmallVector<int>> stages;
+  llvm::DenseMap<Operation *, Stages> stages;
   llvm::DenseMap<Operation *, llvm::SetVector<Attribute>> parametersOf;
   llvm::DenseMap<Attribute, std::set<int>> readers;
   llvm::DenseSet<Operation *> inputGradient;
