@@ -144,13 +144,16 @@ rt::StatusOr<rt::Plan> compileLayout(const PlanRequest &request,
                            layoutOptions(request, layout, keepBlocks));
 }
 
-/// The planner's compiles run on a pool of one thread per core. Each
+/// The planner's compiles run on a pool of one thread per core (at most
+/// eight: each compile of a deep pipeline of a large model holds a module
+/// of a few hundred MB while it runs). Each
 /// thread compiles in an MLIR context of its own (ModelCompiler keeps its
 /// imports per thread), so compiles that do not depend on each other (a
 /// layout's folded counts, the screen's probes) run at once; the
 /// decisions between them stay in order.
 llvm::ThreadPoolInterface &compilePool() {
-  static llvm::StdThreadPool pool(llvm::hardware_concurrency());
+  static llvm::StdThreadPool pool(llvm::hardware_concurrency(
+      std::min(8u, llvm::hardware_concurrency().compute_thread_count())));
   return pool;
 }
 
