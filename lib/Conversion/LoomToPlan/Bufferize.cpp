@@ -12,6 +12,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/Threading.h"
 
 namespace mlir {
 namespace loom {
@@ -35,8 +36,10 @@ std::string ioName(DictionaryAttr attrs, StringRef fallback, unsigned index) {
 
 class FunctionBufferizer {
 public:
-  FunctionBufferizer(func::FuncOp func, SymbolTable &symbols)
-      : func(func), symbols(symbols), builder(func.getContext()) {}
+  /// `constants`: the parameter each used constant became.
+  FunctionBufferizer(func::FuncOp func,
+                     const DenseMap<Operation *, StringAttr> &constants)
+      : func(func), constants(constants), builder(func.getContext()) {}
 
   /// The argument's `loom.batch_offsets` (the batch rows each rank's input
   /// holds), checked against the ranks that run the function; null when it
@@ -187,24 +190,16 @@ private:
     return success();
   }
 
-  /// A constant becomes a (frozen) parameter, so that every value is either
-  /// in the arena or in the plan's weights.
+  /// A constant reads the (frozen) parameter it became (hoistConstants), so
+  /// that every value is either in the arena or in the plan's weights.
   LogicalResult convertConstant(ConstantOp constant) {
-    if (constant->use_empty())
-      return success();
-    auto module = func->getParentOfType<ModuleOp>();
-    OpBuilder moduleBuilder(module.getBodyRegion());
-    moduleBuilder.setInsertionPointToStart(module.getBody());
-    auto parameter = moduleBuilder.create<ParameterOp>(
-        constant.getLoc(), moduleBuilder.getStringAttr("constant"),
-        TypeAttr::get(constant.getType()),
-        /*trainable=*/UnitAttr(), /*sharding=*/ShardingAttr(),
-        constant.getValue());
-    StringAttr name = symbols.insert(parameter);
+    auto name = constants.find(constant);
+    if (name == constants.end())
+      return success(); // (Unused.)
     buffers.map(constant.getResult(),
-                builder.create<plan::WeightOp>(constant.getLoc(),
-                                               bufferType(constant.getType()),
-                                               FlatSymbolRefAttr::get(name)));
+                builder.create<plan::WeightOp>(
+                    constant.getLoc(), bufferType(constant.getType()),
+                    FlatSymbolRefAttr::get(name->second)));
     return success();
   }
 
@@ -280,7 +275,7 @@ private:
   }
 
   func::FuncOp func;
-  SymbolTable &symbols;
+  const DenseMap<Operation *, StringAttr> &constants;
   OpBuilder builder;
   IRMapping buffers;
   SmallVector<PendingAssign> assigns;
@@ -288,20 +283,59 @@ private:
   DenseMap<StringAttr, SmallVector<Value>> weightReads;
 };
 
+/// Every used constant of `funcs` as a frozen parameter of the module, in
+/// the functions' order and each one's (the symbol table numbers their
+/// names in that order); the parameter's name by constant.
+DenseMap<Operation *, StringAttr> hoistConstants(ModuleOp module,
+                                                 ArrayRef<func::FuncOp> funcs) {
+  SymbolTable symbols(module);
+  OpBuilder moduleBuilder(module.getBodyRegion());
+  DenseMap<Operation *, StringAttr> names;
+  for (func::FuncOp func : funcs)
+    for (Operation &op : func.getBody().front()) {
+      auto constant = dyn_cast<ConstantOp>(op);
+      if (!constant || constant->use_empty())
+        continue;
+      moduleBuilder.setInsertionPointToStart(module.getBody());
+      auto parameter = moduleBuilder.create<ParameterOp>(
+          constant.getLoc(), moduleBuilder.getStringAttr("constant"),
+          TypeAttr::get(constant.getType()),
+          /*trainable=*/UnitAttr(), /*sharding=*/ShardingAttr(),
+          constant.getValue());
+      names[constant] = symbols.insert(parameter);
+    }
+  return names;
+}
+
 struct BufferizePass : impl::LoomBufferizeBase<BufferizePass> {
   void runOnOperation() override {
-    SymbolTable symbols(getOperation());
-    for (auto func :
-         llvm::make_early_inc_range(getOperation().getOps<func::FuncOp>())) {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> funcs;
+    for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
       if (!func.getBody().hasOneBlock()) {
         func.emitOpError("must have a single block to be bufferized");
         return signalPassFailure();
       }
-      if (failed(FunctionBufferizer(func, symbols).run()))
-        return signalPassFailure();
+      funcs.push_back(func);
     }
+    // The module's symbols change only here; then each function is
+    // bufferized on its own, the ranks' programs of a pipeline at once (a
+    // 64-microbatch pipeline's ranks have a million ops).
+    DenseMap<Operation *, StringAttr> constants = hoistConstants(module, funcs);
+    // Diagnostics in the functions' order, whichever thread reports.
+    ParallelDiagnosticHandler diagnostics(&getContext());
+    if (failed(failableParallelForEach(
+            &getContext(), llvm::seq<size_t>(0, funcs.size()),
+            [&](size_t index) {
+              diagnostics.setOrderIDForThread(index);
+              LogicalResult result =
+                  FunctionBufferizer(funcs[index], constants).run();
+              diagnostics.eraseOrderIDForThread();
+              return result;
+            })))
+      signalPassFailure();
   }
 };
 
