@@ -56,6 +56,7 @@ RankUsage loomrt::rankUsage(const Plan &plan, int rank,
     }
     trainedBytes += weight.bytes;
     ++usage.trainedCount;
+    usage.trainedShapes.push_back({weight.shape, weight.bytes});
     if (masters.count(weight.name))
       usage.optimizerBytes += weight.bytes;
     else

@@ -37,6 +37,9 @@ constexpr double MB = 1e6;
 
 struct FakeProbes {
   int calls = 0;
+  /// With shapes: the trained parameters are A, [8, 6], of 5 + k MB, and
+  /// B, [6, 6], of 5 MB (what ZeRO over 4 ranks shards: A only).
+  bool shapes = false;
   std::optional<ProbeFigures> operator()(const Layout &layout, int keep,
                                          std::string &error) {
     ++calls;
@@ -56,6 +59,9 @@ struct FakeProbes {
     double states = (70 + 7 * k) * MB;
     f.peakBytes =
         uint64_t(states + rows * (3 + k) * MB + (M > 1 ? (5 + k) * MB : 0));
+    if (shapes)
+      f.trainedShapes = {{{8, 6}, uint64_t((5 + k) * MB)},
+                         {{6, 6}, uint64_t(5 * MB)}};
     return f;
   }
 };
@@ -167,4 +173,64 @@ TEST_F(LayoutScreenTest, AProbeTheCompilerRefusesIsTheLayoutsError) {
   EXPECT_FALSE(screen.estimate(layout(2, 3, 1, 4), error));
   EXPECT_EQ(error, "tp 3 does not divide the heads");
   EXPECT_EQ(probes.calls, calls);
+}
+
+TEST_F(LayoutScreenTest, ZeroLeavesWholeWhatItCannotShard) {
+  probes.shapes = true;
+  // At ten blocks A is 15 MB of the 20 trained: ZeRO over four ranks
+  // shards three quarters of the state and of the optimizer's work, and
+  // every rank keeps the rest whole.
+  Layout zero1 = layout(4, 1, 1, 1);
+  zero1.zero = 1;
+  std::optional<LayoutEstimate> e = screen.estimate(zero1, error);
+  ASSERT_TRUE(e) << error;
+  const double perRank = 0.25 + 0.75 / 4;
+  EXPECT_NEAR(e->stepSeconds, 2.0 * perRank + 7 + 0.75 * 20e6 / 100e9, 1e-9);
+  EXPECT_NEAR(double(e->peakBytes), (20 + 40 + 80 * perRank + 13) * MB, 1);
+  Layout zero3 = zero1;
+  zero3.zero = 3;
+  e = screen.estimate(zero3, error);
+  ASSERT_TRUE(e) << error;
+  EXPECT_NEAR(double(e->peakBytes), (140 * perRank + 13) * MB, 1);
+  // Over three ranks both shard (6 divides by 3).
+  Layout three = layout(3, 1, 1, 1);
+  three.zero = 3;
+  e = screen.estimate(three, error);
+  ASSERT_TRUE(e) << error;
+  EXPECT_NEAR(double(e->peakBytes), (140.0 / 3 + 13) * MB, 1);
+}
+
+TEST_F(LayoutScreenTest, PrefetchCompilesWhatEstimatesWouldAsk) {
+  std::vector<Layout> layouts = {layout(1, 1, 1, 4), layout(2, 2, 1, 2, 3),
+                                 layout(1, 3, 1, 1), layout(4, 1, 2, 8, 2)};
+  // One by one.
+  for (const Layout &l : layouts)
+    screen.estimate(l, error);
+  // Prefetched (in rounds, here without threads), then estimated.
+  FakeProbes prefetched;
+  LayoutScreen other{spec, kBlocks, std::ref(prefetched)};
+  int rounds = 0;
+  other.setRunner([&](std::vector<std::function<void()>> &tasks) {
+    ++rounds;
+    for (std::function<void()> &task : tasks)
+      task();
+  });
+  other.prefetch(layouts);
+  EXPECT_EQ(prefetched.calls, probes.calls);
+  EXPECT_EQ(other.probesCompiled(), screen.probesCompiled());
+  // Up to three probes per block count: six rounds.
+  EXPECT_EQ(rounds, 6);
+  for (const Layout &l : layouts) {
+    std::string first, second;
+    std::optional<LayoutEstimate> a = screen.estimate(l, first);
+    std::optional<LayoutEstimate> b = other.estimate(l, second);
+    ASSERT_EQ(bool(a), bool(b));
+    EXPECT_EQ(first, second);
+    if (a) {
+      EXPECT_EQ(a->stepSeconds, b->stepSeconds);
+      EXPECT_EQ(a->peakBytes, b->peakBytes);
+    }
+  }
+  // Everything was there already.
+  EXPECT_EQ(prefetched.calls, probes.calls);
 }

@@ -17,6 +17,7 @@
 #include "LayoutScreen.h"
 
 #include "loom/Analysis/Cluster.h"
+#include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
 #include <cmath>
@@ -163,6 +164,15 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
   // layout's rows (its time and activations).
   double fixed[2], microbatch[2], activations[2], params[2], grads[2],
       optimizer[2], accumulators[2], tensors[2];
+  // ZeRO shards over dp, or over a hybrid group of it; a parameter only
+  // where a dimension of its (tensor-parallel) block divides by the shard
+  // count (PropagateSharding's shardOptimizerStates): the bytes of those
+  // that shard, and of all.
+  const int shard =
+      layout.zero > 0
+          ? (layout.zeroShardGroup > 0 ? layout.zeroShardGroup : layout.dp)
+          : 1;
+  double shardable[2], trained[2];
   // A model exported at a fixed batch compiles only microbatches of that
   // many rows (over all dp ranks): its probes run them, and a rank's share
   // of a microbatch's time and activations is taken as proportional to its
@@ -187,6 +197,13 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
     grads[i] = double(rowsProbe->gradBytes);
     optimizer[i] = double(rowsProbe->optimizerBytes);
     tensors[i] = double(rowsProbe->trainedCount);
+    shardable[i] = trained[i] = 0;
+    for (const auto &[shape, bytes] : rowsProbe->trainedShapes) {
+      trained[i] += double(bytes);
+      if (llvm::any_of(
+              shape, [&](int64_t dim) { return dim > 0 && dim % shard == 0; }))
+        shardable[i] += double(bytes);
+    }
     activations[i] =
         share * std::max(0.0, double(rowsProbe->peakBytes) - params[i] -
                                   grads[i] - optimizer[i]);
@@ -232,11 +249,18 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
       inFlight = kind == "gpipe" ? M : std::min(M, P);
     }
   }
-  // ZeRO shards over dp, or over a hybrid group of it.
-  const int shard =
-      layout.zero > 0 ? (layout.zeroShardGroup > 0 ? layout.zeroShardGroup : dp)
-                      : 1;
-  double fixedTime = stage(fixed) / (layout.zero >= 1 ? shard : 1);
+  // The share of the fullest stage's parameters that ZeRO shards (all,
+  // where the probes list none); what it does not shard stays whole on
+  // every rank, and so does its update.
+  const double stageTrained = stage(trained);
+  const double sharded =
+      shard > 1 && stageTrained > 0
+          ? std::clamp(stage(shardable) / stageTrained, 0.0, 1.0)
+          : 1.0;
+  auto perRank = [&](double bytes, bool byZero) {
+    return byZero ? bytes * (1 - sharded) + bytes * sharded / shard : bytes;
+  };
+  double fixedTime = perRank(stage(fixed), layout.zero >= 1);
   double stageParams = stage(params), stageGrads = stage(grads),
          stageOptimizer = stage(optimizer);
   double exposed = 0;
@@ -290,11 +314,11 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
   }
   LayoutEstimate out;
   out.stepSeconds = compute + fixedTime + exposed;
-  double states = stageParams / (layout.zero >= 3 ? shard : 1) +
-                  stageGrads / (layout.zero >= 2 ? shard : 1) +
-                  stageOptimizer / (layout.zero >= 1 ? shard : 1);
+  double states = perRank(stageParams, layout.zero >= 3) +
+                  perRank(stageGrads, layout.zero >= 2) +
+                  perRank(stageOptimizer, layout.zero >= 1);
   if (layout.microbatches > 1)
-    states += stage(accumulators) / (layout.zero >= 2 ? shard : 1);
+    states += perRank(stage(accumulators), layout.zero >= 2);
   out.peakBytes = uint64_t(states + inFlight * stage(activations));
   return out;
 }

@@ -34,6 +34,9 @@ struct ProbeFigures {
   /// Trained parameters (tensors): each is reduced (and under ZeRO
   /// gathered) by a collective of its own.
   uint64_t trainedCount = 0;
+  /// Each trained parameter's local shape and bytes: ZeRO shards one over
+  /// S ranks only where some dimension of its block divides by S.
+  std::vector<std::pair<std::vector<int64_t>, uint64_t>> trainedShapes;
 };
 
 struct LayoutEstimate {

@@ -170,6 +170,8 @@ struct Replay {
   std::vector<int> ranks;
   std::vector<uint64_t> peakBytes, paramBytes, gradBytes, optimizerBytes,
       commBytes, trainedCount;
+  /// The first compiled rank's trained parameters: local shape and bytes.
+  std::vector<std::pair<std::vector<int64_t>, uint64_t>> trainedShapes;
   /// The step's inputs and outputs the rank holds (the batch's rows).
   std::vector<uint64_t> ioBytes;
   std::vector<double> computeSeconds, waitSeconds, modelFlops;
@@ -302,7 +304,8 @@ public:
           return ProbeFigures{
               replay->stepSeconds,       replay->peakBytes[0],
               replay->paramBytes[0],     replay->gradBytes[0],
-              replay->optimizerBytes[0], replay->trainedCount[0]};
+              replay->optimizerBytes[0], replay->trainedCount[0],
+              replay->trainedShapes};
         },
         request.fixedBatch);
     screen->setBucketBytes(request.train.bucketMB * 1024 * 1024);
@@ -906,6 +909,8 @@ private:
       replay.gradBytes.push_back(usage.gradBytes);
       replay.optimizerBytes.push_back(usage.optimizerBytes);
       replay.trainedCount.push_back(usage.trainedCount);
+      if (replay.ranks.size() == 1)
+        replay.trainedShapes = usage.trainedShapes;
       uint64_t sent = 0;
       for (const auto &[kind, bytes] : rt::plannedCommBytes(*plan, int(r)))
         sent += bytes;

@@ -49,6 +49,10 @@ struct RankUsage {
   /// How many trained parameters (tensors) the rank holds: data
   /// parallelism reduces (and ZeRO gathers) each on its own.
   uint64_t trainedCount = 0;
+  /// Each trained parameter's (local) shape and bytes, as the rank holds
+  /// it: what ZeRO can shard over a given number of ranks (the planner's
+  /// screen).
+  std::vector<std::pair<std::vector<int64_t>, uint64_t>> trainedShapes;
   /// The optimizer state the rank holds: the state weights named
   /// `optimizer.*` (moments, momentum buffers, and the step counter) and
   /// the f32 masters of parameters that have a bf16 copy.
