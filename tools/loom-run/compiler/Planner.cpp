@@ -792,12 +792,13 @@ private:
     std::vector<Replay> perKeep;
     for (size_t k = 0; k < keeps.size(); ++k) {
       std::optional<Replay> line;
-      for (size_t c = 0; c < counts.size(); ++c)
+      bool refused = false;
+      for (size_t c = 0; c < counts.size() && !refused; ++c)
         if (!replays[k * counts.size() + c]) {
           error = errors[k * counts.size() + c];
-          break;
+          refused = true;
         }
-      if (error.empty()) {
+      if (!refused) {
         const size_t at = k * counts.size();
         line = countPoints
                    ? extrapolate(
