@@ -84,6 +84,12 @@ static cl::opt<double> timeLimit(
     cl::desc("Stop searching after this many seconds and choose among the "
              "layouts compiled by then (default: no limit)"),
     cl::value_desc("SECONDS"), cl::cat(planCategory));
+static cl::opt<int> jobs(
+    "jobs", cl::init(0),
+    cl::desc("Compile this many layouts or probes at once, each on a thread "
+             "of its own (default: one per core, at most eight); the result "
+             "is the same"),
+    cl::value_desc("N"), cl::cat(planCategory));
 static cl::opt<bool>
     memory("memory",
            cl::desc("Print what the choice's fullest rank holds when its "
@@ -153,6 +159,10 @@ int main(int argc, char **argv) {
   request.foldMicrobatches = !noFold;
   request.foldLayers = !noFold;
   request.timeLimitSeconds = timeLimit;
+  if (jobs < 0)
+    return fail("--jobs " + std::to_string(jobs) +
+                ": give at least 1 (or 0: one per core, at most eight)");
+  request.threads = jobs;
   if (!evaluate.empty()) {
     std::string error;
     std::optional<loomrun::LayoutConstraint> constraint =

@@ -176,6 +176,9 @@ struct PlanRequest {
   /// Stop searching after this many seconds (0: no limit) and choose among
   /// the layouts compiled so far.
   double timeLimitSeconds = 0;
+  /// Compiles run at once on this many threads (0: one per core, at most
+  /// eight). The first search of the process sets it.
+  int threads = 0;
   int topK = 5;
 };
 

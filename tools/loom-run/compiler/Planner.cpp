@@ -144,16 +144,18 @@ rt::StatusOr<rt::Plan> compileLayout(const PlanRequest &request,
                            layoutOptions(request, layout, keepBlocks));
 }
 
-/// The planner's compiles run on a pool of one thread per core (at most
-/// eight: each compile of a deep pipeline of a large model holds a module
-/// of a few hundred MB while it runs). Each
-/// thread compiles in an MLIR context of its own (ModelCompiler keeps its
-/// imports per thread), so compiles that do not depend on each other (a
-/// layout's folded counts, the screen's probes) run at once; the
+/// The planner's compiles run on a pool of `threads` threads (0: one per
+/// core, at most eight: each compile of a deep pipeline of a large model
+/// holds a module of a few hundred MB while it runs); the first call makes
+/// it. Each thread compiles in an MLIR context of its own (ModelCompiler
+/// keeps its imports per thread), so compiles that do not depend on each
+/// other (a layout's folded counts, the screen's probes) run at once; the
 /// decisions between them stay in order.
-llvm::ThreadPoolInterface &compilePool() {
+llvm::ThreadPoolInterface &compilePool(int threads = 0) {
   static llvm::StdThreadPool pool(llvm::hardware_concurrency(
-      std::min(8u, llvm::hardware_concurrency().compute_thread_count())));
+      threads > 0
+          ? unsigned(threads)
+          : std::min(8u, llvm::hardware_concurrency().compute_thread_count())));
   return pool;
 }
 
@@ -285,6 +287,7 @@ public:
       : request(request), cluster(cluster), result(result) {}
 
   void run() {
+    compilePool(request.threads);
     int64_t devices = result.devices;
     int64_t batch = request.globalBatch;
     if (request.foldLayers) {
