@@ -117,10 +117,13 @@ releasePoints(Block &body,
 }
 
 /// Placed buffers ordered by (offset, end), in chunks of at most
-/// kChunk, one array per field: an insertion moves the rest of one chunk,
+/// `chunkSize`, one array per field: an insertion moves the rest of one chunk,
 /// not of every placed buffer.
 class SortedPlacements {
 public:
+  explicit SortedPlacements(size_t chunkSize = 512)
+      : chunkSize(std::max<size_t>(2, chunkSize)) {}
+
   /// The lowest offset at which `bytes` fit beside every buffer here
   /// alive at some position of [first, last].
   int64_t firstFit(int64_t bytes, unsigned first, unsigned last) const {
@@ -139,11 +142,11 @@ public:
         chunks.begin(), chunks.end(), key,
         [](const auto &key, const Chunk &chunk) { return key < chunk.back(); });
     if (chunk == chunks.end()) {
-      if (chunks.empty() || chunks.back().size() == kChunk)
+      if (chunks.empty() || chunks.back().size() == chunkSize)
         chunks.emplace_back();
       chunk = std::prev(chunks.end());
     }
-    if (chunk->size() == kChunk) {
+    if (chunk->size() == chunkSize) {
       Chunk upper = chunk->splitUpperHalf();
       bool above = !(key < chunk->back());
       chunk = chunks.insert(std::next(chunk), std::move(upper));
@@ -154,7 +157,7 @@ public:
   }
 
 private:
-  static constexpr size_t kChunk = 512;
+  size_t chunkSize;
 
   struct Chunk {
     std::vector<int64_t> offsets, ends;
@@ -244,10 +247,11 @@ private:
 /// windows make buffers that live long go into more of them.)
 class PlacedBuffers {
 public:
-  PlacedBuffers(unsigned positions, unsigned firstWidth) {
+  PlacedBuffers(unsigned positions, unsigned firstWidth, unsigned chunkSize) {
     for (uint64_t width = std::max(1u, firstWidth);; width *= kGrowth) {
-      levels.push_back({width, std::vector<SortedPlacements>(
-                                   size_t(positions / width + 1))});
+      levels.push_back(
+          {width, std::vector<SortedPlacements>(size_t(positions / width + 1),
+                                                SortedPlacements(chunkSize))});
       if (width > positions)
         break;
     }
@@ -396,7 +400,7 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
     // reads the lifetimes of the placed buffers of a window, 32 at a time
     // without a branch (the compiler vectorizes it), and looks closer only
     // where one overlaps.
-    PlacedBuffers placed(end + 1, windowPositions);
+    PlacedBuffers placed(end + 1, windowPositions, chunkBuffers);
     for (Buffer *buffer : order) {
       int64_t offset =
           placed.firstFit(buffer->bytes, buffer->first, buffer->last);

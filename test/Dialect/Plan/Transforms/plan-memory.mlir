@@ -1,6 +1,8 @@
 // RUN: loom-opt --loom-plan-memory=print-summary --split-input-file --verify-diagnostics %s | FileCheck %s
-// The search's windows (2, 8, 32... positions wide here) place the same.
+// The search's windows (2, 8, 32... positions wide here) and chunks (of 2
+// buffers) place the same.
 // RUN: loom-opt "--loom-plan-memory=print-summary window-positions=2" --split-input-file --verify-diagnostics %s | FileCheck %s
+// RUN: loom-opt "--loom-plan-memory=print-summary chunk-buffers=2" --split-input-file --verify-diagnostics %s | FileCheck %s
 
 // %a dies at the second kernel, so %c reuses its bytes; %b, an output, lives
 // to the end in the bytes of the input, dead after the first kernel. Buffers

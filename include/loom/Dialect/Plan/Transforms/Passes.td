@@ -34,8 +34,9 @@ def LoomPlanMemory : Pass<"loom-plan-memory", "::mlir::func::FuncOp"> {
 
     The search for the lowest free offset looks only at buffers placed in
     windows of positions around the lifetime (`window-positions` wide,
-    then four times as wide, up to the whole body); the placement is the
-    same whatever their width, which tests vary.
+    then four times as wide, up to the whole body), each keeping its
+    buffers sorted in chunks of `chunk-buffers`; the placement is the same
+    whatever their sizes, which tests vary.
 
     Input:
     ```mlir
@@ -56,6 +57,9 @@ def LoomPlanMemory : Pass<"loom-plan-memory", "::mlir::func::FuncOp"> {
            /*default=*/"1024",
            "Positions in the narrowest window of the search's index (its "
            "speed only; at least 1)">,
+    Option<"chunkBuffers", "chunk-buffers", "unsigned", /*default=*/"512",
+           "Placed buffers per chunk of a window's sorted list (its speed "
+           "only; at least 2)">,
   ];
 }
 
