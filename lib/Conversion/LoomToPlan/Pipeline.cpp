@@ -17,7 +17,12 @@ void mlir::loom::buildLowerToPlanPipeline(OpPassManager &pm) {
   // Per function, so that a pipeline's rank programs are simplified in
   // parallel (a 64-microbatch step's eight programs: 1.9 s on one thread).
   OpPassManager &simplify = pm.nest<func::FuncOp>();
-  simplify.addPass(createCanonicalizerPass());
+  // Without region simplification: the functions are straight-line blocks,
+  // whose dead ops the rewriter erases anyway, and its liveness walk was
+  // half of the canonicalizer on a 64-microbatch pipeline (0.49 -> 0.28 s).
+  GreedyRewriteConfig config;
+  config.enableRegionSimplification = GreedySimplifyRegionLevel::Disabled;
+  simplify.addPass(createCanonicalizerPass(config));
   simplify.addPass(createCSEPass());
   OpPassManager &funcs = buildKernelFusionPipeline(pm);
   funcs.addPass(createLoomSelectKernels());

@@ -71,14 +71,11 @@ public:
     size_t count = body.getOperations().size();
     ops.reserve(count);
     index.reserve(count);
-    staged.reserve(count);
-    stages.reserve(count);
-    slots.reserve(count);
-    actionOf.reserve(count);
     for (Operation &op : body.without_terminator()) {
       index[&op] = ops.size();
       ops.push_back(&op);
     }
+    info.resize(ops.size());
     for (const std::vector<PipelineAction> &list : schedule.actions) {
       int computes = 0;
       for (const PipelineAction &action : list)
@@ -109,6 +106,46 @@ private:
   /// for half a million ops.)
   using Stages = SmallVector<int, 2>;
 
+  /// What the split knows of an op of the step.
+  struct OpInfo {
+    /// Its action's stage and microbatch, for a staged op (`stage` < 0
+    /// for the others).
+    Staged where = {-1, -1, false};
+    /// Computed on every rank that reads it (parameters, constants, pure
+    /// work on them and on the step's arguments).
+    bool replicated = false;
+    /// A backward op the input gradient needs (B, not W).
+    bool inputGradient = false;
+    Stages stages;
+    /// (rank, slot) of every placement, by rank.
+    SmallVector<std::pair<int, int>, 1> slots;
+    /// A staged op's action, as formatPipelineAction writes it.
+    StringAttr action;
+
+    bool isStaged() const { return where.stage >= 0; }
+  };
+
+  const OpInfo *infoOf(Operation *op) const {
+    auto it = index.find(op);
+    return it == index.end() ? nullptr : &info[it->second];
+  }
+
+  const Staged *stagedOf(Operation *op) const {
+    const OpInfo *opInfo = infoOf(op);
+    return opInfo && opInfo->isStaged() ? &opInfo->where : nullptr;
+  }
+
+  bool isReplicated(Operation *op) const {
+    const OpInfo *opInfo = infoOf(op);
+    return opInfo && opInfo->replicated;
+  }
+
+  const Stages &stagesOf(Operation *op) const {
+    static const Stages none;
+    const OpInfo *opInfo = infoOf(op);
+    return opInfo ? opInfo->stages : none;
+  }
+
   int rankOf(int stage) const { return schedule.rankOf(stage); }
 
   /// The action of an unstaged op whose operands, but replicated ones, all
@@ -122,10 +159,10 @@ private:
     for (Value operand : op->getOperands()) {
       if (isReplicated(operand))
         continue;
-      auto it = staged.find(operand.getDefiningOp());
-      if (it == staged.end())
+      const Staged *found = stagedOf(operand.getDefiningOp());
+      if (!found)
         return std::nullopt;
-      const Staged &where = it->second;
+      const Staged &where = *found;
       if (common && (common->stage != where.stage ||
                      common->microbatch != where.microbatch))
         return std::nullopt;
@@ -157,14 +194,15 @@ private:
 
   bool isReplicated(Value value) const {
     Operation *def = value.getDefiningOp();
-    return !def || replicated.contains(def);
+    return !def || isReplicated(def);
   }
 
   /// Replicated ops, the staged ops' stages, and which stages read each
   /// parameter.
   LogicalResult classify() {
     int lastStage = -1;
-    for (Operation *op : ops) {
+    for (auto [position, op] : llvm::enumerate(ops)) {
+      OpInfo &opInfo = info[position];
       auto stage = op->getAttrOfType<IntegerAttr>(LoomDialect::kStageAttrName);
       // (A collective on replicated values, such as ZeRO-3's gather of a
       // parameter, runs on every stage that reads it, within the stage.)
@@ -175,15 +213,15 @@ private:
                 CollectiveBroadcastOp, AllToAllOp>(op)) &&
            llvm::all_of(op->getOperands(),
                         [&](Value v) { return isReplicated(v); }))) {
-        replicated.insert(op);
+        opInfo.replicated = true;
         continue;
       }
       if (!stage) {
         // What partitioning and the step add inside one action (a tensor-
         // parallel all-reduce, a gradient's rounding) belongs to it.
         if (std::optional<Staged> action = commonAction(op)) {
-          staged[op] = *action;
-          stages[op] = {action->stage};
+          opInfo.where = *action;
+          opInfo.stages = {action->stage};
         }
         continue;
       }
@@ -202,9 +240,9 @@ private:
                << microbatch.getInt() << ", but the schedule has "
                << schedule.microbatches;
       int s = int(stage.getInt());
-      staged[op] = {s, int(microbatch.getInt()),
-                    op->hasAttr(LoomDialect::kBackwardAttrName)};
-      stages[op] = {s};
+      opInfo.where = {s, int(microbatch.getInt()),
+                      op->hasAttr(LoomDialect::kBackwardAttrName)};
+      opInfo.stages = {s};
       lastStage = std::max(lastStage, s);
     }
     if (lastStage + 1 != schedule.stages)
@@ -215,8 +253,8 @@ private:
     // forward or backward reads them.
     // (Kept only where there are some: most replicated ops are
     // constants.)
-    for (Operation *op : ops) {
-      if (!replicated.contains(op))
+    for (auto [position, op] : llvm::enumerate(ops)) {
+      if (!info[position].replicated)
         continue;
       llvm::SetVector<Attribute> names;
       if (auto param = dyn_cast<ParamOp>(op))
@@ -229,12 +267,14 @@ private:
       if (!names.empty())
         parametersOf[op] = std::move(names);
     }
-    for (auto &[op, where] : staged)
+    for (auto [position, op] : llvm::enumerate(ops)) {
+      if (!info[position].isStaged())
+        continue;
       for (Value operand : op->getOperands())
-        if (Operation *def = operand.getDefiningOp();
-            def && replicated.contains(def))
+        if (Operation *def = operand.getDefiningOp(); def && isReplicated(def))
           for (Attribute name : parametersRead(def))
-            readers[name].insert(where.stage);
+            readers[name].insert(info[position].where.stage);
+    }
     return success();
   }
 
@@ -253,7 +293,7 @@ private:
     for (Value operand : op->getOperands()) {
       if (isReplicated(operand))
         continue;
-      Stages where = stages.lookup(operand.getDefiningOp());
+      Stages where = stagesOf(operand.getDefiningOp());
       if (common && *common != where)
         return std::nullopt;
       common = std::move(where);
@@ -266,14 +306,15 @@ private:
   /// The stages of the ops that are neither staged nor replicated.
   LogicalResult placeTail() {
     SmallVector<AssignOp> replicatedStores;
-    for (Operation *op : ops) {
-      if (replicated.contains(op) || staged.count(op))
+    for (auto [position, op] : llvm::enumerate(ops)) {
+      OpInfo &opInfo = info[position];
+      if (opInfo.replicated || opInfo.isStaged())
         continue;
       if (isa<SGDUpdateOp, AdamWUpdateOp>(op)) {
         // (ZeRO updates a shard: a slice of the parameter read.)
         Stages where;
         if (Operation *def = op->getOperand(0).getDefiningOp();
-            def && replicated.contains(def) && !parametersRead(def).empty()) {
+            def && isReplicated(def) && !parametersRead(def).empty()) {
           std::set<int> set = readers[parametersRead(def).front()];
           // A master that only its update reads (ZeRO's sharded f32 master
           // under mixed precision): where the parameters it stores into
@@ -286,21 +327,21 @@ private:
         if (where.empty())
           return op->emitOpError("updates a parameter that no pipeline "
                                  "stage reads");
-        stages[op] = where;
+        opInfo.stages = where;
         continue;
       }
       if (auto assign = dyn_cast<AssignOp>(op)) {
         if (isReplicated(assign.getValue()))
           replicatedStores.push_back(assign);
-        else // (A copy: inserting into `stages` may move its entries.)
-          stages[op] = Stages(stages.lookup(assign.getValue().getDefiningOp()));
+        else
+          opInfo.stages = stagesOf(assign.getValue().getDefiningOp());
         continue;
       }
       // What follows a parameter's update on several stages (a tied
       // parameter's: ZeRO's gather of the updated shard, a bf16 copy) runs
       // on each of them, so that every stage's copy is stored.
       if (std::optional<Stages> shared = sharedStages(op)) {
-        stages[op] = std::move(*shared);
+        opInfo.stages = std::move(*shared);
         continue;
       }
       // Where the largest operand is (ties: the later stage).
@@ -312,10 +353,10 @@ private:
         auto type = dyn_cast<ShapedType>(operand.getType());
         int64_t size =
             type && type.hasStaticShape() ? type.getNumElements() : 1;
-        int stage = stages.lookup(operand.getDefiningOp()).back();
+        int stage = stagesOf(operand.getDefiningOp()).back();
         if (size > largestSize ||
             (size == largestSize &&
-             stage > stages.lookup(largest.getDefiningOp()).back())) {
+             stage > stagesOf(largest.getDefiningOp()).back())) {
           largest = operand;
           largestSize = size;
         }
@@ -323,19 +364,20 @@ private:
       if (!largest)
         return op->emitOpError("has side effects and reads no staged value, "
                                "so no pipeline stage runs it");
-      int stage = stages.lookup(largest.getDefiningOp()).back();
-      stages[op] = {stage};
+      int stage = stagesOf(largest.getDefiningOp()).back();
+      opInfo.stages = {stage};
     }
     // A replicated value's store (the update count) is on every stage that
     // reads the parameter.
     for (AssignOp assign : replicatedStores) {
       std::set<int> where;
-      for (auto &[op, opStages] : stages) {
-        if (op == assign.getOperation())
+      for (auto [position, op] : llvm::enumerate(ops)) {
+        const Stages &opStages = info[position].stages;
+        if (op == assign.getOperation() || opStages.empty())
           continue;
         for (Value operand : op->getOperands())
           if (Operation *def = operand.getDefiningOp();
-              def && replicated.contains(def) &&
+              def && isReplicated(def) &&
               llvm::is_contained(parametersRead(def),
                                  assign.getNameAttr().getAttr()))
             where.insert(opStages.begin(), opStages.end());
@@ -343,7 +385,7 @@ private:
       if (where.empty())
         for (int s = 0; s < schedule.stages; ++s)
           where.insert(s);
-      stages[assign] = Stages(where.begin(), where.end());
+      info[index.lookup(assign)].stages = Stages(where.begin(), where.end());
     }
     return success();
   }
@@ -354,12 +396,13 @@ private:
     if (!splitsBackward)
       return;
     SmallVector<Operation *> work;
-    for (auto &[op, where] : staged) {
-      if (!where.backward)
+    for (auto [position, op] : llvm::enumerate(ops)) {
+      const OpInfo &opInfo = info[position];
+      if (!opInfo.isStaged() || !opInfo.where.backward)
         continue;
       for (Operation *user : op->getUsers()) {
-        auto it = staged.find(user);
-        if (it != staged.end() && it->second.stage != where.stage) {
+        const Staged *found = stagedOf(user);
+        if (found && found->stage != opInfo.where.stage) {
           work.push_back(op);
           break;
         }
@@ -367,15 +410,17 @@ private:
     }
     while (!work.empty()) {
       Operation *op = work.pop_back_val();
-      if (!inputGradient.insert(op).second)
+      OpInfo &opInfo = info[index.lookup(op)];
+      if (opInfo.inputGradient)
         continue;
-      const Staged &where = staged[op];
+      opInfo.inputGradient = true;
+      const Staged &where = opInfo.where;
       for (Value operand : op->getOperands()) {
-        auto it = staged.find(operand.getDefiningOp());
-        if (it != staged.end() && it->second.backward &&
-            it->second.stage == where.stage &&
-            it->second.microbatch == where.microbatch)
-          work.push_back(it->first);
+        Operation *def = operand.getDefiningOp();
+        const Staged *found = stagedOf(def);
+        if (found && found->backward && found->stage == where.stage &&
+            found->microbatch == where.microbatch)
+          work.push_back(def);
       }
     }
   }
@@ -393,17 +438,16 @@ private:
           actionSlot[rank][{int(action.kind), action.stage,
                             action.microbatch}] = slot++;
     }
-    for (Operation *op : ops) {
-      if (replicated.contains(op))
+    for (auto [position, op] : llvm::enumerate(ops)) {
+      OpInfo &opInfo = info[position];
+      if (opInfo.replicated)
         continue;
-      auto it = staged.find(op);
-      if (it != staged.end()) {
-        const Staged &where = it->second;
-        PipelineActionKind kind =
-            !where.backward ? PipelineActionKind::Forward
-            : splitsBackward && !inputGradient.contains(op)
-                ? PipelineActionKind::Weight
-                : PipelineActionKind::Backward;
+      if (opInfo.isStaged()) {
+        const Staged &where = opInfo.where;
+        PipelineActionKind kind = !where.backward ? PipelineActionKind::Forward
+                                  : splitsBackward && !opInfo.inputGradient
+                                      ? PipelineActionKind::Weight
+                                      : PipelineActionKind::Backward;
         int rank = rankOf(where.stage);
         auto found =
             actionSlot[rank].find({int(kind), where.stage, where.microbatch});
@@ -411,7 +455,7 @@ private:
           return op->emitOpError("belongs to action ")
                  << formatPipelineAction({kind, where.stage, where.microbatch})
                  << ", which rank " << rank << "'s schedule does not list";
-        setSlot(op, rank, found->second);
+        setSlot(opInfo, rank, found->second);
         // (One name per action: a 64-microbatch step has half a million
         // staged ops.)
         StringAttr &name =
@@ -420,10 +464,10 @@ private:
           name = StringAttr::get(
               op->getContext(),
               formatPipelineAction({kind, where.stage, where.microbatch}));
-        actionOf[op] = name;
+        opInfo.action = name;
         continue;
       }
-      for (int rank : ranksOf(op)) {
+      for (int rank : ranksOf(opInfo)) {
         int slot = 0;
         if (isa<AssignOp>(op)) {
           slot = end + 1;
@@ -435,12 +479,13 @@ private:
             slot = std::max(slot, local ? *local : end);
           }
         }
-        setSlot(op, rank, slot);
+        setSlot(opInfo, rank, slot);
       }
     }
     // Replicated ops, readers first.
-    for (Operation *op : llvm::reverse(ops)) {
-      if (!replicated.contains(op))
+    for (size_t position = ops.size(); position-- > 0;) {
+      Operation *op = ops[position];
+      if (!info[position].replicated)
         continue;
       std::map<int, int> first;
       for (Operation *user : op->getUsers()) {
@@ -453,7 +498,7 @@ private:
           first[key] = first.count(key) ? std::min(first[key], slot) : slot;
       }
       for (auto [rank, slot] : first)
-        setSlot(op, rank, slot);
+        setSlot(info[position], rank, slot);
     }
     return success();
   }
@@ -479,19 +524,21 @@ private:
                                       &costs.weight, &costs.activationBytes})
       list->assign(count, 0);
     StageCostRates rates;
-    for (auto &[op, where] : staged) {
-      if (where.microbatch != 0)
+    for (auto [position, op] : llvm::enumerate(ops)) {
+      const OpInfo &opInfo = info[position];
+      const Staged &where = opInfo.where;
+      if (!opInfo.isStaged() || where.microbatch != 0)
         continue;
       double seconds = estimateOpSeconds(op, rates);
       if (!where.backward) {
         costs.forward[where.stage] += seconds;
         for (Value result : op->getResults())
           if (llvm::any_of(result.getUsers(), [&](Operation *user) {
-                auto it = staged.find(user);
-                return it != staged.end() && it->second.backward;
+                const Staged *found = stagedOf(user);
+                return found && found->backward;
               }))
             costs.activationBytes[where.stage] += bytesOf(result.getType());
-      } else if (splitsBackward && !inputGradient.contains(op)) {
+      } else if (splitsBackward && !opInfo.inputGradient) {
         costs.weight[where.stage] += seconds;
       } else {
         costs.backward[where.stage] += seconds;
@@ -527,10 +574,10 @@ private:
 
   /// (rank, slot) of every placement of `op`, by rank.
   ArrayRef<std::pair<int, int>> slotsOf(Operation *op) const {
-    auto it = slots.find(op);
-    if (it == slots.end())
+    const OpInfo *opInfo = infoOf(op);
+    if (!opInfo)
       return {};
-    return it->second;
+    return opInfo->slots;
   }
 
   std::optional<int> slotOf(Operation *op, int rank) const {
@@ -540,8 +587,8 @@ private:
     return std::nullopt;
   }
 
-  void setSlot(Operation *op, int rank, int slot) {
-    SmallVector<std::pair<int, int>, 1> &list = slots[op];
+  static void setSlot(OpInfo &opInfo, int rank, int slot) {
+    SmallVector<std::pair<int, int>, 1> &list = opInfo.slots;
     auto it = llvm::lower_bound(list, std::make_pair(rank, INT_MIN));
     if (it != list.end() && it->first == rank)
       it->second = slot;
@@ -550,12 +597,9 @@ private:
   }
 
   /// The ranks of `op`'s stages, each once, in the stages' order.
-  SmallVector<int, 2> ranksOf(Operation *op) const {
+  SmallVector<int, 2> ranksOf(const OpInfo &opInfo) const {
     SmallVector<int, 2> result;
-    auto it = stages.find(op);
-    if (it == stages.end())
-      return result;
-    for (int stage : it->second)
+    for (int stage : opInfo.stages)
       if (!llvm::is_contained(result, rankOf(stage)))
         result.push_back(rankOf(stage));
     return result;
@@ -565,10 +609,10 @@ private:
   void findTransfers() {
     std::map<std::pair<int, int>, int64_t> nextTag;
     int lastRank = rankOf(schedule.stages - 1);
-    for (Operation *op : ops) {
-      if (replicated.contains(op))
+    for (auto [position, op] : llvm::enumerate(ops)) {
+      if (info[position].replicated)
         continue;
-      SmallVector<int, 2> sources = ranksOf(op);
+      SmallVector<int, 2> sources = ranksOf(info[position]);
       for (Value value : op->getResults()) {
         // Rank -> (slot, position) of its first reader. (Most values are
         // read on their own rank only: no container per value.)
@@ -590,9 +634,9 @@ private:
             reach(lastRank, end, ops.size());
             continue;
           }
-          size_t position = index.lookup(user);
-          for (auto [rank, slot] : slotsOf(user))
-            reach(rank, slot, position);
+          size_t userPosition = index.lookup(user);
+          for (auto [rank, slot] : info[userPosition].slots)
+            reach(rank, slot, userPosition);
         }
         llvm::sort(targets, [](const auto &a, const auto &b) {
           return a.first < b.first;
@@ -621,7 +665,7 @@ private:
   std::vector<std::vector<Item>> itemsOfRanks() {
     std::vector<std::vector<Item>> items(ranks);
     for (auto [position, op] : llvm::enumerate(ops))
-      for (auto [rank, slot] : slotsOf(op))
+      for (auto [rank, slot] : info[position].slots)
         items[rank].push_back({slot, position, 1, op, nullptr});
     for (const Transfer &transfer : transfers)
       items[transfer.target].push_back(
@@ -710,9 +754,10 @@ private:
           if (there.contains(operand))
             continue;
           auto describe = [&](Operation *op) {
-            auto action = actionOf.find(op);
-            return action == actionOf.end() ? std::string("outside the actions")
-                                            : "in " + action->second.str();
+            const OpInfo *opInfo = infoOf(op);
+            return !opInfo || !opInfo->action
+                       ? std::string("outside the actions")
+                       : "in " + opInfo->action.str();
           };
           InFlightDiagnostic diag =
               item.op->emitOpError("runs on rank ")
@@ -897,9 +942,9 @@ private:
                              offsetRanks(cast<ArrayAttr>(lists), rank * group));
         // The action rides in the location to the plan (for traces and the
         // measured bubble); the ONNX node's name stays the first inside.
-        if (auto action = actionOf.find(item.op); action != actionOf.end())
-          clone->setLoc(FusedLoc::get(clone->getContext(), {clone->getLoc()},
-                                      action->second));
+        if (StringAttr action = info[item.position].action)
+          clone->setLoc(
+              FusedLoc::get(clone->getContext(), {clone->getLoc()}, action));
         auto [first, last] = sendsOf.equal_range(item.op);
         for (auto it = first; it != last; ++it) {
           const Transfer &t = *it->second;
@@ -935,21 +980,16 @@ private:
   int end;
   int ranks;
   std::vector<Operation *> ops;
+  /// Each op's position in `ops`, and what the split knows of it there.
+  /// (Vectors by position, not maps by op: a 64-microbatch step has half
+  /// a million ops, and a map per fact was most of the pass.)
   llvm::DenseMap<Operation *, size_t> index;
-  llvm::DenseSet<Operation *> replicated;
-  llvm::DenseMap<Operation *, Staged> staged;
-  llvm::DenseMap<Operation *, Stages> stages;
+  std::vector<OpInfo> info;
   llvm::DenseMap<Operation *, llvm::SetVector<Attribute>> parametersOf;
   llvm::DenseMap<Attribute, std::set<int>> readers;
-  llvm::DenseSet<Operation *> inputGradient;
-  /// Staged ops' actions, as formatPipelineAction writes them.
-  llvm::DenseMap<Operation *, StringAttr> actionOf;
   /// Ops' discardable attributes without the action marks.
   llvm::DenseMap<DictionaryAttr, DictionaryAttr> unmarkedOf;
   std::map<std::tuple<int, int, int>, StringAttr> actionNames;
-  /// Each placed op's (rank, slot) pairs, by rank. (Per op rather than a
-  /// map keyed by (op, rank): a 64-microbatch step has half a million.)
-  llvm::DenseMap<Operation *, SmallVector<std::pair<int, int>, 1>> slots;
   std::vector<Transfer> transfers;
 };
 
