@@ -858,20 +858,31 @@ private:
     // Each op is cloned into the functions of all but the last rank that
     // runs it, and moved into that one's (most run on one rank only):
     // cloning every op and erasing the step was a third of the pass.
-    llvm::DenseMap<Operation *, int> lastRankOf;
+    std::vector<int> lastRankAt(ops.size(), -1);
     for (int rank = 0; rank < ranks; ++rank)
       for (const Item &item : items[rank])
         if (item.op)
-          lastRankOf[item.op] = rank;
+          lastRankAt[item.position] = rank;
+    // Each op's sends, by its position.
+    llvm::DenseMap<size_t, SmallVector<const Transfer *, 1>> sendsAt;
+    for (const Transfer &transfer : transfers)
+      sendsAt[index.lookup(transfer.value.getDefiningOp())].push_back(
+          &transfer);
+    // Whether ops of a kind can name ranks (collectives' groups, sends'
+    // and receives' pairs), asked once per kind.
+    llvm::DenseMap<OperationName, bool> namesRanks;
+    auto mayNameRanks = [&](Operation *op) {
+      auto [it, isNew] = namesRanks.try_emplace(op->getName(), false);
+      if (isNew)
+        for (StringAttr name : op->getName().getAttributeNames())
+          it->second |= name == "groups" || name == "pairs";
+      return it->second || !op->getDiscardableAttrDictionary().empty();
+    };
     OpBuilder builder(step);
     int lastRank = rankOf(schedule.stages - 1);
     auto returnOp =
         cast<func::ReturnOp>(step.getBody().front().getTerminator());
     for (int rank = 0; rank < ranks; ++rank) {
-      std::multimap<Operation *, const Transfer *> sendsOf;
-      for (const Transfer &transfer : transfers)
-        if (transfer.source == rank)
-          sendsOf.insert({transfer.value.getDefiningOp(), &transfer});
       bool returns = rank == lastRank;
       auto type =
           FunctionType::get(step.getContext(), step.getArgumentTypes(),
@@ -908,13 +919,14 @@ private:
         }
         // (checkValues made sure every operand is there.)
         Operation *clone = item.op;
-        if (lastRankOf.lookup(item.op) == rank &&
+        if (lastRankAt[item.position] == rank &&
             item.op->getNumRegions() == 0) {
+          // Its results need no mapping: this rank reads them as they are
+          // (a value is received only on a rank that does not make it).
           clone->moveBefore(block, block->end());
           for (OpOperand &operand : clone->getOpOperands())
-            operand.set(mapping.lookup(operand.get()));
-          for (Value result : clone->getResults())
-            mapping.map(result, result);
+            if (Value mapped = mapping.lookupOrNull(operand.get()))
+              operand.set(mapped);
         } else {
           clone = body.clone(*item.op, mapping);
         }
@@ -935,7 +947,7 @@ private:
         if (unmarked->second != marks)
           clone->setDiscardableAttrs(unmarked->second);
         // Collectives within the stage name its ranks.
-        if (group > 1 && rank > 0)
+        if (group > 1 && rank > 0 && mayNameRanks(clone))
           for (StringRef name : {"groups", "pairs"})
             if (Attribute lists = clone->getAttr(name); isRankLists(lists))
               clone->setAttr(name,
@@ -945,12 +957,17 @@ private:
         if (StringAttr action = info[item.position].action)
           clone->setLoc(
               FusedLoc::get(clone->getContext(), {clone->getLoc()}, action));
-        auto [first, last] = sendsOf.equal_range(item.op);
-        for (auto it = first; it != last; ++it) {
-          const Transfer &t = *it->second;
+        auto sends = sendsAt.find(item.position);
+        for (const Transfer *send :
+             sends == sendsAt.end()
+                 ? ArrayRef<const Transfer *>()
+                 : ArrayRef<const Transfer *>(sends->second)) {
+          const Transfer &t = *send;
+          if (t.source != rank)
+            continue;
           auto release = releasedBy.find(&t);
-          body.create<SendOp>(clone->getLoc(), mapping.lookup(t.value), pair(t),
-                              body.getI64IntegerAttr(t.tag),
+          body.create<SendOp>(clone->getLoc(), mapping.lookupOrDefault(t.value),
+                              pair(t), body.getI64IntegerAttr(t.tag),
                               release == releasedBy.end()
                                   ? IntegerAttr()
                                   : body.getI64IntegerAttr(release->second));
@@ -959,7 +976,7 @@ private:
       SmallVector<Value> results;
       if (returns)
         for (Value value : returnOp.getOperands())
-          results.push_back(mapping.lookup(value));
+          results.push_back(mapping.lookupOrDefault(value));
       body.create<func::ReturnOp>(returnOp.getLoc(), results);
     }
     module->setAttr(LoomDialect::kWorldSizeAttrName,

@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Threading.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -255,6 +256,20 @@ private:
     context->printOpOnDiagnostic(false);
   }
 };
+
+/// Frees `module` with its functions' bodies emptied in parallel: a
+/// pipeline's lowered step has a function per rank and, at 64
+/// microbatches, half a million ops (0.28 s on one thread).
+void freeModule(OwningOpRef<ModuleOp> module) {
+  SmallVector<Region *> bodies;
+  for (auto func : module->getOps<func::FuncOp>())
+    bodies.push_back(&func.getBody());
+  // (Each body's ops use only its own values: functions are isolated.)
+  parallelForEach(module->getContext(), bodies, [](Region *body) {
+    body->dropAllReferences();
+    body->getBlocks().clear();
+  });
+}
 
 /// The model at `path` compiled as `options` say; the plan unless
 /// options.withWeights is false. With `timing`, every stage and pass is
@@ -496,6 +511,8 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
         return failure("building the plan failed");
       result.shapes = std::move(*shapes);
     }
+    TimingScope freeing = root.nest("free the module");
+    freeModule(std::move(module));
     return result;
   }
   TimingScope planning = root.nest("build the plan (copies the weights)");
