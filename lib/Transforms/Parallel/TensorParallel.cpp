@@ -12,6 +12,7 @@
 #include "ShardingPropagation.h"
 #include "loom/Transforms/Parallel/Passes.h"
 #include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/IR/SymbolTable.h"
 
 namespace mlir {
 namespace loom {
@@ -21,14 +22,13 @@ namespace loom {
 namespace {
 
 /// The trainable matrix parameter `value` reads, through casts, if any.
-ParamOp weightRead(Value value, ModuleOp module) {
+ParamOp weightRead(Value value, SymbolTable &symbols) {
   while (auto cast = value.getDefiningOp<CastOp>())
     value = cast.getInput();
   auto param = value.getDefiningOp<ParamOp>();
   if (!param || param.getType().getRank() != 2)
     return {};
-  auto parameter =
-      module.lookupSymbol<ParameterOp>(param.getNameAttr().getAttr());
+  auto parameter = symbols.lookup<ParameterOp>(param.getNameAttr().getAttr());
   return parameter && parameter.getTrainable() ? param : ParamOp();
 }
 
@@ -194,6 +194,9 @@ struct TensorParallelPass : impl::LoomTensorParallelBase<TensorParallelPass> {
     }
 
     llvm::DenseSet<Operation *> forward = forwardOps(func);
+    // (A table: a 96-layer model has thousands of parameters and states,
+    // and a module's lookup walks them all.)
+    SymbolTable symbols(module);
     StringAttr axisName = StringAttr::get(module.getContext(), axis);
     SmallVector<std::pair<ParameterOp, ShardingAttr>> chosen;
     // Annotates `weight`'s dimension `dim` unless propagation split the
@@ -221,7 +224,7 @@ struct TensorParallelPass : impl::LoomTensorParallelBase<TensorParallelPass> {
       propagation.seedParameter(name, sharding, /*priority=*/1,
                                 "loom-tensor-parallel");
       propagation.propagate(1);
-      chosen.push_back({module.lookupSymbol<ParameterOp>(name), sharding});
+      chosen.push_back({symbols.lookup<ParameterOp>(name), sharding});
       return success();
     };
     WalkResult walk = func.walk([&](Operation *op) {
@@ -234,7 +237,7 @@ struct TensorParallelPass : impl::LoomTensorParallelBase<TensorParallelPass> {
         // A loss head is split on its classes when they are a vocabulary
         // (more of them than input features); a classifier's narrow head
         // stays whole, as Megatron's classification heads do.
-        ParamOp weight = weightRead(matmul.getRhs(), module);
+        ParamOp weight = weightRead(matmul.getRhs(), symbols);
         unsigned features = matmul.getTransposeRhs() ? 0 : 1;
         bool head = weight && feedsLoss(matmul);
         if (weight && !(head && weight.getType().getDimSize(features) <=
@@ -242,7 +245,7 @@ struct TensorParallelPass : impl::LoomTensorParallelBase<TensorParallelPass> {
           done = annotate(op, weight, features, "output features", head);
       } else if (auto gather = dyn_cast<GatherOp>(op)) {
         // An embedding lookup: split the vocabulary.
-        if (ParamOp table = weightRead(gather.getInput(), module);
+        if (ParamOp table = weightRead(gather.getInput(), symbols);
             table && gather.getAxis() == 0)
           done = annotate(op, table, 0, "vocabulary", /*vocabulary=*/true);
       }

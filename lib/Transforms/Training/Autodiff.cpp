@@ -34,7 +34,8 @@ bool isFloatTensor(Value value) {
 class Differentiator {
 public:
   Differentiator(func::FuncOp func, OpBuilder &builder)
-      : func(func), builder(builder) {}
+      : func(func), builder(builder),
+        symbols(func->getParentOfType<ModuleOp>()) {}
 
   LogicalResult run(unsigned lossIndex) {
     Block &body = func.getBody().front();
@@ -123,8 +124,8 @@ private:
   /// Float results of trainable parameters, and of ops reading active values.
   void markActive(Operation *op) {
     if (auto param = dyn_cast<ParamOp>(op)) {
-      auto parameter = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
-          op, param.getNameAttr());
+      auto parameter =
+          symbols.lookup<ParameterOp>(param.getNameAttr().getAttr());
       if (parameter && parameter.getTrainable() && isFloatTensor(param))
         active.insert(param.getResult());
       return;
@@ -176,6 +177,8 @@ private:
 
   func::FuncOp func;
   OpBuilder &builder;
+  /// The module's symbols (a lookup without a table walks every parameter).
+  SymbolTable symbols;
   llvm::DenseSet<Value> active;
   llvm::DenseMap<Value, Value> adjoints;
   llvm::DenseMap<Attribute, Value> parameterGradients;
