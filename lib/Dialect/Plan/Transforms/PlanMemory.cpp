@@ -50,65 +50,72 @@ SmallVector<SmallVector<int64_t, 2>> pairsOf(ArrayAttr pairs,
   return result;
 }
 
+/// Where each buffer, or other root of views (a weight), is used, in
+/// order.
+struct Uses {
+  llvm::DenseMap<Value, size_t> bufferOf;
+  std::vector<SmallVector<unsigned, 4>> ofBuffer;
+  llvm::DenseMap<Value, SmallVector<unsigned, 4>> ofOther;
+
+  ArrayRef<unsigned> of(Value root) const {
+    if (auto it = bufferOf.find(root); it != bufferOf.end())
+      return ofBuffer[it->second];
+    if (auto it = ofOther.find(root); it != ofOther.end())
+      return it->second;
+    return {};
+  }
+};
+
 /// Where each send that is `released_by` a receive is known to have
 /// completed: the first read of that receive's result (where the runtime
 /// waits for it). The attribute is dropped: the plan has no use for it.
 /// Sends whose receive is missing or never read stay until the end.
-/// `position`: each op's index in `body`; `usesOf`: where each buffer is
-/// used (through any view of it), in order.
+/// `sends` and `receives`: the body's, with their positions, in order.
 llvm::DenseMap<Operation *, unsigned>
-releasePoints(Block &body,
-              const llvm::DenseMap<Operation *, unsigned> &position,
-              const llvm::DenseMap<Value, SmallVector<unsigned>> &usesOf) {
+releasePoints(ArrayRef<std::pair<plan::KernelOp, unsigned>> sends,
+              ArrayRef<std::pair<plan::KernelOp, unsigned>> receives,
+              const Uses &uses) {
   // The receives by tag, in order (a step at many microbatches has
   // thousands of sends, each looking for its receive).
-  llvm::DenseMap<int64_t, SmallVector<plan::KernelOp>> receives;
-  for (Operation &op : body)
-    if (auto recv = dyn_cast<plan::KernelOp>(op);
-        recv && recv.getKernel() == "recv")
-      if (auto tag = recv.getKernelAttrs().getAs<IntegerAttr>("tag"))
-        receives[tag.getInt()].push_back(recv);
+  llvm::DenseMap<int64_t, SmallVector<std::pair<plan::KernelOp, unsigned>>>
+      receivesOf;
+  for (auto [recv, at] : receives)
+    if (auto tag = recv.getKernelAttrs().getAs<IntegerAttr>("tag"))
+      receivesOf[tag.getInt()].push_back({recv, at});
   llvm::DenseMap<Operation *, unsigned> released;
-  for (Operation &op : body) {
-    auto send = dyn_cast<plan::KernelOp>(op);
-    if (!send || send.getKernel() != "send")
-      continue;
+  for (auto [send, at] : sends) {
     DictionaryAttr attrs = send.getKernelAttrs();
     auto tag = attrs.getAs<IntegerAttr>("released_by");
     auto pairs = attrs.getAs<ArrayAttr>("pairs");
     if (!tag)
       continue;
     send.setKernelAttrsAttr(DictionaryAttr::get(
-        op.getContext(), llvm::to_vector(llvm::make_filter_range(
-                             attrs.getValue(), [](NamedAttribute attr) {
-                               return attr.getName() != "released_by";
-                             }))));
+        send.getContext(), llvm::to_vector(llvm::make_filter_range(
+                               attrs.getValue(), [](NamedAttribute attr) {
+                                 return attr.getName() != "released_by";
+                               }))));
     if (!pairs)
       continue;
-    unsigned at = position.lookup(&op);
-    auto candidates = receives.find(tag.getInt());
-    if (candidates == receives.end())
+    auto candidates = receivesOf.find(tag.getInt());
+    if (candidates == receivesOf.end())
       continue;
-    auto after = llvm::partition_point(candidates->second, [&](Operation *r) {
-      return position.lookup(r) <= at;
-    });
+    auto after =
+        llvm::partition_point(candidates->second, [&](const auto &recv) {
+          return recv.second <= at;
+        });
     SmallVector<SmallVector<int64_t, 2>> reversed =
         pairsOf(pairs, /*reversed=*/true);
-    for (plan::KernelOp recv :
+    for (auto [recv, received] :
          llvm::make_range(after, candidates->second.end())) {
       auto recvPairs = recv.getKernelAttrs().getAs<ArrayAttr>("pairs");
       if (!recvPairs || pairsOf(recvPairs) != reversed)
         continue;
       // The first use of what it received after the receive itself.
-      unsigned received = position.lookup(recv);
       for (Value output : recv.getOutputs()) {
-        auto uses = usesOf.find(plan::ViewOp::getRoot(output));
-        if (uses == usesOf.end())
-          continue;
-        auto next = std::upper_bound(uses->second.begin(), uses->second.end(),
-                                     received);
-        if (next != uses->second.end())
-          released[&op] = *next;
+        ArrayRef<unsigned> used = uses.of(plan::ViewOp::getRoot(output));
+        auto next = llvm::upper_bound(used, received);
+        if (next != used.end())
+          released[send] = *next;
       }
       break;
     }
@@ -292,21 +299,27 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
       return signalPassFailure();
     }
     Block &body = func.getBody().front();
-    llvm::DenseMap<Operation *, unsigned> position;
-    for (auto [index, op] : llvm::enumerate(body))
-      position[&op] = index;
-    unsigned end = body.getOperations().size();
-
+    // (Positions by walking, not a map by op, and uses per buffer: a
+    // pipeline rank's step has a hundred thousand ops.)
     std::vector<Buffer> buffers;
-    llvm::DenseMap<Value, size_t> bufferOf;
+    Uses uses;
+    SmallVector<std::pair<plan::KernelOp, unsigned>> sends, receives;
+    unsigned end = 0;
     for (Operation &op : body) {
-      if (!isa<plan::InputOp, plan::AllocOp>(op))
-        continue;
-      unsigned first = isa<plan::InputOp>(op) ? 0 : position[&op];
-      bufferOf[op.getResult(0)] = buffers.size();
-      buffers.push_back(
-          {&op, bufferBytes(cast<MemRefType>(op.getResult(0).getType())), first,
-           first});
+      unsigned at = end++;
+      if (isa<plan::InputOp, plan::AllocOp>(op)) {
+        unsigned first = isa<plan::InputOp>(op) ? 0 : at;
+        uses.bufferOf[op.getResult(0)] = buffers.size();
+        buffers.push_back(
+            {&op, bufferBytes(cast<MemRefType>(op.getResult(0).getType())),
+             first, first});
+      }
+      if (auto kernel = dyn_cast<plan::KernelOp>(op)) {
+        if (kernel.getKernel() == "send")
+          sends.push_back({kernel, at});
+        else if (kernel.getKernel() == "recv")
+          receives.push_back({kernel, at});
+      }
     }
     // Every use extends the lifetime of the buffer behind it; outputs are
     // read after the last kernel. A send completes only once its receiver
@@ -317,30 +330,38 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
     // `released_by` a receive from its target (which the target sends only
     // after it read this send's data), until that receive's result is
     // first read: the runtime has waited for it there.
-    // Where each buffer is used (through any view of it), in order.
-    llvm::DenseMap<Value, SmallVector<unsigned>> usesOf;
-    for (Operation &op : body)
-      for (Value operand : op.getOperands()) {
-        SmallVector<unsigned> &uses = usesOf[plan::ViewOp::getRoot(operand)];
-        if (uses.empty() || uses.back() != position[&op])
-          uses.push_back(position[&op]);
-      }
-    llvm::DenseMap<Operation *, unsigned> releasedAt =
-        releasePoints(body, position, usesOf);
+    uses.ofBuffer.resize(buffers.size());
+    unsigned at = 0;
     for (Operation &op : body) {
-      auto kernel = dyn_cast<plan::KernelOp>(op);
-      unsigned last = position[&op];
-      if (isa<plan::OutputOp>(op))
-        last = end;
-      else if (kernel && kernel.getKernel() == "send")
-        last = releasedAt.count(&op) ? releasedAt.lookup(&op) : end;
       for (Value operand : op.getOperands()) {
-        auto it = bufferOf.find(plan::ViewOp::getRoot(operand));
-        if (it == bufferOf.end())
-          continue;
-        Buffer &buffer = buffers[it->second];
-        buffer.last = std::max(buffer.last, last);
+        Value root = plan::ViewOp::getRoot(operand);
+        auto it = uses.bufferOf.find(root);
+        SmallVector<unsigned, 4> &list = it != uses.bufferOf.end()
+                                             ? uses.ofBuffer[it->second]
+                                             : uses.ofOther[root];
+        if (list.empty() || list.back() != at)
+          list.push_back(at);
       }
+      ++at;
+    }
+    for (auto [buffer, used] : llvm::zip(buffers, uses.ofBuffer))
+      if (!used.empty())
+        buffer.last = std::max(buffer.last, used.back());
+    auto extend = [&](Operation &op, unsigned last) {
+      for (Value operand : op.getOperands()) {
+        auto it = uses.bufferOf.find(plan::ViewOp::getRoot(operand));
+        if (it != uses.bufferOf.end())
+          buffers[it->second].last = std::max(buffers[it->second].last, last);
+      }
+    };
+    for (Operation &op : body)
+      if (isa<plan::OutputOp>(op))
+        extend(op, end);
+    llvm::DenseMap<Operation *, unsigned> releasedAt =
+        releasePoints(sends, receives, uses);
+    for (auto [send, position] : sends) {
+      auto released = releasedAt.find(send);
+      extend(*send, released != releasedAt.end() ? released->second : end);
     }
 
     // The runtime posts a collective and waits for it only where a later
@@ -357,34 +378,32 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
     static const llvm::StringSet<> collectives = {
         "all_reduce", "all_gather", "reduce_scatter",
         "all_to_all", "broadcast",  "recv"};
+    SmallVector<std::pair<plan::KernelOp, unsigned>> posted;
     SmallVector<unsigned> collectivePositions;
-    for (Operation &op : body)
-      if (auto kernel = dyn_cast<plan::KernelOp>(op);
-          kernel && (collectives.contains(kernel.getKernel()) ||
-                     kernel.getKernel() == "send"))
-        collectivePositions.push_back(position[&op]);
+    at = 0;
     for (Operation &op : body) {
-      auto kernel = dyn_cast<plan::KernelOp>(op);
-      if (!kernel || !collectives.contains(kernel.getKernel()))
-        continue;
-      unsigned at = position[&op], firstRead = end;
+      if (auto kernel = dyn_cast<plan::KernelOp>(op)) {
+        bool collective = collectives.contains(kernel.getKernel());
+        if (collective || kernel.getKernel() == "send")
+          collectivePositions.push_back(at);
+        if (collective)
+          posted.push_back({kernel, at});
+      }
+      ++at;
+    }
+    for (auto [kernel, position] : posted) {
+      unsigned firstRead = end;
       auto next = std::upper_bound(collectivePositions.begin(),
-                                   collectivePositions.end(), at);
+                                   collectivePositions.end(), position);
       if (next != collectivePositions.end())
         firstRead = *next;
       for (Value output : kernel.getOutputs()) {
-        const SmallVector<unsigned> &uses =
-            usesOf[plan::ViewOp::getRoot(output)];
-        auto next = std::upper_bound(uses.begin(), uses.end(), at);
-        if (next != uses.end())
+        ArrayRef<unsigned> used = uses.of(plan::ViewOp::getRoot(output));
+        auto next = llvm::upper_bound(used, position);
+        if (next != used.end())
           firstRead = std::min(firstRead, *next);
       }
-      for (Value operand : op.getOperands()) {
-        auto it = bufferOf.find(plan::ViewOp::getRoot(operand));
-        if (it != bufferOf.end())
-          buffers[it->second].last =
-              std::max(buffers[it->second].last, firstRead);
-      }
+      extend(*kernel, firstRead);
     }
 
     std::vector<Buffer *> order;
