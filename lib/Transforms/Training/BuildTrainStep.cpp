@@ -62,10 +62,14 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
 
   /// Where optimizer states go: before the module's first function.
   Operation *firstFunction = nullptr;
+  /// The gradient function's parameter reads and constants, each cloned
+  /// once into the step (inlineMicrobatch).
+  llvm::DenseMap<Operation *, Operation *> sharedReads;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
     firstFunction = nullptr;
+    sharedReads.clear();
     if (failed(checkOptions(module)))
       return signalPassFailure();
     auto gradFunction = module.lookupSymbol<func::FuncOp>(function);
@@ -302,6 +306,17 @@ struct BuildTrainStepPass : impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
     }
     Block &source = gradFunction.getBody().front();
     for (Operation &op : source.without_terminator()) {
+      // Parameters and constants are read once for all microbatches (before
+      // the first), not once per microbatch: a pipeline of M microbatches
+      // would otherwise carry M reads of every parameter through
+      // unrolling, the split into ranks and lowering until CSE merged them.
+      if (isa<ParamOp, ConstantOp>(op)) {
+        auto [shared, isNew] = sharedReads.try_emplace(&op, nullptr);
+        if (isNew)
+          shared->second = builder.clone(op, mapping);
+        mapping.map(op.getResults(), shared->second->getResults());
+        continue;
+      }
       Operation *clone = builder.clone(op, mapping);
       // Pipelines schedule each stage's work per microbatch.
       if (clone->hasAttr(LoomDialect::kStageAttrName))
