@@ -34,12 +34,21 @@
 
 // Two microbatches: the arguments double along dimension 0, each half runs
 // the gradient function, losses and gradients are averaged, then clipped by
-// the global norm.
+// the global norm. The parameters are read once, with the first microbatch,
+// for both: the second reuses the reads.
 // ACCUM-LABEL: func.func @train_step(
 // ACCUM-SAME:    tensor<16x4xf32> {onnx.name = "x"}, %{{.*}}: tensor<16xi64> {onnx.name = "labels"})
 // ACCUM:         loom.slice %{{.*}} [0:8, 0:4] : tensor<16x4xf32> -> tensor<8x4xf32>
+// ACCUM:         %[[W:.*]] = loom.param @w
+// ACCUM:         %[[FROZEN:.*]] = loom.param @frozen
+// ACCUM:         loom.matmul %{{.*}}, %[[W]]
 // ACCUM:         %[[L0:.*]] = loom.cross_entropy
+// ACCUM-NOT:     loom.param
 // ACCUM:         loom.slice %{{.*}} [8:16, 0:4] : tensor<16x4xf32> -> tensor<8x4xf32>
+// ACCUM-NOT:     loom.param
+// ACCUM:         loom.matmul %{{.*}}, %[[W]]
+// ACCUM-NOT:     loom.param
+// ACCUM:         loom.mul %{{.*}}, %[[FROZEN]]
 // ACCUM:         %[[L1:.*]] = loom.cross_entropy
 // ACCUM:         loom.add %[[L0]], %[[L1]] : tensor<f32>
 // ACCUM:         %[[HALF:.*]] = loom.constant dense<5.000000e-01> : tensor<f32>

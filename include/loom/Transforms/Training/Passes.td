@@ -319,6 +319,8 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
     * `grad-accum` K > 1 splits every argument along dimension 0 into K
       microbatches, runs the gradient function on each, and averages the
       losses and the gradients (for a mean loss, the full batch's gradient).
+      The gradient function's parameter reads and constants are made once,
+      with the first microbatch, and read by all of them.
     * `gradient-precision` bf16 rounds each microbatch's f32 gradient to
       bf16 where it is produced (a bf16 GEMM's gradient is taken as it
       is), sums the microbatches and scales by 1/K in bf16, and widens it
