@@ -53,7 +53,9 @@ private:
   /// What propagation said of a value, read before any op is rewritten.
   struct Decision {
     DimAxes wanted;
-    std::string origin;
+    /// (The text of an attribute, which lives as long as the context: no
+    /// copy per value.)
+    StringRef origin;
     Type globalType;
   };
 
@@ -93,9 +95,9 @@ private:
     return DimAxes(cast<RankedTensorType>(value.getType()).getRank());
   }
 
-  std::string originOf(Value value) {
+  StringRef originOf(Value value) {
     auto it = decisions.find(value);
-    return it == decisions.end() ? "" : it->second.origin;
+    return it == decisions.end() ? StringRef() : it->second.origin;
   }
 
   Type globalTypeOf(Value value) {
@@ -123,22 +125,22 @@ private:
     return dimAxesOf(sharding);
   }
 
-  std::string readOrigin(Value value) {
+  StringRef readOrigin(Value value) {
     if (auto arg = dyn_cast<BlockArgument>(value)) {
       auto origin = func.getArgAttrOfType<StringAttr>(
           arg.getArgNumber(), LoomDialect::kShardingOriginAttrName);
-      return origin ? origin.str() : "";
+      return origin ? origin.getValue() : StringRef();
     }
     Operation *op = value.getDefiningOp();
     if (auto reshard = dyn_cast<ReshardOp>(op))
-      return reshard.getReason().str();
+      return reshard.getReasonAttr().getValue();
     Attribute attr = op->getAttr(LoomDialect::kShardingOriginAttrName);
     if (auto array = dyn_cast_or_null<ArrayAttr>(attr))
       return cast<StringAttr>(array[cast<OpResult>(value).getResultNumber()])
-          .str();
+          .getValue();
     if (auto origin = dyn_cast_or_null<StringAttr>(attr))
-      return origin.str();
-    return "";
+      return origin.getValue();
+    return StringRef();
   }
 
   // --- groups and coordinates -----------------------------------------------
@@ -802,7 +804,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   // module annotated by hand, the results' wanted shardings for the factors
   // they have and the operands' for the others (contracted, reduced).
   FactorAxes factors(numFactors);
-  SmallVector<std::string> factorOrigins(numFactors);
+  SmallVector<StringRef> factorOrigins(numFactors);
 
   if (decided && decided.size() == numFactors) {
     for (auto [factor, axes] : llvm::enumerate(decided))
@@ -943,7 +945,10 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
       // A partial value is explained by the split it sums over.
       Decision &decision = decisions[result];
       if (decision.origin.empty() && !factorOrigins[factor].empty())
-        decision.origin = "summed over a split from " + factorOrigins[factor];
+        decision.origin =
+            StringAttr::get(op->getContext(),
+                            "summed over a split from " + factorOrigins[factor])
+                .getValue();
     }
     if (inheritedPartial != PartialKind::none) {
       if (state.partial != PartialKind::none)
@@ -1060,7 +1065,10 @@ LogicalResult Partitioner::partitionLookup(GatherOp gather,
   Decision &decision = decisions[result];
   if (decision.origin.empty())
     decision.origin =
-        "vocabulary-parallel lookup of a table split by " + originOf(table);
+        StringAttr::get(gather->getContext(),
+                        "vocabulary-parallel lookup of a table split by " +
+                            originOf(table))
+            .getValue();
   replaceByRule(gather, local);
   return success();
 }
@@ -1121,8 +1129,9 @@ std::optional<LogicalResult> Partitioner::partitionLoss(Operation *op,
   DimAxes none(globalLogits.getRank());
   DictionaryAttr info =
       describe(logits, state, none,
-               "vocabulary-parallel cross-entropy of logits split by " +
-                   originOf(logits));
+               ("vocabulary-parallel cross-entropy of logits split by " +
+                originOf(logits))
+                   .str());
   Value result;
   Local local;
   int64_t sampleShards = 1;
