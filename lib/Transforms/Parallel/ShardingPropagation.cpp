@@ -505,6 +505,10 @@ void ShardingPropagation::write() {
                     LoomDialect::kShardingOriginAttrName,
                     builder.getStringAttr(it->second->origin));
   }
+  StringAttr shardingName =
+      builder.getStringAttr(LoomDialect::kShardingAttrName);
+  StringAttr originName =
+      builder.getStringAttr(LoomDialect::kShardingOriginAttrName);
   func.walk([&](Operation *op) {
     if (op->getNumResults() == 0 ||
         !llvm::all_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>))
@@ -526,14 +530,14 @@ void ShardingPropagation::write() {
     }
     if (!any || isa<ShardOp, ReshardOp>(op))
       return;
-    if (shardings.size() == 1) {
-      op->setAttr(LoomDialect::kShardingAttrName, shardings.front());
-      op->setAttr(LoomDialect::kShardingOriginAttrName, origins.front());
-    } else {
-      op->setAttr(LoomDialect::kShardingAttrName,
-                  builder.getArrayAttr(shardings));
-      op->setAttr(LoomDialect::kShardingOriginAttrName,
-                  builder.getArrayAttr(origins));
-    }
+    // Both in one new dictionary (each setAttr makes one).
+    NamedAttrList attrs(op->getDiscardableAttrDictionary());
+    attrs.set(shardingName, shardings.size() == 1
+                                ? shardings.front()
+                                : Attribute(builder.getArrayAttr(shardings)));
+    attrs.set(originName, origins.size() == 1
+                              ? origins.front()
+                              : Attribute(builder.getArrayAttr(origins)));
+    op->setDiscardableAttrs(attrs.getDictionary(context));
   });
 }
