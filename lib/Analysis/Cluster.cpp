@@ -66,11 +66,20 @@ double ClusterSpec::kernelSeconds(const loomrt::InstructionWork &work,
   double compute = 0;
   if (work.gemmFlops > 0) {
     auto rate = device.kernelTflops.find(kernel.str());
-    compute = rate != device.kernelTflops.end()
-                  ? work.gemmFlops / (rate->second * 1e12)
-                  : kernelSeconds(work.gemmFlops, work.gemmMinDim,
-                                  work.precision, 0) -
-                        device.kernelOverheadUs * 1e-6;
+    auto perScore = device.kernelNsPerScore.find(kernel.str());
+    auto perRowElement = device.kernelNsPerRowElement.find(kernel.str());
+    bool perUnit = perScore != device.kernelNsPerScore.end() ||
+                   perRowElement != device.kernelNsPerRowElement.end();
+    if (rate != device.kernelTflops.end())
+      compute = work.gemmFlops / (rate->second * 1e12);
+    else if (!perUnit)
+      compute =
+          kernelSeconds(work.gemmFlops, work.gemmMinDim, work.precision, 0) -
+          device.kernelOverheadUs * 1e-6;
+    if (perScore != device.kernelNsPerScore.end())
+      compute += work.scores * perScore->second * 1e-9;
+    if (perRowElement != device.kernelNsPerRowElement.end())
+      compute += work.rowElements * perRowElement->second * 1e-9;
   }
   double bandwidth = device.memoryGBps * 1e9 * device.memoryEfficiency;
   if (auto it = device.kernelGBps.find(kernel.str());
@@ -258,12 +267,12 @@ std::optional<ClusterSpec> mlir::loom::parseClusterSpec(StringRef json,
     spec.devicesPerNode = *devices;
   if (const llvm::json::Object *device = read.object(*root, "device", true)) {
     DeviceSpec &d = spec.device;
-    read.checkKeys(*device, "device",
-                   {"memory_gib", "peak_tflops", "memory_gbytes_per_s",
-                    "gemm_efficiency", "gemm_half_dim", "memory_efficiency",
-                    "kernel_overhead_us", "kernel_tflops",
-                    "kernel_gbytes_per_s", "kernel_latency_us",
-                    "elementwise_ns"});
+    read.checkKeys(
+        *device, "device",
+        {"memory_gib", "peak_tflops", "memory_gbytes_per_s", "gemm_efficiency",
+         "gemm_half_dim", "memory_efficiency", "kernel_overhead_us",
+         "kernel_tflops", "kernel_gbytes_per_s", "kernel_latency_us",
+         "kernel_ns_per_score", "kernel_ns_per_row_element", "elementwise_ns"});
     // Figures by kind: any kernel or operation name, each a number.
     auto byKind = [&](StringRef key, std::map<std::string, double> &out,
                       bool zeroAllowed) {
@@ -280,6 +289,8 @@ std::optional<ClusterSpec> mlir::loom::parseClusterSpec(StringRef json,
     byKind("kernel_gbytes_per_s", d.kernelGBps, false);
     byKind("elementwise_ns", d.elementwiseNs, true);
     byKind("kernel_latency_us", d.kernelLatencyUs, true);
+    byKind("kernel_ns_per_score", d.kernelNsPerScore, true);
+    byKind("kernel_ns_per_row_element", d.kernelNsPerRowElement, true);
     if (auto memory = read.number(*device, "device", "memory_gib", true, 0))
       d.memoryGiB = *memory;
     if (auto bandwidth =

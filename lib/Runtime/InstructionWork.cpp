@@ -55,6 +55,8 @@ void attentionWork(const Instruction &inst, bool backward,
   work.gemmFlops = backward ? 2.5 * forward : forward;
   work.modelFlops = backward ? 2 * forward : forward;
   work.gemmMinDim = std::min({d, dv, sk});
+  work.scores = rows * sk;
+  work.rowElements = rows * d;
   work.precision = precisionOf(q.dtype);
 }
 

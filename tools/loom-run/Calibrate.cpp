@@ -32,6 +32,7 @@
 #include "loom/Runtime/InstructionWork.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -40,6 +41,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
@@ -432,6 +434,7 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
   std::map<loomcost::CollectiveKind, std::vector<std::pair<double, double>>>
       collectives;
   std::map<std::string, std::vector<TimedWork>> flopTimes, byteTimes;
+  std::map<std::string, std::vector<TimedAttention>> attentionTimes;
   std::map<std::string, double> elementNs, shapeRates, shapeBandwidths;
   std::mutex lock;
   int plannedRanks = ranks;
@@ -473,12 +476,27 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
         // elementwise operations, bound by the memory's bandwidth there,
         // are not timed one by one.
         std::map<std::string, std::vector<TimedWork>> flopKinds, byteKinds;
+        std::map<std::string, std::vector<TimedAttention>> attentionKinds;
         std::map<std::string, double> ns, byShape, byShapeBytes;
         ProbeShapes shapes = ProbeShapes::forDevice(gpu);
         std::vector<int64_t> batches = {shapes.batch}, rows = {1};
+        // Attention's shapes: on a GPU, GPT-2's at 1 to 8 sequences; on a
+        // CPU, batches, sequences, heads and head dimensions varied apart,
+        // because the CPU kernel's time follows its scores and its query
+        // rows' elements, not its FLOPs (the example GPT's attention, at a
+        // head dimension of 32 and 64 positions, ran at half the rate
+        // measured at 64 and 128).
+        std::vector<std::array<int64_t, 4>> attentionShapes;
         if (gpu) {
           batches = {1, 2, 4, shapes.batch};
           rows = {8, 1};
+          for (int64_t batch : batches)
+            attentionShapes.push_back(
+                {batch, shapes.seq, shapes.heads, shapes.headDim});
+        } else {
+          attentionShapes = {{2, 128, 4, 64}, {8, 64, 4, 32},  {2, 128, 4, 32},
+                             {4, 64, 4, 64},  {2, 256, 4, 64}, {16, 32, 4, 32},
+                             {8, 64, 8, 16},  {2, 128, 4, 128}};
         }
         auto timeProbe = [&](const KernelProbe &probe,
                              const std::string &size) -> Status {
@@ -490,15 +508,21 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
           bool flops = work.gemmFlops > 0;
           (flops ? flopKinds : byteKinds)[probe.inst.kernel].push_back(
               {flops ? work.gemmFlops : work.bytes, *seconds});
+          if (work.scores > 0)
+            attentionKinds[probe.inst.kernel].push_back(
+                {work.gemmFlops, work.scores, work.rowElements, *seconds});
           if (gpu)
             (flops ? byShape : byShapeBytes)[probe.inst.kernel + " " + size] =
                 (flops ? work.gemmFlops : work.bytes) / *seconds;
           return Status::ok();
         };
-        for (int64_t batch : batches)
+        for (auto [batch, seq, heads, headDim] : attentionShapes)
           for (bool backward : {false, true}) {
             ProbeShapes sized = shapes;
             sized.batch = batch;
+            sized.seq = seq;
+            sized.heads = heads;
+            sized.headDim = headDim;
             if (Status status = timeProbe(attentionProbe(backward, sized),
                                           "batch " + std::to_string(batch));
                 !status)
@@ -586,6 +610,7 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
           overhead = *tiny;
           collectives = measured;
           flopTimes = flopKinds;
+          attentionTimes = attentionKinds;
           byteTimes = byteKinds;
           elementNs = ns;
           shapeRates = byShape;
@@ -639,12 +664,26 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
       fastest = precision;
   // Kinds: a CPU's one size gives the rate (its launch is next to
   // nothing); a GPU's sizes the rate and the latency on top of the launch.
-  std::map<std::string, double> kernelRates, kernelBandwidths, kernelLatencies;
+  std::map<std::string, double> kernelRates, kernelBandwidths, kernelLatencies,
+      kernelScores, kernelRowElements;
   auto fitKinds =
       [&](const std::map<std::string, std::vector<TimedWork>> &times,
           std::map<std::string, double> &rates) {
         for (const auto &[kernel, points] : times) {
           if (!gpu) {
+            // Attention's rate and costs per score and row element from
+            // its shapes; any other kind's one size.
+            auto timed = attentionTimes.find(kernel);
+            if (timed != attentionTimes.end() && timed->second.size() >= 2) {
+              AttentionFit fit = fitAttention(timed->second);
+              if (fit.rate > 0)
+                rates[kernel] = fit.rate;
+              if (fit.secondsPerScore > 0)
+                kernelScores[kernel] = fit.secondsPerScore;
+              if (fit.secondsPerRowElement > 0)
+                kernelRowElements[kernel] = fit.secondsPerRowElement;
+              continue;
+            }
             rates[kernel] = points.front().work / points.front().seconds;
             continue;
           }
@@ -715,6 +754,8 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
   table(device, "kernel_tflops", kernelRates, 1e-12);
   table(device, "kernel_gbytes_per_s", kernelBandwidths, 1e-9);
   table(device, "kernel_latency_us", kernelLatencies, 1e6);
+  table(device, "kernel_ns_per_score", kernelScores, 1e9);
+  table(device, "kernel_ns_per_row_element", kernelRowElements, 1e9);
   // An operation whose cost is below the clock's grain costs nothing.
   table(device, "elementwise_ns", elementNs, 1);
   json << "},\n"
@@ -778,8 +819,28 @@ int loomrun::calibrate(const std::string &outPath, int ranks,
   }
   std::printf("  memory %.3g GB/s, kernel overhead %.3g us\n", bandwidth / 1e9,
               overhead * 1e6);
-  for (const auto &[kernel, rate] : kernelRates)
-    std::printf("  %s: %.4g TFLOP/s\n", kernel.c_str(), rate / 1e12);
+  std::set<std::string> flopKindsFitted;
+  for (const auto *table : {&kernelRates, &kernelScores, &kernelRowElements})
+    for (const auto &entry : *table)
+      flopKindsFitted.insert(entry.first);
+  for (const std::string &kernel : flopKindsFitted) {
+    std::vector<std::string> parts;
+    auto part = [&](const std::map<std::string, double> &table, double scale,
+                    const char *format) {
+      if (auto it = table.find(kernel); it != table.end()) {
+        char text[64];
+        std::snprintf(text, sizeof(text), format, it->second * scale);
+        parts.push_back(text);
+      }
+    };
+    part(kernelRates, 1e-12, "%.4g TFLOP/s");
+    part(kernelScores, 1e9, "%.3g ns per score");
+    part(kernelRowElements, 1e9, "%.3g ns per query-row element");
+    std::string line;
+    for (size_t i = 0; i < parts.size(); ++i)
+      line += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
+    std::printf("  %s: %s\n", kernel.c_str(), line.c_str());
+  }
   for (const auto &[kernel, rate] : kernelBandwidths)
     std::printf("  %s: %.4g GB/s\n", kernel.c_str(), rate / 1e9);
   for (const auto &[kernel, seconds] : kernelLatencies)

@@ -3,6 +3,7 @@
 #include "CalibrationFits.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -76,6 +77,91 @@ AffineFit loomrun::fitAffine(const std::vector<TimedWork> &points,
   std::optional<double> inverseRate =
       leastSquaresScale(work, seconds, overhead);
   fit.rate = inverseRate ? 1 / *inverseRate : bestRate(work, seconds);
+  return fit;
+}
+
+AttentionFit loomrun::fitAttention(const std::vector<TimedAttention> &points) {
+  AttentionFit fit;
+  if (points.empty())
+    return fit;
+  // Relative error: rows (cost_k / t) for each term k, targets 1.
+  auto row = [](const TimedAttention &p) {
+    return std::array<double, 3>{p.flops / p.seconds, p.scores / p.seconds,
+                                 p.rowElements / p.seconds};
+  };
+  double bestError = std::numeric_limits<double>::infinity();
+  for (unsigned subset = 1; subset < 8; ++subset) {
+    std::vector<int> terms;
+    for (int k = 0; k < 3; ++k)
+      if (subset & (1u << k))
+        terms.push_back(k);
+    const size_t n = terms.size();
+    if (points.size() < n)
+      continue;
+    // Normal equations, solved by Gaussian elimination with pivoting.
+    double a[3][4] = {};
+    for (const TimedAttention &p : points) {
+      std::array<double, 3> r = row(p);
+      for (size_t i = 0; i < n; ++i) {
+        for (size_t j = 0; j < n; ++j)
+          a[i][j] += r[terms[i]] * r[terms[j]];
+        a[i][n] += r[terms[i]];
+      }
+    }
+    bool solved = true;
+    for (size_t c = 0; c < n && solved; ++c) {
+      size_t pivot = c;
+      for (size_t i = c + 1; i < n; ++i)
+        if (std::fabs(a[i][c]) > std::fabs(a[pivot][c]))
+          pivot = i;
+      std::swap(a[c], a[pivot]);
+      if (!(std::fabs(a[c][c]) > 1e-12 * std::fabs(a[0][0])))
+        solved = false;
+      for (size_t i = 0; i < n && solved; ++i) {
+        if (i == c)
+          continue;
+        double factor = a[i][c] / a[c][c];
+        for (size_t j = c; j <= n; ++j)
+          a[i][j] -= factor * a[c][j];
+      }
+    }
+    if (!solved)
+      continue;
+    double coefficient[3] = {0, 0, 0};
+    bool positive = true;
+    for (size_t i = 0; i < n; ++i) {
+      coefficient[terms[i]] = a[i][n] / a[i][i];
+      positive &= coefficient[terms[i]] > 0;
+    }
+    if (!positive)
+      continue;
+    double error = 0;
+    for (const TimedAttention &p : points) {
+      std::array<double, 3> r = row(p);
+      double predicted = 0;
+      for (int k = 0; k < 3; ++k)
+        predicted += r[k] * coefficient[k];
+      error += (predicted - 1) * (predicted - 1);
+    }
+    // (A subset's fit is no worse than its terms allow; more terms win
+    // only by erring less.)
+    if (error < bestError * (1 - 1e-9)) {
+      bestError = error;
+      fit.rate = coefficient[0] > 0 ? 1 / coefficient[0] : 0;
+      fit.secondsPerScore = coefficient[1];
+      fit.secondsPerRowElement = coefficient[2];
+    }
+  }
+  if (std::isfinite(bestError))
+    return fit;
+  std::vector<double> flops, seconds;
+  for (const TimedAttention &p : points) {
+    flops.push_back(p.flops);
+    seconds.push_back(p.seconds);
+  }
+  std::optional<double> inverseRate = leastSquaresScale(flops, seconds, 0);
+  fit = AttentionFit();
+  fit.rate = inverseRate ? 1 / *inverseRate : bestRate(flops, seconds);
   return fit;
 }
 

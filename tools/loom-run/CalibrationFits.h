@@ -38,6 +38,31 @@ struct AffineFit {
 /// measured one, the overhead not taken out.
 AffineFit fitAffine(const std::vector<TimedWork> &points, double overhead);
 
+/// An attention's measured seconds at its FLOPs, (query, key) scores and
+/// query-row elements (rows x head dimension).
+struct TimedAttention {
+  double flops = 0;
+  double scores = 0;
+  double rowElements = 0;
+  double seconds = 0;
+};
+
+struct AttentionFit {
+  /// FLOP/s of the products (0: the FLOPs cost nothing beside the rest).
+  double rate = 0;
+  /// Seconds per score and per row element (each >= 0).
+  double secondsPerScore = 0;
+  double secondsPerRowElement = 0;
+};
+
+/// Fits `flops / rate + scores * secondsPerScore + rowElements *
+/// secondsPerRowElement` to `points` by least squares of the relative
+/// error, every term non-negative: of the fits of each subset of the terms
+/// whose coefficients are all positive, the one that errs least. The
+/// shapes must vary the head dimension, the sequence and the rows apart.
+/// Without such a fit (or with fewer points than terms), the rate alone.
+AttentionFit fitAttention(const std::vector<TimedAttention> &points);
+
 /// A GEMM of [m, k] x [k, n] and its measured seconds.
 struct TimedGemm {
   int64_t m = 0, k = 0, n = 0;

@@ -63,6 +63,12 @@ struct DeviceSpec {
   /// blocks (an attention over one sequence) leaves multiprocessors idle,
   /// so its time is this latency plus its work at the kind's rate.
   std::map<std::string, double> kernelLatencyUs;
+  /// By kind, nanoseconds per (query, key) score and per element of the
+  /// query rows (InstructionWork::scores, rowElements), on top of the
+  /// kind's FLOP rate (or instead of it, where the kind has no rate): a
+  /// CPU attention's time follows them, not its FLOPs, and one rate
+  /// measured at one shape missed the example GPT's by 2x.
+  std::map<std::string, double> kernelNsPerScore, kernelNsPerRowElement;
 };
 
 struct ClusterSpec {

@@ -28,6 +28,12 @@ struct InstructionWork {
   /// attention backward counts twice its forward, as every backward does;
   /// the executed FLOPs also recompute the forward's scores.
   double modelFlops = 0;
+  /// An attention's (query, key) pairs, rows x Sk, and its query rows'
+  /// elements, rows x D (0 for any other kernel): a CPU kernel's time
+  /// follows them more than its FLOPs (its softmax costs per score, its
+  /// row-by-row products per row and head-dimension element).
+  double scores = 0;
+  double rowElements = 0;
   /// The smallest of the GEMM's M, N and K (0 when it has none).
   double gemmMinDim = 0;
   /// Bytes of the operands read and the results written.

@@ -179,7 +179,11 @@ TEST(ClusterTest, KernelsByKind) {
                "memory_gbytes_per_s": 100, "gemm_efficiency": 1,
                "gemm_half_dim": 0, "memory_efficiency": 1,
                "kernel_overhead_us": 0,
-               "kernel_tflops": {"attention": 0.5},
+               "kernel_tflops": {"attention": 0.5,
+                                 "attention_backward": 1},
+               "kernel_ns_per_score": {"attention_backward": 3,
+                                       "attention_other": 3},
+               "kernel_ns_per_row_element": {"attention_backward": 2},
                "kernel_gbytes_per_s": {"cross_entropy": 10},
                "kernel_latency_us": {"attention": 100},
                "elementwise_ns": {"exp": 2, "add": 0}},
@@ -189,6 +193,13 @@ TEST(ClusterTest, KernelsByKind) {
   attention.gemmMinDim = 64;
   // The kind's measured rate, not the GEMM peak's 0.1 s, and its latency.
   EXPECT_NEAR(spec.kernelSeconds(attention, "attention"), 2.0 + 1e-4, 1e-12);
+  // Its backward's rate, 3 ns per score and 2 ns per row element on top
+  // of it; a kind with costs per unit and no rate: those alone.
+  attention.scores = 1e8;
+  attention.rowElements = 1e7;
+  EXPECT_NEAR(spec.kernelSeconds(attention, "attention_backward"),
+              1.0 + 0.3 + 0.02, 1e-12);
+  EXPECT_NEAR(spec.kernelSeconds(attention, "attention_other"), 0.3, 1e-12);
   EXPECT_NEAR(spec.kernelSeconds(attention, "matmul"), 0.1, 1e-12);
   loomrt::InstructionWork loss;
   loss.bytes = 1e9;

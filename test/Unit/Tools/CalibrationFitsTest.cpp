@@ -41,6 +41,59 @@ TEST(CalibrationFitsTest, AffineWithoutFixedCostHasNoLatency) {
   EXPECT_EQ(one.latency, 0);
 }
 
+/// An attention probe of `batch` x `heads` sequences of `seq` positions
+/// and head dimension `d`, as InstructionWork counts it, timed by a model.
+TimedAttention attentionPoint(double batch, double seq, double heads, double d,
+                              double rate, double perScore,
+                              double perRowElement) {
+  double rows = batch * heads * seq, scores = rows * seq;
+  double flops = 2 * scores * 2 * d, rowElements = rows * d;
+  return {flops, scores, rowElements,
+          (rate > 0 ? flops / rate : 0) + scores * perScore +
+              rowElements * perRowElement};
+}
+
+const double kShapes[][4] = {{2, 128, 4, 64}, {8, 64, 4, 32},  {2, 128, 4, 32},
+                             {4, 64, 4, 64},  {2, 256, 4, 64}, {16, 32, 4, 32},
+                             {8, 64, 8, 16},  {2, 128, 4, 128}};
+
+TEST(CalibrationFitsTest, AttentionRecoversEveryTerm) {
+  // A CPU attention: 25 GFLOP/s for its products, 10 ns per score and
+  // 30 ns per query-row element.
+  std::vector<TimedAttention> points;
+  for (const auto &shape : kShapes)
+    points.push_back(attentionPoint(shape[0], shape[1], shape[2], shape[3],
+                                    25e9, 10e-9, 30e-9));
+  AttentionFit fit = fitAttention(points);
+  EXPECT_NEAR(fit.rate / 25e9, 1, 1e-6);
+  EXPECT_NEAR(fit.secondsPerScore / 10e-9, 1, 1e-6);
+  EXPECT_NEAR(fit.secondsPerRowElement / 30e-9, 1, 1e-6);
+}
+
+TEST(CalibrationFitsTest, AttentionDropsTermsThatDoNotFit) {
+  // Time proportional to the FLOPs: the rate alone.
+  std::vector<TimedAttention> flops, noFlops;
+  for (const auto &shape : kShapes) {
+    flops.push_back(
+        attentionPoint(shape[0], shape[1], shape[2], shape[3], 25e9, 0, 0));
+    noFlops.push_back(
+        attentionPoint(shape[0], shape[1], shape[2], shape[3], 0, 8e-9, 40e-9));
+  }
+  AttentionFit rateOnly = fitAttention(flops);
+  EXPECT_NEAR(rateOnly.rate / 25e9, 1, 1e-6);
+  EXPECT_EQ(rateOnly.secondsPerScore, 0);
+  EXPECT_EQ(rateOnly.secondsPerRowElement, 0);
+  // Time that follows scores and rows only: no rate (the FLOPs are free
+  // beside them), rather than a negative one.
+  AttentionFit perUnit = fitAttention(noFlops);
+  EXPECT_EQ(perUnit.rate, 0);
+  EXPECT_NEAR(perUnit.secondsPerScore / 8e-9, 1, 1e-6);
+  EXPECT_NEAR(perUnit.secondsPerRowElement / 40e-9, 1, 1e-6);
+  // One point: one term at most; the rate alone when no fit is positive.
+  AttentionFit one = fitAttention({{1e6, 1e4, 1e3, 2e-3}});
+  EXPECT_GT(one.rate + one.secondsPerScore + one.secondsPerRowElement, 0);
+}
+
 TEST(CalibrationFitsTest, GemmRecoversPeakAndHalfDimension) {
   // 800 TFLOP/s, half of it at a smallest dimension of 256 (a grid
   // point: 2^8), 5 us launches; square and rectangular GEMMs.
