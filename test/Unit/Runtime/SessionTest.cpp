@@ -21,6 +21,11 @@
 #include <cstring>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <omp.h>
+#ifdef __linux__
+#include <pthread.h>
+#include <sched.h>
+#endif
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -684,6 +689,53 @@ TEST(LauncherTest, ADeadRankIsNoticedByTimeout) {
             std::string::npos)
       << result->outcomes[0].status.message();
 }
+
+#ifdef __linux__
+/// The CPUs the calling thread may run on.
+std::vector<int> threadCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) == 0)
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &set))
+        cpus.push_back(cpu);
+  return cpus;
+}
+
+TEST(LauncherTest, ThreadRanksRunOnCpusOfTheirOwn) {
+  // With one OpenMP thread per rank and a CPU for each, every rank's
+  // thread is pinned to a CPU no other rank has; LOOM_PIN_RANKS=0 leaves
+  // them where the process may run.
+  const std::vector<int> allowed = threadCpus();
+  if (allowed.size() < 2)
+    GTEST_SKIP() << "needs two CPUs";
+  int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  auto cpusOfRanks = [] {
+    std::vector<std::vector<int>> cpus(2);
+    LaunchOptions options;
+    options.threadRanks = 2;
+    StatusOr<LaunchResult> result =
+        launchRanks(2, options, [&](RankContext &context) -> Status {
+          cpus[size_t(context.rank)] = threadCpus();
+          return barrier(context);
+        });
+    EXPECT_TRUE(result.isOk() && result->ok());
+    return cpus;
+  };
+  std::vector<std::vector<int>> pinned = cpusOfRanks();
+  ASSERT_EQ(pinned[0].size(), 1u);
+  ASSERT_EQ(pinned[1].size(), 1u);
+  EXPECT_NE(pinned[0][0], pinned[1][0]);
+  setenv("LOOM_PIN_RANKS", "0", 1);
+  std::vector<std::vector<int>> free = cpusOfRanks();
+  unsetenv("LOOM_PIN_RANKS");
+  EXPECT_EQ(free[0], allowed);
+  EXPECT_EQ(free[1], allowed);
+  omp_set_num_threads(threads);
+}
+#endif
 
 TEST(LauncherTest, RanksSucceedTogether) {
   LaunchOptions options;
