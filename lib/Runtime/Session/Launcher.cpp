@@ -60,14 +60,14 @@ Status prepareRank(RankContext &context) {
   return Status::ok();
 }
 
-/// Runs one rank: prepare, then the body.
 /// Thread ranks each on CPUs of their own, when the process may use enough
 /// of them: rank r on the r-th run of omp_get_max_threads() of the CPUs it
 /// is allowed (its OpenMP and OpenBLAS teams inherit the set). Unpinned,
 /// the scheduler moved two ranks of the example GPT between two cores, and
-/// the step waited on whichever rank it had slowed (40.9 and 38.9 ms
-/// pinned against 43.5 and 41.8 unpinned). LOOM_PIN_RANKS=0 leaves the
-/// threads to the scheduler. Empty where pinning is off or impossible.
+/// the step waited on whichever rank it had slowed (43.0 and 47.1 ms per
+/// step unpinned, 40.6 and 39.6 pinned; docs/design/runtime.md).
+/// LOOM_PIN_RANKS=0 leaves the threads to the scheduler. Empty where
+/// pinning is off or impossible.
 std::vector<std::vector<int>> rankCpus(int ranks) {
   std::vector<std::vector<int>> cpus;
 #ifdef __linux__
@@ -109,6 +109,7 @@ void pinThread(const std::vector<int> &cpus) {
 #endif
 }
 
+/// Runs one rank: prepare, then the body.
 Status runRank(RankContext &context, const RankBody &body) {
   if (Status status = prepareRank(context); !status)
     return status;
