@@ -97,8 +97,10 @@ struct ClusterSpec {
   double kernelSeconds(double gemmFlops, double gemmMinDim,
                        llvm::StringRef precision, double bytes) const;
   /// The seconds of `kernel` doing `work`: the roofline above, with the
-  /// device's figures by kind where it has them, and an elementwise
-  /// program's operations timed per element.
+  /// device's figures by kind where it has them (an attention's FLOPs at
+  /// its kind's rate plus its scores and query-row elements at theirs), and
+  /// an elementwise program's operations timed per element, added to its
+  /// bytes' time (a CPU's program computes, then streams).
   double kernelSeconds(const loomrt::InstructionWork &work,
                        llvm::StringRef kernel) const;
   /// Peak FLOP/s at `precision` (f32 when the device lists no such key).
