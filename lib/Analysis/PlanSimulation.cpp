@@ -3,6 +3,7 @@
 #include "loom/Analysis/PlanSimulation.h"
 #include "loom/Runtime/ArenaTensors.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
@@ -49,9 +50,12 @@ struct Transfer {
 struct InFlight {
   const Instruction *inst;
   int transfer;
+  /// The copy of its instruction that posted it (ProgramCopy).
+  ProgramCopy copy;
 };
 
 struct RankState {
+  int rank = 0;
   size_t pc = 0;
   double clock = 0;
   bool done = false;
@@ -64,29 +68,39 @@ struct RankState {
 
 class Simulator {
 public:
-  Simulator(const loomrt::Plan &plan, const ClusterSpec &cluster, bool record)
-      : plan(plan), cluster(cluster), record(record) {}
+  Simulator(const loomrt::Plan &plan,
+            const std::vector<InstructionSequence> &programs,
+            const std::vector<std::vector<ProgramCopy>> *copies,
+            const ClusterSpec &cluster, bool record)
+      : plan(plan), programs(programs), copies(copies), cluster(cluster),
+        record(record) {}
 
   PlanSimulation run() {
     size_t n = plan.ranks.size();
     states.assign(n, RankState());
+    for (size_t r = 0; r < n; ++r)
+      states[r].rank = int(r);
     result.ranks.assign(n, PlanSimulation::Rank());
     kernelSeconds.resize(n);
+    // A program may run an instruction many times (a pipeline's programs
+    // synthesized from a template's): each is timed once.
+    llvm::DenseMap<const Instruction *, std::pair<double, double>> timed;
     for (size_t r = 0; r < n; ++r)
-      for (const Instruction &inst : plan.ranks[r].instructions) {
-        double seconds = 0;
-        if (inst.kind == Instruction::Kind::Kernel) {
-          InstructionWork work = estimateInstructionWork(inst);
-          seconds = cluster.kernelSeconds(work, inst.kernel);
-          result.ranks[r].modelFlops += work.modelFlops;
+      for (const Instruction *inst : programs[r]) {
+        auto [it, inserted] = timed.try_emplace(inst, 0.0, 0.0);
+        if (inserted && inst->kind == Instruction::Kind::Kernel) {
+          InstructionWork work = estimateInstructionWork(*inst);
+          it->second = {cluster.kernelSeconds(work, inst->kernel),
+                        work.modelFlops};
         }
-        kernelSeconds[r].push_back(seconds);
+        kernelSeconds[r].push_back(it->second.first);
+        result.ranks[r].modelFlops += it->second.second;
       }
     // Ranks without a program run copies of a representative's (a plan
     // built by buildRepresentativePlan): their transfers are assumed posted
     // when the representatives' are.
     for (size_t r = 0; r < n; ++r)
-      if (plan.ranks[r].instructions.empty())
+      if (programs[r].empty())
         states[r].done = true;
     bool progress = true;
     while (progress) {
@@ -117,10 +131,10 @@ private:
   /// known, or to its end; whether it moved.
   bool advance(int r) {
     RankState &state = states[r];
-    const std::vector<Instruction> &program = plan.ranks[r].instructions;
+    const InstructionSequence &program = programs[r];
     bool moved = false;
     while (state.pc < program.size()) {
-      const Instruction &inst = program[state.pc];
+      const Instruction &inst = *program[state.pc];
       std::optional<double> ready = waitFor(state, &inst);
       if (!ready)
         return moved;
@@ -151,7 +165,14 @@ private:
   /// or nullopt while one's end is unknown. Drops the transfers waited for.
   std::optional<double> waitFor(RankState &state, const Instruction *inst) {
     double ready = state.clock;
+    ProgramCopy copy = copyAt(state.rank, state.pc);
     for (const InFlight &flight : state.inFlight) {
+      // Copies made for different microbatches: where their buffers
+      // overlap, the plan copied from reused one microbatch's for another
+      // in its own order, which the copies' order does not follow.
+      if (inst && copy.microbatch >= 0 && flight.copy.microbatch >= 0 &&
+          copy.microbatch != flight.copy.microbatch)
+        continue;
       if (inst && !conflicts(*inst, *flight.inst))
         continue;
       double end = transfers[flight.transfer].end;
@@ -164,6 +185,13 @@ private:
       return end >= 0 && end <= ready;
     });
     return ready;
+  }
+
+  ProgramCopy copyAt(int rank, size_t pc) const {
+    if (!copies || size_t(rank) >= copies->size() ||
+        pc >= (*copies)[rank].size())
+      return {};
+    return (*copies)[rank][pc];
   }
 
   static bool conflicts(const Instruction &next, const Instruction &posted) {
@@ -225,11 +253,11 @@ private:
     }
     Transfer &transfer = transfers[it->second];
     transfer.posts[r] = state.clock;
-    state.inFlight.push_back({&inst, int(it->second)});
+    state.inFlight.push_back({&inst, int(it->second), copyAt(r, state.pc)});
     size_t expected = 0;
     for (int member : transfer.ranks)
-      if (member >= 0 && size_t(member) < plan.ranks.size() &&
-          !plan.ranks[member].instructions.empty())
+      if (member >= 0 && size_t(member) < programs.size() &&
+          !programs[member].empty())
         ++expected;
     if (transfer.posts.size() >= std::max<size_t>(1, expected))
       resolve(transfer);
@@ -253,6 +281,8 @@ private:
   }
 
   const loomrt::Plan &plan;
+  const std::vector<InstructionSequence> &programs;
+  const std::vector<std::vector<ProgramCopy>> *copies;
   const ClusterSpec &cluster;
   bool record;
   PlanSimulation result;
@@ -268,7 +298,18 @@ private:
 PlanSimulation mlir::loom::simulatePlan(const loomrt::Plan &plan,
                                         const ClusterSpec &cluster,
                                         bool recordEvents) {
-  return Simulator(plan, cluster, recordEvents).run();
+  std::vector<InstructionSequence> programs(plan.ranks.size());
+  for (size_t r = 0; r < plan.ranks.size(); ++r)
+    for (const Instruction &inst : plan.ranks[r].instructions)
+      programs[r].push_back(&inst);
+  return Simulator(plan, programs, nullptr, cluster, recordEvents).run();
+}
+
+PlanSimulation mlir::loom::simulatePrograms(
+    const loomrt::Plan &plan, const std::vector<InstructionSequence> &programs,
+    const ClusterSpec &cluster, bool recordEvents,
+    const std::vector<std::vector<ProgramCopy>> *copies) {
+  return Simulator(plan, programs, copies, cluster, recordEvents).run();
 }
 
 std::vector<uint64_t>

@@ -79,6 +79,12 @@ static cl::opt<bool> noFold(
              "instead of extrapolating many microbatches from two smaller "
              "counts and many repeated layers from one and two per stage"),
     cl::cat(planCategory));
+static cl::opt<bool> noPipelineFold(
+    "no-pipeline-fold",
+    cl::desc("Extrapolate a pipeline's many microbatches from two compiles "
+             "of P + 1 and P + 3 (2P and 3P interleaved) instead of writing "
+             "its programs out from one compile of three"),
+    cl::cat(planCategory));
 static cl::opt<double> timeLimit(
     "time-limit", cl::init(0),
     cl::desc("Stop searching after this many seconds and choose among the "
@@ -158,6 +164,7 @@ int main(int argc, char **argv) {
   request.exhaustive = exhaustive;
   request.foldMicrobatches = !noFold;
   request.foldLayers = !noFold;
+  request.foldPipelines = !noFold && !noPipelineFold;
   request.timeLimitSeconds = timeLimit;
   if (jobs < 0)
     return fail("--jobs " + std::to_string(jobs) +

@@ -122,6 +122,14 @@ struct Prediction {
   /// The microbatch counts whose replays these figures are extrapolated
   /// from ({0, 0}: compiled as is).
   std::pair<int, int> foldedFrom{0, 0};
+  /// The microbatch count of the compile a pipeline's programs were written
+  /// out from (0: they were compiled).
+  int pipelineFoldedFrom = 0;
+  /// For a written-out pipeline whose peaks were then taken from a compile
+  /// past its depth (the choice): that compile's microbatch count, and the
+  /// written-out peak it replaced.
+  int peakConfirmedFrom = 0;
+  uint64_t writtenOutPeakBytes = 0;
   /// The repeated-block counts the figures are extrapolated from ({0, 0}:
   /// the whole model was compiled).
   std::pair<int, int> blocksFoldedFrom{0, 0};
@@ -170,6 +178,10 @@ struct PlanRequest {
   /// Predict layouts of many microbatches from two smaller counts (the
   /// replay is affine in the count), instead of compiling them unrolled.
   bool foldMicrobatches = true;
+  /// Predict pipelines of many microbatches by writing their programs out
+  /// from a compile of three (PipelineFold.h) instead of from two
+  /// compiles past the pipeline's depth.
+  bool foldPipelines = true;
   /// Predict models of many repeated blocks (layers) from the model folded
   /// to one and two blocks per pipeline chunk.
   bool foldLayers = true;
@@ -192,6 +204,12 @@ struct PlanResult {
   /// Of those, how many were extrapolated from two smaller microbatch
   /// counts.
   int folded = 0;
+  /// Of those, how many pipelines were written out from a compile of a few
+  /// microbatches.
+  int pipelineFolded = 0;
+  /// Of those, how many were compiled again for their peaks before being
+  /// chosen.
+  int confirmed = 0;
   /// Of those, how many were extrapolated from the model folded to fewer
   /// repeated blocks.
   int layerFolded = 0;

@@ -83,6 +83,30 @@ PlanSimulation simulatePlan(const loomrt::Plan &plan,
                             const ClusterSpec &cluster,
                             bool recordEvents = false);
 
+/// A rank's program as the instructions it runs in order, owned by a plan
+/// (the same instruction may run many times).
+using InstructionSequence = std::vector<const loomrt::Instruction *>;
+
+/// Where a program's instruction was copied from: it runs for microbatch
+/// `microbatch` what the plan's program ran for microbatch `from` (-1: the
+/// plan's own).
+struct ProgramCopy {
+  int microbatch = -1;
+  int from = -1;
+};
+
+/// Replays `programs` (one per rank of `plan`, whose groups they use; empty
+/// for ranks that run copies of a representative's) as simulatePlan
+/// replays the plan's own. With `copies` (per rank, per instruction), an
+/// instruction waits for no transfer posted by a copy made for another
+/// microbatch: the plan copied from placed its microbatches' buffers for
+/// its own order of them, which the copies do not follow.
+PlanSimulation
+simulatePrograms(const loomrt::Plan &plan,
+                 const std::vector<InstructionSequence> &programs,
+                 const ClusterSpec &cluster, bool recordEvents = false,
+                 const std::vector<std::vector<ProgramCopy>> *copies = nullptr);
+
 } // namespace loom
 } // namespace mlir
 

@@ -120,20 +120,24 @@ std::map<std::string, uint64_t> loomrt::plannedCommBytes(const Plan &plan,
   std::map<std::string, uint64_t> sent;
   if (rank < 0 || size_t(rank) >= plan.ranks.size())
     return sent;
-  for (const Instruction &inst : plan.ranks[size_t(rank)].instructions) {
-    if (!loomcost::parseKind(inst.kernel))
-      continue;
-    // The group the instruction names (`group=ID`), else the world.
-    int64_t groupSize = int64_t(plan.ranks.size());
-    auto group = inst.attrs.find("group");
-    if (group != inst.attrs.end()) {
-      int64_t id = std::get<int64_t>(group->second);
-      if (id >= 0 && size_t(id) < plan.groups.size())
-        groupSize = int64_t(plan.groups[size_t(id)].size());
-    }
-    sent[inst.kernel] += collectiveBytesSent(inst, groupSize);
-  }
+  for (const Instruction &inst : plan.ranks[size_t(rank)].instructions)
+    if (loomcost::parseKind(inst.kernel))
+      sent[inst.kernel] += plannedBytesSent(plan, inst);
   return sent;
+}
+
+uint64_t loomrt::plannedBytesSent(const Plan &plan, const Instruction &inst) {
+  if (!loomcost::parseKind(inst.kernel))
+    return 0;
+  // The group the instruction names (`group=ID`), else the world.
+  int64_t groupSize = int64_t(plan.ranks.size());
+  auto group = inst.attrs.find("group");
+  if (group != inst.attrs.end()) {
+    int64_t id = std::get<int64_t>(group->second);
+    if (id >= 0 && size_t(id) < plan.groups.size())
+      groupSize = int64_t(plan.groups[size_t(id)].size());
+  }
+  return collectiveBytesSent(inst, groupSize);
 }
 
 std::string loomrt::formatReportJson(const std::vector<RankUsage> &ranks) {

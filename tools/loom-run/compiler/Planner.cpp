@@ -13,6 +13,7 @@
 #include "LayoutScreen.h"
 
 #include "loom/Analysis/Cluster.h"
+#include "loom/Analysis/PipelineFold.h"
 #include "loom/Analysis/PlanSimulation.h"
 #include "loom/Import/ONNX/ImportONNX.h"
 #include "loom/Runtime/Session/Report.h"
@@ -265,6 +266,10 @@ std::optional<Replay> extrapolate(const Replay &a, const Replay &b, double m1,
   return out;
 }
 
+/// How a replay's error starts when a pipeline's programs could not be
+/// written out from its compile (PipelineFold.h).
+constexpr const char *kNotWrittenOut = "not written out: ";
+
 /// At most this many layouts are compiled without screening them first.
 constexpr size_t kCompileWithoutScreen = 4;
 /// How much slower than the fastest compiled step a layout may be
@@ -301,7 +306,8 @@ public:
         cluster, blocks,
         [this](const Layout &layout, int keep,
                std::string &error) -> std::optional<ProbeFigures> {
-          std::optional<Replay> replay = replayLayout(layout, keep, error);
+          std::optional<Replay> replay =
+              replayLayout({layout, keep, 0, 0}, error);
           if (!replay || replay->ranks.empty())
             return std::nullopt;
           return ProbeFigures{
@@ -362,9 +368,92 @@ public:
                                   return a.first < b.first;
                                 })
                    ->second);
+    confirmChoice();
   }
 
 private:
+  /// A pipeline's programs written out from a compile of a few microbatches
+  /// give its step time (the schedule at its own microbatch count), but
+  /// not all of its peak: over a long steady state the memory planner
+  /// packs its stages' buffers less tightly than over a few microbatches.
+  /// So the fastest feasible layout takes its peaks from a compile past
+  /// the pipeline's depth (the larger of the two counts the two-count fold
+  /// compiles: every stage then holds as many microbatches as at the full
+  /// count) before it is chosen, until the fastest feasible one has: a
+  /// layout that does not fit after all is never the choice.
+  void confirmChoice() {
+    while (true) {
+      // The fastest feasible layout; when none fits, the one that came
+      // closest (the report names its shortfall).
+      std::optional<size_t> best;
+      for (size_t i = 0; i < result.candidates.size(); ++i) {
+        const Prediction &p = result.candidates[i].predicted;
+        if (p.feasible &&
+            (!best ||
+             p.stepSeconds < result.candidates[*best].predicted.stepSeconds))
+          best = i;
+      }
+      for (size_t i = 0; i < result.candidates.size() && !best; ++i) {
+        const Prediction &p = result.candidates[i].predicted;
+        if (!p.peakBytes.empty() &&
+            llvm::none_of(result.candidates, [&](const Candidate &other) {
+              return !other.predicted.peakBytes.empty() &&
+                     other.predicted.shortfallBytes < p.shortfallBytes;
+            }))
+          best = i;
+      }
+      if (!best)
+        return;
+      Candidate &candidate = result.candidates[*best];
+      Prediction &p = candidate.predicted;
+      if (!p.pipelineFoldedFrom || p.peakConfirmedFrom)
+        return;
+      std::string error;
+      std::optional<std::pair<int, int>> points = foldPoints(candidate.layout);
+      Layout compiled = candidate.layout;
+      if (points && points->second < compiled.microbatches)
+        compiled.microbatches = points->second;
+      std::optional<Replay> replay =
+          replayFolded(compiled, candidate.layout.microbatches, error);
+      ++result.confirmed;
+      p.writtenOutPeakBytes = p.maxPeakBytes();
+      p.peakConfirmedFrom = compiled.microbatches;
+      if (!replay) {
+        p.feasible = false;
+        p.reason = error;
+        continue;
+      }
+      p.peakBytes = replay->peakBytes;
+      judgeMemory(p);
+    }
+  }
+
+  /// `layout` compiled as it is, but for its layers (folded to one and two
+  /// repeated blocks per pipeline chunk where there are many), the inputs
+  /// grown to `rowsOf` microbatches.
+  std::optional<Replay> replayFolded(const Layout &layout, int rowsOf,
+                                     std::string &error) const {
+    int chunks = layout.pp * std::max(1, layout.virtualStages);
+    std::optional<std::pair<int, int>> blockPoints = layerFoldPoints(chunks);
+    std::vector<ReplayJob> jobs;
+    if (blockPoints)
+      for (int keep : {blockPoints->first, blockPoints->second})
+        jobs.push_back({layout, keep, 0, rowsOf});
+    else
+      jobs.push_back({layout, 0, 0, rowsOf});
+    std::vector<std::string> errors;
+    std::vector<std::optional<Replay>> replays = replayAll(jobs, errors);
+    for (size_t i = 0; i < replays.size(); ++i)
+      if (!replays[i]) {
+        error = errors[i];
+        return std::nullopt;
+      }
+    if (!blockPoints)
+      return replays[0];
+    return extrapolate(*replays[0], *replays[1], 1, 2, double(blocks) / chunks,
+                       /*growsWithMicrobatches=*/true, error);
+  }
+
   /// The ZeRO shard groups searched at `zero`: all of dp (0), and with
   /// dp spanning nodes, the dp ranks of one node (hybrid sharding, FSDP's
   /// HSDP: gathers and reduce-scatters stay on the node's links, the
@@ -775,23 +864,53 @@ private:
     // run at once; their figures combine as if one after the other (the
     // first refusal is the layout's error).
     std::optional<std::pair<int, int>> blockPoints = layerFoldPoints(chunks);
+    // A pipeline of many microbatches is written out from a compile of a
+    // few (PipelineFold.h); should its programs not follow the schedule,
+    // it is extrapolated from two larger counts.
+    int writtenFrom = pipelineFoldPoint(layout);
     std::optional<std::pair<int, int>> countPoints =
-        request.foldMicrobatches ? foldPoints(layout) : std::nullopt;
+        request.foldMicrobatches && !writtenFrom ? foldPoints(layout)
+                                                 : std::nullopt;
     std::vector<int> keeps = {0};
     if (blockPoints)
       keeps = {blockPoints->first, blockPoints->second};
     std::vector<int> counts = {layout.microbatches};
-    if (countPoints)
+    if (writtenFrom)
+      counts = {writtenFrom};
+    else if (countPoints)
       counts = {countPoints->first, countPoints->second};
-    std::vector<std::pair<Layout, int>> jobs;
+    std::vector<ReplayJob> jobs;
     for (int keep : keeps)
       for (int count : counts) {
         Layout compiled = layout;
         compiled.microbatches = count;
-        jobs.push_back({compiled, keep});
+        jobs.push_back(
+            {compiled, keep, writtenFrom ? layout.microbatches : 0, 0});
       }
     std::vector<std::string> errors;
     std::vector<std::optional<Replay>> replays = replayAll(jobs, errors);
+    if (writtenFrom && llvm::any_of(errors, [](const std::string &e) {
+          return llvm::StringRef(e).starts_with(kNotWrittenOut);
+        })) {
+      writtenFrom = 0;
+      countPoints =
+          request.foldMicrobatches ? foldPoints(layout) : std::nullopt;
+      counts = {layout.microbatches};
+      if (countPoints)
+        counts = {countPoints->first, countPoints->second};
+      jobs.clear();
+      for (int keep : keeps)
+        for (int count : counts) {
+          Layout compiled = layout;
+          compiled.microbatches = count;
+          jobs.push_back({compiled, keep, 0, 0});
+        }
+      replays = replayAll(jobs, errors);
+    }
+    if (writtenFrom) {
+      p.pipelineFoldedFrom = writtenFrom;
+      ++result.pipelineFolded;
+    }
     std::vector<Replay> perKeep;
     for (size_t k = 0; k < keeps.size(); ++k) {
       std::optional<Replay> line;
@@ -853,8 +972,32 @@ private:
                            : 0;
     p.tflopsPerDevice = perDevice / 1e12;
     p.mfu = perDevice / result.peakFlopsPerDevice;
+    judgeMemory(p);
+    bool feasible = p.feasible;
+    result.candidates.push_back(std::move(candidate));
+    return feasible;
+  }
+
+  /// A compile the search replays: the layout, the repeated blocks its
+  /// model is folded to (0: whole), and the microbatches its pipeline's
+  /// programs are written out to (0: as compiled).
+  struct ReplayJob {
+    Layout layout;
+    int keepBlocks = 0;
+    int writeOutTo = 0;
+    /// The microbatches whose rows the step's inputs hold (0: the
+    /// compiled count's, or writeOutTo's).
+    int rowsOf = 0;
+  };
+
+  /// Whether `p`'s fullest rank fits the device's memory (else by how much
+  /// it does not).
+  void judgeMemory(Prediction &p) const {
     uint64_t memory = cluster.memoryBytes();
     uint64_t worst = p.maxPeakBytes();
+    p.feasible = false;
+    p.shortfallBytes = 0;
+    p.reason.clear();
     if (worst > memory) {
       p.shortfallBytes = worst - memory;
       p.reason = "rank " + std::to_string(p.worstRank()) + " needs " +
@@ -863,43 +1006,79 @@ private:
     } else {
       p.feasible = true;
     }
-    bool feasible = p.feasible;
-    result.candidates.push_back(std::move(candidate));
-    return feasible;
   }
 
-  /// The replays of `jobs` (a layout, and the repeated blocks its model is
-  /// folded to, 0: whole), compiled at once on the compile pool; nothing
+  /// The replays of `jobs`, compiled at once on the compile pool; nothing
   /// with the compiler's error in `errors` where one is refused.
   std::vector<std::optional<Replay>>
-  replayAll(const std::vector<std::pair<Layout, int>> &jobs,
+  replayAll(const std::vector<ReplayJob> &jobs,
             std::vector<std::string> &errors) const {
     std::vector<std::optional<Replay>> replays(jobs.size());
     errors.assign(jobs.size(), "");
     std::vector<std::function<void()>> tasks;
     for (size_t i = 0; i < jobs.size(); ++i)
-      tasks.push_back([&, i] {
-        replays[i] = replayLayout(jobs[i].first, jobs[i].second, errors[i]);
-      });
+      tasks.push_back(
+          [&, i] { replays[i] = replayLayout(jobs[i], errors[i]); });
     runAtOnce(tasks);
     return replays;
   }
 
-  /// Compiles `layout` and replays its plan; the figures of each compiled
-  /// rank, or nothing with `error` set.
-  std::optional<Replay> replayLayout(const Layout &layout, int keepBlocks,
+  /// The microbatch count a pipeline of `layout` is compiled at and
+  /// written out from (0: it is compiled or folded as before): the
+  /// schedules whose stages hold a bounded number of microbatches, with
+  /// more microbatches than the fold compiles.
+  int pipelineFoldPoint(const Layout &layout) const {
+    if (!request.foldPipelines || layout.pp <= 1 ||
+        (layout.schedule != "1f1b" && layout.schedule != "zb-h1" &&
+         layout.schedule != "interleaved"))
+      return 0;
+    int from = mlir::loom::pipelineFoldMicrobatches(layout.schedule, layout.pp);
+    return layout.microbatches > from ? from : 0;
+  }
+
+  /// Compiles `job`'s layout and replays its plan (written out to
+  /// `job.writeOutTo` microbatches); the figures of each compiled rank, or
+  /// nothing with `error` set.
+  std::optional<Replay> replayLayout(const ReplayJob &job,
                                      std::string &error) const {
-    rt::StatusOr<rt::Plan> plan = compileLayout(request, layout, keepBlocks);
+    const Layout &layout = job.layout;
+    rt::StatusOr<rt::Plan> plan =
+        compileLayout(request, layout, job.keepBlocks);
     if (!plan) {
       error = firstLine(plan.status().message());
       return std::nullopt;
     }
+    std::optional<mlir::loom::PipelineFold> fold;
+    if (job.writeOutTo > layout.microbatches) {
+      int stagesPerRank = std::max(1, layout.virtualStages);
+      std::optional<mlir::loom::PipelineSchedule> compiled =
+          mlir::loom::makePipelineSchedule(layout.schedule, layout.pp,
+                                           layout.microbatches, stagesPerRank,
+                                           error);
+      std::optional<mlir::loom::PipelineSchedule> target =
+          compiled ? mlir::loom::makePipelineSchedule(layout.schedule,
+                                                      layout.pp, job.writeOutTo,
+                                                      stagesPerRank, error)
+                   : std::nullopt;
+      if (target)
+        fold = mlir::loom::foldPipeline(*plan, *compiled, *target, error);
+      if (!fold) {
+        error = kNotWrittenOut + error;
+        return std::nullopt;
+      }
+    }
     mlir::loom::PlanSimulation simulation =
-        mlir::loom::simulatePlan(*plan, cluster);
+        fold ? mlir::loom::simulatePrograms(*plan, fold->programs, cluster,
+                                            false, &fold->copies)
+             : mlir::loom::simulatePlan(*plan, cluster);
     if (!simulation.error.empty()) {
       error = "cannot be replayed: " + simulation.error;
       return std::nullopt;
     }
+    // The step's inputs (the batch's rows) grow with the microbatches.
+    int rowsOf = job.rowsOf ? job.rowsOf : fold ? job.writeOutTo : 0;
+    double rowsGrow =
+        rowsOf ? double(rowsOf) / double(layout.microbatches) : 1.0;
     Replay replay;
     rt::RunReport report;
     for (size_t r = 0; r < plan->ranks.size(); ++r) {
@@ -908,7 +1087,16 @@ private:
         continue;
       replay.ranks.push_back(int(r));
       rt::RankUsage usage = rt::rankUsage(*plan, int(r), report);
-      replay.peakBytes.push_back(usage.plannedPeakBytes);
+      uint64_t inputs = 0, outputs = 0;
+      for (const rt::Binding &binding : plan->ranks[r].inputs)
+        inputs += binding.ref.bytes();
+      for (const rt::Binding &binding : plan->ranks[r].outputs)
+        outputs += binding.ref.bytes();
+      uint64_t grownInputs = uint64_t(std::llround(double(inputs) * rowsGrow));
+      int64_t peak = int64_t(usage.plannedPeakBytes) +
+                     int64_t(grownInputs - inputs) +
+                     (fold ? fold->extraActivationBytes[r] : 0);
+      replay.peakBytes.push_back(uint64_t(std::max<int64_t>(peak, 0)));
       replay.paramBytes.push_back(usage.paramBytes);
       replay.gradBytes.push_back(usage.gradBytes);
       replay.optimizerBytes.push_back(usage.optimizerBytes);
@@ -916,15 +1104,15 @@ private:
       if (replay.ranks.size() == 1)
         replay.trainedShapes = usage.trainedShapes;
       uint64_t sent = 0;
-      for (const auto &[kind, bytes] : rt::plannedCommBytes(*plan, int(r)))
-        sent += bytes;
+      if (fold) {
+        for (const rt::Instruction *inst : fold->programs[r])
+          sent += rt::plannedBytesSent(*plan, *inst);
+      } else {
+        for (const auto &[kind, bytes] : rt::plannedCommBytes(*plan, int(r)))
+          sent += bytes;
+      }
       replay.commBytes.push_back(sent);
-      uint64_t io = 0;
-      for (const rt::Binding &binding : plan->ranks[r].inputs)
-        io += binding.ref.bytes();
-      for (const rt::Binding &binding : plan->ranks[r].outputs)
-        io += binding.ref.bytes();
-      replay.ioBytes.push_back(io);
+      replay.ioBytes.push_back(grownInputs + outputs);
       replay.computeSeconds.push_back(simulation.ranks[r].computeSeconds);
       replay.waitSeconds.push_back(simulation.ranks[r].waitSeconds);
       replay.modelFlops.push_back(simulation.ranks[r].modelFlops);
@@ -992,6 +1180,12 @@ void writePrediction(llvm::json::OStream &json, const Prediction &p) {
     if (p.estimatedStepSeconds > 0) {
       json.attribute("estimated_step_s", p.estimatedStepSeconds);
       json.attribute("estimated_peak_bytes", int64_t(p.estimatedPeakBytes));
+    }
+    if (p.pipelineFoldedFrom)
+      json.attribute("written_out_from_microbatches", p.pipelineFoldedFrom);
+    if (p.peakConfirmedFrom) {
+      json.attribute("peak_from_microbatches", p.peakConfirmedFrom);
+      json.attribute("written_out_peak_bytes", int64_t(p.writtenOutPeakBytes));
     }
     if (p.foldedFrom.first)
       json.attributeArray("extrapolated_from_microbatches", [&] {
@@ -1201,6 +1395,12 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
   if (result.folded)
     os << ", " << result.folded
        << " of them at two smaller microbatch counts and extrapolated";
+  if (result.pipelineFolded)
+    os << ", " << result.pipelineFolded
+       << " pipelines written out from a compile of a few microbatches";
+  if (result.confirmed)
+    os << ", " << result.confirmed
+       << " of those compiled again for their peaks before being chosen";
   if (result.layerFolded)
     os << ", " << result.layerFolded
        << " with one and two of the model's repeated blocks per pipeline "
@@ -1301,9 +1501,15 @@ rt::StatusOr<std::string> loomrun::formatArenaPeak(const PlanRequest &request,
   // Compiled again as the prediction's peak was: at the larger of the
   // microbatch counts it was extrapolated from (the peak of a bounded
   // schedule; GPipe's grows with the count), every layer.
+  // (A pipeline written out from a compile of a few microbatches is
+  // compiled where the two-count fold would have: its stages then hold as
+  // many microbatches as at the full count.)
   Layout layout = candidate.layout;
   if (candidate.predicted.foldedFrom.second)
     layout.microbatches = candidate.predicted.foldedFrom.second;
+  else if (candidate.predicted.pipelineFoldedFrom)
+    if (std::optional<std::pair<int, int>> points = foldPoints(layout))
+      layout.microbatches = points->second;
   rt::StatusOr<rt::Plan> plan = compileLayout(request, layout);
   if (!plan)
     return plan.status();
@@ -1378,6 +1584,8 @@ std::string loomrun::formatPlanJson(const PlanRequest &request,
     json.attribute("search_s", result.searchSeconds);
     json.attribute("compiled", result.compiled);
     json.attribute("extrapolated", result.folded);
+    json.attribute("written_out", result.pipelineFolded);
+    json.attribute("confirmed", result.confirmed);
     json.attribute("extrapolated_by_blocks", result.layerFolded);
     json.attribute("screened", result.screened);
     json.attribute("probes", result.probes);

@@ -81,6 +81,10 @@ RankUsage rankUsage(const Plan &plan, int rank, const RunReport &report);
 /// alone: what a run would measure, before (or without) running it.
 std::map<std::string, uint64_t> plannedCommBytes(const Plan &plan, int rank);
 
+/// The bytes one run of `inst` (an instruction of `plan`) sends, as
+/// plannedCommBytes counts them; 0 for a kernel.
+uint64_t plannedBytesSent(const Plan &plan, const Instruction &inst);
+
 /// What a rank's arena holds when the most of it is alive (the tensors
 /// above): the first instruction at which they add up to the most bytes,
 /// that sum, and the largest of them. The arena itself may be larger where

@@ -11,6 +11,12 @@
       other rank above them.
   choice PLAN.json KEY=VALUE...
       The choice has these keys.
+  written WRITTEN.json FULL.json
+      WRITTEN's choice is a pipeline whose programs were written out from a
+      compile of a few microbatches (its peaks from a compile past the
+      pipeline's depth), FULL's (--no-fold) compiled with every
+      microbatch: the same layout and bytes sent and held, the step within
+      0.5%, peaks per rank within 2.5%.
   folded FOLDED.json FULL.json [STEP_TOLERANCE]
   blocks FOLDED.json FULL.json
       FOLDED's choice was extrapolated from two smaller microbatch counts,
@@ -132,6 +138,24 @@ def folded(folded_path, full_path, step_tolerance="1e-9"):
           f"and bytes as compiled in full, peaks within 2.5%")
 
 
+def written(written_path, full_path):
+    """A pipeline's programs written out at its microbatch count from a
+    compile of five (PipelineFold.h): its replay times the same
+    instructions as the whole compile's but for the buffers they reuse, so
+    the step is within 0.5%; the bytes are the same; the peaks come from a
+    compile past the pipeline's depth, within 2.5%."""
+    fold, a = compare_extrapolated(written_path, full_path,
+                                   "written_out_from_microbatches", 5e-3, 0,
+                                   0.025)
+    if "peak_from_microbatches" not in a and \
+            a["written_out_from_microbatches"] < \
+            fold["choice"]["microbatches"] - 3:
+        sys.exit("the written-out choice's peaks were not compiled again")
+    print(f"M={fold['choice']['microbatches']} written out from "
+          f"M={a['written_out_from_microbatches']}: the step within 0.5%, "
+          f"the same bytes, peaks within 2.5% as compiled in full")
+
+
 def blocks(folded_path, full_path):
     """A prediction from the model folded to one and two repeated blocks per
     pipeline chunk (and perhaps two microbatch counts) against the whole
@@ -156,6 +180,8 @@ if __name__ == "__main__":
         brute_force(*sys.argv[2:4])
     elif command == "folded":
         folded(*sys.argv[2:5])
+    elif command == "written":
+        written(*sys.argv[2:4])
     elif command == "blocks":
         blocks(*sys.argv[2:4])
     elif command == "memory":
