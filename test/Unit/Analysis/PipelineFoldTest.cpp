@@ -1,8 +1,8 @@
 // A pipeline's programs written out at many microbatches from a plan of
 // five (PipelineFold.h), on hand-made plans: each action runs the
 // instructions of the compiled microbatch it stands for, what no action
-// tags goes with the action whose results it reads, and the replay of the
-// copies waits only on transfers of its own microbatch.
+// tags goes with the action whose results it reads (the replay of the
+// copies: PlanSimulationTest.CopiesWaitOnlyForTheirOwnMicrobatchsTransfers).
 
 #include "loom/Analysis/PipelineFold.h"
 
@@ -133,62 +133,6 @@ TEST(PipelineFoldTest, RefusesAProgramOutOfItsSchedule) {
             std::string::npos)
       << error;
   EXPECT_FALSE(foldPipeline(plan, schedule(3), schedule(12), error));
-}
-
-/// 1 MB/s memory and links: a kernel reading and writing 1000 bytes takes
-/// 2 ms, a transfer of 1000 bytes 1 ms.
-ClusterSpec slowCluster() {
-  std::string error;
-  std::optional<ClusterSpec> spec = parseClusterSpec(R"({
-    "nodes": 1, "devices_per_node": 2,
-    "device": {"memory_gib": 1, "peak_tflops": {"f32": 1},
-               "memory_gbytes_per_s": 0.001, "memory_efficiency": 1,
-               "kernel_overhead_us": 0},
-    "intra_node": {"gbytes_per_s": 0.001, "latency_us": 0}})",
-                                                     "slow.json", error);
-  EXPECT_TRUE(spec) << error;
-  return *spec;
-}
-
-TEST(PipelineFoldTest, CopiesWaitOnlyForTheirOwnMicrobatchsTransfers) {
-  // Rank 0 sends buffer 0 to rank 1, which posts its receive only after a
-  // 2 ms kernel: the send ends at 3 ms. Rank 0 then overwrites buffer 0.
-  loomrt::Plan plan;
-  plan.ranks.resize(2);
-  plan.ranks[1].rank = 1;
-  Instruction send;
-  send.kind = Instruction::Kind::Collective;
-  send.kernel = "send";
-  send.inputs = {buffer(0)};
-  send.attrs["peer"] = int64_t(1);
-  send.attrs["tag"] = int64_t(0);
-  Instruction recv = send;
-  recv.kernel = "recv";
-  recv.inputs.clear();
-  recv.outputs = {buffer(0)};
-  recv.attrs["peer"] = int64_t(0);
-  plan.ranks[0].instructions = {send, kernel("", 4000, 0)};
-  plan.ranks[1].instructions = {kernel("", 8000, 8000), recv};
-  std::vector<InstructionSequence> programs(2);
-  for (int r = 0; r < 2; ++r)
-    for (const Instruction &inst : plan.ranks[r].instructions)
-      programs[r].push_back(&inst);
-  ClusterSpec cluster = slowCluster();
-  // The same microbatch's kernel waits for the send: 3 + 2 ms.
-  std::vector<std::vector<ProgramCopy>> same = {{{0, 2}, {0, 2}},
-                                                {{0, 2}, {0, 2}}};
-  PlanSimulation waits =
-      simulatePrograms(plan, programs, cluster, false, &same);
-  EXPECT_NEAR(waits.ranks[0].stepSeconds, 5e-3, 1e-9);
-  // Another microbatch's copy of it does not (the plan at the full count
-  // gives it a buffer of its own): it runs at once, and the rank's step
-  // still ends with its send, at 3 ms.
-  std::vector<std::vector<ProgramCopy>> other = {{{0, 2}, {1, 2}},
-                                                 {{0, 2}, {0, 2}}};
-  PlanSimulation free =
-      simulatePrograms(plan, programs, cluster, false, &other);
-  EXPECT_NEAR(free.ranks[0].stepSeconds, 3e-3, 1e-9);
-  EXPECT_NEAR(free.ranks[0].waitSeconds, 1e-3, 1e-9);
 }
 
 } // namespace

@@ -137,6 +137,37 @@ TEST(PlanSimulationTest, AReceiveMeetsItsSend) {
   EXPECT_NEAR(sim.ranks[0].stepSeconds, 3e-3, 1e-12);
 }
 
+TEST(PlanSimulationTest, CopiesWaitOnlyForTheirOwnMicrobatchsTransfers) {
+  // Rank 0 sends buffer 0 to rank 1, whose receive comes after a 2 ms
+  // kernel: the send ends at 3 ms. Rank 0 then overwrites buffer 0.
+  loomrt::Plan plan = twoRanks();
+  plan.ranks[0].instructions = {transfer("send", 1, 0), kernel(4096, 0)};
+  plan.ranks[1].instructions = {kernel(8192, 8192), transfer("recv", 0, 0)};
+  std::vector<InstructionSequence> programs(2);
+  for (int r = 0; r < 2; ++r)
+    for (const Instruction &inst : plan.ranks[r].instructions)
+      programs[r].push_back(&inst);
+  // Copies made for the same microbatch: the kernel waits for the send,
+  // 3 + 2 ms (as simulatePlan has it).
+  std::vector<std::vector<ProgramCopy>> same = {{{0, 2}, {0, 2}},
+                                                {{0, 2}, {0, 2}}};
+  PlanSimulation waits =
+      simulatePrograms(plan, programs, slowCluster(), false, &same);
+  ASSERT_TRUE(waits.error.empty()) << waits.error;
+  EXPECT_NEAR(waits.ranks[0].stepSeconds, 5e-3, 1e-12);
+  EXPECT_NEAR(simulatePlan(plan, slowCluster()).ranks[0].stepSeconds, 5e-3,
+              1e-12);
+  // Made for another microbatch, the kernel does not wait (a plan of every
+  // microbatch gives it a buffer of its own); the step still ends with
+  // the send, at 3 ms.
+  std::vector<std::vector<ProgramCopy>> other = {{{0, 2}, {1, 2}},
+                                                 {{0, 2}, {0, 2}}};
+  PlanSimulation free =
+      simulatePrograms(plan, programs, slowCluster(), false, &other);
+  EXPECT_NEAR(free.ranks[0].stepSeconds, 3e-3, 1e-12);
+  EXPECT_NEAR(free.ranks[0].waitSeconds, 1e-3, 1e-12);
+}
+
 TEST(PlanSimulationTest, RanksWithoutAProgramMirrorTheirRepresentative) {
   // A plan of representatives (buildRepresentativePlan): rank 1 runs a copy
   // of rank 0's program, so the all-reduce starts when rank 0 posts it, on

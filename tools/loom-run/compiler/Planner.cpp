@@ -868,44 +868,39 @@ private:
     // few (PipelineFold.h); should its programs not follow the schedule,
     // it is extrapolated from two larger counts.
     int writtenFrom = pipelineFoldPoint(layout);
-    std::optional<std::pair<int, int>> countPoints =
-        request.foldMicrobatches && !writtenFrom ? foldPoints(layout)
-                                                 : std::nullopt;
     std::vector<int> keeps = {0};
     if (blockPoints)
       keeps = {blockPoints->first, blockPoints->second};
-    std::vector<int> counts = {layout.microbatches};
-    if (writtenFrom)
-      counts = {writtenFrom};
-    else if (countPoints)
-      counts = {countPoints->first, countPoints->second};
-    std::vector<ReplayJob> jobs;
-    for (int keep : keeps)
-      for (int count : counts) {
-        Layout compiled = layout;
-        compiled.microbatches = count;
-        jobs.push_back(
-            {compiled, keep, writtenFrom ? layout.microbatches : 0, 0});
-      }
+    std::optional<std::pair<int, int>> countPoints;
+    std::vector<int> counts;
     std::vector<std::string> errors;
-    std::vector<std::optional<Replay>> replays = replayAll(jobs, errors);
-    if (writtenFrom && llvm::any_of(errors, [](const std::string &e) {
-          return llvm::StringRef(e).starts_with(kNotWrittenOut);
-        })) {
-      writtenFrom = 0;
-      countPoints =
-          request.foldMicrobatches ? foldPoints(layout) : std::nullopt;
+    // The compiles of every kept block count at the microbatch counts the
+    // layout is written out from or folded from.
+    auto replayCounts = [&] {
+      countPoints = request.foldMicrobatches && !writtenFrom
+                        ? foldPoints(layout)
+                        : std::nullopt;
       counts = {layout.microbatches};
-      if (countPoints)
+      if (writtenFrom)
+        counts = {writtenFrom};
+      else if (countPoints)
         counts = {countPoints->first, countPoints->second};
-      jobs.clear();
+      std::vector<ReplayJob> jobs;
       for (int keep : keeps)
         for (int count : counts) {
           Layout compiled = layout;
           compiled.microbatches = count;
-          jobs.push_back({compiled, keep, 0, 0});
+          jobs.push_back(
+              {compiled, keep, writtenFrom ? layout.microbatches : 0, 0});
         }
-      replays = replayAll(jobs, errors);
+      return replayAll(jobs, errors);
+    };
+    std::vector<std::optional<Replay>> replays = replayCounts();
+    if (writtenFrom && llvm::any_of(errors, [](const std::string &e) {
+          return llvm::StringRef(e).starts_with(kNotWrittenOut);
+        })) {
+      writtenFrom = 0;
+      replays = replayCounts();
     }
     if (writtenFrom) {
       p.pipelineFoldedFrom = writtenFrom;
