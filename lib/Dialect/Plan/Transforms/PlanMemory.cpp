@@ -12,7 +12,11 @@
 #include "loom/Dialect/Plan/Transforms/Passes.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/MathExtras.h"
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 namespace mlir {
 namespace loom {
@@ -168,7 +172,7 @@ private:
 
   struct Chunk {
     std::vector<int64_t> offsets, ends;
-    /// (Signed: the compiler vectorizes signed comparisons more simply.)
+    /// (Signed: SSE2 compares signed 32-bit integers.)
     std::vector<int32_t> firsts, lasts;
 
     size_t size() const { return offsets.size(); }
@@ -182,27 +186,46 @@ private:
                   int64_t &offset) const {
       constexpr size_t kBlock = 32;
       size_t count = offsets.size();
-      auto overlaps = [&](size_t i) {
-        return (firsts[i] <= to) & (lasts[i] >= from);
-      };
-      // 32 lifetimes are tested at a time without a branch (the compiler
-      // vectorizes it); only a block where one overlaps is walked.
+      // 32 lifetimes are tested at a time without a branch, into a mask;
+      // only the buffers the mask holds are met. (Four in five blocks hold
+      // one, but only a quarter of their buffers on average: testing each
+      // buffer of such a block again, with a branch, was half the search.)
       for (size_t start = 0; start < count; start += kBlock) {
         size_t stop = std::min(count, start + kBlock);
-        int any = 0;
-        for (size_t i = start; i < stop; ++i)
-          any |= overlaps(i);
-        if (!any)
-          continue;
-        for (size_t i = start; i < stop; ++i) {
-          if (!overlaps(i))
-            continue;
+        for (uint32_t mask = overlapMask(start, stop, from, to); mask;
+             mask &= mask - 1) {
+          size_t i = start + llvm::countr_zero(mask);
           if (offset + bytes <= offsets[i])
             return true;
           offset = std::max(offset, ends[i]);
         }
       }
       return false;
+    }
+
+    /// Bit i - start set where buffer i (in [start, stop), at most 32)
+    /// is alive at some position of [from, to].
+    uint32_t overlapMask(size_t start, size_t stop, int32_t from,
+                         int32_t to) const {
+      uint32_t mask = 0;
+      size_t i = start;
+#ifdef __SSE2__
+      // Four lifetimes per comparison: first <= to and last > from - 1.
+      __m128i below = _mm_set1_epi32(to), above = _mm_set1_epi32(from - 1);
+      for (; i + 4 <= stop; i += 4) {
+        __m128i first = _mm_loadu_si128(
+            reinterpret_cast<const __m128i *>(firsts.data() + i));
+        __m128i last = _mm_loadu_si128(
+            reinterpret_cast<const __m128i *>(lasts.data() + i));
+        __m128i overlap = _mm_andnot_si128(_mm_cmpgt_epi32(first, below),
+                                           _mm_cmpgt_epi32(last, above));
+        mask |= uint32_t(_mm_movemask_ps(_mm_castsi128_ps(overlap)))
+                << (i - start);
+      }
+#endif
+      for (; i < stop; ++i)
+        mask |= uint32_t((firsts[i] <= to) & (lasts[i] >= from)) << (i - start);
+      return mask;
     }
 
     void insert(int64_t offset, int64_t end, unsigned first, unsigned last) {
@@ -417,8 +440,7 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
     // without sorting them for every buffer, and mostly only they
     // (PlacedBuffers). Kept as arrays of values, not pointers: the search
     // reads the lifetimes of the placed buffers of a window, 32 at a time
-    // without a branch (the compiler vectorizes it), and looks closer only
-    // where one overlaps.
+    // without a branch, and looks closer only at those that overlap.
     PlacedBuffers placed(end + 1, windowPositions, chunkBuffers);
     for (Buffer *buffer : order) {
       int64_t offset =
