@@ -48,6 +48,12 @@ public:
   /// epoch), for traces; -1 when not yet or when the engine cannot tell
   /// (the waiter then knows only when its wait returned).
   virtual int64_t completedAtNs() const;
+  /// Moves the operation on without blocking, for engines that progress
+  /// only inside their own calls (MPI: a large send whose receiver pulls
+  /// it piece by piece moves only while the sender is in MPI). True when
+  /// it needs no more of this: it completed (`wait` still gives its
+  /// status), or the engine moves it by itself (the default).
+  virtual bool poll();
 };
 
 /// An event that is complete when created (engines that finish an

@@ -71,6 +71,10 @@ public:
     return status;
   }
 
+  /// A receive's host engine may need driving (MPI); the copy back is
+  /// enqueued by the wait.
+  bool poll() override { return !host || finished || host->poll(); }
+
   bool waitOnStream(void *other) override {
     if (host && !finished)
       return false; // the copy back is not enqueued yet

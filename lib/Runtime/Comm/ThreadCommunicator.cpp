@@ -581,6 +581,7 @@ private:
 CommEvent::~CommEvent() = default;
 bool CommEvent::waitOnStream(void *) { return false; }
 int64_t CommEvent::completedAtNs() const { return -1; }
+bool CommEvent::poll() { return true; }
 Communicator::~Communicator() = default;
 bool Communicator::onDevice() const { return false; }
 void Communicator::orderAfter(void *) {}

@@ -9,8 +9,10 @@
 #include "CollectiveChecks.h"
 #include "loom/Runtime/Communicator.h"
 
+#include <chrono>
 #include <cstring>
 #include <gtest/gtest.h>
+#include <thread>
 
 using namespace loomrt;
 using namespace loomrt::testing;
@@ -42,6 +44,36 @@ TEST(MPICollectives, MismatchesAreReportedInCheckingMode) {
   ASSERT_FALSE(status.isOk());
   EXPECT_NE(status.message().find("mismatched collectives"), std::string::npos)
       << status.message();
+}
+
+TEST(MPICollectives, PollingAloneCompletesALargeSend) {
+  // A send far above MPI's eager size completes through polls alone,
+  // without a wait: the executor polls what is in flight between kernels,
+  // so that a peer waiting for this rank's data does not wait for its next
+  // wait (without single-copy transfers the sender moves the data).
+  if (world->size() < 2)
+    GTEST_SKIP() << "needs two ranks";
+  if (world->rank() > 1)
+    return;
+  std::vector<float> data(1 << 20);
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = float(i % 1000);
+  size_t bytes = data.size() * sizeof(float);
+  if (world->rank() == 0) {
+    std::shared_ptr<CommEvent> sent = world->send(data.data(), bytes, 1, 7);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    bool done = false;
+    while (!(done = sent->poll()) &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    EXPECT_TRUE(done) << "the send did not complete through polls in 30 s";
+    EXPECT_GE(sent->completedAtNs(), 0);
+    EXPECT_TRUE(sent->wait().isOk());
+  } else {
+    std::vector<float> received(data.size());
+    EXPECT_TRUE(world->recv(received.data(), bytes, 0, 7)->wait().isOk());
+    EXPECT_EQ(received, data);
+  }
 }
 
 } // namespace

@@ -9,6 +9,7 @@
 #include "loom/Runtime/Communicator.h"
 #include "loom/Runtime/Executor.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <gtest/gtest.h>
@@ -198,6 +199,143 @@ TEST(MultiRankExecutorTest, KernelsWaitForSendsStillInFlight) {
   ASSERT_TRUE(statuses[1].isOk()) << statuses[1].message();
   EXPECT_EQ(outputs[0], (std::vector<float>{-1, -2, -3, -4}));
   EXPECT_EQ(outputs[1], (std::vector<float>{1, 2, 3, 4}));
+}
+
+namespace {
+
+/// `inner`'s events, each answering `poll` as an engine that progresses
+/// only inside its own calls would (false until its inner event is
+/// waited for), counting the polls.
+class PolledEvent : public CommEvent {
+public:
+  PolledEvent(std::shared_ptr<CommEvent> inner, std::atomic<int> &polls)
+      : inner(std::move(inner)), polls(polls) {}
+  Status wait() override { return inner->wait(); }
+  bool poll() override {
+    ++polls;
+    return false;
+  }
+
+private:
+  std::shared_ptr<CommEvent> inner;
+  std::atomic<int> &polls;
+};
+
+/// `inner` with its transfers' events made PolledEvents.
+class PollCountingCommunicator : public Communicator {
+public:
+  explicit PollCountingCommunicator(std::shared_ptr<Communicator> inner)
+      : inner(std::move(inner)) {}
+  int rank() const override { return inner->rank(); }
+  int size() const override { return inner->size(); }
+  const std::vector<int> &members() const override { return inner->members(); }
+  StatusOr<std::shared_ptr<Communicator>>
+  group(const std::vector<int> &ranks) override {
+    return inner->group(ranks);
+  }
+  std::shared_ptr<CommEvent> allReduce(const void *send, void *recv,
+                                       int64_t count, DType dtype,
+                                       ReduceOp op) override {
+    return inner->allReduce(send, recv, count, dtype, op);
+  }
+  std::shared_ptr<CommEvent> allGather(const void *send, void *recv,
+                                       int64_t count, DType dtype) override {
+    return inner->allGather(send, recv, count, dtype);
+  }
+  std::shared_ptr<CommEvent> reduceScatter(const void *send, void *recv,
+                                           int64_t count, DType dtype,
+                                           ReduceOp op) override {
+    return inner->reduceScatter(send, recv, count, dtype, op);
+  }
+  std::shared_ptr<CommEvent> broadcast(void *buffer, int64_t count, DType dtype,
+                                       int root) override {
+    return inner->broadcast(buffer, count, dtype, root);
+  }
+  std::shared_ptr<CommEvent> allToAll(const void *send, void *recv,
+                                      int64_t count, DType dtype) override {
+    return inner->allToAll(send, recv, count, dtype);
+  }
+  std::shared_ptr<CommEvent> send(const void *buffer, uint64_t bytes, int peer,
+                                  int tag) override {
+    return std::make_shared<PolledEvent>(inner->send(buffer, bytes, peer, tag),
+                                         polls);
+  }
+  std::shared_ptr<CommEvent> recv(void *buffer, uint64_t bytes, int peer,
+                                  int tag) override {
+    return std::make_shared<PolledEvent>(inner->recv(buffer, bytes, peer, tag),
+                                         polls);
+  }
+  void abort(const std::string &message) override { inner->abort(message); }
+
+  std::atomic<int> polls{0};
+
+private:
+  std::shared_ptr<Communicator> inner;
+};
+
+} // namespace
+
+TEST(MultiRankExecutorTest, TransfersInFlightArePolledBeforeEachKernel) {
+  // Rank 0 sends x and runs three kernels that do not touch it before the
+  // send is waited for at the end: an engine that moves transfers only
+  // inside its own calls (MPI) is polled before each of them. Rank 1
+  // receives.
+  std::string text = "loom-plan 2\nweights 0\n"
+                     "rank 0 arena 128\n"
+                     "input \"x\" a0:f32[4]\n"
+                     "output \"y\" a64:f32[4]\n"
+                     "collective send a0:f32[4] -> peer=1 tag=0\n"
+                     "kernel elementwise a0:f32[4] -> a64:f32[4] {\n"
+                     "  %1 = neg f32 %0\n"
+                     "  yield %1\n"
+                     "}\n"
+                     "kernel elementwise a64:f32[4] -> a64:f32[4] {\n"
+                     "  %1 = neg f32 %0\n"
+                     "  yield %1\n"
+                     "}\n"
+                     "kernel elementwise a64:f32[4] -> a64:f32[4] {\n"
+                     "  %1 = neg f32 %0\n"
+                     "  yield %1\n"
+                     "}\n"
+                     "end\n"
+                     "rank 1 arena 64\n"
+                     "output \"y\" a0:f32[4]\n"
+                     "collective recv -> a0:f32[4] peer=0 tag=0\n"
+                     "end\n"
+                     "data 0\n";
+  std::shared_ptr<const Plan> plan = parse(text);
+  auto comms = createThreadCommunicators(2);
+  auto counting = std::make_shared<PollCountingCommunicator>(comms[0]);
+  std::vector<Status> statuses(2);
+  std::vector<std::vector<float>> outputs(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank)
+    threads.emplace_back([&, rank] {
+      std::shared_ptr<Communicator> comm = comms[rank];
+      if (rank == 0)
+        comm = counting;
+      auto executor = Executor::create(plan, rank, comm);
+      if (!executor) {
+        statuses[rank] = executor.status();
+        return;
+      }
+      if (rank == 0)
+        if (Status status = (*executor)->setInput("x", floats({1, 2, 3, 4}));
+            !status) {
+          statuses[rank] = status;
+          return;
+        }
+      statuses[rank] = (*executor)->run();
+      if (statuses[rank])
+        outputs[rank] = values((*executor)->output(0));
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  ASSERT_TRUE(statuses[0].isOk()) << statuses[0].message();
+  ASSERT_TRUE(statuses[1].isOk()) << statuses[1].message();
+  EXPECT_EQ(outputs[0], (std::vector<float>{-1, -2, -3, -4}));
+  EXPECT_EQ(outputs[1], (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(counting->polls.load(), 3);
 }
 
 TEST(MultiRankExecutorTest, AFailingKernelStopsTheOtherRanks) {
