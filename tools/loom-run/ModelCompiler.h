@@ -160,11 +160,24 @@ compileOnly(const std::string &path, const ModelCompileOptions &options);
 loomrt::StatusOr<loomrt::Plan>
 compileShapesOnly(const std::string &path, const ModelCompileOptions &options);
 
-/// How many times the model repeats its block (a transformer's layer;
-/// lib/Analysis/RepeatedBlocks.h), after canonicalization; 0 when it
-/// repeats none three times or more. Nothing is compiled.
-loomrt::StatusOr<int> countRepeatedBlocks(const std::string &path,
-                                          const ModelCompileOptions &options);
+/// What the planner knows of a model before compiling it.
+struct ModelOutline {
+  /// How many times the model repeats its block (a transformer's layer;
+  /// lib/Analysis/RepeatedBlocks.h), after canonicalization; 0 when it
+  /// repeats none three times or more.
+  int repeatedBlocks = 0;
+  /// Per stage count asked for, the share of a microbatch's forward and
+  /// backward work the slowest stage gets where loom-cut-stages would cut
+  /// the forward function (the same cost model, no memory cap); absent
+  /// where it has too few cut points.
+  std::map<int, double> slowestStageShare;
+};
+
+/// The model's outline, after canonicalization, with the slowest stage's
+/// share for each of `stageCounts`. Nothing is compiled.
+loomrt::StatusOr<ModelOutline>
+outlineModel(const std::string &path, const ModelCompileOptions &options,
+             const std::vector<int> &stageCounts);
 
 /// Writes the ONNX model at `modelPath` to `outPath` with the initializers
 /// named in `values` replaced by them (same names, types and shapes; names

@@ -234,3 +234,86 @@ TEST_F(LayoutScreenTest, PrefetchCompilesWhatEstimatesWouldAsk) {
   // Everything was there already.
   EXPECT_EQ(prefetched.calls, probes.calls);
 }
+
+TEST_F(LayoutScreenTest, AModelWithoutBlocksTakesItsSlowestStagesShare) {
+  // No repeated blocks: each probe compiles the whole model (fixed 1 s, 2 s
+  // per microbatch row). Cut where the compiler would, two stages leave
+  // the slowest three quarters of a microbatch (1.5 s) and the other the
+  // rest (0.5 s): 1F1B over 8 microbatches takes 8 x 1.5 + 0.5, where an
+  // even split would say 9 slots of 1 s. The fixed part is split evenly
+  // (0.5 s).
+  LayoutScreen whole{spec, /*blocks=*/0, std::ref(probes)};
+  std::optional<LayoutEstimate> even =
+      whole.estimate(layout(1, 1, 2, 8), error);
+  ASSERT_TRUE(even) << error;
+  EXPECT_NEAR(even->stepSeconds, 9 * 1.0 + 0.5, 1e-9);
+  whole.setSlowestStageShares({{2, 0.75}, {4, 0.5}});
+  std::optional<LayoutEstimate> e = whole.estimate(layout(1, 1, 2, 8), error);
+  ASSERT_TRUE(e) << error;
+  EXPECT_NEAR(e->stepSeconds, 8 * 1.5 + 0.5 + 0.5, 1e-9);
+  // ZB-H1 fills two thirds of the other stages' time with W.
+  Layout zb = layout(1, 1, 2, 8);
+  zb.schedule = "zb-h1";
+  e = whole.estimate(zb, error);
+  ASSERT_TRUE(e) << error;
+  EXPECT_NEAR(e->stepSeconds, 8 * 1.5 + 0.5 / 3 + 0.5, 1e-9);
+  // Interleaved, two stages per rank: a rank runs two quarters of a
+  // microbatch (at most the slowest's share each), M + (P - 1) / V slots.
+  Layout interleaved = layout(1, 1, 2, 8);
+  interleaved.schedule = "interleaved";
+  interleaved.virtualStages = 2;
+  e = whole.estimate(interleaved, error);
+  ASSERT_TRUE(e) << error;
+  EXPECT_NEAR(e->stepSeconds, (8 + 0.5) * (2 * 0.5 * 2) + 0.5, 1e-9);
+}
+
+namespace {
+
+/// A model exported at a fixed batch of four rows, whose kernels cost 1 s
+/// per microbatch whatever the rows, plus 1 s per row; its optimizer 1 s.
+/// A probe with data parallelism waits 5 s more for its peers. Records
+/// the layouts probed.
+struct FixedBatchProbes {
+  std::vector<Layout> probed;
+  std::optional<ProbeFigures> operator()(const Layout &layout, int,
+                                         std::string &) {
+    probed.push_back(layout);
+    double perRank = double(layout.microbatchSize);
+    ProbeFigures f;
+    f.computeSeconds = 1 + layout.microbatches * (1 + perRank) / layout.tp;
+    f.stepSeconds = f.computeSeconds + (layout.dp > 1 ? 5 : 0);
+    if (layout.dp == 1)
+      f.computeSeconds = -1;
+    f.peakBytes = uint64_t(perRank * MB);
+    return f;
+  }
+};
+
+} // namespace
+
+TEST_F(LayoutScreenTest, AFixedBatchRanksRowsAreProbedUnderDataParallelism) {
+  FixedBatchProbes fixed;
+  LayoutScreen screen4{spec, /*blocks=*/0, std::ref(fixed), /*fixedRows=*/4};
+  // dp 4, a row per rank: the rows probe is dp 4 itself, and its first
+  // rank's kernels (1 + 1 + 1 s) less the optimizer count, not a quarter
+  // of four rows' microbatch (5 s / 4).
+  std::optional<LayoutEstimate> e = screen4.estimate(layout(4, 1, 1, 1), error);
+  ASSERT_TRUE(e) << error;
+  EXPECT_NEAR(e->stepSeconds, 1 + 2, 1e-9);
+  ASSERT_FALSE(fixed.probed.empty());
+  EXPECT_EQ(fixed.probed.back().dp, 4);
+  EXPECT_EQ(fixed.probed.back().microbatchSize, 1);
+  EXPECT_NEAR(double(e->peakBytes), 1 * MB, 1);
+  // Under tensor parallelism the kernels leave out the tp collectives a
+  // microbatch waits for: the probe runs the whole fixed batch on dp 1,
+  // and a rank's share is proportional to its rows: half of the four
+  // rows' 2.5 s per tp rank, after the optimizer's 1 s.
+  fixed.probed.clear();
+  e = screen4.estimate(layout(2, 2, 1, 1, /*rows=*/2), error);
+  ASSERT_TRUE(e) << error;
+  for (const Layout &probe : fixed.probed) {
+    EXPECT_EQ(probe.dp, 1);
+    EXPECT_EQ(probe.microbatchSize, 4);
+  }
+  EXPECT_NEAR(e->stepSeconds, 1 + 0.5 * 2.5, 1e-9);
+}

@@ -21,6 +21,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <vector>
 
@@ -51,13 +53,23 @@ std::optional<ProbeFigures> LayoutScreen::figures(const Layout &layout,
   return result;
 }
 
-std::pair<Layout, int> LayoutScreen::probeLayout(const ProbeKey &key) {
+std::pair<Layout, int> LayoutScreen::probeLayout(const ProbeKey &key) const {
   Layout alone;
   alone.tp = std::get<0>(key);
   alone.sequenceParallel = std::get<1>(key);
   alone.recompute = std::get<2>(key);
   alone.microbatches = std::get<4>(key);
   alone.microbatchSize = std::get<5>(key);
+  // A model exported at a fixed batch runs fewer rows on a rank only under
+  // data parallelism: without tensor parallelism such a probe is the
+  // data-parallel layout itself, and its first rank's kernels are the
+  // figure (a rank's time is not proportional to its rows: a tiny model's
+  // kernels cost about the same at half the rows). (With tensor
+  // parallelism the kernels leave out the tp collectives a microbatch
+  // waits for: probedRows keeps those probes whole.)
+  if (alone.tp == 1 && fixedRows > alone.microbatchSize &&
+      alone.microbatchSize > 0 && fixedRows % alone.microbatchSize == 0)
+    alone.dp = int(fixedRows / alone.microbatchSize);
   return {alone, std::get<3>(key)};
 }
 
@@ -66,7 +78,7 @@ LayoutScreen::probeSequence(const Layout &layout) const {
   // As estimate() asks for them.
   const int keeps[2] = {blocks > 0 ? 1 : 0, blocks > 0 ? 2 : 0};
   const int64_t unit = probeRows();
-  const int64_t probed = fixedRows > 0 ? fixedRows : layout.microbatchSize;
+  const int64_t probed = probedRows(layout);
   std::vector<ProbeKey> keys;
   for (int keep : keeps) {
     auto key = [&](int microbatches, int64_t rows) {
@@ -174,12 +186,14 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
           : 1;
   double shardable[2], trained[2];
   // A model exported at a fixed batch compiles only microbatches of that
-  // many rows (over all dp ranks): its probes run them, and a rank's share
-  // of a microbatch's time and activations is taken as proportional to its
+  // many rows (over all dp ranks): its rows probe is data-parallel where a
+  // rank has fewer (probeLayout), and its first rank's kernels count; under
+  // tensor parallelism the probe runs them all, and a rank's share of a
+  // microbatch's time and activations is taken as proportional to its
   // rows.
   const int64_t unit = probeRows();
-  const int64_t probed = fixedRows > 0 ? fixedRows : rows;
-  const double share = fixedRows > 0 ? double(rows) / double(fixedRows) : 1;
+  const int64_t probed = probedRows(layout);
+  const double share = double(rows) / double(probed);
   for (int i = 0; i < 2; ++i) {
     std::optional<ProbeFigures> one = figures(layout, keeps[i], 1, unit, error);
     std::optional<ProbeFigures> two =
@@ -192,7 +206,10 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
       return std::nullopt;
     double perMicrobatch = std::max(0.0, two->stepSeconds - one->stepSeconds);
     fixed[i] = std::max(0.0, one->stepSeconds - perMicrobatch);
-    microbatch[i] = share * std::max(0.0, rowsProbe->stepSeconds - fixed[i]);
+    double rowsSeconds = rowsProbe->computeSeconds >= 0
+                             ? rowsProbe->computeSeconds
+                             : rowsProbe->stepSeconds;
+    microbatch[i] = share * std::max(0.0, rowsSeconds - fixed[i]);
     params[i] = double(rowsProbe->paramBytes);
     grads[i] = double(rowsProbe->gradBytes);
     optimizer[i] = double(rowsProbe->optimizerBytes);
@@ -228,10 +245,28 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
   // length in microbatches.
   PerBlock perMicrobatch = fit(microbatch[0], microbatch[1], blocks);
   double t = perMicrobatch.at(K);
-  if (pp > 1)
-    t = t / pp + 0.5 * perMicrobatch.perBlock;
   const double M = layout.microbatches, P = pp,
                V = std::max(1, layout.virtualStages);
+  // The other stages' time for a microbatch: how much longer than M
+  // microbatches through the slowest stage the schedule takes to fill and
+  // drain.
+  double rest = 0;
+  if (pp > 1) {
+    // A model without repeated blocks: the slowest of the stages the
+    // compiler would cut (a rank's V of them, interleaved), as a share of
+    // the microbatch, and the rest of it the others'. (Spread evenly
+    // instead, NeoX of examples/zoo, whose three cut points leave four
+    // stages far apart, was estimated at less than half its compiled step
+    // at pp 4.)
+    auto share = slowestStageShares.find(int(P * V));
+    if (blocks == 0 && share != slowestStageShares.end()) {
+      rest = t * (1 - share->second);
+      t *= share->second * V;
+    } else {
+      t = t / pp + 0.5 * perMicrobatch.perBlock;
+      rest = (P - 1) * t;
+    }
+  }
   double compute = M * t;
   double inFlight = 1;
   if (pp > 1) {
@@ -242,10 +277,10 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
     } else if (kind == "zb-h1") {
       // F = B = W: the bubble is (P - 1)(F + B - W), a third of 1F1B's;
       // with fewer microbatches than stages, fewer W fill it.
-      compute = (M + P - 1) * t - std::min(1.0, M / P) * (P - 1) * 2 * t / 3;
+      compute = M * t + rest - std::min(1.0, M / P) * rest * 2 / 3;
       inFlight = std::min(M, P);
     } else {
-      compute = (M + P - 1) * t;
+      compute = M * t + rest;
       inFlight = kind == "gpipe" ? M : std::min(M, P);
     }
   }
@@ -314,6 +349,9 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
   }
   LayoutEstimate out;
   out.stepSeconds = compute + fixedTime + exposed;
+  if (getenv("LOOM_SCREEN_DEBUG"))
+    fprintf(stderr, "est %s: t %g compute %g fixed %g exposed %g\n",
+            layout.str().c_str(), t, compute, fixedTime, exposed);
   double states = perRank(stageParams, layout.zero >= 3) +
                   perRank(stageGrads, layout.zero >= 2) +
                   perRank(stageOptimizer, layout.zero >= 1);

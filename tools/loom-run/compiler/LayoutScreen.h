@@ -30,6 +30,9 @@ namespace loomrun {
 /// What a probe's replay gives for its first rank.
 struct ProbeFigures {
   double stepSeconds = 0;
+  /// The first rank's kernels alone, without waiting for its peers (a
+  /// probe with data parallelism: see probeLayout); stepSeconds if unset.
+  double computeSeconds = -1;
   uint64_t peakBytes = 0, paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
   /// Trained parameters (tensors): each is reduced (and under ZeRO
   /// gathered) by a collective of its own.
@@ -82,6 +85,14 @@ public:
   /// --bucket-mb; 0: one all-reduce per gradient).
   void setBucketBytes(double bytes) { bucketBytes = bytes; }
 
+  /// Per stage count, the slowest stage's share of a microbatch's work
+  /// where the compiler would cut the model (ModelOutline): a model that
+  /// repeats no block has no line of blocks to spread over the stages, and
+  /// its few cut points may leave one stage most of the work.
+  void setSlowestStageShares(std::map<int, double> shares) {
+    slowestStageShares = std::move(shares);
+  }
+
   /// The rows of the probes of one row's worth of work.
   int64_t probeRows() const { return fixedRows > 0 ? fixedRows : 1; }
 
@@ -107,12 +118,19 @@ private:
   /// The probes estimate() asks for on `layout`, in its order.
   std::vector<ProbeKey> probeSequence(const Layout &layout) const;
   /// The layout a probe compiles (dp = pp = 1) and its blocks kept.
-  static std::pair<Layout, int> probeLayout(const ProbeKey &key);
+  std::pair<Layout, int> probeLayout(const ProbeKey &key) const;
+  /// The rows of the probe of a microbatch of `layout`: its own, but for a
+  /// model exported at a fixed batch under tensor parallelism (all of them;
+  /// probeLayout).
+  int64_t probedRows(const Layout &layout) const {
+    return fixedRows > 0 && layout.tp > 1 ? fixedRows : layout.microbatchSize;
+  }
 
   const mlir::loom::ClusterSpec &cluster;
   int blocks;
   int64_t fixedRows = 0;
   double bucketBytes = 25.0 * 1024 * 1024;
+  std::map<int, double> slowestStageShares;
   ProbeFn probe;
   RunFn runner;
   std::map<ProbeKey, std::optional<ProbeFigures>> probes;

@@ -9,6 +9,7 @@
 #include "../ModelCompiler.h"
 
 #include "loom/Analysis/RepeatedBlocks.h"
+#include "loom/Analysis/StageCuts.h"
 #include "loom/Conversion/Passes.h"
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
 #include "loom/Dialect/Plan/IR/PlanDialect.h"
@@ -276,11 +277,12 @@ void freeModule(OwningOpRef<ModuleOp> module) {
 /// timed in it and the verifier runs once, on the lowered module, instead
 /// of after every pass (--compile-only).
 ///
-/// With `repeatedBlocks`, nothing is compiled: the model is imported and
-/// canonicalized, and its repeated blocks counted into it (0: none).
+/// With `outline`, nothing is compiled: the model is imported and
+/// canonicalized, and outlined into it (its stageCounts' shares, asked
+/// for in its map's keys, filled in where the model has the cut points).
 rt::StatusOr<::loomrun::CompileOnlyResult>
 compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
-        TimingScope *timing, int *repeatedBlocks = nullptr) {
+        TimingScope *timing, ::loomrun::ModelOutline *outline = nullptr) {
   TimingScope none;
   TimingScope &root = timing ? *timing : none;
   TimingScope reading = root.nest("read the model");
@@ -396,7 +398,7 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
   std::string functionName = options.functionName;
   std::string forward =
       options.functionName.empty() ? "forward" : options.functionName;
-  if (repeatedBlocks) {
+  if (outline) {
     PassManager canonicalize(&context);
     canonicalize.addPass(createCanonicalizerPass());
     auto function = module->lookupSymbol<func::FuncOp>(forward);
@@ -406,9 +408,30 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
     // which fails where something after the blocks reads an earlier one.
     std::optional<RepeatedBlocks> blocks = findRepeatedBlocks(function);
     std::string error;
-    *repeatedBlocks = blocks && succeeded(foldRepeatedBlocks(*blocks, 1, error))
-                          ? int(blocks->count)
-                          : 0;
+    outline->repeatedBlocks =
+        blocks && succeeded(foldRepeatedBlocks(*blocks, 1, error))
+            ? int(blocks->count)
+            : 0;
+    // The stages' shares only where the planner's screen uses them: a
+    // model without repeated blocks. (Where some were found but did not
+    // fold, the function may have changed; the screen then splits the
+    // model evenly.)
+    std::map<int, double> shares;
+    if (!blocks) {
+      for (const auto &asked : outline->slowestStageShare) {
+        int stages = asked.first;
+        std::optional<StagePlan> cut = cutIntoStages(
+            function, stages, StageCostRates(), /*userCuts=*/{}, 0, error);
+        double total = 0, slowest = 0;
+        for (double seconds : cut ? cut->seconds : std::vector<double>()) {
+          total += seconds;
+          slowest = std::max(slowest, seconds);
+        }
+        if (total > 0)
+          shares[stages] = slowest / total;
+      }
+    }
+    outline->slowestStageShare = std::move(shares);
     return ::loomrun::CompileOnlyResult();
   }
   PassManager pm(&context);
@@ -556,18 +579,22 @@ auto ::loomrun::compileShapesOnly(const std::string &path,
   return std::move(*compiled->shapes);
 }
 
-auto ::loomrun::countRepeatedBlocks(
-    const std::string &path, const ::loomrun::ModelCompileOptions &options)
-    -> rt::StatusOr<int> {
+auto ::loomrun::outlineModel(const std::string &path,
+                             const ::loomrun::ModelCompileOptions &options,
+                             const std::vector<int> &stageCounts)
+    -> rt::StatusOr<ModelOutline> {
   ::loomrun::ModelCompileOptions shapesOnly = options;
   shapesOnly.withWeights = false;
   shapesOnly.quiet = true;
-  int blocks = 0;
+  ModelOutline outline;
+  for (int stages : stageCounts)
+    if (stages > 1)
+      outline.slowestStageShare[stages] = 0;
   rt::StatusOr<CompileOnlyResult> compiled =
-      compile(path, shapesOnly, nullptr, &blocks);
+      compile(path, shapesOnly, nullptr, &outline);
   if (!compiled)
     return compiled.status();
-  return blocks;
+  return outline;
 }
 
 auto ::loomrun::compileOnly(const std::string &path,

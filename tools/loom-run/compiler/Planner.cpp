@@ -295,13 +295,17 @@ public:
     compilePool(request.threads);
     int64_t devices = result.devices;
     int64_t batch = request.globalBatch;
-    if (request.foldLayers) {
-      Layout one;
-      one.microbatchSize = request.fixedBatch > 0 ? request.fixedBatch : 1;
-      rt::StatusOr<int> counted =
-          countRepeatedBlocks(request.modelPath, layoutOptions(request, one));
-      blocks = counted ? *counted : 0;
-    }
+    // The stage counts a layout may cut the model into (interleaved: two
+    // per rank).
+    std::vector<int> stageCounts;
+    for (int64_t pp : divisors(devices))
+      if (pp > 1)
+        stageCounts.insert(stageCounts.end(), {int(pp), int(2 * pp)});
+    Layout one;
+    one.microbatchSize = request.fixedBatch > 0 ? request.fixedBatch : 1;
+    rt::StatusOr<ModelOutline> outline = outlineModel(
+        request.modelPath, layoutOptions(request, one), stageCounts);
+    blocks = outline && request.foldLayers ? outline->repeatedBlocks : 0;
     screen.emplace(
         cluster, blocks,
         [this](const Layout &layout, int keep,
@@ -310,14 +314,22 @@ public:
               replayLayout({layout, keep, 0, 0}, error);
           if (!replay || replay->ranks.empty())
             return std::nullopt;
-          return ProbeFigures{
-              replay->stepSeconds,       replay->peakBytes[0],
-              replay->paramBytes[0],     replay->gradBytes[0],
-              replay->optimizerBytes[0], replay->trainedCount[0],
-              replay->trainedShapes};
+          ProbeFigures figures;
+          figures.stepSeconds = replay->stepSeconds;
+          if (layout.dp > 1 && !replay->computeSeconds.empty())
+            figures.computeSeconds = replay->computeSeconds[0];
+          figures.peakBytes = replay->peakBytes[0];
+          figures.paramBytes = replay->paramBytes[0];
+          figures.gradBytes = replay->gradBytes[0];
+          figures.optimizerBytes = replay->optimizerBytes[0];
+          figures.trainedCount = replay->trainedCount[0];
+          figures.trainedShapes = replay->trainedShapes;
+          return figures;
         },
         request.fixedBatch);
     screen->setBucketBytes(request.train.bucketMB * 1024 * 1024);
+    if (outline)
+      screen->setSlowestStageShares(outline->slowestStageShare);
     screen->setRunner(runAtOnce);
     if (!request.exhaustive)
       measureModelStates();
