@@ -21,8 +21,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <set>
 #include <vector>
 
@@ -349,9 +347,6 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
   }
   LayoutEstimate out;
   out.stepSeconds = compute + fixedTime + exposed;
-  if (getenv("LOOM_SCREEN_DEBUG"))
-    fprintf(stderr, "est %s: t %g compute %g fixed %g exposed %g\n",
-            layout.str().c_str(), t, compute, fixedTime, exposed);
   double states = perRank(stageParams, layout.zero >= 3) +
                   perRank(stageGrads, layout.zero >= 2) +
                   perRank(stageOptimizer, layout.zero >= 1);
