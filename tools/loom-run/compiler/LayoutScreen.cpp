@@ -256,10 +256,10 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
     // instead, NeoX of examples/zoo, whose three cut points leave four
     // stages far apart, was estimated at less than half its compiled step
     // at pp 4.)
-    auto share = slowestStageShares.find(int(P * V));
-    if (blocks == 0 && share != slowestStageShares.end()) {
-      rest = t * (1 - share->second);
-      t *= share->second * V;
+    auto slowest = slowestStageShares.find(int(P * V));
+    if (blocks == 0 && slowest != slowestStageShares.end()) {
+      rest = t * (1 - slowest->second);
+      t *= slowest->second * V;
     } else {
       t = t / pp + 0.5 * perMicrobatch.perBlock;
       rest = (P - 1) * t;
