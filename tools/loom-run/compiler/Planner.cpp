@@ -1460,6 +1460,9 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
   if (result.candidates.size() > 1)
     os << "\nalternatives:\n";
   int shown = 0;
+  // Alternatives whose peak is the written-out pipeline's: the choice's is
+  // confirmed by a compile past the pipeline's depth, theirs are not.
+  bool writtenOutPeaks = false;
   for (const Candidate &other : result.candidates) {
     if (&other == choice)
       continue;
@@ -1467,15 +1470,27 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
       break;
     const Prediction &q = other.predicted;
     os << "  " << other.layout.str() << ": ";
-    if (q.feasible)
+    if (q.feasible) {
       os << describe(q) << "; "
          << llvm::format("%.1f%%", 100 * (q.stepSeconds / p.stepSeconds - 1))
-         << " slower\n";
-    else if (q.peakBytes.empty())
+         << " slower";
+      if (q.pipelineFoldedFrom && !q.peakConfirmedFrom) {
+        os << " [peak written out]";
+        writtenOutPeaks = true;
+      }
+      os << "\n";
+    } else if (q.peakBytes.empty()) {
       os << "does not compile: " << q.reason << "\n";
-    else
+    } else {
       os << "does not fit: " << q.reason << "\n";
+    }
   }
+  if (writtenOutPeaks)
+    os << "  [peak written out]: the peak of the pipeline written out from a "
+          "compile of a few\n  microbatches, which can hold fewer "
+          "microbatches' activations than the whole\n  schedule (2-14% short "
+          "on deep pipelines); --evaluate the layout to compile it\n  past "
+          "its pipeline's depth\n";
   return text;
 }
 
