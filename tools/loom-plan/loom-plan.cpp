@@ -83,7 +83,7 @@ static cl::opt<bool> noPipelineFold(
     "no-pipeline-fold",
     cl::desc("Extrapolate a pipeline's many microbatches from two compiles "
              "of P + 1 and P + 3 (2P and 3P interleaved) instead of writing "
-             "its programs out from one compile of three"),
+             "its programs out from one compile of five"),
     cl::cat(planCategory));
 static cl::opt<double> timeLimit(
     "time-limit", cl::init(0),

@@ -179,7 +179,7 @@ struct PlanRequest {
   /// replay is affine in the count), instead of compiling them unrolled.
   bool foldMicrobatches = true;
   /// Predict pipelines of many microbatches by writing their programs out
-  /// from a compile of three (PipelineFold.h) instead of from two
+  /// from a compile of five (PipelineFold.h) instead of from two
   /// compiles past the pipeline's depth.
   bool foldPipelines = true;
   /// Predict models of many repeated blocks (layers) from the model folded

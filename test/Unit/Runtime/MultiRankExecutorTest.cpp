@@ -42,16 +42,23 @@ std::shared_ptr<const Plan> parse(const std::string &text) {
 }
 
 /// Runs every rank of `plan` in its own thread with input "x" = inputs[r];
-/// `prepare` may install hooks. Returns each rank's status.
-std::vector<Status>
-runRanks(std::shared_ptr<const Plan> plan,
-         const std::vector<std::vector<float>> &inputs,
-         std::vector<std::vector<float>> &outputs,
-         std::function<void(Executor &, int)> prepare = nullptr,
-         CommOptions options = {},
-         std::function<void(Executor &, int)> finish = nullptr) {
+/// `prepare` may install hooks, `wrap` stand in for a rank's communicator.
+/// Returns each rank's status.
+std::vector<Status> runRanks(
+    std::shared_ptr<const Plan> plan,
+    const std::vector<std::vector<float>> &inputs,
+    std::vector<std::vector<float>> &outputs,
+    std::function<void(Executor &, int)> prepare = nullptr,
+    CommOptions options = {},
+    std::function<void(Executor &, int)> finish = nullptr,
+    std::function<std::shared_ptr<Communicator>(std::shared_ptr<Communicator>,
+                                                int)>
+        wrap = nullptr) {
   int ranks = int(plan->ranks.size());
   auto comms = createThreadCommunicators(ranks, options);
+  if (wrap)
+    for (int rank = 0; rank < ranks; ++rank)
+      comms[rank] = wrap(comms[rank], rank);
   std::vector<Status> statuses(ranks);
   outputs.assign(ranks, {});
   std::vector<std::thread> threads;
@@ -303,34 +310,17 @@ TEST(MultiRankExecutorTest, TransfersInFlightArePolledBeforeEachKernel) {
                      "collective recv -> a0:f32[4] peer=0 tag=0\n"
                      "end\n"
                      "data 0\n";
-  std::shared_ptr<const Plan> plan = parse(text);
-  auto comms = createThreadCommunicators(2);
-  auto counting = std::make_shared<PollCountingCommunicator>(comms[0]);
-  std::vector<Status> statuses(2);
-  std::vector<std::vector<float>> outputs(2);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < 2; ++rank)
-    threads.emplace_back([&, rank] {
-      std::shared_ptr<Communicator> comm = comms[rank];
-      if (rank == 0)
-        comm = counting;
-      auto executor = Executor::create(plan, rank, comm);
-      if (!executor) {
-        statuses[rank] = executor.status();
-        return;
-      }
-      if (rank == 0)
-        if (Status status = (*executor)->setInput("x", floats({1, 2, 3, 4}));
-            !status) {
-          statuses[rank] = status;
-          return;
-        }
-      statuses[rank] = (*executor)->run();
-      if (statuses[rank])
-        outputs[rank] = values((*executor)->output(0));
-    });
-  for (std::thread &thread : threads)
-    thread.join();
+  std::shared_ptr<PollCountingCommunicator> counting;
+  std::vector<std::vector<float>> outputs;
+  std::vector<Status> statuses =
+      runRanks(parse(text), {{1, 2, 3, 4}, {}}, outputs, nullptr, {}, nullptr,
+               [&](std::shared_ptr<Communicator> comm,
+                   int rank) -> std::shared_ptr<Communicator> {
+                 if (rank != 0)
+                   return comm;
+                 counting = std::make_shared<PollCountingCommunicator>(comm);
+                 return counting;
+               });
   ASSERT_TRUE(statuses[0].isOk()) << statuses[0].message();
   ASSERT_TRUE(statuses[1].isOk()) << statuses[1].message();
   EXPECT_EQ(outputs[0], (std::vector<float>{-1, -2, -3, -4}));
