@@ -27,16 +27,6 @@ double tensorBytes(Type type) {
 /// Values every stage can produce itself: parameter reads and constants.
 bool isRereadable(Operation *op) { return isa<ParamOp, ConstantOp>(op); }
 
-std::string nodeName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (std::string name = nodeName(inner); !name.empty())
-        return name;
-  return "";
-}
-
 /// The function's ops in order, and what the cut analysis needs of them.
 struct OpTable {
   std::vector<Operation *> ops;
@@ -125,6 +115,16 @@ double mlir::loom::estimateOpSeconds(Operation *op,
   return (cost.bytesRead + cost.bytesWritten) / rates.bytesPerSecond;
 }
 
+std::string mlir::loom::stageCutNodeName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (std::string name = stageCutNodeName(inner); !name.empty())
+        return name;
+  return "";
+}
+
 std::vector<StageCutPoint>
 mlir::loom::findStageCutPoints(func::FuncOp forward) {
   OpTable table(forward, StageCostRates());
@@ -146,7 +146,7 @@ mlir::loom::findStageCutPoints(func::FuncOp forward) {
     bool narrow = width[i] > 0 && width[i] <= narrowest;
     if (narrow && !inRun)
       points.push_back(
-          {i, nodeName(table.ops[i]->getLoc()), table.crossing[i]});
+          {i, stageCutNodeName(table.ops[i]->getLoc()), table.crossing[i]});
     inRun = narrow;
   }
   return points;
@@ -191,7 +191,7 @@ mlir::loom::cutIntoStages(func::FuncOp forward, int stages,
     for (const std::string &node : userCuts) {
       int at = -1;
       for (unsigned i = 0; i < n; ++i)
-        if (nodeName(table.ops[i]->getLoc()) == node)
+        if (stageCutNodeName(table.ops[i]->getLoc()) == node)
           at = int(i);
       if (at < 0) {
         error = "stage cut '" + node + "' names no node of @" +

@@ -85,6 +85,11 @@ static cl::opt<bool> noPipelineFold(
              "of P + 1 and P + 3 (2P and 3P interleaved) instead of writing "
              "its programs out from one compile of five"),
     cl::cat(planCategory));
+static cl::opt<bool> noStageFold(
+    "no-stage-fold",
+    cl::desc("Compile every rank of a deep pipeline instead of writing its "
+             "ranks out from a compile of one rank of each kind"),
+    cl::cat(planCategory));
 static cl::opt<double> timeLimit(
     "time-limit", cl::init(0),
     cl::desc("Stop searching after this many seconds and choose among the "
@@ -165,6 +170,7 @@ int main(int argc, char **argv) {
   request.foldMicrobatches = !noFold;
   request.foldLayers = !noFold;
   request.foldPipelines = !noFold && !noPipelineFold;
+  request.foldStages = request.foldPipelines && !noStageFold;
   request.timeLimitSeconds = timeLimit;
   if (jobs < 0)
     return fail("--jobs " + std::to_string(jobs) +

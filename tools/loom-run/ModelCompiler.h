@@ -179,6 +179,27 @@ loomrt::StatusOr<ModelOutline>
 outlineModel(const std::string &path, const ModelCompileOptions &options,
              const std::vector<int> &stageCounts);
 
+/// Where loom-cut-stages cuts a model into pipeline chunks, in its
+/// repeated blocks (the planner writes a deep pipeline's stages out from a
+/// compile of fewer: docs/design/planner.md, "Writing stages out").
+struct StageOutline {
+  /// The loss function's repeated blocks: ops per block, and blocks.
+  size_t period = 0, count = 0;
+  /// Per cut (chunks - 1 of them): the position in the blocks of the op
+  /// it comes after (block x period + offset), or -1 outside them.
+  std::vector<int64_t> cuts;
+  /// Per position in the blocks: the ONNX node whose last op sits there
+  /// (a name --stage-cuts cuts after), or "" (not the last op of its
+  /// node).
+  std::vector<std::string> cutNames;
+};
+
+/// Where the compiler cuts the model into options.train.pp x virtual
+/// stages chunks: the training pipeline up to loom-cut-stages, then its
+/// cut. Nothing past it is compiled.
+loomrt::StatusOr<StageOutline>
+outlineStages(const std::string &path, const ModelCompileOptions &options);
+
 /// Writes the ONNX model at `modelPath` to `outPath` with the initializers
 /// named in `values` replaced by them (same names, types and shapes; names
 /// that are not initializers are skipped). Returns how many were replaced.

@@ -125,6 +125,9 @@ struct Prediction {
   /// The microbatch count of the compile a pipeline's programs were written
   /// out from (0: they were compiled).
   int pipelineFoldedFrom = 0;
+  /// The stages of the compile a pipeline's stages were written out from
+  /// (0: every stage was compiled).
+  int stagesFoldedFrom = 0;
   /// For a written-out pipeline whose peaks were then taken from a compile
   /// past its depth (the choice): that compile's microbatch count, and the
   /// written-out peak it replaced.
@@ -185,6 +188,10 @@ struct PlanRequest {
   /// Predict models of many repeated blocks (layers) from the model folded
   /// to one and two blocks per pipeline chunk.
   bool foldLayers = true;
+  /// Predict deep pipelines too shallow per stage for layer folding by
+  /// writing their stages out from a compile of one stage of each kind
+  /// (PipelineFold.h, StageFold).
+  bool foldStages = true;
   /// Stop searching after this many seconds (0: no limit) and choose among
   /// the layouts compiled so far.
   double timeLimitSeconds = 0;
@@ -213,6 +220,9 @@ struct PlanResult {
   /// Of those, how many were extrapolated from the model folded to fewer
   /// repeated blocks.
   int layerFolded = 0;
+  /// Of the pipelines written out, how many from a compile of fewer
+  /// stages.
+  int stageFolded = 0;
   /// Layouts the screen estimated, the probes it compiled for that, and the
   /// estimated layouts it did not compile (slower or larger than the
   /// compiled ones by more than its margin).

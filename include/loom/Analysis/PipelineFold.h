@@ -21,6 +21,7 @@
 #include "loom/Analysis/PlanSimulation.h"
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,45 @@ std::optional<PipelineFold>
 foldPipeline(const loomrt::Plan &compiled,
              const PipelineSchedule &compiledSchedule,
              const PipelineSchedule &target, std::string &error);
+
+/// A pipeline of more ranks written out from a compile of fewer
+/// (docs/design/planner.md, "Writing stages out"): a deep pipeline's
+/// ranks repeat a few kinds (the first, holding the embedding; the last,
+/// the head and the loss; between them ranks of the same layers), so a
+/// plan compiled with one rank of each kind is written out to all of
+/// them, each running its kind's program with its own peers and groups.
+struct StageFold {
+  /// The target's world (no programs of its own) and the groups the
+  /// written-out collectives name.
+  loomrt::Plan plan;
+  /// Per rank of `plan`: the program (empty but for each stage's first
+  /// rank, its representative), and where each instruction was copied
+  /// from (PipelineFold::copies).
+  std::vector<InstructionSequence> programs;
+  std::vector<std::vector<ProgramCopy>> copies;
+  /// Per rank of `plan`: the compiled rank its program was written from
+  /// (-1: none), and the bytes the target's schedule holds in flight past
+  /// what that rank's compiled schedule held.
+  std::vector<int> templateRank;
+  std::vector<int64_t> extraActivationBytes;
+  /// The transfers rewritten for their stage (peers, groups): the
+  /// programs point into it.
+  std::deque<loomrt::Instruction> rewritten;
+};
+
+/// Writes out `compiled` (a plan of `compiledSchedule`, its ranks
+/// pipeline-rank-major, one program per pipeline rank) at `target`'s
+/// pipeline ranks and microbatches (the same chunks per rank): target
+/// pipeline rank r runs what compiled rank rankTemplate[r] runs for the
+/// same pass's chunk (the first rank the first's, the last the last's),
+/// its transfers to the neighbouring ranks going to its own neighbours.
+/// Nothing, with `error` set, where the programs do not follow their
+/// schedule or a transfer would meet no match.
+std::optional<StageFold>
+foldPipelineStages(const loomrt::Plan &compiled,
+                   const PipelineSchedule &compiledSchedule,
+                   const PipelineSchedule &target,
+                   const std::vector<int> &rankTemplate, std::string &error);
 
 } // namespace loom
 } // namespace mlir

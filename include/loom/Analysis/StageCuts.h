@@ -63,6 +63,9 @@ struct StagePlan {
   std::vector<double> seconds, parameterBytes, activationBytes, sendBytes;
 };
 
+/// The ONNX node a location names (the name a user cut gives), or "".
+std::string stageCutNodeName(Location loc);
+
 /// The places `forward` may be cut, in order.
 std::vector<StageCutPoint> findStageCutPoints(func::FuncOp forward);
 

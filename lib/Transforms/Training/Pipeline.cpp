@@ -66,6 +66,8 @@ void mlir::loom::buildTrainingPipeline(OpPassManager &pm,
   // Aligned rows for the logits' GEMMs (GPT-2's 50257 classes are not a
   // multiple of 8); the loss and gradients stay the same.
   pm.addNestedPass<func::FuncOp>(createLoomPadClasses());
+  if (options.stopBeforeStageCuts)
+    return;
   // Pipeline stages are cut on the forward model and its loss, where the
   // model's order puts the embedding first and the loss last; autodiff
   // gives each backward op its forward's stage.

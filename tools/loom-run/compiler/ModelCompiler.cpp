@@ -282,7 +282,8 @@ void freeModule(OwningOpRef<ModuleOp> module) {
 /// for in its map's keys, filled in where the model has the cut points).
 rt::StatusOr<::loomrun::CompileOnlyResult>
 compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
-        TimingScope *timing, ::loomrun::ModelOutline *outline = nullptr) {
+        TimingScope *timing, ::loomrun::ModelOutline *outline = nullptr,
+        ::loomrun::StageOutline *stages = nullptr) {
   TimingScope none;
   TimingScope &root = timing ? *timing : none;
   TimingScope reading = root.nest("read the model");
@@ -432,6 +433,60 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
       }
     }
     outline->slowestStageShare = std::move(shares);
+    return ::loomrun::CompileOnlyResult();
+  }
+  if (stages) {
+    // The training pipeline up to the cut, then the cut loom-cut-stages
+    // makes (the same rates and cap).
+    PassManager pm(&context);
+    pm.enableVerifier(false);
+    TrainingPipelineOptions pipeline;
+    setPipelineOptions(options, pipeline);
+    pipeline.stopBeforeStageCuts = true;
+    buildTrainingPipeline(pm, pipeline);
+    if (failed(pm.run(*module)))
+      return failure("cannot build the training step");
+    auto loss = module->lookupSymbol<func::FuncOp>(lossFunctionName(forward));
+    std::optional<RepeatedBlocks> blocks =
+        loss ? findRepeatedBlocks(loss) : std::nullopt;
+    if (!blocks)
+      return failure("the model repeats no block");
+    int chunks = std::max(1, options.train.pp) *
+                 std::max(1, options.train.virtualStages);
+    std::string error;
+    std::optional<StagePlan> cut =
+        cutIntoStages(loss, chunks, StageCostRates(), {},
+                      options.train.stageMemoryCapMB * double(1 << 20), error);
+    if (!cut)
+      return failure(error);
+    SmallVector<Operation *> ops;
+    for (Operation &op : loss.getBody().front().without_terminator())
+      ops.push_back(&op);
+    llvm::DenseMap<Operation *, int64_t> position;
+    stages->period = blocks->period;
+    stages->count = blocks->count;
+    for (size_t b = 0; b < blocks->count; ++b)
+      for (size_t o = 0; o < blocks->period; ++o)
+        position[blocks->op(b, o)] = int64_t(b * blocks->period + o);
+    for (const StageCutPoint &point : cut->cuts) {
+      auto it = position.find(ops[point.afterOp]);
+      stages->cuts.push_back(it == position.end() ? -1 : it->second);
+    }
+    // A user cut names a node and cuts after its last op.
+    llvm::StringMap<int64_t> lastOf;
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (std::string name = stageCutNodeName(ops[i]->getLoc()); !name.empty())
+        lastOf[name] = int64_t(i);
+    llvm::DenseMap<Operation *, int64_t> indexOf;
+    for (size_t i = 0; i < ops.size(); ++i)
+      indexOf[ops[i]] = int64_t(i);
+    stages->cutNames.assign(blocks->count * blocks->period, "");
+    for (const auto &[op, at] : position) {
+      std::string name = stageCutNodeName(op->getLoc());
+      auto last = lastOf.find(name);
+      if (!name.empty() && last != lastOf.end() && last->second == indexOf[op])
+        stages->cutNames[size_t(at)] = name;
+    }
     return ::loomrun::CompileOnlyResult();
   }
   PassManager pm(&context);
@@ -595,6 +650,21 @@ auto ::loomrun::outlineModel(const std::string &path,
   if (!compiled)
     return compiled.status();
   return outline;
+}
+
+auto ::loomrun::outlineStages(const std::string &path,
+                              const ::loomrun::ModelCompileOptions &options)
+    -> rt::StatusOr<StageOutline> {
+  ::loomrun::ModelCompileOptions shapesOnly = options;
+  shapesOnly.withWeights = false;
+  shapesOnly.quiet = true;
+  shapesOnly.keepRepeatedBlocks = 0;
+  StageOutline stages;
+  rt::StatusOr<CompileOnlyResult> compiled =
+      compile(path, shapesOnly, nullptr, nullptr, &stages);
+  if (!compiled)
+    return compiled.status();
+  return stages;
 }
 
 auto ::loomrun::compileOnly(const std::string &path,

@@ -29,6 +29,8 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <memory>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -269,6 +271,132 @@ std::optional<Replay> extrapolate(const Replay &a, const Replay &b, double m1,
 /// How a replay's error starts when a pipeline's programs could not be
 /// written out from its compile (PipelineFold.h).
 constexpr const char *kNotWrittenOut = "not written out: ";
+/// ... and when its ranks could not be written out from a compile of
+/// fewer (StageFold).
+constexpr const char *kStagesNotWrittenOut = "stages not written out: ";
+
+/// A pipeline written out from a compile of one rank of each kind
+/// (StageFold): the pipeline ranks compiled, the model's repeated blocks
+/// they hold, where their chunks are cut (ONNX nodes, as --stage-cuts),
+/// and per pipeline rank of the layout the compiled rank it runs.
+struct StageWriteOut {
+  int ranks = 0, keepBlocks = 0;
+  std::vector<std::string> cuts;
+  std::vector<int> rankTemplate;
+};
+
+/// The pipeline ranks a pipeline of `ranks` ranks, `virtualStages` chunks
+/// each, cut as `outline` says, is written out from: the first, the last,
+/// and between them one rank of each kind (its chunks as many ops from
+/// the same places in a block), taken in the pipeline's order so that
+/// each chunk starts where the one before it ends. Nothing where that
+/// compiles as many ranks, a cut falls outside the blocks, or a cut of the
+/// compile would fall where no node ends.
+std::optional<StageWriteOut>
+chooseTemplateRanks(const loomrun::StageOutline &outline, int ranks,
+                    int virtualStages) {
+  const int64_t period = int64_t(outline.period);
+  const int64_t last = int64_t(outline.count) * period - 1;
+  const std::vector<int64_t> &cuts = outline.cuts;
+  const int v = std::max(1, virtualStages), chunks = ranks * v;
+  if (ranks < 3 || period == 0 || int(cuts.size()) != chunks - 1)
+    return std::nullopt;
+  for (int64_t cut : cuts)
+    if (cut < 0 || cut >= last)
+      return std::nullopt;
+  // Chunk k (0 < k < chunks - 1) runs ops cuts[k - 1] + 1 ... cuts[k]; its
+  // kind is where in a block it starts and how many ops it runs. A rank's
+  // kind is its chunks' (chunk k runs on rank k % ranks).
+  auto startOf = [&](int k) { return (cuts[k - 1] + 1) % period; };
+  using Kind = std::vector<std::pair<int64_t, int64_t>>;
+  auto kindOf = [&](int r) {
+    Kind kind;
+    for (int pass = 0; pass < v; ++pass) {
+      int k = pass * ranks + r;
+      kind.push_back(k == 0 || k == chunks - 1
+                         ? std::make_pair(int64_t(-1), int64_t(k))
+                         : std::make_pair(startOf(k), cuts[k] - cuts[k - 1]));
+    }
+    return kind;
+  };
+  // Whether rank r's chunks each start where the chunk before them in the
+  // compile (`next`, per pass) ends.
+  std::vector<int64_t> next(size_t(v), -1);
+  auto follows = [&](int r) {
+    for (int pass = 0; pass < v; ++pass) {
+      int k = pass * ranks + r;
+      if (k > 0 && next[size_t(pass)] >= 0 && startOf(k) != next[size_t(pass)])
+        return false;
+    }
+    return true;
+  };
+  std::vector<int> chosen, skipped;
+  std::set<Kind> kinds;
+  // Takes rank r, and the shortest run of the ranks skipped just before it
+  // whose first follows the last one taken.
+  auto take = [&](int r) {
+    size_t from = skipped.size();
+    if (!follows(r))
+      for (size_t j = skipped.size(); j-- > 0;)
+        if (follows(skipped[j])) {
+          from = j;
+          break;
+        }
+    for (size_t j = from; j < skipped.size(); ++j)
+      chosen.push_back(skipped[j]);
+    skipped.clear();
+    chosen.push_back(r);
+    kinds.insert(kindOf(r));
+    for (int pass = 0; pass < v; ++pass) {
+      int k = pass * ranks + r;
+      if (k < chunks - 1)
+        next[size_t(pass)] = (cuts[k] + 1) % period;
+    }
+  };
+  take(0);
+  for (int r = 1; r < ranks - 1; ++r) {
+    if (kinds.count(kindOf(r)))
+      skipped.push_back(r);
+    else
+      take(r);
+  }
+  take(ranks - 1);
+  StageWriteOut out;
+  out.ranks = int(chosen.size());
+  if (out.ranks >= ranks)
+    return std::nullopt;
+  // The compile's chunks in its order (pass by pass, its ranks in order),
+  // one after the other from the first's; the last runs to the blocks'
+  // end.
+  int64_t at = cuts[0];
+  std::vector<int64_t> positions = {at};
+  for (int pass = 0; pass < v; ++pass)
+    for (int r : chosen) {
+      int k = pass * ranks + r;
+      if (k == 0 || k == chunks - 1)
+        continue;
+      at += cuts[k] - cuts[k - 1];
+      positions.push_back(at);
+    }
+  int64_t end = at + (last - cuts[chunks - 2]);
+  if ((end + 1) % period != 0 || end > last)
+    return std::nullopt;
+  out.keepBlocks = int((end + 1) / period);
+  for (int64_t position : positions) {
+    const std::string &name = outline.cutNames[size_t(position)];
+    if (name.empty())
+      return std::nullopt;
+    out.cuts.push_back(name);
+  }
+  out.rankTemplate.assign(size_t(ranks), -1);
+  for (int r = 0; r < ranks; ++r)
+    for (size_t i = 0; i < chosen.size(); ++i)
+      if (kindOf(chosen[i]) == kindOf(r)) {
+        out.rankTemplate[size_t(r)] = int(i);
+        break;
+      }
+  return out;
+}
 
 /// At most this many layouts are compiled without screening them first.
 constexpr size_t kCompileWithoutScreen = 4;
@@ -282,6 +410,10 @@ constexpr double kScreenMinMargin = 0.03, kScreenMaxMargin = 0.25;
 /// How far over the device's memory an estimate may be and still count
 /// as fitting.
 constexpr double kScreenMemoryMargin = 0.1;
+/// How far under the device's memory a peak written out from a compile of
+/// one pipeline rank of each kind must be for the choice to keep it
+/// without a compile past the pipeline's depth (measured within 1.5%).
+constexpr double kStageFoldPeakMargin = 0.05;
 /// How many of the layouts the screen skipped the pruned list names.
 constexpr size_t kNamedScreenedOut = 20;
 
@@ -419,6 +551,14 @@ private:
       Candidate &candidate = result.candidates[*best];
       Prediction &p = candidate.predicted;
       if (!p.pipelineFoldedFrom || p.peakConfirmedFrom)
+        return;
+      // Written out from one pipeline rank of each kind, a peak comes
+      // within a few percent of the whole compile's (docs/design/
+      // planner.md, "Writing stages out"): it is compiled again only
+      // near the device's memory.
+      if (p.stagesFoldedFrom &&
+          double(p.maxPeakBytes()) <=
+              double(cluster.memoryBytes()) * (1 - kStageFoldPeakMargin))
         return;
       std::string error;
       std::optional<std::pair<int, int>> points = foldPoints(candidate.layout);
@@ -880,9 +1020,8 @@ private:
     // few (PipelineFold.h); should its programs not follow the schedule,
     // it is extrapolated from two larger counts.
     int writtenFrom = pipelineFoldPoint(layout);
-    std::vector<int> keeps = {0};
-    if (blockPoints)
-      keeps = {blockPoints->first, blockPoints->second};
+    std::shared_ptr<const StageWriteOut> stages;
+    std::vector<int> keeps;
     std::optional<std::pair<int, int>> countPoints;
     std::vector<int> counts;
     std::vector<std::string> errors;
@@ -897,17 +1036,36 @@ private:
         counts = {writtenFrom};
       else if (countPoints)
         counts = {countPoints->first, countPoints->second};
+      // A deep pipeline is written out from one rank of each kind, else
+      // the layers are folded where there are many per chunk.
+      stages = stageWriteOut(layout);
+      // (Interleaved runs microbatches in groups of its ranks: the
+      // compiled ranks' must group the counts compiled as they are.)
+      if (stages && !writtenFrom && layout.schedule == "interleaved" &&
+          llvm::any_of(counts,
+                       [&](int count) { return count % stages->ranks != 0; }))
+        stages = nullptr;
+      blockPoints = stages ? std::nullopt : layerFoldPoints(chunks);
+      keeps = {0};
+      if (blockPoints)
+        keeps = {blockPoints->first, blockPoints->second};
       std::vector<ReplayJob> jobs;
       for (int keep : keeps)
         for (int count : counts) {
           Layout compiled = layout;
           compiled.microbatches = count;
-          jobs.push_back(
-              {compiled, keep, writtenFrom ? layout.microbatches : 0, 0});
+          jobs.push_back({compiled, keep, writtenFrom ? layout.microbatches : 0,
+                          0, stages});
         }
       return replayAll(jobs, errors);
     };
     std::vector<std::optional<Replay>> replays = replayCounts();
+    if (stages && llvm::any_of(errors, [](const std::string &e) {
+          return llvm::StringRef(e).starts_with(kStagesNotWrittenOut);
+        })) {
+      stagesNotWrittenOut.insert(layout.str());
+      replays = replayCounts();
+    }
     if (writtenFrom && llvm::any_of(errors, [](const std::string &e) {
           return llvm::StringRef(e).starts_with(kNotWrittenOut);
         })) {
@@ -917,6 +1075,10 @@ private:
     if (writtenFrom) {
       p.pipelineFoldedFrom = writtenFrom;
       ++result.pipelineFolded;
+    }
+    if (stages) {
+      p.stagesFoldedFrom = stages->ranks;
+      ++result.stageFolded;
     }
     std::vector<Replay> perKeep;
     for (size_t k = 0; k < keeps.size(); ++k) {
@@ -995,7 +1157,47 @@ private:
     /// The microbatches whose rows the step's inputs hold (0: the
     /// compiled count's, or writeOutTo's).
     int rowsOf = 0;
+    /// The ranks the pipeline is written out from (none: all compiled).
+    std::shared_ptr<const StageWriteOut> stages;
   };
+
+  /// The ranks `layout`'s pipeline is written out from (none: it is
+  /// compiled whole): for a pipeline of more ranks than it has kinds, with
+  /// too few repeated blocks per chunk to fold its layers (where they
+  /// fold, the fold's two small compiles run at once and cost less than
+  /// one of the ranks' many blocks). Where the
+  /// compiler cuts the model comes from the training pipeline up to its
+  /// cut, once per tp, pp, virtual stages and rows.
+  std::shared_ptr<const StageWriteOut>
+  stageWriteOut(const Layout &layout) const {
+    if (!request.foldStages || blocks == 0 || layout.pp < 3 ||
+        layerFoldPoints(layout.pp * std::max(1, layout.virtualStages)) ||
+        stagesNotWrittenOut.count(layout.str()))
+      return nullptr;
+    std::string key = std::to_string(layout.tp) + "/" +
+                      std::to_string(layout.pp) + "/" +
+                      std::to_string(layout.virtualStages) + "/" +
+                      std::to_string(layout.dp * layout.microbatchSize);
+    auto [it, inserted] = stageWriteOuts.try_emplace(key);
+    if (inserted) {
+      rt::StatusOr<loomrun::StageOutline> outline =
+          outlineStages(request.modelPath, layoutOptions(request, layout));
+      std::optional<StageWriteOut> chosen =
+          outline
+              ? chooseTemplateRanks(*outline, layout.pp, layout.virtualStages)
+              : std::nullopt;
+      if (chosen)
+        it->second = std::make_shared<const StageWriteOut>(std::move(*chosen));
+    }
+    return it->second;
+  }
+  /// The stage write-outs by tp, pp, virtual stages and rows (null:
+  /// none).
+  mutable std::map<std::string, std::shared_ptr<const StageWriteOut>>
+      stageWriteOuts;
+  /// Layouts whose ranks could not be written out (they are compiled
+  /// whole).
+  std::set<std::string> stagesNotWrittenOut;
 
   /// Whether `p`'s fullest rank fits the device's memory (else by how much
   /// it does not).
@@ -1049,6 +1251,8 @@ private:
   std::optional<Replay> replayLayout(const ReplayJob &job,
                                      std::string &error) const {
     const Layout &layout = job.layout;
+    if (job.stages)
+      return replayStageWriteOut(job, error);
     rt::StatusOr<rt::Plan> plan =
         compileLayout(request, layout, job.keepBlocks);
     if (!plan) {
@@ -1087,29 +1291,10 @@ private:
     double rowsGrow =
         rowsOf ? double(rowsOf) / double(layout.microbatches) : 1.0;
     Replay replay;
-    rt::RunReport report;
     for (size_t r = 0; r < plan->ranks.size(); ++r) {
       // Ranks without a program run copies of a representative's.
       if (plan->ranks[r].instructions.empty())
         continue;
-      replay.ranks.push_back(int(r));
-      rt::RankUsage usage = rt::rankUsage(*plan, int(r), report);
-      uint64_t inputs = 0, outputs = 0;
-      for (const rt::Binding &binding : plan->ranks[r].inputs)
-        inputs += binding.ref.bytes();
-      for (const rt::Binding &binding : plan->ranks[r].outputs)
-        outputs += binding.ref.bytes();
-      uint64_t grownInputs = uint64_t(std::llround(double(inputs) * rowsGrow));
-      int64_t peak = int64_t(usage.plannedPeakBytes) +
-                     int64_t(grownInputs - inputs) +
-                     (fold ? fold->extraActivationBytes[r] : 0);
-      replay.peakBytes.push_back(uint64_t(std::max<int64_t>(peak, 0)));
-      replay.paramBytes.push_back(usage.paramBytes);
-      replay.gradBytes.push_back(usage.gradBytes);
-      replay.optimizerBytes.push_back(usage.optimizerBytes);
-      replay.trainedCount.push_back(usage.trainedCount);
-      if (replay.ranks.size() == 1)
-        replay.trainedShapes = usage.trainedShapes;
       uint64_t sent = 0;
       if (fold) {
         for (const rt::Instruction *inst : fold->programs[r])
@@ -1118,14 +1303,112 @@ private:
         for (const auto &[kind, bytes] : rt::plannedCommBytes(*plan, int(r)))
           sent += bytes;
       }
-      replay.commBytes.push_back(sent);
-      replay.ioBytes.push_back(grownInputs + outputs);
-      replay.computeSeconds.push_back(simulation.ranks[r].computeSeconds);
-      replay.waitSeconds.push_back(simulation.ranks[r].waitSeconds);
-      replay.modelFlops.push_back(simulation.ranks[r].modelFlops);
+      appendRank(replay, int(r), *plan, int(r), rowsGrow,
+                 fold ? fold->extraActivationBytes[r] : 0, sent,
+                 simulation.ranks[r]);
     }
     replay.stepSeconds = simulation.stepSeconds;
     return replay;
+  }
+
+  /// Compiles one pipeline rank of each kind of `job`'s pipeline
+  /// (job.stages) and replays the pipeline written out from it to all its
+  /// ranks (and to job.writeOutTo microbatches). Each rank's memory is its
+  /// kind's, with what its own place in the schedule holds in flight.
+  std::optional<Replay> replayStageWriteOut(const ReplayJob &job,
+                                            std::string &error) const {
+    const Layout &layout = job.layout;
+    const StageWriteOut &stages = *job.stages;
+    const int chunksPerRank = std::max(1, layout.virtualStages);
+    Layout compiledLayout = layout;
+    compiledLayout.pp = stages.ranks;
+    // Written out to more microbatches from a compile of a few (for
+    // interleaved, in groups of its ranks), or compiled at the count.
+    const int targetMicrobatches =
+        job.writeOutTo ? job.writeOutTo : layout.microbatches;
+    if (job.writeOutTo > layout.microbatches)
+      compiledLayout.microbatches =
+          mlir::loom::pipelineFoldMicrobatches(layout.schedule, stages.ranks);
+    ModelCompileOptions options =
+        layoutOptions(request, compiledLayout, stages.keepBlocks);
+    options.train.stageCuts = stages.cuts;
+    rt::StatusOr<rt::Plan> plan = compileShapesOnly(request.modelPath, options);
+    if (!plan) {
+      error = kStagesNotWrittenOut + firstLine(plan.status().message());
+      return std::nullopt;
+    }
+    std::optional<mlir::loom::PipelineSchedule> compiled =
+        mlir::loom::makePipelineSchedule(layout.schedule, stages.ranks,
+                                         compiledLayout.microbatches,
+                                         chunksPerRank, error);
+    std::optional<mlir::loom::PipelineSchedule> target =
+        compiled ? mlir::loom::makePipelineSchedule(layout.schedule, layout.pp,
+                                                    targetMicrobatches,
+                                                    chunksPerRank, error)
+                 : std::nullopt;
+    std::optional<mlir::loom::StageFold> fold =
+        target ? mlir::loom::foldPipelineStages(*plan, *compiled, *target,
+                                                stages.rankTemplate, error)
+               : std::nullopt;
+    if (!fold) {
+      error = kStagesNotWrittenOut + error;
+      return std::nullopt;
+    }
+    mlir::loom::PlanSimulation simulation = mlir::loom::simulatePrograms(
+        fold->plan, fold->programs, cluster, false, &fold->copies);
+    if (!simulation.error.empty()) {
+      error =
+          kStagesNotWrittenOut + ("cannot be replayed: " + simulation.error);
+      return std::nullopt;
+    }
+    // The step's inputs (the batch's rows) grow with the microbatches.
+    int rowsOf = job.rowsOf ? job.rowsOf : targetMicrobatches;
+    double rowsGrow = double(rowsOf) / double(compiledLayout.microbatches);
+    Replay replay;
+    for (size_t r = 0; r < fold->programs.size(); ++r) {
+      if (fold->programs[r].empty())
+        continue;
+      uint64_t sent = 0;
+      for (const rt::Instruction *inst : fold->programs[r])
+        sent += rt::plannedBytesSent(fold->plan, *inst);
+      appendRank(replay, int(r), *plan, fold->templateRank[r], rowsGrow,
+                 fold->extraActivationBytes[r], sent, simulation.ranks[r]);
+    }
+    replay.stepSeconds = simulation.stepSeconds;
+    return replay;
+  }
+
+  /// Adds to `replay` rank `rank`, which runs rank `from`'s program of
+  /// `plan`: its states and planned peak, with the step's inputs grown by
+  /// `rowsGrow` and `extraBytes` more in flight, sending `sentBytes`, as
+  /// `simulated` replays it.
+  static void appendRank(Replay &replay, int rank, const rt::Plan &plan,
+                         int from, double rowsGrow, int64_t extraBytes,
+                         uint64_t sentBytes,
+                         const mlir::loom::PlanSimulation::Rank &simulated) {
+    replay.ranks.push_back(rank);
+    rt::RunReport report;
+    rt::RankUsage usage = rt::rankUsage(plan, from, report);
+    uint64_t inputs = 0, outputs = 0;
+    for (const rt::Binding &binding : plan.ranks[from].inputs)
+      inputs += binding.ref.bytes();
+    for (const rt::Binding &binding : plan.ranks[from].outputs)
+      outputs += binding.ref.bytes();
+    uint64_t grownInputs = uint64_t(std::llround(double(inputs) * rowsGrow));
+    int64_t peak = int64_t(usage.plannedPeakBytes) +
+                   int64_t(grownInputs - inputs) + extraBytes;
+    replay.peakBytes.push_back(uint64_t(std::max<int64_t>(peak, 0)));
+    replay.paramBytes.push_back(usage.paramBytes);
+    replay.gradBytes.push_back(usage.gradBytes);
+    replay.optimizerBytes.push_back(usage.optimizerBytes);
+    replay.trainedCount.push_back(usage.trainedCount);
+    if (replay.ranks.size() == 1)
+      replay.trainedShapes = usage.trainedShapes;
+    replay.commBytes.push_back(sentBytes);
+    replay.ioBytes.push_back(grownInputs + outputs);
+    replay.computeSeconds.push_back(simulated.computeSeconds);
+    replay.waitSeconds.push_back(simulated.waitSeconds);
+    replay.modelFlops.push_back(simulated.modelFlops);
   }
 
   static std::string firstLine(const std::string &text) {
@@ -1190,6 +1473,8 @@ void writePrediction(llvm::json::OStream &json, const Prediction &p) {
     }
     if (p.pipelineFoldedFrom)
       json.attribute("written_out_from_microbatches", p.pipelineFoldedFrom);
+    if (p.stagesFoldedFrom)
+      json.attribute("written_out_from_ranks", p.stagesFoldedFrom);
     if (p.peakConfirmedFrom) {
       json.attribute("peak_from_microbatches", p.peakConfirmedFrom);
       json.attribute("written_out_peak_bytes", int64_t(p.writtenOutPeakBytes));
@@ -1405,6 +1690,10 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
   if (result.pipelineFolded)
     os << ", " << result.pipelineFolded
        << " pipelines written out from a compile of a few microbatches";
+  if (result.stageFolded)
+    os << ", " << result.stageFolded
+       << " pipelines written out from a compile of one pipeline rank of "
+          "each kind";
   if (result.confirmed)
     os << ", " << result.confirmed
        << " of those compiled again for their peaks before being chosen";
@@ -1412,6 +1701,7 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
     os << ", " << result.layerFolded
        << " with one and two of the model's repeated blocks per pipeline "
           "chunk and extrapolated";
+
   os << "; " << result.pruned.size() << " pruned before compiling)\n";
   if (result.stoppedEarly)
     os << "stopped at the time limit ("
@@ -1448,7 +1738,19 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
   }
   const Prediction &p = choice->predicted;
   os << "\nchoice: " << choice->layout.str() << "\n";
-  os << "  predicted: " << describe(p) << "\n";
+  // A peak written out and not compiled again past the pipeline's depth:
+  // the alternatives', and the choice's where its pipeline was written
+  // out from one rank of each kind and fits with room to spare.
+  bool writtenOutPeaks = false;
+  auto markWrittenOut = [&](const Prediction &q) {
+    if (!q.pipelineFoldedFrom || q.peakConfirmedFrom)
+      return;
+    os << " [peak written out]";
+    writtenOutPeaks = true;
+  };
+  os << "  predicted: " << describe(p);
+  markWrittenOut(p);
+  os << "\n";
   size_t worst = p.worstIndex();
   os << "  rank " << p.worstRank() << ": parameters "
      << gib(double(p.paramBytes[worst])) << ", gradients "
@@ -1460,9 +1762,6 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
   if (result.candidates.size() > 1)
     os << "\nalternatives:\n";
   int shown = 0;
-  // Alternatives whose peak is the written-out pipeline's: the choice's is
-  // confirmed by a compile past the pipeline's depth, theirs are not.
-  bool writtenOutPeaks = false;
   for (const Candidate &other : result.candidates) {
     if (&other == choice)
       continue;
@@ -1474,10 +1773,7 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
       os << describe(q) << "; "
          << llvm::format("%.1f%%", 100 * (q.stepSeconds / p.stepSeconds - 1))
          << " slower";
-      if (q.pipelineFoldedFrom && !q.peakConfirmedFrom) {
-        os << " [peak written out]";
-        writtenOutPeaks = true;
-      }
+      markWrittenOut(q);
       os << "\n";
     } else if (q.peakBytes.empty()) {
       os << "does not compile: " << q.reason << "\n";
@@ -1489,8 +1785,10 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
     os << "  [peak written out]: the peak of the pipeline written out from a "
           "compile of a few\n  microbatches, which can hold fewer "
           "microbatches' activations than the whole\n  schedule (2-14% short "
-          "on deep pipelines); --evaluate the layout to compile it\n  past "
-          "its pipeline's depth\n";
+          "on deep pipelines compiled with all their ranks,\n  within 2% "
+          "where written out from one rank of each kind); --evaluate the\n  "
+          "layout with --no-stage-fold to compile it past its pipeline's "
+          "depth\n";
   return text;
 }
 
@@ -1609,6 +1907,7 @@ std::string loomrun::formatPlanJson(const PlanRequest &request,
     json.attribute("written_out", result.pipelineFolded);
     json.attribute("confirmed", result.confirmed);
     json.attribute("extrapolated_by_blocks", result.layerFolded);
+    json.attribute("written_out_from_fewer_ranks", result.stageFolded);
     json.attribute("screened", result.screened);
     json.attribute("probes", result.probes);
     json.attribute("screened_out", result.screenedOut);

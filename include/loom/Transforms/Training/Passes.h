@@ -185,6 +185,10 @@ struct TrainingPipelineOptions
   Option<std::string> shardingsFile{
       *this, "shardings",
       llvm::cl::desc("A JSON file of sharding annotations")};
+  /// Ends the pipeline where loom-cut-stages would run, on the loss
+  /// function it would cut (the planner asks where the compiler cuts a
+  /// model; not a command-line option).
+  bool stopBeforeStageCuts = false;
 };
 
 /// Adds the passes from a forward model to its training step `train_step`:

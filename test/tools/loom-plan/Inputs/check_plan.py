@@ -174,6 +174,32 @@ def blocks(folded_path, full_path):
           f"model, peaks within 2%" + (" (and microbatches)" if both else ""))
 
 
+def stages(written_path, full_path):
+    """A pipeline written out from a compile of one pipeline rank of each
+    kind (StageFold, PipelineFold.h) against the same layout compiled whole,
+    every rank and microbatch: the step within 0.5%, the same bytes, the
+    fullest rank's peak within 2.5% and every rank's within 6% (the
+    written-out peaks: the device has room to spare, so they are not
+    compiled again)."""
+    fold, a = compare_extrapolated(written_path, full_path,
+                                   "written_out_from_ranks", 5e-3, 0, 0.06)
+    if "peak_from_microbatches" in a:
+        sys.exit("the choice's peaks were compiled again")
+    b = json.load(open(full_path))["predicted"]
+    fullest = a["peak_bytes_per_rank"] / b["peak_bytes_per_rank"] - 1
+    if abs(fullest) > 0.025:
+        sys.exit(f"the fullest rank's peak: written out "
+                 f"{a['peak_bytes_per_rank']}, full {b['peak_bytes_per_rank']}")
+    worst = max(abs(x / y - 1) for x, y in zip(a["peak_bytes"],
+                                                 b["peak_bytes"]))
+    print(f"pp={fold['choice']['pp']} written out from "
+          f"{a['written_out_from_ranks']} ranks: the step within 0.5%, the "
+          f"same bytes, the fullest rank's peak within 2.5%, every rank's "
+          f"within 6%")
+    print(f"  (fullest {100 * fullest:+.1f}%, worst rank "
+          f"{100 * worst:.1f}%)", file=sys.stderr)
+
+
 if __name__ == "__main__":
     command = sys.argv[1]
     if command == "brute-force":
@@ -182,6 +208,8 @@ if __name__ == "__main__":
         folded(*sys.argv[2:5])
     elif command == "written":
         written(*sys.argv[2:4])
+    elif command == "stages":
+        stages(*sys.argv[2:4])
     elif command == "blocks":
         blocks(*sys.argv[2:4])
     elif command == "memory":
