@@ -787,12 +787,16 @@ private:
   /// layout recomputing activations where one without recompute fits;
   /// without a pipeline, more and smaller microbatches where fewer fit
   /// (smaller GEMMs, as many rows). (A higher ZeRO stage can win: ZeRO-1
-  /// shards the optimizer's work over dp for the same traffic.)
+  /// shards the optimizer's work over dp for the same traffic.) Or why it
+  /// cannot fit where a layout already compiled does not (holdsAtLeast).
   std::optional<std::string> dominated(const Layout &layout) const {
     if (request.exhaustive)
       return std::nullopt;
     for (const Candidate &c : result.candidates) {
       const Layout &o = c.layout;
+      if (!c.predicted.feasible && c.predicted.shortfallBytes > 0 &&
+          holdsAtLeast(layout, o))
+        return "holds at least what " + o.str() + " holds, which does not fit";
       if (!c.predicted.feasible || o.dp != layout.dp || o.tp != layout.tp ||
           o.pp != layout.pp)
         continue;
@@ -805,6 +809,34 @@ private:
         return "more microbatches where " + o.str() + " fits";
     }
     return std::nullopt;
+  }
+
+  /// Whether every rank of `layout` holds at least what the same rank of
+  /// `other` holds: the same layout but for a lower ZeRO stage than 1 or 2
+  /// (over the same group, or none), or for a schedule that keeps more
+  /// microbatches in flight than `other`'s 1F1B (ZB-H1 keeps 1F1B's and defers
+  /// weight gradients; GPipe keeps all of them).
+  static bool holdsAtLeast(const Layout &layout, const Layout &other) {
+    if (layout.dp != other.dp || layout.tp != other.tp ||
+        layout.pp != other.pp ||
+        layout.microbatchSize != other.microbatchSize ||
+        layout.microbatches != other.microbatches ||
+        layout.recompute != other.recompute ||
+        layout.sequenceParallel != other.sequenceParallel ||
+        layout.virtualStages != other.virtualStages)
+      return false;
+    // (ZeRO-3 gathers each parameter into a buffer of its own before its
+    // use: it is not compared.)
+    bool zero = layout.zero == other.zero
+                    ? layout.zeroShardGroup == other.zeroShardGroup
+                    : layout.zero < other.zero && other.zero <= 2 &&
+                          (layout.zero == 0 ||
+                           layout.zeroShardGroup == other.zeroShardGroup);
+    bool schedule =
+        layout.schedule == other.schedule ||
+        (layout.pp > 1 && other.schedule == "1f1b" &&
+         (layout.schedule == "zb-h1" || layout.schedule == "gpipe"));
+    return zero && schedule;
   }
 
   /// Estimates every pending layout from the probes (LayoutScreen), then

@@ -9,6 +9,10 @@
       The choice's predicted peak per compiled rank against loom-run
       --report-json's measured peaks of that layout: within 2%, and no
       other rank above them.
+  holds SEARCH.json LOOM-PLAN ARGS...
+      Every layout SEARCH skipped as holding at least what a compiled one
+      that does not fit holds, compiled (LOOM-PLAN ARGS --evaluate it):
+      it does not fit either.
   choice PLAN.json KEY=VALUE...
       The choice has these keys.
   written WRITTEN.json FULL.json
@@ -26,6 +30,7 @@
       in flight a little differently from one count to the next).
 """
 import json
+import subprocess
 import sys
 
 
@@ -200,6 +205,31 @@ def stages(written_path, full_path):
           f"{100 * worst:.1f}%)", file=sys.stderr)
 
 
+def holds(search_path, *command):
+    """Every layout the search in SEARCH_PATH skipped as holding at least
+    what a compiled layout that does not fit holds, compiled (COMMAND, a
+    loom-plan run of the search's model and cluster, plus --evaluate of
+    it): it does not fit either."""
+    skipped = [p for p in json.load(open(search_path))["pruned"]
+               if "holds at least" in p["reason"]]
+    if not skipped:
+        sys.exit("the search skipped no layout as holding at least another's")
+    for entry in skipped:
+        c = entry["choice"]
+        layout = (f"dp={c['dp']},tp={c['tp']},pp={c['pp']},zero={c['zero']},"
+                  f"group={c['zero_shard_group']},"
+                  f"sp={int(c['sequence_parallel'])},"
+                  f"mbs={c['microbatch_size']},M={c['microbatches']},"
+                  f"schedule={c['schedule']},V={c['virtual_stages']},"
+                  f"recompute={c['recompute']}")
+        run = subprocess.run(list(command) + ["--evaluate", layout],
+                             capture_output=True, text=True)
+        if "no layout fits" not in run.stdout:
+            sys.exit(f"{layout} was skipped, but fits:\n{run.stdout}")
+    print(f"{len(skipped)} layouts skipped as holding at least what one "
+          f"that does not fit holds: none fits")
+
+
 if __name__ == "__main__":
     command = sys.argv[1]
     if command == "brute-force":
@@ -208,6 +238,8 @@ if __name__ == "__main__":
         folded(*sys.argv[2:5])
     elif command == "written":
         written(*sys.argv[2:4])
+    elif command == "holds":
+        holds(*sys.argv[2:])
     elif command == "stages":
         stages(*sys.argv[2:4])
     elif command == "blocks":
