@@ -410,9 +410,10 @@ constexpr double kScreenMinMargin = 0.03, kScreenMaxMargin = 0.25;
 /// How far over the device's memory an estimate may be and still count
 /// as fitting.
 constexpr double kScreenMemoryMargin = 0.1;
-/// How far under the device's memory a peak written out from a compile of
-/// one pipeline rank of each kind must be for the choice to keep it
-/// without a compile past the pipeline's depth (measured within 1.5%).
+/// How far from the device's memory a peak written out from a compile of
+/// one pipeline rank of each kind must be for the choice (or, when nothing
+/// fits, the closest) to keep it without a compile past the pipeline's
+/// depth (measured within 2.5%).
 constexpr double kStageFoldPeakMargin = 0.05;
 /// How many of the layouts the screen skipped the pruned list names.
 constexpr size_t kNamedScreenedOut = 20;
@@ -555,10 +556,11 @@ private:
       // Written out from one pipeline rank of each kind, a peak comes
       // within a few percent of the whole compile's (docs/design/
       // planner.md, "Writing stages out"): it is compiled again only
-      // near the device's memory.
+      // near the device's memory (under it, or over it when nothing
+      // fits).
       if (p.stagesFoldedFrom &&
-          double(p.maxPeakBytes()) <=
-              double(cluster.memoryBytes()) * (1 - kStageFoldPeakMargin))
+          std::abs(double(p.maxPeakBytes()) - double(cluster.memoryBytes())) >
+              double(cluster.memoryBytes()) * kStageFoldPeakMargin)
         return;
       std::string error;
       std::optional<std::pair<int, int>> points = foldPoints(candidate.layout);
