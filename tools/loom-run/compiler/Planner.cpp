@@ -1216,8 +1216,10 @@ private:
     if (inserted) {
       rt::StatusOr<loomrun::StageOutline> outline =
           outlineStages(request.modelPath, layoutOptions(request, layout));
+      // (The blocks kept are counted as the forward function's are: the
+      // loss function must repeat as many.)
       std::optional<StageWriteOut> chosen =
-          outline
+          outline && int(outline->count) == blocks
               ? chooseTemplateRanks(*outline, layout.pp, layout.virtualStages)
               : std::nullopt;
       if (chosen)
