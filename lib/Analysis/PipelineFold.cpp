@@ -347,7 +347,6 @@ std::optional<StageFold> mlir::loom::foldPipelineStages(
   };
 
   StageFold fold;
-  fold.plan.groups = {};
   fold.plan.ranks.resize(size_t(d) * size_t(p));
   for (size_t r = 0; r < fold.plan.ranks.size(); ++r)
     fold.plan.ranks[r].rank = int(r);

@@ -258,6 +258,54 @@ private:
   }
 };
 
+/// Where loom-cut-stages cuts `loss` (the same rates and cap) into
+/// `train`'s pp x virtual stages chunks, in its repeated blocks
+/// (StageOutline); false, with `error` set, when it repeats none or
+/// cannot be cut.
+bool outlineCut(func::FuncOp loss, const ::loomrun::TrainCompileOptions &train,
+                ::loomrun::StageOutline &out, std::string &error) {
+  std::optional<RepeatedBlocks> blocks = findRepeatedBlocks(loss);
+  if (!blocks) {
+    error = "the model repeats no block";
+    return false;
+  }
+  int chunks = std::max(1, train.pp) * std::max(1, train.virtualStages);
+  std::optional<StagePlan> cut =
+      cutIntoStages(loss, chunks, StageCostRates(), {},
+                    train.stageMemoryCapMB * double(1 << 20), error);
+  if (!cut)
+    return false;
+  SmallVector<Operation *> ops;
+  llvm::DenseMap<Operation *, int64_t> indexOf;
+  // A user cut names a node and cuts after its last op.
+  llvm::StringMap<int64_t> lastOf;
+  for (Operation &op : loss.getBody().front().without_terminator()) {
+    indexOf[&op] = int64_t(ops.size());
+    if (std::string name = stageCutNodeName(op.getLoc()); !name.empty())
+      lastOf[name] = int64_t(ops.size());
+    ops.push_back(&op);
+  }
+  out.period = blocks->period;
+  out.count = blocks->count;
+  out.cutNames.assign(blocks->count * blocks->period, "");
+  llvm::DenseMap<Operation *, int64_t> position;
+  for (size_t b = 0; b < blocks->count; ++b)
+    for (size_t o = 0; o < blocks->period; ++o) {
+      Operation *op = blocks->op(b, o);
+      size_t at = b * blocks->period + o;
+      position[op] = int64_t(at);
+      std::string name = stageCutNodeName(op->getLoc());
+      auto last = lastOf.find(name);
+      if (!name.empty() && last != lastOf.end() && last->second == indexOf[op])
+        out.cutNames[at] = name;
+    }
+  for (const StageCutPoint &point : cut->cuts) {
+    auto it = position.find(ops[point.afterOp]);
+    out.cuts.push_back(it == position.end() ? -1 : it->second);
+  }
+  return true;
+}
+
 /// Frees `module` (a planner's candidate) with its functions' bodies
 /// emptied in parallel: a pipeline's lowered step has a function per rank
 /// and, at 64 microbatches, half a million ops (0.28 s on one thread).
@@ -447,46 +495,9 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
     if (failed(pm.run(*module)))
       return failure("cannot build the training step");
     auto loss = module->lookupSymbol<func::FuncOp>(lossFunctionName(forward));
-    std::optional<RepeatedBlocks> blocks =
-        loss ? findRepeatedBlocks(loss) : std::nullopt;
-    if (!blocks)
-      return failure("the model repeats no block");
-    int chunks = std::max(1, options.train.pp) *
-                 std::max(1, options.train.virtualStages);
     std::string error;
-    std::optional<StagePlan> cut =
-        cutIntoStages(loss, chunks, StageCostRates(), {},
-                      options.train.stageMemoryCapMB * double(1 << 20), error);
-    if (!cut)
-      return failure(error);
-    SmallVector<Operation *> ops;
-    for (Operation &op : loss.getBody().front().without_terminator())
-      ops.push_back(&op);
-    llvm::DenseMap<Operation *, int64_t> position;
-    stages->period = blocks->period;
-    stages->count = blocks->count;
-    for (size_t b = 0; b < blocks->count; ++b)
-      for (size_t o = 0; o < blocks->period; ++o)
-        position[blocks->op(b, o)] = int64_t(b * blocks->period + o);
-    for (const StageCutPoint &point : cut->cuts) {
-      auto it = position.find(ops[point.afterOp]);
-      stages->cuts.push_back(it == position.end() ? -1 : it->second);
-    }
-    // A user cut names a node and cuts after its last op.
-    llvm::StringMap<int64_t> lastOf;
-    for (size_t i = 0; i < ops.size(); ++i)
-      if (std::string name = stageCutNodeName(ops[i]->getLoc()); !name.empty())
-        lastOf[name] = int64_t(i);
-    llvm::DenseMap<Operation *, int64_t> indexOf;
-    for (size_t i = 0; i < ops.size(); ++i)
-      indexOf[ops[i]] = int64_t(i);
-    stages->cutNames.assign(blocks->count * blocks->period, "");
-    for (const auto &[op, at] : position) {
-      std::string name = stageCutNodeName(op->getLoc());
-      auto last = lastOf.find(name);
-      if (!name.empty() && last != lastOf.end() && last->second == indexOf[op])
-        stages->cutNames[size_t(at)] = name;
-    }
+    if (!loss || !outlineCut(loss, options.train, *stages, error))
+      return failure(loss ? error : "no loss function to cut");
     return ::loomrun::CompileOnlyResult();
   }
   PassManager pm(&context);
@@ -622,12 +633,19 @@ auto ::loomrun::compileModel(const std::string &path,
   return std::move(*compiled->plan);
 }
 
-auto ::loomrun::compileShapesOnly(const std::string &path,
-                                  const ::loomrun::ModelCompileOptions &options)
-    -> rt::StatusOr<rt::Plan> {
+/// `options` for a compile of shapes only, quiet (the planner's).
+static ::loomrun::ModelCompileOptions
+shapesOnlyOptions(const ::loomrun::ModelCompileOptions &options) {
   ::loomrun::ModelCompileOptions shapesOnly = options;
   shapesOnly.withWeights = false;
   shapesOnly.quiet = true;
+  return shapesOnly;
+}
+
+auto ::loomrun::compileShapesOnly(const std::string &path,
+                                  const ::loomrun::ModelCompileOptions &options)
+    -> rt::StatusOr<rt::Plan> {
+  ::loomrun::ModelCompileOptions shapesOnly = shapesOnlyOptions(options);
   rt::StatusOr<CompileOnlyResult> compiled = compile(path, shapesOnly, nullptr);
   if (!compiled)
     return compiled.status();
@@ -638,9 +656,7 @@ auto ::loomrun::outlineModel(const std::string &path,
                              const ::loomrun::ModelCompileOptions &options,
                              const std::vector<int> &stageCounts)
     -> rt::StatusOr<ModelOutline> {
-  ::loomrun::ModelCompileOptions shapesOnly = options;
-  shapesOnly.withWeights = false;
-  shapesOnly.quiet = true;
+  ::loomrun::ModelCompileOptions shapesOnly = shapesOnlyOptions(options);
   ModelOutline outline;
   for (int stages : stageCounts)
     if (stages > 1)
@@ -655,9 +671,7 @@ auto ::loomrun::outlineModel(const std::string &path,
 auto ::loomrun::outlineStages(const std::string &path,
                               const ::loomrun::ModelCompileOptions &options)
     -> rt::StatusOr<StageOutline> {
-  ::loomrun::ModelCompileOptions shapesOnly = options;
-  shapesOnly.withWeights = false;
-  shapesOnly.quiet = true;
+  ::loomrun::ModelCompileOptions shapesOnly = shapesOnlyOptions(options);
   shapesOnly.keepRepeatedBlocks = 0;
   StageOutline stages;
   rt::StatusOr<CompileOnlyResult> compiled =
