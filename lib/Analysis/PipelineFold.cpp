@@ -98,12 +98,22 @@ struct RankRuns {
   /// that reads them last (a forward's activations for its backward, a
   /// backward's output gradients for a deferred W).
   std::map<std::tuple<int, int, int>, int64_t> held;
+  /// Per action of `order`: the most arena bytes alive while its run
+  /// runs, less what the held classes keep alive then: its own working
+  /// set, and what else the compile keeps alive meanwhile (a gradient's
+  /// sum being made, a buffer a transfer still reads).
+  std::vector<int64_t> ownBytes;
 
-  /// Their most at once as the rank runs `actions` in order, each action's
-  /// stage taken as `stageOf` says.
-  template <typename StageOf>
-  int64_t mostHeld(const std::vector<PipelineAction> &actions,
-                   StageOf stageOf) const {
+  /// The most arena bytes alive at once as the rank runs `actions` in
+  /// order, each action's stage taken as `stageOf` says: at each action,
+  /// what the held classes keep alive by then plus the own bytes of the
+  /// compiled run it copies (`runOf`: its index in `order`, or -1 for
+  /// none). So a schedule's peak is found where the microbatches it keeps
+  /// in flight meet an action's working set, not where the compiled
+  /// schedule's peak fell.
+  template <typename StageOf, typename RunOf>
+  int64_t mostLive(const std::vector<PipelineAction> &actions, StageOf stageOf,
+                   RunOf runOf) const {
     int64_t live = 0, most = 0;
     for (const PipelineAction &action : actions) {
       if (!action.isCompute())
@@ -112,12 +122,19 @@ struct RankRuns {
       for (const auto &[key, bytes] : held)
         if (std::get<0>(key) == stage && std::get<1>(key) == int(action.kind))
           live += bytes;
-      most = std::max(most, live);
+      int run = runOf(action);
+      most = std::max(most, live + (run >= 0 ? ownBytes[size_t(run)] : 0));
       for (const auto &[key, bytes] : held)
         if (std::get<0>(key) == stage && std::get<2>(key) == int(action.kind))
           live -= bytes;
     }
     return most;
+  }
+
+  /// The run index of `action` (-1: none).
+  int runIndex(const PipelineAction &action) const {
+    auto it = runOf.find(keyOf(action));
+    return it == runOf.end() ? -1 : int(it->second);
   }
 };
 
@@ -247,6 +264,25 @@ cutIntoRuns(const loomrt::Plan &compiled, size_t r,
           std::get<1>(key) == int(PipelineActionKind::Forward))
         bytes = bytes * grown / classified;
   }
+  // Each action's own bytes: what is alive during its run past what the
+  // held classes account for at that point of the compiled schedule.
+  out.ownBytes.assign(out.order.size(), 0);
+  int64_t held = 0;
+  for (size_t j = 0; j < out.order.size(); ++j) {
+    const PipelineAction &action = out.order[j];
+    for (const auto &[key, bytes] : out.held)
+      if (std::get<0>(key) == action.stage &&
+          std::get<1>(key) == int(action.kind))
+        held += bytes;
+    int64_t most = 0;
+    for (size_t i : out.runs[j])
+      most = std::max(most, int64_t(live[i]));
+    out.ownBytes[j] = most - held;
+    for (const auto &[key, bytes] : out.held)
+      if (std::get<0>(key) == action.stage &&
+          std::get<2>(key) == int(action.kind))
+        held -= bytes;
+  }
   return out;
 }
 
@@ -303,8 +339,17 @@ mlir::loom::foldPipeline(const loomrt::Plan &compiled,
     }
     auto same = [](int stage) { return stage; };
     fold.extraActivationBytes[r] =
-        runs->mostHeld(target.actions[rank], same) -
-        runs->mostHeld(compiledSchedule.actions[rank], same);
+        runs->mostLive(target.actions[rank], same,
+                       [&](const PipelineAction &action) {
+                         PipelineAction from = action;
+                         from.microbatch =
+                             templateMicrobatch(action.microbatch, m0, m);
+                         return runs->runIndex(from);
+                       }) -
+        runs->mostLive(compiledSchedule.actions[rank], same,
+                       [&](const PipelineAction &action) {
+                         return runs->runIndex(action);
+                       });
   }
   return fold;
 }
@@ -470,11 +515,21 @@ std::optional<StageFold> mlir::loom::foldPipelineStages(
         fold.copies[r].push_back({action.microbatch, from.microbatch});
       }
     }
+    const RankRuns &runs = *stageRuns[c];
+    auto stageOf = [&](int stage) { return stage / p * p0 + c; };
     fold.extraActivationBytes[r] =
-        stageRuns[c]->mostHeld(target.actions[t],
-                               [&](int stage) { return stage / p * p0 + c; }) -
-        stageRuns[c]->mostHeld(compiledSchedule.actions[c],
-                               [](int stage) { return stage; });
+        runs.mostLive(target.actions[t], stageOf,
+                      [&](const PipelineAction &action) {
+                        PipelineAction from = action;
+                        from.stage = stageOf(action.stage);
+                        from.microbatch = microbatchOf(action.microbatch);
+                        return runs.runIndex(from);
+                      }) -
+        runs.mostLive(
+            compiledSchedule.actions[c], [](int stage) { return stage; },
+            [&](const PipelineAction &action) {
+              return runs.runIndex(action);
+            });
   }
 
   // Every transfer must meet its match: the sends from one stage to

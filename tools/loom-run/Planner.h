@@ -223,6 +223,9 @@ struct PlanResult {
   /// Of the pipelines written out, how many from a compile of fewer
   /// stages.
   int stageFolded = 0;
+  /// Layouts not compiled because a probe of their memory put them over
+  /// the device's.
+  int probedOverMemory = 0;
   /// Layouts the screen estimated, the probes it compiled for that, and the
   /// estimated layouts it did not compile (slower or larger than the
   /// compiled ones by more than its margin).

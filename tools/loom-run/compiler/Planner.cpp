@@ -415,6 +415,11 @@ constexpr double kScreenMemoryMargin = 0.1;
 /// fits, the closest) to keep it without a compile past the pipeline's
 /// depth (measured within 2.5%).
 constexpr double kStageFoldPeakMargin = 0.05;
+/// How far over the device's memory a memory probe (probedPeak) may put a
+/// layout and still have it compiled: the probes came within +1 to +10%
+/// of whole compiles (docs/design/planner.md, "Probing a pipeline's
+/// memory").
+constexpr double kProbedPeakMargin = 0.1;
 /// How many of the layouts the screen skipped the pruned list names.
 constexpr size_t kNamedScreenedOut = 20;
 
@@ -507,12 +512,19 @@ public:
     bool anyFits = llvm::any_of(result.candidates, [](const Candidate &c) {
       return c.predicted.feasible;
     });
-    if (!anyFits && !overMemory.empty())
-      evaluate(std::min_element(overMemory.begin(), overMemory.end(),
-                                [](const auto &a, const auto &b) {
-                                  return a.first < b.first;
-                                })
-                   ->second);
+    // (Unless a compiled layout came closer than it could: its bytes are
+    // a floor of its model states, or its memory probe's peak.)
+    auto closest = std::min_element(
+        overMemory.begin(), overMemory.end(),
+        [](const auto &a, const auto &b) { return a.first < b.first; });
+    bool compiledCloser =
+        closest != overMemory.end() &&
+        llvm::any_of(result.candidates, [&](const Candidate &c) {
+          return !c.predicted.peakBytes.empty() &&
+                 c.predicted.maxPeakBytes() <= closest->first;
+        });
+    if (!anyFits && closest != overMemory.end() && !compiledCloser)
+      evaluate(closest->second);
     confirmChoice();
   }
 
@@ -557,8 +569,15 @@ private:
       // within a few percent of the whole compile's (docs/design/
       // planner.md, "Writing stages out"): it is compiled again only
       // near the device's memory (under it, or over it when nothing
-      // fits).
-      if (p.stagesFoldedFrom &&
+      // fits), or where the layout's memory probe puts it higher by more
+      // than that (interleaved pipelines can hold more at once than their
+      // few compiled microbatches show).
+      auto probed = probedPeaks.find(candidate.layout.str());
+      bool probedHigher =
+          probed != probedPeaks.end() && probed->second &&
+          double(*probed->second) >
+              double(p.maxPeakBytes()) * (1 + kStageFoldPeakMargin);
+      if (p.stagesFoldedFrom && !probedHigher &&
           std::abs(double(p.maxPeakBytes()) - double(cluster.memoryBytes())) >
               double(cluster.memoryBytes()) * kStageFoldPeakMargin)
         return;
@@ -794,6 +813,10 @@ private:
   std::optional<std::string> dominated(const Layout &layout) const {
     if (request.exhaustive)
       return std::nullopt;
+    for (const Layout &o : probedOut)
+      if (holdsAtLeast(layout, o))
+        return "holds at least what " + o.str() +
+               " holds, which its memory probe puts over the device's memory";
     for (const Candidate &c : result.candidates) {
       const Layout &o = c.layout;
       if (!c.predicted.feasible && c.predicted.shortfallBytes > 0 &&
@@ -910,6 +933,24 @@ private:
         continue;
       }
       estimates[entry.layout.str()] = estimate;
+      // A deep pipeline's memory is probed first: a layout well over the
+      // device's memory is not compiled (nor are those that hold at least
+      // what it holds), and its family's estimates learn from the probe.
+      std::optional<uint64_t> probed = probedPeak(entry.layout);
+      if (probed) {
+        learnProbedPeak(entry, *probed);
+        if (double(*probed) >
+            double(cluster.memoryBytes()) * (1 + kProbedPeakMargin)) {
+          ++result.probedOverMemory;
+          overMemory.push_back({*probed, entry.layout});
+          probedOut.push_back(entry.layout);
+          prune(entry.layout, "its memory probe puts its fullest rank at " +
+                                  gib(double(*probed)) +
+                                  " (one pipeline rank of each kind, one and "
+                                  "two blocks per chunk; not compiled)");
+          continue;
+        }
+      }
       bool feasible = evaluate(entry.layout);
       const Prediction &p = result.candidates.back().predicted;
       if (!p.peakBytes.empty()) {
@@ -978,20 +1019,28 @@ private:
   /// The geometric mean of the compiled-to-estimated ratios of step time
   /// and peak in `family`, or over every family, or 1 before any compile.
   std::pair<double, double> correction(const std::string &key) const {
-    auto mean = [](const Ratios &r) {
-      return std::make_pair(std::exp(r.logStep / r.count),
-                            std::exp(r.logPeak / r.count));
-    };
-    if (auto it = ratios.find(key); it != ratios.end())
-      return mean(it->second);
+    double step = 1, logPeak = 0;
+    int peaks = 0;
+    auto it = ratios.find(key);
     // A family nothing was compiled from takes the others' time
     // correction, but not their memory's: what the probes miss in memory
     // (a schedule's buffers, ZeRO's shards) differs most between
     // families, and a peak wrongly corrected up would rule the family out
-    // before any of it is compiled.
-    if (allRatios.count)
-      return {mean(allRatios).first, 1};
-    return {1, 1};
+    // before any of it is compiled. Its peaks are corrected by its memory
+    // probes (probedPeak) too.
+    if (it != ratios.end()) {
+      step = std::exp(it->second.logStep / it->second.count);
+      logPeak += it->second.logPeak;
+      peaks += it->second.count;
+    } else if (allRatios.count) {
+      step = std::exp(allRatios.logStep / allRatios.count);
+    }
+    if (auto probed = probedPeakRatios.find(key);
+        probed != probedPeakRatios.end()) {
+      logPeak += probed->second.logPeak;
+      peaks += probed->second.count;
+    }
+    return {step, peaks ? std::exp(logPeak / peaks) : 1.0};
   }
 
   /// The screen's estimate corrected by what the compiled layouts of its
@@ -1024,12 +1073,23 @@ private:
     }
   }
 
+  /// A memory probe's peak against the screen's estimate.
+  void learnProbedPeak(const Screened &entry, uint64_t peak) {
+    if (entry.estimate.peakBytes == 0 || peak == 0)
+      return;
+    Ratios &r = probedPeakRatios[family(entry.layout)];
+    r.logPeak += std::log(double(peak) / double(entry.estimate.peakBytes));
+    ++r.count;
+  }
+
   struct Ratios {
     double logStep = 0, logPeak = 0;
     int count = 0;
   };
   std::map<std::string, Ratios> ratios;
   Ratios allRatios;
+  /// Per family, the memory probes' peaks (logStep unused).
+  std::map<std::string, Ratios> probedPeakRatios;
 
   bool evaluate(const Layout &layout) {
     Candidate candidate;
@@ -1193,6 +1253,9 @@ private:
     int rowsOf = 0;
     /// The ranks the pipeline is written out from (none: all compiled).
     std::shared_ptr<const StageWriteOut> stages;
+    /// Only the ranks' memory is wanted: the programs are not replayed
+    /// (no time, no bytes sent).
+    bool memoryOnly = false;
   };
 
   /// The ranks `layout`'s pipeline is written out from (none: it is
@@ -1214,12 +1277,9 @@ private:
                       std::to_string(layout.dp * layout.microbatchSize);
     auto [it, inserted] = stageWriteOuts.try_emplace(key);
     if (inserted) {
-      rt::StatusOr<loomrun::StageOutline> outline =
-          outlineStages(request.modelPath, layoutOptions(request, layout));
-      // (The blocks kept are counted as the forward function's are: the
-      // loss function must repeat as many.)
+      const loomrun::StageOutline *outline = outlineOf(layout);
       std::optional<StageWriteOut> chosen =
-          outline && int(outline->count) == blocks
+          outline
               ? chooseTemplateRanks(*outline, layout.pp, layout.virtualStages)
               : std::nullopt;
       if (chosen)
@@ -1227,6 +1287,112 @@ private:
     }
     return it->second;
   }
+
+  /// Where the compiler cuts `layout`'s model, from the training pipeline
+  /// up to its cut, once per tp, pp, virtual stages and rows; null where
+  /// the loss function does not repeat as many blocks as the forward
+  /// function (whose count the blocks kept are given in).
+  const loomrun::StageOutline *outlineOf(const Layout &layout) const {
+    std::string key = std::to_string(layout.tp) + "/" +
+                      std::to_string(layout.pp) + "/" +
+                      std::to_string(layout.virtualStages) + "/" +
+                      std::to_string(layout.dp * layout.microbatchSize);
+    auto [it, inserted] = outlines.try_emplace(key);
+    if (inserted) {
+      rt::StatusOr<loomrun::StageOutline> outline =
+          outlineStages(request.modelPath, layoutOptions(request, layout));
+      if (outline && int(outline->count) == blocks)
+        it->second = std::move(*outline);
+    }
+    return it->second ? &*it->second : nullptr;
+  }
+  mutable std::map<std::string, std::optional<loomrun::StageOutline>> outlines;
+
+  /// The pipeline a probe of `layout`'s memory compiles (probedPeak): its
+  /// first rank, one middle rank and its last, each chunk `perChunk` whole
+  /// blocks (cut where a block ends), the layout's middle ranks written
+  /// out from the middle one. Null where the model's nodes do not end
+  /// where its blocks do.
+  std::shared_ptr<const StageWriteOut> probeWriteOut(const Layout &layout,
+                                                     int perChunk) const {
+    const loomrun::StageOutline *outline = outlineOf(layout);
+    if (!outline)
+      return nullptr;
+    const int v = std::max(1, layout.virtualStages), ranks = 3;
+    auto out = std::make_shared<StageWriteOut>();
+    out->ranks = ranks;
+    out->keepBlocks = ranks * v * perChunk;
+    for (int k = 1; k < ranks * v; ++k) {
+      size_t position = size_t(k * perChunk) * outline->period - 1;
+      if (position >= outline->cutNames.size() ||
+          outline->cutNames[position].empty())
+        return nullptr;
+      out->cuts.push_back(outline->cutNames[position]);
+    }
+    out->rankTemplate.assign(size_t(layout.pp), 1);
+    out->rankTemplate.front() = 0;
+    out->rankTemplate.back() = ranks - 1;
+    return out;
+  }
+
+  /// The peak of `layout`'s fullest rank from two small compiles, before
+  /// it is compiled (docs/design/planner.md, "Probing a pipeline's
+  /// memory"): one pipeline rank of each kind, with one and then two
+  /// repeated blocks per chunk, each written out to all the layout's ranks
+  /// and microbatches (so each rank holds what its place in the schedule
+  /// keeps in flight), and the line through the two taken to the layout's
+  /// blocks per chunk. The compiler's own liveness and memory plan give
+  /// every byte, as they do the layout's compile, at a fraction of its
+  /// cost. Nothing where the pipeline is not written out that way, or
+  /// where its chunks hold two blocks or fewer (the probe would cost as
+  /// much as the compile).
+  std::optional<uint64_t> probedPeak(const Layout &layout) {
+    auto [it, inserted] = probedPeaks.try_emplace(layout.str());
+    if (inserted)
+      it->second = probeMemory(layout);
+    return it->second;
+  }
+  /// The memory probes' peaks by layout (nothing: not probed).
+  std::map<std::string, std::optional<uint64_t>> probedPeaks;
+
+  std::optional<uint64_t> probeMemory(const Layout &layout) {
+    const int chunks = layout.pp * std::max(1, layout.virtualStages);
+    if (!request.foldStages || !request.foldLayers || blocks == 0 ||
+        layout.pp < 3 || blocks <= 2 * chunks ||
+        stagesNotWrittenOut.count(layout.str()))
+      return std::nullopt;
+    int writtenFrom = pipelineFoldPoint(layout);
+    // (GPipe holds every microbatch: compiled at all of them, the probe
+    // would cost what the layout's compile does.)
+    if (!writtenFrom && layout.microbatches > 8)
+      return std::nullopt;
+    std::vector<ReplayJob> jobs;
+    for (int perChunk : {1, 2}) {
+      std::shared_ptr<const StageWriteOut> stages =
+          probeWriteOut(layout, perChunk);
+      if (!stages || (!writtenFrom && layout.schedule == "interleaved" &&
+                      layout.microbatches % stages->ranks != 0))
+        return std::nullopt;
+      Layout compiled = layout;
+      if (writtenFrom)
+        compiled.microbatches = writtenFrom;
+      jobs.push_back({compiled, perChunk * chunks,
+                      writtenFrom ? layout.microbatches : 0, 0, stages,
+                      /*memoryOnly=*/true});
+    }
+    std::vector<std::string> errors;
+    std::vector<std::optional<Replay>> replays = replayAll(jobs, errors);
+    if (!replays[0] || !replays[1])
+      return std::nullopt;
+    std::string error;
+    std::optional<Replay> line =
+        extrapolate(*replays[0], *replays[1], 1, 2, double(blocks) / chunks,
+                    /*growsWithMicrobatches=*/true, error);
+    if (!line || line->peakBytes.empty())
+      return std::nullopt;
+    return *llvm::max_element(line->peakBytes);
+  }
+
   /// The stage write-outs by tp, pp, virtual stages and rows (null:
   /// none).
   mutable std::map<std::string, std::shared_ptr<const StageWriteOut>>
@@ -1390,8 +1556,12 @@ private:
       error = kStagesNotWrittenOut + error;
       return std::nullopt;
     }
-    mlir::loom::PlanSimulation simulation = mlir::loom::simulatePrograms(
-        fold->plan, fold->programs, cluster, false, &fold->copies);
+    mlir::loom::PlanSimulation simulation;
+    if (job.memoryOnly)
+      simulation.ranks.resize(fold->programs.size());
+    else
+      simulation = mlir::loom::simulatePrograms(fold->plan, fold->programs,
+                                                cluster, false, &fold->copies);
     if (!simulation.error.empty()) {
       error =
           kStagesNotWrittenOut + ("cannot be replayed: " + simulation.error);
@@ -1405,8 +1575,9 @@ private:
       if (fold->programs[r].empty())
         continue;
       uint64_t sent = 0;
-      for (const rt::Instruction *inst : fold->programs[r])
-        sent += rt::plannedBytesSent(fold->plan, *inst);
+      if (!job.memoryOnly)
+        for (const rt::Instruction *inst : fold->programs[r])
+          sent += rt::plannedBytesSent(fold->plan, *inst);
       appendRank(replay, int(r), *plan, fold->templateRank[r], rowsGrow,
                  fold->extraActivationBytes[r], sent, simulation.ranks[r]);
     }
@@ -1472,6 +1643,8 @@ private:
   /// Layouts pruned because their model states alone exceed the device's
   /// memory, with that floor.
   std::vector<std::pair<uint64_t, Layout>> overMemory;
+  /// The layouts their memory probe put over the device's memory.
+  std::vector<Layout> probedOut;
 };
 
 void writeLayout(llvm::json::OStream &json, const Layout &layout) {
@@ -1738,7 +1911,12 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
        << " with one and two of the model's repeated blocks per pipeline "
           "chunk and extrapolated";
 
-  os << "; " << result.pruned.size() << " pruned before compiling)\n";
+  os << "; " << result.pruned.size() << " pruned before compiling";
+  if (result.probedOverMemory)
+    os << ", " << result.probedOverMemory
+       << " of them by a probe of their memory (one pipeline rank of each "
+          "kind) over the device's";
+  os << ")\n";
   if (result.stoppedEarly)
     os << "stopped at the time limit ("
        << llvm::format("%g", request.timeLimitSeconds)
@@ -1944,6 +2122,7 @@ std::string loomrun::formatPlanJson(const PlanRequest &request,
     json.attribute("confirmed", result.confirmed);
     json.attribute("extrapolated_by_blocks", result.layerFolded);
     json.attribute("written_out_from_fewer_ranks", result.stageFolded);
+    json.attribute("probed_over_memory", result.probedOverMemory);
     json.attribute("screened", result.screened);
     json.attribute("probes", result.probes);
     json.attribute("screened_out", result.screenedOut);

@@ -13,6 +13,10 @@
       Every layout SEARCH skipped as holding at least what a compiled one
       that does not fit holds, compiled (LOOM-PLAN ARGS --evaluate it):
       it does not fit either.
+  probed SEARCH.json LOOM-PLAN ARGS...
+      Every layout SEARCH left uncompiled because its memory probe put it
+      over the device's memory, compiled: it does not fit either, and
+      needs within 10% of what its probe said.
   choice PLAN.json KEY=VALUE...
       The choice has these keys.
   written WRITTEN.json FULL.json
@@ -30,6 +34,7 @@
       in flight a little differently from one count to the next).
 """
 import json
+import re
 import subprocess
 import sys
 
@@ -205,6 +210,16 @@ def stages(written_path, full_path):
           f"{100 * worst:.1f}%)", file=sys.stderr)
 
 
+def layout_argument(c):
+    """A JSON `choice` as loom-plan's --evaluate takes it."""
+    return (f"dp={c['dp']},tp={c['tp']},pp={c['pp']},zero={c['zero']},"
+            f"group={c['zero_shard_group']},"
+            f"sp={int(c['sequence_parallel'])},"
+            f"mbs={c['microbatch_size']},M={c['microbatches']},"
+            f"schedule={c['schedule']},V={c['virtual_stages']},"
+            f"recompute={c['recompute']}")
+
+
 def holds(search_path, *command):
     """Every layout the search in SEARCH_PATH skipped as holding at least
     what a compiled layout that does not fit holds, compiled (COMMAND, a
@@ -215,19 +230,54 @@ def holds(search_path, *command):
     if not skipped:
         sys.exit("the search skipped no layout as holding at least another's")
     for entry in skipped:
-        c = entry["choice"]
-        layout = (f"dp={c['dp']},tp={c['tp']},pp={c['pp']},zero={c['zero']},"
-                  f"group={c['zero_shard_group']},"
-                  f"sp={int(c['sequence_parallel'])},"
-                  f"mbs={c['microbatch_size']},M={c['microbatches']},"
-                  f"schedule={c['schedule']},V={c['virtual_stages']},"
-                  f"recompute={c['recompute']}")
+        layout = layout_argument(entry["choice"])
         run = subprocess.run(list(command) + ["--evaluate", layout],
                              capture_output=True, text=True)
         if "no layout fits" not in run.stdout:
             sys.exit(f"{layout} was skipped, but fits:\n{run.stdout}")
     print(f"{len(skipped)} layouts skipped as holding at least what one "
           f"that does not fit holds: none fits")
+
+
+def size_bytes(text, before):
+    """The size (`N.N GiB`, `MiB` or `KiB`) that follows `before` in TEXT."""
+    found = re.search(re.escape(before) + r" ([0-9.]+) (GiB|MiB|KiB)", text)
+    if not found:
+        return None
+    unit = {"GiB": 2**30, "MiB": 2**20, "KiB": 2**10}[found.group(2)]
+    return float(found.group(1)) * unit
+
+
+def probed(search_path, *command):
+    """Every layout the search in SEARCH_PATH left uncompiled because its
+    memory probe put it over the device's memory, compiled (COMMAND, a
+    loom-plan run of the search's model and cluster, plus --evaluate of
+    it): it does not fit either, and needs within 10% of what the probe
+    said."""
+    skipped = [p for p in json.load(open(search_path))["pruned"]
+               if "its memory probe puts" in p["reason"]]
+    if not skipped:
+        sys.exit("the search's memory probes put no layout over memory")
+    worst = 0.0
+    for entry in skipped:
+        layout = layout_argument(entry["choice"])
+        run = subprocess.run(list(command) + ["--evaluate", layout],
+                             capture_output=True, text=True)
+        if "no layout fits" not in run.stdout:
+            sys.exit(f"{layout} was probed over memory, but fits:\n"
+                     f"{run.stdout}")
+        probe = size_bytes(entry["reason"], "fullest rank at")
+        needs = size_bytes(run.stdout, "needs")
+        if probe is None or needs is None:
+            sys.exit(f"no sizes in {entry['reason']!r} or {run.stdout!r}")
+        error = probe / needs - 1
+        worst = max(worst, abs(error))
+        if abs(error) > 0.1:
+            sys.exit(f"{layout}: probed at {probe:.0f} bytes, compiled at "
+                     f"{needs:.0f}")
+    print(f"{len(skipped)} layouts probed over memory: none fits, each "
+          f"probe within 10% of its compile")
+    print(f"  (worst {100 * worst:.1f}%)", file=sys.stderr)
 
 
 if __name__ == "__main__":
@@ -240,6 +290,8 @@ if __name__ == "__main__":
         written(*sys.argv[2:4])
     elif command == "holds":
         holds(*sys.argv[2:])
+    elif command == "probed":
+        probed(*sys.argv[2:])
     elif command == "stages":
         stages(*sys.argv[2:4])
     elif command == "blocks":
