@@ -133,6 +133,10 @@ struct Prediction {
   /// written-out peak it replaced.
   int peakConfirmedFrom = 0;
   uint64_t writtenOutPeakBytes = 0;
+  /// The per-rank peaks come from the layout's memory probe (a compile of
+  /// three of its pipeline ranks with one and two blocks per chunk,
+  /// written out), not from the compile of its other figures.
+  bool peakProbed = false;
   /// The repeated-block counts the figures are extrapolated from ({0, 0}:
   /// the whole model was compiled).
   std::pair<int, int> blocksFoldedFrom{0, 0};

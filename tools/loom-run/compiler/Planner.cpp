@@ -416,10 +416,19 @@ constexpr double kScreenMemoryMargin = 0.1;
 /// depth (measured within 2.5%).
 constexpr double kStageFoldPeakMargin = 0.05;
 /// How far over the device's memory a memory probe (probedPeak) may put a
-/// layout and still have it compiled: the probes came within +1 to +10%
-/// of whole compiles (docs/design/planner.md, "Probing a pipeline's
-/// memory").
+/// layout and still have it compiled: the probes' fullest ranks came within
+/// -3.3 to +2% of whole compiles, interleaved's over by up to 9%
+/// (docs/design/planner.md, "Probing a pipeline's memory").
 constexpr double kProbedPeakMargin = 0.1;
+/// How near the device's memory (as a fraction of it) a layout's screened
+/// peak, corrected by its family's probes, must come for its memory to be
+/// probed before it is compiled (always, before its family's first
+/// probe); below it, the probe compiles beside the layout.
+constexpr double kProbeFirstFraction = 0.9;
+/// How near the device's memory a probed choice whose stages are compiled
+/// whole (too few layers per chunk to fold them) is compiled again past
+/// its pipeline's depth.
+constexpr double kProbedConfirmMargin = 0.05;
 /// How many of the layouts the screen skipped the pruned list names.
 constexpr size_t kNamedScreenedOut = 20;
 
@@ -565,21 +574,24 @@ private:
       Prediction &p = candidate.predicted;
       if (!p.pipelineFoldedFrom || p.peakConfirmedFrom)
         return;
+      const double memory = double(cluster.memoryBytes());
+      const double distance = std::abs(double(p.maxPeakBytes()) - memory);
+      // A probed peak comes within a few percent of the whole compile's
+      // (docs/design/planner.md, "Probing a pipeline's memory"), closer
+      // than a compile past the pipeline's depth with its layers folded:
+      // it is compiled again only where its stages are compiled whole
+      // (too few layers per chunk to fold them) and it is within 5% of the
+      // device's memory.
+      if (p.peakProbed &&
+          (!p.stagesFoldedFrom || distance > memory * kProbedConfirmMargin))
+        return;
       // Written out from one pipeline rank of each kind, a peak comes
       // within a few percent of the whole compile's (docs/design/
       // planner.md, "Writing stages out"): it is compiled again only
       // near the device's memory (under it, or over it when nothing
-      // fits), or where the layout's memory probe puts it higher by more
-      // than that (interleaved pipelines can hold more at once than their
-      // few compiled microbatches show).
-      auto probed = probedPeaks.find(candidate.layout.str());
-      bool probedHigher =
-          probed != probedPeaks.end() && probed->second &&
-          double(*probed->second) >
-              double(p.maxPeakBytes()) * (1 + kStageFoldPeakMargin);
-      if (p.stagesFoldedFrom && !probedHigher &&
-          std::abs(double(p.maxPeakBytes()) - double(cluster.memoryBytes())) >
-              double(cluster.memoryBytes()) * kStageFoldPeakMargin)
+      // fits).
+      if (!p.peakProbed && p.stagesFoldedFrom &&
+          distance > memory * kStageFoldPeakMargin)
         return;
       std::string error;
       std::optional<std::pair<int, int>> points = foldPoints(candidate.layout);
@@ -597,6 +609,7 @@ private:
         continue;
       }
       p.peakBytes = replay->peakBytes;
+      p.peakProbed = false;
       judgeMemory(p);
     }
   }
@@ -933,12 +946,19 @@ private:
         continue;
       }
       estimates[entry.layout.str()] = estimate;
-      // A deep pipeline's memory is probed first: a layout well over the
-      // device's memory is not compiled (nor are those that hold at least
-      // what it holds), and its family's estimates learn from the probe.
-      std::optional<uint64_t> probed = probedPeak(entry.layout);
+      // A deep pipeline whose estimate comes near the device's memory (or
+      // whose peak family no compile or probe has corrected yet) has its
+      // memory probed first: a layout well over it is not compiled (nor
+      // are those that hold at least what it holds). Its family's
+      // estimates learn from the probe (and a compiled pipeline's peaks
+      // are its probe's where it has one).
+      std::optional<uint64_t> probed;
+      if (!peakRatios.count(peakFamily(entry.layout)) ||
+          double(estimate.peakBytes) >
+              double(cluster.memoryBytes()) * kProbeFirstFraction)
+        probed = probedPeak(entry.layout);
       if (probed) {
-        learnProbedPeak(entry, *probed);
+        learnPeak(entry, *probed);
         if (double(*probed) >
             double(cluster.memoryBytes()) * (1 + kProbedPeakMargin)) {
           ++result.probedOverMemory;
@@ -1016,38 +1036,37 @@ private:
            std::to_string(layout.zero);
   }
 
+  /// Peaks are corrected per family and sequence parallelism: without it
+  /// a stage holds its activations whole on every tp rank, which the
+  /// screen's pipeline-free probes see only in part.
+  static std::string peakFamily(const Layout &layout) {
+    return family(layout) + (layout.sequenceParallel ? "/sp" : "");
+  }
+
   /// The geometric mean of the compiled-to-estimated ratios of step time
-  /// and peak in `family`, or over every family, or 1 before any compile.
-  std::pair<double, double> correction(const std::string &key) const {
-    double step = 1, logPeak = 0;
-    int peaks = 0;
-    auto it = ratios.find(key);
+  /// in `layout`'s family (or over every family), and of peaks in its peak
+  /// family (from compiles and memory probes); 1 before any.
+  std::pair<double, double> correction(const Layout &layout) const {
+    double step = 1, peak = 1;
     // A family nothing was compiled from takes the others' time
     // correction, but not their memory's: what the probes miss in memory
     // (a schedule's buffers, ZeRO's shards) differs most between
     // families, and a peak wrongly corrected up would rule the family out
-    // before any of it is compiled. Its peaks are corrected by its memory
-    // probes (probedPeak) too.
-    if (it != ratios.end()) {
+    // before any of it is compiled or probed.
+    if (auto it = ratios.find(family(layout)); it != ratios.end())
       step = std::exp(it->second.logStep / it->second.count);
-      logPeak += it->second.logPeak;
-      peaks += it->second.count;
-    } else if (allRatios.count) {
+    else if (allRatios.count)
       step = std::exp(allRatios.logStep / allRatios.count);
-    }
-    if (auto probed = probedPeakRatios.find(key);
-        probed != probedPeakRatios.end()) {
-      logPeak += probed->second.logPeak;
-      peaks += probed->second.count;
-    }
-    return {step, peaks ? std::exp(logPeak / peaks) : 1.0};
+    if (auto it = peakRatios.find(peakFamily(layout)); it != peakRatios.end())
+      peak = std::exp(it->second.logPeak / it->second.count);
+    return {step, peak};
   }
 
   /// The screen's estimate corrected by what the compiled layouts of its
   /// family (or all of them) showed: the screen is calibrated against the
   /// compiler's plans as the search goes.
   LayoutEstimate calibrated(const Screened &entry) const {
-    auto [step, peak] = correction(family(entry.layout));
+    auto [step, peak] = correction(entry.layout);
     LayoutEstimate out = entry.estimate;
     out.stepSeconds *= step;
     out.peakBytes = uint64_t(double(out.peakBytes) * peak);
@@ -1064,20 +1083,18 @@ private:
         p.stepSeconds <= 0)
       return;
     double logStep = std::log(p.stepSeconds / entry.estimate.stepSeconds);
-    double logPeak =
-        std::log(double(p.maxPeakBytes()) / double(entry.estimate.peakBytes));
     for (Ratios *r : {&ratios[family(entry.layout)], &allRatios}) {
       r->logStep += logStep;
-      r->logPeak += logPeak;
       ++r->count;
     }
+    learnPeak(entry, p.maxPeakBytes());
   }
 
-  /// A memory probe's peak against the screen's estimate.
-  void learnProbedPeak(const Screened &entry, uint64_t peak) {
+  /// A compiled or probed peak against the screen's estimate.
+  void learnPeak(const Screened &entry, uint64_t peak) {
     if (entry.estimate.peakBytes == 0 || peak == 0)
       return;
-    Ratios &r = probedPeakRatios[family(entry.layout)];
+    Ratios &r = peakRatios[peakFamily(entry.layout)];
     r.logPeak += std::log(double(peak) / double(entry.estimate.peakBytes));
     ++r.count;
   }
@@ -1086,10 +1103,10 @@ private:
     double logStep = 0, logPeak = 0;
     int count = 0;
   };
-  std::map<std::string, Ratios> ratios;
+  /// Step ratios by family and over all (logPeak unused), peak ratios by
+  /// peak family (logStep unused).
+  std::map<std::string, Ratios> ratios, peakRatios;
   Ratios allRatios;
-  /// Per family, the memory probes' peaks (logStep unused).
-  std::map<std::string, Ratios> probedPeakRatios;
 
   bool evaluate(const Layout &layout) {
     Candidate candidate;
@@ -1151,7 +1168,24 @@ private:
           jobs.push_back({compiled, keep, writtenFrom ? layout.microbatches : 0,
                           0, stages});
         }
-      return replayAll(jobs, errors);
+      // A deep pipeline's memory probe, where the search has not run it
+      // yet, compiles beside the layout (its two small compiles take the
+      // core a single compile leaves idle).
+      const size_t compiles = jobs.size();
+      std::optional<std::vector<ReplayJob>> probe;
+      if (layout.pp >= 3 && !memoryProbes.count(layout.str()))
+        probe = probeJobs(layout);
+      if (probe)
+        jobs.insert(jobs.end(), probe->begin(), probe->end());
+      std::vector<std::optional<Replay>> all = replayAll(jobs, errors);
+      if (probe) {
+        memoryProbes[layout.str()] =
+            probeFrom(layout, std::vector<std::optional<Replay>>(
+                                  all.begin() + compiles, all.end()));
+        all.resize(compiles);
+        errors.resize(compiles);
+      }
+      return all;
     };
     std::vector<std::optional<Replay>> replays = replayCounts();
     if (stages && llvm::any_of(errors, [](const std::string &e) {
@@ -1216,6 +1250,16 @@ private:
       result.candidates.push_back(std::move(candidate));
       return false;
     }
+    // A deep pipeline's peaks come from its memory probe where it has one
+    // (closer to a whole compile than a fold of its layers or a write-out
+    // of a few compiled microbatches: docs/design/planner.md, "Probing a
+    // pipeline's memory").
+    if (layout.pp >= 3)
+      if (const Replay *probe = memoryProbe(layout);
+          probe && probe->ranks == replay->ranks) {
+        replay->peakBytes = probe->peakBytes;
+        p.peakProbed = true;
+      }
     p.ranks = replay->ranks;
     p.peakBytes = replay->peakBytes;
     p.paramBytes = replay->paramBytes;
@@ -1347,15 +1391,34 @@ private:
   /// where its chunks hold two blocks or fewer (the probe would cost as
   /// much as the compile).
   std::optional<uint64_t> probedPeak(const Layout &layout) {
-    auto [it, inserted] = probedPeaks.try_emplace(layout.str());
+    const Replay *probe = memoryProbe(layout);
+    if (!probe)
+      return std::nullopt;
+    return *llvm::max_element(probe->peakBytes);
+  }
+
+  /// The memory probe of `layout` (probedPeak), per rank (only the peaks
+  /// are set); null where it has none.
+  const Replay *memoryProbe(const Layout &layout) {
+    auto [it, inserted] = memoryProbes.try_emplace(layout.str());
     if (inserted)
       it->second = probeMemory(layout);
-    return it->second;
+    return it->second ? &*it->second : nullptr;
   }
-  /// The memory probes' peaks by layout (nothing: not probed).
-  std::map<std::string, std::optional<uint64_t>> probedPeaks;
+  /// The memory probes by layout (nothing: none).
+  std::map<std::string, std::optional<Replay>> memoryProbes;
 
-  std::optional<uint64_t> probeMemory(const Layout &layout) {
+  std::optional<Replay> probeMemory(const Layout &layout) {
+    std::optional<std::vector<ReplayJob>> jobs = probeJobs(layout);
+    if (!jobs)
+      return std::nullopt;
+    std::vector<std::string> errors;
+    return probeFrom(layout, replayAll(*jobs, errors));
+  }
+
+  /// The two compiles of `layout`'s memory probe (probedPeak); nothing
+  /// where it has none.
+  std::optional<std::vector<ReplayJob>> probeJobs(const Layout &layout) const {
     const int chunks = layout.pp * std::max(1, layout.virtualStages);
     if (!request.foldStages || !request.foldLayers || blocks == 0 ||
         layout.pp < 3 || blocks <= 2 * chunks ||
@@ -1380,17 +1443,56 @@ private:
                       writtenFrom ? layout.microbatches : 0, 0, stages,
                       /*memoryOnly=*/true});
     }
-    std::vector<std::string> errors;
-    std::vector<std::optional<Replay>> replays = replayAll(jobs, errors);
-    if (!replays[0] || !replays[1])
+    return jobs;
+  }
+
+  /// `layout`'s memory probe from the replays of its two compiles
+  /// (probeJobs).
+  std::optional<Replay>
+  probeFrom(const Layout &layout,
+            const std::vector<std::optional<Replay>> &replays) const {
+    const int chunks = layout.pp * std::max(1, layout.virtualStages);
+    if (replays.size() != 2 || !replays[0] || !replays[1])
       return std::nullopt;
-    std::string error;
-    std::optional<Replay> line =
-        extrapolate(*replays[0], *replays[1], 1, 2, double(blocks) / chunks,
-                    /*growsWithMicrobatches=*/true, error);
-    if (!line || line->peakBytes.empty())
+    const Replay &one = *replays[0], &two = *replays[1];
+    if (one.ranks != two.ranks || int(one.ranks.size()) != layout.pp)
       return std::nullopt;
-    return *llvm::max_element(line->peakBytes);
+    // Each pipeline rank's peak on the line through its two, at the blocks
+    // its own chunks hold where the compiler cuts the whole model (the cut
+    // is balanced by cost, not by blocks: 16 layers on five ranks are
+    // chunks of three and four).
+    std::vector<double> perChunk = blocksPerRank(layout);
+    Replay line = one;
+    for (size_t t = 0; t < one.ranks.size(); ++t) {
+      double at = perChunk.empty() ? double(blocks) / chunks : perChunk[t];
+      double peak =
+          double(one.peakBytes[t]) +
+          (double(two.peakBytes[t]) - double(one.peakBytes[t])) * (at - 1);
+      line.peakBytes[t] = uint64_t(std::max(0.0, peak));
+    }
+    return line;
+  }
+
+  /// Per pipeline rank of `layout`, the repeated blocks its chunks hold on
+  /// average where the compiler cuts the whole model (outlineOf); empty
+  /// where a cut falls outside the blocks.
+  std::vector<double> blocksPerRank(const Layout &layout) const {
+    const loomrun::StageOutline *outline = outlineOf(layout);
+    const int v = std::max(1, layout.virtualStages), chunks = layout.pp * v;
+    if (!outline || outline->period == 0 ||
+        int(outline->cuts.size()) != chunks - 1)
+      return {};
+    const double period = double(outline->period);
+    const int64_t last = int64_t(outline->count * outline->period) - 1;
+    std::vector<double> perRank(size_t(layout.pp), 0);
+    for (int k = 0; k < chunks; ++k) {
+      int64_t from = k == 0 ? -1 : outline->cuts[size_t(k - 1)];
+      int64_t to = k == chunks - 1 ? last : outline->cuts[size_t(k)];
+      if ((k > 0 && from < 0) || (k < chunks - 1 && to < 0))
+        return {};
+      perRank[size_t(k % layout.pp)] += double(to - from) / period / v;
+    }
+    return perRank;
   }
 
   /// The stage write-outs by tp, pp, virtual stages and rows (null:
@@ -1684,6 +1786,8 @@ void writePrediction(llvm::json::OStream &json, const Prediction &p) {
       json.attribute("written_out_from_microbatches", p.pipelineFoldedFrom);
     if (p.stagesFoldedFrom)
       json.attribute("written_out_from_ranks", p.stagesFoldedFrom);
+    if (p.peakProbed)
+      json.attribute("peak_probed", true);
     if (p.peakConfirmedFrom) {
       json.attribute("peak_from_microbatches", p.peakConfirmedFrom);
       json.attribute("written_out_peak_bytes", int64_t(p.writtenOutPeakBytes));
@@ -1955,8 +2059,13 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
   // A peak written out and not compiled again past the pipeline's depth:
   // the alternatives', and the choice's where its pipeline was written
   // out from one rank of each kind and fits with room to spare.
-  bool writtenOutPeaks = false;
+  bool writtenOutPeaks = false, probedPeaks = false;
   auto markWrittenOut = [&](const Prediction &q) {
+    if (q.peakProbed) {
+      os << " [peak probed]";
+      probedPeaks = true;
+      return;
+    }
     if (!q.pipelineFoldedFrom || q.peakConfirmedFrom)
       return;
     os << " [peak written out]";
@@ -2003,6 +2112,12 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
           "where written out from one rank of each kind); --evaluate the\n  "
           "layout with --no-stage-fold to compile it past its pipeline's "
           "depth\n";
+  if (probedPeaks)
+    os << "  [peak probed]: the peak of the pipeline written out from a "
+          "compile of three of its\n  ranks with one and two blocks per "
+          "chunk (the fullest rank within -3.3 to +2% of whole\n  compiles, "
+          "interleaved's over by up to 9%); --evaluate the layout with\n  "
+          "--no-fold to compile it whole\n";
   return text;
 }
 
