@@ -417,13 +417,14 @@ constexpr double kScreenMemoryMargin = 0.1;
 constexpr double kStageFoldPeakMargin = 0.05;
 /// How far over the device's memory a memory probe (probedPeak) may put a
 /// layout and still have it compiled: the probes' fullest ranks came within
-/// -3.3 to +2% of whole compiles, interleaved's over by up to 9%
-/// (docs/design/planner.md, "Probing a pipeline's memory").
+/// -3.3 to +2% of whole compiles, some over by up to 10% (interleaved's,
+/// the last rank of a short ZB-H1 pipeline: docs/design/planner.md,
+/// "Probing a pipeline's memory").
 constexpr double kProbedPeakMargin = 0.1;
 /// How near the device's memory (as a fraction of it) a layout's screened
-/// peak, corrected by its family's probes, must come for its memory to be
-/// probed before it is compiled (always, before its family's first
-/// probe); below it, the probe compiles beside the layout.
+/// peak, corrected by its peak family's compiles and probes, must come for
+/// its memory to be probed before it is compiled (always, before any of
+/// that family); below it, the probe compiles beside the layout.
 constexpr double kProbeFirstFraction = 0.9;
 /// How near the device's memory a probed choice whose stages are compiled
 /// whole (too few layers per chunk to fold them) is compiled again past
@@ -982,7 +983,7 @@ private:
           squaredErrors += error * error;
           ++errors;
         }
-        learn(entry, p);
+        learn(entry, p, probed.has_value());
       }
       if (feasible)
         best = best ? std::min(*best, p.stepSeconds) : p.stepSeconds;
@@ -1078,7 +1079,9 @@ private:
            double(cluster.memoryBytes()) * (1 + kScreenMemoryMargin);
   }
 
-  void learn(const Screened &entry, const Prediction &p) {
+  /// `p`'s step against the screen's estimate, and its peak unless the
+  /// same peak was learnt from the layout's memory probe already.
+  void learn(const Screened &entry, const Prediction &p, bool peakLearnt) {
     if (entry.estimate.stepSeconds <= 0 || entry.estimate.peakBytes == 0 ||
         p.stepSeconds <= 0)
       return;
@@ -1087,7 +1090,8 @@ private:
       r->logStep += logStep;
       ++r->count;
     }
-    learnPeak(entry, p.maxPeakBytes());
+    if (!peakLearnt || !p.peakProbed)
+      learnPeak(entry, p.maxPeakBytes());
   }
 
   /// A compiled or probed peak against the screen's estimate.
@@ -2116,7 +2120,7 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
     os << "  [peak probed]: the peak of the pipeline written out from a "
           "compile of three of its\n  ranks with one and two blocks per "
           "chunk (the fullest rank within -3.3 to +2% of whole\n  compiles, "
-          "interleaved's over by up to 9%); --evaluate the layout with\n  "
+          "some over by up to 10%); --evaluate the layout with\n  "
           "--no-fold to compile it whole\n";
   return text;
 }
