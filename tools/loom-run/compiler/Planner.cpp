@@ -417,7 +417,7 @@ constexpr double kScreenMemoryMargin = 0.1;
 constexpr double kStageFoldPeakMargin = 0.05;
 /// How far over the device's memory a memory probe (probedPeak) may put a
 /// layout and still have it compiled: the probes' fullest ranks came within
-/// -3.3 to +2% of whole compiles, some over by up to 10% (interleaved's,
+/// -3.3 to +3% of whole compiles, some over by up to 10% (interleaved's,
 /// the last rank of a short ZB-H1 pipeline: docs/design/planner.md,
 /// "Probing a pipeline's memory").
 constexpr double kProbedPeakMargin = 0.1;
@@ -2119,7 +2119,7 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
   if (probedPeaks)
     os << "  [peak probed]: the peak of the pipeline written out from a "
           "compile of three of its\n  ranks with one and two blocks per "
-          "chunk (the fullest rank within -3.3 to +2% of whole\n  compiles, "
+          "chunk (the fullest rank within -3.3 to +3% of whole\n  compiles, "
           "some over by up to 10%); --evaluate the layout with\n  "
           "--no-fold to compile it whole\n";
   return text;
