@@ -36,10 +36,12 @@ struct PipelineFold {
   /// Per rank, per instruction of `programs`: the microbatch it runs for
   /// and the compiled microbatch it was copied from.
   std::vector<std::vector<ProgramCopy>> copies;
-  /// Per rank: the bytes the target's extra microbatches in flight add to
-  /// the compiled plan's peak (each stage's in-flight count, from the
-  /// schedules, times the bytes one microbatch's forward leaves alive
-  /// for its backward in the compiled program).
+  /// Per rank: the bytes the target's schedule adds to the compiled
+  /// plan's peak: the most alive at any of its actions (what the
+  /// microbatches in flight by then keep for their later actions, from the
+  /// bytes one microbatch's actions keep alive in the compiled program,
+  /// plus the action's own working set there) less the same over the
+  /// compiled schedule.
   std::vector<int64_t> extraActivationBytes;
 };
 
@@ -73,8 +75,8 @@ struct StageFold {
   std::vector<InstructionSequence> programs;
   std::vector<std::vector<ProgramCopy>> copies;
   /// Per rank of `plan`: the compiled rank its program was written from
-  /// (-1: none), and the bytes the target's schedule holds in flight past
-  /// what that rank's compiled schedule held.
+  /// (-1: none), and the bytes its place in the target's schedule adds to
+  /// that rank's compiled peak (PipelineFold::extraActivationBytes).
   std::vector<int> templateRank;
   std::vector<int64_t> extraActivationBytes;
   /// The transfers rewritten for their stage (peers, groups): the

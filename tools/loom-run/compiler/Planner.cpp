@@ -1310,20 +1310,15 @@ private:
   /// compiled whole): for a pipeline of more ranks than it has kinds, with
   /// too few repeated blocks per chunk to fold its layers (where they
   /// fold, the fold's two small compiles run at once and cost less than
-  /// one of the ranks' many blocks). Where the
-  /// compiler cuts the model comes from the training pipeline up to its
-  /// cut, once per tp, pp, virtual stages and rows.
+  /// one of the ranks' many blocks), cut where the compiler cuts the
+  /// whole model (outlineOf).
   std::shared_ptr<const StageWriteOut>
   stageWriteOut(const Layout &layout) const {
     if (!request.foldStages || blocks == 0 || layout.pp < 3 ||
         layerFoldPoints(layout.pp * std::max(1, layout.virtualStages)) ||
         stagesNotWrittenOut.count(layout.str()))
       return nullptr;
-    std::string key = std::to_string(layout.tp) + "/" +
-                      std::to_string(layout.pp) + "/" +
-                      std::to_string(layout.virtualStages) + "/" +
-                      std::to_string(layout.dp * layout.microbatchSize);
-    auto [it, inserted] = stageWriteOuts.try_emplace(key);
+    auto [it, inserted] = stageWriteOuts.try_emplace(cutKey(layout));
     if (inserted) {
       const loomrun::StageOutline *outline = outlineOf(layout);
       std::optional<StageWriteOut> chosen =
@@ -1336,16 +1331,20 @@ private:
     return it->second;
   }
 
+  /// What decides where the compiler cuts a layout's model into chunks:
+  /// its tp, pp, virtual stages and rows.
+  static std::string cutKey(const Layout &layout) {
+    return std::to_string(layout.tp) + "/" + std::to_string(layout.pp) + "/" +
+           std::to_string(layout.virtualStages) + "/" +
+           std::to_string(layout.dp * layout.microbatchSize);
+  }
+
   /// Where the compiler cuts `layout`'s model, from the training pipeline
-  /// up to its cut, once per tp, pp, virtual stages and rows; null where
+  /// up to its cut, once per cutKey; null where
   /// the loss function does not repeat as many blocks as the forward
   /// function (whose count the blocks kept are given in).
   const loomrun::StageOutline *outlineOf(const Layout &layout) const {
-    std::string key = std::to_string(layout.tp) + "/" +
-                      std::to_string(layout.pp) + "/" +
-                      std::to_string(layout.virtualStages) + "/" +
-                      std::to_string(layout.dp * layout.microbatchSize);
-    auto [it, inserted] = outlines.try_emplace(key);
+    auto [it, inserted] = outlines.try_emplace(cutKey(layout));
     if (inserted) {
       rt::StatusOr<loomrun::StageOutline> outline =
           outlineStages(request.modelPath, layoutOptions(request, layout));
