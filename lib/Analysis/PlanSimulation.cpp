@@ -4,9 +4,12 @@
 #include "loom/Runtime/ArenaTensors.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -37,14 +40,46 @@ bool anyOverlap(const std::vector<TensorRef> &as,
   return false;
 }
 
+/// A transfer: `key` names it (a group's collective by the group and
+/// sequence; a send/recv pair by sender, receiver, tag and sequence).
+using TransferKey = std::tuple<int, int, int, int>;
+/// The progress engine a transfer queues on.
+using Channel = std::tuple<int, int, int>;
+
+/// Hashes tuples of ints well: DenseMap's own combination of `37 * v`
+/// collides on the replay's keys (consecutive ranks, tags and sequences),
+/// and its probes ran long.
+template <typename Tuple> struct MixedTupleInfo : llvm::DenseMapInfo<Tuple> {
+  static unsigned getHashValue(const Tuple &key) {
+    return unsigned(std::apply(
+        [](const auto &...values) { return llvm::hash_combine(values...); },
+        key));
+  }
+};
+
 struct Transfer {
   CollectiveKind kind;
   uint64_t fullBytes = 0;
-  std::vector<int> ranks;
-  /// The progress engine it queues on.
-  std::tuple<int, int, int> channel;
-  std::map<int, double> posts;
+  const std::vector<int> *ranks = nullptr;
+  Channel channel;
+  /// Who posted it when, by rank (in rank order).
+  llvm::SmallVector<std::pair<int, double>, 4> posts;
+  /// The ranks with a program among its members: it starts when all have
+  /// posted.
+  size_t expected = 1;
   double end = -1;
+};
+
+/// What the replay reads of a communication instruction, decoded once
+/// (the programs of a pipeline written out from a template run the same
+/// instruction many times).
+struct Posting {
+  CollectiveKind kind;
+  /// Send and recv: the peer (none: the posting rank itself) and tag;
+  /// else the group.
+  std::optional<int> peer;
+  int tag = 0, group = 0;
+  uint64_t fullBytes = 0;
 };
 
 struct InFlight {
@@ -62,8 +97,10 @@ struct RankState {
   std::vector<InFlight> inFlight;
   /// Per group, the collectives posted so far; per (peer, tag, direction)
   /// the transfers.
-  std::map<int, int> groupSequence;
-  std::map<std::tuple<int, int, int>, int> pairSequence;
+  llvm::DenseMap<int, int> groupSequence;
+  llvm::DenseMap<std::tuple<int, int, int>, int,
+                 MixedTupleInfo<std::tuple<int, int, int>>>
+      pairSequence;
 };
 
 class Simulator {
@@ -82,8 +119,10 @@ public:
       states[r].rank = int(r);
     result.ranks.assign(n, PlanSimulation::Rank());
     kernelSeconds.resize(n);
+    commSeconds.assign(n, {});
+    commPosted.assign(n, {});
     // A program may run an instruction many times (a pipeline's programs
-    // synthesized from a template's): each is timed once.
+    // synthesized from a template's): each is timed (or decoded) once.
     llvm::DenseMap<const Instruction *, std::pair<double, double>> timed;
     for (size_t r = 0; r < n; ++r)
       for (const Instruction *inst : programs[r]) {
@@ -92,6 +131,8 @@ public:
           InstructionWork work = estimateInstructionWork(*inst);
           it->second = {cluster.kernelSeconds(work, inst->kernel),
                         work.modelFlops};
+        } else if (inserted) {
+          postings.try_emplace(inst, decode(*inst));
         }
         kernelSeconds[r].push_back(it->second.first);
         result.ranks[r].modelFlops += it->second.second;
@@ -122,6 +163,10 @@ public:
     for (size_t r = 0; r < n; ++r) {
       result.ranks[r].stepSeconds = states[r].clock;
       result.stepSeconds = std::max(result.stepSeconds, states[r].clock);
+      for (CollectiveKind kind : loomcost::kCollectiveKinds)
+        if (commPosted[r][size_t(kind)])
+          result.ranks[r].commSeconds[loomcost::kindName(kind)] =
+              commSeconds[r][size_t(kind)];
     }
     return result;
   }
@@ -209,71 +254,130 @@ private:
     }
   }
 
-  void post(int r, const Instruction &inst) {
-    RankState &state = states[r];
+  /// `inst`'s kind, peer or group and bytes.
+  static std::optional<Posting> decode(const Instruction &inst) {
     std::optional<CollectiveKind> kind = loomcost::parseKind(inst.kernel);
     if (!kind)
-      return;
-    std::tuple<int, int, int, int> key;
-    std::vector<int> ranks;
-    std::tuple<int, int, int> channel;
-    uint64_t fullBytes = 0;
-    if (*kind == CollectiveKind::Send || *kind == CollectiveKind::Recv) {
-      int peer = int(intAttrOr(inst.attrs, "peer", r));
-      int tag = int(intAttrOr(inst.attrs, "tag", 0));
-      bool send = *kind == CollectiveKind::Send;
-      int from = send ? r : peer, to = send ? peer : r;
-      int sequence = state.pairSequence[{peer, tag, send}]++;
-      key = {-1 - from, to, tag, sequence};
-      ranks = {from, to};
-      channel = {-1, from, to};
-      const std::vector<TensorRef> &buffer = send ? inst.inputs : inst.outputs;
-      fullBytes = buffer.empty() ? 0 : buffer.front().bytes();
+      return std::nullopt;
+    Posting posting;
+    posting.kind = *kind;
+    bool pair = *kind == CollectiveKind::Send || *kind == CollectiveKind::Recv;
+    if (pair) {
+      auto peer = inst.attrs.find("peer");
+      if (peer != inst.attrs.end() &&
+          std::holds_alternative<int64_t>(peer->second))
+        posting.peer = int(std::get<int64_t>(peer->second));
+      posting.tag = int(intAttrOr(inst.attrs, "tag", 0));
     } else {
-      int group = int(intAttrOr(inst.attrs, "group", 0));
-      int sequence = state.groupSequence[group]++;
-      key = {group, 0, 0, sequence};
-      if (group >= 0 && size_t(group) < plan.groups.size())
-        ranks = plan.groups[group];
-      channel = {group, 0, 0};
-      bool byInput = *kind == CollectiveKind::ReduceScatter;
-      const std::vector<TensorRef> &buffer =
-          byInput ? inst.inputs : inst.outputs;
-      fullBytes = buffer.empty() ? 0 : buffer.front().bytes();
+      posting.group = int(intAttrOr(inst.attrs, "group", 0));
     }
-    auto [it, inserted] = transferIndex.try_emplace(key, transfers.size());
-    if (inserted) {
+    bool byInput =
+        *kind == CollectiveKind::Send || *kind == CollectiveKind::ReduceScatter;
+    const std::vector<TensorRef> &buffer = byInput ? inst.inputs : inst.outputs;
+    posting.fullBytes = buffer.empty() ? 0 : buffer.front().bytes();
+    return posting;
+  }
+
+  void post(int r, const Instruction &inst) {
+    RankState &state = states[r];
+    const std::optional<Posting> &posting = postings.find(&inst)->second;
+    if (!posting)
+      return;
+    const CollectiveKind kind = posting->kind;
+    TransferKey key;
+    Channel channel;
+    int from = 0, to = 0;
+    bool pair = kind == CollectiveKind::Send || kind == CollectiveKind::Recv;
+    if (pair) {
+      int peer = posting->peer.value_or(r);
+      bool send = kind == CollectiveKind::Send;
+      from = send ? r : peer;
+      to = send ? peer : r;
+      int sequence = state.pairSequence[{peer, posting->tag, send}]++;
+      key = {-1 - from, to, posting->tag, sequence};
+      channel = {-1, from, to};
+    } else {
+      int sequence = state.groupSequence[posting->group]++;
+      key = {posting->group, 0, 0, sequence};
+      channel = {posting->group, 0, 0};
+    }
+    const std::vector<int> *ranks;
+    if (pair) {
+      ranks = &pairRanks.try_emplace({from, to}, std::vector<int>{from, to})
+                   .first->second;
+    } else {
+      int group = posting->group;
+      ranks = group >= 0 && size_t(group) < plan.groups.size()
+                  ? &plan.groups[group]
+                  : &noRanks;
+    }
+    const size_t expected = postersOf(ranks);
+    // Only transfers other ranks will post too are looked up again (and
+    // only until the last of them has): the index holds those pending.
+    size_t index = transfers.size();
+    bool pending = false;
+    if (expected > 1) {
+      auto [it, inserted] = transferIndex.try_emplace(key, transfers.size());
+      index = it->second;
+      pending = true;
+    }
+    if (index == transfers.size()) {
       Transfer transfer;
-      transfer.kind =
-          *kind == CollectiveKind::Recv ? CollectiveKind::Send : *kind;
-      transfer.fullBytes = fullBytes;
+      transfer.kind = pair ? CollectiveKind::Send : kind;
+      transfer.fullBytes = posting->fullBytes;
       transfer.ranks = ranks;
       transfer.channel = channel;
+      transfer.expected = expected;
       transfers.push_back(std::move(transfer));
     }
-    Transfer &transfer = transfers[it->second];
-    transfer.posts[r] = state.clock;
-    state.inFlight.push_back({&inst, int(it->second), copyAt(r, state.pc)});
-    size_t expected = 0;
-    for (int member : transfer.ranks)
-      if (member >= 0 && size_t(member) < programs.size() &&
-          !programs[member].empty())
-        ++expected;
-    if (transfer.posts.size() >= std::max<size_t>(1, expected))
+    Transfer &transfer = transfers[index];
+    auto at = llvm::lower_bound(transfer.posts, r, [](const auto &p, int rank) {
+      return p.first < rank;
+    });
+    if (at != transfer.posts.end() && at->first == r)
+      at->second = state.clock;
+    else
+      transfer.posts.insert(at, {r, state.clock});
+    state.inFlight.push_back({&inst, int(index), copyAt(r, state.pc)});
+    if (transfer.posts.size() >= transfer.expected) {
       resolve(transfer);
+      if (pending)
+        transferIndex.erase(key);
+    }
+  }
+
+  /// How many of `ranks` have a program (at least one: the poster).
+  size_t postersOf(const std::vector<int> *ranks) {
+    auto [it, inserted] = posters.try_emplace(ranks, 0);
+    if (inserted) {
+      size_t count = 0;
+      for (int member : *ranks)
+        if (member >= 0 && size_t(member) < programs.size() &&
+            !programs[member].empty())
+          ++count;
+      it->second = std::max<size_t>(1, count);
+    }
+    return it->second;
   }
 
   void resolve(Transfer &transfer) {
-    double start = channelFree[transfer.channel];
+    double &free = channelFree[transfer.channel];
+    double start = free;
     for (const auto &[rank, posted] : transfer.posts)
       start = std::max(start, posted);
-    double seconds = cluster.collectiveSeconds(
-        transfer.kind, transfer.fullBytes, transfer.ranks);
+    // (The same collective of the same size on the same ranks recurs
+    // every microbatch: its time is looked up once.)
+    auto [cost, inserted] = collectiveCost.try_emplace(
+        {int(transfer.kind), transfer.fullBytes, transfer.ranks}, 0.0);
+    if (inserted)
+      cost->second = cluster.collectiveSeconds(
+          transfer.kind, transfer.fullBytes, *transfer.ranks);
+    double seconds = cost->second;
     transfer.end = start + seconds;
-    channelFree[transfer.channel] = transfer.end;
+    free = transfer.end;
     for (const auto &[rank, posted] : transfer.posts) {
-      result.ranks[rank].commSeconds[loomcost::kindName(transfer.kind)] +=
-          seconds;
+      commSeconds[rank][size_t(transfer.kind)] += seconds;
+      commPosted[rank][size_t(transfer.kind)] = true;
       if (record)
         result.events.push_back({rank, loomcost::kindName(transfer.kind), "",
                                  true, start, transfer.end, -1});
@@ -288,9 +392,22 @@ private:
   PlanSimulation result;
   std::vector<RankState> states;
   std::vector<std::vector<double>> kernelSeconds;
+  /// Per rank, the seconds transferring by kind (the result's
+  /// commSeconds, summed by name at the end).
+  static constexpr size_t kKinds = std::size(loomcost::kCollectiveKinds);
+  std::vector<std::array<double, kKinds>> commSeconds;
+  std::vector<std::array<bool, kKinds>> commPosted;
+  llvm::DenseMap<const Instruction *, std::optional<Posting>> postings;
   std::vector<Transfer> transfers;
-  std::map<std::tuple<int, int, int, int>, size_t> transferIndex;
-  std::map<std::tuple<int, int, int>, double> channelFree;
+  llvm::DenseMap<TransferKey, size_t, MixedTupleInfo<TransferKey>>
+      transferIndex;
+  llvm::DenseMap<Channel, double, MixedTupleInfo<Channel>> channelFree;
+  llvm::DenseMap<const std::vector<int> *, size_t> posters;
+  /// The members of each sender and receiver pair's transfers.
+  std::map<std::pair<int, int>, std::vector<int>> pairRanks;
+  const std::vector<int> noRanks;
+  llvm::DenseMap<std::tuple<int, uint64_t, const std::vector<int> *>, double>
+      collectiveCost;
 };
 
 } // namespace
