@@ -764,6 +764,18 @@ private:
         for (const char *schedule : {"1f1b", "zb-h1", "interleaved", "gpipe"}) {
           Layout pipelined = layout;
           pipelined.schedule = schedule;
+          // GPipe runs 1F1B's bubble with every microbatch in flight (1F1B
+          // holds at most pp): searched only when asked for (--exhaustive
+          // compiles it too, and the brute-force test checks the choice
+          // does not change).
+          if (pipelined.schedule == "gpipe" && !request.exhaustive &&
+              !request.constraint.fixed.count("schedule")) {
+            prune(pipelined, "GPipe runs 1F1B's bubble with all " +
+                                 std::to_string(microbatches) +
+                                 " microbatches in flight (1F1B holds at "
+                                 "most pp)");
+            continue;
+          }
           if (pipelined.schedule == "interleaved") {
             pipelined.virtualStages = 2;
             if (microbatches % base.pp) {
