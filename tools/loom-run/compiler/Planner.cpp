@@ -426,6 +426,9 @@ constexpr double kProbedPeakMargin = 0.1;
 /// its memory to be probed before it is compiled (always, before any of
 /// that family); below it, the probe compiles beside the layout.
 constexpr double kProbeFirstFraction = 0.9;
+/// How much less than another schedule's peak correction a schedule's
+/// pipelines are lent before their own is known (Search::correction).
+constexpr double kLentPeakDiscount = 0.1;
 /// How near the device's memory a probed choice whose stages are compiled
 /// whole (too few layers per chunk to fold them) is compiled again past
 /// its pipeline's depth.
@@ -935,13 +938,13 @@ private:
     // within the margin of the fastest compiled step. The estimates of a
     // family nothing was compiled from yet carry only the other families'
     // correction, and families err differently (a pipeline's transfers,
-    // ZeRO's collectives): they get kScreenTimeMargin.
+    // ZeRO's collectives): they get a margin of their own (lentMargin).
     auto promising = [&](const Screened &entry) {
       LayoutEstimate estimate = calibrated(entry);
       if (!best)
         return true;
       double allowed =
-          ratios.count(family(entry.layout)) ? margin() : kScreenTimeMargin;
+          ratios.count(family(entry.layout)) ? margin() : lentMargin();
       return fits(estimate) && estimate.stepSeconds <= *best * (1 + allowed);
     };
     while (!order.empty()) {
@@ -988,12 +991,17 @@ private:
       const Prediction &p = result.candidates.back().predicted;
       if (!p.peakBytes.empty()) {
         // (The margin of calibrated families is learnt from the errors of
-        // estimates made with their family's correction.)
-        if (p.stepSeconds > 0 && estimate.stepSeconds > 0 &&
-            ratios.count(family(entry.layout))) {
+        // estimates made with their family's correction, that of the
+        // others from those made with the other families'.)
+        if (p.stepSeconds > 0 && estimate.stepSeconds > 0) {
           double error = p.stepSeconds / estimate.stepSeconds - 1;
-          squaredErrors += error * error;
-          ++errors;
+          if (ratios.count(family(entry.layout))) {
+            squaredErrors += error * error;
+            ++errors;
+          } else if (allRatios.count) {
+            lentSquaredErrors += error * error;
+            ++lentErrors;
+          }
         }
         learn(entry, p, probed.has_value());
       }
@@ -1036,6 +1044,18 @@ private:
   double squaredErrors = 0;
   int errors = 0;
 
+  /// The same for a family nothing was compiled from, whose estimates
+  /// carry the other families' correction: twice the RMS error of such
+  /// estimates so far, at most kScreenTimeMargin (until three tell).
+  double lentMargin() const {
+    if (lentErrors < 3)
+      return kScreenTimeMargin;
+    return std::clamp(2 * std::sqrt(lentSquaredErrors / lentErrors),
+                      kScreenMinMargin, kScreenTimeMargin);
+  }
+  double lentSquaredErrors = 0;
+  int lentErrors = 0;
+
   /// The screen's estimate of a layout and the layout.
   struct Screened {
     Layout layout;
@@ -1063,16 +1083,42 @@ private:
     double step = 1, peak = 1;
     // A family nothing was compiled from takes the others' time
     // correction, but not their memory's: what the probes miss in memory
-    // (a schedule's buffers, ZeRO's shards) differs most between
-    // families, and a peak wrongly corrected up would rule the family out
-    // before any of it is compiled or probed.
+    // (ZeRO's shards, sequence parallelism's activations) differs most
+    // between families, and a peak wrongly corrected up would rule the
+    // family out before any of it is compiled or probed. Only another
+    // schedule's of the same ZeRO stage and sequence parallelism lends
+    // it a peak correction, the least of them, and less by
+    // kLentPeakDiscount (their corrections differed by up to 9% on
+    // Megatron's models: the screen's margin on memory then still admits
+    // every layout that fits).
     if (auto it = ratios.find(family(layout)); it != ratios.end())
       step = std::exp(it->second.logStep / it->second.count);
     else if (allRatios.count)
       step = std::exp(allRatios.logStep / allRatios.count);
     if (auto it = peakRatios.find(peakFamily(layout)); it != peakRatios.end())
       peak = std::exp(it->second.logPeak / it->second.count);
+    else if (std::optional<double> lent = lentPeakCorrection(layout))
+      peak = std::max(1.0, *lent * (1 - kLentPeakDiscount));
     return {step, peak};
+  }
+
+  /// The least peak correction of the pipelines that differ from `layout`
+  /// only in their schedule (by ZeRO stage and sequence parallelism);
+  /// nothing where none was corrected yet.
+  std::optional<double> lentPeakCorrection(const Layout &layout) const {
+    if (layout.pp == 1)
+      return std::nullopt;
+    const std::string own = peakFamily(layout);
+    const std::string rest = own.substr(own.find('/'));
+    std::optional<double> least;
+    for (const auto &[key, r] : peakRatios) {
+      size_t slash = key.find('/');
+      if (key.substr(0, slash) == "none" || key.substr(slash) != rest)
+        continue;
+      double ratio = std::exp(r.logPeak / r.count);
+      least = least ? std::min(*least, ratio) : ratio;
+    }
+    return least;
   }
 
   /// The screen's estimate corrected by what the compiled layouts of its
