@@ -1034,10 +1034,13 @@ private:
   /// How much slower than the fastest compiled step a layout of a
   /// calibrated family may be estimated and still be compiled: twice the
   /// RMS error of such estimates so far (they were off by that much before
-  /// each compile), within bounds; kScreenTimeMargin until three tell.
+  /// each compile), within bounds. Until three tell, the margin of the
+  /// estimates lent another family's correction where three of those
+  /// told (a family's own correction errs no more than one lent it),
+  /// else kScreenTimeMargin.
   double margin() const {
     if (errors < 3)
-      return kScreenTimeMargin;
+      return lentMargin();
     return std::clamp(2 * std::sqrt(squaredErrors / errors), kScreenMinMargin,
                       kScreenMaxMargin);
   }
