@@ -434,7 +434,7 @@ mlir::loom::liveArenaBytes(const loomrt::RankProgram &program) {
   const size_t count = program.instructions.size();
   std::vector<int64_t> delta(count + 1, 0);
   for (const loomrt::ArenaTensor &tensor : loomrt::arenaTensors(program)) {
-    delta[tensor.first] += int64_t(tensor.ref.bytes());
+    delta[tensor.countedFrom()] += int64_t(tensor.ref.bytes());
     delta[tensor.last + 1] -= int64_t(tensor.ref.bytes());
   }
   std::vector<uint64_t> live(count, 0);

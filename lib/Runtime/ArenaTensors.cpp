@@ -19,15 +19,20 @@ std::vector<ArenaTensor> loomrt::arenaTensors(const RankProgram &program) {
     auto it = occupant.lower_bound(ref.offset);
     if (it != occupant.begin())
       --it;
+    bool inPlace = false;
     while (it != occupant.end() && it->first < ref.offset + ref.bytes()) {
-      const TensorRef &old = tensors[it->second].ref;
-      if (old.offset + old.bytes() > ref.offset)
+      const ArenaTensor &old = tensors[it->second];
+      if (old.ref.offset + old.ref.bytes() > ref.offset) {
+        inPlace |= writer >= 0 && old.last == at &&
+                   old.ref.offset == ref.offset &&
+                   old.ref.bytes() == ref.bytes();
         it = occupant.erase(it);
-      else
+      } else {
         ++it;
+      }
     }
     occupant[ref.offset] = tensors.size();
-    tensors.push_back({ref, at, at, writer});
+    tensors.push_back({ref, at, at, writer, inPlace});
   };
   auto read = [&](const TensorRef &ref, size_t at) {
     if (ref.space != TensorRef::Space::Arena)

@@ -24,6 +24,12 @@ struct ArenaTensor {
   TensorRef ref;
   size_t first = 0, last = 0;
   int64_t writer = -1;
+  /// Written in place of the tensor its writer reads last (an elementwise
+  /// kernel's output over its input): the two are one set of bytes at
+  /// `first`, counted as the old one's there.
+  bool inPlace = false;
+  /// The first instruction at which this tensor's bytes count as its own.
+  size_t countedFrom() const { return first + (inPlace ? 1 : 0); }
 };
 std::vector<ArenaTensor> arenaTensors(const RankProgram &program);
 

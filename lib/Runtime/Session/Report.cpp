@@ -87,9 +87,9 @@ ArenaPeak loomrt::arenaPeak(const Plan &plan, int rank, size_t largest) {
   std::vector<ArenaTensor> tensors = arenaTensors(program);
   std::vector<int64_t> bytes(count + 1, 0), alive(count + 1, 0);
   for (const ArenaTensor &tensor : tensors) {
-    bytes[tensor.first] += int64_t(tensor.ref.bytes());
+    bytes[tensor.countedFrom()] += int64_t(tensor.ref.bytes());
     bytes[tensor.last + 1] -= int64_t(tensor.ref.bytes());
-    ++alive[tensor.first];
+    ++alive[tensor.countedFrom()];
     --alive[tensor.last + 1];
   }
   int64_t sum = 0, tensorsAlive = 0;
@@ -104,7 +104,8 @@ ArenaPeak loomrt::arenaPeak(const Plan &plan, int rank, size_t largest) {
   }
   std::vector<const ArenaTensor *> live;
   for (const ArenaTensor &tensor : tensors)
-    if (tensor.first <= peak.instruction && peak.instruction <= tensor.last)
+    if (tensor.countedFrom() <= peak.instruction &&
+        peak.instruction <= tensor.last)
       live.push_back(&tensor);
   std::stable_sort(live.begin(), live.end(),
                    [](const ArenaTensor *a, const ArenaTensor *b) {

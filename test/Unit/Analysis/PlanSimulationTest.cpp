@@ -279,3 +279,20 @@ TEST(PlanSimulationTest, LiveArenaBytes) {
   EXPECT_EQ(live[1], 2000u); // a and b (in was overwritten)
   EXPECT_EQ(live[2], 3000u); // a, b and c
 }
+
+TEST(PlanSimulationTest, LiveArenaBytesCountAnInPlaceWriteOnce) {
+  // a at 0 -> s at 4096 -> s' written over s (an elementwise kernel's
+  // output in place of the input it reads last, as loom-plan-memory places
+  // a gradient sum) -> out at 8192: s and s' are one buffer where they
+  // meet.
+  loomrt::RankProgram program;
+  program.inputs.push_back({"a", buffer(0), -1});
+  program.instructions = {kernel(0, 4096), kernel(4096, 4096),
+                          kernel(4096, 8192)};
+  program.outputs.push_back({"out", buffer(8192), -1});
+  std::vector<uint64_t> live = liveArenaBytes(program);
+  ASSERT_EQ(live.size(), 3u);
+  EXPECT_EQ(live[0], 2000u); // a and s
+  EXPECT_EQ(live[1], 1000u); // s, then s' in its bytes (a is dead)
+  EXPECT_EQ(live[2], 2000u); // s' and out
+}

@@ -310,6 +310,48 @@ private:
   SmallVector<Level> levels;
 };
 
+/// For each buffer, the buffer whose bytes it takes (itself, or the first
+/// of a chain of in-place writes): an `elementwise` kernel with one output
+/// writes it over an input of the same type (read directly, not through a
+/// view, nor read through one by the same kernel) whose last use it is,
+/// where the kernel is the output's first use. `buffers` hold their
+/// lifetimes.
+std::vector<size_t> shareInPlace(Block &body, ArrayRef<Buffer> buffers,
+                                 const Uses &uses) {
+  std::vector<size_t> root(buffers.size());
+  for (size_t i = 0; i < root.size(); ++i)
+    root[i] = i;
+  unsigned at = 0;
+  for (Operation &op : body) {
+    unsigned position = at++;
+    auto kernel = dyn_cast<plan::KernelOp>(op);
+    if (!kernel || kernel.getKernel() != "elementwise" ||
+        kernel.getOutputs().size() != 1)
+      continue;
+    Value output = kernel.getOutputs().front();
+    auto out = uses.bufferOf.find(output);
+    if (out == uses.bufferOf.end() ||
+        !isa<plan::AllocOp>(buffers[out->second].op) ||
+        uses.ofBuffer[out->second].front() != position)
+      continue;
+    for (Value input : kernel.getInputs()) {
+      auto in = uses.bufferOf.find(input);
+      if (in == uses.bufferOf.end() || input.getType() != output.getType() ||
+          !isa<plan::AllocOp>(buffers[in->second].op) ||
+          buffers[in->second].last != position)
+        continue;
+      bool viewed = llvm::any_of(kernel.getInputs(), [&](Value other) {
+        return other != input && plan::ViewOp::getRoot(other) == input;
+      });
+      if (viewed)
+        continue;
+      root[out->second] = root[in->second];
+      break;
+    }
+  }
+  return root;
+}
+
 struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
   using LoomPlanMemoryBase::LoomPlanMemoryBase;
 
@@ -429,9 +471,20 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
       extend(*kernel, firstRead);
     }
 
+    // An elementwise kernel writes its output in place of an input of the
+    // same type that dies there (the runtimes compute each block before
+    // they store it: plan-format.md): the two share their bytes, and a
+    // sum over microbatches takes one buffer, not two at each step.
+    std::vector<size_t> sharing = shareInPlace(body, buffers, uses);
+    for (size_t i = 0; i < buffers.size(); ++i)
+      if (size_t root = sharing[i]; root != i) {
+        buffers[root].first = std::min(buffers[root].first, buffers[i].first);
+        buffers[root].last = std::max(buffers[root].last, buffers[i].last);
+      }
     std::vector<Buffer *> order;
-    for (Buffer &buffer : buffers)
-      order.push_back(&buffer);
+    for (size_t i = 0; i < buffers.size(); ++i)
+      if (sharing[i] == i)
+        order.push_back(&buffers[i]);
     std::stable_sort(order.begin(), order.end(),
                      [](Buffer *a, Buffer *b) { return a->bytes > b->bytes; });
     int64_t arena = 0, total = 0;
@@ -452,6 +505,10 @@ struct PlanMemoryPass : impl::LoomPlanMemoryBase<PlanMemoryPass> {
       total += buffer->bytes;
     }
 
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      total += sharing[i] != i ? buffers[i].bytes : 0;
+      buffers[i].offset = buffers[sharing[i]].offset;
+    }
     Builder builder(&getContext());
     for (Buffer &buffer : buffers)
       buffer.op->setAttr("offset", builder.getI64IntegerAttr(buffer.offset));

@@ -78,12 +78,13 @@ func.func @send_lives_to_end() {
 // A send `released_by` a receive from its target (which the target sends
 // only after it read the send's data) lives only until that receive's
 // result is first read: %z, allocated after, takes %h's bytes. The
-// attribute is dropped.
+// attribute is dropped. (%y is written in place of %r, which its kernel
+// reads last.)
 // CHECK-LABEL: func.func @send_released_by_a_receive
 // CHECK:      %[[H:.*]] = plan.alloc offset [[OFFSET:[0-9]+]] : memref<16xf32>
 // CHECK:      plan.kernel "send" ins(%[[H]] : memref<16xf32>) attrs {pairs = [array<i64: 0, 1>], tag = 0 : i64}
 // CHECK:      plan.alloc offset [[OFFSET]] : memref<16xf32>
-// expected-remark @+1 {{arena 256 bytes for 5 buffers of 320 bytes in all}}
+// expected-remark @+1 {{arena 192 bytes for 5 buffers of 320 bytes in all}}
 func.func @send_released_by_a_receive() {
   %x = plan.input "x" : memref<16xf32>
   %h = plan.alloc : memref<16xf32>
@@ -138,5 +139,115 @@ func.func @in_flight() {
   plan.kernel "k" ins(%t : memref<16xf32>) outs(%u : memref<16xf32>)
   plan.output "s", %s : memref<8xf32>
   plan.output "u", %u : memref<16xf32>
+  return
+}
+
+// -----
+
+// An elementwise kernel writes its output in place of an input of the same
+// type that it reads last: a sum over microbatches keeps one buffer. %s1
+// takes %s0's bytes and %s2 those of %s1 (their chain ends at the output);
+// %g1 and %g2 die at their sums but are the other operand, so they are
+// not the one taken.
+// CHECK-LABEL: func.func @in_place() attributes {plan.arena_size = 192 : i64}
+// CHECK:         %[[S0:.*]] = plan.alloc offset [[SUM:[0-9]+]] : memref<16xf32>
+// CHECK:         plan.alloc offset {{[0-9]+}} : memref<16xf32>
+// CHECK:         %[[S1:.*]] = plan.alloc offset [[SUM]] : memref<16xf32>
+// CHECK:         plan.alloc offset {{[0-9]+}} : memref<16xf32>
+// CHECK:         %[[S2:.*]] = plan.alloc offset [[SUM]] : memref<16xf32>
+// expected-remark @+1 {{arena 192 bytes for 6 buffers of 384 bytes in all}}
+func.func @in_place() {
+  %x = plan.input "x" : memref<16xf32>
+  %s0 = plan.alloc : memref<16xf32>
+  plan.kernel "elementwise" ins(%x : memref<16xf32>) outs(%s0 : memref<16xf32>) {
+  ^bb0(%a: tensor<16xf32>):
+    %e = loom.exp %a : tensor<16xf32>
+    loom.yield %e : tensor<16xf32>
+  }
+  %g1 = plan.alloc : memref<16xf32>
+  plan.kernel "elementwise" ins(%x : memref<16xf32>) outs(%g1 : memref<16xf32>) {
+  ^bb0(%a: tensor<16xf32>):
+    %e = loom.neg %a : tensor<16xf32>
+    loom.yield %e : tensor<16xf32>
+  }
+  %s1 = plan.alloc : memref<16xf32>
+  plan.kernel "elementwise" ins(%s0, %g1 : memref<16xf32>, memref<16xf32>) outs(%s1 : memref<16xf32>) {
+  ^bb0(%a: tensor<16xf32>, %b: tensor<16xf32>):
+    %e = loom.add %a, %b : tensor<16xf32>
+    loom.yield %e : tensor<16xf32>
+  }
+  %g2 = plan.alloc : memref<16xf32>
+  plan.kernel "elementwise" ins(%x : memref<16xf32>) outs(%g2 : memref<16xf32>) {
+  ^bb0(%a: tensor<16xf32>):
+    %e = loom.neg %a : tensor<16xf32>
+    loom.yield %e : tensor<16xf32>
+  }
+  %s2 = plan.alloc : memref<16xf32>
+  plan.kernel "elementwise" ins(%s1, %g2 : memref<16xf32>, memref<16xf32>) outs(%s2 : memref<16xf32>) {
+  ^bb0(%a: tensor<16xf32>, %b: tensor<16xf32>):
+    %e = loom.add %a, %b : tensor<16xf32>
+    loom.yield %e : tensor<16xf32>
+  }
+  plan.output "s", %s2 : memref<16xf32>
+  return
+}
+
+// -----
+
+// Not in place: an input of another type (%h, f32 into bf16), an input the
+// kernel also reads through a view (%t: read transposed, an element would
+// be overwritten before it is read), an input read again later (%u), and a
+// kernel that is not its output's first use (%w is written by "k" first).
+// Each output gets bytes other than its input's.
+// CHECK-LABEL: func.func @not_in_place() attributes {plan.arena_size = 384 : i64}
+// CHECK:         plan.alloc offset 64 : memref<16xf32>
+// CHECK:         plan.alloc offset 128 : memref<16xbf16>
+// CHECK:         plan.alloc offset 64 : memref<4x4xf32>
+// CHECK:         plan.alloc offset 192 : memref<4x4xf32>
+// CHECK:         plan.alloc offset 64 : memref<16xf32>
+// CHECK:         plan.alloc offset 256 : memref<16xf32>
+// CHECK:         plan.alloc offset 320 : memref<16xf32>
+// CHECK:         plan.alloc offset 64 : memref<16xf32>
+// expected-remark @+1 {{arena 384 bytes for 9 buffers of 576 bytes in all}}
+func.func @not_in_place() {
+  %x = plan.input "x" : memref<16xf32>
+  %h = plan.alloc : memref<16xf32>
+  plan.kernel "k" ins(%x : memref<16xf32>) outs(%h : memref<16xf32>)
+  %hb = plan.alloc : memref<16xbf16>
+  plan.kernel "elementwise" ins(%h : memref<16xf32>) outs(%hb : memref<16xbf16>) {
+  ^bb0(%a: tensor<16xf32>):
+    %e = loom.cast %a : tensor<16xf32> -> tensor<16xbf16>
+    loom.yield %e : tensor<16xbf16>
+  }
+  %t = plan.alloc : memref<4x4xf32>
+  plan.kernel "k" ins(%x : memref<16xf32>) outs(%t : memref<4x4xf32>)
+  %tv = plan.view %t : memref<4x4xf32> to memref<4x4xf32>
+  %tt = plan.alloc : memref<4x4xf32>
+  plan.kernel "elementwise" ins(%t, %tv : memref<4x4xf32>, memref<4x4xf32>) outs(%tt : memref<4x4xf32>) {
+  ^bb0(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>):
+    %e = loom.add %a, %b : tensor<4x4xf32>
+    loom.yield %e : tensor<4x4xf32>
+  }
+  %u = plan.alloc : memref<16xf32>
+  plan.kernel "k" ins(%x : memref<16xf32>) outs(%u : memref<16xf32>)
+  %v = plan.alloc : memref<16xf32>
+  plan.kernel "elementwise" ins(%u : memref<16xf32>) outs(%v : memref<16xf32>) {
+  ^bb0(%a: tensor<16xf32>):
+    %e = loom.exp %a : tensor<16xf32>
+    loom.yield %e : tensor<16xf32>
+  }
+  %w = plan.alloc : memref<16xf32>
+  plan.kernel "k" ins(%u : memref<16xf32>) outs(%w : memref<16xf32>)
+  %w2 = plan.alloc : memref<16xf32>
+  plan.kernel "k" ins(%x : memref<16xf32>) outs(%w2 : memref<16xf32>)
+  plan.kernel "elementwise" ins(%w2 : memref<16xf32>) outs(%w : memref<16xf32>) {
+  ^bb0(%a: tensor<16xf32>):
+    %e = loom.exp %a : tensor<16xf32>
+    loom.yield %e : tensor<16xf32>
+  }
+  plan.output "hb", %hb : memref<16xbf16>
+  plan.output "tt", %tt : memref<4x4xf32>
+  plan.output "v", %v : memref<16xf32>
+  plan.output "w", %w : memref<16xf32>
   return
 }

@@ -26,7 +26,12 @@ def LoomPlanMemory : Pass<"loom-plan-memory", "::mlir::func::FuncOp"> {
     where a later instruction touches its buffers, so that is how far its
     communication may run while kernels go on (data parallelism's gradient
     buckets overlapping the backward pass), and the bound keeps about one
-    collective in flight. Buffers are placed greedily, largest first, at the
+    collective in flight. An `elementwise` kernel with one output writes it
+    in place of an input of the same type whose last use it is (read
+    directly, not also through a view), where it is the output's first use:
+    the two take the same bytes (the runtimes compute each block before
+    storing it), so a sum over microbatches keeps one buffer, not two at
+    each step. Buffers are placed greedily, largest first, at the
     lowest 64-byte aligned offset that no buffer with an overlapping
     lifetime occupies, so buffers that are never live together share bytes.
     Sets each buffer's `offset` and the function's `plan.arena_size`, the
