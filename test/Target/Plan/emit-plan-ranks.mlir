@@ -49,16 +49,17 @@ module attributes {loom.world_size = 4 : i64} {
 }
 
 //--- stages.mlir
-// Two pipeline stages, each its own function and arena.
+// Two pipeline stages, each its own function and arena (the second's tanh
+// writes its result in place of what it received).
 // STAGES:      rank 0 arena 128
 // STAGES-NEXT: input "x" a0:f32[16]
 // STAGES-NEXT: kernel elementwise a0:f32[16] -> a64:f32[16]
 // STAGES:      collective send a64:f32[16] -> peer=1 tag=4
 // STAGES-NEXT: end
-// STAGES-NEXT: rank 1 arena 128
-// STAGES-NEXT: output "y" a64:f32[16]
+// STAGES-NEXT: rank 1 arena 64
+// STAGES-NEXT: output "y" a0:f32[16]
 // STAGES-NEXT: collective recv -> a0:f32[16] peer=0 tag=4
-// STAGES-NEXT: kernel elementwise a0:f32[16] -> a64:f32[16]
+// STAGES-NEXT: kernel elementwise a0:f32[16] -> a0:f32[16]
 module attributes {loom.world_size = 2 : i64} {
   func.func @first(%x: tensor<16xf32> {onnx.name = "x"}) attributes {loom.ranks = array<i64: 0>} {
     %h = loom.relu %x : tensor<16xf32>

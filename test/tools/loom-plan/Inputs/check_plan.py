@@ -140,16 +140,18 @@ def folded(folded_path, full_path, step_tolerance="1e-9"):
     memory planner's reuse of their buffers (which makes the runtime wait)
     differs from one microbatch count to the next, and the step is affine
     in the count only within about 1%. Bytes are the same, peaks within
-    2.5%."""
+    3.5% (the memory planner's first fit packs the larger count's buffers a
+    little differently from the whole count's: 1.98% at most until gradient
+    sums were made in place, 3.4% since, on pp 4's third rank)."""
     tolerance = float(step_tolerance)
     fold, a = compare_extrapolated(folded_path, full_path,
                                    "extrapolated_from_microbatches",
-                                   tolerance, 0, 0.025)
+                                   tolerance, 0, 0.035)
     m1, m2 = a["extrapolated_from_microbatches"]
     same = "the same step" if tolerance <= 1e-9 else \
         f"the step within {tolerance:.0%}"
     print(f"M={fold['choice']['microbatches']} from M={m1},{m2}: {same} "
-          f"and bytes as compiled in full, peaks within 2.5%")
+          f"and bytes as compiled in full, peaks within 3.5%")
 
 
 def written(written_path, full_path):
