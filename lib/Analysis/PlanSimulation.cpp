@@ -271,10 +271,7 @@ private:
     } else {
       posting.group = int(intAttrOr(inst.attrs, "group", 0));
     }
-    bool byInput =
-        *kind == CollectiveKind::Send || *kind == CollectiveKind::ReduceScatter;
-    const std::vector<TensorRef> &buffer = byInput ? inst.inputs : inst.outputs;
-    posting.fullBytes = buffer.empty() ? 0 : buffer.front().bytes();
+    posting.fullBytes = loomrt::collectiveFullBytes(inst);
     return posting;
   }
 

@@ -441,8 +441,7 @@ std::vector<std::string> loomrt::collectiveNames() {
   return names;
 }
 
-uint64_t loomrt::collectiveBytesSent(const Instruction &instruction,
-                                     int64_t groupSize) {
+uint64_t loomrt::collectiveFullBytes(const Instruction &instruction) {
   std::optional<loomcost::CollectiveKind> kind =
       loomcost::parseKind(instruction.kernel);
   if (!kind)
@@ -452,9 +451,18 @@ uint64_t loomrt::collectiveBytesSent(const Instruction &instruction,
       *kind == CollectiveKind::ReduceScatter || *kind == CollectiveKind::Send;
   const std::vector<TensorRef> &buffers =
       byInput ? instruction.inputs : instruction.outputs;
-  if (buffers.empty())
+  return buffers.empty() ? 0 : buffers.front().bytes();
+}
+
+uint64_t loomrt::collectiveBytesSent(const Instruction &instruction,
+                                     int64_t groupSize) {
+  std::optional<loomcost::CollectiveKind> kind =
+      loomcost::parseKind(instruction.kernel);
+  if (!kind)
     return 0;
+  using loomcost::CollectiveKind;
   if (*kind == CollectiveKind::Send || *kind == CollectiveKind::Recv)
     groupSize = 2;
-  return loomcost::ringBytesSent(*kind, buffers.front().bytes(), groupSize);
+  return loomcost::ringBytesSent(*kind, collectiveFullBytes(instruction),
+                                 groupSize);
 }

@@ -224,6 +224,11 @@ std::vector<std::string> collectiveNames();
 /// as it runs (RunReport::commBytesSent) and a report counts from a plan.
 uint64_t collectiveBytesSent(const Instruction &instruction, int64_t groupSize);
 
+/// The size S of a collective instruction's whole tensor: a
+/// reduce_scatter's or send's input, the others' output (0 without one, or
+/// for an instruction that is not a collective).
+uint64_t collectiveFullBytes(const Instruction &instruction);
+
 /// Checks that the ranks' communication agrees, over the whole plan: every
 /// collective is well-formed, every member of a group issues the same
 /// collectives on it in the same order (kind, element count, dtype,
