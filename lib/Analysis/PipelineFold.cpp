@@ -31,6 +31,20 @@ using ActionKey = std::tuple<int, int, int>;
 /// waits for it), and one in the middle stands for all others.
 constexpr int kFoldMicrobatches = 5;
 
+/// The compiled microbatch that stands for every middle one of the
+/// target's: of five, the third; of a count past the compiled ranks' depth
+/// (stageFoldMicrobatches), the middle one, in every compiled rank's
+/// steady state (the third still meets the warm-up's fewer deferred
+/// weight gradients: the fullest ranks of ZB-H1 pipelines were then up to
+/// 6% off).
+constexpr int kMiddleOfFive = 2;
+int middleOf(const PipelineSchedule &compiled) {
+  return compiled.microbatches >=
+                 stageFoldMicrobatches(compiled.kind, compiled.ranks)
+             ? compiled.microbatches / 2
+             : kMiddleOfFive;
+}
+
 ActionKey keyOf(const PipelineAction &action) {
   return {int(action.kind), action.stage, action.microbatch};
 }
@@ -82,6 +96,12 @@ int mlir::loom::pipelineFoldMicrobatches(llvm::StringRef kind, int ranks) {
     return kFoldMicrobatches;
   // Whole groups of `ranks` microbatches.
   return (kFoldMicrobatches + ranks - 1) / ranks * ranks;
+}
+
+int mlir::loom::stageFoldMicrobatches(llvm::StringRef kind, int ranks) {
+  if (kind == "interleaved")
+    return std::max(pipelineFoldMicrobatches(kind, ranks), 3 * ranks);
+  return std::max(kFoldMicrobatches, 2 * ranks + 1);
 }
 
 namespace {
@@ -142,7 +162,7 @@ struct RankRuns {
 /// with `error` set, when it does not follow `schedule`.
 std::optional<RankRuns>
 cutIntoRuns(const loomrt::Plan &compiled, size_t r,
-            const PipelineSchedule &schedule,
+            const PipelineSchedule &schedule, int middle,
             llvm::StringMap<std::optional<PipelineAction>> &parsed,
             std::string &error) {
   const std::vector<Instruction> &program = compiled.ranks[r].instructions;
@@ -226,7 +246,8 @@ cutIntoRuns(const loomrt::Plan &compiled, size_t r,
       continue;
     const PipelineAction &from = out.order[size_t(writer)];
     const PipelineAction &to = out.order[size_t(reader)];
-    if (from.microbatch != 2 || to.microbatch != 2 || from.stage != to.stage)
+    if (from.microbatch != middle || to.microbatch != middle ||
+        from.stage != to.stage)
       continue;
     out.held[{from.stage, int(from.kind), int(to.kind)}] +=
         int64_t(tensor.ref.bytes());
@@ -238,8 +259,10 @@ cutIntoRuns(const loomrt::Plan &compiled, size_t r,
   // forward's classes are scaled to that growth.
   std::vector<uint64_t> live = liveArenaBytes(compiled.ranks[r]);
   for (int stage = 0; stage < schedule.stages; ++stage) {
-    auto second = out.runOf.find({int(PipelineActionKind::Forward), stage, 2});
-    auto third = out.runOf.find({int(PipelineActionKind::Forward), stage, 3});
+    auto second =
+        out.runOf.find({int(PipelineActionKind::Forward), stage, middle});
+    auto third =
+        out.runOf.find({int(PipelineActionKind::Forward), stage, middle + 1});
     if (second == out.runOf.end() || third == out.runOf.end() ||
         third->second != second->second + 1)
       continue;
@@ -288,12 +311,12 @@ cutIntoRuns(const loomrt::Plan &compiled, size_t r,
 
 /// The compiled microbatch (of `compiled`) whose instructions microbatch
 /// `k` of `target` runs.
-int templateMicrobatch(int k, int compiled, int target) {
+int templateMicrobatch(int k, int compiled, int target, int middle) {
   if (k < 2)
     return k;
   if (k >= target - 2)
     return compiled - (target - k);
-  return 2;
+  return middle;
 }
 
 } // namespace
@@ -318,8 +341,8 @@ mlir::loom::foldPipeline(const loomrt::Plan &compiled,
     const std::vector<Instruction> &program = compiled.ranks[r].instructions;
     if (program.empty())
       continue;
-    std::optional<RankRuns> runs =
-        cutIntoRuns(compiled, r, compiledSchedule, parsed, error);
+    std::optional<RankRuns> runs = cutIntoRuns(compiled, r, compiledSchedule,
+                                               kMiddleOfFive, parsed, error);
     if (!runs)
       return std::nullopt;
     int rank = compiledSchedule.rankOf(runs->order.front().stage);
@@ -328,7 +351,8 @@ mlir::loom::foldPipeline(const loomrt::Plan &compiled,
       if (!action.isCompute())
         continue;
       PipelineAction from = action;
-      from.microbatch = templateMicrobatch(action.microbatch, m0, m);
+      from.microbatch =
+          templateMicrobatch(action.microbatch, m0, m, kMiddleOfFive);
       auto it = runs->runOf.find(keyOf(from));
       if (it == runs->runOf.end())
         continue;
@@ -342,8 +366,8 @@ mlir::loom::foldPipeline(const loomrt::Plan &compiled,
         runs->mostLive(target.actions[rank], same,
                        [&](const PipelineAction &action) {
                          PipelineAction from = action;
-                         from.microbatch =
-                             templateMicrobatch(action.microbatch, m0, m);
+                         from.microbatch = templateMicrobatch(
+                             action.microbatch, m0, m, kMiddleOfFive);
                          return runs->runIndex(from);
                        }) -
         runs->mostLive(compiledSchedule.actions[rank], same,
@@ -388,7 +412,8 @@ std::optional<StageFold> mlir::loom::foldPipelineStages(
   // The compiled microbatch a target microbatch runs: itself at the same
   // count.
   auto microbatchOf = [&](int k) {
-    return m == m0 ? k : templateMicrobatch(k, m0, m);
+    return m == m0 ? k
+                   : templateMicrobatch(k, m0, m, middleOf(compiledSchedule));
   };
 
   StageFold fold;
@@ -458,8 +483,8 @@ std::optional<StageFold> mlir::loom::foldPipelineStages(
   llvm::StringMap<std::optional<PipelineAction>> parsed;
   std::vector<std::optional<RankRuns>> stageRuns(p0);
   for (int c = 0; c < p0; ++c) {
-    stageRuns[c] =
-        cutIntoRuns(compiled, size_t(c * d), compiledSchedule, parsed, error);
+    stageRuns[c] = cutIntoRuns(compiled, size_t(c * d), compiledSchedule,
+                               middleOf(compiledSchedule), parsed, error);
     if (!stageRuns[c])
       return std::nullopt;
   }

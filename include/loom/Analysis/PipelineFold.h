@@ -50,6 +50,14 @@ struct PipelineFold {
 /// ranks).
 int pipelineFoldMicrobatches(llvm::StringRef kind, int ranks);
 
+/// The microbatches a pipeline written out from `ranks` compiled ranks
+/// (foldPipelineStages) is compiled at: past their depth, 2 ranks + 1 for
+/// 1F1B and ZB-H1 and three groups of the ranks for interleaved, so that
+/// each compiled rank's memory plan packs its steady state as the whole
+/// pipeline's does (at five microbatches it packed a rank's buffers up to
+/// 6% tighter).
+int stageFoldMicrobatches(llvm::StringRef kind, int ranks);
+
 /// Writes out `compiled` (a plan of `compiledSchedule`, whose programs tag
 /// their instructions with their pipeline action) at `target`'s
 /// microbatches: the same generator, ranks and stages. Nothing, with
@@ -90,8 +98,10 @@ struct StageFold {
 /// pipeline rank r runs what compiled rank rankTemplate[r] runs for the
 /// same pass's chunk (the first rank the first's, the last the last's),
 /// its transfers to the neighbouring ranks going to its own neighbours.
-/// Nothing, with `error` set, where the programs do not follow their
-/// schedule or a transfer would meet no match.
+/// A middle microbatch of the target runs the compiled middle one's
+/// instructions (compiled at stageFoldMicrobatches, in every compiled
+/// rank's steady state). Nothing, with `error` set, where the programs do
+/// not follow their schedule or a transfer would meet no match.
 std::optional<StageFold>
 foldPipelineStages(const loomrt::Plan &compiled,
                    const PipelineSchedule &compiledSchedule,
