@@ -133,10 +133,6 @@ struct Prediction {
   /// written-out peak it replaced.
   int peakConfirmedFrom = 0;
   uint64_t writtenOutPeakBytes = 0;
-  /// The per-rank peaks come from the layout's memory probe (a compile of
-  /// three of its pipeline ranks with one and two blocks per chunk,
-  /// written out), not from the compile of its other figures.
-  bool peakProbed = false;
   /// The repeated-block counts the figures are extrapolated from ({0, 0}:
   /// the whole model was compiled).
   std::pair<int, int> blocksFoldedFrom{0, 0};
@@ -227,6 +223,9 @@ struct PlanResult {
   /// Of the pipelines written out, how many from a compile of fewer
   /// stages.
   int stageFolded = 0;
+  /// Of those, how many from two compiles of fewer repeated blocks per
+  /// chunk, a block apart, and extrapolated.
+  int stagesShortened = 0;
   /// Layouts not compiled because a probe of their memory put them over
   /// the device's.
   int probedOverMemory = 0;
