@@ -144,8 +144,20 @@ private:
   }
 
   // --- groups and coordinates -----------------------------------------------
-  /// Rank groups of the devices that differ only along `axes`.
+  /// Rank groups of the devices that differ only along `axes`. (Each
+  /// collective asks, and a mesh of a thousand devices makes every answer
+  /// a walk over them: each set of axes is answered once.)
   ArrayAttr groupsOver(ArrayRef<StringAttr> axes) {
+    std::vector<const void *> key;
+    for (StringAttr axis : axes)
+      key.push_back(axis.getAsOpaquePointer());
+    ArrayAttr &groups = groupsByAxes[key];
+    if (!groups)
+      groups = computeGroupsOver(axes);
+    return groups;
+  }
+
+  ArrayAttr computeGroupsOver(ArrayRef<StringAttr> axes) {
     ArrayRef<int64_t> sizes = mesh.getAxisSizes();
     int64_t devices = mesh.getNumDevices();
     std::map<std::vector<int64_t>, SmallVector<int64_t>> groups;
@@ -691,6 +703,8 @@ private:
   SymbolTable &symbols;
   func::FuncOp func;
   MeshAttr mesh;
+  /// groupsOver's answers, by the axes asked about.
+  std::map<std::vector<const void *>, ArrayAttr> groupsByAxes;
   FlatSymbolRefAttr meshName;
   MLIRContext *context;
   DenseMap<Value, Local> locals;
