@@ -19,6 +19,7 @@
 #include "loom/Transforms/Fusion/Passes.h"
 #include "loom/Transforms/Parallel/Passes.h"
 #include "loom/Transforms/Training/Passes.h"
+#include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -37,6 +38,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -226,6 +228,29 @@ struct SharedImports {
     return imports;
   }
 
+  /// The imports of every thread, as MLIR bytecode: a thread that has not
+  /// imported a model yet parses another's bytecode into its context,
+  /// several times faster than importing the ONNX model again (protobuf,
+  /// shape inference, every node).
+  static std::optional<std::string> bytecode(const std::string &key) {
+    std::lock_guard<std::mutex> lock(bytecodeMutex());
+    auto it = bytecodes().find(key);
+    if (it == bytecodes().end())
+      return std::nullopt;
+    return it->second;
+  }
+  static void keepBytecode(const std::string &key, ModuleOp module) {
+    std::string bytes;
+    llvm::raw_string_ostream os(bytes);
+    if (failed(writeBytecodeToFile(module, os)))
+      return;
+    os.flush();
+    std::lock_guard<std::mutex> lock(bytecodeMutex());
+    if (bytecodes().size() >= kKept)
+      bytecodes().clear();
+    bytecodes()[key] = std::move(bytes);
+  }
+
   /// What decides an import of `path`: its symbolic dimensions and input
   /// shapes.
   static std::string key(const std::string &path,
@@ -249,6 +274,15 @@ struct SharedImports {
   }
 
 private:
+  static std::map<std::string, std::string> &bytecodes() {
+    static std::map<std::string, std::string> all;
+    return all;
+  }
+  static std::mutex &bytecodeMutex() {
+    static std::mutex mutex;
+    return mutex;
+  }
+
   SharedImports() {
     DialectRegistry registry;
     registerAllDialects(registry);
@@ -394,6 +428,12 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
     if (auto it = SharedImports::get().modules.find(importKey);
         it != SharedImports::get().modules.end())
       module = OwningOpRef<ModuleOp>(it->second->clone());
+  // (Imported from the ONNX model here, not taken from an import before.)
+  bool imported = false;
+  if (!module && shared)
+    if (std::optional<std::string> bytes = SharedImports::bytecode(importKey)) {
+      module = parseSourceString<ModuleOp>(*bytes, &context);
+    }
   if (module) {
     // Imported before, in this process.
   } else if (extension == "mlir") {
@@ -412,6 +452,7 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
                                                        shape.end());
     importOptions.warnTiedInitializers = options.train.enabled;
     importOptions.withWeights = options.withWeights;
+    imported = true;
     module = mlir::loom::importONNX((*file)->getBuffer(), path,
                                     extension == "onnxtext", &context,
                                     importOptions);
@@ -442,8 +483,11 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
   importing.stop();
   if (!module)
     return failure("cannot read the model");
-  if (shared)
+  if (shared) {
     SharedImports::get().keep(importKey, *module);
+    if (imported)
+      SharedImports::keepBytecode(importKey, *module);
+  }
   std::string functionName = options.functionName;
   std::string forward =
       options.functionName.empty() ? "forward" : options.functionName;
