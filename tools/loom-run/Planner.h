@@ -129,8 +129,8 @@ struct Prediction {
   /// (0: every stage was compiled).
   int stagesFoldedFrom = 0;
   /// For a written-out pipeline whose peaks were then taken from a compile
-  /// past its depth (the choice): that compile's microbatch count, and the
-  /// written-out peak it replaced.
+  /// past its depth (near the device's memory, or the choice): that
+  /// compile's microbatch count, and the written-out peak it replaced.
   int peakConfirmedFrom = 0;
   uint64_t writtenOutPeakBytes = 0;
   /// The repeated-block counts the figures are extrapolated from ({0, 0}:

@@ -626,16 +626,11 @@ private:
         jobs.push_back({layout, keep, 0, rowsOf});
     else
       jobs.push_back({layout, 0, 0, rowsOf});
-    std::vector<std::string> errors;
-    std::vector<std::optional<Replay>> replays = replayAll(jobs, errors);
-    for (size_t i = 0; i < replays.size(); ++i)
-      if (!replays[i]) {
-        error = errors[i];
-        return std::nullopt;
-      }
-    if (!blockPoints)
-      return replays[0];
-    return extrapolate(*replays[0], *replays[1], 1, 2, double(blocks) / chunks,
+    std::optional<std::vector<Replay>> replays = replayEach(jobs, error);
+    if (!replays || !blockPoints)
+      return replays ? std::optional<Replay>((*replays)[0]) : std::nullopt;
+    return extrapolate((*replays)[0], (*replays)[1], 1, 2,
+                       double(blocks) / chunks,
                        /*growsWithMicrobatches=*/true, error);
   }
 
@@ -655,26 +650,19 @@ private:
         error = "not written out from fewer ranks";
         return std::nullopt;
       }
-      ReplayJob job{layout,
-                    0,
-                    layout.microbatches,
-                    0,
-                    stages,
-                    /*memoryOnly=*/true,
-                    /*pastDepth=*/true};
+      ReplayJob job;
+      job.layout = layout;
       job.layout.microbatches = stageCompileCount(layout, stages->ranks, true);
+      job.writeOutTo = layout.microbatches;
+      job.stages = stages;
+      job.memoryOnly = true;
+      job.pastDepth = true;
       jobs.push_back(job);
     }
-    std::vector<std::string> errors;
-    std::vector<std::optional<Replay>> replays = replayAll(jobs, errors);
-    for (size_t i = 0; i < replays.size(); ++i)
-      if (!replays[i]) {
-        error = errors[i];
-        return std::nullopt;
-      }
-    if (!shifted)
-      return replays[0];
-    return extrapolate(*replays[0], *replays[1], 0, 1, shifted->shift,
+    std::optional<std::vector<Replay>> replays = replayEach(jobs, error);
+    if (!replays || !shifted)
+      return replays ? std::optional<Replay>((*replays)[0]) : std::nullopt;
+    return extrapolate((*replays)[0], (*replays)[1], 0, 1, shifted->shift,
                        /*growsWithMicrobatches=*/true, error);
   }
 
@@ -1739,6 +1727,23 @@ private:
           [&, i] { replays[i] = replayLayout(jobs[i], errors[i]); });
     runAtOnce(tasks);
     return replays;
+  }
+
+  /// The replays of `jobs`, compiled at once; nothing, with the first
+  /// refusal's error, where the compiler refuses one.
+  std::optional<std::vector<Replay>>
+  replayEach(const std::vector<ReplayJob> &jobs, std::string &error) const {
+    std::vector<std::string> errors;
+    std::vector<std::optional<Replay>> replays = replayAll(jobs, errors);
+    std::vector<Replay> out;
+    for (size_t i = 0; i < replays.size(); ++i) {
+      if (!replays[i]) {
+        error = errors[i];
+        return std::nullopt;
+      }
+      out.push_back(std::move(*replays[i]));
+    }
+    return out;
   }
 
   /// The microbatch count a pipeline of `layout` is compiled at and
