@@ -28,8 +28,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
 #include <functional>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -445,6 +449,14 @@ constexpr double kProbeFirstFraction = 0.9;
 /// How much less than another schedule's peak correction a schedule's
 /// pipelines are lent before their own is known (Search::correction).
 constexpr double kLentPeakDiscount = 0.1;
+/// How long past the compiles the search waits on a compile started in a
+/// thread's idle time may be expected to run, seconds: most such compiles
+/// are the ones the search makes next (a later start would only delay
+/// them), and a wrong guess delays the search's next compiles by at most
+/// this much on one thread.
+constexpr double kSpeculationOverrun = 0.1;
+/// How many layouts past the one compiled the search compiles ahead.
+constexpr size_t kLayoutsAhead = 3;
 /// How many of the layouts the screen skipped the pruned list names.
 constexpr size_t kNamedScreenedOut = 20;
 
@@ -453,6 +465,11 @@ public:
   Search(const PlanRequest &request, const mlir::loom::ClusterSpec &cluster,
          PlanResult &result)
       : request(request), cluster(cluster), result(result) {}
+  /// (The compiles started ahead read the search: they end first.)
+  ~Search() {
+    std::unique_lock<std::mutex> lock(poolMutex);
+    poolChanged.wait(lock, [&] { return poolRunning == 0; });
+  }
 
   void run() {
     compilePool(request.threads);
@@ -979,6 +996,17 @@ private:
         break;
       Screened entry = *next;
       order.erase(next);
+      // The next few that would be compiled were this one's figures to
+      // change nothing, compiled ahead where its compiles leave a thread
+      // idle.
+      std::vector<Layout> ahead;
+      for (const Screened &other : order) {
+        if (ahead.size() == kLayoutsAhead)
+          break;
+        if (promising(other) && !dominated(other.layout))
+          ahead.push_back(other.layout);
+      }
+      expectNext(std::move(ahead));
       if (std::optional<std::string> why = dominated(entry.layout)) {
         prune(entry.layout, *why);
         continue;
@@ -1031,6 +1059,7 @@ private:
       if (feasible)
         best = best ? std::min(*best, p.stepSeconds) : p.stepSeconds;
     }
+    expectNext({});
     // What was not compiled, best estimate first: the closest few are
     // named in the report's pruned list, the rest counted.
     std::stable_sort(order.begin(), order.end(), before);
@@ -1228,47 +1257,14 @@ private:
     // The compiles of every kept block count at the microbatch counts the
     // layout is written out from or folded from.
     auto replayCounts = [&] {
-      countPoints = request.foldMicrobatches && !writtenFrom
-                        ? foldPoints(layout)
-                        : std::nullopt;
-      counts = {layout.microbatches};
-      if (writtenFrom)
-        counts = {writtenFrom};
-      else if (countPoints)
-        counts = {countPoints->first, countPoints->second};
-      // A deep pipeline is written out from one rank of each kind, with
-      // fewer blocks per chunk where its chunks hold several; else the
-      // layers are folded where there are many per chunk.
-      // (Interleaved runs microbatches in groups of its ranks: the
-      // compiled ranks' must group the counts compiled as they are.)
-      auto groups = [&](const std::shared_ptr<const StageWriteOut> &ranks) {
-        return writtenFrom || layout.schedule != "interleaved" ||
-               llvm::all_of(counts, [&](int count) {
-                 return count % ranks->ranks == 0;
-               });
-      };
-      shifted = shiftedStageWriteOut(layout);
-      if (shifted && !groups(shifted->fewer))
-        shifted = nullptr;
-      stages = shifted ? nullptr : stageWriteOut(layout);
-      if (stages && !groups(stages))
-        stages = nullptr;
-      blockPoints = stages || shifted ? std::nullopt : layerFoldPoints(chunks);
-      keeps = {{0, stages}};
-      if (shifted)
-        keeps = {{0, shifted->fewer}, {0, shifted->more}};
-      else if (blockPoints)
-        keeps = {{blockPoints->first, nullptr}, {blockPoints->second, nullptr}};
-      std::vector<ReplayJob> jobs;
-      for (const auto &[keep, ranks] : keeps)
-        for (int count : counts) {
-          Layout compiled = layout;
-          compiled.microbatches = count;
-          jobs.push_back({compiled, keep, writtenFrom ? layout.microbatches : 0,
-                          0, ranks, /*memoryOnly=*/false,
-                          /*pastDepth=*/false});
-        }
-      return replayAll(jobs, errors);
+      JobPlan plan = planJobs(layout, writtenFrom);
+      countPoints = plan.countPoints;
+      counts = plan.counts;
+      shifted = plan.shifted;
+      stages = plan.stages;
+      blockPoints = plan.blockPoints;
+      keeps = plan.keeps;
+      return replayAll(plan.jobs, errors);
     };
     std::vector<std::optional<Replay>> replays = replayCounts();
     if ((stages || shifted) && llvm::any_of(errors, [](const std::string &e) {
@@ -1413,6 +1409,78 @@ private:
     /// (stageFoldMicrobatches), not at five microbatches.
     bool pastDepth = false;
   };
+
+  struct ShiftedStages;
+  /// The compiles evaluate() replays a layout from, and how their figures
+  /// combine.
+  struct JobPlan {
+    /// The two microbatch counts the layout is folded from, if it is.
+    std::optional<std::pair<int, int>> countPoints;
+    /// The repeated blocks per chunk the layers are folded from, if they
+    /// are.
+    std::optional<std::pair<int, int>> blockPoints;
+    /// The microbatch counts compiled.
+    std::vector<int> counts;
+    /// The ranks a deep pipeline is written out from (whole chunks), or
+    /// the two compiles with fewer blocks per chunk it is written out from.
+    std::shared_ptr<const StageWriteOut> stages;
+    const ShiftedStages *shifted = nullptr;
+    /// Per compile of each count: the repeated blocks kept (0: all) and
+    /// the ranks written out from (none: every rank compiled).
+    std::vector<std::pair<int, std::shared_ptr<const StageWriteOut>>> keeps;
+    /// keeps x counts, in that order.
+    std::vector<ReplayJob> jobs;
+  };
+
+  /// The compiles of `layout`, written out from `writtenFrom` microbatches
+  /// (0: folded or compiled at its own count): the compiles of every kept
+  /// block count at the microbatch counts the layout is written out from
+  /// or folded from.
+  JobPlan planJobs(const Layout &layout, int writtenFrom) const {
+    JobPlan plan;
+    const int chunks = layout.pp * std::max(1, layout.virtualStages);
+    plan.countPoints = request.foldMicrobatches && !writtenFrom
+                           ? foldPoints(layout)
+                           : std::nullopt;
+    plan.counts = {layout.microbatches};
+    if (writtenFrom)
+      plan.counts = {writtenFrom};
+    else if (plan.countPoints)
+      plan.counts = {plan.countPoints->first, plan.countPoints->second};
+    // A deep pipeline is written out from one rank of each kind, with
+    // fewer blocks per chunk where its chunks hold several; else the
+    // layers are folded where there are many per chunk.
+    // (Interleaved runs microbatches in groups of its ranks: the compiled
+    // ranks' must group the counts compiled as they are.)
+    auto groups = [&](const std::shared_ptr<const StageWriteOut> &ranks) {
+      return writtenFrom || layout.schedule != "interleaved" ||
+             llvm::all_of(plan.counts,
+                          [&](int count) { return count % ranks->ranks == 0; });
+    };
+    plan.shifted = shiftedStageWriteOut(layout);
+    if (plan.shifted && !groups(plan.shifted->fewer))
+      plan.shifted = nullptr;
+    plan.stages = plan.shifted ? nullptr : stageWriteOut(layout);
+    if (plan.stages && !groups(plan.stages))
+      plan.stages = nullptr;
+    plan.blockPoints =
+        plan.stages || plan.shifted ? std::nullopt : layerFoldPoints(chunks);
+    plan.keeps = {{0, plan.stages}};
+    if (plan.shifted)
+      plan.keeps = {{0, plan.shifted->fewer}, {0, plan.shifted->more}};
+    else if (plan.blockPoints)
+      plan.keeps = {{plan.blockPoints->first, nullptr},
+                    {plan.blockPoints->second, nullptr}};
+    for (const auto &[keep, ranks] : plan.keeps)
+      for (int count : plan.counts) {
+        Layout compiled = layout;
+        compiled.microbatches = count;
+        plan.jobs.push_back({compiled, keep,
+                             writtenFrom ? layout.microbatches : 0, 0, ranks,
+                             /*memoryOnly=*/false, /*pastDepth=*/false});
+      }
+    return plan;
+  }
 
   /// The microbatches a pipeline of `layout` written out from `ranks`
   /// compiled ranks is compiled at (at most its own): past their depth
@@ -1714,20 +1782,206 @@ private:
     }
   }
 
-  /// The replays of `jobs`, compiled at once on the compile pool; nothing
-  /// with the compiler's error in `errors` where one is refused.
+  /// The replays of `jobs`, compiled at once on the compile pool (or
+  /// taken from a compile already made or under way); nothing with the
+  /// compiler's error in `errors` where one is refused. While it waits, a
+  /// thread its jobs leave idle compiles what the search expects to need
+  /// next (speculate).
   std::vector<std::optional<Replay>>
   replayAll(const std::vector<ReplayJob> &jobs,
             std::vector<std::string> &errors) const {
-    std::vector<std::optional<Replay>> replays(jobs.size());
-    errors.assign(jobs.size(), "");
-    std::vector<std::function<void()>> tasks;
-    for (size_t i = 0; i < jobs.size(); ++i)
-      tasks.push_back(
-          [&, i] { replays[i] = replayLayout(jobs[i], errors[i]); });
-    runAtOnce(tasks);
+    std::vector<std::shared_ptr<PooledJob>> own;
+    for (const ReplayJob &job : jobs) {
+      auto it = pooled.find(jobKey(job));
+      own.push_back(it != pooled.end() ? it->second : submit(job));
+    }
+    std::unique_lock<std::mutex> lock(poolMutex);
+    uint64_t seen = poolCompletions;
+    while (llvm::any_of(own, [](const auto &job) { return !job->done; })) {
+      lock.unlock();
+      speculate(own);
+      lock.lock();
+      // (Woken by any compile's end, one while it speculated included.)
+      poolChanged.wait(lock, [&] { return poolCompletions != seen; });
+      seen = poolCompletions;
+    }
+    lock.unlock();
+    std::vector<std::optional<Replay>> replays;
+    errors.clear();
+    for (const std::shared_ptr<PooledJob> &job : own) {
+      learnCompileRate(*job);
+      const JobOutcome &outcome = job->outcome.get();
+      replays.push_back(outcome.replay);
+      errors.push_back(outcome.error);
+    }
     return replays;
   }
+
+  /// One compile's outcome: its replay, or the compiler's refusal.
+  struct JobOutcome {
+    std::optional<Replay> replay;
+    std::string error;
+  };
+  /// A compile on the pool: its outcome once done, when it started, its
+  /// size (compileUnits) and, once done, how long it took.
+  struct PooledJob {
+    std::shared_future<JobOutcome> outcome;
+    std::chrono::steady_clock::time_point started;
+    double units = 0, seconds = 0;
+    /// Set by the pool's thread (under poolMutex).
+    bool done = false;
+    /// Whether its time was learnt from (learnCompileRate).
+    bool learnt = false;
+  };
+
+  /// What tells two compiles apart: everything replayLayout reads of a
+  /// job.
+  static std::string jobKey(const ReplayJob &job) {
+    std::string key =
+        job.layout.str() + "|" + std::to_string(job.keepBlocks) + "|" +
+        std::to_string(job.writeOutTo) + "|" + std::to_string(job.rowsOf) +
+        "|" + std::to_string(job.memoryOnly) + std::to_string(job.pastDepth);
+    if (const StageWriteOut *stages = job.stages.get()) {
+      key += "|" + std::to_string(stages->ranks) + "/" +
+             std::to_string(stages->keepBlocks);
+      for (const std::string &cut : stages->cuts)
+        key += "," + cut;
+      for (int from : stages->rankTemplate)
+        key += ";" + std::to_string(from);
+    }
+    return key;
+  }
+
+  /// Starts `job` on the compile pool.
+  std::shared_ptr<PooledJob> submit(const ReplayJob &job) const {
+    auto pooledJob = std::make_shared<PooledJob>();
+    pooledJob->units = compileUnits(job);
+    pooledJob->started = std::chrono::steady_clock::now();
+    auto promise = std::make_shared<std::promise<JobOutcome>>();
+    pooledJob->outcome = promise->get_future().share();
+    {
+      std::lock_guard<std::mutex> lock(poolMutex);
+      ++poolRunning;
+    }
+    compilePool().async([this, job, pooledJob, promise] {
+      JobOutcome outcome;
+      outcome.replay = replayLayout(job, outcome.error);
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                        pooledJob->started)
+              .count();
+      // (All under the lock, the notification too: once the search sees
+      // nothing running it may end, and this thread must not touch it
+      // after.)
+      std::lock_guard<std::mutex> lock(poolMutex);
+      promise->set_value(std::move(outcome));
+      pooledJob->seconds = seconds;
+      pooledJob->done = true;
+      --poolRunning;
+      ++poolCompletions;
+      poolChanged.notify_all();
+    });
+    pooled[jobKey(job)] = pooledJob;
+    return pooledJob;
+  }
+
+  /// How much a compile of `job` costs, in the units learnCompileRate
+  /// times: the repeated blocks it compiles times its microbatches and
+  /// ten (the passes before the microbatches are unrolled see each block
+  /// once; those after, once per microbatch).
+  double compileUnits(const ReplayJob &job) const {
+    int kept = job.stages       ? job.stages->keepBlocks
+               : job.keepBlocks ? job.keepBlocks
+                                : std::max(1, blocks);
+    int microbatches = job.layout.microbatches;
+    if (job.stages && job.writeOutTo > microbatches) {
+      Layout target = job.layout;
+      target.microbatches = job.writeOutTo;
+      microbatches =
+          stageCompileCount(target, job.stages->ranks, job.pastDepth);
+    }
+    return double(kept) * double(microbatches + 10);
+  }
+
+  /// Learns the seconds a unit of compile takes from `job`'s, once.
+  void learnCompileRate(PooledJob &job) const {
+    if (job.learnt || job.units <= 0)
+      return;
+    job.learnt = true;
+    double rate = job.seconds / job.units;
+    secondsPerUnit = secondsPerUnit > 0 ? (secondsPerUnit + rate) / 2 : rate;
+  }
+
+  /// While the search waits on `own` (compiles a thread is left idle
+  /// beside), starts the compiles of the layouts it expects to evaluate
+  /// next (`upcoming`), as long as each is expected to end about when the
+  /// last of `own` does (kSpeculationOverrun): a right guess is then ready
+  /// when the search gets there, a wrong one cost a thread that would have
+  /// waited. The search's decisions are the same either way; only when
+  /// each compile runs changes.
+  void speculate(const std::vector<std::shared_ptr<PooledJob>> &own) const {
+    unsigned threads = compilePool().getMaxConcurrency();
+    if (secondsPerUnit <= 0 || threads < 2)
+      return;
+    while (true) {
+      double remaining = 0;
+      {
+        std::lock_guard<std::mutex> lock(poolMutex);
+        if (poolRunning >= int(threads))
+          return;
+        auto now = std::chrono::steady_clock::now();
+        for (const std::shared_ptr<PooledJob> &job : own)
+          if (!job->done)
+            remaining = std::max(
+                remaining,
+                job->units * secondsPerUnit -
+                    std::chrono::duration<double>(now - job->started).count());
+      }
+      const ReplayJob *next = nextUpcomingJob();
+      if (!next || compileUnits(*next) * secondsPerUnit >
+                       remaining + kSpeculationOverrun)
+        return;
+      submit(*next);
+      upcomingJobs.pop_front();
+    }
+  }
+
+  /// The first compile of the upcoming layouts not made or under way yet
+  /// (their jobs planned as evaluate() will plan them).
+  const ReplayJob *nextUpcomingJob() const {
+    while (true) {
+      while (!upcomingJobs.empty() &&
+             pooled.count(jobKey(upcomingJobs.front())))
+        upcomingJobs.pop_front();
+      if (!upcomingJobs.empty())
+        return &upcomingJobs.front();
+      if (upcomingPlanned >= upcoming.size())
+        return nullptr;
+      const Layout &layout = upcoming[upcomingPlanned++];
+      JobPlan plan = planJobs(layout, pipelineFoldPoint(layout));
+      upcomingJobs.insert(upcomingJobs.end(), plan.jobs.begin(),
+                          plan.jobs.end());
+    }
+  }
+
+  /// The layouts the search expects to evaluate next, best first.
+  void expectNext(std::vector<Layout> layouts) {
+    upcoming = std::move(layouts);
+    upcomingPlanned = 0;
+    upcomingJobs.clear();
+  }
+
+  /// Every compile the search started, by jobKey.
+  mutable std::map<std::string, std::shared_ptr<PooledJob>> pooled;
+  mutable std::mutex poolMutex;
+  mutable std::condition_variable poolChanged;
+  mutable int poolRunning = 0;
+  mutable uint64_t poolCompletions = 0;
+  /// Seconds per compileUnits, learnt from the compiles made.
+  mutable double secondsPerUnit = 0;
+  std::vector<Layout> upcoming;
+  mutable size_t upcomingPlanned = 0;
+  mutable std::deque<ReplayJob> upcomingJobs;
 
   /// The replays of `jobs`, compiled at once; nothing, with the first
   /// refusal's error, where the compiler refuses one.
