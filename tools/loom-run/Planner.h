@@ -229,6 +229,11 @@ struct PlanResult {
   /// Layouts not compiled because a probe of their memory put them over
   /// the device's.
   int probedOverMemory = 0;
+  /// Compiles started on threads the search left idle, for the layouts it
+  /// expected to compile next, and how many of them it then used (these
+  /// vary from run to run with the compiles' times; the search's decisions
+  /// do not).
+  int compiledAhead = 0, compiledAheadUsed = 0;
   /// Layouts the screen estimated, the probes it compiled for that, and the
   /// estimated layouts it did not compile (slower or larger than the
   /// compiled ones by more than its margin).

@@ -1793,6 +1793,10 @@ private:
     std::vector<std::shared_ptr<PooledJob>> own;
     for (const ReplayJob &job : jobs) {
       auto it = pooled.find(jobKey(job));
+      if (it != pooled.end() && it->second->ahead && !it->second->used)
+        ++result.compiledAheadUsed;
+      if (it != pooled.end())
+        it->second->used = true;
       own.push_back(it != pooled.end() ? it->second : submit(job));
     }
     std::unique_lock<std::mutex> lock(poolMutex);
@@ -1832,6 +1836,8 @@ private:
     bool done = false;
     /// Whether its time was learnt from (learnCompileRate).
     bool learnt = false;
+    /// Started ahead of the search (speculate), and since asked for.
+    bool ahead = false, used = false;
   };
 
   /// What tells two compiles apart: everything replayLayout reads of a
@@ -1941,7 +1947,8 @@ private:
       if (!next || compileUnits(*next) * secondsPerUnit >
                        remaining + kSpeculationOverrun)
         return;
-      submit(*next);
+      submit(*next)->ahead = true;
+      ++result.compiledAhead;
       upcomingJobs.pop_front();
     }
   }
@@ -2489,6 +2496,10 @@ std::string loomrun::formatPlanReport(const PlanRequest &request,
     os << ", " << result.probedOverMemory
        << " of them by a probe of their memory (one pipeline rank of each "
           "kind) over the device's";
+  if (result.compiledAhead)
+    os << "; " << result.compiledAhead
+       << " compiles started ahead on idle threads, "
+       << result.compiledAheadUsed << " of them used";
   os << ")\n";
   if (result.stoppedEarly)
     os << "stopped at the time limit ("
@@ -2698,6 +2709,8 @@ std::string loomrun::formatPlanJson(const PlanRequest &request,
     json.attribute("written_out_from_fewer_ranks", result.stageFolded);
     json.attribute("written_out_from_fewer_blocks", result.stagesShortened);
     json.attribute("probed_over_memory", result.probedOverMemory);
+    json.attribute("compiled_ahead", result.compiledAhead);
+    json.attribute("compiled_ahead_used", result.compiledAheadUsed);
     json.attribute("screened", result.screened);
     json.attribute("probes", result.probes);
     json.attribute("screened_out", result.screenedOut);
