@@ -1548,9 +1548,15 @@ private:
         const int v = std::max(1, layout.virtualStages);
         // (Interleaved sends each microbatch between ranks V times as
         // often: with a block or so per chunk its step was off the line
-        // by 1.7% on the 1T row, with two or more on it.)
-        const int shift =
-            chunkBlocksSpare(*outline, layout.pp * v, v > 1 ? 2 : 1);
+        // by 1.7% on the 1T row, where one block kept ran the line four
+        // blocks past its compiles; with two, on it. Where two leave no
+        // second compile, one is kept if the line then runs one block
+        // past them: on the 146B and 76.1B rows' least chunks of three
+        // blocks, the step within 2e-7 of the whole chunks' compile.)
+        const int chunks = layout.pp * v;
+        int shift = chunkBlocksSpare(*outline, chunks, v > 1 ? 2 : 1);
+        if (v > 1 && shift < 2 && chunkBlocksSpare(*outline, chunks, 1) == 2)
+          shift = 2;
         std::optional<StageWriteOut> fewer, more;
         if (shift >= 2) {
           fewer = chooseTemplateRanks(*outline, layout.pp, v, shift);
