@@ -1240,34 +1240,20 @@ private:
     // microbatch past the steady state adds the same too: two smaller
     // counts give that line. The (up to four) compiles are independent and
     // run at once; their figures combine as if one after the other (the
-    // first refusal is the layout's error).
-    std::optional<std::pair<int, int>> blockPoints = layerFoldPoints(chunks);
-    // A pipeline of many microbatches is written out from a compile of a
-    // few (PipelineFold.h); should its programs not follow the schedule,
-    // it is extrapolated from two larger counts.
+    // first refusal is the layout's error). A pipeline of many
+    // microbatches is written out from a compile of a few (PipelineFold.h);
+    // should its programs not follow the schedule, it is extrapolated from
+    // two larger counts.
     int writtenFrom = pipelineFoldPoint(layout);
-    std::shared_ptr<const StageWriteOut> stages;
-    const ShiftedStages *shifted = nullptr;
-    // The compiles per microbatch count: the repeated blocks kept (0:
-    // all) and the ranks written out from (none: every rank compiled).
-    std::vector<std::pair<int, std::shared_ptr<const StageWriteOut>>> keeps;
-    std::optional<std::pair<int, int>> countPoints;
-    std::vector<int> counts;
+    JobPlan plan;
     std::vector<std::string> errors;
-    // The compiles of every kept block count at the microbatch counts the
-    // layout is written out from or folded from.
     auto replayCounts = [&] {
-      JobPlan plan = planJobs(layout, writtenFrom);
-      countPoints = plan.countPoints;
-      counts = plan.counts;
-      shifted = plan.shifted;
-      stages = plan.stages;
-      blockPoints = plan.blockPoints;
-      keeps = plan.keeps;
+      plan = planJobs(layout, writtenFrom);
       return replayAll(plan.jobs, errors);
     };
     std::vector<std::optional<Replay>> replays = replayCounts();
-    if ((stages || shifted) && llvm::any_of(errors, [](const std::string &e) {
+    if ((plan.stages || plan.shifted) &&
+        llvm::any_of(errors, [](const std::string &e) {
           return llvm::StringRef(e).starts_with(kStagesNotWrittenOut);
         })) {
       stagesNotWrittenOut.insert(layout.str());
@@ -1281,57 +1267,59 @@ private:
     }
     // (A pipeline written out from fewer ranks is compiled at a count of
     // their own: replayStageWriteOut.)
-    if (const StageWriteOut *ranks = stages    ? stages.get()
-                                     : shifted ? shifted->fewer.get()
-                                               : nullptr;
+    if (const StageWriteOut *ranks = plan.stages    ? plan.stages.get()
+                                     : plan.shifted ? plan.shifted->fewer.get()
+                                                    : nullptr;
         writtenFrom && ranks)
       writtenFrom = stageCompileCount(layout, ranks->ranks, false);
     if (writtenFrom && writtenFrom < layout.microbatches) {
       p.pipelineFoldedFrom = writtenFrom;
       ++result.pipelineFolded;
     }
-    if (stages || shifted) {
-      p.stagesFoldedFrom = stages ? stages->ranks : shifted->fewer->ranks;
+    if (plan.stages || plan.shifted) {
+      p.stagesFoldedFrom =
+          plan.stages ? plan.stages->ranks : plan.shifted->fewer->ranks;
       ++result.stageFolded;
     }
     std::vector<Replay> perKeep;
-    for (size_t k = 0; k < keeps.size(); ++k) {
+    for (size_t k = 0; k < plan.keeps.size(); ++k) {
       std::optional<Replay> line;
       bool refused = false;
-      for (size_t c = 0; c < counts.size() && !refused; ++c)
-        if (!replays[k * counts.size() + c]) {
-          error = errors[k * counts.size() + c];
+      for (size_t c = 0; c < plan.counts.size() && !refused; ++c)
+        if (!replays[k * plan.counts.size() + c]) {
+          error = errors[k * plan.counts.size() + c];
           refused = true;
         }
       if (!refused) {
-        const size_t at = k * counts.size();
-        line = countPoints
-                   ? extrapolate(
-                         *replays[at], *replays[at + 1], countPoints->first,
-                         countPoints->second, layout.microbatches,
-                         layout.pp > 1 && layout.schedule == "gpipe", error)
+        const size_t at = k * plan.counts.size();
+        line = plan.countPoints
+                   ? extrapolate(*replays[at], *replays[at + 1],
+                                 plan.countPoints->first,
+                                 plan.countPoints->second, layout.microbatches,
+                                 layout.pp > 1 && layout.schedule == "gpipe",
+                                 error)
                    : replays[at];
-        if (countPoints)
-          p.foldedFrom = *countPoints;
+        if (plan.countPoints)
+          p.foldedFrom = *plan.countPoints;
       }
       if (!line)
         break;
       perKeep.push_back(*line);
     }
-    if (perKeep.size() == keeps.size()) {
-      if (shifted) {
+    if (perKeep.size() == plan.keeps.size()) {
+      if (plan.shifted) {
         // One block more per compiled chunk from the first compile to the
         // second; the whole chunks hold `shift` more than the first.
-        replay = extrapolate(perKeep[0], perKeep[1], 0, 1, shifted->shift,
+        replay = extrapolate(perKeep[0], perKeep[1], 0, 1, plan.shifted->shift,
                              /*growsWithMicrobatches=*/true, error);
-        p.blocksFoldedFrom = {shifted->fewer->keepBlocks,
-                              shifted->more->keepBlocks};
+        p.blocksFoldedFrom = {plan.shifted->fewer->keepBlocks,
+                              plan.shifted->more->keepBlocks};
         ++result.stagesShortened;
-      } else if (blockPoints) {
+      } else if (plan.blockPoints) {
         replay =
             extrapolate(perKeep[0], perKeep[1], 1, 2, double(blocks) / chunks,
                         /*growsWithMicrobatches=*/true, error);
-        p.blocksFoldedFrom = *blockPoints;
+        p.blocksFoldedFrom = *plan.blockPoints;
         ++result.layerFolded;
       } else {
         replay = perKeep[0];
@@ -1369,7 +1357,7 @@ private:
     // depth right away: the search then judges which layouts fit as a
     // whole compile would (its fastest feasible step bounds what it
     // compiles next).
-    if ((stages || shifted) && p.pipelineFoldedFrom &&
+    if ((plan.stages || plan.shifted) && p.pipelineFoldedFrom &&
         std::abs(double(p.maxPeakBytes()) - double(cluster.memoryBytes())) <=
             double(cluster.memoryBytes()) * (layout.schedule == "interleaved"
                                                  ? kInterleavedPeakMargin
