@@ -435,6 +435,12 @@ constexpr double kScreenMemoryMargin = 0.1;
 /// depth, within 0.4%.
 constexpr double kWrittenOutPeakMargin = 0.08;
 constexpr double kInterleavedPeakMargin = 0.02;
+/// How far beyond that margin the screen's estimate of an interleaved
+/// pipeline's peak may be and its ranks still be compiled past their depth
+/// at once (pastDepthAtOnce): its corrected estimates of interleaved peaks
+/// on Megatron's rows were within 7% but for one layout well over the
+/// memory.
+constexpr double kPastDepthAtOnceBand = 0.07;
 /// How far over the device's memory a memory probe (probedPeak) may put a
 /// layout and still have it compiled: the probes' fullest ranks came within
 /// -3.3 to +3% of whole compiles, some over by up to 10% (interleaved's,
@@ -999,12 +1005,12 @@ private:
       // The next few that would be compiled were this one's figures to
       // change nothing, compiled ahead where its compiles leave a thread
       // idle.
-      std::vector<Layout> ahead;
+      std::vector<std::pair<Layout, LayoutEstimate>> ahead;
       for (const Screened &other : order) {
         if (ahead.size() == kLayoutsAhead)
           break;
         if (promising(other) && !dominated(other.layout))
-          ahead.push_back(other.layout);
+          ahead.push_back({other.layout, calibrated(other)});
       }
       expectNext(std::move(ahead));
       if (std::optional<std::string> why = dominated(entry.layout)) {
@@ -1245,10 +1251,11 @@ private:
     // should its programs not follow the schedule, it is extrapolated from
     // two larger counts.
     int writtenFrom = pipelineFoldPoint(layout);
+    const bool atOnce = pastDepthAtOnce(layout, estimates);
     JobPlan plan;
     std::vector<std::string> errors;
     auto replayCounts = [&] {
-      plan = planJobs(layout, writtenFrom);
+      plan = planJobs(layout, writtenFrom, atOnce);
       return replayAll(plan.jobs, errors);
     };
     std::vector<std::optional<Replay>> replays = replayCounts();
@@ -1271,7 +1278,7 @@ private:
                                      : plan.shifted ? plan.shifted->fewer.get()
                                                     : nullptr;
         writtenFrom && ranks)
-      writtenFrom = stageCompileCount(layout, ranks->ranks, false);
+      writtenFrom = stageCompileCount(layout, ranks->ranks, plan.pastDepth);
     if (writtenFrom && writtenFrom < layout.microbatches) {
       p.pipelineFoldedFrom = writtenFrom;
       ++result.pipelineFolded;
@@ -1352,12 +1359,15 @@ private:
     p.tflopsPerDevice = perDevice / 1e12;
     p.mfu = perDevice / result.peakFlopsPerDevice;
     judgeMemory(p);
+    if (plan.pastDepth)
+      p.peakConfirmedFrom = p.pipelineFoldedFrom;
     // Written out at five microbatches from fewer ranks, a peak near the
     // device's memory is taken from the same ranks compiled past their
     // depth right away: the search then judges which layouts fit as a
     // whole compile would (its fastest feasible step bounds what it
     // compiles next).
     if ((plan.stages || plan.shifted) && p.pipelineFoldedFrom &&
+        !plan.pastDepth &&
         std::abs(double(p.maxPeakBytes()) - double(cluster.memoryBytes())) <=
             double(cluster.memoryBytes()) * (layout.schedule == "interleaved"
                                                  ? kInterleavedPeakMargin
@@ -1418,13 +1428,17 @@ private:
     std::vector<std::pair<int, std::shared_ptr<const StageWriteOut>>> keeps;
     /// keeps x counts, in that order.
     std::vector<ReplayJob> jobs;
+    /// The ranks written out from are compiled past their depth
+    /// (pastDepthAtOnce).
+    bool pastDepth = false;
   };
 
   /// The compiles of `layout`, written out from `writtenFrom` microbatches
   /// (0: folded or compiled at its own count): the compiles of every kept
   /// block count at the microbatch counts the layout is written out from
   /// or folded from.
-  JobPlan planJobs(const Layout &layout, int writtenFrom) const {
+  JobPlan planJobs(const Layout &layout, int writtenFrom,
+                   bool pastDepth = false) const {
     JobPlan plan;
     const int chunks = layout.pp * std::max(1, layout.virtualStages);
     plan.countPoints = request.foldMicrobatches && !writtenFrom
@@ -1459,15 +1473,35 @@ private:
     else if (plan.blockPoints)
       plan.keeps = {{plan.blockPoints->first, nullptr},
                     {plan.blockPoints->second, nullptr}};
+    plan.pastDepth = pastDepth && writtenFrom && (plan.stages || plan.shifted);
     for (const auto &[keep, ranks] : plan.keeps)
       for (int count : plan.counts) {
         Layout compiled = layout;
         compiled.microbatches = count;
         plan.jobs.push_back({compiled, keep,
                              writtenFrom ? layout.microbatches : 0, 0, ranks,
-                             /*memoryOnly=*/false, /*pastDepth=*/false});
+                             /*memoryOnly=*/false, plan.pastDepth});
       }
     return plan;
+  }
+
+  /// Whether `layout`'s ranks written out from fewer are compiled past
+  /// their depth at once, not at five microbatches: an interleaved
+  /// pipeline whose screen estimate (in `estimates`, by layout) puts its
+  /// peak within kPastDepthAtOnceBand of the margin its written-out peak
+  /// would be compiled past its depth at (the compile past the depth
+  /// gives the same step: one compile instead of two, one after the
+  /// other, on the rows' costliest layouts).
+  bool pastDepthAtOnce(
+      const Layout &layout,
+      const std::map<std::string, LayoutEstimate> &estimates) const {
+    auto it = estimates.find(layout.str());
+    if (layout.pp < 3 || layout.schedule != "interleaved" ||
+        it == estimates.end() || it->second.peakBytes == 0)
+      return false;
+    const double memory = double(cluster.memoryBytes());
+    return std::abs(double(it->second.peakBytes) - memory) <=
+           memory * (kInterleavedPeakMargin + kPastDepthAtOnceBand);
   }
 
   /// The microbatches a pipeline of `layout` written out from `ranks`
@@ -1958,15 +1992,18 @@ private:
         return &upcomingJobs.front();
       if (upcomingPlanned >= upcoming.size())
         return nullptr;
-      const Layout &layout = upcoming[upcomingPlanned++];
-      JobPlan plan = planJobs(layout, pipelineFoldPoint(layout));
+      const auto &[layout, estimate] = upcoming[upcomingPlanned++];
+      JobPlan plan =
+          planJobs(layout, pipelineFoldPoint(layout),
+                   pastDepthAtOnce(layout, {{layout.str(), estimate}}));
       upcomingJobs.insert(upcomingJobs.end(), plan.jobs.begin(),
                           plan.jobs.end());
     }
   }
 
-  /// The layouts the search expects to evaluate next, best first.
-  void expectNext(std::vector<Layout> layouts) {
+  /// The layouts the search expects to evaluate next, best first, with the
+  /// screen's estimates of them as they stand.
+  void expectNext(std::vector<std::pair<Layout, LayoutEstimate>> layouts) {
     upcoming = std::move(layouts);
     upcomingPlanned = 0;
     upcomingJobs.clear();
@@ -1980,7 +2017,7 @@ private:
   mutable uint64_t poolCompletions = 0;
   /// Seconds per compileUnits, learnt from the compiles made.
   mutable double secondsPerUnit = 0;
-  std::vector<Layout> upcoming;
+  std::vector<std::pair<Layout, LayoutEstimate>> upcoming;
   mutable size_t upcomingPlanned = 0;
   mutable std::deque<ReplayJob> upcomingJobs;
 
@@ -2256,7 +2293,10 @@ void writePrediction(llvm::json::OStream &json, const Prediction &p) {
       json.attribute("written_out_from_ranks", p.stagesFoldedFrom);
     if (p.peakConfirmedFrom) {
       json.attribute("peak_from_microbatches", p.peakConfirmedFrom);
-      json.attribute("written_out_peak_bytes", int64_t(p.writtenOutPeakBytes));
+      // (None where compiled past the depth at once: pastDepthAtOnce.)
+      if (p.writtenOutPeakBytes)
+        json.attribute("written_out_peak_bytes",
+                       int64_t(p.writtenOutPeakBytes));
     }
     if (p.foldedFrom.first)
       json.attributeArray("extrapolated_from_microbatches", [&] {

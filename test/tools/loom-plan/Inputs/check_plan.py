@@ -315,6 +315,41 @@ def probed(search_path, *command):
     print(f"  (worst {100 * worst:.1f}%)", file=sys.stderr)
 
 
+def at_once(search_path, full_path):
+    """The layout of FULL_PATH (an --evaluate --no-fold of it, compiled
+    whole) as the search in SEARCH_PATH predicted it: an interleaved
+    pipeline whose screen estimate came near the device's memory, its
+    ranks compiled past their depth at once (`peak_from_microbatches`,
+    no `written_out_peak_bytes`: no compile at five microbatches before).
+    The step within 0.5% and the same bytes sent, every rank's peak
+    within 1% of the whole compile's."""
+    search = json.load(open(search_path))
+    full = json.load(open(full_path))
+    found = [x["predicted"] for x in search["alternatives"]
+             if x["choice"] == full["choice"]]
+    if "predicted" in search and search["choice"] == full["choice"]:
+        found.append(search["predicted"])
+    if not found:
+        sys.exit(f"the search did not compile {layout(full['choice'])}")
+    a, b = found[0], full["predicted"]
+    if "peak_from_microbatches" not in a or "written_out_peak_bytes" in a:
+        sys.exit("its ranks were not compiled past their depth at once")
+    if abs(a["step_s"] / b["step_s"] - 1) > 5e-3:
+        sys.exit(f"step: at once {a['step_s']}, full {b['step_s']}")
+    if a["comm_bytes"] != b["comm_bytes"]:
+        sys.exit(f"bytes sent: at once {a['comm_bytes']}, full "
+                 f"{b['comm_bytes']}")
+    errors = [x / y - 1 for x, y in zip(a["peak_bytes"], b["peak_bytes"])]
+    if len(a["peak_bytes"]) != len(b["peak_bytes"]) or \
+            max(map(abs, errors)) > 0.01:
+        sys.exit(f"peaks: at once {a['peak_bytes']}, full {b['peak_bytes']}")
+    print(f"pp={full['choice']['pp']} interleaved, compiled past the depth "
+          f"at {a['peak_from_microbatches']} microbatches at once: the step "
+          f"within 0.5%, the same bytes, every rank's peak within 1%")
+    print(f"  (worst rank {100 * max(errors, key=abs):+.2f}%)",
+          file=sys.stderr)
+
+
 if __name__ == "__main__":
     command = sys.argv[1]
     if command == "brute-force":
@@ -327,6 +362,8 @@ if __name__ == "__main__":
         holds(*sys.argv[2:])
     elif command == "probed":
         probed(*sys.argv[2:])
+    elif command == "at-once":
+        at_once(*sys.argv[2:4])
     elif command == "fewer-blocks":
         fewer_blocks(*sys.argv[2:4])
     elif command == "stages":
