@@ -23,7 +23,7 @@ runtime_packages=(cmake ninja-build ccache g++ libgtest-dev libopenblas-dev
   libopenblas-openmp-dev libopenmpi-dev openmpi-bin)
 compiler_packages=(python3 python3-venv libonnx-testdata llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools
   libonnx-dev libprotobuf-dev protobuf-compiler python3-onnx python3-numpy
-  python3-torch clang-19 libclang-rt-19-dev libomp-19-dev)
+  python3-torch clang-19 libclang-rt-19-dev libomp-19-dev libmimalloc-dev)
 packages=("${runtime_packages[@]}")
 [[ $mode == runtime ]] || packages+=("${compiler_packages[@]}")
 
