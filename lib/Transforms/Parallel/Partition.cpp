@@ -720,11 +720,25 @@ private:
   SmallVector<Operation *> replaced;
 };
 
+/// Drops propagation's attributes from `op` (its decisions were recorded
+/// up front: recordDecisions), in one new attribute dictionary: each
+/// removeAttr makes one, and they were a tenth of the pass.
+static void dropShardingAttrs(Operation *op) {
+  NamedAttrList attrs(op->getDiscardableAttrDictionary());
+  bool erased = false;
+  for (StringRef name :
+       {LoomDialect::kShardingAttrName, LoomDialect::kShardingOriginAttrName,
+        LoomDialect::kFactorShardingAttrName})
+    erased |= bool(attrs.erase(name));
+  if (erased)
+    op->setDiscardableAttrs(attrs.getDictionary(op->getContext()));
+}
+
 LogicalResult Partitioner::partitionOp(Operation *op) {
   // Propagation's decision is read here once; no partitioned op keeps it.
   auto decided =
       op->getAttrOfType<ArrayAttr>(LoomDialect::kFactorShardingAttrName);
-  op->removeAttr(LoomDialect::kFactorShardingAttrName);
+  dropShardingAttrs(op);
   OpBuilder builder(op);
   Location loc = op->getLoc();
 
@@ -754,8 +768,6 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
       constant.getResult().setType(local);
     }
     locals[constant.getResult()] = Local{constant.getResult(), axes};
-    op->removeAttr(LoomDialect::kShardingAttrName);
-    op->removeAttr(LoomDialect::kShardingOriginAttrName);
     return success();
   }
 
@@ -768,8 +780,6 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
         localShape(param.getType().getShape(), axes, mesh),
         param.getType().getElementType()));
     locals[param.getResult()] = Local{param.getResult(), axes};
-    op->removeAttr(LoomDialect::kShardingAttrName);
-    op->removeAttr(LoomDialect::kShardingOriginAttrName);
     return success();
   }
 
@@ -1039,9 +1049,6 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
       dropout.setGlobalShape(global.getShape());
     }
   }
-  op->removeAttr(LoomDialect::kShardingAttrName);
-  op->removeAttr(LoomDialect::kShardingOriginAttrName);
-  op->removeAttr(LoomDialect::kFactorShardingAttrName);
   return success();
 }
 

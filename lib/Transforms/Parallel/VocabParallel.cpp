@@ -116,9 +116,15 @@ SharedTerms sharedTerms(LossBuilder &b, Value logits, Value labels,
   // The global class of each of the rank's columns.
   Type indexType = b.typeOf(labels).getElementType();
   auto iotaType = RankedTensorType::get({block}, indexType);
-  SmallVector<Attribute> iota;
+  // (As raw integers: an attribute per class was a fifth of partitioning
+  // at a 51200-word vocabulary.)
+  SmallVector<APInt> iota;
+  iota.reserve(block);
+  unsigned width = isa<IndexType>(indexType)
+                       ? IndexType::kInternalStorageBitWidth
+                       : indexType.getIntOrFloatBitWidth();
   for (int64_t i = 0; i < block; ++i)
-    iota.push_back(builder.getIntegerAttr(indexType, i));
+    iota.emplace_back(width, uint64_t(i));
   Value columns =
       builder.create<ConstantOp>(b.loc, DenseElementsAttr::get(iotaType, iota));
   Value globalColumns =
