@@ -438,12 +438,14 @@ void ShardingPropagation::insertReshards() {
 void ShardingPropagation::write() {
   MLIRContext *context = module.getContext();
   Builder builder(context);
-  // Each op's decision per factor, which the partitioner carries out.
+  // Each op's decision per factor, which the partitioner carries out
+  // (set below with the op's shardings, in one new dictionary).
   SmallVector<Operation *> ops;
   func.walk([&](Operation *op) {
     if (isa<FactorRuleOpInterface>(op) && !isa<ShardOp, ReshardOp>(op))
       ops.push_back(op);
   });
+  llvm::DenseMap<Operation *, ArrayAttr> factorsOf;
   for (Operation *op : ops) {
     const FactorRule &rule = ruleOf(op);
     SmallVector<Slot> slots = slotsOf(op, rule);
@@ -455,8 +457,7 @@ void ShardingPropagation::write() {
     for (const AxisList &axes : merged.axes)
       factors.push_back(builder.getArrayAttr(
           SmallVector<Attribute>(axes.begin(), axes.end())));
-    op->setAttr(LoomDialect::kFactorShardingAttrName,
-                builder.getArrayAttr(factors));
+    factorsOf[op] = builder.getArrayAttr(factors);
   }
   // A pin's open dimensions are what propagation made of them: the
   // partitioner converts to the pin's sharding, which would otherwise
@@ -509,10 +510,17 @@ void ShardingPropagation::write() {
       builder.getStringAttr(LoomDialect::kShardingAttrName);
   StringAttr originName =
       builder.getStringAttr(LoomDialect::kShardingOriginAttrName);
+  StringAttr factorName =
+      builder.getStringAttr(LoomDialect::kFactorShardingAttrName);
   func.walk([&](Operation *op) {
+    ArrayAttr factors = factorsOf.lookup(op);
+    auto factorsOnly = [&] {
+      if (factors)
+        op->setAttr(factorName, factors);
+    };
     if (op->getNumResults() == 0 ||
         !llvm::all_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>))
-      return;
+      return factorsOnly();
     SmallVector<Attribute> shardings, origins;
     bool any = false;
     for (Value result : op->getResults()) {
@@ -529,9 +537,11 @@ void ShardingPropagation::write() {
       }
     }
     if (!any || isa<ShardOp, ReshardOp>(op))
-      return;
-    // Both in one new dictionary (each setAttr makes one).
+      return factorsOnly();
+    // All in one new dictionary (each setAttr makes one).
     NamedAttrList attrs(op->getDiscardableAttrDictionary());
+    if (factors)
+      attrs.set(factorName, factors);
     attrs.set(shardingName, shardings.size() == 1
                                 ? shardings.front()
                                 : Attribute(builder.getArrayAttr(shardings)));

@@ -779,8 +779,16 @@ private:
     return success();
   }
 
-  /// `attr` (lists of world ranks) with every rank moved by `offset`.
-  static ArrayAttr offsetRanks(ArrayAttr attr, int64_t offset) {
+  /// `attr` (lists of world ranks) with every rank moved by `offset`, once
+  /// per list and offset (a stage's collectives share a few lists: made
+  /// anew for each, they were a sixth of the pass).
+  ArrayAttr offsetRanks(ArrayAttr attr, int64_t offset) {
+    auto [it, isNew] = offsetRankLists.try_emplace({attr, offset});
+    if (isNew)
+      it->second = makeOffsetRanks(attr, offset);
+    return it->second;
+  }
+  static ArrayAttr makeOffsetRanks(ArrayAttr attr, int64_t offset) {
     SmallVector<Attribute> lists;
     for (Attribute list : attr) {
       SmallVector<int64_t> ranks(cast<DenseI64ArrayAttr>(list).asArrayRef());
@@ -1006,6 +1014,8 @@ private:
   llvm::DenseMap<Attribute, std::set<int>> readers;
   /// Ops' discardable attributes without the action marks.
   llvm::DenseMap<DictionaryAttr, DictionaryAttr> unmarkedOf;
+  /// offsetRanks' lists, by list and offset.
+  llvm::DenseMap<std::pair<Attribute, int64_t>, ArrayAttr> offsetRankLists;
   std::map<std::tuple<int, int, int>, StringAttr> actionNames;
   std::vector<Transfer> transfers;
 };
