@@ -463,6 +463,9 @@ constexpr double kLentPeakDiscount = 0.1;
 constexpr double kSpeculationOverrun = 0.1;
 /// How many layouts past the one compiled the search compiles ahead.
 constexpr size_t kLayoutsAhead = 3;
+/// How many pipelines' stage outlines the search makes at once before
+/// compiling any (Search::outlineAhead).
+constexpr size_t kOutlinesAhead = 8;
 /// How many of the layouts the screen skipped the pruned list names.
 constexpr size_t kNamedScreenedOut = 20;
 
@@ -978,6 +981,8 @@ private:
         return x.peakBytes < y.peakBytes;
       return x.stepSeconds < y.stepSeconds;
     };
+    std::sort(order.begin(), order.end(), before);
+    outlineAhead(order);
     std::optional<double> best;
     // Whether `entry` is still worth compiling: it fits and is estimated
     // within the margin of the fastest compiled step. The estimates of a
@@ -1636,6 +1641,39 @@ private:
     return it->second ? &*it->second : nullptr;
   }
   mutable std::map<std::string, std::optional<loomrun::StageOutline>> outlines;
+
+  /// The stage outlines (outlineOf) of the first kOutlinesAhead pipelines
+  /// of `order` that have none yet, made at once on the compile pool. Each
+  /// is a compile of the whole model up to its cut (60 to 80 ms on the
+  /// 310.1B and 1T rows, one per tp, pp, virtual stages and rows), which
+  /// the search would otherwise make one at a time before each layout's
+  /// compiles, the pool idle.
+  void outlineAhead(const std::vector<Screened> &order) {
+    if (!request.foldStages || blocks == 0)
+      return;
+    std::vector<Layout> layouts;
+    std::set<std::string> keys;
+    for (const Screened &entry : order) {
+      if (layouts.size() == kOutlinesAhead)
+        break;
+      std::string key = cutKey(entry.layout);
+      if (entry.layout.pp >= 3 && !outlines.count(key) &&
+          keys.insert(key).second)
+        layouts.push_back(entry.layout);
+    }
+    std::vector<std::optional<loomrun::StageOutline>> made(layouts.size());
+    std::vector<std::function<void()>> tasks;
+    for (size_t i = 0; i < layouts.size(); ++i)
+      tasks.push_back([&, i] {
+        rt::StatusOr<loomrun::StageOutline> outline = outlineStages(
+            request.modelPath, layoutOptions(request, layouts[i]));
+        if (outline && int(outline->count) == blocks)
+          made[i] = std::move(*outline);
+      });
+    runAtOnce(tasks);
+    for (size_t i = 0; i < layouts.size(); ++i)
+      outlines[cutKey(layouts[i])] = std::move(made[i]);
+  }
 
   /// The pipeline a probe of `layout`'s memory compiles (probedPeak): its
   /// first rank, one middle rank and its last, each chunk `perChunk` whole
