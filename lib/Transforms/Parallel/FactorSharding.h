@@ -23,7 +23,7 @@ using AxisList = SmallVector<StringAttr, 2>;
 /// The axes that split each dimension of one tensor.
 using DimAxes = SmallVector<AxisList, 4>;
 /// The axes that split each factor of one op's rule.
-using FactorAxes = SmallVector<AxisList>;
+using FactorAxes = SmallVector<AxisList, 6>;
 
 /// The product of the sizes of `axes` in `mesh`.
 int64_t axesSize(MeshAttr mesh, ArrayRef<StringAttr> axes);

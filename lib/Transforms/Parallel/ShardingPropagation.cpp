@@ -28,6 +28,7 @@ struct Candidate {
   int64_t priority = kUnset;
   bool closed = false;
   int slot = -1;
+  unsigned factor = 0;
 };
 
 /// Whether `prefix` starts `list`.
@@ -213,8 +214,9 @@ ShardingPropagation::slotsOf(Operation *op, const FactorRule &rule) {
 ShardingPropagation::Merge ShardingPropagation::merge(const FactorRule &rule,
                                                       ArrayRef<Slot> slots) {
   size_t numFactors = rule.getFactors().size();
-  SmallVector<Candidate> best(numFactors);
-  SmallVector<SmallVector<Candidate>> all(numFactors);
+  // Every tensor's proposals, in slot order (one list: a list per factor
+  // was most of the merge's allocations).
+  SmallVector<Candidate, 16> all;
   for (auto [slotIndex, slot] : llvm::enumerate(slots)) {
     const Entry &entry = *slot.entry;
     if (!entry.isSet())
@@ -226,19 +228,18 @@ ShardingPropagation::Merge ShardingPropagation::merge(const FactorRule &rule,
         bool closed = dim < entry.closed.size() && entry.closed[dim];
         if (axes[factor].empty() && !closed)
           continue;
-        all[factor].push_back(
-            {axes[factor], entry.priority, closed, int(slotIndex)});
+        all.push_back(
+            {axes[factor], entry.priority, closed, int(slotIndex), factor});
       }
   }
   Merge result;
   result.axes.resize(numFactors);
   result.source.assign(numFactors, -1);
   for (unsigned factor = 0; factor < numFactors; ++factor) {
-    ArrayRef<Candidate> candidates = all[factor];
-    if (candidates.empty())
-      continue;
     const Candidate *chosen = nullptr;
-    for (const Candidate &candidate : candidates) {
+    for (const Candidate &candidate : all) {
+      if (candidate.factor != factor)
+        continue;
       if (!chosen || candidate.priority < chosen->priority) {
         chosen = &candidate;
         continue;
@@ -250,6 +251,8 @@ ShardingPropagation::Merge ShardingPropagation::merge(const FactorRule &rule,
       if (isPrefix(chosen->axes, candidate.axes) && !chosen->closed)
         chosen = &candidate;
     }
+    if (!chosen)
+      continue;
     AxisList axes = chosen->axes;
     if (rule.getFactors()[factor].kind == FactorKind::NeedReplication)
       axes.clear();
@@ -279,8 +282,8 @@ ShardingPropagation::Merge ShardingPropagation::merge(const FactorRule &rule,
   dropInexpressible(result.axes, rule, mesh);
   // Record who disagrees with the outcome.
   for (unsigned factor = 0; factor < numFactors; ++factor)
-    for (const Candidate &candidate : all[factor])
-      if (candidate.axes != result.axes[factor] &&
+    for (const Candidate &candidate : all)
+      if (candidate.factor == factor && candidate.axes != result.axes[factor] &&
           !(isPrefix(candidate.axes, result.axes[factor]) && !candidate.closed))
         result.conflicts.push_back({candidate.slot, factor});
   return result;
