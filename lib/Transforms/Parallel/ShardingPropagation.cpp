@@ -189,13 +189,13 @@ void ShardingPropagation::enqueueAround(Value value, StringAttr parameter) {
     enqueue(user);
 }
 
-SmallVector<ShardingPropagation::Slot>
+ShardingPropagation::Slots
 ShardingPropagation::slotsOf(Operation *op, const FactorRule &rule) {
   auto parameterOf = [](Value value) {
     auto param = value.getDefiningOp<ParamOp>();
     return param ? param.getNameAttr().getAttr() : StringAttr();
   };
-  SmallVector<Slot> slots;
+  Slots slots;
   for (auto [index, operand] : llvm::enumerate(op->getOperands()))
     slots.push_back({&entryOf(operand), rule.getOperands()[index], false,
                      unsigned(index), operand, parameterOf(operand)});
@@ -352,7 +352,7 @@ void ShardingPropagation::visit(Operation *op, int64_t priority) {
   if (isa<ReshardOp>(op))
     return;
   const FactorRule &rule = ruleOf(op);
-  SmallVector<Slot> slots = slotsOf(op, rule);
+  Slots slots = slotsOf(op, rule);
   if (llvm::none_of(slots,
                     [](const Slot &slot) { return slot.entry->isSet(); }))
     return;
@@ -383,7 +383,7 @@ void ShardingPropagation::insertReshards() {
     if (isa<ShardOp, ReshardOp, AssignOp>(op))
       continue;
     const FactorRule &rule = ruleOf(op);
-    SmallVector<Slot> slots = slotsOf(op, rule);
+    Slots slots = slotsOf(op, rule);
     Merge merged = merge(rule, slots);
     llvm::SmallDenseSet<int> done;
     for (auto [slotIndex, factor] : merged.conflicts) {
@@ -451,7 +451,7 @@ void ShardingPropagation::write() {
   llvm::DenseMap<Operation *, ArrayAttr> factorsOf;
   for (Operation *op : ops) {
     const FactorRule &rule = ruleOf(op);
-    SmallVector<Slot> slots = slotsOf(op, rule);
+    Slots slots = slotsOf(op, rule);
     Merge merged = merge(rule, slots);
     if (llvm::all_of(merged.axes,
                      [](const AxisList &axes) { return axes.empty(); }))

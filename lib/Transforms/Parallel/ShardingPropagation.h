@@ -80,7 +80,9 @@ private:
 
   Entry &entryOf(Value value);
   const FactorRule &ruleOf(Operation *op);
-  SmallVector<Slot> slotsOf(Operation *op, const FactorRule &rule);
+  /// (Most ops have a few operands and results: inline, no allocation.)
+  using Slots = SmallVector<Slot, 6>;
+  Slots slotsOf(Operation *op, const FactorRule &rule);
   Merge merge(const FactorRule &rule, ArrayRef<Slot> slots);
   bool refine(const Slot &slot, const Merge &merged, ArrayRef<Slot> slots,
               const FactorRule &rule, int64_t priority, Operation *op);
