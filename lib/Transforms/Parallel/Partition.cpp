@@ -722,7 +722,7 @@ private:
 
 /// Drops propagation's attributes from `op` (its decisions were recorded
 /// up front: recordDecisions), in one new attribute dictionary: each
-/// removeAttr makes one, and they were a tenth of the pass.
+/// removeAttr makes one, and they were a sixth of the pass.
 static void dropShardingAttrs(Operation *op) {
   NamedAttrList attrs(op->getDiscardableAttrDictionary());
   bool erased = false;
