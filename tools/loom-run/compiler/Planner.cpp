@@ -1256,7 +1256,9 @@ private:
     // should its programs not follow the schedule, it is extrapolated from
     // two larger counts.
     int writtenFrom = pipelineFoldPoint(layout);
-    const bool atOnce = pastDepthAtOnce(layout, estimates);
+    auto estimated = estimates.find(layout.str());
+    const bool atOnce = pastDepthAtOnce(
+        layout, estimated == estimates.end() ? 0 : estimated->second.peakBytes);
     JobPlan plan;
     std::vector<std::string> errors;
     auto replayCounts = [&] {
@@ -1492,20 +1494,16 @@ private:
 
   /// Whether `layout`'s ranks written out from fewer are compiled past
   /// their depth at once, not at five microbatches: an interleaved
-  /// pipeline whose screen estimate (in `estimates`, by layout) puts its
-  /// peak within kPastDepthAtOnceBand of the margin its written-out peak
+  /// pipeline whose screen estimate puts its peak (`estimatedPeak`; 0:
+  /// none) within kPastDepthAtOnceBand of the margin its written-out peak
   /// would be compiled past its depth at (the compile past the depth
   /// gives the same step: one compile instead of two, one after the
   /// other, on the rows' costliest layouts).
-  bool pastDepthAtOnce(
-      const Layout &layout,
-      const std::map<std::string, LayoutEstimate> &estimates) const {
-    auto it = estimates.find(layout.str());
-    if (layout.pp < 3 || layout.schedule != "interleaved" ||
-        it == estimates.end() || it->second.peakBytes == 0)
+  bool pastDepthAtOnce(const Layout &layout, uint64_t estimatedPeak) const {
+    if (layout.pp < 3 || layout.schedule != "interleaved" || !estimatedPeak)
       return false;
     const double memory = double(cluster.memoryBytes());
-    return std::abs(double(it->second.peakBytes) - memory) <=
+    return std::abs(double(estimatedPeak) - memory) <=
            memory * (kInterleavedPeakMargin + kPastDepthAtOnceBand);
   }
 
@@ -1632,15 +1630,20 @@ private:
   /// function (whose count the blocks kept are given in).
   const loomrun::StageOutline *outlineOf(const Layout &layout) const {
     auto [it, inserted] = outlines.try_emplace(cutKey(layout));
-    if (inserted) {
-      rt::StatusOr<loomrun::StageOutline> outline =
-          outlineStages(request.modelPath, layoutOptions(request, layout));
-      if (outline && int(outline->count) == blocks)
-        it->second = std::move(*outline);
-    }
+    if (inserted)
+      it->second = makeOutline(layout);
     return it->second ? &*it->second : nullptr;
   }
   mutable std::map<std::string, std::optional<loomrun::StageOutline>> outlines;
+
+  /// `layout`'s stage outline as outlineOf keeps it (safe on any thread).
+  std::optional<loomrun::StageOutline> makeOutline(const Layout &layout) const {
+    rt::StatusOr<loomrun::StageOutline> outline =
+        outlineStages(request.modelPath, layoutOptions(request, layout));
+    if (!outline || int(outline->count) != blocks)
+      return std::nullopt;
+    return std::move(*outline);
+  }
 
   /// The stage outlines (outlineOf) of the first kOutlinesAhead pipelines
   /// of `order` that have none yet, made at once on the compile pool. Each
@@ -1664,12 +1667,7 @@ private:
     std::vector<std::optional<loomrun::StageOutline>> made(layouts.size());
     std::vector<std::function<void()>> tasks;
     for (size_t i = 0; i < layouts.size(); ++i)
-      tasks.push_back([&, i] {
-        rt::StatusOr<loomrun::StageOutline> outline = outlineStages(
-            request.modelPath, layoutOptions(request, layouts[i]));
-        if (outline && int(outline->count) == blocks)
-          made[i] = std::move(*outline);
-      });
+      tasks.push_back([&, i] { made[i] = makeOutline(layouts[i]); });
     runAtOnce(tasks);
     for (size_t i = 0; i < layouts.size(); ++i)
       outlines[cutKey(layouts[i])] = std::move(made[i]);
@@ -2031,9 +2029,8 @@ private:
       if (upcomingPlanned >= upcoming.size())
         return nullptr;
       const auto &[layout, estimate] = upcoming[upcomingPlanned++];
-      JobPlan plan =
-          planJobs(layout, pipelineFoldPoint(layout),
-                   pastDepthAtOnce(layout, {{layout.str(), estimate}}));
+      JobPlan plan = planJobs(layout, pipelineFoldPoint(layout),
+                              pastDepthAtOnce(layout, estimate.peakBytes));
       upcomingJobs.insert(upcomingJobs.end(), plan.jobs.begin(),
                           plan.jobs.end());
     }
