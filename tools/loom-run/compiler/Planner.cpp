@@ -466,6 +466,12 @@ constexpr size_t kLayoutsAhead = 3;
 /// How many pipelines' stage outlines the search makes at once before
 /// compiling any (Search::outlineAhead).
 constexpr size_t kOutlinesAhead = 8;
+/// How many families the compiles must span before the margin of a family
+/// nothing was compiled from is learnt from every compile's error against
+/// the correction the others lend it (lentSpread): with two, each
+/// compile's lent correction is the one other family's, and a third may
+/// stray from both.
+constexpr size_t kLentSpreadFamilies = 3;
 /// How many of the layouts the screen skipped the pruned list names.
 constexpr size_t kNamedScreenedOut = 20;
 
@@ -1111,9 +1117,13 @@ private:
   int errors = 0;
 
   /// The same for a family nothing was compiled from, whose estimates
-  /// carry the other families' correction: twice the RMS error of such
-  /// estimates so far, at most kScreenTimeMargin (until three tell).
+  /// carry the other families' correction: twice the RMS error of the
+  /// corrections the others lend (lentSpread) once compiles span three
+  /// families, else of such estimates so far; at most kScreenTimeMargin
+  /// (until three tell).
   double lentMargin() const {
+    if (std::optional<double> spread = lentSpread())
+      return std::clamp(2 * *spread, kScreenMinMargin, kScreenTimeMargin);
     if (lentErrors < 3)
       return kScreenTimeMargin;
     return std::clamp(2 * std::sqrt(lentSquaredErrors / lentErrors),
@@ -1121,6 +1131,34 @@ private:
   }
   double lentSquaredErrors = 0;
   int lentErrors = 0;
+
+  /// The RMS error of the time correction the other families lend each
+  /// compiled layout's family (the geometric mean of their
+  /// compiled-to-estimated ratios), over every compiled layout, once
+  /// compiles span kLentSpreadFamilies families: how far a family's
+  /// correction strays from what the others lend it, learnt from every
+  /// compile made, not only each family's first; nothing before.
+  std::optional<double> lentSpread() const {
+    std::map<std::string, std::pair<double, int>> byFamily;
+    double total = 0;
+    for (const auto &[name, logStep] : stepLogs) {
+      byFamily[name].first += logStep;
+      ++byFamily[name].second;
+      total += logStep;
+    }
+    if (byFamily.size() < kLentSpreadFamilies)
+      return std::nullopt;
+    double squares = 0;
+    for (const auto &[name, logStep] : stepLogs) {
+      const auto &[own, count] = byFamily.at(name);
+      double lent = (total - own) / double(stepLogs.size() - count);
+      double error = std::exp(logStep - lent) - 1;
+      squares += error * error;
+    }
+    return std::sqrt(squares / double(stepLogs.size()));
+  }
+  /// Each compiled layout's family and log compiled-to-estimated step.
+  std::vector<std::pair<std::string, double>> stepLogs;
 
   /// The screen's estimate of a layout and the layout.
   struct Screened {
@@ -1213,6 +1251,7 @@ private:
       r->logStep += logStep;
       ++r->count;
     }
+    stepLogs.push_back({family(entry.layout), logStep});
     learnPeak(entry, p.maxPeakBytes());
   }
 
