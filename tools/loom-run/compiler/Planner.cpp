@@ -1037,9 +1037,7 @@ private:
       // three or more blocks is not probed: its own compile, with fewer
       // blocks per chunk, costs what the probe would.)
       std::optional<uint64_t> probed;
-      if (!peakRatios.count(peakFamily(entry.layout)) ||
-          double(estimate.peakBytes) >
-              double(cluster.memoryBytes()) * kProbeFirstFraction)
+      if (probedFirst(entry.layout, estimate))
         probed = probedPeak(entry.layout);
       if (probed) {
         learnPeak(entry, *probed);
@@ -1712,6 +1710,15 @@ private:
       outlines[cutKey(layouts[i])] = std::move(made[i]);
   }
 
+  /// Whether the search probes `layout`'s memory before it compiles it,
+  /// from its calibrated `estimate`: where the estimate comes near the
+  /// device's memory, or no compile or probe corrected its peak family yet.
+  bool probedFirst(const Layout &layout, const LayoutEstimate &estimate) const {
+    return !peakRatios.count(peakFamily(layout)) ||
+           double(estimate.peakBytes) >
+               double(cluster.memoryBytes()) * kProbeFirstFraction;
+  }
+
   /// The pipeline a probe of `layout`'s memory compiles (probedPeak): its
   /// first rank, one middle rank and its last, each chunk `perChunk` whole
   /// blocks (cut where a block ends), the layout's middle ranks written
@@ -2068,6 +2075,13 @@ private:
       if (upcomingPlanned >= upcoming.size())
         return nullptr;
       const auto &[layout, estimate] = upcoming[upcomingPlanned++];
+      // (A layout whose memory the search probes first: its probe, which
+      // may spare its compiles.)
+      if (probedFirst(layout, estimate) && !memoryProbes.count(layout.str()))
+        if (std::optional<std::vector<ReplayJob>> probe = probeJobs(layout)) {
+          upcomingJobs.insert(upcomingJobs.end(), probe->begin(), probe->end());
+          continue;
+        }
       JobPlan plan = planJobs(layout, pipelineFoldPoint(layout),
                               pastDepthAtOnce(layout, estimate.peakBytes));
       upcomingJobs.insert(upcomingJobs.end(), plan.jobs.begin(),
