@@ -466,12 +466,10 @@ constexpr size_t kLayoutsAhead = 3;
 /// How many pipelines' stage outlines the search makes at once before
 /// compiling any (Search::outlineAhead).
 constexpr size_t kOutlinesAhead = 8;
-/// How many families the compiles must span before the margin of a family
-/// nothing was compiled from is learnt from every compile's error against
-/// the correction the others lend it (lentSpread): with two, each
-/// compile's lent correction is the one other family's, and a third may
-/// stray from both.
-constexpr size_t kLentSpreadFamilies = 3;
+/// How many families, and compiles of them, there must be before the
+/// margin of a family nothing was compiled from is learnt from every
+/// compile's error against the correction the others lend it (lentSpread).
+constexpr size_t kLentSpreadFamilies = 2, kLentSpreadCompiles = 3;
 /// How many of the layouts the screen skipped the pruned list names.
 constexpr size_t kNamedScreenedOut = 20;
 
@@ -1116,9 +1114,9 @@ private:
 
   /// The same for a family nothing was compiled from, whose estimates
   /// carry the other families' correction: twice the RMS error of the
-  /// corrections the others lend (lentSpread) once compiles span three
-  /// families, else of such estimates so far; at most kScreenTimeMargin
-  /// (until three tell).
+  /// corrections the others lend (lentSpread) once three compiles of two
+  /// families tell, else of such estimates so far; at most
+  /// kScreenTimeMargin (until three tell).
   double lentMargin() const {
     if (std::optional<double> spread = lentSpread())
       return std::clamp(2 * *spread, kScreenMinMargin, kScreenTimeMargin);
@@ -1132,10 +1130,10 @@ private:
 
   /// The RMS error of the time correction the other families lend each
   /// compiled layout's family (the geometric mean of their
-  /// compiled-to-estimated ratios), over every compiled layout, once
-  /// compiles span kLentSpreadFamilies families: how far a family's
-  /// correction strays from what the others lend it, learnt from every
-  /// compile made, not only each family's first; nothing before.
+  /// compiled-to-estimated ratios), over every compiled layout, once there
+  /// are kLentSpreadCompiles of kLentSpreadFamilies families: how far a
+  /// family's correction strays from what the others lend it, learnt from
+  /// every compile made, not only each family's first; nothing before.
   std::optional<double> lentSpread() const {
     std::map<std::string, std::pair<double, int>> byFamily;
     double total = 0;
@@ -1144,7 +1142,8 @@ private:
       ++byFamily[name].second;
       total += logStep;
     }
-    if (byFamily.size() < kLentSpreadFamilies)
+    if (byFamily.size() < kLentSpreadFamilies ||
+        stepLogs.size() < kLentSpreadCompiles)
       return std::nullopt;
     double squares = 0;
     for (const auto &[name, logStep] : stepLogs) {
@@ -2075,13 +2074,6 @@ private:
       if (upcomingPlanned >= upcoming.size())
         return nullptr;
       const auto &[layout, estimate] = upcoming[upcomingPlanned++];
-      // (A layout whose memory the search probes first: its probe, which
-      // may spare its compiles.)
-      if (probedFirst(layout, estimate) && !memoryProbes.count(layout.str()))
-        if (std::optional<std::vector<ReplayJob>> probe = probeJobs(layout)) {
-          upcomingJobs.insert(upcomingJobs.end(), probe->begin(), probe->end());
-          continue;
-        }
       JobPlan plan = planJobs(layout, pipelineFoldPoint(layout),
                               pastDepthAtOnce(layout, estimate.peakBytes));
       upcomingJobs.insert(upcomingJobs.end(), plan.jobs.begin(),
