@@ -200,6 +200,14 @@ struct StageOutline {
 loomrt::StatusOr<StageOutline>
 outlineStages(const std::string &path, const ModelCompileOptions &options);
 
+/// outlineStages for each of `virtualStages` (in place of
+/// options.train.virtualStages): the training pipeline up to
+/// loom-cut-stages once (nothing before the cut reads the virtual
+/// stages), then each count's cut.
+std::vector<loomrt::StatusOr<StageOutline>>
+outlineStagesEach(const std::string &path, const ModelCompileOptions &options,
+                  const std::vector<int> &virtualStages);
+
 /// Writes the ONNX model at `modelPath` to `outPath` with the initializers
 /// named in `values` replaced by them (same names, types and shapes; names
 /// that are not initializers are skipped). Returns how many were replaced.

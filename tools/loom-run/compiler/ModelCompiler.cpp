@@ -362,10 +362,18 @@ void freeModule(OwningOpRef<ModuleOp> module) {
 /// With `outline`, nothing is compiled: the model is imported and
 /// canonicalized, and outlined into it (its stageCounts' shares, asked
 /// for in its map's keys, filled in where the model has the cut points).
+/// Stage outlines asked of compile(): one per virtual stage count (the
+/// model otherwise as its options say), or the cut's error.
+struct StageOutlines {
+  std::vector<int> virtualStages;
+  std::vector<std::optional<::loomrun::StageOutline>> outlines;
+  std::vector<std::string> errors;
+};
+
 rt::StatusOr<::loomrun::CompileOnlyResult>
 compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
         TimingScope *timing, ::loomrun::ModelOutline *outline = nullptr,
-        ::loomrun::StageOutline *stages = nullptr) {
+        StageOutlines *stages = nullptr) {
   TimingScope none;
   TimingScope &root = timing ? *timing : none;
   TimingScope reading = root.nest("read the model");
@@ -539,9 +547,21 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
     if (failed(pm.run(*module)))
       return failure("cannot build the training step");
     auto loss = module->lookupSymbol<func::FuncOp>(lossFunctionName(forward));
-    std::string error;
-    if (!loss || !outlineCut(loss, options.train, *stages, error))
-      return failure(loss ? error : "no loss function to cut");
+    if (!loss)
+      return failure("no loss function to cut");
+    // (The passes before the cut do not read the virtual stages: one
+    // training pipeline serves every count's cut.)
+    for (int virtualStages : stages->virtualStages) {
+      ::loomrun::TrainCompileOptions train = options.train;
+      train.virtualStages = virtualStages;
+      ::loomrun::StageOutline cut;
+      std::string error;
+      if (outlineCut(loss, train, cut, error))
+        stages->outlines.push_back(std::move(cut));
+      else
+        stages->outlines.push_back(std::nullopt);
+      stages->errors.push_back(error);
+    }
     return ::loomrun::CompileOnlyResult();
   }
   PassManager pm(&context);
@@ -712,17 +732,33 @@ auto ::loomrun::outlineModel(const std::string &path,
   return outline;
 }
 
+auto ::loomrun::outlineStagesEach(const std::string &path,
+                                  const ::loomrun::ModelCompileOptions &options,
+                                  const std::vector<int> &virtualStages)
+    -> std::vector<rt::StatusOr<StageOutline>> {
+  ::loomrun::ModelCompileOptions shapesOnly = shapesOnlyOptions(options);
+  shapesOnly.keepRepeatedBlocks = 0;
+  StageOutlines stages;
+  stages.virtualStages = virtualStages;
+  rt::StatusOr<CompileOnlyResult> compiled =
+      compile(path, shapesOnly, nullptr, nullptr, &stages);
+  std::vector<rt::StatusOr<StageOutline>> out;
+  for (size_t i = 0; i < virtualStages.size(); ++i) {
+    if (!compiled)
+      out.push_back(compiled.status());
+    else if (!stages.outlines[i])
+      out.push_back(rt::Status::error(path + ": " + stages.errors[i]));
+    else
+      out.push_back(std::move(*stages.outlines[i]));
+  }
+  return out;
+}
+
 auto ::loomrun::outlineStages(const std::string &path,
                               const ::loomrun::ModelCompileOptions &options)
     -> rt::StatusOr<StageOutline> {
-  ::loomrun::ModelCompileOptions shapesOnly = shapesOnlyOptions(options);
-  shapesOnly.keepRepeatedBlocks = 0;
-  StageOutline stages;
-  rt::StatusOr<CompileOnlyResult> compiled =
-      compile(path, shapesOnly, nullptr, nullptr, &stages);
-  if (!compiled)
-    return compiled.status();
-  return stages;
+  return std::move(
+      outlineStagesEach(path, options, {options.train.virtualStages})[0]);
 }
 
 auto ::loomrun::compileOnly(const std::string &path,

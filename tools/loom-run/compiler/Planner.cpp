@@ -1674,39 +1674,64 @@ private:
 
   /// `layout`'s stage outline as outlineOf keeps it (safe on any thread).
   std::optional<loomrun::StageOutline> makeOutline(const Layout &layout) const {
-    rt::StatusOr<loomrun::StageOutline> outline =
-        outlineStages(request.modelPath, layoutOptions(request, layout));
-    if (!outline || int(outline->count) != blocks)
-      return std::nullopt;
-    return std::move(*outline);
+    return std::move(makeOutlines({layout})[0]);
+  }
+
+  /// The stage outlines of `layouts`, which differ at most in their
+  /// virtual stages, from one training pipeline (outlineStagesEach).
+  std::vector<std::optional<loomrun::StageOutline>>
+  makeOutlines(const std::vector<Layout> &layouts) const {
+    std::vector<int> virtualStages;
+    for (const Layout &layout : layouts)
+      virtualStages.push_back(layout.virtualStages);
+    std::vector<rt::StatusOr<loomrun::StageOutline>> made = outlineStagesEach(
+        request.modelPath, layoutOptions(request, layouts.front()),
+        virtualStages);
+    std::vector<std::optional<loomrun::StageOutline>> out;
+    for (rt::StatusOr<loomrun::StageOutline> &outline : made)
+      out.push_back(outline && int(outline->count) == blocks
+                        ? std::optional(std::move(*outline))
+                        : std::nullopt);
+    return out;
   }
 
   /// The stage outlines (outlineOf) of the first kOutlinesAhead pipelines
   /// of `order` that have none yet, made at once on the compile pool. Each
-  /// is a compile of the whole model up to its cut (60 to 80 ms on the
-  /// 310.1B and 1T rows, one per tp, pp, virtual stages and rows), which
-  /// the search would otherwise make one at a time before each layout's
-  /// compiles, the pool idle.
+  /// is a compile of the whole model up to its cut (60 to 100 ms on the
+  /// 310.1B and 1T rows, one per tp, pp and rows, then a cut per virtual
+  /// stage count: 25 ms of it on the 1T row), which the search would
+  /// otherwise make one at a time before each layout's compiles, the pool
+  /// idle.
   void outlineAhead(const std::vector<Screened> &order) {
     if (!request.foldStages || blocks == 0)
       return;
-    std::vector<Layout> layouts;
+    // By cutKey but its virtual stages, in the order first met.
+    std::vector<std::vector<Layout>> groups;
+    std::map<std::string, size_t> groupOf;
     std::set<std::string> keys;
     for (const Screened &entry : order) {
-      if (layouts.size() == kOutlinesAhead)
+      if (keys.size() == kOutlinesAhead)
         break;
       std::string key = cutKey(entry.layout);
-      if (entry.layout.pp >= 3 && !outlines.count(key) &&
-          keys.insert(key).second)
-        layouts.push_back(entry.layout);
+      if (entry.layout.pp < 3 || outlines.count(key) ||
+          !keys.insert(key).second)
+        continue;
+      Layout alike = entry.layout;
+      alike.virtualStages = 1;
+      auto [it, inserted] = groupOf.try_emplace(cutKey(alike), groups.size());
+      if (inserted)
+        groups.emplace_back();
+      groups[it->second].push_back(entry.layout);
     }
-    std::vector<std::optional<loomrun::StageOutline>> made(layouts.size());
+    std::vector<std::vector<std::optional<loomrun::StageOutline>>> made(
+        groups.size());
     std::vector<std::function<void()>> tasks;
-    for (size_t i = 0; i < layouts.size(); ++i)
-      tasks.push_back([&, i] { made[i] = makeOutline(layouts[i]); });
+    for (size_t i = 0; i < groups.size(); ++i)
+      tasks.push_back([&, i] { made[i] = makeOutlines(groups[i]); });
     runAtOnce(tasks);
-    for (size_t i = 0; i < layouts.size(); ++i)
-      outlines[cutKey(layouts[i])] = std::move(made[i]);
+    for (size_t i = 0; i < groups.size(); ++i)
+      for (size_t j = 0; j < groups[i].size(); ++j)
+        outlines[cutKey(groups[i][j])] = std::move(made[i][j]);
   }
 
   /// Whether the search probes `layout`'s memory before it compiles it,
