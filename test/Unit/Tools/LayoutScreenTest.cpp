@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace loomrun;
 
 namespace {
@@ -316,4 +318,54 @@ TEST_F(LayoutScreenTest, AFixedBatchRanksRowsAreProbedUnderDataParallelism) {
     EXPECT_EQ(probe.microbatchSize, 4);
   }
   EXPECT_NEAR(e->stepSeconds, 1 + 0.5 * 2.5, 1e-9);
+}
+
+// The margin of a family nothing was compiled from, learnt from how far
+// each compile's family strays from the correction the others lend it.
+TEST(LentCorrectionSpreadTest, NothingBeforeEnoughFamiliesAndCompiles) {
+  std::vector<std::pair<std::string, double>> compiles = {
+      {"zb-h1/1", std::log(1.1)}, {"zb-h1/1", std::log(1.2)}};
+  // One family lends nothing.
+  EXPECT_FALSE(lentCorrectionSpread(compiles, 2, 2));
+  compiles.push_back({"interleaved/1", std::log(1.0)});
+  EXPECT_TRUE(lentCorrectionSpread(compiles, 2, 3));
+  EXPECT_FALSE(lentCorrectionSpread(compiles, 2, 4));
+  EXPECT_FALSE(lentCorrectionSpread(compiles, 3, 3));
+  // (At least two families, whatever is asked.)
+  compiles.pop_back();
+  EXPECT_FALSE(lentCorrectionSpread(compiles, 0, 0));
+}
+
+TEST(LentCorrectionSpreadTest, EachCompileAgainstTheOthersCorrection) {
+  // zb-h1 compiled 10% slower than estimated, twice; interleaved as
+  // estimated. Each zb-h1 compile is lent interleaved's 1.0 (off by +10%),
+  // the interleaved one zb-h1's 1.1 (off by 1/1.1 - 1).
+  std::vector<std::pair<std::string, double>> compiles = {
+      {"zb-h1/1", std::log(1.1)},
+      {"zb-h1/1", std::log(1.1)},
+      {"interleaved/1", std::log(1.0)}};
+  std::optional<double> spread = lentCorrectionSpread(compiles, 2, 3);
+  ASSERT_TRUE(spread);
+  double off = 1 / 1.1 - 1;
+  EXPECT_NEAR(*spread, std::sqrt((0.01 + 0.01 + off * off) / 3), 1e-12);
+  // A family's correction lent from the geometric mean of the others':
+  // 1f1b's 0.9 and interleaved's 1.0 lend zb-h1 sqrt(0.9).
+  compiles = {{"zb-h1/1", std::log(1.1)},
+              {"interleaved/1", std::log(1.0)},
+              {"1f1b/1", std::log(0.9)}};
+  spread = lentCorrectionSpread(compiles, 2, 3);
+  ASSERT_TRUE(spread);
+  double zb = 1.1 / std::sqrt(0.9) - 1, il = 1.0 / std::sqrt(1.1 * 0.9) - 1,
+         f1 = 0.9 / std::sqrt(1.1 * 1.0) - 1;
+  EXPECT_NEAR(*spread, std::sqrt((zb * zb + il * il + f1 * f1) / 3), 1e-12);
+}
+
+TEST(LentCorrectionSpreadTest, FamiliesThatAgreeLendExactly) {
+  std::vector<std::pair<std::string, double>> compiles = {
+      {"zb-h1/1", std::log(1.05)},
+      {"interleaved/1", std::log(1.05)},
+      {"zb-h1/0", std::log(1.05)}};
+  std::optional<double> spread = lentCorrectionSpread(compiles, 2, 3);
+  ASSERT_TRUE(spread);
+  EXPECT_NEAR(*spread, 0, 1e-12);
 }

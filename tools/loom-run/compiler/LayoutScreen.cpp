@@ -355,3 +355,27 @@ std::optional<LayoutEstimate> LayoutScreen::estimate(const Layout &layout,
   out.peakBytes = uint64_t(states + inFlight * stage(activations));
   return out;
 }
+
+std::optional<double> loomrun::lentCorrectionSpread(
+    const std::vector<std::pair<std::string, double>> &compiles,
+    size_t minFamilies, size_t minCompiles) {
+  // Per family: the sum of its logs and its compiles.
+  std::map<std::string, std::pair<double, size_t>> families;
+  double total = 0;
+  for (const auto &[family, logStep] : compiles) {
+    families[family].first += logStep;
+    ++families[family].second;
+    total += logStep;
+  }
+  if (families.size() < std::max<size_t>(2, minFamilies) ||
+      compiles.size() < minCompiles)
+    return std::nullopt;
+  double squares = 0;
+  for (const auto &[family, logStep] : compiles) {
+    const auto &[own, count] = families.at(family);
+    double lent = (total - own) / double(compiles.size() - count);
+    double error = std::exp(logStep - lent) - 1;
+    squares += error * error;
+  }
+  return std::sqrt(squares / double(compiles.size()));
+}

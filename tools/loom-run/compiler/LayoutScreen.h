@@ -18,6 +18,8 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 namespace mlir {
 namespace loom {
@@ -137,6 +139,18 @@ private:
   std::map<ProbeKey, std::string> errors;
   int compiled = 0;
 };
+
+/// How far the step correction the other families lend a family strays
+/// from its own, from the compiles a search made (`compiles`: each one's
+/// family and log compiled-to-estimated step): the RMS over the compiles
+/// of each one's error against the others' correction (the geometric
+/// mean of the other families' ratios), as a fraction. Nothing before
+/// `minCompiles` compiles of `minFamilies` families (the planner's margin
+/// for a family nothing was compiled from: docs/design/planner.md,
+/// "Screening").
+std::optional<double> lentCorrectionSpread(
+    const std::vector<std::pair<std::string, double>> &compiles,
+    size_t minFamilies, size_t minCompiles);
 
 } // namespace loomrun
 

@@ -468,7 +468,8 @@ constexpr size_t kLayoutsAhead = 3;
 constexpr size_t kOutlinesAhead = 8;
 /// How many families, and compiles of them, there must be before the
 /// margin of a family nothing was compiled from is learnt from every
-/// compile's error against the correction the others lend it (lentSpread).
+/// compile's error against the correction the others lend it
+/// (lentCorrectionSpread).
 constexpr size_t kLentSpreadFamilies = 2, kLentSpreadCompiles = 3;
 /// How many of the layouts the screen skipped the pruned list names.
 constexpr size_t kNamedScreenedOut = 20;
@@ -1114,11 +1115,12 @@ private:
 
   /// The same for a family nothing was compiled from, whose estimates
   /// carry the other families' correction: twice the RMS error of the
-  /// corrections the others lend (lentSpread) once three compiles of two
-  /// families tell, else of such estimates so far; at most
+  /// corrections the others lend (lentCorrectionSpread) once three compiles of
+  /// two families tell, else of such estimates so far; at most
   /// kScreenTimeMargin (until three tell).
   double lentMargin() const {
-    if (std::optional<double> spread = lentSpread())
+    if (std::optional<double> spread = lentCorrectionSpread(
+            stepLogs, kLentSpreadFamilies, kLentSpreadCompiles))
       return std::clamp(2 * *spread, kScreenMinMargin, kScreenTimeMargin);
     if (lentErrors < 3)
       return kScreenTimeMargin;
@@ -1128,32 +1130,6 @@ private:
   double lentSquaredErrors = 0;
   int lentErrors = 0;
 
-  /// The RMS error of the time correction the other families lend each
-  /// compiled layout's family (the geometric mean of their
-  /// compiled-to-estimated ratios), over every compiled layout, once there
-  /// are kLentSpreadCompiles of kLentSpreadFamilies families: how far a
-  /// family's correction strays from what the others lend it, learnt from
-  /// every compile made, not only each family's first; nothing before.
-  std::optional<double> lentSpread() const {
-    std::map<std::string, std::pair<double, int>> byFamily;
-    double total = 0;
-    for (const auto &[name, logStep] : stepLogs) {
-      byFamily[name].first += logStep;
-      ++byFamily[name].second;
-      total += logStep;
-    }
-    if (byFamily.size() < kLentSpreadFamilies ||
-        stepLogs.size() < kLentSpreadCompiles)
-      return std::nullopt;
-    double squares = 0;
-    for (const auto &[name, logStep] : stepLogs) {
-      const auto &[own, count] = byFamily.at(name);
-      double lent = (total - own) / double(stepLogs.size() - count);
-      double error = std::exp(logStep - lent) - 1;
-      squares += error * error;
-    }
-    return std::sqrt(squares / double(stepLogs.size()));
-  }
   /// Each compiled layout's family and log compiled-to-estimated step.
   std::vector<std::pair<std::string, double>> stepLogs;
 
