@@ -194,16 +194,11 @@ struct StageOutline {
   std::vector<std::string> cutNames;
 };
 
-/// Where the compiler cuts the model into options.train.pp x virtual
-/// stages chunks: the training pipeline up to loom-cut-stages, then its
-/// cut. Nothing past it is compiled.
-loomrt::StatusOr<StageOutline>
-outlineStages(const std::string &path, const ModelCompileOptions &options);
-
-/// outlineStages for each of `virtualStages` (in place of
-/// options.train.virtualStages): the training pipeline up to
-/// loom-cut-stages once (nothing before the cut reads the virtual
-/// stages), then each count's cut.
+/// Where the compiler cuts the model into options.train.pp x V chunks,
+/// for each V of `virtualStages` (options.train.virtualStages aside): the
+/// training pipeline up to loom-cut-stages once (nothing before the cut
+/// reads the virtual stages), then each count's cut. Nothing past it is
+/// compiled.
 std::vector<loomrt::StatusOr<StageOutline>>
 outlineStagesEach(const std::string &path, const ModelCompileOptions &options,
                   const std::vector<int> &virtualStages);

@@ -354,6 +354,13 @@ void freeModule(OwningOpRef<ModuleOp> module) {
   });
 }
 
+/// Stage outlines asked of compile(): per virtual stage count (the model
+/// otherwise as its options say), the cut or its error.
+struct StageOutlines {
+  std::vector<int> virtualStages;
+  std::vector<rt::StatusOr<::loomrun::StageOutline>> outlines;
+};
+
 /// The model at `path` compiled as `options` say; the plan unless
 /// options.withWeights is false. With `timing`, every stage and pass is
 /// timed in it and the verifier runs once, on the lowered module, instead
@@ -362,14 +369,6 @@ void freeModule(OwningOpRef<ModuleOp> module) {
 /// With `outline`, nothing is compiled: the model is imported and
 /// canonicalized, and outlined into it (its stageCounts' shares, asked
 /// for in its map's keys, filled in where the model has the cut points).
-/// Stage outlines asked of compile(): one per virtual stage count (the
-/// model otherwise as its options say), or the cut's error.
-struct StageOutlines {
-  std::vector<int> virtualStages;
-  std::vector<std::optional<::loomrun::StageOutline>> outlines;
-  std::vector<std::string> errors;
-};
-
 rt::StatusOr<::loomrun::CompileOnlyResult>
 compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
         TimingScope *timing, ::loomrun::ModelOutline *outline = nullptr,
@@ -559,8 +558,7 @@ compile(const std::string &path, const ::loomrun::ModelCompileOptions &options,
       if (outlineCut(loss, train, cut, error))
         stages->outlines.push_back(std::move(cut));
       else
-        stages->outlines.push_back(std::nullopt);
-      stages->errors.push_back(error);
+        stages->outlines.push_back(rt::Status::error(path + ": " + error));
     }
     return ::loomrun::CompileOnlyResult();
   }
@@ -742,23 +740,10 @@ auto ::loomrun::outlineStagesEach(const std::string &path,
   stages.virtualStages = virtualStages;
   rt::StatusOr<CompileOnlyResult> compiled =
       compile(path, shapesOnly, nullptr, nullptr, &stages);
-  std::vector<rt::StatusOr<StageOutline>> out;
-  for (size_t i = 0; i < virtualStages.size(); ++i) {
-    if (!compiled)
-      out.push_back(compiled.status());
-    else if (!stages.outlines[i])
-      out.push_back(rt::Status::error(path + ": " + stages.errors[i]));
-    else
-      out.push_back(std::move(*stages.outlines[i]));
-  }
-  return out;
-}
-
-auto ::loomrun::outlineStages(const std::string &path,
-                              const ::loomrun::ModelCompileOptions &options)
-    -> rt::StatusOr<StageOutline> {
-  return std::move(
-      outlineStagesEach(path, options, {options.train.virtualStages})[0]);
+  if (!compiled)
+    return std::vector<rt::StatusOr<StageOutline>>(virtualStages.size(),
+                                                   compiled.status());
+  return std::move(stages.outlines);
 }
 
 auto ::loomrun::compileOnly(const std::string &path,

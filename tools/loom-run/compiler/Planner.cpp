@@ -1043,7 +1043,9 @@ private:
       // three or more blocks is not probed: its own compile, with fewer
       // blocks per chunk, costs what the probe would.)
       std::optional<uint64_t> probed;
-      if (probedFirst(entry.layout, estimate))
+      if (!peakRatios.count(peakFamily(entry.layout)) ||
+          double(estimate.peakBytes) >
+              double(cluster.memoryBytes()) * kProbeFirstFraction)
         probed = probedPeak(entry.layout);
       if (probed) {
         learnPeak(entry, *probed);
@@ -1715,15 +1717,6 @@ private:
     for (size_t i = 0; i < groups.size(); ++i)
       for (size_t j = 0; j < groups[i].size(); ++j)
         outlines[cutKey(groups[i][j])] = std::move(made[i][j]);
-  }
-
-  /// Whether the search probes `layout`'s memory before it compiles it,
-  /// from its calibrated `estimate`: where the estimate comes near the
-  /// device's memory, or no compile or probe corrected its peak family yet.
-  bool probedFirst(const Layout &layout, const LayoutEstimate &estimate) const {
-    return !peakRatios.count(peakFamily(layout)) ||
-           double(estimate.peakBytes) >
-               double(cluster.memoryBytes()) * kProbeFirstFraction;
   }
 
   /// The pipeline a probe of `layout`'s memory compiles (probedPeak): its
